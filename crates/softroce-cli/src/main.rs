@@ -1,0 +1,2 @@
+//! The `softroce` command.
+fn main() {}

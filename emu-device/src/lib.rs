@@ -1,0 +1,1 @@
+//! The emulated RDMA HCA.

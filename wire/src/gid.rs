@@ -1,0 +1,144 @@
+//! RoCEv2 GIDs and their IP addresses.
+//!
+//! A RoCEv2 GID *is* an IPv6 address: an IPv4 address appears as the IPv4-mapped form
+//! `::ffff:a.b.c.d` (rxe's GID index 1 on a netdev with one IPv4 address).
+
+use core::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// A 128-bit global identifier, stored in network byte order.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct Gid([u8; 16]);
+
+impl Gid {
+    /// The all-zero GID (an empty GID table entry).
+    pub const ZERO: Self = Self([0; 16]);
+
+    /// Wrap raw GID bytes (network order).
+    pub const fn from_bytes(bytes: [u8; 16]) -> Self {
+        Self(bytes)
+    }
+
+    /// The raw bytes (network order).
+    pub const fn as_bytes(&self) -> &[u8; 16] {
+        &self.0
+    }
+
+    /// The raw bytes (network order), by value.
+    pub const fn to_bytes(self) -> [u8; 16] {
+        self.0
+    }
+
+    /// The RoCEv2 GID of an IP address: IPv4 becomes IPv4-mapped, IPv6 is taken as is.
+    pub const fn from_ip(ip: IpAddr) -> Self {
+        match ip {
+            IpAddr::V4(v4) => Self::from_ipv4(v4),
+            IpAddr::V6(v6) => Self(v6.octets()),
+        }
+    }
+
+    /// The IPv4-mapped GID `::ffff:a.b.c.d`.
+    pub const fn from_ipv4(ip: Ipv4Addr) -> Self {
+        let o = ip.octets();
+        Self([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, o[0], o[1], o[2], o[3]])
+    }
+
+    /// The IP address a RoCEv2 packet for this GID uses: IPv4 for IPv4-mapped GIDs, else IPv6.
+    pub fn to_ip(self) -> IpAddr {
+        let v6 = Ipv6Addr::from(self.0);
+        match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(v6),
+        }
+    }
+
+    /// Whether this GID is IPv4-mapped (so its packets travel over IPv4).
+    pub fn is_ipv4_mapped(self) -> bool {
+        self.0[..10].iter().all(|&b| b == 0) && self.0[10] == 0xff && self.0[11] == 0xff
+    }
+
+    /// The link-local IPv6 GID (`fe80::` + EUI-64) rxe puts at index 0 for a MAC address.
+    pub const fn link_local_from_mac(mac: [u8; 6]) -> Self {
+        Self([
+            0xfe,
+            0x80,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            mac[0] ^ 0x02,
+            mac[1],
+            mac[2],
+            0xff,
+            0xfe,
+            mac[3],
+            mac[4],
+            mac[5],
+        ])
+    }
+
+    /// The subnet prefix (high 64 bits), as `ibv_gid.global.subnet_prefix` holds it.
+    pub const fn subnet_prefix(self) -> u64 {
+        u64::from_be_bytes([
+            self.0[0], self.0[1], self.0[2], self.0[3], self.0[4], self.0[5], self.0[6], self.0[7],
+        ])
+    }
+
+    /// The interface ID (low 64 bits).
+    pub const fn interface_id(self) -> u64 {
+        u64::from_be_bytes([
+            self.0[8], self.0[9], self.0[10], self.0[11], self.0[12], self.0[13], self.0[14],
+            self.0[15],
+        ])
+    }
+}
+
+impl From<IpAddr> for Gid {
+    fn from(ip: IpAddr) -> Self {
+        Self::from_ip(ip)
+    }
+}
+
+impl fmt::Debug for Gid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Gid({self})")
+    }
+}
+
+impl fmt::Display for Gid {
+    /// Formats as an IPv6 address (`::ffff:10.99.0.11` for IPv4-mapped GIDs).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", Ipv6Addr::from(self.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipv4_maps_to_rxe_gid_index_1() {
+        let gid = Gid::from_ip("10.99.0.11".parse().unwrap());
+        assert_eq!(gid.to_string(), "::ffff:10.99.0.11");
+        assert!(gid.is_ipv4_mapped());
+        assert_eq!(gid.to_ip(), "10.99.0.11".parse::<IpAddr>().unwrap());
+    }
+
+    #[test]
+    fn ipv6_gid_is_the_address() {
+        let ip: IpAddr = "fe80::5054:ff:fe99:11".parse().unwrap();
+        let gid = Gid::from_ip(ip);
+        assert!(!gid.is_ipv4_mapped());
+        assert_eq!(gid.to_ip(), ip);
+    }
+
+    #[test]
+    fn link_local_gid_from_mac_matches_rxe0() {
+        let gid = Gid::link_local_from_mac([0x52, 0x54, 0x00, 0x99, 0x00, 0x11]);
+        assert_eq!(gid.to_string(), "fe80::5054:ff:fe99:11");
+        assert_eq!(gid.subnet_prefix(), 0xfe80_0000_0000_0000);
+        assert_eq!(gid.interface_id(), 0x5054_00ff_fe99_0011);
+    }
+}
