@@ -1,1 +1,2 @@
 //! The emulated RDMA HCA.
+pub mod driver;
