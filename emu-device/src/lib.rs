@@ -1,2 +1,3 @@
 //! The emulated RDMA HCA.
 pub mod driver;
+pub mod sim;

@@ -1,0 +1,476 @@
+//! A deterministic in-memory network of sans-IO nodes with virtual time.
+//!
+//! Modelled on quinn-proto's test `Pair`: every node is driven through the same four calls a
+//! real driver makes (`handle_datagram`, `poll_transmit`, `poll_timeout`, `handle_timeout`),
+//! datagrams travel through a fabric with a one-way latency and an MTU, and time only moves when
+//! the fabric advances it to the next delivery or timer. Runs are reproducible from a seed, so a
+//! failing test or soak run replays exactly.
+//!
+//! Faults are one-liners in a test: [`Fabric::drop_next`] for targeted loss, [`Fabric::set_filter`]
+//! for a rule of your own, [`Fabric::partition`], and seeded random
+//! loss/duplication/reordering/corruption through [`LinkFaults`].
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashSet};
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// A datagram in flight between two nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimDatagram {
+    /// Sender address and port.
+    pub src: SocketAddr,
+    /// Destination address and port.
+    pub dst: SocketAddr,
+    /// The UDP payload.
+    pub payload: Vec<u8>,
+}
+
+/// What a node asks the fabric to send (the payload is in the buffer it was given).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimTransmit {
+    /// Source address and port.
+    pub src: SocketAddr,
+    /// Destination address and port.
+    pub dst: SocketAddr,
+    /// Bytes written to the transmit buffer.
+    pub len: usize,
+}
+
+/// The calls a real driver makes on a sans-IO device; implemented by the HCA core.
+pub trait SimNode {
+    /// Deliver one datagram.
+    fn handle_datagram(&mut self, now: Instant, datagram: &SimDatagram);
+    /// Produce the next datagram to send into `buf` (cleared by the caller), if any.
+    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<SimTransmit>;
+    /// When `handle_timeout` must next be called.
+    fn poll_timeout(&self) -> Option<Instant>;
+    /// Let timers that expired at or before `now` fire.
+    fn handle_timeout(&mut self, now: Instant);
+}
+
+/// Index of a node in a [`Fabric`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(pub usize);
+
+/// Seeded random faults applied to every datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct LinkFaults {
+    /// Probability a datagram is lost.
+    pub drop: f64,
+    /// Probability a datagram is delivered twice.
+    pub duplicate: f64,
+    /// Probability a datagram is held back by up to `reorder_delay` extra, overtaking others.
+    pub reorder: f64,
+    /// The most extra delay a reordered datagram gets.
+    pub reorder_delay: Duration,
+    /// Probability one random bit of the payload is flipped.
+    pub corrupt: f64,
+}
+
+/// What a filter decides for one datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FilterAction {
+    /// Deliver normally.
+    Pass,
+    /// Lose it.
+    Drop,
+    /// Deliver it twice.
+    Duplicate,
+    /// Deliver it after this extra delay.
+    Delay(Duration),
+}
+
+/// A user rule evaluated for every datagram before the random faults.
+pub type Filter = Box<dyn FnMut(&SimDatagram) -> FilterAction>;
+
+/// What the fabric did, for assertions and reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FabricStats {
+    /// Datagrams nodes sent.
+    pub sent: u64,
+    /// Datagrams handed to a node.
+    pub delivered: u64,
+    /// Lost to `drop_next`, filters or random loss.
+    pub dropped: u64,
+    /// Lost because they exceeded the fabric MTU.
+    pub dropped_mtu: u64,
+    /// Lost to a partition.
+    pub dropped_partition: u64,
+    /// Addressed to no node.
+    pub unroutable: u64,
+    /// Extra copies delivered.
+    pub duplicated: u64,
+    /// Held back to overtake.
+    pub reordered: u64,
+    /// Bit-flipped.
+    pub corrupted: u64,
+}
+
+impl fmt::Display for FabricStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "sent={} delivered={} dropped={} dropped_mtu={} dropped_partition={} unroutable={} duplicated={} reordered={} corrupted={}",
+            self.sent,
+            self.delivered,
+            self.dropped,
+            self.dropped_mtu,
+            self.dropped_partition,
+            self.unroutable,
+            self.duplicated,
+            self.reordered,
+            self.corrupted
+        )
+    }
+}
+
+struct Slot<N> {
+    addr: IpAddr,
+    node: N,
+}
+
+/// A pending delivery; ordered by time then by sequence so equal times stay FIFO.
+struct Pending {
+    at: Instant,
+    seq: u64,
+    to: usize,
+    datagram: SimDatagram,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Pending {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+/// The in-memory network.
+pub struct Fabric<N> {
+    nodes: Vec<Slot<N>>,
+    in_flight: BinaryHeap<Reverse<Pending>>,
+    seq: u64,
+    epoch: Instant,
+    now: Instant,
+    /// One-way delay of every datagram.
+    pub latency: Duration,
+    /// Largest UDP payload carried; bigger ones are dropped (and counted).
+    pub mtu: usize,
+    /// Seeded random faults.
+    pub faults: LinkFaults,
+    rng: ChaCha8Rng,
+    drop_next: u32,
+    filter: Option<Filter>,
+    partitions: HashSet<(usize, usize)>,
+    stats: FabricStats,
+    tx_buf: Vec<u8>,
+}
+
+impl<N> fmt::Debug for Fabric<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Fabric")
+            .field("nodes", &self.nodes.len())
+            .field("elapsed", &(self.now - self.epoch))
+            .field("in_flight", &self.in_flight.len())
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<N: SimNode> Fabric<N> {
+    /// An empty fabric: 10 µs latency, 64 KiB MTU, no faults, randomness from `seed`.
+    pub fn new(seed: u64) -> Self {
+        // Virtual time starts at an arbitrary real instant; only differences matter.
+        let epoch = Instant::now();
+        Self {
+            nodes: Vec::new(),
+            in_flight: BinaryHeap::new(),
+            seq: 0,
+            epoch,
+            now: epoch,
+            latency: Duration::from_micros(10),
+            mtu: 65_536,
+            faults: LinkFaults::default(),
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            drop_next: 0,
+            filter: None,
+            partitions: HashSet::new(),
+            stats: FabricStats::default(),
+            tx_buf: Vec::with_capacity(8192),
+        }
+    }
+
+    /// Attach a node reachable at `addr`.
+    pub fn add_node(&mut self, addr: IpAddr, node: N) -> NodeId {
+        self.nodes.push(Slot { addr, node });
+        NodeId(self.nodes.len() - 1)
+    }
+
+    /// The current virtual time.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// Virtual time elapsed since the fabric was created.
+    pub fn elapsed(&self) -> Duration {
+        self.now - self.epoch
+    }
+
+    /// A node, to inspect it.
+    pub fn node(&self, id: NodeId) -> &N {
+        &self.nodes[id.0].node
+    }
+
+    /// A node, to call verbs on it. Call [`Fabric::drive`] afterwards so it gets to send.
+    pub fn node_mut(&mut self, id: NodeId) -> &mut N {
+        &mut self.nodes[id.0].node
+    }
+
+    /// The address a node was attached with.
+    pub fn addr(&self, id: NodeId) -> IpAddr {
+        self.nodes[id.0].addr
+    }
+
+    /// What the fabric has done so far.
+    pub fn stats(&self) -> FabricStats {
+        self.stats
+    }
+
+    /// Lose the next `n` datagrams sent by any node.
+    pub fn drop_next(&mut self, n: u32) {
+        self.drop_next += n;
+    }
+
+    /// Install a rule evaluated for every datagram (replaces the previous one).
+    pub fn set_filter(&mut self, filter: impl FnMut(&SimDatagram) -> FilterAction + 'static) {
+        self.filter = Some(Box::new(filter));
+    }
+
+    /// Remove the filter.
+    pub fn clear_filter(&mut self) {
+        self.filter = None;
+    }
+
+    /// Cut (or with `false`, restore) both directions between two nodes.
+    pub fn partition(&mut self, a: NodeId, b: NodeId, cut: bool) {
+        for pair in [(a.0, b.0), (b.0, a.0)] {
+            if cut {
+                self.partitions.insert(pair);
+            } else {
+                self.partitions.remove(&pair);
+            }
+        }
+    }
+
+    /// Collect every datagram the nodes want to send and schedule its delivery.
+    fn collect_transmits(&mut self) {
+        for from in 0..self.nodes.len() {
+            // Bounded so a node that always has something to send cannot hang the fabric.
+            for _ in 0..100_000 {
+                self.tx_buf.clear();
+                let Some(tx) = self.nodes[from]
+                    .node
+                    .poll_transmit(self.now, &mut self.tx_buf)
+                else {
+                    break;
+                };
+                let len = tx.len.min(self.tx_buf.len());
+                let datagram = SimDatagram {
+                    src: tx.src,
+                    dst: tx.dst,
+                    payload: self.tx_buf[..len].to_vec(),
+                };
+                self.route(from, datagram);
+            }
+        }
+    }
+
+    fn route(&mut self, from: usize, mut datagram: SimDatagram) {
+        self.stats.sent += 1;
+        let Some(to) = self.nodes.iter().position(|s| s.addr == datagram.dst.ip()) else {
+            self.stats.unroutable += 1;
+            return;
+        };
+        if datagram.payload.len() > self.mtu {
+            self.stats.dropped_mtu += 1;
+            return;
+        }
+        if self.partitions.contains(&(from, to)) {
+            self.stats.dropped_partition += 1;
+            return;
+        }
+        if self.drop_next > 0 {
+            self.drop_next -= 1;
+            self.stats.dropped += 1;
+            return;
+        }
+        let mut at = self.now + self.latency;
+        let mut copies = 1;
+        match self
+            .filter
+            .as_mut()
+            .map_or(FilterAction::Pass, |f| f(&datagram))
+        {
+            FilterAction::Pass => {}
+            FilterAction::Drop => {
+                self.stats.dropped += 1;
+                return;
+            }
+            FilterAction::Duplicate => {
+                copies = 2;
+                self.stats.duplicated += 1;
+            }
+            FilterAction::Delay(extra) => at += extra,
+        }
+        let faults = self.faults;
+        if faults.drop > 0.0 && self.rng.gen_bool(faults.drop.min(1.0)) {
+            self.stats.dropped += 1;
+            return;
+        }
+        if faults.duplicate > 0.0 && self.rng.gen_bool(faults.duplicate.min(1.0)) {
+            copies += 1;
+            self.stats.duplicated += 1;
+        }
+        if faults.reorder > 0.0
+            && !faults.reorder_delay.is_zero()
+            && self.rng.gen_bool(faults.reorder.min(1.0))
+        {
+            let extra = self.rng.gen_range(Duration::ZERO..=faults.reorder_delay);
+            at += extra;
+            self.stats.reordered += 1;
+        }
+        if faults.corrupt > 0.0
+            && !datagram.payload.is_empty()
+            && self.rng.gen_bool(faults.corrupt.min(1.0))
+        {
+            let bit = self.rng.gen_range(0..datagram.payload.len() * 8);
+            datagram.payload[bit / 8] ^= 1 << (bit % 8);
+            self.stats.corrupted += 1;
+        }
+        for _ in 1..copies {
+            self.seq += 1;
+            self.in_flight.push(Reverse(Pending {
+                at,
+                seq: self.seq,
+                to,
+                datagram: datagram.clone(),
+            }));
+        }
+        self.seq += 1;
+        self.in_flight.push(Reverse(Pending {
+            at,
+            seq: self.seq,
+            to,
+            datagram,
+        }));
+    }
+
+    /// The next moment something happens: a delivery or a node timer.
+    fn next_event(&self) -> Option<Instant> {
+        let delivery = self.in_flight.peek().map(|Reverse(p)| p.at);
+        let timer = self
+            .nodes
+            .iter()
+            .filter_map(|s| s.node.poll_timeout())
+            .min();
+        match (delivery, timer) {
+            (Some(d), Some(t)) => Some(d.min(t)),
+            (d, t) => d.or(t),
+        }
+    }
+
+    /// Send what the nodes have queued, then advance virtual time to the next event and
+    /// process everything due then. Returns `false` when nothing is left to happen.
+    pub fn step(&mut self) -> bool {
+        self.collect_transmits();
+        let Some(next) = self.next_event() else {
+            return false;
+        };
+        if next > self.now {
+            self.now = next;
+        }
+        let now = self.now;
+        while self.in_flight.peek().is_some_and(|Reverse(p)| p.at <= now) {
+            let Some(Reverse(p)) = self.in_flight.pop() else {
+                break;
+            };
+            self.stats.delivered += 1;
+            self.nodes[p.to].node.handle_datagram(now, &p.datagram);
+        }
+        for slot in &mut self.nodes {
+            if slot.node.poll_timeout().is_some_and(|t| t <= now) {
+                slot.node.handle_timeout(now);
+            }
+        }
+        self.collect_transmits();
+        true
+    }
+
+    /// Step until nothing is left to happen or `max_steps` steps were taken. Returns `true`
+    /// if the fabric went idle.
+    pub fn drive(&mut self, max_steps: usize) -> bool {
+        for _ in 0..max_steps {
+            if !self.step() {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Step until `done` holds, the fabric idles, `max_steps` steps pass, or virtual time
+    /// passes `deadline` from now. Returns whether `done` became true.
+    pub fn drive_until(
+        &mut self,
+        max_steps: usize,
+        deadline: Duration,
+        mut done: impl FnMut(&mut Self) -> bool,
+    ) -> bool {
+        let limit = self.now + deadline;
+        for _ in 0..max_steps {
+            if done(self) {
+                return true;
+            }
+            if self.now > limit || !self.step() {
+                return done(self);
+            }
+        }
+        done(self)
+    }
+
+    /// Let virtual time pass by `d`, processing everything due meanwhile.
+    pub fn advance(&mut self, d: Duration) {
+        let target = self.now + d;
+        // Bounded: each iteration processes at least one event or ends.
+        for _ in 0..10_000_000 {
+            self.collect_transmits();
+            match self.next_event() {
+                Some(next) if next <= target => {
+                    if !self.step() {
+                        break;
+                    }
+                }
+                _ => break,
+            }
+        }
+        if self.now < target {
+            self.now = target;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
