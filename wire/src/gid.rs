@@ -40,7 +40,9 @@ impl Gid {
     /// The IPv4-mapped GID `::ffff:a.b.c.d`.
     pub const fn from_ipv4(ip: Ipv4Addr) -> Self {
         let o = ip.octets();
-        Self([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, o[0], o[1], o[2], o[3]])
+        Self([
+            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, o[0], o[1], o[2], o[3],
+        ])
     }
 
     /// The IP address a RoCEv2 packet for this GID uses: IPv4 for IPv4-mapped GIDs, else IPv6.

@@ -1,7 +1,7 @@
 //! RoCEv2 wire formats, in the smoltcp style.
 //!
-//! Every header has a zero-copy *view* (`Packet<T: AsRef<[u8]>>`-like types that read and
-//! write fields in place) and an owned, validated *repr* that can be parsed from a view and
+//! Every header has a zero-copy *view* (a wrapper over `T: AsRef<[u8]>` that reads and
+//! writes fields in place) and an owned, validated *repr* that can be parsed from a view and
 //! emitted into one. The crate does no I/O and never allocates on the parse path.
 //!
 //! # Contract
@@ -10,12 +10,44 @@
 //! - `emit` writes every byte of the header it covers (reserved fields included), so buffers
 //!   can be reused without leaking old data.
 //! - No input panics: malformed bytes give a [`WireError`] that says why.
-#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+//!
+//! ```
+//! use softroce_wire::{BthRepr, ExtRepr, Opcode, Psn, Qpn, RocePacket, RoceRepr};
+//!
+//! let repr = RoceRepr::new(
+//!     BthRepr::new(Opcode::RC_SEND_ONLY, Qpn::from_wire(0x11), Psn::new(1)),
+//!     ExtRepr::default(),
+//!     5,
+//! );
+//! let mut buf = vec![0; repr.buffer_len()];
+//! repr.emit_with_payload(b"hello", &mut buf).unwrap();
+//! let packet = RocePacket::new_checked(&buf[..]).unwrap();
+//! assert_eq!(packet.payload(), b"hello");
+//! assert_eq!(packet.opcode().to_string(), "RC_SEND_ONLY");
+//! ```
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
+pub mod bth;
+pub mod error;
+pub mod ext;
+mod field;
 pub mod gid;
 pub mod mtu;
+pub mod opcode;
+pub mod packet;
 pub mod psn;
 
+pub use bth::{Bth, BthRepr};
+pub use error::{Header, Result, WireError};
+pub use ext::{
+    Aeth, AethRepr, AtomicAckEth, AtomicEth, AtomicEthRepr, Deth, DethRepr, Feth, Ieth, ImmDt,
+    NakCode, Reth, RethRepr, Syndrome, rnr_timer_micros,
+};
 pub use gid::Gid;
 pub use mtu::Mtu;
+pub use opcode::{ExtHeaders, Opcode, OpcodeInfo, Operation, Position, Transport};
+pub use packet::{BTH_LEN, ExtRepr, ICRC_LEN, RocePacket, RoceRepr};
 pub use psn::{Msn, Psn, Qpn};

@@ -211,7 +211,10 @@ mod tests {
     fn qpn_rejects_more_than_24_bits() {
         assert_eq!(Qpn::new(0x0100_0000), None);
         assert_eq!(Qpn::new(0x11).map(Qpn::value), Some(0x11));
-        assert_eq!(Qpn::from_wire(0xAB00_0011), Qpn::new(0x11).unwrap_or_default());
+        assert_eq!(
+            Qpn::from_wire(0xAB00_0011),
+            Qpn::new(0x11).unwrap_or_default()
+        );
     }
 
     proptest! {

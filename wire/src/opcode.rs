@@ -1,0 +1,484 @@
+//! BTH opcodes: the IBTA table for RC, UC and UD, plus FLUSH, ATOMIC WRITE and the RoCEv2 CNP.
+//!
+//! [`Opcode`] wraps the raw byte, so every value — known or not — round-trips losslessly.
+//! [`Opcode::info`] gives what the byte implies: its IBTA name, its transport, which extended
+//! headers follow the BTH (in order), and where in a message the packet sits.
+
+use core::fmt;
+
+/// The transport service an opcode belongs to (its top three bits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Transport {
+    /// Reliable connection (0x00–0x1F).
+    Rc,
+    /// Unreliable connection (0x20–0x3F).
+    Uc,
+    /// Reliable datagram (0x40–0x5F), not used on RoCE.
+    Rd,
+    /// Unreliable datagram (0x60–0x7F).
+    Ud,
+    /// Congestion notification packet (0x80–0x9F; 0x81 is the RoCEv2 CNP).
+    Cnp,
+    /// Extended reliable connection (0xA0–0xBF).
+    Xrc,
+    /// Manufacturer-specific (0xC0–0xFF).
+    Vendor,
+}
+
+impl Transport {
+    /// The transport of an opcode byte.
+    pub const fn of(opcode: u8) -> Self {
+        match opcode >> 5 {
+            0 => Self::Rc,
+            1 => Self::Uc,
+            2 => Self::Rd,
+            3 => Self::Ud,
+            4 => Self::Cnp,
+            5 => Self::Xrc,
+            _ => Self::Vendor,
+        }
+    }
+}
+
+/// A set of extended headers, as bits. They always appear in the order of [`ExtHeaders::ORDER`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct ExtHeaders(u16);
+
+impl ExtHeaders {
+    /// No extended header.
+    pub const NONE: Self = Self(0);
+    /// DETH (8 bytes): UD Q_Key and source QP.
+    pub const DETH: Self = Self(1 << 0);
+    /// RETH (16 bytes): virtual address, R_Key, DMA length.
+    pub const RETH: Self = Self(1 << 1);
+    /// FETH (4 bytes): FLUSH placement type and selectivity; precedes the RETH on the wire.
+    pub const FETH: Self = Self(1 << 2);
+    /// AtomicETH (28 bytes).
+    pub const ATOMIC_ETH: Self = Self(1 << 3);
+    /// AETH (4 bytes): syndrome and MSN.
+    pub const AETH: Self = Self(1 << 4);
+    /// AtomicAckETH (8 bytes): the original remote value.
+    pub const ATOMIC_ACK_ETH: Self = Self(1 << 5);
+    /// ImmDt (4 bytes).
+    pub const IMM: Self = Self(1 << 6);
+    /// IETH (4 bytes): the R_Key to invalidate.
+    pub const IETH: Self = Self(1 << 7);
+    /// The 16 reserved bytes of a RoCEv2 CNP.
+    pub const CNP: Self = Self(1 << 8);
+
+    /// Wire order of the extended headers.
+    pub const ORDER: [Self; 9] = [
+        Self::DETH,
+        Self::FETH,
+        Self::RETH,
+        Self::ATOMIC_ETH,
+        Self::AETH,
+        Self::ATOMIC_ACK_ETH,
+        Self::IMM,
+        Self::IETH,
+        Self::CNP,
+    ];
+
+    /// Union of two sets.
+    pub const fn with(self, other: Self) -> Self {
+        Self(self.0 | other.0)
+    }
+
+    /// Whether every header of `other` is in the set.
+    pub const fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The raw bits.
+    pub const fn bits(self) -> u16 {
+        self.0
+    }
+
+    /// Byte size of one header of the set (which must name exactly one header).
+    pub const fn single_len(self) -> usize {
+        match self.0 {
+            x if x == Self::DETH.0 => 8,
+            x if x == Self::RETH.0 => 16,
+            x if x == Self::FETH.0 => 4,
+            x if x == Self::ATOMIC_ETH.0 => 28,
+            x if x == Self::AETH.0 => 4,
+            x if x == Self::ATOMIC_ACK_ETH.0 => 8,
+            x if x == Self::IMM.0 => 4,
+            x if x == Self::IETH.0 => 4,
+            x if x == Self::CNP.0 => 16,
+            _ => 0,
+        }
+    }
+
+    /// Total byte size of the set.
+    pub const fn len(self) -> usize {
+        let mut total = 0;
+        let mut i = 0;
+        while i < Self::ORDER.len() {
+            if self.contains(Self::ORDER[i]) {
+                total += Self::ORDER[i].single_len();
+            }
+            i += 1;
+        }
+        total
+    }
+
+    /// Whether the set is empty.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+/// Where a packet sits in its message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Position {
+    /// First packet of a multi-packet message.
+    First,
+    /// Neither first nor last.
+    Middle,
+    /// Last packet of a multi-packet message.
+    Last,
+    /// The whole message in one packet.
+    Only,
+}
+
+/// What kind of operation an opcode carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Operation {
+    /// SEND (any variant).
+    Send,
+    /// RDMA WRITE.
+    Write,
+    /// RDMA READ request.
+    ReadRequest,
+    /// RDMA READ response.
+    ReadResponse,
+    /// ACKNOWLEDGE (ACK, NAK or RNR NAK).
+    Acknowledge,
+    /// ATOMIC ACKNOWLEDGE.
+    AtomicAcknowledge,
+    /// COMPARE & SWAP.
+    CompareSwap,
+    /// FETCH & ADD.
+    FetchAdd,
+    /// FLUSH (IBTA 1.5 memory placement extension).
+    Flush,
+    /// ATOMIC WRITE (IBTA 1.5 memory placement extension).
+    AtomicWrite,
+    /// RoCEv2 congestion notification.
+    Cnp,
+}
+
+/// Everything an opcode implies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct OpcodeInfo {
+    /// IBTA-style name, e.g. `RC_SEND_FIRST`.
+    pub name: &'static str,
+    /// Operation carried.
+    pub operation: Operation,
+    /// Position in the message.
+    pub position: Position,
+    /// Extended headers that follow the BTH.
+    pub headers: ExtHeaders,
+    /// Whether the packet may carry payload bytes.
+    pub has_payload: bool,
+    /// Payload bytes the opcode requires exactly (ATOMIC WRITE: 8).
+    pub fixed_payload: Option<usize>,
+}
+
+impl OpcodeInfo {
+    /// Byte length of the extended headers.
+    pub const fn ext_len(&self) -> usize {
+        self.headers.len()
+    }
+
+    /// A request (sent by the requester), as opposed to a response or ACK.
+    pub const fn is_request(&self) -> bool {
+        !matches!(
+            self.operation,
+            Operation::ReadResponse | Operation::Acknowledge | Operation::AtomicAcknowledge
+        ) && !matches!(self.operation, Operation::Cnp)
+    }
+
+    /// A response (READ response, ACK or atomic ACK).
+    pub const fn is_response(&self) -> bool {
+        matches!(
+            self.operation,
+            Operation::ReadResponse | Operation::Acknowledge | Operation::AtomicAcknowledge
+        )
+    }
+
+    /// An atomic request.
+    pub const fn is_atomic(&self) -> bool {
+        matches!(self.operation, Operation::CompareSwap | Operation::FetchAdd)
+    }
+
+    /// First or only packet of a message.
+    pub const fn starts_message(&self) -> bool {
+        matches!(self.position, Position::First | Position::Only)
+    }
+
+    /// Last or only packet of a message.
+    pub const fn ends_message(&self) -> bool {
+        matches!(self.position, Position::Last | Position::Only)
+    }
+}
+
+/// A BTH opcode byte.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Opcode(pub u8);
+
+macro_rules! opcodes {
+    ($( $(#[$doc:meta])* $name:ident = $value:expr, $op:ident, $pos:ident, [$($h:ident),*], $payload:expr, $fixed:expr; )*) => {
+        impl Opcode {
+            $( $(#[$doc])* pub const $name: Self = Self($value); )*
+
+            /// What this opcode implies, or `None` for a code point this table does not know
+            /// (its packets are treated as BTH + opaque payload, so they still round-trip).
+            pub const fn info(self) -> Option<OpcodeInfo> {
+                match self.0 {
+                    $( $value => Some(OpcodeInfo {
+                        name: stringify!($name),
+                        operation: Operation::$op,
+                        position: Position::$pos,
+                        headers: ExtHeaders::NONE $(.with(ExtHeaders::$h))*,
+                        has_payload: $payload,
+                        fixed_payload: $fixed,
+                    }), )*
+                    _ => None,
+                }
+            }
+
+            /// Every opcode this table knows.
+            pub const KNOWN: &'static [Self] = &[$(Self::$name),*];
+        }
+    };
+}
+
+opcodes! {
+    /// RC SEND First.
+    RC_SEND_FIRST = 0x00, Send, First, [], true, None;
+    /// RC SEND Middle.
+    RC_SEND_MIDDLE = 0x01, Send, Middle, [], true, None;
+    /// RC SEND Last.
+    RC_SEND_LAST = 0x02, Send, Last, [], true, None;
+    /// RC SEND Last with Immediate.
+    RC_SEND_LAST_WITH_IMMEDIATE = 0x03, Send, Last, [IMM], true, None;
+    /// RC SEND Only.
+    RC_SEND_ONLY = 0x04, Send, Only, [], true, None;
+    /// RC SEND Only with Immediate.
+    RC_SEND_ONLY_WITH_IMMEDIATE = 0x05, Send, Only, [IMM], true, None;
+    /// RC RDMA WRITE First.
+    RC_RDMA_WRITE_FIRST = 0x06, Write, First, [RETH], true, None;
+    /// RC RDMA WRITE Middle.
+    RC_RDMA_WRITE_MIDDLE = 0x07, Write, Middle, [], true, None;
+    /// RC RDMA WRITE Last.
+    RC_RDMA_WRITE_LAST = 0x08, Write, Last, [], true, None;
+    /// RC RDMA WRITE Last with Immediate.
+    RC_RDMA_WRITE_LAST_WITH_IMMEDIATE = 0x09, Write, Last, [IMM], true, None;
+    /// RC RDMA WRITE Only.
+    RC_RDMA_WRITE_ONLY = 0x0A, Write, Only, [RETH], true, None;
+    /// RC RDMA WRITE Only with Immediate.
+    RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE = 0x0B, Write, Only, [RETH, IMM], true, None;
+    /// RC RDMA READ Request.
+    RC_RDMA_READ_REQUEST = 0x0C, ReadRequest, Only, [RETH], false, None;
+    /// RC RDMA READ response First.
+    RC_RDMA_READ_RESPONSE_FIRST = 0x0D, ReadResponse, First, [AETH], true, None;
+    /// RC RDMA READ response Middle.
+    RC_RDMA_READ_RESPONSE_MIDDLE = 0x0E, ReadResponse, Middle, [], true, None;
+    /// RC RDMA READ response Last.
+    RC_RDMA_READ_RESPONSE_LAST = 0x0F, ReadResponse, Last, [AETH], true, None;
+    /// RC RDMA READ response Only.
+    RC_RDMA_READ_RESPONSE_ONLY = 0x10, ReadResponse, Only, [AETH], true, None;
+    /// RC Acknowledge (ACK, NAK, RNR NAK).
+    RC_ACKNOWLEDGE = 0x11, Acknowledge, Only, [AETH], false, None;
+    /// RC ATOMIC Acknowledge.
+    RC_ATOMIC_ACKNOWLEDGE = 0x12, AtomicAcknowledge, Only, [AETH, ATOMIC_ACK_ETH], false, None;
+    /// RC CmpSwap.
+    RC_COMPARE_SWAP = 0x13, CompareSwap, Only, [ATOMIC_ETH], false, None;
+    /// RC FetchAdd.
+    RC_FETCH_ADD = 0x14, FetchAdd, Only, [ATOMIC_ETH], false, None;
+    /// RC SEND Last with Invalidate.
+    RC_SEND_LAST_WITH_INVALIDATE = 0x16, Send, Last, [IETH], true, None;
+    /// RC SEND Only with Invalidate.
+    RC_SEND_ONLY_WITH_INVALIDATE = 0x17, Send, Only, [IETH], true, None;
+    /// RC FLUSH (IBTA 1.5).
+    RC_FLUSH = 0x1C, Flush, Only, [FETH, RETH], false, None;
+    /// RC ATOMIC WRITE (IBTA 1.5): RETH plus exactly 8 payload bytes.
+    RC_ATOMIC_WRITE = 0x1D, AtomicWrite, Only, [RETH], true, Some(8);
+    /// UC SEND First.
+    UC_SEND_FIRST = 0x20, Send, First, [], true, None;
+    /// UC SEND Middle.
+    UC_SEND_MIDDLE = 0x21, Send, Middle, [], true, None;
+    /// UC SEND Last.
+    UC_SEND_LAST = 0x22, Send, Last, [], true, None;
+    /// UC SEND Last with Immediate.
+    UC_SEND_LAST_WITH_IMMEDIATE = 0x23, Send, Last, [IMM], true, None;
+    /// UC SEND Only.
+    UC_SEND_ONLY = 0x24, Send, Only, [], true, None;
+    /// UC SEND Only with Immediate.
+    UC_SEND_ONLY_WITH_IMMEDIATE = 0x25, Send, Only, [IMM], true, None;
+    /// UC RDMA WRITE First.
+    UC_RDMA_WRITE_FIRST = 0x26, Write, First, [RETH], true, None;
+    /// UC RDMA WRITE Middle.
+    UC_RDMA_WRITE_MIDDLE = 0x27, Write, Middle, [], true, None;
+    /// UC RDMA WRITE Last.
+    UC_RDMA_WRITE_LAST = 0x28, Write, Last, [], true, None;
+    /// UC RDMA WRITE Last with Immediate.
+    UC_RDMA_WRITE_LAST_WITH_IMMEDIATE = 0x29, Write, Last, [IMM], true, None;
+    /// UC RDMA WRITE Only.
+    UC_RDMA_WRITE_ONLY = 0x2A, Write, Only, [RETH], true, None;
+    /// UC RDMA WRITE Only with Immediate.
+    UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE = 0x2B, Write, Only, [RETH, IMM], true, None;
+    /// UD SEND Only.
+    UD_SEND_ONLY = 0x64, Send, Only, [DETH], true, None;
+    /// UD SEND Only with Immediate.
+    UD_SEND_ONLY_WITH_IMMEDIATE = 0x65, Send, Only, [DETH, IMM], true, None;
+    /// RoCEv2 congestion notification packet.
+    CNP = 0x81, Cnp, Only, [CNP], false, None;
+}
+
+impl Opcode {
+    /// The transport service of this opcode.
+    pub const fn transport(self) -> Transport {
+        Transport::of(self.0)
+    }
+
+    /// The IBTA name, or `None` for unknown opcodes.
+    pub const fn name(self) -> Option<&'static str> {
+        match self.info() {
+            Some(info) => Some(info.name),
+            None => None,
+        }
+    }
+}
+
+impl From<u8> for Opcode {
+    fn from(value: u8) -> Self {
+        Self(value)
+    }
+}
+
+impl From<Opcode> for u8 {
+    fn from(op: Opcode) -> Self {
+        op.0
+    }
+}
+
+impl fmt::Display for Opcode {
+    /// The IBTA name, or `UNKNOWN_0xNN`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(name) => f.write_str(name),
+            None => write!(f, "UNKNOWN_{:#04x}", self.0),
+        }
+    }
+}
+
+impl fmt::Debug for Opcode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Opcode({self})")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_byte_round_trips_and_formats() {
+        for b in 0..=255u8 {
+            let op = Opcode::from(b);
+            assert_eq!(u8::from(op), b);
+            let text = op.to_string();
+            assert!(!text.is_empty());
+            if op.info().is_none() {
+                assert_eq!(text, format!("UNKNOWN_{b:#04x}"));
+            }
+        }
+    }
+
+    #[test]
+    fn table_matches_the_ibta_header_layout() {
+        let cases: &[(Opcode, usize, &str)] = &[
+            (Opcode::RC_SEND_FIRST, 0, "RC_SEND_FIRST"),
+            (
+                Opcode::RC_SEND_ONLY_WITH_IMMEDIATE,
+                4,
+                "RC_SEND_ONLY_WITH_IMMEDIATE",
+            ),
+            (Opcode::RC_RDMA_WRITE_FIRST, 16, "RC_RDMA_WRITE_FIRST"),
+            (
+                Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE,
+                20,
+                "RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE",
+            ),
+            (Opcode::RC_RDMA_READ_REQUEST, 16, "RC_RDMA_READ_REQUEST"),
+            (
+                Opcode::RC_RDMA_READ_RESPONSE_FIRST,
+                4,
+                "RC_RDMA_READ_RESPONSE_FIRST",
+            ),
+            (
+                Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
+                0,
+                "RC_RDMA_READ_RESPONSE_MIDDLE",
+            ),
+            (Opcode::RC_ACKNOWLEDGE, 4, "RC_ACKNOWLEDGE"),
+            (Opcode::RC_ATOMIC_ACKNOWLEDGE, 12, "RC_ATOMIC_ACKNOWLEDGE"),
+            (Opcode::RC_COMPARE_SWAP, 28, "RC_COMPARE_SWAP"),
+            (Opcode::RC_FETCH_ADD, 28, "RC_FETCH_ADD"),
+            (
+                Opcode::RC_SEND_ONLY_WITH_INVALIDATE,
+                4,
+                "RC_SEND_ONLY_WITH_INVALIDATE",
+            ),
+            (Opcode::RC_FLUSH, 20, "RC_FLUSH"),
+            (Opcode::RC_ATOMIC_WRITE, 16, "RC_ATOMIC_WRITE"),
+            (Opcode::UC_RDMA_WRITE_ONLY, 16, "UC_RDMA_WRITE_ONLY"),
+            (Opcode::UD_SEND_ONLY, 8, "UD_SEND_ONLY"),
+            (
+                Opcode::UD_SEND_ONLY_WITH_IMMEDIATE,
+                12,
+                "UD_SEND_ONLY_WITH_IMMEDIATE",
+            ),
+            (Opcode::CNP, 16, "CNP"),
+        ];
+        for &(op, ext_len, name) in cases {
+            let info = op.info().unwrap();
+            assert_eq!(info.ext_len(), ext_len, "{name}");
+            assert_eq!(info.name, name);
+        }
+        assert_eq!(Opcode::KNOWN.len(), 40);
+        assert_eq!(Opcode(0x15).info(), None, "RESYNC is reserved");
+    }
+
+    #[test]
+    fn transports_come_from_the_top_three_bits() {
+        assert_eq!(Opcode::RC_FETCH_ADD.transport(), Transport::Rc);
+        assert_eq!(Opcode::UC_SEND_ONLY.transport(), Transport::Uc);
+        assert_eq!(Opcode::UD_SEND_ONLY.transport(), Transport::Ud);
+        assert_eq!(Opcode::CNP.transport(), Transport::Cnp);
+        for op in Opcode::KNOWN {
+            let info = op.info().unwrap();
+            let prefix = match op.transport() {
+                Transport::Rc => "RC_",
+                Transport::Uc => "UC_",
+                Transport::Ud => "UD_",
+                _ => "CNP",
+            };
+            assert!(info.name.starts_with(prefix), "{}", info.name);
+        }
+    }
+
+    #[test]
+    fn request_and_response_classes() {
+        let resp = Opcode::RC_RDMA_READ_RESPONSE_ONLY.info().unwrap();
+        assert!(resp.is_response() && !resp.is_request());
+        let req = Opcode::RC_RDMA_READ_REQUEST.info().unwrap();
+        assert!(req.is_request() && !req.is_response());
+        assert!(Opcode::RC_COMPARE_SWAP.info().unwrap().is_atomic());
+        assert!(Opcode::RC_SEND_LAST.info().unwrap().ends_message());
+        assert!(Opcode::RC_SEND_FIRST.info().unwrap().starts_message());
+    }
+}
