@@ -35,9 +35,12 @@ pub mod error;
 pub mod ext;
 mod field;
 pub mod gid;
+pub mod icrc;
+pub mod ip;
 pub mod mtu;
 pub mod opcode;
 pub mod packet;
+pub mod pcap;
 pub mod psn;
 
 pub use bth::{Bth, BthRepr};
@@ -47,6 +50,7 @@ pub use ext::{
     NakCode, Reth, RethRepr, Syndrome, rnr_timer_micros,
 };
 pub use gid::Gid;
+pub use icrc::{IcrcCheck, ROCE_V2_PORT, UdpEndpoints};
 pub use mtu::Mtu;
 pub use opcode::{ExtHeaders, Opcode, OpcodeInfo, Operation, Position, Transport};
 pub use packet::{BTH_LEN, ExtRepr, ICRC_LEN, RocePacket, RoceRepr};
