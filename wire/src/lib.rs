@@ -35,13 +35,16 @@ pub mod error;
 pub mod ext;
 mod field;
 pub mod gid;
+pub mod grh;
 pub mod icrc;
 pub mod ip;
 pub mod mtu;
 pub mod opcode;
 pub mod packet;
 pub mod pcap;
+pub mod pretty;
 pub mod psn;
+pub mod udp_port;
 
 pub use bth::{Bth, BthRepr};
 pub use error::{Header, Result, WireError};

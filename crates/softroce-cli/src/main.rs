@@ -1,2 +1,32 @@
 //! The `softroce` command.
-fn main() {}
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod decode;
+
+/// softroce: a userspace soft-RoCE device.
+#[derive(Debug, Parser)]
+#[command(name = "softroce", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Decode RoCEv2 packets in pcap files, verifying every ICRC.
+    ///
+    /// Prints one line per RoCE packet, then `packets=N roce=N icrc_ok=N icrc_bad=N
+    /// malformed=N`. Exit status 0 when nothing is bad or malformed, 1 otherwise, 2 when a
+    /// file cannot be read.
+    Decode(decode::DecodeArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Decode(args) => decode::run(&args),
+    }
+}
