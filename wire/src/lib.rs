@@ -34,6 +34,8 @@ pub mod bth;
 pub mod error;
 pub mod ext;
 mod field;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gid;
 pub mod grh;
 pub mod icrc;
