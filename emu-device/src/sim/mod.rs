@@ -474,3 +474,34 @@ impl<N: SimNode> Fabric<N> {
 
 #[cfg(test)]
 mod tests;
+
+impl SimNode for crate::core::Hca {
+    fn handle_datagram(&mut self, now: Instant, datagram: &SimDatagram) {
+        crate::core::Hca::handle_datagram(
+            self,
+            now,
+            crate::core::IncomingDatagram {
+                src: datagram.src,
+                dst: datagram.dst.ip(),
+                payload: &datagram.payload,
+            },
+        );
+    }
+
+    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<SimTransmit> {
+        let t = crate::core::Hca::poll_transmit(self, now, buf)?;
+        Some(SimTransmit {
+            src: t.source,
+            dst: t.destination,
+            len: t.len,
+        })
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        crate::core::Hca::poll_timeout(self)
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        crate::core::Hca::handle_timeout(self, now);
+    }
+}

@@ -1,0 +1,283 @@
+//! The device's objects and their attributes.
+
+use std::collections::VecDeque;
+
+use softroce_wire::{Gid, Mtu, Psn, Qpn};
+
+use super::handles::{ChannelHandle, CqHandle, PdHandle, SrqHandle};
+use super::types::{AccessFlags, QpState, QpType};
+use super::wr::{RecvWr, SendWr, WorkCompletion};
+
+/// A protection domain.
+#[derive(Debug, Default)]
+pub(crate) struct Pd {
+    /// MRs, AHs, QPs and SRQs using it.
+    pub(crate) users: u32,
+}
+
+/// A memory region.
+#[derive(Debug, Clone)]
+pub(crate) struct Mr {
+    pub(crate) pd: PdHandle,
+    pub(crate) addr: u64,
+    pub(crate) len: u64,
+    pub(crate) access: AccessFlags,
+    pub(crate) lkey: u32,
+    pub(crate) rkey: u32,
+    /// Cleared by a SEND_WITH_INV naming the rkey.
+    pub(crate) remote_valid: bool,
+}
+
+impl Mr {
+    /// Whether `addr..addr+len` lies inside the region.
+    pub(crate) fn contains(&self, addr: u64, len: u64) -> bool {
+        addr >= self.addr
+            && addr
+                .checked_add(len)
+                .is_some_and(|end| end <= self.addr + self.len)
+    }
+}
+
+/// Address vector: `ibv_ah_attr` with its GRH, as RoCE uses it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AhAttr {
+    /// Destination GID (its IP is where packets go).
+    pub dgid: Gid,
+    /// Flow label.
+    pub flow_label: u32,
+    /// Source GID index.
+    pub sgid_index: u8,
+    /// Hop limit (TTL).
+    pub hop_limit: u8,
+    /// Traffic class (DSCP/ECN).
+    pub traffic_class: u8,
+    /// A GRH is used (must be true on RoCE).
+    pub is_global: bool,
+    /// Service level.
+    pub sl: u8,
+    /// Port (1).
+    pub port_num: u8,
+    /// Destination UDP port: 0 means 4791. Only for private setups with several devices on
+    /// one address.
+    pub udp_port: u16,
+}
+
+impl AhAttr {
+    /// An address vector to `dgid` from GID index `sgid_index`.
+    pub const fn new(dgid: Gid, sgid_index: u8) -> Self {
+        Self {
+            dgid,
+            flow_label: 0,
+            sgid_index,
+            hop_limit: 64,
+            traffic_class: 0,
+            is_global: true,
+            sl: 0,
+            port_num: 1,
+            udp_port: 0,
+        }
+    }
+}
+
+impl Default for AhAttr {
+    fn default() -> Self {
+        Self {
+            is_global: false,
+            port_num: 1,
+            ..Self::new(Gid::ZERO, 0)
+        }
+    }
+}
+
+/// An address handle.
+#[derive(Debug)]
+pub(crate) struct Ah {
+    pub(crate) pd: PdHandle,
+    pub(crate) attr: AhAttr,
+}
+
+/// A completion queue.
+#[derive(Debug)]
+pub(crate) struct Cq {
+    /// Entries the CQ can hold (the `cqe` reported to the application).
+    pub(crate) capacity: u32,
+    pub(crate) entries: VecDeque<WorkCompletion>,
+    pub(crate) channel: Option<ChannelHandle>,
+    pub(crate) context: u64,
+    /// `Some(solicited_only)` while armed.
+    pub(crate) armed: Option<bool>,
+    /// Events delivered by get_cq_event and not yet acknowledged.
+    pub(crate) events_unacked: u32,
+    /// QPs and SRQs using the CQ.
+    pub(crate) users: u32,
+    /// Set by an overrun; completions are then dropped.
+    pub(crate) in_error: bool,
+    /// Completions dropped since the overrun.
+    pub(crate) lost: u64,
+    pub(crate) async_unacked: u32,
+}
+
+/// A completion channel.
+#[derive(Debug, Default)]
+pub(crate) struct Channel {
+    /// CQs with a completion event not yet retrieved, oldest first.
+    pub(crate) pending: VecDeque<(CqHandle, u64)>,
+    /// CQs attached.
+    pub(crate) users: u32,
+}
+
+/// SRQ attributes: `ibv_srq_attr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SrqAttr {
+    /// Maximum outstanding receive WRs.
+    pub max_wr: u32,
+    /// Maximum SGEs per WR.
+    pub max_sge: u32,
+    /// Limit: SRQ_LIMIT_REACHED fires once when the WR count drops below it (0 = disarmed).
+    pub srq_limit: u32,
+}
+
+/// A shared receive queue.
+#[derive(Debug)]
+pub(crate) struct Srq {
+    pub(crate) pd: PdHandle,
+    pub(crate) attr: SrqAttr,
+    pub(crate) queue: VecDeque<RecvWr>,
+    pub(crate) users: u32,
+    pub(crate) async_unacked: u32,
+    pub(crate) context: u64,
+}
+
+/// Queue capacities: `ibv_qp_cap`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QpCap {
+    /// Send queue depth.
+    pub max_send_wr: u32,
+    /// Receive queue depth.
+    pub max_recv_wr: u32,
+    /// SGEs per send WR.
+    pub max_send_sge: u32,
+    /// SGEs per receive WR.
+    pub max_recv_sge: u32,
+    /// Inline bytes per send WR.
+    pub max_inline_data: u32,
+}
+
+/// QP creation attributes: `ibv_qp_init_attr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpInitAttr {
+    /// CQ for send completions.
+    pub send_cq: CqHandle,
+    /// CQ for receive completions.
+    pub recv_cq: CqHandle,
+    /// Shared receive queue, if any.
+    pub srq: Option<SrqHandle>,
+    /// Capacities (the real ones are returned by create_qp).
+    pub cap: QpCap,
+    /// Transport.
+    pub qp_type: QpType,
+    /// Every send WR generates a completion.
+    pub sq_sig_all: bool,
+    /// Caller's context value.
+    pub qp_context: u64,
+}
+
+/// QP attributes: `ibv_qp_attr` (the fields that apply to RoCE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpAttr {
+    /// Requested or current state.
+    pub qp_state: QpState,
+    /// Assumed current state (with `IBV_QP_CUR_STATE`).
+    pub cur_qp_state: QpState,
+    /// Path MTU.
+    pub path_mtu: Mtu,
+    /// Path migration state (0 migrated, 1 rearm, 2 armed).
+    pub path_mig_state: u8,
+    /// Q_Key (UD).
+    pub qkey: u32,
+    /// Expected receive PSN.
+    pub rq_psn: Psn,
+    /// Next send PSN.
+    pub sq_psn: Psn,
+    /// Destination QP (RC/UC).
+    pub dest_qp_num: u32,
+    /// Remote access allowed to this QP's responder.
+    pub qp_access_flags: AccessFlags,
+    /// Capacities (query only).
+    pub cap: QpCap,
+    /// Primary path.
+    pub ah_attr: AhAttr,
+    /// P_Key index.
+    pub pkey_index: u16,
+    /// Raise SQ_DRAINED when entering SQD drains.
+    pub en_sqd_async_notify: bool,
+    /// The SQ is draining (query only).
+    pub sq_draining: bool,
+    /// Outstanding READ/atomics as requester.
+    pub max_rd_atomic: u8,
+    /// Outstanding READ/atomics as responder.
+    pub max_dest_rd_atomic: u8,
+    /// RNR NAK timer code sent to requesters.
+    pub min_rnr_timer: u8,
+    /// Port.
+    pub port_num: u8,
+    /// Local ACK timeout: 4.096 µs × 2^timeout (0 = infinite).
+    pub timeout: u8,
+    /// Transport retries (3 bits).
+    pub retry_cnt: u8,
+    /// RNR retries (3 bits, 7 = infinite).
+    pub rnr_retry: u8,
+}
+
+impl Default for QpAttr {
+    fn default() -> Self {
+        Self {
+            qp_state: QpState::Reset,
+            cur_qp_state: QpState::Reset,
+            path_mtu: Mtu::Mtu256,
+            path_mig_state: 0,
+            qkey: 0,
+            rq_psn: Psn::new(0),
+            sq_psn: Psn::new(0),
+            dest_qp_num: 0,
+            qp_access_flags: AccessFlags::EMPTY,
+            cap: QpCap::default(),
+            ah_attr: AhAttr::default(),
+            pkey_index: 0,
+            en_sqd_async_notify: false,
+            sq_draining: false,
+            max_rd_atomic: 0,
+            max_dest_rd_atomic: 0,
+            min_rnr_timer: 0,
+            port_num: 1,
+            timeout: 0,
+            retry_cnt: 0,
+            rnr_retry: 0,
+        }
+    }
+}
+
+/// A posted send WR as the SQ holds it.
+#[derive(Debug, Clone)]
+pub(crate) struct SendWqe {
+    pub(crate) wr: SendWr,
+    /// Inline payload copied at post time (IBV_SEND_INLINE).
+    pub(crate) inline: Option<Vec<u8>>,
+    pub(crate) signaled: bool,
+}
+
+/// A QP.
+#[derive(Debug)]
+pub(crate) struct Qp {
+    pub(crate) qpn: Qpn,
+    pub(crate) pd: PdHandle,
+    pub(crate) init: QpInitAttr,
+    pub(crate) attr: QpAttr,
+    pub(crate) sq: VecDeque<SendWqe>,
+    pub(crate) rq: VecDeque<RecvWr>,
+    pub(crate) async_unacked: u32,
+    /// SQD was requested with notification and SQ_DRAINED has not been raised yet.
+    pub(crate) sqd_notify_pending: bool,
+    /// Transport state (sequence numbers, timers, in-flight work).
+    pub(crate) transport: super::transport::QpTransport,
+}

@@ -1,0 +1,945 @@
+//! Queue pairs and shared receive queues: creation, the state machine, posting and flushing.
+
+use softroce_wire::Qpn;
+
+use super::error::{PostError, VerbsError, VerbsResult};
+use super::handles::{CqHandle, PdHandle, QpHandle, SrqHandle};
+use super::hca::{EventElement, Hca};
+use super::objects::{Qp, QpAttr, QpCap, QpInitAttr, SendWqe, Srq, SrqAttr};
+use super::qp_state::check_transition;
+use super::types::{
+    AccessFlags, EventType, QpAttrMask as M, QpState, QpType, SendFlags, WcOpcode, WcStatus,
+    WrOpcode,
+};
+use super::wr::{RecvWr, SendWr, Sge, VendorErr, WorkCompletion};
+
+/// Which SRQ attributes `modify_srq` changes (`enum ibv_srq_attr_mask`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SrqAttrMask {
+    /// Resize to `max_wr`.
+    pub max_wr: bool,
+    /// Arm the limit event at `srq_limit`.
+    pub limit: bool,
+}
+
+impl Hca {
+    // ---- SRQ ----------------------------------------------------------------------------
+
+    /// `ibv_create_srq`. The limit is not armed at creation (ibv_create_srq(3)).
+    pub fn create_srq(
+        &mut self,
+        pd: PdHandle,
+        attr: SrqAttr,
+        context: u64,
+    ) -> VerbsResult<(SrqHandle, SrqAttr)> {
+        const VERB: &str = "create_srq";
+        self.pd(VERB, pd)?;
+        if attr.max_wr == 0 || attr.max_wr > self.attr.max_srq_wr {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!(
+                    "max_wr {} outside 1..={}",
+                    attr.max_wr, self.attr.max_srq_wr
+                ),
+            ));
+        }
+        if attr.max_sge == 0 || attr.max_sge > self.attr.max_srq_sge {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!(
+                    "max_sge {} outside 1..={}",
+                    attr.max_sge, self.attr.max_srq_sge
+                ),
+            ));
+        }
+        if self.srqs.len() >= self.attr.max_srq as usize {
+            return Err(VerbsError::no_resources(VERB, "max_srq reached"));
+        }
+        let real = SrqAttr {
+            srq_limit: 0,
+            ..attr
+        };
+        let (index, generation) = self.srqs.insert(Srq {
+            pd,
+            attr: real,
+            queue: std::collections::VecDeque::new(),
+            users: 0,
+            async_unacked: 0,
+            context,
+        });
+        self.pd_ref(VERB, pd, 1)?;
+        Ok((SrqHandle { index, generation }, real))
+    }
+
+    fn srq_mut(&mut self, verb: &'static str, srq: SrqHandle) -> VerbsResult<&mut Srq> {
+        self.srqs
+            .get_mut(srq.index, srq.generation)
+            .ok_or(VerbsError::StaleHandle {
+                verb,
+                kind: SrqHandle::KIND,
+            })
+    }
+
+    /// `ibv_modify_srq`: resize (not below the WRs held) and/or arm the limit (which must
+    /// not exceed max_wr).
+    pub fn modify_srq(
+        &mut self,
+        srq: SrqHandle,
+        attr: SrqAttr,
+        mask: SrqAttrMask,
+    ) -> VerbsResult<()> {
+        const VERB: &str = "modify_srq";
+        let max_srq_wr = self.attr.max_srq_wr;
+        let s = self.srq_mut(VERB, srq)?;
+        let new_max = if mask.max_wr {
+            attr.max_wr
+        } else {
+            s.attr.max_wr
+        };
+        if mask.max_wr
+            && (new_max == 0 || new_max > max_srq_wr || (new_max as usize) < s.queue.len())
+        {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!(
+                    "max_wr {new_max} must be within 1..={max_srq_wr} and hold the {} posted WRs",
+                    s.queue.len()
+                ),
+            ));
+        }
+        if mask.limit && attr.srq_limit > new_max {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!("srq_limit {} exceeds max_wr {new_max}", attr.srq_limit),
+            ));
+        }
+        s.attr.max_wr = new_max;
+        if mask.limit {
+            s.attr.srq_limit = attr.srq_limit;
+        }
+        Ok(())
+    }
+
+    /// `ibv_query_srq`.
+    pub fn query_srq(&self, srq: SrqHandle) -> VerbsResult<SrqAttr> {
+        self.srqs
+            .get(srq.index, srq.generation)
+            .map(|s| s.attr)
+            .ok_or(VerbsError::StaleHandle {
+                verb: "query_srq",
+                kind: SrqHandle::KIND,
+            })
+    }
+
+    /// Receive WRs waiting in an SRQ.
+    pub fn srq_len(&self, srq: SrqHandle) -> VerbsResult<usize> {
+        self.srqs
+            .get(srq.index, srq.generation)
+            .map(|s| s.queue.len())
+            .ok_or(VerbsError::StaleHandle {
+                verb: "srq_len",
+                kind: SrqHandle::KIND,
+            })
+    }
+
+    /// `ibv_destroy_srq`: EBUSY while QPs use it or its async events are unacknowledged.
+    pub fn destroy_srq(&mut self, srq: SrqHandle) -> VerbsResult<()> {
+        const VERB: &str = "destroy_srq";
+        let s = self.srq_mut(VERB, srq)?;
+        if s.users > 0 {
+            return Err(VerbsError::busy(
+                VERB,
+                format!("{} QPs still use the SRQ", s.users),
+            ));
+        }
+        if s.async_unacked > 0 {
+            return Err(VerbsError::busy(
+                VERB,
+                format!(
+                    "{} async events about the SRQ are not acknowledged",
+                    s.async_unacked
+                ),
+            ));
+        }
+        let pd = s.pd;
+        self.srqs.remove(srq.index, srq.generation);
+        self.purge_async(EventElement::Srq(srq));
+        self.pd_ref(VERB, pd, -1)
+    }
+
+    /// `ibv_post_srq_recv`.
+    pub fn post_srq_recv(&mut self, srq: SrqHandle, wrs: &[RecvWr]) -> Result<(), PostError> {
+        const VERB: &str = "post_srq_recv";
+        for (index, wr) in wrs.iter().enumerate() {
+            let fail = |error| PostError { index, error };
+            let s =
+                self.srqs
+                    .get(srq.index, srq.generation)
+                    .ok_or(fail(VerbsError::StaleHandle {
+                        verb: VERB,
+                        kind: SrqHandle::KIND,
+                    }))?;
+            if s.queue.len() >= s.attr.max_wr as usize {
+                return Err(fail(VerbsError::no_resources(
+                    VERB,
+                    format!("SRQ full ({} WRs)", s.attr.max_wr),
+                )));
+            }
+            if wr.sg_list.len() > s.attr.max_sge as usize {
+                return Err(fail(VerbsError::invalid(
+                    VERB,
+                    format!(
+                        "num_sge {} exceeds max_sge {}",
+                        wr.sg_list.len(),
+                        s.attr.max_sge
+                    ),
+                )));
+            }
+            let pd = s.pd;
+            self.check_sges(VERB, pd, &wr.sg_list, true).map_err(fail)?;
+            if let Some(s) = self.srqs.get_mut(srq.index, srq.generation) {
+                s.queue.push_back(wr.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// Take the next receive WR of an SRQ, raising SRQ_LIMIT_REACHED once when the count
+    /// drops below an armed limit (the limit is then disarmed).
+    pub(crate) fn take_srq_wqe(&mut self, srq: SrqHandle) -> Option<RecvWr> {
+        let s = self.srqs.get_mut(srq.index, srq.generation)?;
+        let wr = s.queue.pop_front()?;
+        if s.attr.srq_limit > 0 && (s.queue.len() as u32) < s.attr.srq_limit {
+            s.attr.srq_limit = 0;
+            self.raise_async(EventType::SrqLimitReached, EventElement::Srq(srq));
+        }
+        Some(wr)
+    }
+
+    // ---- QP -----------------------------------------------------------------------------
+
+    /// `ibv_create_qp`. Returns the handle, the QP number and the capacities granted.
+    pub fn create_qp(
+        &mut self,
+        pd: PdHandle,
+        init: QpInitAttr,
+    ) -> VerbsResult<(QpHandle, Qpn, QpCap)> {
+        const VERB: &str = "create_qp";
+        self.pd(VERB, pd)?;
+        self.cq(VERB, init.send_cq)?;
+        self.cq(VERB, init.recv_cq)?;
+        if let Some(srq) = init.srq {
+            let s = self
+                .srqs
+                .get(srq.index, srq.generation)
+                .ok_or(VerbsError::StaleHandle {
+                    verb: VERB,
+                    kind: SrqHandle::KIND,
+                })?;
+            if s.pd != pd {
+                return Err(VerbsError::invalid(VERB, "the SRQ belongs to another PD"));
+            }
+        }
+        let a = &self.attr;
+        let cap = init.cap;
+        let limits = [
+            ("max_send_wr", cap.max_send_wr, a.max_qp_wr),
+            ("max_send_sge", cap.max_send_sge, a.max_sge),
+            ("max_inline_data", cap.max_inline_data, a.max_inline_data),
+        ];
+        for (name, value, max) in limits {
+            if value > max {
+                return Err(VerbsError::invalid(
+                    VERB,
+                    format!("{name} {value} exceeds the device limit {max}"),
+                ));
+            }
+        }
+        if init.srq.is_none() {
+            for (name, value, max) in [
+                ("max_recv_wr", cap.max_recv_wr, a.max_qp_wr),
+                ("max_recv_sge", cap.max_recv_sge, a.max_sge),
+            ] {
+                if value > max {
+                    return Err(VerbsError::invalid(
+                        VERB,
+                        format!("{name} {value} exceeds the device limit {max}"),
+                    ));
+                }
+            }
+        }
+        if self.qps.len() >= self.attr.max_qp as usize {
+            return Err(VerbsError::no_resources(VERB, "max_qp reached"));
+        }
+        let qpn = self
+            .alloc_qpn()
+            .ok_or_else(|| VerbsError::no_resources(VERB, "no free QP number"))?;
+        let granted = QpCap {
+            max_recv_wr: if init.srq.is_some() {
+                0
+            } else {
+                cap.max_recv_wr
+            },
+            max_recv_sge: if init.srq.is_some() {
+                0
+            } else {
+                cap.max_recv_sge
+            },
+            ..cap
+        };
+        let mut init = init;
+        init.cap = granted;
+        let attr = QpAttr {
+            cap: granted,
+            ..QpAttr::default()
+        };
+        let (index, generation) = self.qps.insert(Qp {
+            qpn,
+            pd,
+            init,
+            attr,
+            sq: std::collections::VecDeque::new(),
+            rq: std::collections::VecDeque::new(),
+            async_unacked: 0,
+            sqd_notify_pending: false,
+            transport: Default::default(),
+        });
+        let handle = QpHandle { index, generation };
+        self.qp_by_qpn.insert(qpn.value(), handle);
+        self.pd_ref(VERB, pd, 1)?;
+        for cq in [init.send_cq, init.recv_cq] {
+            if let Some(c) = self.cqs.get_mut(cq.index, cq.generation) {
+                c.users += 1;
+            }
+        }
+        if let Some(srq) = init.srq
+            && let Some(s) = self.srqs.get_mut(srq.index, srq.generation)
+        {
+            s.users += 1;
+        }
+        Ok((handle, qpn, granted))
+    }
+
+    pub(crate) fn qp(&self, verb: &'static str, qp: QpHandle) -> VerbsResult<&Qp> {
+        self.qps
+            .get(qp.index, qp.generation)
+            .ok_or(VerbsError::StaleHandle {
+                verb,
+                kind: QpHandle::KIND,
+            })
+    }
+
+    pub(crate) fn qp_mut(&mut self, verb: &'static str, qp: QpHandle) -> VerbsResult<&mut Qp> {
+        self.qps
+            .get_mut(qp.index, qp.generation)
+            .ok_or(VerbsError::StaleHandle {
+                verb,
+                kind: QpHandle::KIND,
+            })
+    }
+
+    /// The QP with this number, if any.
+    pub fn qp_by_number(&self, qpn: Qpn) -> Option<QpHandle> {
+        self.qp_by_qpn.get(&qpn.value()).copied()
+    }
+
+    /// `ibv_query_qp`: the current attributes and the creation attributes.
+    pub fn query_qp(&self, qp: QpHandle) -> VerbsResult<(QpAttr, QpInitAttr)> {
+        let q = self.qp("query_qp", qp)?;
+        let mut attr = q.attr;
+        attr.cur_qp_state = attr.qp_state;
+        attr.sq_draining = q.attr.qp_state == QpState::Sqd && !self.sq_drained(q);
+        Ok((attr, q.init))
+    }
+
+    /// The QP's number.
+    pub fn qp_num(&self, qp: QpHandle) -> VerbsResult<Qpn> {
+        Ok(self.qp("qp_num", qp)?.qpn)
+    }
+
+    /// The QP's state.
+    pub fn qp_state(&self, qp: QpHandle) -> VerbsResult<QpState> {
+        Ok(self.qp("qp_state", qp)?.attr.qp_state)
+    }
+
+    /// `ibv_modify_qp`: checked against the state table, then attribute values.
+    pub fn modify_qp(&mut self, qp: QpHandle, attr: &QpAttr, mask: M) -> VerbsResult<()> {
+        const VERB: &str = "modify_qp";
+        let q = self.qp(VERB, qp)?;
+        let qpn = q.qpn.value();
+        let cur = q.attr.qp_state;
+        let next = if mask.contains(M::STATE) {
+            attr.qp_state
+        } else {
+            cur
+        };
+        if mask.unknown_bits() != 0 {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!("unknown attribute mask bits {:#x}", mask.unknown_bits()),
+            ));
+        }
+        if mask.contains(M::CUR_STATE) && attr.cur_qp_state != cur {
+            return Err(VerbsError::Transition {
+                qpn,
+                source: super::qp_state::TransitionError::CurrentStateMismatch {
+                    claimed: attr.cur_qp_state,
+                    actual: cur,
+                },
+            });
+        }
+        check_transition(q.init.qp_type, cur, next, mask)
+            .map_err(|source| VerbsError::Transition { qpn, source })?;
+        self.check_qp_values(qpn, attr, mask)?;
+        let q = self.qp_mut(VERB, qp)?;
+        let a = &mut q.attr;
+        if mask.contains(M::ACCESS_FLAGS) {
+            a.qp_access_flags = attr.qp_access_flags;
+        }
+        if mask.contains(M::PKEY_INDEX) {
+            a.pkey_index = attr.pkey_index;
+        }
+        if mask.contains(M::PORT) {
+            a.port_num = attr.port_num;
+        }
+        if mask.contains(M::QKEY) {
+            a.qkey = attr.qkey;
+        }
+        if mask.contains(M::AV) {
+            a.ah_attr = attr.ah_attr;
+        }
+        if mask.contains(M::PATH_MTU) {
+            a.path_mtu = attr.path_mtu;
+        }
+        if mask.contains(M::TIMEOUT) {
+            a.timeout = attr.timeout;
+        }
+        if mask.contains(M::RETRY_CNT) {
+            a.retry_cnt = attr.retry_cnt;
+        }
+        if mask.contains(M::RNR_RETRY) {
+            a.rnr_retry = attr.rnr_retry;
+        }
+        if mask.contains(M::RQ_PSN) {
+            a.rq_psn = attr.rq_psn;
+        }
+        if mask.contains(M::MAX_QP_RD_ATOMIC) {
+            a.max_rd_atomic = attr.max_rd_atomic;
+        }
+        if mask.contains(M::MIN_RNR_TIMER) {
+            a.min_rnr_timer = attr.min_rnr_timer;
+        }
+        if mask.contains(M::SQ_PSN) {
+            a.sq_psn = attr.sq_psn;
+        }
+        if mask.contains(M::MAX_DEST_RD_ATOMIC) {
+            a.max_dest_rd_atomic = attr.max_dest_rd_atomic;
+        }
+        if mask.contains(M::PATH_MIG_STATE) {
+            a.path_mig_state = attr.path_mig_state;
+        }
+        if mask.contains(M::DEST_QPN) {
+            a.dest_qp_num = attr.dest_qp_num;
+        }
+        if mask.contains(M::EN_SQD_ASYNC_NOTIFY) {
+            a.en_sqd_async_notify = attr.en_sqd_async_notify;
+        }
+        a.qp_state = next;
+        a.cur_qp_state = next;
+        let entering = cur != next;
+        match next {
+            QpState::Reset if entering => {
+                // IBTA: RESET discards all work requests without completions.
+                q.sq.clear();
+                q.rq.clear();
+                q.sqd_notify_pending = false;
+                q.transport = Default::default();
+            }
+            QpState::Rtr if entering => {
+                let rq_psn = q.attr.rq_psn;
+                q.transport.on_rtr(rq_psn);
+            }
+            QpState::Rts if entering && cur == QpState::Rtr => {
+                let sq_psn = q.attr.sq_psn;
+                q.transport.on_rts(sq_psn);
+            }
+            QpState::Sqd if entering => {
+                q.sqd_notify_pending =
+                    mask.contains(M::EN_SQD_ASYNC_NOTIFY) && attr.en_sqd_async_notify;
+                self.check_sq_drained(qp);
+            }
+            QpState::Err if entering => self.flush_qp(qp),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn check_qp_values(&self, qpn: u32, attr: &QpAttr, mask: M) -> VerbsResult<()> {
+        let bad = |reason: String| {
+            Err(VerbsError::invalid(
+                "modify_qp",
+                format!("QP {qpn:#x}: {reason}"),
+            ))
+        };
+        if mask.contains(M::PKEY_INDEX) && attr.pkey_index != 0 {
+            return bad(format!(
+                "pkey_index {} beyond the P_Key table of 1",
+                attr.pkey_index
+            ));
+        }
+        if mask.contains(M::PORT) && attr.port_num != 1 {
+            return bad(format!("port_num {} does not exist", attr.port_num));
+        }
+        if mask.contains(M::ACCESS_FLAGS) {
+            let allowed = AccessFlags::LOCAL_WRITE
+                | AccessFlags::REMOTE_WRITE
+                | AccessFlags::REMOTE_READ
+                | AccessFlags::REMOTE_ATOMIC;
+            let extra = attr.qp_access_flags.difference(allowed);
+            if !extra.is_empty() {
+                return bad(format!("qp_access_flags {extra} do not apply to a QP"));
+            }
+        }
+        if mask.contains(M::AV) {
+            self.check_ah_attr("modify_qp", &attr.ah_attr)?;
+        }
+        if mask.contains(M::TIMEOUT) && attr.timeout > 31 {
+            return bad(format!("timeout {} exceeds 31", attr.timeout));
+        }
+        if mask.contains(M::RETRY_CNT) && attr.retry_cnt > 7 {
+            return bad(format!("retry_cnt {} exceeds 7", attr.retry_cnt));
+        }
+        if mask.contains(M::RNR_RETRY) && attr.rnr_retry > 7 {
+            return bad(format!("rnr_retry {} exceeds 7", attr.rnr_retry));
+        }
+        if mask.contains(M::MIN_RNR_TIMER) && attr.min_rnr_timer > 31 {
+            return bad(format!("min_rnr_timer {} exceeds 31", attr.min_rnr_timer));
+        }
+        if mask.contains(M::MAX_QP_RD_ATOMIC)
+            && u32::from(attr.max_rd_atomic) > self.attr.max_qp_init_rd_atom
+        {
+            return bad(format!(
+                "max_rd_atomic {} exceeds max_qp_init_rd_atom {}",
+                attr.max_rd_atomic, self.attr.max_qp_init_rd_atom
+            ));
+        }
+        if mask.contains(M::MAX_DEST_RD_ATOMIC)
+            && u32::from(attr.max_dest_rd_atomic) > self.attr.max_qp_rd_atom
+        {
+            return bad(format!(
+                "max_dest_rd_atomic {} exceeds max_qp_rd_atom {}",
+                attr.max_dest_rd_atomic, self.attr.max_qp_rd_atom
+            ));
+        }
+        if mask.contains(M::DEST_QPN) && attr.dest_qp_num > 0xFF_FFFF {
+            return bad(format!(
+                "dest_qp_num {:#x} exceeds 24 bits",
+                attr.dest_qp_num
+            ));
+        }
+        if mask.contains(M::PATH_MIG_STATE) && attr.path_mig_state > 2 {
+            return bad(format!(
+                "path_mig_state {} is not MIGRATED/REARM/ARMED",
+                attr.path_mig_state
+            ));
+        }
+        if mask.contains(M::ALT_PATH) {
+            return Err(VerbsError::Unsupported {
+                verb: "modify_qp",
+                what: "alternate paths (automatic path migration)".into(),
+            });
+        }
+        if mask.intersects(M::CAP | M::RATE_LIMIT) {
+            return Err(VerbsError::Unsupported {
+                verb: "modify_qp",
+                what: "resizing a QP or rate limits".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// `ibv_destroy_qp`: EBUSY while async events about it are unacknowledged. Outstanding
+    /// work requests are discarded without completions.
+    pub fn destroy_qp(&mut self, qp: QpHandle) -> VerbsResult<()> {
+        const VERB: &str = "destroy_qp";
+        let q = self.qp(VERB, qp)?;
+        if q.async_unacked > 0 {
+            return Err(VerbsError::busy(
+                VERB,
+                format!(
+                    "{} async events about the QP are not acknowledged",
+                    q.async_unacked
+                ),
+            ));
+        }
+        let Some(q) = self.qps.remove(qp.index, qp.generation) else {
+            return Err(VerbsError::StaleHandle {
+                verb: VERB,
+                kind: QpHandle::KIND,
+            });
+        };
+        self.qp_by_qpn.remove(&q.qpn.value());
+        for cq in [q.init.send_cq, q.init.recv_cq] {
+            if let Some(c) = self.cqs.get_mut(cq.index, cq.generation) {
+                c.users = c.users.saturating_sub(1);
+            }
+        }
+        if let Some(srq) = q.init.srq
+            && let Some(s) = self.srqs.get_mut(srq.index, srq.generation)
+        {
+            s.users = s.users.saturating_sub(1);
+        }
+        self.purge_async(EventElement::Qp(qp));
+        self.pd_ref(VERB, q.pd, -1)
+    }
+
+    /// Check a scatter/gather list against registered memory: every lkey must name a region
+    /// of `pd` containing the range, writable when `write` (receives, READ/atomic results).
+    pub(crate) fn check_sges(
+        &self,
+        verb: &'static str,
+        pd: PdHandle,
+        sges: &[Sge],
+        write: bool,
+    ) -> VerbsResult<()> {
+        for (i, sge) in sges.iter().enumerate() {
+            let Some((_, mr)) = self.mr_by_key(sge.lkey) else {
+                return Err(VerbsError::invalid(
+                    verb,
+                    format!(
+                        "sge[{i}]: lkey {:#x} names no registered memory region",
+                        sge.lkey
+                    ),
+                ));
+            };
+            if mr.pd != pd {
+                return Err(VerbsError::invalid(
+                    verb,
+                    format!(
+                        "sge[{i}]: lkey {:#x} belongs to another protection domain",
+                        sge.lkey
+                    ),
+                ));
+            }
+            if !mr.contains(sge.addr, u64::from(sge.length)) {
+                return Err(VerbsError::invalid(
+                    verb,
+                    format!(
+                        "sge[{i}]: {:#x}+{} lies outside the region {:#x}+{}",
+                        sge.addr, sge.length, mr.addr, mr.len
+                    ),
+                ));
+            }
+            if write && !mr.access.contains(AccessFlags::LOCAL_WRITE) {
+                return Err(VerbsError::invalid(
+                    verb,
+                    format!("sge[{i}]: region lacks IBV_ACCESS_LOCAL_WRITE"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `ibv_post_send`. Work requests are checked in order; the first failure stops the
+    /// post and is reported with its index (`bad_wr`).
+    ///
+    /// # Safety
+    /// For work requests with `IBV_SEND_INLINE`, the scatter/gather addresses are read
+    /// during this call (not checked against memory regions, as with hardware): each
+    /// `addr..addr+length` must be readable memory of this process.
+    pub unsafe fn post_send(&mut self, qp: QpHandle, wrs: &[SendWr]) -> Result<(), PostError> {
+        const VERB: &str = "post_send";
+        for (index, wr) in wrs.iter().enumerate() {
+            let fail = |error| PostError { index, error };
+            let q = self.qp(VERB, qp).map_err(fail)?;
+            let state = q.attr.qp_state;
+            if matches!(state, QpState::Reset | QpState::Init | QpState::Rtr) {
+                return Err(fail(VerbsError::BadQpState {
+                    verb: VERB,
+                    qpn: q.qpn.value(),
+                    state,
+                }));
+            }
+            let qp_type = q.init.qp_type;
+            if !wr.opcode.valid_for(qp_type) {
+                return Err(fail(VerbsError::invalid(
+                    VERB,
+                    format!("{} is not valid on a {qp_type} QP", wr.opcode),
+                )));
+            }
+            if matches!(wr.opcode, WrOpcode::LocalInv | WrOpcode::BindMw) {
+                return Err(fail(VerbsError::Unsupported {
+                    verb: VERB,
+                    what: format!("{} (memory windows / local invalidate)", wr.opcode),
+                }));
+            }
+            if q.sq.len() >= q.init.cap.max_send_wr as usize {
+                return Err(fail(VerbsError::no_resources(
+                    VERB,
+                    format!("send queue full ({} WRs)", q.init.cap.max_send_wr),
+                )));
+            }
+            let inline = wr.send_flags.contains(SendFlags::INLINE);
+            let total = wr.total_len();
+            if inline {
+                if total > u64::from(q.init.cap.max_inline_data) {
+                    return Err(fail(VerbsError::invalid(
+                        VERB,
+                        format!(
+                            "{total} inline bytes exceed max_inline_data {}",
+                            q.init.cap.max_inline_data
+                        ),
+                    )));
+                }
+                if matches!(
+                    wr.opcode,
+                    WrOpcode::RdmaRead | WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
+                ) {
+                    return Err(fail(VerbsError::invalid(
+                        VERB,
+                        format!("{} cannot be inline", wr.opcode),
+                    )));
+                }
+            } else if wr.sg_list.len() > q.init.cap.max_send_sge as usize {
+                return Err(fail(VerbsError::invalid(
+                    VERB,
+                    format!(
+                        "num_sge {} exceeds max_send_sge {}",
+                        wr.sg_list.len(),
+                        q.init.cap.max_send_sge
+                    ),
+                )));
+            }
+            if total > u64::from(self.attr.max_msg_sz) {
+                return Err(fail(VerbsError::invalid(
+                    VERB,
+                    format!(
+                        "message of {total} bytes exceeds max_msg_sz {}",
+                        self.attr.max_msg_sz
+                    ),
+                )));
+            }
+            let is_atomic = matches!(
+                wr.opcode,
+                WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
+            );
+            if is_atomic && (wr.sg_list.len() != 1 || total != 8) {
+                return Err(fail(VerbsError::invalid(
+                    VERB,
+                    "an atomic needs exactly one 8-byte scatter/gather element for the result",
+                )));
+            }
+            if qp_type == QpType::Ud {
+                let Some(ud) = wr.ud else {
+                    return Err(fail(VerbsError::invalid(
+                        VERB,
+                        "a UD send needs an address handle (wr.ud)",
+                    )));
+                };
+                let ah = self.ah(VERB, ud.ah).map_err(fail)?;
+                if ah.pd != q.pd {
+                    return Err(fail(VerbsError::invalid(
+                        VERB,
+                        "the address handle belongs to another PD",
+                    )));
+                }
+                if ud.remote_qpn > 0xFF_FFFF {
+                    return Err(fail(VerbsError::invalid(
+                        VERB,
+                        "remote_qpn exceeds 24 bits",
+                    )));
+                }
+            }
+            let pd = q.pd;
+            let signaled = q.init.sq_sig_all || wr.send_flags.contains(SendFlags::SIGNALED);
+            let inline_data = if inline {
+                let mut data = vec![0u8; total as usize];
+                let mut off = 0;
+                for sge in &wr.sg_list {
+                    let n = sge.length as usize;
+                    // SAFETY: the caller guarantees inline SGE ranges are readable.
+                    unsafe { super::memory::read_app(sge.addr, &mut data[off..off + n]) };
+                    off += n;
+                }
+                Some(data)
+            } else {
+                let write = matches!(wr.opcode, WrOpcode::RdmaRead) || is_atomic;
+                self.check_sges(VERB, pd, &wr.sg_list, write)
+                    .map_err(fail)?;
+                None
+            };
+            let wqe = SendWqe {
+                wr: wr.clone(),
+                inline: inline_data,
+                signaled,
+            };
+            let q = self.qp_mut(VERB, qp).map_err(fail)?;
+            q.sq.push_back(wqe);
+            if state == QpState::Err {
+                self.flush_qp(qp);
+            }
+        }
+        super::transport::on_post_send(self, qp);
+        Ok(())
+    }
+
+    /// `ibv_post_recv`. Refused for QPs attached to an SRQ (ibv_post_recv(3)).
+    pub fn post_recv(&mut self, qp: QpHandle, wrs: &[RecvWr]) -> Result<(), PostError> {
+        const VERB: &str = "post_recv";
+        for (index, wr) in wrs.iter().enumerate() {
+            let fail = |error| PostError { index, error };
+            let q = self.qp(VERB, qp).map_err(fail)?;
+            if q.init.srq.is_some() {
+                return Err(fail(VerbsError::invalid(
+                    VERB,
+                    format!(
+                        "QP {:#x} receives from an SRQ: post with post_srq_recv",
+                        q.qpn.value()
+                    ),
+                )));
+            }
+            let state = q.attr.qp_state;
+            if state == QpState::Reset {
+                return Err(fail(VerbsError::BadQpState {
+                    verb: VERB,
+                    qpn: q.qpn.value(),
+                    state,
+                }));
+            }
+            if q.rq.len() >= q.init.cap.max_recv_wr as usize {
+                return Err(fail(VerbsError::no_resources(
+                    VERB,
+                    format!("receive queue full ({} WRs)", q.init.cap.max_recv_wr),
+                )));
+            }
+            if wr.sg_list.len() > q.init.cap.max_recv_sge as usize {
+                return Err(fail(VerbsError::invalid(
+                    VERB,
+                    format!(
+                        "num_sge {} exceeds max_recv_sge {}",
+                        wr.sg_list.len(),
+                        q.init.cap.max_recv_sge
+                    ),
+                )));
+            }
+            let pd = q.pd;
+            self.check_sges(VERB, pd, &wr.sg_list, true).map_err(fail)?;
+            let q = self.qp_mut(VERB, qp).map_err(fail)?;
+            q.rq.push_back(wr.clone());
+            if state == QpState::Err {
+                self.flush_qp(qp);
+            }
+        }
+        super::transport::on_post_recv(self, qp);
+        Ok(())
+    }
+
+    /// Move a QP to ERR (raising `event` if given) and flush its queues. Used by the
+    /// transport on fatal errors and by fault injection.
+    pub(crate) fn qp_to_error(&mut self, qp: QpHandle, event: Option<EventType>) {
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+            return;
+        };
+        let was = q.attr.qp_state;
+        q.attr.qp_state = QpState::Err;
+        q.attr.cur_qp_state = QpState::Err;
+        if let Some(ev) = event {
+            self.raise_async(ev, EventElement::Qp(qp));
+        }
+        if was != QpState::Err {
+            self.flush_qp(qp);
+        }
+    }
+
+    /// Force a QP into the error state with an affiliated async event (fault injection):
+    /// `IBV_EVENT_QP_FATAL`, `IBV_EVENT_QP_REQ_ERR` or `IBV_EVENT_QP_ACCESS_ERR`.
+    pub fn force_qp_error(&mut self, qp: QpHandle, event: EventType) -> VerbsResult<()> {
+        const VERB: &str = "force_qp_error";
+        self.qp(VERB, qp)?;
+        if !matches!(
+            event,
+            EventType::QpFatal | EventType::QpReqErr | EventType::QpAccessErr
+        ) {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!(
+                    "{event} is not a QP error event (use QP_FATAL, QP_REQ_ERR or QP_ACCESS_ERR)"
+                ),
+            ));
+        }
+        self.qp_to_error(qp, Some(event));
+        Ok(())
+    }
+
+    /// Complete every outstanding WR of an ERR QP with IBV_WC_WR_FLUSH_ERR, send queue first,
+    /// in posting order. An SRQ-attached QP raises LAST_WQE_REACHED instead of flushing the
+    /// shared queue.
+    pub(crate) fn flush_qp(&mut self, qp: QpHandle) {
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+            return;
+        };
+        let qpn = q.qpn.value();
+        let send_cq = q.init.send_cq;
+        let recv_cq = q.init.recv_cq;
+        let srq = q.init.srq;
+        let sq: Vec<SendWqe> = q.sq.drain(..).collect();
+        let rq: Vec<RecvWr> = q.rq.drain(..).collect();
+        q.transport.on_flush();
+        let flushed = VendorErr::Flushed as u32;
+        for wqe in sq {
+            let wc = WorkCompletion::error(
+                wqe.wr.wr_id,
+                qpn,
+                WcStatus::WrFlushErr,
+                WcOpcode::for_send(wqe.wr.opcode),
+                flushed,
+            );
+            let _ = self.push_completion(send_cq, wc, false);
+        }
+        for wr in rq {
+            let wc =
+                WorkCompletion::error(wr.wr_id, qpn, WcStatus::WrFlushErr, WcOpcode::Recv, flushed);
+            self.push_recv_completion(qp, recv_cq, wc, false);
+        }
+        if srq.is_some() {
+            self.raise_async(EventType::QpLastWqeReached, EventElement::Qp(qp));
+        }
+    }
+
+    /// Store a receive completion; an overrun moves the QP to ERR, as rxe's responder does.
+    pub(crate) fn push_recv_completion(
+        &mut self,
+        qp: QpHandle,
+        cq: CqHandle,
+        wc: WorkCompletion,
+        solicited: bool,
+    ) {
+        if self.push_completion(cq, wc, solicited) == super::cq::PushOutcome::Overrun {
+            let in_err = self
+                .qps
+                .get(qp.index, qp.generation)
+                .is_some_and(|q| q.attr.qp_state == QpState::Err);
+            if !in_err {
+                self.qp_to_error(qp, Some(EventType::QpFatal));
+            }
+        }
+    }
+
+    pub(crate) fn sq_drained(&self, q: &Qp) -> bool {
+        q.transport.nothing_in_flight()
+    }
+
+    /// Raise SQ_DRAINED if the QP is in SQD, asked for the notification, and has nothing in
+    /// flight.
+    pub(crate) fn check_sq_drained(&mut self, qp: QpHandle) {
+        let Some(q) = self.qps.get(qp.index, qp.generation) else {
+            return;
+        };
+        if q.attr.qp_state == QpState::Sqd && q.sqd_notify_pending && self.sq_drained(q) {
+            if let Some(q) = self.qps.get_mut(qp.index, qp.generation) {
+                q.sqd_notify_pending = false;
+            }
+            self.raise_async(EventType::SqDrained, EventElement::Qp(qp));
+        }
+    }
+}

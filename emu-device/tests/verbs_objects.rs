@@ -1,0 +1,845 @@
+//! Local verbs semantics of the emulated HCA, one rule per story, each asserting the exact
+//! errno, status or event the libibverbs man pages promise.
+
+use softroce_emu::core::*;
+use softroce_wire::{Gid, Mtu, Psn};
+
+fn device() -> Hca {
+    Hca::new(HcaConfig::new("softroce0", "127.0.0.1".parse().unwrap()))
+}
+
+struct Buf {
+    mem: Vec<u8>,
+    mr: MrHandle,
+    keys: MrKeys,
+}
+
+fn register(hca: &mut Hca, pd: PdHandle, len: usize, access: AccessFlags) -> Buf {
+    let mut mem = vec![0u8; len];
+    // SAFETY: `mem` lives in the returned Buf for the rest of the test and is never moved
+    // (a Vec's heap buffer does not move when the Vec does).
+    let (mr, keys) = unsafe { hca.reg_mr(pd, mem.as_mut_ptr(), len, access) }.unwrap();
+    Buf { mem, mr, keys }
+}
+
+fn sge(buf: &Buf, off: usize, len: u32) -> Sge {
+    Sge {
+        addr: buf.mem.as_ptr() as u64 + off as u64,
+        length: len,
+        lkey: buf.keys.lkey,
+    }
+}
+
+fn rc_qp(hca: &mut Hca, pd: PdHandle, cq: CqHandle, srq: Option<SrqHandle>) -> QpHandle {
+    let (qp, _, _) = hca
+        .create_qp(
+            pd,
+            QpInitAttr {
+                send_cq: cq,
+                recv_cq: cq,
+                srq,
+                cap: QpCap {
+                    max_send_wr: 8,
+                    max_recv_wr: 8,
+                    max_send_sge: 2,
+                    max_recv_sge: 2,
+                    max_inline_data: 64,
+                },
+                qp_type: QpType::Rc,
+                sq_sig_all: false,
+                qp_context: 0,
+            },
+        )
+        .unwrap();
+    qp
+}
+
+fn to_rts(hca: &mut Hca, qp: QpHandle) {
+    let init = QpAttr {
+        qp_state: QpState::Init,
+        qp_access_flags: AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
+        port_num: 1,
+        ..QpAttr::default()
+    };
+    hca.modify_qp(
+        qp,
+        &init,
+        QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::ACCESS_FLAGS,
+    )
+    .unwrap();
+    let rtr = QpAttr {
+        qp_state: QpState::Rtr,
+        path_mtu: Mtu::Mtu1024,
+        dest_qp_num: 0x22,
+        rq_psn: Psn::new(100),
+        max_dest_rd_atomic: 4,
+        min_rnr_timer: 12,
+        ah_attr: AhAttr::new(Gid::from_ip("127.0.0.2".parse().unwrap()), 1),
+        ..QpAttr::default()
+    };
+    hca.modify_qp(
+        qp,
+        &rtr,
+        QpAttrMask::STATE
+            | QpAttrMask::AV
+            | QpAttrMask::PATH_MTU
+            | QpAttrMask::DEST_QPN
+            | QpAttrMask::RQ_PSN
+            | QpAttrMask::MAX_DEST_RD_ATOMIC
+            | QpAttrMask::MIN_RNR_TIMER,
+    )
+    .unwrap();
+    let rts = QpAttr {
+        qp_state: QpState::Rts,
+        sq_psn: Psn::new(200),
+        timeout: 14,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        max_rd_atomic: 4,
+        ..QpAttr::default()
+    };
+    hca.modify_qp(
+        qp,
+        &rts,
+        QpAttrMask::STATE
+            | QpAttrMask::SQ_PSN
+            | QpAttrMask::TIMEOUT
+            | QpAttrMask::RETRY_CNT
+            | QpAttrMask::RNR_RETRY
+            | QpAttrMask::MAX_QP_RD_ATOMIC,
+    )
+    .unwrap();
+}
+
+fn to_err(hca: &mut Hca, qp: QpHandle) {
+    let attr = QpAttr {
+        qp_state: QpState::Err,
+        ..QpAttr::default()
+    };
+    hca.modify_qp(qp, &attr, QpAttrMask::STATE).unwrap();
+}
+
+fn empty_wc() -> WorkCompletion {
+    WorkCompletion::success(0, 0, WcOpcode::Send, 0)
+}
+
+#[test]
+fn device_looks_like_rxe_with_the_ip_gid_at_index_1() {
+    let hca = device();
+    let a = hca.query_device();
+    assert_eq!(
+        (a.max_sge, a.max_cqe, a.max_qp_rd_atom, a.atomic_cap),
+        (32, 32767, 128, 1)
+    );
+    let port = hca.query_port(1).unwrap();
+    assert_eq!(port.state, PortState::Active);
+    assert_eq!(port.active_mtu, Mtu::Mtu1024);
+    assert_eq!(port.max_mtu, Mtu::Mtu4096);
+    assert_eq!(hca.query_gid(1, 1).unwrap().to_string(), "::ffff:127.0.0.1");
+    assert!(
+        hca.query_gid(1, 0)
+            .unwrap()
+            .to_string()
+            .starts_with("fe80::")
+    );
+    assert_eq!(hca.query_pkey(1, 0).unwrap(), 0xFFFF);
+    assert_eq!(hca.query_port(2).unwrap_err().errno(), libc::EINVAL);
+}
+
+#[test]
+fn cq_is_created_with_at_least_the_requested_entries() {
+    let mut hca = device();
+    for want in [1, 2, 3, 100, 1000, 32767] {
+        let (_, got) = hca.create_cq(want, None, 0, 0).unwrap();
+        assert!(got >= want, "asked {want}, got {got}");
+    }
+    assert_eq!(
+        hca.create_cq(0, None, 0, 0).unwrap_err().errno(),
+        libc::EINVAL
+    );
+    assert_eq!(
+        hca.create_cq(32768, None, 0, 0).unwrap_err().errno(),
+        libc::EINVAL
+    );
+}
+
+#[test]
+fn comp_vector_beyond_the_device_is_rejected() {
+    let mut hca = device();
+    let err = hca.create_cq(16, None, 1, 0).unwrap_err();
+    assert_eq!(err.errno(), libc::EINVAL);
+    assert!(err.to_string().contains("comp_vector 1"), "{err}");
+}
+
+#[test]
+fn remote_write_without_local_write_is_rejected_by_reg_mr() {
+    let mut hca = device();
+    let pd = hca.alloc_pd().unwrap();
+    let mut mem = vec![0u8; 64];
+    for access in [AccessFlags::REMOTE_WRITE, AccessFlags::REMOTE_ATOMIC] {
+        // SAFETY: registration fails, so nothing keeps the pointer.
+        let err = unsafe { hca.reg_mr(pd, mem.as_mut_ptr(), 64, access) }.unwrap_err();
+        assert_eq!(err.errno(), libc::EINVAL);
+        assert!(
+            err.to_string().contains("requires IBV_ACCESS_LOCAL_WRITE"),
+            "{err}"
+        );
+    }
+    // SAFETY: `mem` outlives the registration (deregistered below).
+    let (mr, keys) = unsafe {
+        hca.reg_mr(
+            pd,
+            mem.as_mut_ptr(),
+            64,
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+        )
+    }
+    .unwrap();
+    assert_ne!(keys.lkey, 0);
+    hca.dereg_mr(mr).unwrap();
+}
+
+#[test]
+fn keys_are_unpredictable_but_reproducible_from_the_seed() {
+    let keys = |seed| {
+        let mut cfg = HcaConfig::new("d", "127.0.0.1".parse().unwrap());
+        cfg.seed = seed;
+        let mut hca = Hca::new(cfg);
+        let pd = hca.alloc_pd().unwrap();
+        (0..4)
+            .map(|_| {
+                register(&mut hca, pd, 8, AccessFlags::LOCAL_WRITE)
+                    .keys
+                    .lkey
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(keys(1), keys(1));
+    assert_ne!(keys(1), keys(2));
+    let k = keys(3);
+    assert!(
+        k.windows(2).all(|w| w[1] != w[0] + 1),
+        "keys are not sequential: {k:x?}"
+    );
+}
+
+#[test]
+fn busy_objects_refuse_destruction_with_ebusy() {
+    let mut hca = device();
+    let pd = hca.alloc_pd().unwrap();
+    let buf = register(&mut hca, pd, 64, AccessFlags::LOCAL_WRITE);
+    assert_eq!(hca.dealloc_pd(pd).unwrap_err().errno(), libc::EBUSY);
+    let ch = hca.create_comp_channel();
+    let (cq, _) = hca.create_cq(4, Some(ch), 0, 7).unwrap();
+    assert_eq!(
+        hca.destroy_comp_channel(ch).unwrap_err().errno(),
+        libc::EBUSY
+    );
+    let qp = rc_qp(&mut hca, pd, cq, None);
+    assert_eq!(hca.destroy_cq(cq).unwrap_err().errno(), libc::EBUSY);
+    hca.destroy_qp(qp).unwrap();
+    hca.destroy_cq(cq).unwrap();
+    hca.destroy_comp_channel(ch).unwrap();
+    hca.dereg_mr(buf.mr).unwrap();
+    hca.dealloc_pd(pd).unwrap();
+}
+
+#[test]
+fn stale_handles_are_refused_not_confused_with_new_objects() {
+    let mut hca = device();
+    let (cq, _) = hca.create_cq(4, None, 0, 0).unwrap();
+    hca.destroy_cq(cq).unwrap();
+    let (cq2, _) = hca.create_cq(4, None, 0, 0).unwrap();
+    let err = hca.poll_cq(cq, &mut [empty_wc()]).unwrap_err();
+    assert!(matches!(err, VerbsError::StaleHandle { .. }));
+    assert_eq!(err.errno(), libc::EINVAL);
+    assert_eq!(hca.poll_cq(cq2, &mut [empty_wc()]).unwrap(), 0);
+}
+
+#[test]
+fn every_transition_follows_the_ibta_table() {
+    use QpState as S;
+    let states = [S::Reset, S::Init, S::Rtr, S::Rts, S::Sqd, S::Sqe, S::Err];
+    let allowed = |t: QpType, cur: QpState, next: QpState| -> bool {
+        matches!(
+            (cur, next),
+            (_, S::Reset)
+                | (_, S::Err)
+                | (S::Reset, S::Init)
+                | (S::Init, S::Init)
+                | (S::Init, S::Rtr)
+                | (S::Rtr, S::Rts)
+                | (S::Rts, S::Rts)
+                | (S::Rts, S::Sqd)
+                | (S::Sqd, S::Rts)
+                | (S::Sqd, S::Sqd)
+        ) || (cur == S::Sqe && next == S::Rts && t != QpType::Rc)
+    };
+    for t in [QpType::Rc, QpType::Uc, QpType::Ud] {
+        for cur in states {
+            for next in states {
+                let rule = transition_rule(t, cur, next);
+                assert_eq!(rule.is_some(), allowed(t, cur, next), "{t} {cur}->{next}");
+                match rule {
+                    None => assert!(matches!(
+                        check_transition(t, cur, next, QpAttrMask::STATE),
+                        Err(TransitionError::InvalidTransition { .. })
+                    )),
+                    Some(r) => {
+                        let mask = QpAttrMask::STATE | r.required;
+                        assert_eq!(
+                            check_transition(t, cur, next, mask),
+                            Ok(()),
+                            "{t} {cur}->{next}"
+                        );
+                        assert_eq!(check_transition(t, cur, next, mask | r.optional), Ok(()));
+                        for bit in 0..26 {
+                            let b = QpAttrMask(1 << bit);
+                            if r.required.contains(b) {
+                                assert!(matches!(
+                                    check_transition(t, cur, next, mask.difference(b)),
+                                    Err(TransitionError::MissingAttributes { .. })
+                                ));
+                            } else if !r.optional.contains(b)
+                                && b != QpAttrMask::STATE
+                                && b.unknown_bits() == 0
+                            {
+                                assert!(
+                                    matches!(
+                                        check_transition(t, cur, next, mask | b),
+                                        Err(TransitionError::UnexpectedAttributes { .. })
+                                    ),
+                                    "{t} {cur}->{next} must refuse {b}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn illegal_modify_names_the_offending_bits_and_leaves_the_qp_alone() {
+    let mut hca = device();
+    let pd = hca.alloc_pd().unwrap();
+    let (cq, _) = hca.create_cq(16, None, 0, 0).unwrap();
+    let qp = rc_qp(&mut hca, pd, cq, None);
+    let rtr = QpAttr {
+        qp_state: QpState::Rtr,
+        ..QpAttr::default()
+    };
+    let err = hca.modify_qp(qp, &rtr, QpAttrMask::STATE).unwrap_err();
+    assert_eq!(err.errno(), libc::EINVAL);
+    assert!(
+        err.to_string()
+            .contains("IBV_QPS_RESET -> IBV_QPS_RTR is not a valid transition"),
+        "{err}"
+    );
+    assert_eq!(hca.qp_state(qp).unwrap(), QpState::Reset);
+    let init = QpAttr {
+        qp_state: QpState::Init,
+        ..QpAttr::default()
+    };
+    let err = hca
+        .modify_qp(qp, &init, QpAttrMask::STATE | QpAttrMask::PORT)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("requires IBV_QP_ACCESS_FLAGS|IBV_QP_PKEY_INDEX"),
+        "{err}"
+    );
+    let bad_port = QpAttr {
+        qp_state: QpState::Init,
+        port_num: 2,
+        ..QpAttr::default()
+    };
+    let err = hca
+        .modify_qp(
+            qp,
+            &bad_port,
+            QpAttrMask::STATE
+                | QpAttrMask::PORT
+                | QpAttrMask::PKEY_INDEX
+                | QpAttrMask::ACCESS_FLAGS,
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("port_num 2"), "{err}");
+}
+
+#[test]
+fn query_qp_returns_what_was_set() {
+    let mut hca = device();
+    let pd = hca.alloc_pd().unwrap();
+    let (cq, _) = hca.create_cq(16, None, 0, 0).unwrap();
+    let qp = rc_qp(&mut hca, pd, cq, None);
+    to_rts(&mut hca, qp);
+    let (attr, init) = hca.query_qp(qp).unwrap();
+    assert_eq!(attr.qp_state, QpState::Rts);
+    assert_eq!(attr.path_mtu, Mtu::Mtu1024);
+    assert_eq!(attr.dest_qp_num, 0x22);
+    assert_eq!((attr.rq_psn, attr.sq_psn), (Psn::new(100), Psn::new(200)));
+    assert_eq!(
+        (
+            attr.timeout,
+            attr.retry_cnt,
+            attr.rnr_retry,
+            attr.min_rnr_timer
+        ),
+        (14, 7, 7, 12)
+    );
+    assert_eq!(attr.cap.max_send_wr, 8);
+    assert_eq!(init.qp_type, QpType::Rc);
+}
+
+#[test]
+fn flush_on_err_completes_every_outstanding_wr_in_order() {
+    let mut hca = device();
+    let pd = hca.alloc_pd().unwrap();
+    let (cq, _) = hca.create_cq(16, None, 0, 0).unwrap();
+    let buf = register(&mut hca, pd, 256, AccessFlags::LOCAL_WRITE);
+    let qp = rc_qp(&mut hca, pd, cq, None);
+    to_rts(&mut hca, qp);
+    let recvs: Vec<RecvWr> = (0..3)
+        .map(|i| RecvWr {
+            wr_id: 100 + i,
+            sg_list: vec![sge(&buf, 0, 64)],
+        })
+        .collect();
+    hca.post_recv(qp, &recvs).unwrap();
+    let mut sends: Vec<SendWr> = (0..3)
+        .map(|i| {
+            let mut wr = SendWr::new(i, WrOpcode::Send);
+            wr.sg_list = vec![sge(&buf, 64, 32)];
+            wr.send_flags = SendFlags::EMPTY; // unsignaled: flushed all the same
+            wr
+        })
+        .collect();
+    sends[1].send_flags = SendFlags::SIGNALED;
+    // SAFETY: no inline data.
+    unsafe { hca.post_send(qp, &sends) }.unwrap();
+    to_err(&mut hca, qp);
+    let mut wcs = [empty_wc(); 8];
+    let n = hca.poll_cq(cq, &mut wcs).unwrap();
+    assert_eq!(n, 6);
+    let ids: Vec<u64> = wcs[..n].iter().map(|w| w.wr_id).collect();
+    assert_eq!(
+        ids,
+        [0, 1, 2, 100, 101, 102],
+        "send queue first, each in posting order"
+    );
+    let qpn = hca.qp_num(qp).unwrap().value();
+    for wc in &wcs[..n] {
+        assert_eq!(wc.status, WcStatus::WrFlushErr);
+        assert_eq!(wc.qp_num, qpn);
+        assert_eq!(wc.vendor_err, VendorErr::Flushed as u32);
+        assert_eq!(
+            (wc.byte_len, wc.imm_data, wc.wc_flags, wc.src_qp),
+            (0, 0, WcFlags::EMPTY, 0)
+        );
+    }
+    // A WR posted in ERR is flushed at once.
+    hca.post_recv(qp, &recvs[..1]).unwrap();
+    assert_eq!(hca.poll_cq(cq, &mut wcs).unwrap(), 1);
+    assert_eq!(wcs[0].status, WcStatus::WrFlushErr);
+}
+
+#[test]
+fn cq_overrun_raises_cq_err_exactly_once_and_errors_the_receiving_qp() {
+    let mut hca = device();
+    let pd = hca.alloc_pd().unwrap();
+    let (cq, size) = hca.create_cq(1, None, 0, 0).unwrap();
+    assert_eq!(size, 1);
+    let buf = register(&mut hca, pd, 64, AccessFlags::LOCAL_WRITE);
+    let qp = rc_qp(&mut hca, pd, cq, None);
+    to_rts(&mut hca, qp);
+    let recvs: Vec<RecvWr> = (0..4)
+        .map(|i| RecvWr {
+            wr_id: i,
+            sg_list: vec![sge(&buf, 0, 8)],
+        })
+        .collect();
+    hca.post_recv(qp, &recvs).unwrap();
+    to_err(&mut hca, qp);
+    let ev = hca.get_async_event().unwrap();
+    assert_eq!(ev.event_type, EventType::CqErr);
+    assert_eq!(ev.element, EventElement::Cq(cq));
+    assert!(hca.get_async_event().is_err(), "CQ_ERR is raised once");
+    assert_eq!(hca.counters().cqe_overrun_lost, 3);
+    let mut wcs = [empty_wc(); 4];
+    assert_eq!(
+        hca.poll_cq(cq, &mut wcs).unwrap(),
+        1,
+        "the stored completion survives"
+    );
+    assert_eq!(wcs[0].wr_id, 0);
+    let err = hca.poll_cq(cq, &mut wcs).unwrap_err();
+    assert_eq!(err.errno(), libc::EIO);
+    hca.ack_async_event(&ev).unwrap();
+}
+
+#[test]
+fn one_completion_event_per_arming() {
+    let mut hca = device();
+    let pd = hca.alloc_pd().unwrap();
+    let ch = hca.create_comp_channel();
+    let (cq, _) = hca.create_cq(16, Some(ch), 0, 0xc0ffee).unwrap();
+    let buf = register(&mut hca, pd, 64, AccessFlags::LOCAL_WRITE);
+    let qp = rc_qp(&mut hca, pd, cq, None);
+    to_rts(&mut hca, qp);
+    let wr = |i| RecvWr {
+        wr_id: i,
+        sg_list: vec![sge(&buf, 0, 8)],
+    };
+    hca.post_recv(qp, &[wr(1), wr(2), wr(3)]).unwrap();
+    // Not armed: completions produce no event.
+    assert!(matches!(
+        hca.get_cq_event(ch),
+        Err(VerbsError::WouldBlock { .. })
+    ));
+    hca.req_notify_cq(cq, false).unwrap();
+    to_err(&mut hca, qp);
+    assert_eq!(hca.poll_event(), Some(HcaEvent::CompletionEvent(ch)));
+    assert_eq!(hca.poll_event(), None, "three completions, one event");
+    assert_eq!(hca.get_cq_event(ch).unwrap(), (cq, 0xc0ffee));
+    assert_eq!(hca.get_cq_event(ch).unwrap_err().errno(), libc::EAGAIN);
+    // Re-arm: the next completion fires again.
+    hca.req_notify_cq(cq, true).unwrap();
+    hca.post_recv(qp, &[wr(4)]).unwrap(); // flushed at once: an error completion, which counts as solicited
+    assert_eq!(hca.get_cq_event(ch).unwrap().0, cq);
+    hca.ack_cq_events(cq, 2).unwrap();
+    assert_eq!(hca.ack_cq_events(cq, 1).unwrap_err().errno(), libc::EINVAL);
+}
+
+#[test]
+fn unacknowledged_cq_events_block_destroy() {
+    let mut hca = device();
+    let pd = hca.alloc_pd().unwrap();
+    let ch = hca.create_comp_channel();
+    let (cq, _) = hca.create_cq(16, Some(ch), 0, 0).unwrap();
+    let buf = register(&mut hca, pd, 64, AccessFlags::LOCAL_WRITE);
+    let qp = rc_qp(&mut hca, pd, cq, None);
+    to_rts(&mut hca, qp);
+    hca.post_recv(
+        qp,
+        &[RecvWr {
+            wr_id: 1,
+            sg_list: vec![sge(&buf, 0, 8)],
+        }],
+    )
+    .unwrap();
+    hca.req_notify_cq(cq, false).unwrap();
+    to_err(&mut hca, qp);
+    hca.get_cq_event(ch).unwrap();
+    hca.destroy_qp(qp).unwrap();
+    let err = hca.destroy_cq(cq).unwrap_err();
+    assert_eq!(err.errno(), libc::EBUSY);
+    assert!(err.to_string().contains("not acknowledged"), "{err}");
+    hca.ack_cq_events(cq, 1).unwrap();
+    hca.destroy_cq(cq).unwrap();
+}
+
+#[test]
+fn unacknowledged_async_events_block_destroying_their_object() {
+    let mut hca = device();
+    let pd = hca.alloc_pd().unwrap();
+    let (cq, _) = hca.create_cq(16, None, 0, 0).unwrap();
+    let qp = rc_qp(&mut hca, pd, cq, None);
+    to_rts(&mut hca, qp);
+    hca.force_qp_error(qp, EventType::QpFatal).unwrap();
+    assert_eq!(hca.qp_state(qp).unwrap(), QpState::Err);
+    let ev = hca.get_async_event().unwrap();
+    assert_eq!(
+        (ev.event_type, ev.element),
+        (EventType::QpFatal, EventElement::Qp(qp))
+    );
+    assert_eq!(hca.destroy_qp(qp).unwrap_err().errno(), libc::EBUSY);
+    hca.ack_async_event(&ev).unwrap();
+    assert_eq!(
+        hca.ack_async_event(&ev).unwrap_err().errno(),
+        libc::EINVAL,
+        "one ack per event"
+    );
+    hca.destroy_qp(qp).unwrap();
+    assert_eq!(
+        hca.force_qp_error(qp, EventType::QpFatal)
+            .unwrap_err()
+            .errno(),
+        libc::EINVAL
+    );
+}
+
+#[test]
+fn post_send_reports_the_index_of_the_first_bad_work_request() {
+    let mut hca = device();
+    let pd = hca.alloc_pd().unwrap();
+    let (cq, _) = hca.create_cq(16, None, 0, 0).unwrap();
+    let buf = register(&mut hca, pd, 256, AccessFlags::LOCAL_WRITE);
+    let qp = rc_qp(&mut hca, pd, cq, None);
+    let mut good = SendWr::new(1, WrOpcode::Send);
+    good.sg_list = vec![sge(&buf, 0, 16)];
+    // SAFETY: no inline data.
+    let err = unsafe { hca.post_send(qp, std::slice::from_ref(&good)) }.unwrap_err();
+    assert_eq!(err.index, 0);
+    assert!(matches!(
+        err.error,
+        VerbsError::BadQpState {
+            state: QpState::Reset,
+            ..
+        }
+    ));
+    to_rts(&mut hca, qp);
+    let mut bad_lkey = good.clone();
+    bad_lkey.sg_list[0].lkey ^= 0x5a5a;
+    let mut out_of_bounds = good.clone();
+    out_of_bounds.sg_list[0].length = 300;
+    let mut too_many_sges = good.clone();
+    too_many_sges.sg_list = vec![sge(&buf, 0, 1); 3];
+    let mut too_much_inline = good.clone();
+    too_much_inline.send_flags = SendFlags::INLINE;
+    too_much_inline.sg_list = vec![sge(&buf, 0, 65)];
+    let mut atomic_wrong_len = SendWr::new(9, WrOpcode::AtomicFetchAndAdd);
+    atomic_wrong_len.sg_list = vec![sge(&buf, 0, 4)];
+    for (bad, what) in [
+        (bad_lkey, "names no registered memory region"),
+        (out_of_bounds, "outside the region"),
+        (too_many_sges, "exceeds max_send_sge"),
+        (too_much_inline, "exceed max_inline_data"),
+        (atomic_wrong_len, "exactly one 8-byte"),
+    ] {
+        // SAFETY: inline SGEs point into `buf`.
+        let err = unsafe { hca.post_send(qp, &[good.clone(), bad, good.clone()]) }.unwrap_err();
+        assert_eq!(err.index, 1, "{what}");
+        assert_eq!(err.error.errno(), libc::EINVAL);
+        assert!(err.to_string().contains(what), "{err}");
+    }
+    // Fill the send queue: the 9th WR is refused with ENOMEM.
+    let wrs = vec![good.clone(); 9];
+    // SAFETY: no inline data.
+    let _ = unsafe { hca.post_send(qp, &wrs[..2]) };
+    let queued = 5 + 2; // one good WR per refused batch above, plus these two
+    // SAFETY: no inline data.
+    let err = unsafe { hca.post_send(qp, &wrs) }.unwrap_err();
+    assert_eq!(err.index, 8 - queued);
+    assert_eq!(err.error.errno(), libc::ENOMEM);
+}
+
+#[test]
+fn ud_qp_refuses_rdma_and_needs_an_address_handle() {
+    let mut hca = device();
+    let pd = hca.alloc_pd().unwrap();
+    let (cq, _) = hca.create_cq(16, None, 0, 0).unwrap();
+    let (qp, _, _) = hca
+        .create_qp(
+            pd,
+            QpInitAttr {
+                send_cq: cq,
+                recv_cq: cq,
+                srq: None,
+                cap: QpCap {
+                    max_send_wr: 4,
+                    max_recv_wr: 4,
+                    max_send_sge: 1,
+                    max_recv_sge: 1,
+                    max_inline_data: 0,
+                },
+                qp_type: QpType::Ud,
+                sq_sig_all: true,
+                qp_context: 0,
+            },
+        )
+        .unwrap();
+    let init = QpAttr {
+        qp_state: QpState::Init,
+        qkey: 0x1111_1111,
+        port_num: 1,
+        ..QpAttr::default()
+    };
+    hca.modify_qp(
+        qp,
+        &init,
+        QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::QKEY,
+    )
+    .unwrap();
+    hca.modify_qp(
+        qp,
+        &QpAttr {
+            qp_state: QpState::Rtr,
+            ..QpAttr::default()
+        },
+        QpAttrMask::STATE,
+    )
+    .unwrap();
+    hca.modify_qp(
+        qp,
+        &QpAttr {
+            qp_state: QpState::Rts,
+            ..QpAttr::default()
+        },
+        QpAttrMask::STATE | QpAttrMask::SQ_PSN,
+    )
+    .unwrap();
+    // SAFETY: no inline data.
+    let err = unsafe { hca.post_send(qp, &[SendWr::new(1, WrOpcode::RdmaWrite)]) }.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("IBV_WR_RDMA_WRITE is not valid on a IBV_QPT_UD QP"),
+        "{err}"
+    );
+    // SAFETY: no inline data.
+    let err = unsafe { hca.post_send(qp, &[SendWr::new(1, WrOpcode::Send)]) }.unwrap_err();
+    assert!(err.to_string().contains("needs an address handle"), "{err}");
+    let no_grh = AhAttr {
+        is_global: false,
+        ..AhAttr::new(Gid::from_ip("127.0.0.2".parse().unwrap()), 1)
+    };
+    assert!(
+        hca.create_ah(pd, no_grh)
+            .unwrap_err()
+            .to_string()
+            .contains("need a GRH")
+    );
+}
+
+#[test]
+fn srq_attached_qp_refuses_post_recv_and_raises_last_wqe_reached_in_err() {
+    let mut hca = device();
+    let pd = hca.alloc_pd().unwrap();
+    let (cq, _) = hca.create_cq(16, None, 0, 0).unwrap();
+    let buf = register(&mut hca, pd, 64, AccessFlags::LOCAL_WRITE);
+    let (srq, attr) = hca
+        .create_srq(
+            pd,
+            SrqAttr {
+                max_wr: 4,
+                max_sge: 1,
+                srq_limit: 0,
+            },
+            0,
+        )
+        .unwrap();
+    assert_eq!(attr.max_wr, 4);
+    let qp = rc_qp(&mut hca, pd, cq, Some(srq));
+    to_rts(&mut hca, qp);
+    let wr = RecvWr {
+        wr_id: 1,
+        sg_list: vec![sge(&buf, 0, 8)],
+    };
+    let err = hca.post_recv(qp, std::slice::from_ref(&wr)).unwrap_err();
+    assert_eq!(err.error.errno(), libc::EINVAL);
+    assert!(err.to_string().contains("post_srq_recv"), "{err}");
+    let err = hca.post_srq_recv(srq, &vec![wr.clone(); 5]).unwrap_err();
+    assert_eq!((err.index, err.error.errno()), (4, libc::ENOMEM));
+    assert_eq!(hca.destroy_srq(srq).unwrap_err().errno(), libc::EBUSY);
+    to_err(&mut hca, qp);
+    let ev = hca.get_async_event().unwrap();
+    assert_eq!(
+        (ev.event_type, ev.element),
+        (EventType::QpLastWqeReached, EventElement::Qp(qp))
+    );
+    assert_eq!(
+        hca.srq_len(srq).unwrap(),
+        4,
+        "the shared queue is not flushed"
+    );
+    hca.ack_async_event(&ev).unwrap();
+    let mut wcs = [empty_wc(); 4];
+    assert_eq!(hca.poll_cq(cq, &mut wcs).unwrap(), 0);
+}
+
+#[test]
+fn srq_limit_must_fit_max_wr() {
+    let mut hca = device();
+    let pd = hca.alloc_pd().unwrap();
+    let (srq, _) = hca
+        .create_srq(
+            pd,
+            SrqAttr {
+                max_wr: 4,
+                max_sge: 1,
+                srq_limit: 0,
+            },
+            0,
+        )
+        .unwrap();
+    let err = hca
+        .modify_srq(
+            srq,
+            SrqAttr {
+                srq_limit: 5,
+                ..SrqAttr::default()
+            },
+            SrqAttrMask {
+                limit: true,
+                max_wr: false,
+            },
+        )
+        .unwrap_err();
+    assert_eq!(err.errno(), libc::EINVAL);
+    hca.modify_srq(
+        srq,
+        SrqAttr {
+            srq_limit: 2,
+            ..SrqAttr::default()
+        },
+        SrqAttrMask {
+            limit: true,
+            max_wr: false,
+        },
+    )
+    .unwrap();
+    assert_eq!(hca.query_srq(srq).unwrap().srq_limit, 2);
+}
+
+#[test]
+fn entering_sqd_with_notification_raises_sq_drained() {
+    let mut hca = device();
+    let pd = hca.alloc_pd().unwrap();
+    let (cq, _) = hca.create_cq(16, None, 0, 0).unwrap();
+    let qp = rc_qp(&mut hca, pd, cq, None);
+    to_rts(&mut hca, qp);
+    let sqd = QpAttr {
+        qp_state: QpState::Sqd,
+        en_sqd_async_notify: true,
+        ..QpAttr::default()
+    };
+    hca.modify_qp(
+        qp,
+        &sqd,
+        QpAttrMask::STATE | QpAttrMask::EN_SQD_ASYNC_NOTIFY,
+    )
+    .unwrap();
+    let ev = hca.get_async_event().unwrap();
+    assert_eq!(
+        (ev.event_type, ev.element),
+        (EventType::SqDrained, EventElement::Qp(qp))
+    );
+    hca.ack_async_event(&ev).unwrap();
+    let back = QpAttr {
+        qp_state: QpState::Rts,
+        ..QpAttr::default()
+    };
+    hca.modify_qp(qp, &back, QpAttrMask::STATE).unwrap();
+    assert_eq!(hca.qp_state(qp).unwrap(), QpState::Rts);
+}
+
+#[test]
+fn port_down_and_up_raise_port_events() {
+    let mut hca = device();
+    hca.set_port_active(false);
+    assert_eq!(hca.query_port(1).unwrap().state, PortState::Down);
+    hca.set_port_active(true);
+    let a = hca.get_async_event().unwrap();
+    let b = hca.get_async_event().unwrap();
+    assert_eq!(
+        (a.event_type, a.element),
+        (EventType::PortErr, EventElement::Port(1))
+    );
+    assert_eq!(
+        (b.event_type, b.element),
+        (EventType::PortActive, EventElement::Port(1))
+    );
+    hca.ack_async_event(&a).unwrap();
+    hca.ack_async_event(&b).unwrap();
+}
