@@ -27,13 +27,15 @@ pub enum DropReason {
     OutOfSequence,
     /// A response for no outstanding request.
     UnexpectedResponse,
-    /// A packet type the transport engine does not implement.
+    /// A packet type the transport engine does not implement, or a UC message dropped.
     Unsupported,
+    /// UD/UC: no receive WQE posted.
+    NoReceiveWqe,
 }
 
 impl DropReason {
     /// Every reason.
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 13] = [
         Self::Malformed,
         Self::IcrcMismatch,
         Self::BadPkey,
@@ -46,6 +48,7 @@ impl DropReason {
         Self::OutOfSequence,
         Self::UnexpectedResponse,
         Self::Unsupported,
+        Self::NoReceiveWqe,
     ];
 
     /// Counter name.
@@ -63,6 +66,7 @@ impl DropReason {
             Self::OutOfSequence => "drop_out_of_sequence",
             Self::UnexpectedResponse => "drop_unexpected_response",
             Self::Unsupported => "drop_unsupported",
+            Self::NoReceiveWqe => "drop_no_receive_wqe",
         }
     }
 }
@@ -103,7 +107,7 @@ pub struct Counters {
     /// Completions lost to a CQ overrun.
     pub cqe_overrun_lost: u64,
     /// Drops by reason, indexed like [`DropReason::ALL`].
-    pub drops: [u64; 12],
+    pub drops: [u64; 13],
 }
 
 impl Counters {

@@ -239,6 +239,8 @@ pub struct Hca {
     pub(crate) device_events_unacked: u32,
     pub(crate) hca_events: VecDeque<HcaEvent>,
     pub(crate) counters: Counters,
+    pub(crate) tx_queue: VecDeque<super::transport::OutPacket>,
+    pub(crate) active_qps: VecDeque<QpHandle>,
 }
 
 /// The first QPN handed out (rxe starts at 0x11; 0 and 1 are the special QPs).
@@ -308,6 +310,8 @@ impl Hca {
             device_events_unacked: 0,
             hca_events: VecDeque::new(),
             counters: Counters::default(),
+            tx_queue: VecDeque::new(),
+            active_qps: VecDeque::new(),
         }
     }
 

@@ -264,6 +264,14 @@ pub(crate) struct SendWqe {
     /// Inline payload copied at post time (IBV_SEND_INLINE).
     pub(crate) inline: Option<Vec<u8>>,
     pub(crate) signaled: bool,
+    /// First PSN, assigned when the first packet is sent.
+    pub(crate) first_psn: Option<Psn>,
+    /// PSNs the request occupies (READ: one per response packet).
+    pub(crate) npkts: u32,
+    /// Next packet index to (re)send.
+    pub(crate) next_pkt: u32,
+    /// Every packet has been sent at least once.
+    pub(crate) all_sent: bool,
 }
 
 /// A QP.

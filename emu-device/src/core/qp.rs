@@ -131,6 +131,17 @@ impl Hca {
             })
     }
 
+    /// The context value given to `create_srq`.
+    pub fn srq_context(&self, srq: SrqHandle) -> VerbsResult<u64> {
+        self.srqs
+            .get(srq.index, srq.generation)
+            .map(|s| s.context)
+            .ok_or(VerbsError::StaleHandle {
+                verb: "srq_context",
+                kind: SrqHandle::KIND,
+            })
+    }
+
     /// Receive WRs waiting in an SRQ.
     pub fn srq_len(&self, srq: SrqHandle) -> VerbsResult<usize> {
         self.srqs
@@ -462,6 +473,8 @@ impl Hca {
             QpState::Rts if entering && cur == QpState::Rtr => {
                 let sq_psn = q.attr.sq_psn;
                 q.transport.on_rts(sq_psn);
+                q.transport.retry_left = q.attr.retry_cnt;
+                q.transport.rnr_left = q.attr.rnr_retry;
             }
             QpState::Sqd if entering => {
                 q.sqd_notify_pending =
@@ -772,6 +785,10 @@ impl Hca {
                 wr: wr.clone(),
                 inline: inline_data,
                 signaled,
+                first_psn: None,
+                npkts: 0,
+                next_pkt: 0,
+                all_sent: false,
             };
             let q = self.qp_mut(VERB, qp).map_err(fail)?;
             q.sq.push_back(wqe);
@@ -882,6 +899,14 @@ impl Hca {
         let send_cq = q.init.send_cq;
         let recv_cq = q.init.recv_cq;
         let srq = q.init.srq;
+        if let super::transport::InProgress::Send {
+            wqe,
+            from_srq: false,
+            ..
+        } = std::mem::take(&mut q.transport.in_progress)
+        {
+            q.rq.push_front(wqe);
+        }
         let sq: Vec<SendWqe> = q.sq.drain(..).collect();
         let rq: Vec<RecvWr> = q.rq.drain(..).collect();
         q.transport.on_flush();
@@ -926,7 +951,7 @@ impl Hca {
     }
 
     pub(crate) fn sq_drained(&self, q: &Qp) -> bool {
-        q.transport.nothing_in_flight()
+        q.sq.iter().all(|w| w.first_psn.is_none())
     }
 
     /// Raise SQ_DRAINED if the QP is in SQD, asked for the notification, and has nothing in

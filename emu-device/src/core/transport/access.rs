@@ -1,0 +1,192 @@
+//! Checked access to registered memory for the transport: local scatter/gather lists by
+//! lkey, remote ranges by rkey. Every copy goes through `core::memory` only after the range
+//! was found inside a live region with the right rights.
+
+use super::super::handles::PdHandle;
+use super::super::hca::Hca;
+use super::super::memory;
+use super::super::types::AccessFlags;
+use super::super::wr::Sge;
+
+/// Why a local scatter/gather access failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LocalFault {
+    /// An lkey names no live region of the PD, or the range or rights do not fit.
+    Protection,
+    /// The data does not fit the buffers.
+    TooLong,
+}
+
+/// Why a remote access was refused (answered with NAK remote access error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RemoteFault {
+    /// No region has this rkey, or it was invalidated.
+    UnknownKey,
+    /// The region belongs to another PD.
+    WrongPd,
+    /// The range is outside the region.
+    OutOfBounds,
+    /// The region or the QP lacks the right.
+    NoAccess,
+    /// An atomic target not 8-byte aligned.
+    Misaligned,
+}
+
+impl Hca {
+    /// Find the region behind `sge` and check it covers `sge` with `need` rights.
+    fn local_ok(&self, pd: PdHandle, sge: &Sge, write: bool) -> bool {
+        match self.mr_by_key(sge.lkey) {
+            Some((_, mr)) => {
+                mr.pd == pd
+                    && mr.contains(sge.addr, u64::from(sge.length))
+                    && (!write || mr.access.contains(AccessFlags::LOCAL_WRITE))
+            }
+            None => false,
+        }
+    }
+
+    /// Copy `out.len()` bytes starting `offset` bytes into a scatter/gather list.
+    pub(crate) fn gather(
+        &self,
+        pd: PdHandle,
+        sges: &[Sge],
+        offset: u64,
+        out: &mut [u8],
+    ) -> Result<(), LocalFault> {
+        let mut skip = offset;
+        let mut done = 0usize;
+        for sge in sges {
+            if done == out.len() {
+                break;
+            }
+            let len = u64::from(sge.length);
+            if skip >= len {
+                skip -= len;
+                continue;
+            }
+            if !self.local_ok(pd, sge, false) {
+                return Err(LocalFault::Protection);
+            }
+            let n = ((len - skip) as usize).min(out.len() - done);
+            // SAFETY: `local_ok` found `sge` inside a live registered region of this PD.
+            unsafe { memory::read_app(sge.addr + skip, &mut out[done..done + n]) };
+            done += n;
+            skip = 0;
+        }
+        if done == out.len() {
+            Ok(())
+        } else {
+            Err(LocalFault::TooLong)
+        }
+    }
+
+    /// Copy `data` into a scatter/gather list starting `offset` bytes in.
+    pub(crate) fn scatter(
+        &self,
+        pd: PdHandle,
+        sges: &[Sge],
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), LocalFault> {
+        let total: u64 = sges.iter().map(|s| u64::from(s.length)).sum();
+        if offset + data.len() as u64 > total {
+            return Err(LocalFault::TooLong);
+        }
+        let mut skip = offset;
+        let mut done = 0usize;
+        for sge in sges {
+            if done == data.len() {
+                break;
+            }
+            let len = u64::from(sge.length);
+            if skip >= len {
+                skip -= len;
+                continue;
+            }
+            if !self.local_ok(pd, sge, true) {
+                return Err(LocalFault::Protection);
+            }
+            let n = ((len - skip) as usize).min(data.len() - done);
+            // SAFETY: `local_ok` found `sge` inside a live, locally writable region.
+            unsafe { memory::write_app(sge.addr + skip, &data[done..done + n]) };
+            done += n;
+            skip = 0;
+        }
+        Ok(())
+    }
+
+    /// Check a remote access of `len` bytes at `va` with `rkey` needing `need` on both the
+    /// region and the QP (`qp_access`).
+    pub(crate) fn check_remote(
+        &self,
+        pd: PdHandle,
+        qp_access: AccessFlags,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        need: AccessFlags,
+    ) -> Result<(), RemoteFault> {
+        let Some((_, mr)) = self.mr_by_key(rkey) else {
+            return Err(RemoteFault::UnknownKey);
+        };
+        if !mr.remote_valid || mr.rkey != rkey {
+            return Err(RemoteFault::UnknownKey);
+        }
+        if mr.pd != pd {
+            return Err(RemoteFault::WrongPd);
+        }
+        if !mr.access.contains(need) || !qp_access.contains(need) {
+            return Err(RemoteFault::NoAccess);
+        }
+        if need.contains(AccessFlags::REMOTE_ATOMIC) && va % 8 != 0 {
+            return Err(RemoteFault::Misaligned);
+        }
+        if !mr.contains(va, len) {
+            return Err(RemoteFault::OutOfBounds);
+        }
+        Ok(())
+    }
+
+    /// Read remote-accessible memory (after [`Hca::check_remote`]).
+    pub(crate) fn read_remote(&self, va: u64, out: &mut [u8]) {
+        // SAFETY: callers checked `va..va+out.len()` with `check_remote`.
+        unsafe { memory::read_app(va, out) }
+    }
+
+    /// Write remote-accessible memory (after [`Hca::check_remote`] with write rights).
+    pub(crate) fn write_remote(&self, va: u64, data: &[u8]) {
+        // SAFETY: callers checked `va..va+data.len()` with `check_remote` for write rights.
+        unsafe { memory::write_app(va, data) }
+    }
+
+    /// Atomically (the engine is single-threaded) apply an 8-byte atomic; returns the
+    /// original value.
+    pub(crate) fn atomic_remote(&self, va: u64, swap_or_add: u64, compare: Option<u64>) -> u64 {
+        // SAFETY: callers checked `va..va+8` with `check_remote` for atomic rights.
+        let orig = unsafe { memory::read_u64(va) };
+        let new = match compare {
+            Some(cmp) if orig == cmp => Some(swap_or_add),
+            Some(_) => None,
+            None => Some(orig.wrapping_add(swap_or_add)),
+        };
+        if let Some(v) = new {
+            // SAFETY: as above.
+            unsafe { memory::write_u64(va, v) };
+        }
+        orig
+    }
+
+    /// Invalidate the region with this rkey (SEND_WITH_INV) if it belongs to `pd`.
+    pub(crate) fn invalidate_rkey(&mut self, pd: PdHandle, rkey: u32) -> bool {
+        let Some(&h) = self.mr_by_key.get(&rkey) else {
+            return false;
+        };
+        match self.mrs.get_mut(h.index, h.generation) {
+            Some(mr) if mr.pd == pd => {
+                mr.remote_valid = false;
+                true
+            }
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,339 @@
+//! The completer: ACKs, NAKs, READ responses and atomic ACKs complete send WQEs in order;
+//! timers drive retransmission (go-back-N) and RNR back-off.
+//!
+//! Retry counting follows IBTA: `retry_cnt` 0–7 is the number of retransmissions after a
+//! timeout or an implied NAK before IBV_WC_RETRY_EXC_ERR (7 is seven retries; rxe instead
+//! treats 7 as "retry forever"); `rnr_retry` 7 means infinite RNR retries. Both counters are
+//! restored whenever the responder makes progress.
+
+use std::time::Instant;
+
+use softroce_wire::{NakCode, Psn, RocePacket, Syndrome, rnr_timer_micros};
+
+use super::super::counters::DropReason;
+use super::super::handles::QpHandle;
+use super::super::hca::Hca;
+use super::super::types::{QpState, WcOpcode, WcStatus, WrOpcode};
+use super::super::wr::{VendorErr, WorkCompletion};
+use super::ack_timeout;
+use super::requester::{fail_send, rewind_to};
+
+fn is_rd_atomic(op: WrOpcode) -> bool {
+    matches!(
+        op,
+        WrOpcode::RdmaRead | WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
+    )
+}
+
+pub(super) fn on_response(
+    hca: &mut Hca,
+    now: Instant,
+    qp: QpHandle,
+    packet: &RocePacket<&[u8]>,
+    bth: &softroce_wire::BthRepr,
+) {
+    let psn = bth.psn;
+    let opcode = bth.opcode;
+    if opcode == softroce_wire::Opcode::RC_ACKNOWLEDGE {
+        let Some(aeth) = packet.aeth() else {
+            hca.counters.drop(DropReason::Malformed);
+            return;
+        };
+        match Syndrome::from_byte(aeth.syndrome_raw()) {
+            Syndrome::Ack { .. } => ack_through(hca, now, qp, psn),
+            Syndrome::RnrNak { timer } => {
+                hca.counters.rcvd_rnr_err += 1;
+                ack_through(hca, now, qp, psn.sub(1));
+                on_rnr_nak(hca, now, qp, psn, timer);
+            }
+            Syndrome::Nak(NakCode::PsnSequenceError) => {
+                hca.counters.rcvd_seq_err += 1;
+                ack_through(hca, now, qp, psn.sub(1));
+                if outstanding(hca, qp) {
+                    hca.counters.completer_retry_err += 1;
+                    rewind_to(hca, qp, psn);
+                }
+            }
+            Syndrome::Nak(code) => {
+                ack_through(hca, now, qp, psn.sub(1));
+                let (status, vendor) = match code {
+                    NakCode::InvalidRequest => {
+                        (WcStatus::RemInvReqErr, VendorErr::RemoteInvalidRequest)
+                    }
+                    NakCode::RemoteAccessError => (WcStatus::RemAccessErr, VendorErr::RemoteAccess),
+                    _ => (WcStatus::RemOpErr, VendorErr::RemoteOperational),
+                };
+                if front_contains(hca, qp, psn) {
+                    fail_send(hca, qp, 0, status, vendor);
+                } else {
+                    hca.counters.drop(DropReason::UnexpectedResponse);
+                }
+            }
+            Syndrome::Reserved(_) => hca.counters.drop(DropReason::Malformed),
+        }
+        return;
+    }
+    let Some(info) = opcode.info() else {
+        return;
+    };
+    match info.operation {
+        softroce_wire::Operation::ReadResponse => on_read_response(hca, now, qp, packet, psn),
+        softroce_wire::Operation::AtomicAcknowledge => {
+            ack_through(hca, now, qp, psn.sub(1));
+            let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+                return;
+            };
+            let matches = q.sq.front().is_some_and(|w| {
+                matches!(
+                    w.wr.opcode,
+                    WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
+                ) && w.first_psn == Some(psn)
+                    && w.all_sent
+            });
+            if !matches {
+                hca.counters.drop(DropReason::UnexpectedResponse);
+                return;
+            }
+            let orig = packet.atomic_ack_eth().map_or(0, |a| a.orig());
+            let (pd, sges) = match q.sq.front() {
+                Some(w) => (q.pd, w.wr.sg_list.clone()),
+                None => return,
+            };
+            if hca.scatter(pd, &sges, 0, &orig.to_ne_bytes()).is_err() {
+                fail_send(hca, qp, 0, WcStatus::LocProtErr, VendorErr::LocalKey);
+                return;
+            }
+            complete_front(hca, now, qp, 8);
+        }
+        _ => hca.counters.drop(DropReason::UnexpectedResponse),
+    }
+}
+
+fn front_contains(hca: &Hca, qp: QpHandle, psn: Psn) -> bool {
+    hca.qps
+        .get(qp.index, qp.generation)
+        .and_then(|q| q.sq.front())
+        .and_then(|w| w.first_psn.map(|f| psn.in_range(f, w.npkts)))
+        .unwrap_or(false)
+}
+
+fn outstanding(hca: &Hca, qp: QpHandle) -> bool {
+    hca.qps
+        .get(qp.index, qp.generation)
+        .is_some_and(|q| q.sq.front().is_some_and(|w| w.first_psn.is_some()))
+}
+
+/// Pop the front WQE as successfully completed.
+fn complete_front(hca: &mut Hca, now: Instant, qp: QpHandle, byte_len: u64) {
+    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+        return;
+    };
+    let Some(w) = q.sq.pop_front() else {
+        return;
+    };
+    q.transport.send_index = q.transport.send_index.saturating_sub(1);
+    if let Some(first) = w.first_psn {
+        let next = first.add(w.npkts);
+        if next.is_after(q.transport.comp_psn) {
+            q.transport.comp_psn = next;
+        }
+    }
+    q.transport.retry_left = q.attr.retry_cnt;
+    q.transport.rnr_left = q.attr.rnr_retry;
+    let more = q.sq.front().is_some_and(|w| w.first_psn.is_some());
+    q.transport.retrans_at = if more {
+        ack_timeout(q.attr.timeout).map(|t| now + t)
+    } else {
+        None
+    };
+    let qpn = q.qpn.value();
+    let cq = q.init.send_cq;
+    if w.signaled {
+        let wc = WorkCompletion::success(
+            w.wr.wr_id,
+            qpn,
+            WcOpcode::for_send(w.wr.opcode),
+            byte_len as u32,
+        );
+        let _ = hca.push_completion(cq, wc, false);
+    }
+    hca.check_sq_drained(qp);
+    hca.mark_active(qp);
+}
+
+/// Everything up to and including `psn` is acknowledged: complete SEND/WRITE WQEs in order.
+/// A READ or atomic found complete-able this way lost its response (implied NAK): resend it.
+fn ack_through(hca: &mut Hca, now: Instant, qp: QpHandle, psn: Psn) {
+    // Bounded by the send queue's length.
+    for _ in 0..=hca
+        .qps
+        .get(qp.index, qp.generation)
+        .map_or(0, |q| q.sq.len())
+    {
+        let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+            return;
+        };
+        let Some(w) = q.sq.front() else {
+            return;
+        };
+        let Some(first) = w.first_psn else {
+            return;
+        };
+        let last = first.add(w.npkts.saturating_sub(1));
+        if psn.is_before(first) {
+            return;
+        }
+        if psn.is_before(last) {
+            // Part of a multi-packet request acknowledged: progress all the same.
+            if q.transport.comp_psn.is_before(psn.next()) && !is_rd_atomic(w.wr.opcode) {
+                q.transport.comp_psn = psn.next();
+                q.transport.retry_left = q.attr.retry_cnt;
+                q.transport.retrans_at = ack_timeout(q.attr.timeout).map(|t| now + t);
+            }
+            return;
+        }
+        if !w.all_sent {
+            return;
+        }
+        if is_rd_atomic(w.wr.opcode) {
+            // The ACK covers a READ/atomic whose response never came: go back to it.
+            hca.counters.completer_retry_err += 1;
+            rewind_to(hca, qp, first);
+            return;
+        }
+        let len = w
+            .inline
+            .as_ref()
+            .map_or_else(|| w.wr.total_len(), |d| d.len() as u64);
+        complete_front(hca, now, qp, len);
+    }
+}
+
+fn on_read_response(
+    hca: &mut Hca,
+    now: Instant,
+    qp: QpHandle,
+    packet: &RocePacket<&[u8]>,
+    psn: Psn,
+) {
+    // Responses acknowledge every earlier request.
+    ack_through(hca, now, qp, psn.sub(1));
+    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+        return;
+    };
+    let Some(w) = q.sq.front() else {
+        hca.counters.drop(DropReason::UnexpectedResponse);
+        return;
+    };
+    let (Some(first), WrOpcode::RdmaRead) = (w.first_psn, w.wr.opcode) else {
+        hca.counters.drop(DropReason::UnexpectedResponse);
+        return;
+    };
+    if !psn.in_range(first, w.npkts) {
+        hca.counters.drop(DropReason::UnexpectedResponse);
+        return;
+    }
+    let expected = if q.transport.comp_psn.in_range(first, w.npkts) {
+        q.transport.comp_psn
+    } else {
+        first
+    };
+    if psn.is_before(expected) {
+        // Duplicate of data already placed.
+        return;
+    }
+    if psn != expected {
+        // A response was lost: re-read from the first missing one.
+        hca.counters.completer_retry_err += 1;
+        rewind_to(hca, qp, expected);
+        return;
+    }
+    let mtu = q.attr.path_mtu.bytes() as u64;
+    let offset = u64::from(psn.distance_from(first)) * mtu;
+    let total = w.wr.total_len();
+    let data = packet.payload();
+    let pd = q.pd;
+    let sges = w.wr.sg_list.clone();
+    let npkts = w.npkts;
+    if offset + data.len() as u64 > total {
+        fail_send(hca, qp, 0, WcStatus::LocLenErr, VendorErr::RecvTooSmall);
+        return;
+    }
+    if hca.scatter(pd, &sges, offset, data).is_err() {
+        fail_send(hca, qp, 0, WcStatus::LocProtErr, VendorErr::LocalKey);
+        return;
+    }
+    let done = psn.distance_from(first) + 1 == npkts;
+    if done {
+        complete_front(hca, now, qp, total);
+    } else if let Some(q) = hca.qps.get_mut(qp.index, qp.generation) {
+        q.transport.comp_psn = psn.next();
+        q.transport.retry_left = q.attr.retry_cnt;
+        q.transport.retrans_at = ack_timeout(q.attr.timeout).map(|t| now + t);
+    }
+}
+
+fn on_rnr_nak(hca: &mut Hca, now: Instant, qp: QpHandle, psn: Psn, timer: u8) {
+    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+        return;
+    };
+    if !q.sq.front().is_some_and(|w| w.first_psn.is_some()) {
+        return;
+    }
+    if q.attr.rnr_retry != 7 {
+        if q.transport.rnr_left == 0 {
+            hca.counters.retry_rnr_exceeded_err += 1;
+            fail_send(
+                hca,
+                qp,
+                0,
+                WcStatus::RnrRetryExcErr,
+                VendorErr::RnrRetryExceeded,
+            );
+            return;
+        }
+        q.transport.rnr_left -= 1;
+    }
+    q.transport.rnr_at =
+        Some(now + std::time::Duration::from_micros(u64::from(rnr_timer_micros(timer))));
+    q.transport.retrans_at = None;
+    rewind_to(hca, qp, psn);
+}
+
+/// Fire the QP's timers that are due.
+pub(super) fn on_timers(hca: &mut Hca, now: Instant, qp: QpHandle) {
+    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+        return;
+    };
+    if !matches!(q.attr.qp_state, QpState::Rts | QpState::Sqd) {
+        q.transport.retrans_at = None;
+        q.transport.rnr_at = None;
+        return;
+    }
+    if q.transport.rnr_at.is_some_and(|t| t <= now) {
+        q.transport.rnr_at = None;
+        hca.mark_active(qp);
+    }
+    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+        return;
+    };
+    if !q.transport.retrans_at.is_some_and(|t| t <= now) {
+        return;
+    }
+    q.transport.retrans_at = None;
+    let Some(w) = q.sq.front() else {
+        return;
+    };
+    if w.first_psn.is_none() {
+        return;
+    }
+    if q.transport.retry_left == 0 {
+        hca.counters.retry_exceeded_err += 1;
+        fail_send(hca, qp, 0, WcStatus::RetryExcErr, VendorErr::RetryExceeded);
+        return;
+    }
+    q.transport.retry_left -= 1;
+    let from = q.transport.comp_psn;
+    hca.counters.completer_retry_err += 1;
+    rewind_to(hca, qp, from);
+}

@@ -1,0 +1,465 @@
+//! The requester: turns send WQEs into packets (segmentation by path MTU, AckReq, window,
+//! fence and READ/atomic credits), and completes UC/UD sends once transmitted.
+
+use std::time::Instant;
+
+use softroce_wire::{
+    AtomicEthRepr, BthRepr, DethRepr, ExtRepr, Opcode, Psn, Qpn, RethRepr, RoceRepr,
+};
+
+use super::super::handles::QpHandle;
+use super::super::hca::Hca;
+use super::super::types::{QpState, QpType, SendFlags, WcOpcode, WcStatus, WrOpcode};
+use super::super::wr::{VendorErr, WorkCompletion};
+use super::access::LocalFault;
+use super::ack_timeout;
+
+/// Unacknowledged PSNs an RC requester may have outstanding (rxe: RXE_MAX_UNACKED_PSNS).
+const MAX_UNACKED_PSNS: u32 = 128;
+/// AckReq is also set on every this-many packets of a long message (rxe: RXE_MAX_PKT_PER_ACK).
+const PKTS_PER_ACK: u32 = 64;
+/// Packets built per call, so one QP cannot starve the others.
+const BUDGET: usize = 64;
+
+fn is_rd_atomic(op: WrOpcode) -> bool {
+    matches!(
+        op,
+        WrOpcode::RdmaRead | WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
+    )
+}
+
+/// Packets a request occupies: one per MTU of payload (at least one); READ counts its
+/// response packets; atomics one.
+fn packets_for(op: WrOpcode, len: u64, mtu: u64) -> u32 {
+    match op {
+        WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => 1,
+        _ => len.div_ceil(mtu).max(1) as u32,
+    }
+}
+
+/// Build and queue as many packets of the QP's send queue as the window allows.
+pub(super) fn progress(hca: &mut Hca, now: Instant, qp: QpHandle) {
+    for _ in 0..BUDGET {
+        match next_packet(hca, now, qp) {
+            Step::Sent => continue,
+            Step::Stop => break,
+        }
+    }
+    // More work left: come back after the other QPs had their turn.
+    if let Some(q) = hca.qps.get(qp.index, qp.generation)
+        && q.transport.send_index < q.sq.len()
+        && q.transport.rnr_at.is_none()
+        && matches!(q.attr.qp_state, QpState::Rts | QpState::Sqd)
+    {
+        let window_open = q.init.qp_type != QpType::Rc
+            || q.transport.sq_psn.distance_from(q.transport.comp_psn) < MAX_UNACKED_PSNS;
+        if window_open {
+            hca.mark_active(qp);
+        }
+    }
+}
+
+enum Step {
+    Sent,
+    Stop,
+}
+
+fn next_packet(hca: &mut Hca, now: Instant, qp: QpHandle) -> Step {
+    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+        return Step::Stop;
+    };
+    let state = q.attr.qp_state;
+    if !matches!(state, QpState::Rts | QpState::Sqd) || q.transport.rnr_at.is_some() {
+        return Step::Stop;
+    }
+    let idx = q.transport.send_index;
+    let Some(wqe) = q.sq.get(idx) else {
+        return Step::Stop;
+    };
+    let qp_type = q.init.qp_type;
+    let mtu = q.attr.path_mtu.bytes() as u64;
+    let op = wqe.wr.opcode;
+    let len = wqe
+        .inline
+        .as_ref()
+        .map_or_else(|| wqe.wr.total_len(), |d| d.len() as u64);
+    if wqe.first_psn.is_none() {
+        // Starting a new request.
+        if state == QpState::Sqd {
+            return Step::Stop;
+        }
+        let outstanding_rd =
+            q.sq.iter()
+                .take(idx)
+                .filter(|w| is_rd_atomic(w.wr.opcode) && w.first_psn.is_some())
+                .count();
+        if wqe.wr.send_flags.contains(SendFlags::FENCE) && outstanding_rd > 0 {
+            return Step::Stop;
+        }
+        if is_rd_atomic(op) && outstanding_rd >= usize::from(q.attr.max_rd_atomic.max(1)) {
+            return Step::Stop;
+        }
+        if qp_type == QpType::Ud && len > mtu {
+            // IBTA: a UD message larger than the path MTU is a local length error.
+            fail_send(hca, qp, idx, WcStatus::LocLenErr, VendorErr::RecvTooSmall);
+            return Step::Sent;
+        }
+        let npkts = packets_for(op, len, mtu);
+        let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+            return Step::Stop;
+        };
+        let first = q.transport.sq_psn;
+        q.transport.sq_psn = first.add(npkts);
+        if let Some(w) = q.sq.get_mut(idx) {
+            w.first_psn = Some(first);
+            w.npkts = npkts;
+            w.next_pkt = 0;
+        }
+    }
+    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+        return Step::Stop;
+    };
+    let Some(wqe) = q.sq.get(idx) else {
+        return Step::Stop;
+    };
+    let first = wqe.first_psn.unwrap_or_default();
+    let i = wqe.next_pkt;
+    let psn = first.add(i);
+    if qp_type == QpType::Rc && psn.distance_from(q.transport.comp_psn) >= MAX_UNACKED_PSNS {
+        return Step::Stop;
+    }
+    let dest = Qpn::from_wire(q.attr.dest_qp_num);
+    let npkts = wqe.npkts;
+    let last = i + 1 == npkts;
+    let signaled_flags = wqe.wr.send_flags;
+    let pd = q.pd;
+    let own_qpn = q.qpn;
+    let qkey = q.attr.qkey;
+    let mut payload = Vec::new();
+    let (repr, next_pkt) = match op {
+        WrOpcode::RdmaRead => {
+            // One request for the rest of the data: a retry after loss re-reads only what
+            // is missing, starting at the first missing response PSN.
+            let off = u64::from(i) * mtu;
+            let reth = RethRepr {
+                va: wqe.wr.rdma.remote_addr.wrapping_add(off),
+                rkey: wqe.wr.rdma.rkey,
+                dma_len: len.saturating_sub(off) as u32,
+            };
+            let mut bth = BthRepr::new(Opcode::RC_RDMA_READ_REQUEST, dest, psn);
+            bth.ack_req = true;
+            let ext = ExtRepr {
+                reth: Some(reth),
+                ..ExtRepr::default()
+            };
+            (RoceRepr::new(bth, ext, 0), npkts)
+        }
+        WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => {
+            let a = wqe.wr.atomic;
+            let (opcode, swap_add, compare) = if op == WrOpcode::AtomicCmpAndSwp {
+                (Opcode::RC_COMPARE_SWAP, a.swap, a.compare_add)
+            } else {
+                (Opcode::RC_FETCH_ADD, a.compare_add, 0)
+            };
+            let mut bth = BthRepr::new(opcode, dest, psn);
+            bth.ack_req = true;
+            let ext = ExtRepr {
+                atomic_eth: Some(AtomicEthRepr {
+                    va: a.remote_addr,
+                    rkey: a.rkey,
+                    swap_add,
+                    compare,
+                }),
+                ..ExtRepr::default()
+            };
+            (RoceRepr::new(bth, ext, 0), 1)
+        }
+        _ => {
+            let off = u64::from(i) * mtu;
+            let n = (len - off.min(len)).min(mtu) as usize;
+            payload.resize(n, 0);
+            let gathered = match &wqe.inline {
+                Some(data) => {
+                    payload.copy_from_slice(&data[off as usize..off as usize + n]);
+                    Ok(())
+                }
+                None => hca.gather(pd, &wqe.wr.sg_list, off, &mut payload),
+            };
+            if let Err(fault) = gathered {
+                let status = match fault {
+                    LocalFault::Protection => WcStatus::LocProtErr,
+                    LocalFault::TooLong => WcStatus::LocLenErr,
+                };
+                fail_send(hca, qp, idx, status, VendorErr::LocalKey);
+                return Step::Stop;
+            }
+            let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+                return Step::Stop;
+            };
+            let Some(wqe) = q.sq.get(idx) else {
+                return Step::Stop;
+            };
+            let opcode = data_opcode(qp_type, op, i, npkts);
+            let mut bth = BthRepr::new(opcode, dest, psn);
+            let mut ext = ExtRepr::default();
+            if last {
+                bth.solicited = signaled_flags.contains(SendFlags::SOLICITED);
+                if matches!(op, WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm) {
+                    ext.imm = Some(u32::from_be_bytes(wqe.wr.imm_data.to_ne_bytes()));
+                }
+                if op == WrOpcode::SendWithInv {
+                    ext.ieth = Some(wqe.wr.invalidate_rkey);
+                }
+            }
+            if matches!(op, WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm) && i == 0 {
+                ext.reth = Some(RethRepr {
+                    va: wqe.wr.rdma.remote_addr,
+                    rkey: wqe.wr.rdma.rkey,
+                    dma_len: len as u32,
+                });
+            }
+            if qp_type == QpType::Rc {
+                bth.ack_req = last || (i + 1) % PKTS_PER_ACK == 0;
+            }
+            if qp_type == QpType::Ud {
+                let Some(ud) = wqe.wr.ud else {
+                    fail_send(hca, qp, idx, WcStatus::LocQpOpErr, VendorErr::LocalKey);
+                    return Step::Stop;
+                };
+                bth.dest_qpn = Qpn::from_wire(ud.remote_qpn);
+                ext.deth = Some(DethRepr {
+                    // IBTA 10.2.5: a Q_Key with the high bit set means "use the QP's".
+                    qkey: if ud.remote_qkey & 0x8000_0000 != 0 {
+                        qkey
+                    } else {
+                        ud.remote_qkey
+                    },
+                    reserved: 0,
+                    src_qpn: own_qpn,
+                });
+            }
+            (RoceRepr::new(bth, ext, n), i + 1)
+        }
+    };
+    let dst = match qp_type {
+        QpType::Ud => {
+            let Some(ah) = wqe
+                .wr
+                .ud
+                .and_then(|ud| hca.ahs.get(ud.ah.index, ud.ah.generation))
+            else {
+                fail_send(hca, qp, idx, WcStatus::LocQpOpErr, VendorErr::LocalKey);
+                return Step::Stop;
+            };
+            let port = if ah.attr.udp_port == 0 {
+                softroce_wire::icrc::ROCE_V2_PORT
+            } else {
+                ah.attr.udp_port
+            };
+            std::net::SocketAddr::new(ah.attr.dgid.to_ip(), port)
+        }
+        _ => match hca.qp_peer(qp) {
+            Some(d) => d,
+            None => return Step::Stop,
+        },
+    };
+    let retransmit = hca
+        .qps
+        .get(qp.index, qp.generation)
+        .and_then(|q| q.sq.get(idx))
+        .is_some_and(|w| w.all_sent);
+    hca.queue_packet(dst, &repr, &payload);
+    if retransmit {
+        hca.counters.retransmitted_pkts += 1;
+    }
+    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+        return Step::Stop;
+    };
+    if let Some(w) = q.sq.get_mut(idx) {
+        w.next_pkt = next_pkt;
+        if next_pkt >= w.npkts {
+            w.all_sent = true;
+            q.transport.send_index = idx + 1;
+        }
+    }
+    if qp_type == QpType::Rc {
+        if q.transport.retrans_at.is_none()
+            && let Some(t) = ack_timeout(q.attr.timeout)
+        {
+            q.transport.retrans_at = Some(now + t);
+        }
+    } else if next_pkt >= npkts {
+        complete_unreliable(hca, qp);
+    }
+    Step::Sent
+}
+
+/// The opcode of data packet `i` of `n` for a SEND or WRITE.
+fn data_opcode(qp_type: QpType, op: WrOpcode, i: u32, n: u32) -> Opcode {
+    let uc = qp_type == QpType::Uc;
+    let pick = |rc: Opcode, uc_op: Opcode| if uc { uc_op } else { rc };
+    let only = n == 1;
+    let first = i == 0;
+    let last = i + 1 == n;
+    match op {
+        WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm => {
+            let imm = op == WrOpcode::RdmaWriteWithImm;
+            match (only, first, last, imm) {
+                (true, _, _, false) => pick(Opcode::RC_RDMA_WRITE_ONLY, Opcode::UC_RDMA_WRITE_ONLY),
+                (true, _, _, true) => pick(
+                    Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE,
+                    Opcode::UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE,
+                ),
+                (_, true, _, _) => pick(Opcode::RC_RDMA_WRITE_FIRST, Opcode::UC_RDMA_WRITE_FIRST),
+                (_, _, true, false) => pick(Opcode::RC_RDMA_WRITE_LAST, Opcode::UC_RDMA_WRITE_LAST),
+                (_, _, true, true) => pick(
+                    Opcode::RC_RDMA_WRITE_LAST_WITH_IMMEDIATE,
+                    Opcode::UC_RDMA_WRITE_LAST_WITH_IMMEDIATE,
+                ),
+                _ => pick(Opcode::RC_RDMA_WRITE_MIDDLE, Opcode::UC_RDMA_WRITE_MIDDLE),
+            }
+        }
+        _ if qp_type == QpType::Ud => {
+            if op == WrOpcode::SendWithImm {
+                Opcode::UD_SEND_ONLY_WITH_IMMEDIATE
+            } else {
+                Opcode::UD_SEND_ONLY
+            }
+        }
+        _ => {
+            let imm = op == WrOpcode::SendWithImm;
+            let inv = op == WrOpcode::SendWithInv;
+            match (only, first, last) {
+                (true, _, _) if imm => pick(
+                    Opcode::RC_SEND_ONLY_WITH_IMMEDIATE,
+                    Opcode::UC_SEND_ONLY_WITH_IMMEDIATE,
+                ),
+                (true, _, _) if inv => Opcode::RC_SEND_ONLY_WITH_INVALIDATE,
+                (true, _, _) => pick(Opcode::RC_SEND_ONLY, Opcode::UC_SEND_ONLY),
+                (_, true, _) => pick(Opcode::RC_SEND_FIRST, Opcode::UC_SEND_FIRST),
+                (_, _, true) if imm => pick(
+                    Opcode::RC_SEND_LAST_WITH_IMMEDIATE,
+                    Opcode::UC_SEND_LAST_WITH_IMMEDIATE,
+                ),
+                (_, _, true) if inv => Opcode::RC_SEND_LAST_WITH_INVALIDATE,
+                (_, _, true) => pick(Opcode::RC_SEND_LAST, Opcode::UC_SEND_LAST),
+                _ => pick(Opcode::RC_SEND_MIDDLE, Opcode::UC_SEND_MIDDLE),
+            }
+        }
+    }
+}
+
+/// UC/UD: a request is complete once its last packet is sent.
+fn complete_unreliable(hca: &mut Hca, qp: QpHandle) {
+    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+        return;
+    };
+    let Some(wqe) = q.sq.pop_front() else {
+        return;
+    };
+    q.transport.send_index = q.transport.send_index.saturating_sub(1);
+    let qpn = q.qpn.value();
+    let cq = q.init.send_cq;
+    if wqe.signaled {
+        let len = wqe
+            .inline
+            .as_ref()
+            .map_or_else(|| wqe.wr.total_len(), |d| d.len() as u64);
+        let wc = WorkCompletion::success(
+            wqe.wr.wr_id,
+            qpn,
+            WcOpcode::for_send(wqe.wr.opcode),
+            len as u32,
+        );
+        let _ = hca.push_completion(cq, wc, false);
+    }
+    hca.check_sq_drained(qp);
+}
+
+/// Complete WQE `idx` with an error and move the QP to ERR (RC) — or, for UC/UD, to SQE
+/// with the rest of the send queue flushed (IBTA 10.3.1).
+pub(super) fn fail_send(
+    hca: &mut Hca,
+    qp: QpHandle,
+    idx: usize,
+    status: WcStatus,
+    vendor: VendorErr,
+) {
+    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+        return;
+    };
+    let Some(wqe) = q.sq.remove(idx) else {
+        return;
+    };
+    let qpn = q.qpn.value();
+    let cq = q.init.send_cq;
+    let qp_type = q.init.qp_type;
+    let wc = WorkCompletion::error(
+        wqe.wr.wr_id,
+        qpn,
+        status,
+        WcOpcode::for_send(wqe.wr.opcode),
+        vendor as u32,
+    );
+    let _ = hca.push_completion(cq, wc, false);
+    hca.counters.send_err += 1;
+    if qp_type == QpType::Rc {
+        hca.qp_to_error(qp, None);
+    } else {
+        hca.qp_to_sqe(qp);
+    }
+}
+
+impl Hca {
+    /// UC/UD send error: the QP enters SQE and its send queue is flushed; receives go on.
+    pub(crate) fn qp_to_sqe(&mut self, qp: QpHandle) {
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+            return;
+        };
+        q.attr.qp_state = QpState::Sqe;
+        q.attr.cur_qp_state = QpState::Sqe;
+        let qpn = q.qpn.value();
+        let cq = q.init.send_cq;
+        let rest: Vec<_> = q.sq.drain(..).collect();
+        q.transport.send_index = 0;
+        for w in rest {
+            let wc = WorkCompletion::error(
+                w.wr.wr_id,
+                qpn,
+                WcStatus::WrFlushErr,
+                WcOpcode::for_send(w.wr.opcode),
+                VendorErr::Flushed as u32,
+            );
+            let _ = self.push_completion(cq, wc, false);
+        }
+    }
+}
+
+/// Rewind the send cursor so everything from `psn` on is sent again (go-back-N).
+pub(super) fn rewind_to(hca: &mut Hca, qp: QpHandle, psn: Psn) {
+    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+        return;
+    };
+    let mut found = None;
+    for (i, w) in q.sq.iter_mut().enumerate() {
+        let Some(first) = w.first_psn else {
+            break;
+        };
+        match found {
+            None if psn.in_range(first, w.npkts) => {
+                w.next_pkt = psn.distance_from(first);
+                found = Some(i);
+            }
+            None if psn.is_before(first) => {
+                w.next_pkt = 0;
+                found = Some(i);
+            }
+            Some(_) => w.next_pkt = 0,
+            None => {}
+        }
+    }
+    if let Some(i) = found {
+        q.transport.send_index = i;
+    }
+    hca.mark_active(qp);
+}

@@ -1,0 +1,755 @@
+//! The responder: PSN checks, duplicate handling (re-ACK; READ replay; atomics answered from
+//! the replay cache, never re-executed), receive WQE consumption, remote access checks,
+//! ACK/NAK/RNR generation, UC and UD receive.
+
+use std::net::IpAddr;
+use std::time::Instant;
+
+use softroce_wire::grh::{GRH_LEN, emit_ipv4, emit_ipv6};
+use softroce_wire::ip::{IPV4_DF, Ipv4Fields, Ipv6Fields};
+use softroce_wire::{
+    AethRepr, BthRepr, ExtRepr, Msn, NakCode, Opcode, Operation, Position, Psn, Qpn, RocePacket,
+    RoceRepr, Syndrome,
+};
+
+use super::super::counters::DropReason;
+use super::super::handles::QpHandle;
+use super::super::hca::Hca;
+use super::super::types::{AccessFlags, EventType, QpType, WcFlags, WcOpcode, WcStatus};
+use super::super::wr::{RecvWr, VendorErr, WorkCompletion};
+use super::access::{LocalFault, RemoteFault};
+use super::{InProgress, IncomingDatagram, Resource};
+
+/// The wire bytes of immediate data, as `ibv_wc.imm_data` (network order) holds them.
+fn imm_from_wire(imm: u32) -> u32 {
+    u32::from_ne_bytes(imm.to_be_bytes())
+}
+
+pub(super) fn on_request(
+    hca: &mut Hca,
+    _now: Instant,
+    qp: QpHandle,
+    packet: &RocePacket<&[u8]>,
+    bth: &BthRepr,
+    d: IncomingDatagram<'_>,
+    ip_id: u16,
+) {
+    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+        return;
+    };
+    match q.init.qp_type {
+        QpType::Ud => ud_receive(hca, qp, packet, bth, d, ip_id),
+        QpType::Uc => uc_receive(hca, qp, packet, bth),
+        QpType::Rc => rc_receive(hca, qp, packet, bth),
+    }
+}
+
+/// Take a receive WQE from the QP's SRQ or RQ.
+fn take_recv_wqe(hca: &mut Hca, qp: QpHandle) -> Option<(RecvWr, bool)> {
+    let q = hca.qps.get_mut(qp.index, qp.generation)?;
+    match q.init.srq {
+        Some(srq) => hca.take_srq_wqe(srq).map(|w| (w, true)),
+        None => q.rq.pop_front().map(|w| (w, false)),
+    }
+}
+
+/// Give an unfinished receive WQE back (UC message abandoned, RNR after a partial take).
+fn return_recv_wqe(hca: &mut Hca, qp: QpHandle, wqe: RecvWr, from_srq: bool) {
+    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+        return;
+    };
+    if from_srq {
+        if let Some(srq) = q.init.srq
+            && let Some(s) = hca.srqs.get_mut(srq.index, srq.generation)
+        {
+            s.queue.push_front(wqe);
+        }
+    } else {
+        q.rq.push_front(wqe);
+    }
+}
+
+fn abandon_in_progress(hca: &mut Hca, qp: QpHandle) {
+    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+        return;
+    };
+    if let InProgress::Send { wqe, from_srq, .. } = std::mem::take(&mut q.transport.in_progress) {
+        return_recv_wqe(hca, qp, wqe, from_srq);
+    }
+}
+
+/// Why a request failed, and what the requester is told.
+enum Failure {
+    /// NAK with this code; complete the receive WQE in progress with this status; raise
+    /// this async event; move the QP to ERR.
+    Fatal(NakCode, WcStatus, Option<EventType>),
+    /// Receiver not ready: RNR NAK, nothing consumed.
+    Rnr,
+}
+
+fn remote_fault_to_failure(_f: RemoteFault) -> Failure {
+    Failure::Fatal(
+        NakCode::RemoteAccessError,
+        WcStatus::RemAccessErr,
+        Some(EventType::QpAccessErr),
+    )
+}
+
+fn invalid_request() -> Failure {
+    Failure::Fatal(
+        NakCode::InvalidRequest,
+        WcStatus::RemInvReqErr,
+        Some(EventType::QpReqErr),
+    )
+}
+
+fn rc_receive(hca: &mut Hca, qp: QpHandle, packet: &RocePacket<&[u8]>, bth: &BthRepr) {
+    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+        return;
+    };
+    let epsn = q.transport.rq_psn;
+    let psn = bth.psn;
+    let diff = psn.diff(epsn);
+    if diff > 0 {
+        hca.counters.out_of_seq_request += 1;
+        hca.counters.drop(DropReason::OutOfSequence);
+        if !q.transport.nak_sent {
+            if let Some(q) = hca.qps.get_mut(qp.index, qp.generation) {
+                q.transport.nak_sent = true;
+            }
+            hca.queue_ack(qp, epsn, Syndrome::Nak(NakCode::PsnSequenceError));
+        }
+        return;
+    }
+    if diff < 0 {
+        hca.counters.duplicate_request += 1;
+        on_duplicate(hca, qp, packet, bth);
+        return;
+    }
+    if let Some(q) = hca.qps.get_mut(qp.index, qp.generation) {
+        q.transport.nak_sent = false;
+    }
+    let Some(info) = bth.opcode.info() else {
+        return;
+    };
+    let result = match info.operation {
+        Operation::Send => on_send(hca, qp, packet, bth, info.position, true),
+        Operation::Write => on_write(hca, qp, packet, bth, info.position, true),
+        Operation::ReadRequest => on_read(hca, qp, packet, bth),
+        Operation::CompareSwap | Operation::FetchAdd => on_atomic(hca, qp, packet, bth),
+        // FLUSH and ATOMIC WRITE (IBTA 1.5) are not implemented: refuse them cleanly.
+        _ => Err(invalid_request()),
+    };
+    match result {
+        Ok(()) => {}
+        Err(Failure::Rnr) => {
+            hca.counters.send_rnr_err += 1;
+            let timer = hca
+                .qps
+                .get(qp.index, qp.generation)
+                .map_or(0, |q| q.attr.min_rnr_timer);
+            hca.queue_ack(qp, psn, Syndrome::RnrNak { timer });
+        }
+        Err(Failure::Fatal(code, status, event)) => {
+            hca.queue_ack(qp, psn, Syndrome::Nak(code));
+            responder_fatal(hca, qp, status, event);
+        }
+    }
+}
+
+/// Complete the receive in progress (if any) with `status` and move the QP to ERR.
+fn responder_fatal(hca: &mut Hca, qp: QpHandle, status: WcStatus, event: Option<EventType>) {
+    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+        return;
+    };
+    let qpn = q.qpn.value();
+    let cq = q.init.recv_cq;
+    if let InProgress::Send { wqe, .. } = std::mem::take(&mut q.transport.in_progress) {
+        let wc = WorkCompletion::error(wqe.wr_id, qpn, status, WcOpcode::Recv, vendor_for(status));
+        hca.push_recv_completion(qp, cq, wc, false);
+    }
+    hca.qp_to_error(qp, event);
+}
+
+fn vendor_for(status: WcStatus) -> u32 {
+    match status {
+        WcStatus::LocLenErr => VendorErr::RecvTooSmall as u32,
+        WcStatus::LocProtErr => VendorErr::LocalKey as u32,
+        WcStatus::RemAccessErr => VendorErr::RemoteAccess as u32,
+        _ => VendorErr::RemoteInvalidRequest as u32,
+    }
+}
+
+/// IBTA length rules (rxe_resp_check_length): FIRST/MIDDLE carry exactly one MTU, LAST 1..MTU,
+/// ONLY up to the MTU.
+fn length_ok(pos: Position, len: usize, mtu: usize) -> bool {
+    match pos {
+        Position::First | Position::Middle => len == mtu,
+        Position::Last => len >= 1 && len <= mtu,
+        Position::Only => len <= mtu,
+    }
+}
+
+fn ack_if_requested(hca: &mut Hca, qp: QpHandle, bth: &BthRepr, reliable: bool) {
+    if reliable && bth.ack_req {
+        hca.queue_ack(qp, bth.psn, Syndrome::ACK);
+    }
+}
+
+fn advance(hca: &mut Hca, qp: QpHandle, npkts: u32, message_done: bool) {
+    if let Some(q) = hca.qps.get_mut(qp.index, qp.generation) {
+        q.transport.rq_psn = q.transport.rq_psn.add(npkts);
+        if message_done {
+            q.transport.msn = q.transport.msn.wrapping_add(1) & 0xFF_FFFF;
+        }
+    }
+}
+
+fn on_send(
+    hca: &mut Hca,
+    qp: QpHandle,
+    packet: &RocePacket<&[u8]>,
+    bth: &BthRepr,
+    pos: Position,
+    reliable: bool,
+) -> Result<(), Failure> {
+    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+        return Ok(());
+    };
+    let mtu = q.attr.path_mtu.bytes();
+    let payload = packet.payload();
+    if !length_ok(pos, payload.len(), mtu) {
+        return Err(invalid_request());
+    }
+    let starts = matches!(pos, Position::First | Position::Only);
+    let (wqe, from_srq, offset) = match (starts, std::mem::take(&mut q.transport.in_progress)) {
+        (true, InProgress::None) => match take_recv_wqe(hca, qp) {
+            Some((w, s)) => (w, s, 0),
+            None => return Err(Failure::Rnr),
+        },
+        (
+            false,
+            InProgress::Send {
+                wqe,
+                from_srq,
+                offset,
+            },
+        ) => (wqe, from_srq, offset),
+        // A FIRST inside another message, or a MIDDLE/LAST with no FIRST.
+        (_, other) => {
+            if let Some(q) = hca.qps.get_mut(qp.index, qp.generation) {
+                q.transport.in_progress = other;
+            }
+            return Err(invalid_request());
+        }
+    };
+    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+        return Ok(());
+    };
+    let pd = q.pd;
+    let qpn = q.qpn.value();
+    let recv_cq = q.init.recv_cq;
+    if let Err(fault) = hca.scatter(pd, &wqe.sg_list, offset, payload) {
+        let (code, status) = match fault {
+            LocalFault::TooLong => (NakCode::InvalidRequest, WcStatus::LocLenErr),
+            LocalFault::Protection => (NakCode::RemoteOperationalError, WcStatus::LocProtErr),
+        };
+        if let Some(q) = hca.qps.get_mut(qp.index, qp.generation) {
+            q.transport.in_progress = InProgress::Send {
+                wqe,
+                from_srq,
+                offset,
+            };
+        }
+        return Err(Failure::Fatal(code, status, None));
+    }
+    let offset = offset + payload.len() as u64;
+    let ends = matches!(pos, Position::Last | Position::Only);
+    advance(hca, qp, 1, ends);
+    if ends {
+        let mut wc = WorkCompletion::success(wqe.wr_id, qpn, WcOpcode::Recv, offset as u32);
+        if let Some(imm) = packet.imm() {
+            wc.imm_data = imm_from_wire(imm.imm());
+            wc.wc_flags |= WcFlags::WITH_IMM;
+        }
+        if let Some(ieth) = packet.ieth() {
+            let rkey = ieth.rkey();
+            if !hca.invalidate_rkey(pd, rkey) {
+                return Err(invalid_request());
+            }
+            wc.imm_data = rkey;
+            wc.wc_flags |= WcFlags::WITH_INV;
+        }
+        hca.push_recv_completion(qp, recv_cq, wc, bth.solicited);
+    } else if let Some(q) = hca.qps.get_mut(qp.index, qp.generation) {
+        q.transport.in_progress = InProgress::Send {
+            wqe,
+            from_srq,
+            offset,
+        };
+    }
+    ack_if_requested(hca, qp, bth, reliable);
+    Ok(())
+}
+
+fn on_write(
+    hca: &mut Hca,
+    qp: QpHandle,
+    packet: &RocePacket<&[u8]>,
+    bth: &BthRepr,
+    pos: Position,
+    reliable: bool,
+) -> Result<(), Failure> {
+    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+        return Ok(());
+    };
+    let mtu = q.attr.path_mtu.bytes();
+    let payload = packet.payload();
+    if !length_ok(pos, payload.len(), mtu) {
+        return Err(invalid_request());
+    }
+    let pd = q.pd;
+    let qp_access = q.attr.qp_access_flags;
+    let starts = matches!(pos, Position::First | Position::Only);
+    let (va, rkey, len, offset) = match (starts, std::mem::take(&mut q.transport.in_progress)) {
+        (true, InProgress::None) => {
+            let Some(reth) = packet.reth() else {
+                return Err(invalid_request());
+            };
+            let (va, rkey, len) = (reth.va(), reth.rkey(), reth.dma_len());
+            if len > 1 << 31 || (pos == Position::Only && payload.len() != len as usize) {
+                return Err(invalid_request());
+            }
+            if len > 0 {
+                hca.check_remote(
+                    pd,
+                    qp_access,
+                    rkey,
+                    va,
+                    u64::from(len),
+                    AccessFlags::REMOTE_WRITE,
+                )
+                .map_err(remote_fault_to_failure)?;
+            }
+            (va, rkey, len, 0u64)
+        }
+        (
+            false,
+            InProgress::Write {
+                va,
+                rkey,
+                len,
+                offset,
+            },
+        ) => (va, rkey, len, offset),
+        (_, other) => {
+            if let Some(q) = hca.qps.get_mut(qp.index, qp.generation) {
+                q.transport.in_progress = other;
+            }
+            return Err(invalid_request());
+        }
+    };
+    let end = offset + payload.len() as u64;
+    if end > u64::from(len) {
+        return Err(invalid_request());
+    }
+    // The region may have been deregistered between packets: check every time (as rxe).
+    if !payload.is_empty() {
+        hca.check_remote(
+            pd,
+            qp_access,
+            rkey,
+            va + offset,
+            payload.len() as u64,
+            AccessFlags::REMOTE_WRITE,
+        )
+        .map_err(remote_fault_to_failure)?;
+    }
+    let ends = matches!(pos, Position::Last | Position::Only);
+    if ends && end != u64::from(len) {
+        return Err(invalid_request());
+    }
+    let imm = packet.imm().map(|i| imm_from_wire(i.imm()));
+    // WRITE with immediate consumes a receive WQE: check before touching memory so an
+    // RNR NAK leaves nothing half-done.
+    let recv = if ends && imm.is_some() {
+        match take_recv_wqe(hca, qp) {
+            Some(w) => Some(w),
+            None => {
+                if let Some(q) = hca.qps.get_mut(qp.index, qp.generation) {
+                    if !starts {
+                        q.transport.in_progress = InProgress::Write {
+                            va,
+                            rkey,
+                            len,
+                            offset,
+                        };
+                    }
+                }
+                return Err(Failure::Rnr);
+            }
+        }
+    } else {
+        None
+    };
+    hca.write_remote(va + offset, payload);
+    advance(hca, qp, 1, ends);
+    if ends {
+        if let (Some(imm), Some((wqe, _))) = (imm, recv) {
+            let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+                return Ok(());
+            };
+            let qpn = q.qpn.value();
+            let cq = q.init.recv_cq;
+            let mut wc = WorkCompletion::success(wqe.wr_id, qpn, WcOpcode::RecvRdmaWithImm, len);
+            wc.imm_data = imm;
+            wc.wc_flags |= WcFlags::WITH_IMM;
+            hca.push_recv_completion(qp, cq, wc, bth.solicited);
+        }
+    } else if let Some(q) = hca.qps.get_mut(qp.index, qp.generation) {
+        q.transport.in_progress = InProgress::Write {
+            va,
+            rkey,
+            len,
+            offset: end,
+        };
+    }
+    ack_if_requested(hca, qp, bth, reliable);
+    Ok(())
+}
+
+fn remember(hca: &mut Hca, qp: QpHandle, res: Resource) {
+    if let Some(q) = hca.qps.get_mut(qp.index, qp.generation) {
+        let cap = usize::from(q.attr.max_dest_rd_atomic.max(1));
+        while q.transport.resources.len() >= cap {
+            q.transport.resources.pop_front();
+        }
+        q.transport.resources.push_back(res);
+    }
+}
+
+fn on_read(
+    hca: &mut Hca,
+    qp: QpHandle,
+    packet: &RocePacket<&[u8]>,
+    bth: &BthRepr,
+) -> Result<(), Failure> {
+    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+        return Ok(());
+    };
+    if q.attr.max_dest_rd_atomic == 0 {
+        return Err(invalid_request());
+    }
+    let Some(reth) = packet.reth() else {
+        return Err(invalid_request());
+    };
+    let (va, rkey, len) = (reth.va(), reth.rkey(), reth.dma_len());
+    if len > 1 << 31 {
+        return Err(invalid_request());
+    }
+    if len > 0 {
+        hca.check_remote(
+            q.pd,
+            q.attr.qp_access_flags,
+            rkey,
+            va,
+            u64::from(len),
+            AccessFlags::REMOTE_READ,
+        )
+        .map_err(remote_fault_to_failure)?;
+    }
+    let mtu = q.attr.path_mtu.bytes() as u64;
+    let npkts = u64::from(len).div_ceil(mtu).max(1) as u32;
+    remember(
+        hca,
+        qp,
+        Resource::Read {
+            first_psn: bth.psn,
+            npkts,
+            va,
+            rkey,
+            len,
+        },
+    );
+    advance(hca, qp, npkts, true);
+    send_read_responses(hca, qp, bth.psn, va, len);
+    Ok(())
+}
+
+/// Send READ responses for `len` bytes at `va`, PSNs from `psn` on.
+fn send_read_responses(hca: &mut Hca, qp: QpHandle, psn: Psn, va: u64, len: u32) {
+    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+        return;
+    };
+    let mtu = q.attr.path_mtu.bytes() as u64;
+    let dest = Qpn::from_wire(q.attr.dest_qp_num);
+    let msn = Msn::new(q.transport.msn);
+    let Some(dst) = hca.qp_peer(qp) else {
+        return;
+    };
+    let n = u64::from(len).div_ceil(mtu).max(1) as u32;
+    let mut buf = Vec::new();
+    for i in 0..n {
+        let off = u64::from(i) * mtu;
+        let chunk = (u64::from(len) - off).min(mtu) as usize;
+        buf.resize(chunk, 0);
+        hca.read_remote(va + off, &mut buf);
+        let opcode = match (n, i) {
+            (1, _) => Opcode::RC_RDMA_READ_RESPONSE_ONLY,
+            (_, 0) => Opcode::RC_RDMA_READ_RESPONSE_FIRST,
+            (_, i) if i + 1 == n => Opcode::RC_RDMA_READ_RESPONSE_LAST,
+            _ => Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
+        };
+        let aeth = (opcode != Opcode::RC_RDMA_READ_RESPONSE_MIDDLE).then_some(AethRepr {
+            syndrome: Syndrome::ACK,
+            msn,
+        });
+        let repr = RoceRepr::new(
+            BthRepr::new(opcode, dest, psn.add(i)),
+            ExtRepr {
+                aeth,
+                ..ExtRepr::default()
+            },
+            chunk,
+        );
+        hca.queue_packet(dst, &repr, &buf);
+    }
+}
+
+fn on_atomic(
+    hca: &mut Hca,
+    qp: QpHandle,
+    packet: &RocePacket<&[u8]>,
+    bth: &BthRepr,
+) -> Result<(), Failure> {
+    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+        return Ok(());
+    };
+    if q.attr.max_dest_rd_atomic == 0 {
+        return Err(invalid_request());
+    }
+    let Some(a) = packet.atomic_eth() else {
+        return Err(invalid_request());
+    };
+    hca.check_remote(
+        q.pd,
+        q.attr.qp_access_flags,
+        a.rkey(),
+        a.va(),
+        8,
+        AccessFlags::REMOTE_ATOMIC,
+    )
+    .map_err(remote_fault_to_failure)?;
+    let compare = (bth.opcode == Opcode::RC_COMPARE_SWAP).then_some(a.compare());
+    let orig = hca.atomic_remote(a.va(), a.swap_add(), compare);
+    remember(hca, qp, Resource::Atomic { psn: bth.psn, orig });
+    advance(hca, qp, 1, true);
+    send_atomic_ack(hca, qp, bth.psn, orig);
+    Ok(())
+}
+
+fn send_atomic_ack(hca: &mut Hca, qp: QpHandle, psn: Psn, orig: u64) {
+    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+        return;
+    };
+    let dest = Qpn::from_wire(q.attr.dest_qp_num);
+    let msn = Msn::new(q.transport.msn);
+    let Some(dst) = hca.qp_peer(qp) else {
+        return;
+    };
+    let repr = RoceRepr::new(
+        BthRepr::new(Opcode::RC_ATOMIC_ACKNOWLEDGE, dest, psn),
+        ExtRepr {
+            aeth: Some(AethRepr {
+                syndrome: Syndrome::ACK,
+                msn,
+            }),
+            atomic_ack: Some(orig),
+            ..ExtRepr::default()
+        },
+        0,
+    );
+    hca.queue_packet(dst, &repr, &[]);
+}
+
+/// A request we already executed: re-ACK SEND/WRITE, replay READ data, answer atomics from
+/// the cache (never executing them twice).
+fn on_duplicate(hca: &mut Hca, qp: QpHandle, packet: &RocePacket<&[u8]>, bth: &BthRepr) {
+    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+        return;
+    };
+    let psn = bth.psn;
+    match bth.opcode.info().map(|i| i.operation) {
+        Some(Operation::ReadRequest) => {
+            let Some(reth) = packet.reth() else {
+                return;
+            };
+            let found = q.transport.resources.iter().find_map(|r| match *r {
+                Resource::Read {
+                    first_psn,
+                    npkts,
+                    va,
+                    rkey,
+                    len,
+                } if psn.in_range(first_psn, npkts) => Some((va, rkey, len)),
+                _ => None,
+            });
+            let Some((va, rkey, len)) = found else {
+                hca.counters.drop(DropReason::UnexpectedResponse);
+                return;
+            };
+            // A re-read may ask for a tail of the original range, never more.
+            let (rva, rlen) = (reth.va(), reth.dma_len());
+            let inside =
+                reth.rkey() == rkey && rva >= va && rva + u64::from(rlen) <= va + u64::from(len);
+            let still_valid = rlen == 0
+                || hca
+                    .check_remote(
+                        q.pd,
+                        q.attr.qp_access_flags,
+                        rkey,
+                        rva,
+                        u64::from(rlen),
+                        AccessFlags::REMOTE_READ,
+                    )
+                    .is_ok();
+            if inside && still_valid {
+                send_read_responses(hca, qp, psn, rva, rlen);
+            }
+        }
+        Some(Operation::CompareSwap | Operation::FetchAdd) => {
+            let orig = q.transport.resources.iter().find_map(|r| match *r {
+                Resource::Atomic { psn: p, orig } if p == psn => Some(orig),
+                _ => None,
+            });
+            if let Some(orig) = orig {
+                send_atomic_ack(hca, qp, psn, orig);
+            }
+        }
+        _ => {
+            let last = q.transport.rq_psn.sub(1);
+            hca.queue_ack(qp, last, Syndrome::ACK);
+        }
+    }
+}
+
+fn uc_receive(hca: &mut Hca, qp: QpHandle, packet: &RocePacket<&[u8]>, bth: &BthRepr) {
+    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+        return;
+    };
+    let Some(info) = bth.opcode.info() else {
+        return;
+    };
+    let starts = info.starts_message();
+    let psn = bth.psn;
+    if psn != q.transport.rq_psn || (q.transport.uc_resync && !starts) {
+        // UC: a gap loses the rest of the message; resynchronise on the next FIRST/ONLY.
+        abandon_in_progress(hca, qp);
+        if let Some(q) = hca.qps.get_mut(qp.index, qp.generation) {
+            q.transport.in_progress = InProgress::None;
+            if starts {
+                q.transport.uc_resync = false;
+                q.transport.rq_psn = psn;
+            } else {
+                q.transport.uc_resync = true;
+                q.transport.rq_psn = psn.next();
+                hca.counters.drop(DropReason::OutOfSequence);
+                return;
+            }
+        }
+    }
+    let result = match info.operation {
+        Operation::Send => on_send(hca, qp, packet, bth, info.position, false),
+        Operation::Write => on_write(hca, qp, packet, bth, info.position, false),
+        _ => Err(invalid_request()),
+    };
+    if result.is_err() {
+        // UC never NAKs: the message is dropped and the QP resynchronises.
+        abandon_in_progress(hca, qp);
+        if let Some(q) = hca.qps.get_mut(qp.index, qp.generation) {
+            q.transport.uc_resync = !info.ends_message();
+            q.transport.rq_psn = psn.next();
+        }
+        hca.counters.drop(DropReason::Unsupported);
+    }
+}
+
+fn ud_receive(
+    hca: &mut Hca,
+    qp: QpHandle,
+    packet: &RocePacket<&[u8]>,
+    bth: &BthRepr,
+    d: IncomingDatagram<'_>,
+    ip_id: u16,
+) {
+    let Some(deth) = packet.deth() else {
+        hca.counters.drop(DropReason::Malformed);
+        return;
+    };
+    let Some((wqe, _)) = take_recv_wqe(hca, qp) else {
+        hca.counters.drop(DropReason::NoReceiveWqe);
+        return;
+    };
+    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+        return;
+    };
+    let pd = q.pd;
+    let qpn = q.qpn.value();
+    let cq = q.init.recv_cq;
+    let payload = packet.payload();
+    let mut grh = [0u8; GRH_LEN];
+    let udp_len = d.payload.len();
+    match (d.src.ip(), d.dst) {
+        (IpAddr::V4(src), IpAddr::V4(dst)) => {
+            let fields = Ipv4Fields {
+                src,
+                dst,
+                tos: 0,
+                id: ip_id,
+                flags_frag: IPV4_DF,
+                ttl: 64,
+            };
+            emit_ipv4(&fields, udp_len, &mut grh);
+        }
+        (src, dst) => {
+            let v6 = |ip: IpAddr| match ip {
+                IpAddr::V6(v) => v,
+                IpAddr::V4(v) => v.to_ipv6_mapped(),
+            };
+            let fields = Ipv6Fields {
+                src: v6(src),
+                dst: v6(dst),
+                traffic_class: 0,
+                flow_label: 0,
+                hop_limit: 64,
+            };
+            emit_ipv6(&fields, udp_len, &mut grh);
+        }
+    }
+    let total = (GRH_LEN + payload.len()) as u64;
+    let fits = wqe.total_len() >= total;
+    let written = fits
+        && hca.scatter(pd, &wqe.sg_list, 0, &grh).is_ok()
+        && hca
+            .scatter(pd, &wqe.sg_list, GRH_LEN as u64, payload)
+            .is_ok();
+    let mut wc = if written {
+        WorkCompletion::success(wqe.wr_id, qpn, WcOpcode::Recv, total as u32)
+    } else {
+        let status = if fits {
+            WcStatus::LocProtErr
+        } else {
+            WcStatus::LocLenErr
+        };
+        WorkCompletion::error(wqe.wr_id, qpn, status, WcOpcode::Recv, vendor_for(status))
+    };
+    if written {
+        wc.src_qp = deth.src_qpn().value();
+        wc.wc_flags |= WcFlags::GRH;
+        if let Some(imm) = packet.imm() {
+            wc.imm_data = imm_from_wire(imm.imm());
+            wc.wc_flags |= WcFlags::WITH_IMM;
+        }
+    }
+    hca.push_recv_completion(qp, cq, wc, bth.solicited);
+}

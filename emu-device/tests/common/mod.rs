@@ -1,0 +1,363 @@
+//! A two-device harness over the deterministic fabric: each side has a PD, a CQ, a
+//! registered buffer and one QP, connected to the other side.
+#![allow(dead_code, unreachable_pub)]
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use softroce_emu::core::*;
+use softroce_emu::sim::{Fabric, NodeId};
+use softroce_wire::{Gid, Mtu, Psn};
+
+pub const A_IP: &str = "127.0.0.1";
+pub const B_IP: &str = "127.0.0.2";
+
+/// Application memory registered with a device, accessed only through raw pointers (the
+/// device writes it through its own pointer, as DMA would).
+pub struct Memory {
+    _backing: Vec<u8>,
+    pub ptr: *mut u8,
+    pub len: usize,
+    pub mr: MrHandle,
+    pub keys: MrKeys,
+}
+
+impl Memory {
+    pub fn addr(&self, off: usize) -> u64 {
+        self.ptr as u64 + off as u64
+    }
+    pub fn read(&self, off: usize, len: usize) -> Vec<u8> {
+        assert!(off + len <= self.len);
+        let mut out = vec![0u8; len];
+        // SAFETY: in bounds of the live backing buffer.
+        unsafe { std::ptr::copy(self.ptr.add(off), out.as_mut_ptr(), len) };
+        out
+    }
+    pub fn write(&self, off: usize, data: &[u8]) {
+        assert!(off + data.len() <= self.len);
+        // SAFETY: in bounds of the live backing buffer.
+        unsafe { std::ptr::copy(data.as_ptr(), self.ptr.add(off), data.len()) };
+    }
+    pub fn sge(&self, off: usize, len: usize) -> Sge {
+        Sge {
+            addr: self.addr(off),
+            length: len as u32,
+            lkey: self.keys.lkey,
+        }
+    }
+}
+
+pub struct Side {
+    pub node: NodeId,
+    pub pd: PdHandle,
+    pub cq: CqHandle,
+    pub qp: QpHandle,
+    pub qpn: u32,
+    pub mem: Memory,
+    pub srq: Option<SrqHandle>,
+}
+
+pub struct Pair {
+    pub fabric: Fabric<Hca>,
+    pub a: Side,
+    pub b: Side,
+}
+
+#[derive(Clone, Copy)]
+pub struct Options {
+    pub qp_type: QpType,
+    pub mtu: Mtu,
+    pub mem_len: usize,
+    pub cqe: u32,
+    pub srq: bool,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub min_rnr_timer: u8,
+    pub access: AccessFlags,
+    pub seed: u64,
+    pub max_wr: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            qp_type: QpType::Rc,
+            mtu: Mtu::Mtu1024,
+            mem_len: 1 << 16,
+            cqe: 256,
+            srq: false,
+            timeout: 8,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 1,
+            access: AccessFlags::LOCAL_WRITE
+                | AccessFlags::REMOTE_WRITE
+                | AccessFlags::REMOTE_READ
+                | AccessFlags::REMOTE_ATOMIC,
+            seed: 1,
+            max_wr: 256,
+        }
+    }
+}
+
+pub fn register(hca: &mut Hca, pd: PdHandle, len: usize, access: AccessFlags) -> Memory {
+    let mut backing = vec![0u8; len];
+    let ptr = backing.as_mut_ptr();
+    // SAFETY: the backing Vec lives in the returned Memory, which tests keep until the
+    // device is dropped; its heap buffer never moves.
+    let (mr, keys) = unsafe { hca.reg_mr(pd, ptr, len, access) }.unwrap();
+    Memory {
+        _backing: backing,
+        ptr,
+        len,
+        mr,
+        keys,
+    }
+}
+
+fn make_side(fabric: &mut Fabric<Hca>, ip: &str, o: &Options, seed: u64) -> Side {
+    let mut cfg = HcaConfig::new(format!("dev-{ip}"), ip.parse().unwrap());
+    cfg.seed = seed;
+    cfg.link_mtu = 9000;
+    let mut hca = Hca::new(cfg);
+    let pd = hca.alloc_pd().unwrap();
+    let (cq, _) = hca.create_cq(o.cqe, None, 0, 0).unwrap();
+    let mem = register(&mut hca, pd, o.mem_len, o.access);
+    let srq = o.srq.then(|| {
+        hca.create_srq(
+            pd,
+            SrqAttr {
+                max_wr: o.max_wr,
+                max_sge: 4,
+                srq_limit: 0,
+            },
+            0,
+        )
+        .unwrap()
+        .0
+    });
+    let (qp, qpn, _) = hca
+        .create_qp(
+            pd,
+            QpInitAttr {
+                send_cq: cq,
+                recv_cq: cq,
+                srq,
+                cap: QpCap {
+                    max_send_wr: o.max_wr,
+                    max_recv_wr: o.max_wr,
+                    max_send_sge: 4,
+                    max_recv_sge: 4,
+                    max_inline_data: 128,
+                },
+                qp_type: o.qp_type,
+                sq_sig_all: false,
+                qp_context: 0,
+            },
+        )
+        .unwrap();
+    let node = fabric.add_node(ip.parse::<IpAddr>().unwrap(), hca);
+    Side {
+        node,
+        pd,
+        cq,
+        qp,
+        qpn: qpn.value(),
+        mem,
+        srq,
+    }
+}
+
+/// Bring `qp` to RTS connected to `remote_qpn` at `remote_ip`.
+pub fn connect(hca: &mut Hca, qp: QpHandle, remote_ip: &str, remote_qpn: u32, o: &Options) {
+    let ud = o.qp_type == QpType::Ud;
+    let mut mask = QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT;
+    mask |= if ud {
+        QpAttrMask::QKEY
+    } else {
+        QpAttrMask::ACCESS_FLAGS
+    };
+    let init = QpAttr {
+        qp_state: QpState::Init,
+        port_num: 1,
+        qkey: 0x1111_1111,
+        qp_access_flags: o.access.difference(AccessFlags::LOCAL_WRITE),
+        ..QpAttr::default()
+    };
+    hca.modify_qp(qp, &init, mask).unwrap();
+    let rtr = QpAttr {
+        qp_state: QpState::Rtr,
+        path_mtu: o.mtu,
+        dest_qp_num: remote_qpn,
+        rq_psn: Psn::new(0x00ff_fff0),
+        max_dest_rd_atomic: 16,
+        min_rnr_timer: o.min_rnr_timer,
+        ah_attr: AhAttr::new(Gid::from_ip(remote_ip.parse().unwrap()), 1),
+        ..QpAttr::default()
+    };
+    let mask = match o.qp_type {
+        QpType::Ud => QpAttrMask::STATE,
+        QpType::Uc => {
+            QpAttrMask::STATE
+                | QpAttrMask::AV
+                | QpAttrMask::PATH_MTU
+                | QpAttrMask::DEST_QPN
+                | QpAttrMask::RQ_PSN
+        }
+        QpType::Rc => {
+            QpAttrMask::STATE
+                | QpAttrMask::AV
+                | QpAttrMask::PATH_MTU
+                | QpAttrMask::DEST_QPN
+                | QpAttrMask::RQ_PSN
+                | QpAttrMask::MAX_DEST_RD_ATOMIC
+                | QpAttrMask::MIN_RNR_TIMER
+        }
+    };
+    hca.modify_qp(qp, &rtr, mask).unwrap();
+    // PSNs near the 24-bit wrap so every run crosses it.
+    let rts = QpAttr {
+        qp_state: QpState::Rts,
+        sq_psn: Psn::new(0x00ff_fff0),
+        timeout: o.timeout,
+        retry_cnt: o.retry_cnt,
+        rnr_retry: o.rnr_retry,
+        max_rd_atomic: 16,
+        ..QpAttr::default()
+    };
+    let mask = match o.qp_type {
+        QpType::Rc => {
+            QpAttrMask::STATE
+                | QpAttrMask::SQ_PSN
+                | QpAttrMask::TIMEOUT
+                | QpAttrMask::RETRY_CNT
+                | QpAttrMask::RNR_RETRY
+                | QpAttrMask::MAX_QP_RD_ATOMIC
+        }
+        _ => QpAttrMask::STATE | QpAttrMask::SQ_PSN,
+    };
+    hca.modify_qp(qp, &rts, mask).unwrap();
+}
+
+impl Pair {
+    pub fn new(o: Options) -> Self {
+        let mut fabric = Fabric::new(o.seed);
+        let mut a = make_side(&mut fabric, A_IP, &o, o.seed);
+        let mut b = make_side(&mut fabric, B_IP, &o, o.seed + 1);
+        let (aqpn, bqpn) = (a.qpn, b.qpn);
+        connect(fabric.node_mut(a.node), a.qp, B_IP, bqpn, &o);
+        connect(fabric.node_mut(b.node), b.qp, A_IP, aqpn, &o);
+        a.srq = a.srq.take();
+        b.srq = b.srq.take();
+        Self { fabric, a, b }
+    }
+
+    pub fn rc(mtu: Mtu) -> Self {
+        Self::new(Options {
+            mtu,
+            ..Options::default()
+        })
+    }
+
+    pub fn hca(&mut self, side: char) -> &mut Hca {
+        let node = if side == 'a' {
+            self.a.node
+        } else {
+            self.b.node
+        };
+        self.fabric.node_mut(node)
+    }
+
+    pub fn side(&self, side: char) -> &Side {
+        if side == 'a' { &self.a } else { &self.b }
+    }
+
+    /// Post a receive of `len` bytes at `off` of the side's memory.
+    pub fn post_recv(&mut self, side: char, wr_id: u64, off: usize, len: usize) {
+        let s = self.side(side);
+        let (qp, srq, sge) = (s.qp, s.srq, s.mem.sge(off, len));
+        let wr = RecvWr {
+            wr_id,
+            sg_list: vec![sge],
+        };
+        match srq {
+            Some(srq) => self.hca(side).post_srq_recv(srq, &[wr]).unwrap(),
+            None => self.hca(side).post_recv(qp, &[wr]).unwrap(),
+        }
+    }
+
+    pub fn post_send(&mut self, side: char, wr: SendWr) {
+        let qp = self.side(side).qp;
+        // SAFETY: tests only use inline data from live test memory.
+        unsafe { self.hca(side).post_send(qp, &[wr]) }.unwrap();
+    }
+
+    /// A signaled SEND of `len` bytes from `off`.
+    pub fn send_wr(&self, side: char, wr_id: u64, off: usize, len: usize) -> SendWr {
+        let mut wr = SendWr::new(wr_id, WrOpcode::Send);
+        wr.sg_list = vec![self.side(side).mem.sge(off, len)];
+        wr
+    }
+
+    /// A signaled RDMA WRITE/READ of `len` bytes from local `off` to the peer's `roff`.
+    pub fn rdma_wr(
+        &self,
+        side: char,
+        op: WrOpcode,
+        wr_id: u64,
+        off: usize,
+        roff: usize,
+        len: usize,
+    ) -> SendWr {
+        let peer = self.side(if side == 'a' { 'b' } else { 'a' });
+        let mut wr = SendWr::new(wr_id, op);
+        wr.sg_list = vec![self.side(side).mem.sge(off, len)];
+        wr.rdma = RdmaTarget {
+            remote_addr: peer.mem.addr(roff),
+            rkey: peer.mem.keys.rkey,
+        };
+        wr
+    }
+
+    pub fn poll(&mut self, side: char) -> Vec<WorkCompletion> {
+        let cq = self.side(side).cq;
+        let mut out = Vec::new();
+        let mut wcs = [WorkCompletion::success(0, 0, WcOpcode::Send, 0); 32];
+        for _ in 0..10_000 {
+            let n = self.hca(side).poll_cq(cq, &mut wcs).unwrap_or(0);
+            out.extend_from_slice(&wcs[..n]);
+            if n < wcs.len() {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Drive the fabric until `side` has `n` completions (polled and returned) or virtual
+    /// time runs out.
+    pub fn completions(&mut self, side: char, n: usize, limit: Duration) -> Vec<WorkCompletion> {
+        let mut got = self.poll(side);
+        let deadline = self.fabric.elapsed() + limit;
+        for _ in 0..2_000_000 {
+            if got.len() >= n || self.fabric.elapsed() > deadline {
+                break;
+            }
+            if !self.fabric.step() {
+                break;
+            }
+            got.extend(self.poll(side));
+        }
+        got
+    }
+
+    pub fn counters(&mut self, side: char) -> Counters {
+        self.hca(side).counters().clone()
+    }
+}
+
+pub fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}

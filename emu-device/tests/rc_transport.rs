@@ -1,0 +1,459 @@
+//! RC transport stories over the deterministic fabric: every op, every size class, loss,
+//! duplication, RNR, retry exhaustion and remote access faults.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use softroce_emu::core::*;
+use softroce_emu::sim::FilterAction;
+use softroce_wire::{Mtu, Opcode, RocePacket};
+
+const LONG: Duration = Duration::from_secs(30);
+
+fn opcode_of(d: &softroce_emu::sim::SimDatagram) -> Opcode {
+    Opcode(d.payload[0])
+}
+
+fn send_and_check(pair: &mut Pair, len: usize) {
+    let data = pattern(len as u8, len);
+    pair.a.mem.write(0, &data);
+    pair.post_recv('b', 7, 0, len.max(1));
+    let wr = pair.send_wr('a', 1, 0, len);
+    pair.post_send('a', wr);
+    let b = pair.completions('b', 1, LONG);
+    let a = pair.completions('a', 1, LONG);
+    assert_eq!(b.len(), 1, "receive completion for {len} bytes");
+    assert_eq!(b[0].status, WcStatus::Success);
+    assert_eq!(b[0].opcode, WcOpcode::Recv);
+    assert_eq!(b[0].byte_len as usize, len);
+    assert_eq!(b[0].qp_num, pair.b.qpn);
+    assert_eq!(a.len(), 1);
+    assert_eq!(
+        (a[0].status, a[0].opcode, a[0].wr_id),
+        (WcStatus::Success, WcOpcode::Send, 1)
+    );
+    assert_eq!(pair.b.mem.read(0, len), data, "{len} bytes arrive intact");
+}
+
+#[test]
+fn rc_send_of_every_size_class_at_every_mtu() {
+    for mtu in [Mtu::Mtu256, Mtu::Mtu1024, Mtu::Mtu4096] {
+        let m = mtu.bytes();
+        for len in [0, 1, m - 1, m, m + 1, 3 * m + 5] {
+            let mut pair = Pair::new(Options {
+                mtu,
+                mem_len: 1 << 16,
+                ..Options::default()
+            });
+            send_and_check(&mut pair, len);
+        }
+    }
+}
+
+#[test]
+fn rc_send_of_one_mebibyte() {
+    let mut pair = Pair::new(Options {
+        mtu: Mtu::Mtu4096,
+        mem_len: 1 << 20,
+        ..Options::default()
+    });
+    send_and_check(&mut pair, 1 << 20);
+    assert_eq!(pair.counters('a').retransmitted_pkts, 0);
+}
+
+#[test]
+fn rc_write_places_data_without_a_receive() {
+    for len in [0usize, 1, 1023, 1024, 1025, 40_000] {
+        let mut pair = Pair::rc(Mtu::Mtu1024);
+        let data = pattern(9, len);
+        pair.a.mem.write(0, &data);
+        let wr = pair.rdma_wr('a', WrOpcode::RdmaWrite, 5, 0, 100, len);
+        pair.post_send('a', wr);
+        let a = pair.completions('a', 1, LONG);
+        assert_eq!(
+            (a[0].status, a[0].opcode),
+            (WcStatus::Success, WcOpcode::RdmaWrite)
+        );
+        assert_eq!(pair.b.mem.read(100, len), data);
+        assert!(
+            pair.poll('b').is_empty(),
+            "a plain WRITE consumes no receive"
+        );
+    }
+}
+
+#[test]
+fn rc_write_with_immediate_delivers_imm_in_network_order() {
+    let mut pair = Pair::rc(Mtu::Mtu1024);
+    pair.post_recv('b', 3, 0, 16);
+    let mut wr = pair.rdma_wr('a', WrOpcode::RdmaWriteWithImm, 1, 0, 4096, 3000);
+    wr.imm_data = u32::from_ne_bytes([0xde, 0xad, 0xbe, 0xef]);
+    pair.post_send('a', wr);
+    let b = pair.completions('b', 1, LONG);
+    assert_eq!(b[0].opcode, WcOpcode::RecvRdmaWithImm);
+    assert_eq!(b[0].byte_len, 3000);
+    assert!(b[0].wc_flags.contains(WcFlags::WITH_IMM));
+    assert_eq!(b[0].imm_data.to_ne_bytes(), [0xde, 0xad, 0xbe, 0xef]);
+}
+
+#[test]
+fn rc_read_fetches_remote_bytes() {
+    for len in [0usize, 1, 1024, 1025, 10_000] {
+        let mut pair = Pair::rc(Mtu::Mtu1024);
+        let data = pattern(3, len);
+        pair.b.mem.write(2000, &data);
+        let wr = pair.rdma_wr('a', WrOpcode::RdmaRead, 9, 0, 2000, len);
+        pair.post_send('a', wr);
+        let a = pair.completions('a', 1, LONG);
+        assert_eq!(
+            (a[0].status, a[0].opcode),
+            (WcStatus::Success, WcOpcode::RdmaRead),
+            "{len}"
+        );
+        assert_eq!(a[0].byte_len as usize, len);
+        assert_eq!(pair.a.mem.read(0, len), data);
+    }
+}
+
+fn atomic_wr(pair: &Pair, op: WrOpcode, roff: usize, compare_add: u64, swap: u64) -> SendWr {
+    let mut wr = SendWr::new(11, op);
+    wr.sg_list = vec![pair.a.mem.sge(0, 8)];
+    wr.atomic = AtomicTarget {
+        remote_addr: pair.b.mem.addr(roff),
+        compare_add,
+        swap,
+        rkey: pair.b.mem.keys.rkey,
+    };
+    wr
+}
+
+#[test]
+fn rc_fetch_add_and_compare_swap_return_the_original_value() {
+    let mut pair = Pair::rc(Mtu::Mtu1024);
+    pair.b.mem.write(64, &40u64.to_ne_bytes());
+    let wr = atomic_wr(&pair, WrOpcode::AtomicFetchAndAdd, 64, 2, 0);
+    pair.post_send('a', wr);
+    let a = pair.completions('a', 1, LONG);
+    assert_eq!(
+        (a[0].status, a[0].opcode),
+        (WcStatus::Success, WcOpcode::FetchAdd)
+    );
+    assert_eq!(pair.a.mem.read(0, 8), 40u64.to_ne_bytes());
+    assert_eq!(pair.b.mem.read(64, 8), 42u64.to_ne_bytes());
+    let wr = atomic_wr(&pair, WrOpcode::AtomicCmpAndSwp, 64, 42, 7);
+    pair.post_send('a', wr);
+    let a = pair.completions('a', 1, LONG);
+    assert_eq!(a[0].opcode, WcOpcode::CompSwap);
+    assert_eq!(pair.b.mem.read(64, 8), 7u64.to_ne_bytes());
+    let wr = atomic_wr(&pair, WrOpcode::AtomicCmpAndSwp, 64, 1, 99);
+    pair.post_send('a', wr);
+    pair.completions('a', 1, LONG);
+    assert_eq!(
+        pair.b.mem.read(64, 8),
+        7u64.to_ne_bytes(),
+        "compare failed: no swap"
+    );
+    assert_eq!(pair.a.mem.read(0, 8), 7u64.to_ne_bytes());
+}
+
+fn lose_nth_data_packet(pair: &mut Pair, n: usize) {
+    let mut seen = 0;
+    let b_ip = pair.fabric.addr(pair.b.node);
+    pair.fabric.set_filter(move |d| {
+        if d.dst.ip() == b_ip {
+            seen += 1;
+            if seen == n {
+                return FilterAction::Drop;
+            }
+        }
+        FilterAction::Pass
+    });
+}
+
+#[test]
+fn rc_send_survives_losing_its_first_middle_or_last_packet() {
+    for lost in [1, 2, 4] {
+        let mut pair = Pair::rc(Mtu::Mtu1024);
+        lose_nth_data_packet(&mut pair, lost);
+        send_and_check(&mut pair, 4000);
+        let a = pair.counters('a');
+        let b = pair.counters('b');
+        assert!(a.retransmitted_pkts > 0, "packet {lost}: retransmitted");
+        if lost < 4 {
+            assert_eq!(b.out_of_seq_request, 4 - lost as u64, "packet {lost}");
+            assert_eq!(a.rcvd_seq_err, 1, "one NAK per gap");
+        }
+    }
+}
+
+#[test]
+fn rc_write_survives_lost_ack() {
+    let mut pair = Pair::rc(Mtu::Mtu1024);
+    let a_ip = pair.fabric.addr(pair.a.node);
+    let mut dropped = false;
+    pair.fabric.set_filter(move |d| {
+        if d.dst.ip() == a_ip && opcode_of(d) == Opcode::RC_ACKNOWLEDGE && !dropped {
+            dropped = true;
+            return FilterAction::Drop;
+        }
+        FilterAction::Pass
+    });
+    let data = pattern(1, 2048);
+    pair.a.mem.write(0, &data);
+    let wr = pair.rdma_wr('a', WrOpcode::RdmaWrite, 1, 0, 0, 2048);
+    pair.post_send('a', wr);
+    let a = pair.completions('a', 1, LONG);
+    assert_eq!(a[0].status, WcStatus::Success);
+    assert_eq!(pair.b.mem.read(0, 2048), data);
+    assert!(
+        pair.counters('a').completer_retry_err >= 1,
+        "timeout retransmission"
+    );
+    assert!(
+        pair.counters('b').duplicate_request >= 1,
+        "the resent request is a duplicate"
+    );
+}
+
+#[test]
+fn duplicated_requests_are_delivered_once_and_atomics_run_once() {
+    let mut pair = Pair::rc(Mtu::Mtu1024);
+    let b_ip = pair.fabric.addr(pair.b.node);
+    pair.fabric.set_filter(move |d| {
+        if d.dst.ip() == b_ip {
+            FilterAction::Duplicate
+        } else {
+            FilterAction::Pass
+        }
+    });
+    pair.b.mem.write(512, &100u64.to_ne_bytes());
+    for i in 0..3 {
+        pair.post_recv('b', i, 0, 64);
+    }
+    for i in 0..3 {
+        let wr = pair.send_wr('a', i, 1024, 10);
+        pair.post_send('a', wr);
+    }
+    let wr = atomic_wr(&pair, WrOpcode::AtomicFetchAndAdd, 512, 1, 0);
+    pair.post_send('a', wr);
+    let a = pair.completions('a', 4, LONG);
+    assert_eq!(a.len(), 4);
+    assert!(a.iter().all(|w| w.status == WcStatus::Success));
+    pair.fabric.drive(100_000);
+    assert_eq!(pair.poll('b').len(), 3, "each SEND delivered exactly once");
+    assert_eq!(
+        pair.b.mem.read(512, 8),
+        101u64.to_ne_bytes(),
+        "FETCH_ADD executed once"
+    );
+    assert!(pair.counters('b').duplicate_request >= 4);
+}
+
+#[test]
+fn rnr_nak_then_success_when_a_receive_is_posted() {
+    let mut pair = Pair::rc(Mtu::Mtu1024);
+    let wr = pair.send_wr('a', 1, 0, 100);
+    pair.post_send('a', wr);
+    pair.fabric.advance(Duration::from_millis(1));
+    assert!(pair.counters('b').send_rnr_err >= 1);
+    assert!(pair.counters('a').rcvd_rnr_err >= 1);
+    pair.post_recv('b', 2, 0, 100);
+    let b = pair.completions('b', 1, LONG);
+    assert_eq!(b[0].status, WcStatus::Success);
+    assert_eq!(pair.completions('a', 1, LONG)[0].status, WcStatus::Success);
+}
+
+#[test]
+fn rnr_retries_exhausted_fail_the_send_and_flush_the_rest() {
+    let mut pair = Pair::new(Options {
+        rnr_retry: 2,
+        ..Options::default()
+    });
+    for i in 0..3 {
+        let wr = pair.send_wr('a', i, 0, 100);
+        pair.post_send('a', wr);
+    }
+    let a = pair.completions('a', 3, LONG);
+    assert_eq!(a.len(), 3);
+    assert_eq!((a[0].wr_id, a[0].status), (0, WcStatus::RnrRetryExcErr));
+    assert_eq!(a[0].vendor_err, VendorErr::RnrRetryExceeded as u32);
+    assert!(a[1..].iter().all(|w| w.status == WcStatus::WrFlushErr));
+    assert_eq!(
+        pair.counters('a').rcvd_rnr_err,
+        3,
+        "initial try plus two retries"
+    );
+    assert_eq!(pair.counters('a').retry_rnr_exceeded_err, 1);
+    let qp = pair.a.qp;
+    assert_eq!(pair.hca('a').qp_state(qp).unwrap(), QpState::Err);
+}
+
+#[test]
+fn retry_exhaustion_when_the_peer_is_unreachable() {
+    let mut pair = Pair::new(Options {
+        retry_cnt: 3,
+        timeout: 6,
+        ..Options::default()
+    });
+    pair.fabric.partition(pair.a.node, pair.b.node, true);
+    let wr = pair.rdma_wr('a', WrOpcode::RdmaWrite, 1, 0, 0, 10);
+    pair.post_send('a', wr);
+    let a = pair.completions('a', 1, LONG);
+    assert_eq!(a[0].status, WcStatus::RetryExcErr);
+    let c = pair.counters('a');
+    assert_eq!(c.completer_retry_err, 3);
+    assert_eq!(c.retry_exceeded_err, 1);
+    // The whole story took 4 timeouts of 4.096 us * 2^6.
+    assert!(pair.fabric.elapsed() >= Duration::from_micros(4 * 262));
+}
+
+#[test]
+fn remote_access_violations_fail_the_request() {
+    type Break = fn(&mut SendWr, &Pair);
+    let cases: [(&str, Break); 3] = [
+        ("bad rkey", |wr, _| wr.rdma.rkey ^= 0x77),
+        ("out of bounds", |wr, p| {
+            wr.rdma.remote_addr = p.b.mem.addr(p.b.mem.len - 4)
+        }),
+        ("below the region", |wr, p| {
+            wr.rdma.remote_addr = p.b.mem.addr(0) - 8
+        }),
+    ];
+    for (what, break_it) in cases {
+        let mut pair = Pair::rc(Mtu::Mtu1024);
+        let mut wr = pair.rdma_wr('a', WrOpcode::RdmaWrite, 1, 0, 0, 16);
+        break_it(&mut wr, &pair);
+        pair.post_send('a', wr);
+        let a = pair.completions('a', 1, LONG);
+        assert_eq!(a[0].status, WcStatus::RemAccessErr, "{what}");
+        let bqp = pair.b.qp;
+        assert_eq!(
+            pair.hca('b').qp_state(bqp).unwrap(),
+            QpState::Err,
+            "{what}: responder errors too"
+        );
+        let ev = pair.hca('b').get_async_event().unwrap();
+        assert_eq!(ev.event_type, EventType::QpAccessErr);
+    }
+}
+
+#[test]
+fn missing_remote_access_right_and_misaligned_atomic_are_remote_access_errors() {
+    let mut pair = Pair::new(Options {
+        access: AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+        ..Options::default()
+    });
+    let wr = pair.rdma_wr('a', WrOpcode::RdmaRead, 1, 0, 0, 16);
+    pair.post_send('a', wr);
+    assert_eq!(
+        pair.completions('a', 1, LONG)[0].status,
+        WcStatus::RemAccessErr
+    );
+
+    let mut pair = Pair::rc(Mtu::Mtu1024);
+    let wr = atomic_wr(&pair, WrOpcode::AtomicFetchAndAdd, 4, 1, 0);
+    pair.post_send('a', wr);
+    assert_eq!(
+        pair.completions('a', 1, LONG)[0].status,
+        WcStatus::RemAccessErr
+    );
+}
+
+#[test]
+fn receive_too_small_is_loc_len_err_there_and_rem_inv_req_here() {
+    let mut pair = Pair::rc(Mtu::Mtu1024);
+    pair.post_recv('b', 1, 0, 10);
+    let wr = pair.send_wr('a', 2, 0, 100);
+    pair.post_send('a', wr);
+    let a = pair.completions('a', 1, LONG);
+    let b = pair.completions('b', 1, LONG);
+    assert_eq!(a[0].status, WcStatus::RemInvReqErr);
+    assert_eq!((b[0].status, b[0].wr_id), (WcStatus::LocLenErr, 1));
+}
+
+#[test]
+fn reordered_packets_are_recovered_in_order() {
+    let mut pair = Pair::rc(Mtu::Mtu256);
+    let b_ip = pair.fabric.addr(pair.b.node);
+    let mut n = 0;
+    pair.fabric.set_filter(move |d| {
+        if d.dst.ip() == b_ip {
+            n += 1;
+            if n % 3 == 0 {
+                return FilterAction::Delay(Duration::from_micros(25));
+            }
+        }
+        FilterAction::Pass
+    });
+    for i in 0..5 {
+        pair.post_recv('b', i, i as usize * 2048, 2048);
+    }
+    for i in 0..5u8 {
+        pair.a.mem.write(i as usize * 2048, &pattern(i, 2000));
+        let wr = pair.send_wr('a', u64::from(i), i as usize * 2048, 2000);
+        pair.post_send('a', wr);
+    }
+    let b = pair.completions('b', 5, LONG);
+    assert_eq!(
+        b.iter().map(|w| w.wr_id).collect::<Vec<_>>(),
+        [0, 1, 2, 3, 4]
+    );
+    for i in 0..5u8 {
+        assert_eq!(pair.b.mem.read(i as usize * 2048, 2000), pattern(i, 2000));
+    }
+}
+
+#[test]
+fn lost_read_response_is_re_read_from_the_gap() {
+    let mut pair = Pair::rc(Mtu::Mtu1024);
+    let a_ip = pair.fabric.addr(pair.a.node);
+    let mut n = 0;
+    pair.fabric.set_filter(move |d| {
+        if d.dst.ip() == a_ip && opcode_of(d) == Opcode::RC_RDMA_READ_RESPONSE_MIDDLE {
+            n += 1;
+            if n == 2 {
+                return FilterAction::Drop;
+            }
+        }
+        FilterAction::Pass
+    });
+    let data = pattern(77, 8000);
+    pair.b.mem.write(0, &data);
+    let wr = pair.rdma_wr('a', WrOpcode::RdmaRead, 1, 0, 0, 8000);
+    pair.post_send('a', wr);
+    let a = pair.completions('a', 1, LONG);
+    assert_eq!(a[0].status, WcStatus::Success);
+    assert_eq!(pair.a.mem.read(0, 8000), data);
+    assert!(
+        pair.counters('b').duplicate_request >= 1,
+        "partial re-read hits the replay path"
+    );
+}
+
+#[test]
+fn corrupted_packets_are_dropped_by_the_icrc_check_and_recovered() {
+    let mut pair = Pair::rc(Mtu::Mtu1024);
+    let b_ip = pair.fabric.addr(pair.b.node);
+    let mut corrupted = false;
+    pair.fabric.set_filter(move |d| {
+        let _ = RocePacket::new_checked(&d.payload[..]);
+        if d.dst.ip() == b_ip && !corrupted {
+            corrupted = true;
+            return FilterAction::Drop;
+        }
+        FilterAction::Pass
+    });
+    pair.fabric.faults.corrupt = 0.2;
+    for i in 0..20u64 {
+        pair.post_recv('b', i, 0, 64);
+        let wr = pair.send_wr('a', i, 0, 64);
+        pair.post_send('a', wr);
+    }
+    let b = pair.completions('b', 20, LONG);
+    assert_eq!(b.len(), 20);
+    let c = pair.counters('b');
+    let d = pair.counters('a');
+    assert!(c.drops_of(DropReason::IcrcMismatch) + d.drops_of(DropReason::IcrcMismatch) > 0);
+}
