@@ -183,13 +183,13 @@ impl Hca {
         const VERB: &str = "post_srq_recv";
         for (index, wr) in wrs.iter().enumerate() {
             let fail = |error| PostError { index, error };
-            let s =
-                self.srqs
-                    .get(srq.index, srq.generation)
-                    .ok_or(fail(VerbsError::StaleHandle {
-                        verb: VERB,
-                        kind: SrqHandle::KIND,
-                    }))?;
+            let stale = VerbsError::StaleHandle {
+                verb: VERB,
+                kind: SrqHandle::KIND,
+            };
+            let Some(s) = self.srqs.get(srq.index, srq.generation) else {
+                return Err(fail(stale));
+            };
             if s.queue.len() >= s.attr.max_wr as usize {
                 return Err(fail(VerbsError::no_resources(
                     VERB,

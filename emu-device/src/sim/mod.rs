@@ -477,7 +477,7 @@ mod tests;
 
 impl SimNode for crate::core::Hca {
     fn handle_datagram(&mut self, now: Instant, datagram: &SimDatagram) {
-        crate::core::Hca::handle_datagram(
+        Self::handle_datagram(
             self,
             now,
             crate::core::IncomingDatagram {
@@ -489,7 +489,7 @@ impl SimNode for crate::core::Hca {
     }
 
     fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<SimTransmit> {
-        let t = crate::core::Hca::poll_transmit(self, now, buf)?;
+        let t = Self::poll_transmit(self, now, buf)?;
         Some(SimTransmit {
             src: t.source,
             dst: t.destination,
@@ -498,10 +498,10 @@ impl SimNode for crate::core::Hca {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        crate::core::Hca::poll_timeout(self)
+        Self::poll_timeout(self)
     }
 
     fn handle_timeout(&mut self, now: Instant) {
-        crate::core::Hca::handle_timeout(self, now);
+        Self::handle_timeout(self, now);
     }
 }

@@ -277,7 +277,7 @@ fn on_rnr_nak(hca: &mut Hca, now: Instant, qp: QpHandle, psn: Psn, timer: u8) {
     let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
         return;
     };
-    if !q.sq.front().is_some_and(|w| w.first_psn.is_some()) {
+    if q.sq.front().is_none_or(|w| w.first_psn.is_none()) {
         return;
     }
     if q.attr.rnr_retry != 7 {
@@ -317,7 +317,7 @@ pub(super) fn on_timers(hca: &mut Hca, now: Instant, qp: QpHandle) {
     let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
         return;
     };
-    if !q.transport.retrans_at.is_some_and(|t| t <= now) {
+    if q.transport.retrans_at.is_none_or(|t| t > now) {
         return;
     }
     q.transport.retrans_at = None;

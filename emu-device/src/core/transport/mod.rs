@@ -76,8 +76,9 @@ pub(crate) enum Resource {
 }
 
 /// A message being received in several packets.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(crate) enum InProgress {
+    #[default]
     None,
     Send {
         wqe: super::wr::RecvWr,
@@ -90,12 +91,6 @@ pub(crate) enum InProgress {
         len: u32,
         offset: u64,
     },
-}
-
-impl Default for InProgress {
-    fn default() -> Self {
-        Self::None
-    }
 }
 
 /// Per-QP transport state.
