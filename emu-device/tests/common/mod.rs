@@ -343,10 +343,11 @@ impl Pair {
             if got.len() >= n || self.fabric.elapsed() > deadline {
                 break;
             }
-            if !self.fabric.step() {
+            let more = self.fabric.step();
+            got.extend(self.poll(side));
+            if !more {
                 break;
             }
-            got.extend(self.poll(side));
         }
         got
     }

@@ -77,7 +77,12 @@ fn next_packet(hca: &mut Hca, now: Instant, qp: QpHandle) -> Step {
         return Step::Stop;
     };
     let qp_type = q.init.qp_type;
-    let mtu = q.attr.path_mtu.bytes() as u64;
+    // UD has no path MTU attribute: the port's active MTU bounds its messages.
+    let mtu = if qp_type == QpType::Ud {
+        hca.active_mtu().bytes() as u64
+    } else {
+        q.attr.path_mtu.bytes() as u64
+    };
     let op = wqe.wr.opcode;
     let len = wqe
         .inline
