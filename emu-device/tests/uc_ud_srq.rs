@@ -14,7 +14,10 @@ const LONG: Duration = Duration::from_secs(10);
 
 #[test]
 fn uc_send_and_write_need_no_acks() {
-    let mut pair = Pair::new(Options { qp_type: QpType::Uc, ..Options::default() });
+    let mut pair = Pair::new(Options {
+        qp_type: QpType::Uc,
+        ..Options::default()
+    });
     let data = pattern(4, 3000);
     pair.a.mem.write(0, &data);
     pair.post_recv('b', 1, 0, 4096);
@@ -34,7 +37,10 @@ fn uc_send_and_write_need_no_acks() {
 
 #[test]
 fn uc_loss_drops_the_rest_of_the_message_and_the_next_one_arrives() {
-    let mut pair = Pair::new(Options { qp_type: QpType::Uc, ..Options::default() });
+    let mut pair = Pair::new(Options {
+        qp_type: QpType::Uc,
+        ..Options::default()
+    });
     let b_ip = pair.fabric.addr(pair.b.node);
     let mut n = 0;
     pair.fabric.set_filter(move |d| {
@@ -57,15 +63,29 @@ fn uc_loss_drops_the_rest_of_the_message_and_the_next_one_arrives() {
     pair.fabric.drive(10_000);
     let b = pair.poll('b');
     assert_eq!(b.len(), 1, "only the second message is delivered");
-    assert_eq!((b[0].wr_id, b[0].byte_len), (1, 500), "into the first receive WQE, which was reused");
+    assert_eq!(
+        (b[0].wr_id, b[0].byte_len),
+        (1, 500),
+        "into the first receive WQE, which was reused"
+    );
     assert_eq!(pair.b.mem.read(0, 500), pattern(8, 500));
 }
 
 fn ud_pair() -> (Pair, AhHandle, AhHandle) {
-    let mut pair = Pair::new(Options { qp_type: QpType::Ud, mtu: Mtu::Mtu1024, ..Options::default() });
+    let mut pair = Pair::new(Options {
+        qp_type: QpType::Ud,
+        mtu: Mtu::Mtu1024,
+        ..Options::default()
+    });
     let (pa, pb) = (pair.a.pd, pair.b.pd);
-    let ah_ab = pair.hca('a').create_ah(pa, AhAttr::new(Gid::from_ip(B_IP.parse().unwrap()), 1)).unwrap();
-    let ah_ba = pair.hca('b').create_ah(pb, AhAttr::new(Gid::from_ip(A_IP.parse().unwrap()), 1)).unwrap();
+    let ah_ab = pair
+        .hca('a')
+        .create_ah(pa, AhAttr::new(Gid::from_ip(B_IP.parse().unwrap()), 1))
+        .unwrap();
+    let ah_ba = pair
+        .hca('b')
+        .create_ah(pb, AhAttr::new(Gid::from_ip(A_IP.parse().unwrap()), 1))
+        .unwrap();
     (pair, ah_ab, ah_ba)
 }
 
@@ -78,7 +98,11 @@ fn ud_receive_starts_with_the_40_byte_grh_area() {
     let mut wr = pair.send_wr('a', 9, 0, 512);
     wr.opcode = WrOpcode::SendWithImm;
     wr.imm_data = 0x1234_5678;
-    wr.ud = Some(UdTarget { ah, remote_qpn: pair.b.qpn, remote_qkey: 0x1111_1111 });
+    wr.ud = Some(UdTarget {
+        ah,
+        remote_qpn: pair.b.qpn,
+        remote_qkey: 0x1111_1111,
+    });
     pair.post_send('a', wr);
     let a = pair.completions('a', 1, LONG);
     assert_eq!(a[0].status, WcStatus::Success);
@@ -89,7 +113,10 @@ fn ud_receive_starts_with_the_40_byte_grh_area() {
     assert_eq!(b[0].src_qp, pair.a.qpn);
     assert_eq!(b[0].imm_data, 0x1234_5678);
     let area = pair.b.mem.read(0, GRH_LEN);
-    assert!(area[..20].iter().all(|&x| x == 0), "IPv4: 20 zero bytes first");
+    assert!(
+        area[..20].iter().all(|&x| x == 0),
+        "IPv4: 20 zero bytes first"
+    );
     let grh = parse_grh(&area).unwrap();
     assert_eq!(grh.sgid, Gid::from_ip(A_IP.parse().unwrap()));
     assert_eq!(grh.dgid, Gid::from_ip(B_IP.parse().unwrap()));
@@ -101,7 +128,11 @@ fn ud_with_a_wrong_qkey_is_dropped_and_counted() {
     let (mut pair, ah, _) = ud_pair();
     pair.post_recv('b', 5, 0, 600);
     let mut wr = pair.send_wr('a', 9, 0, 100);
-    wr.ud = Some(UdTarget { ah, remote_qpn: pair.b.qpn, remote_qkey: 0x2222 });
+    wr.ud = Some(UdTarget {
+        ah,
+        remote_qpn: pair.b.qpn,
+        remote_qkey: 0x2222,
+    });
     pair.post_send('a', wr);
     pair.completions('a', 1, LONG);
     pair.fabric.drive(1000);
@@ -114,23 +145,44 @@ fn ud_with_a_wrong_qkey_is_dropped_and_counted() {
 fn ud_message_larger_than_the_mtu_fails_locally() {
     let (mut pair, ah, _) = ud_pair();
     let mut wr = pair.send_wr('a', 9, 0, 4097); // the port's active MTU is 4096
-    wr.ud = Some(UdTarget { ah, remote_qpn: pair.b.qpn, remote_qkey: 0x1111_1111 });
+    wr.ud = Some(UdTarget {
+        ah,
+        remote_qpn: pair.b.qpn,
+        remote_qkey: 0x1111_1111,
+    });
     pair.post_send('a', wr);
     let a = pair.completions('a', 1, LONG);
     assert_eq!(a[0].status, WcStatus::LocLenErr);
     let qp = pair.a.qp;
-    assert_eq!(pair.hca('a').qp_state(qp).unwrap(), QpState::Sqe, "UD send errors move the QP to SQE");
+    assert_eq!(
+        pair.hca('a').qp_state(qp).unwrap(),
+        QpState::Sqe,
+        "UD send errors move the QP to SQE"
+    );
 }
 
 #[test]
 fn srq_feeds_receives_and_fires_its_limit_once_per_arming() {
-    let mut pair = Pair::new(Options { srq: true, ..Options::default() });
+    let mut pair = Pair::new(Options {
+        srq: true,
+        ..Options::default()
+    });
     for i in 0..4 {
         pair.post_recv('b', i, i as usize * 128, 128);
     }
     let srq = pair.b.srq.unwrap();
     pair.hca('b')
-        .modify_srq(srq, SrqAttr { srq_limit: 3, ..SrqAttr::default() }, SrqAttrMask { limit: true, max_wr: false })
+        .modify_srq(
+            srq,
+            SrqAttr {
+                srq_limit: 3,
+                ..SrqAttr::default()
+            },
+            SrqAttrMask {
+                limit: true,
+                max_wr: false,
+            },
+        )
         .unwrap();
     for i in 0..3 {
         let wr = pair.send_wr('a', i, 0, 64);
@@ -139,15 +191,24 @@ fn srq_feeds_receives_and_fires_its_limit_once_per_arming() {
     let b = pair.completions('b', 3, LONG);
     assert_eq!(b.iter().map(|w| w.wr_id).collect::<Vec<_>>(), [0, 1, 2]);
     let ev = pair.hca('b').get_async_event().unwrap();
-    assert_eq!((ev.event_type, ev.element), (EventType::SrqLimitReached, EventElement::Srq(srq)));
-    assert!(pair.hca('b').get_async_event().is_err(), "fires once, then disarmed");
+    assert_eq!(
+        (ev.event_type, ev.element),
+        (EventType::SrqLimitReached, EventElement::Srq(srq))
+    );
+    assert!(
+        pair.hca('b').get_async_event().is_err(),
+        "fires once, then disarmed"
+    );
     assert_eq!(pair.hca('b').query_srq(srq).unwrap().srq_limit, 0);
     pair.hca('b').ack_async_event(&ev).unwrap();
 }
 
 #[test]
 fn srq_is_shared_by_several_qps() {
-    let o = Options { srq: true, ..Options::default() };
+    let o = Options {
+        srq: true,
+        ..Options::default()
+    };
     let mut pair = Pair::new(o);
     // A second connected QP pair sharing b's SRQ and CQ.
     let (bpd, bcq, bsrq) = (pair.b.pd, pair.b.cq, pair.b.srq);
@@ -156,7 +217,13 @@ fn srq_is_shared_by_several_qps() {
         send_cq: cq,
         recv_cq: cq,
         srq,
-        cap: QpCap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
+        cap: QpCap {
+            max_send_wr: 8,
+            max_recv_wr: 8,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        },
         qp_type: QpType::Rc,
         sq_sig_all: true,
         qp_context: 0,
@@ -184,7 +251,10 @@ fn srq_is_shared_by_several_qps() {
 
 #[test]
 fn cq_overrun_mid_traffic_raises_cq_err_and_errors_the_responder() {
-    let mut pair = Pair::new(Options { cqe: 3, ..Options::default() });
+    let mut pair = Pair::new(Options {
+        cqe: 3,
+        ..Options::default()
+    });
     for i in 0..6 {
         pair.post_recv('b', i, 0, 64);
     }
@@ -196,7 +266,11 @@ fn cq_overrun_mid_traffic_raises_cq_err_and_errors_the_responder() {
     let ev = pair.hca('b').get_async_event().unwrap();
     assert_eq!(ev.event_type, EventType::CqErr);
     let ev2 = pair.hca('b').get_async_event().unwrap();
-    assert_eq!(ev2.event_type, EventType::QpFatal, "the responder QP is moved to error (rxe)");
+    assert_eq!(
+        ev2.event_type,
+        EventType::QpFatal,
+        "the responder QP is moved to error (rxe)"
+    );
     let bqp = pair.b.qp;
     assert_eq!(pair.hca('b').qp_state(bqp).unwrap(), QpState::Err);
     assert!(pair.counters('b').cqe_overrun_lost >= 1);
@@ -209,7 +283,10 @@ fn solicited_flag_is_set_only_on_the_last_packet() {
     let se_seen = std::rc::Rc::new(std::cell::Cell::new(0));
     let seen = se_seen.clone();
     pair.fabric.set_filter(move |d| {
-        if d.dst.ip() == b_ip && Opcode(d.payload[0]) != Opcode::RC_ACKNOWLEDGE && d.payload[1] & 0x80 != 0 {
+        if d.dst.ip() == b_ip
+            && Opcode(d.payload[0]) != Opcode::RC_ACKNOWLEDGE
+            && d.payload[1] & 0x80 != 0
+        {
             assert_eq!(Opcode(d.payload[0]), Opcode::RC_SEND_LAST);
             seen.set(seen.get() + 1);
         }

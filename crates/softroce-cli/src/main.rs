@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod decode;
+mod soak;
 
 /// softroce: a userspace soft-RoCE device.
 #[derive(Debug, Parser)]
@@ -22,11 +23,16 @@ enum Command {
     /// malformed=N`. Exit status 0 when nothing is bad or malformed, 1 otherwise, 2 when a
     /// file cannot be read.
     Decode(decode::DecodeArgs),
+    /// Run the seeded soak in the deterministic simulator: mixed RC operations (SEND,
+    /// WRITE with immediate, READ, FETCH_ADD) between two devices over a faulty fabric,
+    /// every message verified exactly once and in order.
+    Soak(soak::SoakArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Decode(args) => decode::run(&args),
+        Command::Soak(args) => soak::run(&args),
     }
 }

@@ -35,6 +35,10 @@ pub struct HcaConfig {
     pub seed: u64,
     /// Completion vectors offered.
     pub num_comp_vectors: u32,
+    /// Treat `retry_cnt` 7 as "retry forever", as rxe does (IBTA reserves that meaning for
+    /// `rnr_retry` only). On by default for rxe compatibility; off gives exactly seven
+    /// retries.
+    pub retry_cnt_7_is_infinite: bool,
 }
 
 impl HcaConfig {
@@ -56,6 +60,7 @@ impl HcaConfig {
             mac: Some([0x02, 0x00, o[0], o[1], o[2], o[3]]),
             seed: 0x5eed,
             num_comp_vectors: 1,
+            retry_cnt_7_is_infinite: true,
         }
     }
 }

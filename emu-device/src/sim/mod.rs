@@ -472,6 +472,8 @@ impl<N: SimNode> Fabric<N> {
     }
 }
 
+pub mod soak;
+
 #[cfg(test)]
 mod tests;
 

@@ -1,10 +1,11 @@
 //! The completer: ACKs, NAKs, READ responses and atomic ACKs complete send WQEs in order;
 //! timers drive retransmission (go-back-N) and RNR back-off.
 //!
-//! Retry counting follows IBTA: `retry_cnt` 0–7 is the number of retransmissions after a
-//! timeout or an implied NAK before IBV_WC_RETRY_EXC_ERR (7 is seven retries; rxe instead
-//! treats 7 as "retry forever"); `rnr_retry` 7 means infinite RNR retries. Both counters are
-//! restored whenever the responder makes progress.
+//! Retry counting: `retry_cnt` 0–6 is the number of retransmissions after a timeout or an
+//! implied NAK before IBV_WC_RETRY_EXC_ERR. For 7, IBTA means seven retries but rxe retries
+//! forever; softroce follows rxe unless `HcaConfig::retry_cnt_7_is_infinite` is off.
+//! `rnr_retry` 7 means infinite RNR retries (IBTA). Both counters are restored whenever the
+//! responder makes progress.
 
 use std::time::Instant;
 
@@ -327,12 +328,13 @@ pub(super) fn on_timers(hca: &mut Hca, now: Instant, qp: QpHandle) {
     if w.first_psn.is_none() {
         return;
     }
-    if q.transport.retry_left == 0 {
+    let forever = q.attr.retry_cnt == 7 && hca.config.retry_cnt_7_is_infinite;
+    if q.transport.retry_left == 0 && !forever {
         hca.counters.retry_exceeded_err += 1;
         fail_send(hca, qp, 0, WcStatus::RetryExcErr, VendorErr::RetryExceeded);
         return;
     }
-    q.transport.retry_left -= 1;
+    q.transport.retry_left = q.transport.retry_left.saturating_sub(1);
     let from = q.transport.comp_psn;
     hca.counters.completer_retry_err += 1;
     rewind_to(hca, qp, from);

@@ -1,0 +1,74 @@
+//! `softroce soak`: the seeded simulator soak (mixed RC operations over a faulty fabric).
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use softroce_emu::sim::LinkFaults;
+use softroce_emu::sim::soak::{SoakConfig, timed};
+
+/// Arguments of `softroce soak`.
+#[derive(Debug, Args)]
+pub(crate) struct SoakArgs {
+    /// Messages to complete and verify.
+    #[arg(short = 'n', long, default_value_t = 100_000)]
+    messages: u64,
+    /// Seed: the same seed replays the same run.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Probability a datagram is dropped.
+    #[arg(long, default_value_t = 0.2)]
+    drop: f64,
+    /// Probability a datagram is duplicated.
+    #[arg(long, default_value_t = 0.05)]
+    dup: f64,
+    /// Probability a datagram is delayed so that others overtake it.
+    #[arg(long, default_value_t = 0.05)]
+    reorder: f64,
+    /// Probability one bit of a datagram is flipped.
+    #[arg(long, default_value_t = 0.01)]
+    corrupt: f64,
+}
+
+pub(crate) fn run(args: &SoakArgs) -> ExitCode {
+    for (name, p) in [
+        ("drop", args.drop),
+        ("dup", args.dup),
+        ("reorder", args.reorder),
+        ("corrupt", args.corrupt),
+    ] {
+        if !(0.0..=1.0).contains(&p) {
+            eprintln!("softroce soak: --{name} {p} is not a probability in 0..=1");
+            return ExitCode::from(2);
+        }
+    }
+    let cfg = SoakConfig {
+        messages: args.messages,
+        seed: args.seed,
+        faults: LinkFaults {
+            drop: args.drop,
+            duplicate: args.dup,
+            reorder: args.reorder,
+            reorder_delay: Duration::from_micros(50),
+            corrupt: args.corrupt,
+        },
+        ..SoakConfig::default()
+    };
+    let (result, wall) = timed(cfg);
+    match result {
+        Ok(r) => {
+            println!(
+                "soak ok: messages={} send={} write_imm={} read={} fetch_add={} virtual_time={:?} wall_time={:.2?}",
+                r.messages, r.by_op[0], r.by_op[1], r.by_op[2], r.by_op[3], r.virtual_time, wall
+            );
+            println!("fabric: {}", r.fabric);
+            println!("requester: {}", r.requester);
+            println!("responder: {}", r.responder);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("softroce soak: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
