@@ -39,6 +39,8 @@ pub struct HcaConfig {
     /// `rnr_retry` only). On by default for rxe compatibility; off gives exactly seven
     /// retries.
     pub retry_cnt_7_is_infinite: bool,
+    /// The first QP number handed out (rxe starts at 0x11; 0 and 1 are the special QPs).
+    pub first_qpn: u32,
 }
 
 impl HcaConfig {
@@ -61,6 +63,7 @@ impl HcaConfig {
             seed: 0x5eed,
             num_comp_vectors: 1,
             retry_cnt_7_is_infinite: true,
+            first_qpn: FIRST_QPN,
         }
     }
 }
@@ -295,6 +298,7 @@ impl Hca {
             num_comp_vectors: config.num_comp_vectors.max(1),
         };
         let rng = ChaCha8Rng::seed_from_u64(config.seed);
+        let first_qpn = config.first_qpn.clamp(2, 0xFF_FFFE);
         Self {
             config,
             attr,
@@ -310,7 +314,7 @@ impl Hca {
             srqs: Table::default(),
             qps: Table::default(),
             qp_by_qpn: HashMap::new(),
-            next_qpn: FIRST_QPN,
+            next_qpn: first_qpn,
             async_events: VecDeque::new(),
             device_events_unacked: 0,
             hca_events: VecDeque::new(),
