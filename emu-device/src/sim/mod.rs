@@ -472,6 +472,8 @@ impl<N: SimNode> Fabric<N> {
     }
 }
 
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod soak;
 
 #[cfg(test)]

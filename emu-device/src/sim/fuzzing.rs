@@ -1,0 +1,240 @@
+//! A fuzzing harness shared by the cargo-fuzz target and a stable test: arbitrary datagrams
+//! (raw, or mutated valid requests with their ICRC repaired so they get past the check) hit a
+//! device with live RC, UC and UD QPs and memory regions. It panics if any byte outside the
+//! remotely writable region changes, or if the device panics.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use softroce_wire::icrc::{self, UdpEndpoints};
+use softroce_wire::{Gid, Mtu, Psn, RocePacket};
+
+use crate::core::*;
+
+const GUARD: usize = 4096;
+const WINDOW: usize = 8192;
+
+/// A device under attack and the memory it must not touch.
+#[derive(Debug)]
+pub struct Target {
+    hca: Hca,
+    backing: Vec<u8>,
+    ptr: *mut u8,
+    qpns: Vec<u32>,
+    now: Instant,
+    buf: Vec<u8>,
+    /// The remote key of the writable window (so inputs can aim at it).
+    pub rkey: u32,
+    /// Its virtual address.
+    pub va: u64,
+}
+
+const PEER: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 2));
+const LOCAL: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1));
+
+impl Target {
+    /// A device at 10.0.0.1 with RC, UC and UD QPs connected to 10.0.0.2, a remotely
+    /// writable window surrounded by read-only guard regions, and receives posted.
+    pub fn new() -> Self {
+        let local = LOCAL;
+        let peer = PEER;
+        let mut hca = Hca::new(HcaConfig::new("fuzz", local));
+        let mut backing = vec![0x5Au8; GUARD * 2 + WINDOW];
+        let ptr = backing.as_mut_ptr();
+        let mut qpns = Vec::new();
+        let mut rkey = 0;
+        let mut va = 0;
+        if let Ok(pd) = hca.alloc_pd()
+            && let Ok((cq, _)) = hca.create_cq(64, None, 0, 0)
+        {
+            let all = AccessFlags::LOCAL_WRITE
+                | AccessFlags::REMOTE_WRITE
+                | AccessFlags::REMOTE_READ
+                | AccessFlags::REMOTE_ATOMIC;
+            // SAFETY: `backing` lives in the Target next to the device and never moves.
+            let window = unsafe { hca.reg_mr(pd, ptr.wrapping_add(GUARD), WINDOW, all) };
+            // The guards are registered read-only, so a bug in bounds checks would show.
+            // SAFETY: as above.
+            let _ = unsafe { hca.reg_mr(pd, ptr, GUARD, AccessFlags::REMOTE_READ) };
+            if let Ok((_, keys)) = window {
+                rkey = keys.rkey;
+                va = ptr as u64 + GUARD as u64;
+                for qp_type in [QpType::Rc, QpType::Uc, QpType::Ud] {
+                    let cap = QpCap {
+                        max_send_wr: 4,
+                        max_recv_wr: 4,
+                        max_send_sge: 1,
+                        max_recv_sge: 1,
+                        max_inline_data: 0,
+                    };
+                    let init = QpInitAttr {
+                        send_cq: cq,
+                        recv_cq: cq,
+                        srq: None,
+                        cap,
+                        qp_type,
+                        sq_sig_all: true,
+                        qp_context: 0,
+                    };
+                    let Ok((qp, qpn, _)) = hca.create_qp(pd, init) else {
+                        continue;
+                    };
+                    let _ = connect(&mut hca, qp, qp_type, peer);
+                    for i in 0..4u64 {
+                        let sge = Sge {
+                            addr: va + i * 1024,
+                            length: 1024,
+                            lkey: keys.lkey,
+                        };
+                        let _ = hca.post_recv(
+                            qp,
+                            &[RecvWr {
+                                wr_id: i,
+                                sg_list: vec![sge],
+                            }],
+                        );
+                    }
+                    qpns.push(qpn.value());
+                }
+            }
+        }
+        Self {
+            hca,
+            backing,
+            ptr,
+            qpns,
+            now: Instant::now(),
+            buf: Vec::new(),
+            rkey,
+            va,
+        }
+    }
+
+    /// The QP numbers (RC, UC, UD).
+    pub fn qpns(&self) -> &[u32] {
+        &self.qpns
+    }
+
+    /// Deliver one datagram from the peer; when `repair_icrc`, the packet's ICRC is
+    /// recomputed first so it passes the check. Then let the device send and time out.
+    pub fn deliver(&mut self, data: &[u8], repair_icrc: bool) {
+        let src = SocketAddr::new(PEER, 4791);
+        let dst = LOCAL;
+        let mut data = data.to_vec();
+        if repair_icrc && data.len() >= 16 {
+            let ep = UdpEndpoints {
+                src: src.ip(),
+                dst,
+                src_port: 4791,
+                dst_port: 4791,
+            };
+            let n = data.len() - 4;
+            if let Ok(crc) = icrc::compute_for_udp_socket(&ep, &data[..n]) {
+                RocePacket::new_unchecked(&mut data[..]).set_icrc(crc);
+            }
+        }
+        self.hca.handle_datagram(
+            self.now,
+            IncomingDatagram {
+                src,
+                dst,
+                payload: &data,
+            },
+        );
+        for _ in 0..10_000 {
+            if self.hca.poll_transmit(self.now, &mut self.buf).is_none() {
+                break;
+            }
+        }
+        self.now += Duration::from_millis(50);
+        self.hca.handle_timeout(self.now);
+        while self.hca.poll_event().is_some() {}
+    }
+
+    /// Panic if a byte outside the writable window changed.
+    pub fn check_guards(&self) {
+        // SAFETY: reading our own backing buffer through the pointer the device also uses.
+        let snapshot = unsafe { std::slice::from_raw_parts(self.ptr, self.backing.len()).to_vec() };
+        let guards = [&snapshot[..GUARD], &snapshot[GUARD + WINDOW..]];
+        for g in guards {
+            assert!(
+                g.iter().all(|&b| b == 0x5A),
+                "a byte outside the writable region changed"
+            );
+        }
+    }
+}
+
+impl Default for Target {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn connect(hca: &mut Hca, qp: QpHandle, qp_type: QpType, peer: IpAddr) -> VerbsResult<()> {
+    let remote = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
+    let (mask, attr) = match qp_type {
+        QpType::Ud => (
+            QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::QKEY,
+            QpAttr {
+                qp_state: QpState::Init,
+                port_num: 1,
+                qkey: 0x1111_1111,
+                ..QpAttr::default()
+            },
+        ),
+        _ => (
+            QpAttrMask::STATE
+                | QpAttrMask::PKEY_INDEX
+                | QpAttrMask::PORT
+                | QpAttrMask::ACCESS_FLAGS,
+            QpAttr {
+                qp_state: QpState::Init,
+                port_num: 1,
+                qp_access_flags: remote,
+                ..QpAttr::default()
+            },
+        ),
+    };
+    hca.modify_qp(qp, &attr, mask)?;
+    let rtr = QpAttr {
+        qp_state: QpState::Rtr,
+        path_mtu: Mtu::Mtu256,
+        dest_qp_num: 0x33,
+        rq_psn: Psn::new(100),
+        max_dest_rd_atomic: 4,
+        min_rnr_timer: 1,
+        ah_attr: AhAttr::new(Gid::from_ip(peer), 1),
+        ..QpAttr::default()
+    };
+    let mask = match qp_type {
+        QpType::Ud => QpAttrMask::STATE,
+        QpType::Uc => {
+            QpAttrMask::STATE
+                | QpAttrMask::AV
+                | QpAttrMask::PATH_MTU
+                | QpAttrMask::DEST_QPN
+                | QpAttrMask::RQ_PSN
+        }
+        QpType::Rc => {
+            QpAttrMask::STATE
+                | QpAttrMask::AV
+                | QpAttrMask::PATH_MTU
+                | QpAttrMask::DEST_QPN
+                | QpAttrMask::RQ_PSN
+                | QpAttrMask::MAX_DEST_RD_ATOMIC
+                | QpAttrMask::MIN_RNR_TIMER
+        }
+    };
+    hca.modify_qp(qp, &rtr, mask)
+}
+
+/// The fuzz entry point: first byte picks raw vs ICRC-repaired delivery; the rest is the
+/// datagram.
+pub fn datagram(data: &[u8]) {
+    let mut t = Target::new();
+    if let Some((&mode, rest)) = data.split_first() {
+        t.deliver(rest, mode & 1 == 1);
+    }
+    t.check_guards();
+}
