@@ -63,10 +63,22 @@ fn rc_send_of_one_mebibyte() {
     assert_eq!(pair.counters('a').retransmitted_pkts, 0);
 }
 
+fn size_classes(mtu: Mtu) -> [usize; 6] {
+    let m = mtu.bytes();
+    [0, 1, m - 1, m, m + 1, 1 << 20]
+}
+
 #[test]
 fn rc_write_places_data_without_a_receive() {
-    for len in [0usize, 1, 1023, 1024, 1025, 40_000] {
-        let mut pair = Pair::rc(Mtu::Mtu1024);
+    for (mtu, len) in [Mtu::Mtu256, Mtu::Mtu1024, Mtu::Mtu4096]
+        .into_iter()
+        .flat_map(|m| size_classes(m).map(|l| (m, l)))
+    {
+        let mut pair = Pair::new(Options {
+            mtu,
+            mem_len: (1 << 20) + 4096,
+            ..Options::default()
+        });
         let data = pattern(9, len);
         pair.a.mem.write(0, &data);
         let wr = pair.rdma_wr('a', WrOpcode::RdmaWrite, 5, 0, 100, len);
@@ -100,10 +112,18 @@ fn rc_write_with_immediate_delivers_imm_in_network_order() {
 
 #[test]
 fn rc_read_fetches_remote_bytes() {
-    for len in [0usize, 1, 1024, 1025, 10_000] {
-        let mut pair = Pair::rc(Mtu::Mtu1024);
+    for (mtu, len) in [Mtu::Mtu256, Mtu::Mtu1024, Mtu::Mtu4096]
+        .into_iter()
+        .flat_map(|m| size_classes(m).map(|l| (m, l)))
+    {
+        let mut pair = Pair::new(Options {
+            mtu,
+            mem_len: (1 << 20) + 4096,
+            ..Options::default()
+        });
         let data = pattern(3, len);
         pair.b.mem.write(2000, &data);
+        assert!(2000 + len <= pair.b.mem.len);
         let wr = pair.rdma_wr('a', WrOpcode::RdmaRead, 9, 0, 2000, len);
         pair.post_send('a', wr);
         let a = pair.completions('a', 1, LONG);
