@@ -4,11 +4,11 @@
 //! How it plugs into the objects layer: WQEs live in `Qp::sq` / `Qp::rq` (or the SRQ via
 //! `Hca::take_srq_wqe`); completions go through `Hca::push_completion` /
 //! `Hca::push_recv_completion`; fatal errors through `Hca::qp_to_error`; application memory
-//! through `core::memory` after the key checks in [`access`]; counters in `Hca::counters`.
+//! through `core::memory` after the key checks in `access`; counters in `Hca::counters`.
 //!
-//! Packets are built when [`poll_transmit`] is called (so timers are armed with the caller's
+//! Packets are built when `Hca::poll_transmit` is called (so timers are armed with the caller's
 //! `now`) and queued in `Hca::tx_queue`; received datagrams go through the receive checks in
-//! [`handle_datagram`] and are dispatched to the responder (requests) or the completer
+//! `Hca::handle_datagram` and are dispatched to the responder (requests) or the completer
 //! (responses).
 
 mod access;
