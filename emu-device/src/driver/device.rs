@@ -1,0 +1,434 @@
+//! A real device: the sans-IO [`Hca`] behind a mutex, a UDP socket, an engine thread that
+//! makes progress without the application calling in, and real pollable fds for completion
+//! channels and the async event queue.
+//!
+//! Why a mutex rather than a command channel: every verb is a short, non-blocking state
+//! change, so the application thread applies it directly and then sends whatever it produced
+//! from its own thread (no hop to the engine on the latency path); the engine thread only
+//! handles received datagrams and timers. Both sides drain `poll_transmit` and `poll_event`
+//! under the lock, so fd notifications can never be lost between a check and a wait.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token, Waker};
+
+use super::eventfd::EventFd;
+use super::socket::{MAX_BATCH, MAX_DATAGRAM, Received, RoceSocket};
+use crate::core::{
+    AsyncEvent, ChannelHandle, CqHandle, Hca, HcaConfig, HcaEvent, IncomingDatagram, VerbsError,
+    VerbsResult,
+};
+use softroce_wire::pcap::CaptureWriter;
+
+/// How to start a device.
+#[derive(Debug, Clone)]
+pub struct DeviceConfig {
+    /// The emulated HCA (its `ip` and `udp_port` are where the socket binds).
+    pub hca: HcaConfig,
+    /// Write every datagram sent and received to this pcap file (`SOFTROCE_PCAP`).
+    pub pcap: Option<PathBuf>,
+}
+
+impl DeviceConfig {
+    /// A device on `ip` with the default port (4791) and `SOFTROCE_PCAP` from the
+    /// environment.
+    pub fn new(name: &str, ip: std::net::IpAddr) -> Self {
+        Self {
+            hca: HcaConfig::new(name, ip),
+            pcap: std::env::var_os("SOFTROCE_PCAP").map(PathBuf::from),
+        }
+    }
+}
+
+const SOCKET: Token = Token(0);
+const WAKER: Token = Token(1);
+
+struct Shared {
+    hca: Mutex<Hca>,
+    socket: RoceSocket,
+    waker: Waker,
+    stop: AtomicBool,
+    channel_fds: Mutex<HashMap<ChannelHandle, Arc<EventFd>>>,
+    async_fd: EventFd,
+    capture: Option<Mutex<CaptureWriter<io::BufWriter<std::fs::File>>>>,
+    epoch: Instant,
+}
+
+/// A running emulated device.
+pub struct Device {
+    shared: Arc<Shared>,
+    engine: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Device")
+            .field("addr", &self.shared.socket.local_addr())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Device {
+    /// Bind the socket and start the engine thread.
+    pub fn start(mut config: DeviceConfig) -> io::Result<Self> {
+        let bind = SocketAddr::new(config.hca.ip, config.hca.udp_port);
+        let socket = RoceSocket::bind(bind)?;
+        // Port 0 asks for an ephemeral port: the device then lives on the real one.
+        config.hca.udp_port = socket.local_addr().port();
+        let poll = Poll::new()?;
+        let waker = Waker::new(poll.registry(), WAKER)?;
+        poll.registry().register(
+            &mut SourceFd(&std::os::fd::AsRawFd::as_raw_fd(&socket)),
+            SOCKET,
+            Interest::READABLE,
+        )?;
+        let capture = match &config.pcap {
+            Some(path) => Some(Mutex::new(
+                CaptureWriter::create(path).map_err(|e| io::Error::other(e.to_string()))?,
+            )),
+            None => None,
+        };
+        let shared = Arc::new(Shared {
+            hca: Mutex::new(Hca::new(config.hca)),
+            socket,
+            waker,
+            stop: AtomicBool::new(false),
+            channel_fds: Mutex::new(HashMap::new()),
+            async_fd: EventFd::new()?,
+            capture,
+            epoch: Instant::now(),
+        });
+        let engine_shared = Arc::clone(&shared);
+        let engine = std::thread::Builder::new()
+            .name("softroce-engine".into())
+            .spawn(move || engine(engine_shared, poll))?;
+        Ok(Self {
+            shared,
+            engine: Some(engine),
+        })
+    }
+
+    /// The address the device receives on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared.socket.local_addr()
+    }
+
+    /// Apply verbs to the device, then send what they produced and signal fds.
+    pub fn with<R>(&self, f: impl FnOnce(&mut Hca) -> R) -> R {
+        let mut hca = lock(&self.shared.hca);
+        let r = f(&mut hca);
+        pump(&self.shared, &mut hca, Instant::now());
+        drop(hca);
+        // The engine re-reads the next timer deadline.
+        let _ = self.shared.waker.wake();
+        r
+    }
+
+    /// Create a completion channel with its pollable fd.
+    pub fn create_comp_channel(&self) -> io::Result<(ChannelHandle, Arc<EventFd>)> {
+        let fd = Arc::new(EventFd::new()?);
+        let ch = self.with(|h| h.create_comp_channel());
+        lock(&self.shared.channel_fds).insert(ch, Arc::clone(&fd));
+        Ok((ch, fd))
+    }
+
+    /// Destroy a completion channel (EBUSY while CQs use it).
+    pub fn destroy_comp_channel(&self, ch: ChannelHandle) -> VerbsResult<()> {
+        self.with(|h| h.destroy_comp_channel(ch))?;
+        lock(&self.shared.channel_fds).remove(&ch);
+        Ok(())
+    }
+
+    /// The fd of the async event queue (readable while events are queued).
+    pub fn async_fd(&self) -> &EventFd {
+        &self.shared.async_fd
+    }
+
+    /// `ibv_get_cq_event`: the next completion event on `ch`, waiting up to `timeout`
+    /// (`None`: forever; zero: don't wait, EAGAIN when none).
+    pub fn get_cq_event(
+        &self,
+        ch: ChannelHandle,
+        timeout: Option<Duration>,
+    ) -> VerbsResult<(CqHandle, u64)> {
+        let fd =
+            lock(&self.shared.channel_fds)
+                .get(&ch)
+                .cloned()
+                .ok_or(VerbsError::StaleHandle {
+                    verb: "get_cq_event",
+                    kind: ChannelHandle::KIND,
+                })?;
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            {
+                let mut hca = lock(&self.shared.hca);
+                match hca.get_cq_event(ch) {
+                    Ok(ev) => {
+                        if hca.channel_pending(ch).unwrap_or(0) == 0 {
+                            let _ = fd.try_consume();
+                        }
+                        return Ok(ev);
+                    }
+                    Err(VerbsError::WouldBlock { .. }) => {
+                        let _ = fd.try_consume();
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            let left = match deadline {
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => {
+                        return Err(VerbsError::WouldBlock {
+                            verb: "get_cq_event",
+                        });
+                    }
+                },
+                None => None,
+            };
+            let _ = fd.wait_readable(left);
+        }
+    }
+
+    /// `ibv_get_async_event`, waiting up to `timeout` like [`Device::get_cq_event`].
+    pub fn get_async_event(&self, timeout: Option<Duration>) -> VerbsResult<AsyncEvent> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            {
+                let mut hca = lock(&self.shared.hca);
+                match hca.get_async_event() {
+                    Ok(ev) => {
+                        if !hca.async_event_pending() {
+                            let _ = self.shared.async_fd.try_consume();
+                        }
+                        return Ok(ev);
+                    }
+                    Err(VerbsError::WouldBlock { .. }) => {
+                        let _ = self.shared.async_fd.try_consume();
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            let left = match deadline {
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => {
+                        return Err(VerbsError::WouldBlock {
+                            verb: "get_async_event",
+                        });
+                    }
+                },
+                None => None,
+            };
+            let _ = self.shared.async_fd.wait_readable(left);
+        }
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        let _ = self.shared.waker.wake();
+        if let Some(t) = self.engine.take() {
+            let _ = t.join();
+        }
+        // The capture writer flushes when the last reference to the device state drops.
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves the device state as it was at the panic; the
+    // state machine has no invariant a half-finished call could break that later calls rely
+    // on for memory safety, so keep going rather than poison every later call.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Send everything queued and signal fds. Called with the device locked.
+fn pump(shared: &Shared, hca: &mut Hca, now: Instant) {
+    let mut bufs: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
+    let mut buf = Vec::with_capacity(MAX_DATAGRAM);
+    // Bounded: each call yields one queued packet.
+    for _ in 0..100_000 {
+        let Some(t) = hca.poll_transmit(now, &mut buf) else {
+            break;
+        };
+        bufs.push((t.destination, buf[..t.len].to_vec()));
+        if bufs.len() == MAX_BATCH {
+            flush(shared, &mut bufs);
+        }
+    }
+    flush(shared, &mut bufs);
+    while let Some(ev) = hca.poll_event() {
+        match ev {
+            HcaEvent::CompletionEvent(ch) => {
+                if let Some(fd) = lock(&shared.channel_fds).get(&ch) {
+                    let _ = fd.notify();
+                }
+            }
+            HcaEvent::AsyncEventQueued => {
+                let _ = shared.async_fd.notify();
+            }
+        }
+    }
+}
+
+fn flush(shared: &Shared, bufs: &mut Vec<(SocketAddr, Vec<u8>)>) {
+    if bufs.is_empty() {
+        return;
+    }
+    if let Some(c) = &shared.capture {
+        let mut w = lock(c);
+        let ts = shared.epoch.elapsed();
+        let src = shared.socket.local_addr();
+        for (dst, data) in bufs.iter() {
+            let _ = w.write_roce(ts, src, *dst, data);
+        }
+    }
+    let mut sent = 0;
+    // Bounded retries: a full socket buffer drains within milliseconds on loopback.
+    for _ in 0..1000 {
+        let batch: Vec<(SocketAddr, &[u8])> = bufs[sent..]
+            .iter()
+            .map(|(d, b)| (*d, b.as_slice()))
+            .collect();
+        match shared.socket.send_batch(&batch) {
+            Ok(n) => sent += n,
+            Err(e) => {
+                tracing::warn!(error = %e, "sending a datagram failed; the transport will retransmit");
+                sent += 1;
+            }
+        }
+        if sent >= bufs.len() {
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    bufs.clear();
+}
+
+fn engine(shared: Arc<Shared>, mut poll: Poll) {
+    let mut events = Events::with_capacity(16);
+    let mut storage = vec![vec![0u8; MAX_DATAGRAM]; MAX_BATCH];
+    let local = shared.socket.local_addr();
+    while !shared.stop.load(Ordering::SeqCst) {
+        let timeout = {
+            let hca = lock(&shared.hca);
+            hca.poll_timeout()
+                .map(|t| t.saturating_duration_since(Instant::now()))
+                .map_or(Duration::from_millis(100), |d| {
+                    d.min(Duration::from_millis(100))
+                })
+        };
+        if let Err(e) = poll.poll(&mut events, Some(timeout)) {
+            if e.kind() != io::ErrorKind::Interrupted {
+                tracing::error!(error = %e, "engine poll failed");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        // Drain the socket in batches (bounded per wakeup so timers still run).
+        for _ in 0..64 {
+            let mut bufs: Vec<&mut [u8]> = storage.iter_mut().map(|b| b.as_mut_slice()).collect();
+            let mut meta = [Received {
+                len: 0,
+                from: local,
+                truncated: false,
+            }; MAX_BATCH];
+            let n = match shared.socket.recv_batch(&mut bufs, &mut meta) {
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::warn!(error = %e, "receive failed");
+                    0
+                }
+            };
+            if n == 0 {
+                break;
+            }
+            let now = Instant::now();
+            let mut hca = lock(&shared.hca);
+            if let Some(c) = &shared.capture {
+                let mut w = lock(c);
+                let ts = shared.epoch.elapsed();
+                for i in 0..n {
+                    let _ = w.write_roce(ts, meta[i].from, local, &bufs[i][..meta[i].len]);
+                }
+            }
+            for i in 0..n {
+                if meta[i].truncated {
+                    continue;
+                }
+                hca.handle_datagram(
+                    now,
+                    IncomingDatagram {
+                        src: meta[i].from,
+                        dst: local.ip(),
+                        payload: &bufs[i][..meta[i].len],
+                    },
+                );
+            }
+            pump(&shared, &mut hca, now);
+        }
+        let now = Instant::now();
+        let mut hca = lock(&shared.hca);
+        if hca.poll_timeout().is_some_and(|t| t <= now) {
+            hca.handle_timeout(now);
+        }
+        pump(&shared, &mut hca, now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::*;
+
+    fn start(ip: &str) -> Device {
+        let mut cfg = DeviceConfig::new("t", ip.parse().unwrap());
+        cfg.hca.udp_port = 0;
+        cfg.pcap = None;
+        Device::start(cfg).unwrap()
+    }
+
+    #[test]
+    fn async_fd_becomes_readable_and_blocking_get_returns_the_event() {
+        let dev = start("127.0.0.1");
+        dev.async_fd().set_nonblocking(true).unwrap();
+        assert!(!dev.async_fd().wait_readable(Some(Duration::ZERO)).unwrap());
+        dev.with(|h| h.set_port_active(false));
+        assert!(
+            dev.async_fd()
+                .wait_readable(Some(Duration::from_secs(1)))
+                .unwrap()
+        );
+        let ev = dev.get_async_event(Some(Duration::from_secs(1))).unwrap();
+        assert_eq!(ev.event_type, EventType::PortErr);
+        assert!(
+            !dev.async_fd().wait_readable(Some(Duration::ZERO)).unwrap(),
+            "drained"
+        );
+        assert_eq!(
+            dev.get_async_event(Some(Duration::from_millis(5)))
+                .unwrap_err()
+                .errno(),
+            libc::EAGAIN
+        );
+        dev.with(|h| h.ack_async_event(&ev)).unwrap();
+    }
+
+    #[test]
+    fn address_in_use_is_a_clear_error() {
+        let dev = start("127.0.0.1");
+        let mut cfg = DeviceConfig::new("t2", "127.0.0.1".parse().unwrap());
+        cfg.hca.udp_port = dev.local_addr().port();
+        let err = Device::start(cfg).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+    }
+}
