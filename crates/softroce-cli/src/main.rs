@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod decode;
+mod demo;
 mod soak;
 
 /// softroce: a userspace soft-RoCE device.
@@ -23,6 +24,10 @@ enum Command {
     /// malformed=N`. Exit status 0 when nothing is bad or malformed, 1 otherwise, 2 when a
     /// file cannot be read.
     Decode(decode::DecodeArgs),
+    /// Start two emulated devices on loopback and walk through RC SEND, WRITE with
+    /// immediate, READ, atomics, UD with its GRH area, an SRQ, a non-blocking completion
+    /// channel and an induced CQ overrun, printing counters.
+    Demo(demo::DemoArgs),
     /// Run the seeded soak in the deterministic simulator: mixed RC operations (SEND,
     /// WRITE with immediate, READ, FETCH_ADD) between two devices over a faulty fabric,
     /// every message verified exactly once and in order.
@@ -33,6 +38,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Decode(args) => decode::run(&args),
+        Command::Demo(args) => demo::run(&args),
         Command::Soak(args) => soak::run(&args),
     }
 }

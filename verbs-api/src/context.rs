@@ -1,0 +1,458 @@
+//! Device context, protection domains, memory regions, completion queues and channels.
+
+use std::net::IpAddr;
+use std::ops::Range;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
+use std::time::Duration;
+
+use softroce_emu::core::{
+    AccessFlags, AsyncEvent, ChannelHandle, Counters, CqHandle, DeviceAttr, Hca, MrHandle, MrKeys,
+    PdHandle, PortAttr, RecvWr, Sge, SrqAttr, SrqAttrMask, SrqHandle, VerbsError, WorkCompletion,
+};
+use softroce_emu::driver::{Device, DeviceConfig, EventFd};
+use softroce_wire::Gid;
+
+use crate::error::{Error, Result};
+
+/// An open device.
+#[derive(Debug, Clone)]
+pub struct Context {
+    pub(crate) dev: Arc<Device>,
+}
+
+impl Context {
+    /// Start an emulated device named `name` on `ip:port` (port 0: any free port).
+    pub fn open_emulated(name: &str, ip: IpAddr, port: u16) -> Result<Self> {
+        let mut cfg = DeviceConfig::new(name, ip);
+        cfg.hca.udp_port = port;
+        Self::open_emulated_with(cfg)
+    }
+
+    /// Start an emulated device with a full configuration.
+    pub fn open_emulated_with(cfg: DeviceConfig) -> Result<Self> {
+        let what = format!(
+            "starting device {} on {}:{}",
+            cfg.hca.name, cfg.hca.ip, cfg.hca.udp_port
+        );
+        let dev = Device::start(cfg).map_err(|e| Error::io(what, e))?;
+        Ok(Self { dev: Arc::new(dev) })
+    }
+
+    /// Run a closure on the underlying emulated HCA (for attributes, counters and fault
+    /// injection beyond what this API wraps).
+    pub fn with_hca<R>(&self, f: impl FnOnce(&mut Hca) -> R) -> R {
+        self.dev.with(f)
+    }
+
+    /// The UDP address the device receives on.
+    pub fn local_addr(&self) -> std::net::SocketAddr {
+        self.dev.local_addr()
+    }
+
+    /// `ibv_query_device`.
+    pub fn query_device(&self) -> DeviceAttr {
+        self.dev.with(|h| h.query_device().clone())
+    }
+
+    /// `ibv_query_port`.
+    pub fn query_port(&self, port: u8) -> Result<PortAttr> {
+        Ok(self.dev.with(|h| h.query_port(port))?)
+    }
+
+    /// `ibv_query_gid`.
+    pub fn gid(&self, index: usize) -> Result<Gid> {
+        Ok(self.dev.with(|h| h.query_gid(1, index))?)
+    }
+
+    /// Index of the RoCEv2 GID made from the device's IP address.
+    pub fn ip_gid_index(&self) -> usize {
+        self.dev.with(|h| h.ip_gid_index())
+    }
+
+    /// The device's counters.
+    pub fn counters(&self) -> Counters {
+        self.dev.with(|h| h.counters().clone())
+    }
+
+    /// `ibv_alloc_pd`.
+    pub fn alloc_pd(&self) -> Result<ProtectionDomain> {
+        let pd = self.dev.with(|h| h.alloc_pd())?;
+        Ok(ProtectionDomain {
+            ctx: self.clone(),
+            pd: Arc::new(PdInner {
+                dev: Arc::clone(&self.dev),
+                pd,
+            }),
+        })
+    }
+
+    /// `ibv_create_comp_channel`: a channel with a pollable fd.
+    pub fn create_comp_channel(&self) -> Result<CompletionChannel> {
+        let (ch, fd) = self
+            .dev
+            .create_comp_channel()
+            .map_err(|e| Error::io("creating a completion channel", e))?;
+        Ok(CompletionChannel {
+            dev: Arc::clone(&self.dev),
+            ch,
+            fd,
+        })
+    }
+
+    /// `ibv_create_cq` with at least `cqe` entries, attached to `channel` if given.
+    pub fn create_cq(
+        &self,
+        cqe: u32,
+        channel: Option<&CompletionChannel>,
+    ) -> Result<CompletionQueue> {
+        let (cq, size) = self
+            .dev
+            .with(|h| h.create_cq(cqe, channel.map(|c| c.ch), 0, 0))?;
+        Ok(CompletionQueue {
+            inner: Arc::new(CqInner {
+                dev: Arc::clone(&self.dev),
+                cq,
+            }),
+            size,
+        })
+    }
+
+    /// `ibv_get_async_event`, waiting up to `timeout` (`None`: forever).
+    pub fn get_async_event(&self, timeout: Option<Duration>) -> Result<AsyncEvent> {
+        Ok(self.dev.get_async_event(timeout)?)
+    }
+
+    /// `ibv_ack_async_event`.
+    pub fn ack_async_event(&self, event: &AsyncEvent) -> Result<()> {
+        Ok(self.dev.with(|h| h.ack_async_event(event))?)
+    }
+
+    /// The fd of the async event queue, for poll/epoll/mio.
+    pub fn async_fd(&self) -> RawFd {
+        self.dev.async_fd().as_raw_fd()
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct PdInner {
+    pub(crate) dev: Arc<Device>,
+    pub(crate) pd: PdHandle,
+}
+
+impl Drop for PdInner {
+    fn drop(&mut self) {
+        // Objects hold the PD alive through `Arc`, so this is the last user.
+        let _ = self.dev.with(|h| h.dealloc_pd(self.pd));
+    }
+}
+
+/// A protection domain.
+#[derive(Debug, Clone)]
+pub struct ProtectionDomain {
+    pub(crate) ctx: Context,
+    pub(crate) pd: Arc<PdInner>,
+}
+
+impl ProtectionDomain {
+    /// Allocate and register `len` zeroed bytes with local write, remote write, remote read
+    /// and remote atomic access.
+    pub fn allocate(&self, len: usize) -> Result<MemoryRegion> {
+        self.allocate_with(
+            len,
+            AccessFlags::LOCAL_WRITE
+                | AccessFlags::REMOTE_WRITE
+                | AccessFlags::REMOTE_READ
+                | AccessFlags::REMOTE_ATOMIC,
+        )
+    }
+
+    /// Allocate and register `len` zeroed bytes with `access`.
+    pub fn allocate_with(&self, len: usize, access: AccessFlags) -> Result<MemoryRegion> {
+        // u64 elements keep the buffer 8-byte aligned for atomics.
+        let mut buf: Box<[u64]> = vec![0u64; len.div_ceil(8).max(1)].into_boxed_slice();
+        let ptr = buf.as_mut_ptr().cast::<u8>();
+        // SAFETY: the buffer is owned by the returned MemoryRegion and deregistered in its
+        // Drop before being freed; a boxed slice never moves.
+        let (mr, keys) = unsafe { self.pd.dev.with(|h| h.reg_mr(self.pd.pd, ptr, len, access)) }?;
+        Ok(MemoryRegion {
+            pd: Arc::clone(&self.pd),
+            mr,
+            keys,
+            ptr,
+            len,
+            _buf: buf,
+        })
+    }
+
+    /// `ibv_create_srq`.
+    pub fn create_srq(&self, max_wr: u32, max_sge: u32) -> Result<SharedReceiveQueue> {
+        let (srq, _) = self.pd.dev.with(|h| {
+            h.create_srq(
+                self.pd.pd,
+                SrqAttr {
+                    max_wr,
+                    max_sge,
+                    srq_limit: 0,
+                },
+                0,
+            )
+        })?;
+        Ok(SharedReceiveQueue {
+            pd: Arc::clone(&self.pd),
+            srq,
+        })
+    }
+
+    /// The context this PD belongs to.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+}
+
+/// Registered memory owning its buffer.
+#[derive(Debug)]
+pub struct MemoryRegion {
+    pd: Arc<PdInner>,
+    mr: MrHandle,
+    keys: MrKeys,
+    ptr: *mut u8,
+    len: usize,
+    _buf: Box<[u64]>,
+}
+
+// SAFETY: the region is plain memory plus handles; all access goes through copies or the
+// device's own synchronisation.
+unsafe impl Send for MemoryRegion {}
+// SAFETY: as above; `&self` methods only copy.
+unsafe impl Sync for MemoryRegion {}
+
+impl MemoryRegion {
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether the region is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Local key.
+    pub fn lkey(&self) -> u32 {
+        self.keys.lkey
+    }
+    /// Remote key.
+    pub fn rkey(&self) -> u32 {
+        self.keys.rkey
+    }
+    /// Address of byte `offset` (what a peer uses as a remote address).
+    pub fn addr(&self, offset: usize) -> u64 {
+        self.ptr as u64 + offset as u64
+    }
+    /// A scatter/gather element for `range`.
+    ///
+    /// # Panics
+    /// If `range` is outside the region.
+    pub fn slice(&self, range: Range<usize>) -> Sge {
+        assert!(
+            range.start <= range.end && range.end <= self.len,
+            "slice {range:?} outside {} bytes",
+            self.len
+        );
+        Sge {
+            addr: self.addr(range.start),
+            length: (range.end - range.start) as u32,
+            lkey: self.keys.lkey,
+        }
+    }
+    /// Copy bytes out of the region.
+    ///
+    /// # Panics
+    /// If the range is outside the region.
+    pub fn read(&self, offset: usize, out: &mut [u8]) {
+        assert!(offset + out.len() <= self.len, "read outside the region");
+        // SAFETY: in bounds of the owned buffer; a raw copy, no reference to the memory.
+        unsafe { std::ptr::copy(self.ptr.add(offset), out.as_mut_ptr(), out.len()) }
+    }
+    /// Copy bytes into the region.
+    ///
+    /// # Panics
+    /// If the range is outside the region.
+    pub fn write(&self, offset: usize, data: &[u8]) {
+        assert!(offset + data.len() <= self.len, "write outside the region");
+        // SAFETY: in bounds of the owned buffer; a raw copy, no reference to the memory.
+        unsafe { std::ptr::copy(data.as_ptr(), self.ptr.add(offset), data.len()) }
+    }
+    /// Copy the whole region out.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = vec![0u8; self.len];
+        self.read(0, &mut v);
+        v
+    }
+}
+
+impl Drop for MemoryRegion {
+    fn drop(&mut self) {
+        let _ = self.pd.dev.with(|h| h.dereg_mr(self.mr));
+    }
+}
+
+/// A completion channel: `fd()` becomes readable when an armed CQ gets a completion.
+#[derive(Debug)]
+pub struct CompletionChannel {
+    dev: Arc<Device>,
+    pub(crate) ch: ChannelHandle,
+    fd: Arc<EventFd>,
+}
+
+impl CompletionChannel {
+    /// The pollable fd (`ibv_comp_channel.fd`).
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+    /// Make `fd()` non-blocking (for event loops) or blocking.
+    pub fn set_nonblocking(&self, nonblocking: bool) -> Result<()> {
+        self.fd
+            .set_nonblocking(nonblocking)
+            .map_err(|e| Error::io("fcntl on the channel fd", e))
+    }
+    /// `ibv_get_cq_event`: wait up to `timeout` (`None`: forever; zero: EAGAIN if none).
+    /// Returns the CQ handle's raw value, as `CompletionQueue::raw_handle` shows it.
+    pub fn get_cq_event(&self, timeout: Option<Duration>) -> Result<u64> {
+        let (cq, _) = self.dev.get_cq_event(self.ch, timeout)?;
+        Ok(cq.to_raw())
+    }
+}
+
+impl Drop for CompletionChannel {
+    fn drop(&mut self) {
+        let _ = self.dev.destroy_comp_channel(self.ch);
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct CqInner {
+    pub(crate) dev: Arc<Device>,
+    pub(crate) cq: CqHandle,
+}
+
+/// A completion queue. Queue pairs keep it alive while they use it.
+#[derive(Debug)]
+pub struct CompletionQueue {
+    pub(crate) inner: Arc<CqInner>,
+    size: u32,
+}
+
+impl CompletionQueue {
+    /// Entries it holds (at least what was asked).
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+    /// The handle value completion channels report for this CQ.
+    pub fn raw_handle(&self) -> u64 {
+        self.inner.cq.to_raw()
+    }
+    /// `ibv_poll_cq` into `out`; returns how many were written.
+    pub fn poll(&self, out: &mut [WorkCompletion]) -> Result<usize> {
+        Ok(self.inner.dev.with(|h| h.poll_cq(self.inner.cq, out))?)
+    }
+    /// Poll until `n` completions arrived or `timeout` passed (busy polling, with short
+    /// sleeps after the first millisecond).
+    pub fn poll_wait(&self, n: usize, timeout: Duration) -> Result<Vec<WorkCompletion>> {
+        let deadline = std::time::Instant::now() + timeout;
+        let start = std::time::Instant::now();
+        let mut got = Vec::with_capacity(n);
+        let mut buf = [WorkCompletion::success(0, 0, softroce_emu::core::WcOpcode::Send, 0); 32];
+        while got.len() < n {
+            let k = self.poll(&mut buf[..(n - got.len()).min(32)])?;
+            got.extend_from_slice(&buf[..k]);
+            if k == 0 {
+                if std::time::Instant::now() > deadline {
+                    break;
+                }
+                if start.elapsed() > Duration::from_millis(1) {
+                    std::thread::sleep(Duration::from_micros(50));
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+        Ok(got)
+    }
+    /// `ibv_req_notify_cq`.
+    pub fn req_notify(&self, solicited_only: bool) -> Result<()> {
+        Ok(self
+            .inner
+            .dev
+            .with(|h| h.req_notify_cq(self.inner.cq, solicited_only))?)
+    }
+    /// `ibv_ack_cq_events`.
+    pub fn ack_events(&self, n: u32) -> Result<()> {
+        Ok(self.inner.dev.with(|h| h.ack_cq_events(self.inner.cq, n))?)
+    }
+}
+
+impl Drop for CqInner {
+    fn drop(&mut self) {
+        // Unacknowledged events make destroy refuse (EBUSY); dropping means the application
+        // is done with them, so acknowledge what is outstanding first.
+        self.dev.with(|h| {
+            if let Err(VerbsError::Busy { .. }) = h.destroy_cq(self.cq) {
+                for _ in 0..1024 {
+                    if h.ack_cq_events(self.cq, 1).is_err() {
+                        break;
+                    }
+                }
+                let _ = h.destroy_cq(self.cq);
+            }
+        });
+    }
+}
+
+/// A shared receive queue.
+#[derive(Debug)]
+pub struct SharedReceiveQueue {
+    pd: Arc<PdInner>,
+    pub(crate) srq: SrqHandle,
+}
+
+impl SharedReceiveQueue {
+    /// `ibv_post_srq_recv` of one receive into `sges`.
+    ///
+    /// # Safety
+    /// The memory regions behind `sges` must stay alive and unused by the application until
+    /// the receive's completion has been polled.
+    pub unsafe fn post_receive(&self, sges: &[Sge], wr_id: u64) -> Result<()> {
+        Ok(self.pd.dev.with(|h| {
+            h.post_srq_recv(
+                self.srq,
+                &[RecvWr {
+                    wr_id,
+                    sg_list: sges.to_vec(),
+                }],
+            )
+        })?)
+    }
+    /// Arm the limit event (`IBV_EVENT_SRQ_LIMIT_REACHED` when fewer WRs remain).
+    pub fn arm_limit(&self, limit: u32) -> Result<()> {
+        let attr = SrqAttr {
+            srq_limit: limit,
+            ..SrqAttr::default()
+        };
+        Ok(self.pd.dev.with(|h| {
+            h.modify_srq(
+                self.srq,
+                attr,
+                SrqAttrMask {
+                    limit: true,
+                    max_wr: false,
+                },
+            )
+        })?)
+    }
+}
+
+impl Drop for SharedReceiveQueue {
+    fn drop(&mut self) {
+        let _ = self.pd.dev.with(|h| h.destroy_srq(self.srq));
+    }
+}

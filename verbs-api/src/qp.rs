@@ -1,0 +1,358 @@
+//! Queue pairs: a builder, the two-phase connect of rust-ibverbs (prepare, exchange
+//! endpoints, handshake), posting and queries. Failed modifies are explained with the shared
+//! QP state table.
+
+use std::sync::Arc;
+
+use softroce_emu::core::{
+    AccessFlags, AhAttr, AhHandle, QpAttr, QpAttrMask, QpCap, QpHandle, QpInitAttr, QpState,
+    QpType, RecvWr, SendWr, Sge, UdTarget,
+};
+use softroce_wire::{Gid, Mtu, Psn};
+
+use crate::context::{CompletionQueue, CqInner, PdInner, ProtectionDomain, SharedReceiveQueue};
+use crate::error::Result;
+
+/// What a peer needs to connect to a queue pair (exchange it out of band).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct QueuePairEndpoint {
+    /// QP number.
+    pub qpn: u32,
+    /// First PSN it sends.
+    pub psn: u32,
+    /// Its RoCEv2 GID.
+    pub gid: Gid,
+    /// Its device's UDP port (4791 unless a private setup chose another).
+    pub udp_port: u16,
+}
+
+/// Builds a QP: `pd.create_qp(&cq, &cq, QpType::Rc).caps(..).build()`.
+#[derive(Debug)]
+pub struct QueuePairBuilder<'a> {
+    pd: &'a ProtectionDomain,
+    send_cq: Arc<CqInner>,
+    recv_cq: Arc<CqInner>,
+    srq: Option<&'a SharedReceiveQueue>,
+    qp_type: QpType,
+    cap: QpCap,
+    sq_sig_all: bool,
+    access: AccessFlags,
+    mtu: Mtu,
+    timeout: u8,
+    retry_cnt: u8,
+    rnr_retry: u8,
+    min_rnr_timer: u8,
+    qkey: u32,
+}
+
+impl ProtectionDomain {
+    /// Start building a queue pair.
+    pub fn create_qp<'a>(
+        &'a self,
+        send_cq: &CompletionQueue,
+        recv_cq: &CompletionQueue,
+        qp_type: QpType,
+    ) -> QueuePairBuilder<'a> {
+        QueuePairBuilder {
+            pd: self,
+            send_cq: Arc::clone(&send_cq.inner),
+            recv_cq: Arc::clone(&recv_cq.inner),
+            srq: None,
+            qp_type,
+            cap: QpCap {
+                max_send_wr: 64,
+                max_recv_wr: 64,
+                max_send_sge: 4,
+                max_recv_sge: 4,
+                max_inline_data: 64,
+            },
+            sq_sig_all: false,
+            access: AccessFlags::REMOTE_WRITE
+                | AccessFlags::REMOTE_READ
+                | AccessFlags::REMOTE_ATOMIC,
+            mtu: Mtu::Mtu1024,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 12,
+            qkey: 0x1111_1111,
+        }
+    }
+}
+
+impl<'a> QueuePairBuilder<'a> {
+    /// Queue capacities.
+    pub fn caps(mut self, cap: QpCap) -> Self {
+        self.cap = cap;
+        self
+    }
+    /// Receive from a shared receive queue.
+    pub fn srq(mut self, srq: &'a SharedReceiveQueue) -> Self {
+        self.srq = Some(srq);
+        self
+    }
+    /// Every send generates a completion.
+    pub fn sq_sig_all(mut self, all: bool) -> Self {
+        self.sq_sig_all = all;
+        self
+    }
+    /// Remote access the responder grants (RC/UC).
+    pub fn access(mut self, access: AccessFlags) -> Self {
+        self.access = access;
+        self
+    }
+    /// Path MTU (RC/UC).
+    pub fn mtu(mut self, mtu: Mtu) -> Self {
+        self.mtu = mtu;
+        self
+    }
+    /// Local ACK timeout exponent, retry count and RNR retry count (RC).
+    pub fn reliability(mut self, timeout: u8, retry_cnt: u8, rnr_retry: u8) -> Self {
+        self.timeout = timeout;
+        self.retry_cnt = retry_cnt;
+        self.rnr_retry = rnr_retry;
+        self
+    }
+    /// Q_Key (UD).
+    pub fn qkey(mut self, qkey: u32) -> Self {
+        self.qkey = qkey;
+        self
+    }
+
+    /// Create the QP and move it to INIT (UD: to RTS, ready to send).
+    pub fn build(self) -> Result<PreparedQueuePair> {
+        let dev = &self.pd.pd.dev;
+        let init = QpInitAttr {
+            send_cq: self.send_cq.cq,
+            recv_cq: self.recv_cq.cq,
+            srq: self.srq.map(|s| s.srq),
+            cap: self.cap,
+            qp_type: self.qp_type,
+            sq_sig_all: self.sq_sig_all,
+            qp_context: 0,
+        };
+        let (qp, qpn, _) = dev.with(|h| h.create_qp(self.pd.pd.pd, init))?;
+        let inner = QpInner {
+            pd: Arc::clone(&self.pd.pd),
+            qp,
+            _cqs: (self.send_cq, self.recv_cq),
+        };
+        let ud = self.qp_type == QpType::Ud;
+        let attr = QpAttr {
+            qp_state: QpState::Init,
+            port_num: 1,
+            qkey: self.qkey,
+            qp_access_flags: self.access,
+            ..QpAttr::default()
+        };
+        let mask = QpAttrMask::STATE
+            | QpAttrMask::PKEY_INDEX
+            | QpAttrMask::PORT
+            | if ud {
+                QpAttrMask::QKEY
+            } else {
+                QpAttrMask::ACCESS_FLAGS
+            };
+        dev.with(|h| h.modify_qp(qp, &attr, mask))?;
+        let psn = dev
+            .with(|h| h.query_device().node_guid as u32 ^ qpn.value().wrapping_mul(0x9E37_79B9))
+            & 0xFF_FFFF;
+        let (gid, port) = dev.with(|h| (h.query_gid(1, h.ip_gid_index()), h.local_addr().port()));
+        let prepared = PreparedQueuePair {
+            inner,
+            endpoint: QueuePairEndpoint {
+                qpn: qpn.value(),
+                psn,
+                gid: gid?,
+                udp_port: port,
+            },
+            qp_type: self.qp_type,
+            mtu: self.mtu,
+            timeout: self.timeout,
+            retry_cnt: self.retry_cnt,
+            rnr_retry: self.rnr_retry,
+            min_rnr_timer: self.min_rnr_timer,
+        };
+        Ok(prepared)
+    }
+}
+
+#[derive(Debug)]
+struct QpInner {
+    pd: Arc<PdInner>,
+    qp: QpHandle,
+    _cqs: (Arc<CqInner>, Arc<CqInner>),
+}
+
+impl Drop for QpInner {
+    fn drop(&mut self) {
+        let _ = self.pd.dev.with(|h| h.destroy_qp(self.qp));
+    }
+}
+
+/// A QP in INIT, waiting for its peer's endpoint.
+#[derive(Debug)]
+pub struct PreparedQueuePair {
+    inner: QpInner,
+    endpoint: QueuePairEndpoint,
+    qp_type: QpType,
+    mtu: Mtu,
+    timeout: u8,
+    retry_cnt: u8,
+    rnr_retry: u8,
+    min_rnr_timer: u8,
+}
+
+impl PreparedQueuePair {
+    /// What the peer needs to connect to this QP.
+    pub fn endpoint(&self) -> QueuePairEndpoint {
+        self.endpoint
+    }
+
+    /// Connect to `remote` (RC/UC: INIT → RTR → RTS; UD: RTR → RTS, the peer is chosen
+    /// per send).
+    pub fn handshake(self, remote: QueuePairEndpoint) -> Result<QueuePair> {
+        let dev = Arc::clone(&self.inner.pd.dev);
+        let qp = self.inner.qp;
+        let sgid_index = dev.with(|h| h.ip_gid_index()) as u8;
+        let mut av = AhAttr::new(remote.gid, sgid_index);
+        av.udp_port = remote.udp_port;
+        let rtr = QpAttr {
+            qp_state: QpState::Rtr,
+            path_mtu: self.mtu,
+            dest_qp_num: remote.qpn,
+            rq_psn: Psn::new(remote.psn),
+            max_dest_rd_atomic: 16,
+            min_rnr_timer: self.min_rnr_timer,
+            ah_attr: av,
+            ..QpAttr::default()
+        };
+        let mask = match self.qp_type {
+            QpType::Ud => QpAttrMask::STATE,
+            QpType::Uc => {
+                QpAttrMask::STATE
+                    | QpAttrMask::AV
+                    | QpAttrMask::PATH_MTU
+                    | QpAttrMask::DEST_QPN
+                    | QpAttrMask::RQ_PSN
+            }
+            QpType::Rc => {
+                QpAttrMask::STATE
+                    | QpAttrMask::AV
+                    | QpAttrMask::PATH_MTU
+                    | QpAttrMask::DEST_QPN
+                    | QpAttrMask::RQ_PSN
+                    | QpAttrMask::MAX_DEST_RD_ATOMIC
+                    | QpAttrMask::MIN_RNR_TIMER
+            }
+        };
+        dev.with(|h| h.modify_qp(qp, &rtr, mask))?;
+        let rts = QpAttr {
+            qp_state: QpState::Rts,
+            sq_psn: Psn::new(self.endpoint.psn),
+            timeout: self.timeout,
+            retry_cnt: self.retry_cnt,
+            rnr_retry: self.rnr_retry,
+            max_rd_atomic: 16,
+            ..QpAttr::default()
+        };
+        let mask = match self.qp_type {
+            QpType::Rc => {
+                QpAttrMask::STATE
+                    | QpAttrMask::SQ_PSN
+                    | QpAttrMask::TIMEOUT
+                    | QpAttrMask::RETRY_CNT
+                    | QpAttrMask::RNR_RETRY
+                    | QpAttrMask::MAX_QP_RD_ATOMIC
+            }
+            _ => QpAttrMask::STATE | QpAttrMask::SQ_PSN,
+        };
+        dev.with(|h| h.modify_qp(qp, &rts, mask))?;
+        Ok(QueuePair {
+            inner: self.inner,
+            endpoint: self.endpoint,
+        })
+    }
+}
+
+/// A connected (or UD-ready) queue pair.
+#[derive(Debug)]
+pub struct QueuePair {
+    inner: QpInner,
+    endpoint: QueuePairEndpoint,
+}
+
+impl QueuePair {
+    /// This QP's endpoint.
+    pub fn endpoint(&self) -> QueuePairEndpoint {
+        self.endpoint
+    }
+
+    /// The QP number.
+    pub fn qpn(&self) -> u32 {
+        self.endpoint.qpn
+    }
+
+    /// `ibv_query_qp`: the current state.
+    pub fn state(&self) -> Result<QpState> {
+        Ok(self.inner.pd.dev.with(|h| h.qp_state(self.inner.qp))?)
+    }
+
+    /// `ibv_modify_qp`; a refusal names the offending attribute bits (state table).
+    pub fn modify(&self, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
+        Ok(self
+            .inner
+            .pd
+            .dev
+            .with(|h| h.modify_qp(self.inner.qp, attr, mask))?)
+    }
+
+    /// `ibv_post_send` of several work requests; a refusal reports the index of the first
+    /// rejected one (`bad_wr`), the ones before it were posted.
+    ///
+    /// # Safety
+    /// Every memory region referenced by the work requests must stay alive, and its buffer
+    /// must not be reused by the application, until the work request's completion has been
+    /// polled (READ and atomic results land there at any time before that). For
+    /// `IBV_SEND_INLINE`, the scatter/gather addresses must be readable during this call.
+    pub unsafe fn post_send(&self, wrs: &[SendWr]) -> Result<()> {
+        // SAFETY: forwarded contract.
+        Ok(self
+            .inner
+            .pd
+            .dev
+            .with(|h| unsafe { h.post_send(self.inner.qp, wrs) })?)
+    }
+
+    /// Post one receive into `sges`.
+    ///
+    /// # Safety
+    /// The memory regions behind `sges` must stay alive and unused by the application until
+    /// the receive's completion has been polled.
+    pub unsafe fn post_receive(&self, sges: &[Sge], wr_id: u64) -> Result<()> {
+        Ok(self.inner.pd.dev.with(|h| {
+            h.post_recv(
+                self.inner.qp,
+                &[RecvWr {
+                    wr_id,
+                    sg_list: sges.to_vec(),
+                }],
+            )
+        })?)
+    }
+
+    /// A UD destination: an address handle to `remote` plus its QPN and Q_Key, for
+    /// `SendWr::ud`.
+    pub fn ud_target(&self, remote: QueuePairEndpoint, qkey: u32) -> Result<UdTarget> {
+        let dev = &self.inner.pd.dev;
+        let sgid_index = dev.with(|h| h.ip_gid_index()) as u8;
+        let mut av = AhAttr::new(remote.gid, sgid_index);
+        av.udp_port = remote.udp_port;
+        let ah: AhHandle = dev.with(|h| h.create_ah(self.inner.pd.pd, av))?;
+        Ok(UdTarget {
+            ah,
+            remote_qpn: remote.qpn,
+            remote_qkey: qkey,
+        })
+    }
+}
