@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use softroce_emu::core::{
     AccessFlags, AhAttr, AhHandle, QpAttr, QpAttrMask, QpCap, QpHandle, QpInitAttr, QpState,
-    QpType, RecvWr, SendWr, Sge, UdTarget,
+    QpType, RecvWr, SendWr, Sge, TransitionError, UdTarget, VerbsError, required_mask,
 };
 use softroce_wire::{Gid, Mtu, Psn};
 
@@ -137,7 +137,6 @@ impl<'a> QueuePairBuilder<'a> {
             qp,
             _cqs: (self.send_cq, self.recv_cq),
         };
-        let ud = self.qp_type == QpType::Ud;
         let attr = QpAttr {
             qp_state: QpState::Init,
             port_num: 1,
@@ -145,14 +144,7 @@ impl<'a> QueuePairBuilder<'a> {
             qp_access_flags: self.access,
             ..QpAttr::default()
         };
-        let mask = QpAttrMask::STATE
-            | QpAttrMask::PKEY_INDEX
-            | QpAttrMask::PORT
-            | if ud {
-                QpAttrMask::QKEY
-            } else {
-                QpAttrMask::ACCESS_FLAGS
-            };
+        let mask = required(self.qp_type, QpState::Reset, QpState::Init)?;
         dev.with(|h| h.modify_qp(qp, &attr, mask))?;
         let psn = dev
             .with(|h| h.query_device().node_guid as u32 ^ qpn.value().wrapping_mul(0x9E37_79B9))
@@ -175,6 +167,17 @@ impl<'a> QueuePairBuilder<'a> {
         };
         Ok(prepared)
     }
+}
+
+/// The attributes a transition needs, from the shared state table.
+fn required(qp_type: QpType, cur: QpState, next: QpState) -> Result<QpAttrMask> {
+    required_mask(qp_type, cur, next).ok_or_else(|| {
+        VerbsError::Transition {
+            qpn: 0,
+            source: TransitionError::InvalidTransition { qp_type, cur, next },
+        }
+        .into()
+    })
 }
 
 #[derive(Debug)]
@@ -227,25 +230,7 @@ impl PreparedQueuePair {
             ah_attr: av,
             ..QpAttr::default()
         };
-        let mask = match self.qp_type {
-            QpType::Ud => QpAttrMask::STATE,
-            QpType::Uc => {
-                QpAttrMask::STATE
-                    | QpAttrMask::AV
-                    | QpAttrMask::PATH_MTU
-                    | QpAttrMask::DEST_QPN
-                    | QpAttrMask::RQ_PSN
-            }
-            QpType::Rc => {
-                QpAttrMask::STATE
-                    | QpAttrMask::AV
-                    | QpAttrMask::PATH_MTU
-                    | QpAttrMask::DEST_QPN
-                    | QpAttrMask::RQ_PSN
-                    | QpAttrMask::MAX_DEST_RD_ATOMIC
-                    | QpAttrMask::MIN_RNR_TIMER
-            }
-        };
+        let mask = required(self.qp_type, QpState::Init, QpState::Rtr)?;
         dev.with(|h| h.modify_qp(qp, &rtr, mask))?;
         let rts = QpAttr {
             qp_state: QpState::Rts,
@@ -256,17 +241,7 @@ impl PreparedQueuePair {
             max_rd_atomic: 16,
             ..QpAttr::default()
         };
-        let mask = match self.qp_type {
-            QpType::Rc => {
-                QpAttrMask::STATE
-                    | QpAttrMask::SQ_PSN
-                    | QpAttrMask::TIMEOUT
-                    | QpAttrMask::RETRY_CNT
-                    | QpAttrMask::RNR_RETRY
-                    | QpAttrMask::MAX_QP_RD_ATOMIC
-            }
-            _ => QpAttrMask::STATE | QpAttrMask::SQ_PSN,
-        };
+        let mask = required(self.qp_type, QpState::Rtr, QpState::Rts)?;
         dev.with(|h| h.modify_qp(qp, &rts, mask))?;
         Ok(QueuePair {
             inner: self.inner,

@@ -21,7 +21,9 @@ pub use hca::{
 };
 pub use objects::{AhAttr, QpAttr, QpCap, QpInitAttr, SrqAttr};
 pub use qp::SrqAttrMask;
-pub use qp_state::{TransitionError, TransitionRule, check_transition, transition_rule};
+pub use qp_state::{
+    TransitionError, TransitionRule, check_transition, required_mask, transition_rule,
+};
 pub use transport::{IncomingDatagram, Transmit};
 pub use types::{
     AccessFlags, EventType, QpAttrMask, QpState, QpType, SendFlags, WcFlags, WcOpcode, WcStatus,

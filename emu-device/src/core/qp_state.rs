@@ -160,6 +160,15 @@ pub const fn transition_rule(
     }
 }
 
+/// The mask a `cur → next` modify needs at least: `IBV_QP_STATE` plus the required
+/// attributes. `None` if the transition is not allowed.
+pub const fn required_mask(qp_type: QpType, cur: QpState, next: QpState) -> Option<M> {
+    match transition_rule(qp_type, cur, next) {
+        Some(r) => Some(M(r.required.0 | M::STATE.0)),
+        None => None,
+    }
+}
+
 /// Why a modify_qp attribute mask was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TransitionError {

@@ -173,29 +173,14 @@ impl Default for Target {
 
 fn connect(hca: &mut Hca, qp: QpHandle, qp_type: QpType, peer: IpAddr) -> VerbsResult<()> {
     let remote = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
-    let (mask, attr) = match qp_type {
-        QpType::Ud => (
-            QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::QKEY,
-            QpAttr {
-                qp_state: QpState::Init,
-                port_num: 1,
-                qkey: 0x1111_1111,
-                ..QpAttr::default()
-            },
-        ),
-        _ => (
-            QpAttrMask::STATE
-                | QpAttrMask::PKEY_INDEX
-                | QpAttrMask::PORT
-                | QpAttrMask::ACCESS_FLAGS,
-            QpAttr {
-                qp_state: QpState::Init,
-                port_num: 1,
-                qp_access_flags: remote,
-                ..QpAttr::default()
-            },
-        ),
+    let attr = QpAttr {
+        qp_state: QpState::Init,
+        port_num: 1,
+        qkey: 0x1111_1111,
+        qp_access_flags: remote,
+        ..QpAttr::default()
     };
+    let mask = required_mask(qp_type, QpState::Reset, QpState::Init).unwrap_or(QpAttrMask::STATE);
     hca.modify_qp(qp, &attr, mask)?;
     let rtr = QpAttr {
         qp_state: QpState::Rtr,
@@ -207,25 +192,7 @@ fn connect(hca: &mut Hca, qp: QpHandle, qp_type: QpType, peer: IpAddr) -> VerbsR
         ah_attr: AhAttr::new(Gid::from_ip(peer), 1),
         ..QpAttr::default()
     };
-    let mask = match qp_type {
-        QpType::Ud => QpAttrMask::STATE,
-        QpType::Uc => {
-            QpAttrMask::STATE
-                | QpAttrMask::AV
-                | QpAttrMask::PATH_MTU
-                | QpAttrMask::DEST_QPN
-                | QpAttrMask::RQ_PSN
-        }
-        QpType::Rc => {
-            QpAttrMask::STATE
-                | QpAttrMask::AV
-                | QpAttrMask::PATH_MTU
-                | QpAttrMask::DEST_QPN
-                | QpAttrMask::RQ_PSN
-                | QpAttrMask::MAX_DEST_RD_ATOMIC
-                | QpAttrMask::MIN_RNR_TIMER
-        }
-    };
+    let mask = required_mask(qp_type, QpState::Init, QpState::Rtr).unwrap_or(QpAttrMask::STATE);
     hca.modify_qp(qp, &rtr, mask)
 }
 

@@ -200,10 +200,7 @@ pub fn run(cfg: SoakConfig) -> Result<SoakReport, SoakFailure> {
         hca.modify_qp(
             qp,
             &init,
-            QpAttrMask::STATE
-                | QpAttrMask::PKEY_INDEX
-                | QpAttrMask::PORT
-                | QpAttrMask::ACCESS_FLAGS,
+            required_mask(QpType::Rc, QpState::Reset, QpState::Init).unwrap_or(QpAttrMask::STATE),
         )
         .map_err(e)?;
         let rtr = QpAttr {
@@ -219,13 +216,7 @@ pub fn run(cfg: SoakConfig) -> Result<SoakReport, SoakFailure> {
         hca.modify_qp(
             qp,
             &rtr,
-            QpAttrMask::STATE
-                | QpAttrMask::AV
-                | QpAttrMask::PATH_MTU
-                | QpAttrMask::DEST_QPN
-                | QpAttrMask::RQ_PSN
-                | QpAttrMask::MAX_DEST_RD_ATOMIC
-                | QpAttrMask::MIN_RNR_TIMER,
+            required_mask(QpType::Rc, QpState::Init, QpState::Rtr).unwrap_or(QpAttrMask::STATE),
         )
         .map_err(e)?;
         let rts = QpAttr {
@@ -240,12 +231,7 @@ pub fn run(cfg: SoakConfig) -> Result<SoakReport, SoakFailure> {
         hca.modify_qp(
             qp,
             &rts,
-            QpAttrMask::STATE
-                | QpAttrMask::SQ_PSN
-                | QpAttrMask::TIMEOUT
-                | QpAttrMask::RETRY_CNT
-                | QpAttrMask::RNR_RETRY
-                | QpAttrMask::MAX_QP_RD_ATOMIC,
+            required_mask(QpType::Rc, QpState::Rtr, QpState::Rts).unwrap_or(QpAttrMask::STATE),
         )
         .map_err(e)?;
     }
