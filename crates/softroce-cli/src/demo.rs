@@ -22,8 +22,9 @@ pub(crate) struct DemoArgs {
     /// Address of the second device.
     #[arg(long, default_value = "127.0.0.2")]
     b: IpAddr,
-    /// UDP port of both devices (0: pick free ports).
-    #[arg(long, default_value_t = 0)]
+    /// UDP port of both devices: RoCEv2's 4791, or 0 to pick free ports (captures of
+    /// traffic on other ports are not recognised as RoCEv2 by tshark).
+    #[arg(long, default_value_t = 4791)]
     port: u16,
 }
 
