@@ -843,3 +843,24 @@ fn port_down_and_up_raise_port_events() {
     hca.ack_async_event(&a).unwrap();
     hca.ack_async_event(&b).unwrap();
 }
+
+#[test]
+fn resize_cq_cannot_drop_held_completions() {
+    let mut hca = device();
+    let pd = hca.alloc_pd().unwrap();
+    let (cq, _) = hca.create_cq(8, None, 0, 0).unwrap();
+    let buf = register(&mut hca, pd, 64, AccessFlags::LOCAL_WRITE);
+    let qp = rc_qp(&mut hca, pd, cq, None);
+    to_rts(&mut hca, qp);
+    let wr = RecvWr {
+        wr_id: 1,
+        sg_list: vec![sge(&buf, 0, 8)],
+    };
+    hca.post_recv(qp, &[wr.clone(), wr.clone(), wr]).unwrap();
+    to_err(&mut hca, qp);
+    assert_eq!(hca.cq_len(cq).unwrap(), 3);
+    assert_eq!(hca.resize_cq(cq, 2).unwrap_err().errno(), libc::EINVAL);
+    let grown = hca.resize_cq(cq, 100).unwrap();
+    assert!(grown >= 100);
+    assert_eq!(hca.cq_capacity(cq).unwrap(), grown);
+}

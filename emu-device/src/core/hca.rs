@@ -748,6 +748,16 @@ impl Hca {
         }
     }
 
+    /// A catastrophic device error (fault injection): DEVICE_FATAL is raised and every QP
+    /// moves to ERR, flushing its work requests.
+    pub fn inject_device_fatal(&mut self) {
+        self.raise_async(EventType::DeviceFatal, EventElement::Device);
+        let qps: Vec<QpHandle> = self.qp_by_qpn.values().copied().collect();
+        for qp in qps {
+            self.qp_to_error(qp, None);
+        }
+    }
+
     /// Allocate the next QP number (24 bits, skipping numbers in use).
     pub(crate) fn alloc_qpn(&mut self) -> Option<Qpn> {
         for _ in 0..0x10_0000 {

@@ -118,7 +118,11 @@ impl Target {
     /// Deliver one datagram from the peer; when `repair_icrc`, the packet's ICRC is
     /// recomputed first so it passes the check. Then let the device send and time out.
     pub fn deliver(&mut self, data: &[u8], repair_icrc: bool) {
-        let src = SocketAddr::new(PEER, 4791);
+        self.deliver_from(SocketAddr::new(PEER, 4791), data, repair_icrc);
+    }
+
+    /// [`Target::deliver`] from another source address.
+    pub fn deliver_from(&mut self, src: SocketAddr, data: &[u8], repair_icrc: bool) {
         let dst = LOCAL;
         let mut data = data.to_vec();
         if repair_icrc && data.len() >= 16 {
@@ -149,6 +153,11 @@ impl Target {
         self.now += Duration::from_millis(50);
         self.hca.handle_timeout(self.now);
         while self.hca.poll_event().is_some() {}
+    }
+
+    /// The device, to read counters and events.
+    pub fn hca(&mut self) -> &mut Hca {
+        &mut self.hca
     }
 
     /// Panic if a byte outside the writable window changed.
