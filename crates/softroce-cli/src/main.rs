@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod decode;
 mod demo;
+mod pingpong;
 mod soak;
 
 /// softroce: a userspace soft-RoCE device.
@@ -28,6 +29,9 @@ enum Command {
     /// immediate, READ, atomics, UD with its GRH area, an SRQ, a non-blocking completion
     /// channel and an induced CQ overrun, printing counters.
     Demo(demo::DemoArgs),
+    /// rdma-core's ibv_{rc,uc,ud}_pingpong on an emulated device, with the same TCP side
+    /// channel, so it pairs with the real tools too.
+    Pingpong(pingpong::PingpongArgs),
     /// Run the seeded soak in the deterministic simulator: mixed RC operations (SEND,
     /// WRITE with immediate, READ, FETCH_ADD) between two devices over a faulty fabric,
     /// every message verified exactly once and in order.
@@ -39,6 +43,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Decode(args) => decode::run(&args),
         Command::Demo(args) => demo::run(&args),
+        Command::Pingpong(args) => pingpong::run(&args),
         Command::Soak(args) => soak::run(&args),
     }
 }

@@ -1,0 +1,104 @@
+//! `softroce pingpong` between two processes on loopback (127.0.0.x ↔ 127.0.0.y), every
+//! transport, with --check verifying every message.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> std::path::PathBuf {
+    assert_cmd::cargo::cargo_bin("softroce")
+}
+
+fn run_pair(transport: &str, server_ip: &str, client_ip: &str, tcp_port: u16, size: &str) {
+    let mut server = Command::new(bin())
+        .args([
+            "pingpong",
+            "--type",
+            transport,
+            "--bind",
+            server_ip,
+            "-p",
+            &tcp_port.to_string(),
+        ])
+        .args(["-s", size, "-n", "300", "--check", "--timeout", "30"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let client = Command::new(bin())
+        .args([
+            "pingpong",
+            "--type",
+            transport,
+            "--bind",
+            client_ip,
+            "-p",
+            &tcp_port.to_string(),
+        ])
+        .args([
+            "-s",
+            size,
+            "-n",
+            "300",
+            "--check",
+            "--timeout",
+            "30",
+            server_ip,
+        ])
+        .output()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let status = loop {
+        if let Some(s) = server.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "server did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut server_out = String::new();
+    std::io::Read::read_to_string(server.stdout.as_mut().unwrap(), &mut server_out).unwrap();
+    let mut server_err = String::new();
+    std::io::Read::read_to_string(server.stderr.as_mut().unwrap(), &mut server_err).unwrap();
+    let client_out = String::from_utf8_lossy(&client.stdout);
+    assert!(
+        client.status.success(),
+        "{transport} client: {client_out}\n{}",
+        String::from_utf8_lossy(&client.stderr)
+    );
+    assert!(
+        status.success(),
+        "{transport} server: {server_out}\n{server_err}"
+    );
+    for out in [&*client_out, &server_out] {
+        assert!(out.contains("300 iters in"), "{out}");
+        assert!(out.contains("retransmission counters:"), "{out}");
+    }
+}
+
+#[test]
+fn rc_pingpong_between_two_processes_with_checked_data() {
+    run_pair("rc", "127.0.0.11", "127.0.0.12", 18611, "4096");
+}
+
+#[test]
+fn uc_pingpong_between_two_processes_with_checked_data() {
+    run_pair("uc", "127.0.0.13", "127.0.0.14", 18612, "4096");
+}
+
+#[test]
+fn ud_pingpong_between_two_processes_with_checked_data() {
+    run_pair("ud", "127.0.0.15", "127.0.0.16", 18613, "1024");
+}
+
+#[test]
+fn pingpong_refuses_a_bad_mtu_with_one_line() {
+    let out = Command::new(bin())
+        .args(["pingpong", "-m", "1000"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--mtu 1000 is not 256, 512, 1024, 2048 or 4096"),
+        "{err}"
+    );
+}
