@@ -236,11 +236,12 @@ fn pingpong(args: &PingpongArgs) -> anyhow::Result<()> {
                     rcnt += 1;
                     routs -= 1;
                     if routs <= 1 {
-                        for _ in routs..args.rx_depth {
+                        let refill = args.rx_depth - routs;
+                        for _ in 0..refill {
                             // SAFETY: as above.
                             unsafe { qp.post_receive(&[recv_sge], RECV_WRID)? };
-                            routs += 1;
                         }
+                        routs += refill;
                     }
                 }
                 other => bail!("completion for unknown wr_id {other}"),
