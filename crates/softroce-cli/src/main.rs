@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod decode;
 mod demo;
+mod devinfo;
 mod pingpong;
 mod soak;
 
@@ -29,6 +30,8 @@ enum Command {
     /// immediate, READ, atomics, UD with its GRH area, an SRQ, a non-blocking completion
     /// channel and an induced CQ overrun, printing counters.
     Demo(demo::DemoArgs),
+    /// Show an emulated device's attributes like `ibv_devinfo -v`.
+    Devinfo(devinfo::DevinfoArgs),
     /// rdma-core's ibv_{rc,uc,ud}_pingpong on an emulated device, with the same TCP side
     /// channel, so it pairs with the real tools too.
     Pingpong(pingpong::PingpongArgs),
@@ -39,10 +42,15 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Behave like C tools when the reader goes away (`softroce decode x.pcap | head`):
+    // end quietly on SIGPIPE instead of panicking on a failed print.
+    // SAFETY: setting a signal disposition to its default before any thread starts.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     match cli.command {
         Command::Decode(args) => decode::run(&args),
         Command::Demo(args) => demo::run(&args),
+        Command::Devinfo(args) => devinfo::run(&args),
         Command::Pingpong(args) => pingpong::run(&args),
         Command::Soak(args) => soak::run(&args),
     }

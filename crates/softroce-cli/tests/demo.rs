@@ -43,3 +43,22 @@ fn demo_on_an_address_in_use_fails_with_one_clear_line() {
     );
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
+
+#[test]
+fn devinfo_shows_a_roce_device_with_its_ipv4_mapped_gid() {
+    let out = Command::cargo_bin("softroce")
+        .unwrap()
+        .args(["devinfo", "--bind", "127.0.0.21"])
+        .assert()
+        .success();
+    let stdout = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    for want in [
+        "hca_id:\tsoftroce0",
+        "PORT_ACTIVE (4)",
+        "link_layer:\t\tEthernet",
+        "::ffff:127.0.0.21, RoCE v2",
+        "max_sge:",
+    ] {
+        assert!(stdout.contains(want), "missing {want:?} in:\n{stdout}");
+    }
+}

@@ -1,0 +1,109 @@
+//! `softroce devinfo`: what `ibv_devinfo -v` shows, for an emulated device.
+
+use std::net::IpAddr;
+use std::process::ExitCode;
+
+use clap::Args;
+use softroce_verbs::Context;
+
+/// Arguments of `softroce devinfo`.
+#[derive(Debug, Args)]
+pub(crate) struct DevinfoArgs {
+    /// Address of the emulated device.
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: IpAddr,
+    /// UDP port (0: any free port; devinfo only queries the device).
+    #[arg(long, default_value_t = 0)]
+    udp_port: u16,
+}
+
+pub(crate) fn run(args: &DevinfoArgs) -> ExitCode {
+    let ctx = match Context::open_emulated("softroce0", args.bind, args.udp_port) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("softroce devinfo: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let a = ctx.query_device();
+    let g = a.node_guid.to_be_bytes();
+    let guid = format!(
+        "{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}",
+        g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]
+    );
+    println!("hca_id:\tsoftroce0");
+    println!("\ttransport:\t\t\tInfiniBand (0)");
+    println!("\tfw_ver:\t\t\t\t{}", a.fw_ver);
+    println!("\tnode_guid:\t\t\t{guid}");
+    println!("\tsys_image_guid:\t\t\t{guid}");
+    println!("\tvendor_id:\t\t\t{:#x}", a.vendor_id);
+    println!("\tvendor_part_id:\t\t\t{}", a.vendor_part_id);
+    println!("\thw_ver:\t\t\t\t{:#x}", a.hw_ver);
+    println!("\tphys_port_cnt:\t\t\t{}", a.phys_port_cnt);
+    println!("\tmax_mr_size:\t\t\t{:#x}", a.max_mr_size);
+    println!("\tpage_size_cap:\t\t\t{:#x}", a.page_size_cap);
+    for (name, v) in [
+        ("max_qp", a.max_qp),
+        ("max_qp_wr", a.max_qp_wr),
+        ("max_sge", a.max_sge),
+        ("max_sge_rd", a.max_sge_rd),
+        ("max_cq", a.max_cq),
+        ("max_cqe", a.max_cqe),
+        ("max_mr", a.max_mr),
+        ("max_pd", a.max_pd),
+        ("max_qp_rd_atom", a.max_qp_rd_atom),
+        ("max_qp_init_rd_atom", a.max_qp_init_rd_atom),
+        ("max_ah", a.max_ah),
+        ("max_srq", a.max_srq),
+        ("max_srq_wr", a.max_srq_wr),
+        ("max_srq_sge", a.max_srq_sge),
+        ("max_inline_data", a.max_inline_data),
+    ] {
+        println!(
+            "\t{name}:{}{v}",
+            "\t".repeat(if name.len() < 7 {
+                4
+            } else if name.len() < 15 {
+                3
+            } else {
+                2
+            })
+        );
+    }
+    println!("\tatomic_cap:\t\t\tATOMIC_HCA ({})", a.atomic_cap);
+    println!("\tnum_comp_vectors:\t\t{}", a.num_comp_vectors);
+    if let Ok(p) = ctx.query_port(1) {
+        println!("\t\tport:\t1");
+        println!(
+            "\t\t\tstate:\t\t\t{}",
+            match p.state {
+                softroce_emu::core::PortState::Active => "PORT_ACTIVE (4)",
+                softroce_emu::core::PortState::Down => "PORT_DOWN (1)",
+            }
+        );
+        println!(
+            "\t\t\tmax_mtu:\t\t{} ({})",
+            p.max_mtu.bytes(),
+            p.max_mtu.code()
+        );
+        println!(
+            "\t\t\tactive_mtu:\t\t{} ({})",
+            p.active_mtu.bytes(),
+            p.active_mtu.code()
+        );
+        println!("\t\t\tsm_lid:\t\t\t0");
+        println!("\t\t\tport_lid:\t\t0");
+        println!("\t\t\tlink_layer:\t\tEthernet");
+        println!("\t\t\tmax_msg_sz:\t\t{:#x}", p.max_msg_sz);
+        println!("\t\t\tbad_pkey_cntr:\t\t{:#x}", p.bad_pkey_cntr);
+        println!("\t\t\tqkey_viol_cntr:\t\t{:#x}", p.qkey_viol_cntr);
+        println!("\t\t\tpkey_tbl_len:\t\t{}", p.pkey_tbl_len);
+        println!("\t\t\tgid_tbl_len:\t\t{}", p.gid_tbl_len);
+        for i in 0..p.gid_tbl_len as usize {
+            if let Ok(gid) = ctx.gid(i) {
+                println!("\t\t\tGID[{i:>3}]:\t\t{gid}, RoCE v2");
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}
