@@ -12,6 +12,7 @@
 
 pub mod core;
 pub mod driver;
+pub mod faults;
 pub mod sim;
 
 pub use crate::core::{Hca, HcaConfig};

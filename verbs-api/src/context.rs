@@ -70,6 +70,11 @@ impl Context {
         self.dev.with(|h| h.ip_gid_index())
     }
 
+    /// What the device's fault injector did (`None` without `SOFTROCE_FAULTS`/`faults`).
+    pub fn fault_counters(&self) -> Option<softroce_emu::faults::FaultCounters> {
+        self.dev.fault_counters()
+    }
+
     /// The device's counters.
     pub fn counters(&self) -> Counters {
         self.dev.with(|h| h.counters().clone())

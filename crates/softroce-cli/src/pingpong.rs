@@ -57,6 +57,13 @@ pub(crate) struct PingpongArgs {
     /// Fill sent messages with a pattern and verify every received message.
     #[arg(long)]
     check: bool,
+    /// Inject seeded faults into this side's sent datagrams, e.g.
+    /// `drop=0.2,dup=0.05,reorder=0.05,corrupt=0.01,delay=MS,seed=N` (default: `SOFTROCE_FAULTS`).
+    #[arg(long)]
+    faults: Option<String>,
+    /// Local ACK timeout exponent of the RC QP: 4.096 us * 2^N (rdma-core uses 14).
+    #[arg(long, default_value_t = 14)]
+    qp_timeout: u8,
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 60)]
     timeout: u64,
@@ -130,8 +137,17 @@ fn pingpong(args: &PingpongArgs) -> anyhow::Result<()> {
         "UD messages must fit one MTU: --size {} is too large",
         args.size
     );
-    let ctx = Context::open_emulated("softroce0", args.bind, args.udp_port)
-        .context("starting the device")?;
+    let mut cfg = softroce_emu::driver::DeviceConfig::new("softroce0", args.bind);
+    cfg.hca.udp_port = args.udp_port;
+    if args.faults.is_some() {
+        cfg.faults.clone_from(&args.faults);
+    }
+    ensure!(
+        args.qp_timeout <= 31,
+        "--qp-timeout {} exceeds 31",
+        args.qp_timeout
+    );
+    let ctx = Context::open_emulated_with(cfg).context("starting the device")?;
     let pd = ctx.alloc_pd()?;
     let cq = ctx.create_cq(args.rx_depth + 1, None)?;
     let buf_len = args.size + if ud { GRH } else { 0 };
@@ -149,7 +165,12 @@ fn pingpong(args: &PingpongArgs) -> anyhow::Result<()> {
         max_recv_sge: 1,
         max_inline_data: 0,
     };
-    let prepared = pd.create_qp(&cq, &cq, qp_type).caps(cap).mtu(mtu).build()?;
+    let prepared = pd
+        .create_qp(&cq, &cq, qp_type)
+        .caps(cap)
+        .mtu(mtu)
+        .reliability(args.qp_timeout, 7, 7)
+        .build()?;
     let local = prepared.endpoint();
     println!(
         "  local address:  LID 0x0000, QPN {:#08x}, PSN {:#08x}, GID {}",
@@ -254,6 +275,10 @@ fn pingpong(args: &PingpongArgs) -> anyhow::Result<()> {
         }
     }
     let secs = start.elapsed().as_secs_f64();
+    // The peer may still be waiting for the acknowledgement of its last message (lost on the
+    // way): keep the device answering retransmissions for a few ACK timeouts before leaving.
+    let ack_timeout = Duration::from_nanos(4096u64 << args.qp_timeout.min(31));
+    std::thread::sleep((ack_timeout * 8).clamp(Duration::from_millis(100), Duration::from_secs(2)));
     let bytes = args.size as f64 * args.iters as f64 * 2.0;
     println!(
         "{} bytes in {secs:.2} seconds = {:.2} Mbit/sec",
@@ -274,6 +299,12 @@ fn pingpong(args: &PingpongArgs) -> anyhow::Result<()> {
         c.duplicate_request,
         c.out_of_seq_request
     );
+    if let Some(f) = ctx.fault_counters() {
+        println!(
+            "{f} drop_icrc={}",
+            c.drops_of(softroce_emu::core::DropReason::IcrcMismatch)
+        );
+    }
     Ok(())
 }
 

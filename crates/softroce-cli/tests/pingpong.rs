@@ -102,3 +102,86 @@ fn pingpong_refuses_a_bad_mtu_with_one_line() {
         "{err}"
     );
 }
+
+#[test]
+fn rc_pingpong_survives_seeded_loss_duplication_reordering_and_corruption() {
+    let faults = "drop=0.2,dup=0.05,reorder=0.05,corrupt=0.01";
+    let mut server = Command::new(bin())
+        .args([
+            "pingpong",
+            "--bind",
+            "127.0.0.17",
+            "-p",
+            "18614",
+            "-n",
+            "200",
+            "--check",
+            "--qp-timeout",
+            "8",
+            "--timeout",
+            "30",
+        ])
+        .args(["--faults", &format!("{faults},seed=1")])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let client = Command::new(bin())
+        .args([
+            "pingpong",
+            "--bind",
+            "127.0.0.18",
+            "-p",
+            "18614",
+            "-n",
+            "200",
+            "--check",
+            "--qp-timeout",
+            "8",
+            "--timeout",
+            "30",
+        ])
+        .args(["--faults", &format!("{faults},seed=2"), "127.0.0.17"])
+        .output()
+        .unwrap();
+    let status = server.wait().unwrap();
+    let out = String::from_utf8_lossy(&client.stdout);
+    assert!(
+        client.status.success() && status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&client.stderr)
+    );
+    assert!(out.contains("200 iters in"), "{out}");
+    let injected = out
+        .lines()
+        .find(|l| l.starts_with("injected:"))
+        .expect("fault counters printed");
+    assert!(!injected.contains("dropped=0 "), "{injected}");
+    let retx = out
+        .lines()
+        .find(|l| l.starts_with("retransmission counters:"))
+        .unwrap();
+    assert!(
+        !retx.contains("retransmitted_pkts=0 "),
+        "losses were recovered by retransmission: {retx}"
+    );
+}
+
+#[test]
+fn an_invalid_fault_spec_is_refused_pointing_at_the_bad_part() {
+    let out = Command::new(bin())
+        .args([
+            "pingpong",
+            "--bind",
+            "127.0.0.19",
+            "--faults",
+            "drop=0.1,dup=7",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad fault spec at 'dup=7' (chars 9..14): probability must be within 0..=1"),
+        "{err}"
+    );
+}

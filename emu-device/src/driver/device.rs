@@ -26,6 +26,7 @@ use crate::core::{
     AsyncEvent, ChannelHandle, CqHandle, Hca, HcaConfig, HcaEvent, IncomingDatagram, VerbsError,
     VerbsResult,
 };
+use crate::faults::{FaultCounters, FaultInjector, FaultSpec};
 use softroce_wire::pcap::CaptureWriter;
 
 /// How to start a device.
@@ -35,6 +36,9 @@ pub struct DeviceConfig {
     pub hca: HcaConfig,
     /// Write every datagram sent and received to this pcap file (`SOFTROCE_PCAP`).
     pub pcap: Option<PathBuf>,
+    /// Faults to inject into sent datagrams, in the compact form of
+    /// [`crate::faults::FaultSpec`] (`SOFTROCE_FAULTS`).
+    pub faults: Option<String>,
 }
 
 impl DeviceConfig {
@@ -44,6 +48,9 @@ impl DeviceConfig {
         Self {
             hca: HcaConfig::new(name, ip),
             pcap: std::env::var_os("SOFTROCE_PCAP").map(PathBuf::from),
+            faults: std::env::var("SOFTROCE_FAULTS")
+                .ok()
+                .filter(|s| !s.is_empty()),
         }
     }
 }
@@ -59,6 +66,7 @@ struct Shared {
     channel_fds: Mutex<HashMap<ChannelHandle, Arc<EventFd>>>,
     async_fd: EventFd,
     capture: Option<Mutex<CaptureWriter<io::BufWriter<std::fs::File>>>>,
+    faults: Option<Mutex<FaultInjector>>,
     epoch: Instant,
 }
 
@@ -79,6 +87,13 @@ impl std::fmt::Debug for Device {
 impl Device {
     /// Bind the socket and start the engine thread.
     pub fn start(mut config: DeviceConfig) -> io::Result<Self> {
+        let faults = match &config.faults {
+            Some(spec) => Some(Mutex::new(FaultInjector::new(
+                spec.parse::<FaultSpec>()
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?,
+            ))),
+            None => None,
+        };
         let bind = SocketAddr::new(config.hca.ip, config.hca.udp_port);
         let socket = RoceSocket::bind(bind)?;
         // Port 0 asks for an ephemeral port: the device then lives on the real one.
@@ -104,6 +119,7 @@ impl Device {
             channel_fds: Mutex::new(HashMap::new()),
             async_fd: EventFd::new()?,
             capture,
+            faults,
             epoch: Instant::now(),
         });
         let engine_shared = Arc::clone(&shared);
@@ -145,6 +161,11 @@ impl Device {
         self.with(|h| h.destroy_comp_channel(ch))?;
         lock(&self.shared.channel_fds).remove(&ch);
         Ok(())
+    }
+
+    /// What the fault injector did, if faults are configured.
+    pub fn fault_counters(&self) -> Option<FaultCounters> {
+        self.shared.faults.as_ref().map(|f| lock(f).counters())
     }
 
     /// The fd of the async event queue (readable while events are queued).
@@ -285,6 +306,23 @@ fn flush(shared: &Shared, bufs: &mut Vec<(SocketAddr, Vec<u8>)>) {
     if bufs.is_empty() {
         return;
     }
+    if let Some(f) = &shared.faults {
+        let mut inj = lock(f);
+        let now = Instant::now();
+        let mut out = Vec::with_capacity(bufs.len());
+        for (dst, data) in bufs.drain(..) {
+            inj.process(now, dst, data, &mut out);
+        }
+        *bufs = out;
+        if bufs.is_empty() {
+            return;
+        }
+    }
+    send_now(shared, bufs);
+}
+
+/// Send datagrams as they are (faults already applied).
+fn send_now(shared: &Shared, bufs: &mut Vec<(SocketAddr, Vec<u8>)>) {
     if let Some(c) = &shared.capture {
         let mut w = lock(c);
         let ts = shared.epoch.elapsed();
@@ -377,6 +415,11 @@ fn engine(shared: Arc<Shared>, mut poll: Poll) {
             pump(&shared, &mut hca, now);
         }
         let now = Instant::now();
+        if let Some(f) = &shared.faults {
+            let mut due = Vec::new();
+            lock(f).release(now, &mut due);
+            send_now(&shared, &mut due);
+        }
         let mut hca = lock(&shared.hca);
         if hca.poll_timeout().is_some_and(|t| t <= now) {
             hca.handle_timeout(now);
