@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 mod decode;
 mod demo;
 mod devinfo;
+mod perf;
 mod pingpong;
 mod soak;
 
@@ -35,6 +36,9 @@ enum Command {
     /// rdma-core's ibv_{rc,uc,ud}_pingpong on an emulated device, with the same TCP side
     /// channel, so it pairs with the real tools too.
     Pingpong(pingpong::PingpongArgs),
+    /// Bandwidth and latency between two emulated devices on loopback, measured next to raw
+    /// UDP in the same run and reported as ratios.
+    Perf(perf::PerfArgs),
     /// Run the seeded soak in the deterministic simulator: mixed RC operations (SEND,
     /// WRITE with immediate, READ, FETCH_ADD) between two devices over a faulty fabric,
     /// every message verified exactly once and in order.
@@ -52,6 +56,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::Devinfo(args) => devinfo::run(&args),
         Command::Pingpong(args) => pingpong::run(&args),
+        Command::Perf(args) => perf::run(&args),
         Command::Soak(args) => soak::run(&args),
     }
 }

@@ -28,6 +28,10 @@ pub(crate) struct SoakArgs {
     /// Probability one bit of a datagram is flipped.
     #[arg(long, default_value_t = 0.01)]
     corrupt: f64,
+    /// The faults as one compact spec (`drop=P,dup=P,reorder=P,corrupt=P,delay=MS,seed=N`),
+    /// overriding the single options.
+    #[arg(long)]
+    faults: Option<String>,
 }
 
 pub(crate) fn run(args: &SoakArgs) -> ExitCode {
@@ -42,7 +46,7 @@ pub(crate) fn run(args: &SoakArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    let cfg = SoakConfig {
+    let mut cfg = SoakConfig {
         messages: args.messages,
         seed: args.seed,
         faults: LinkFaults {
@@ -54,6 +58,18 @@ pub(crate) fn run(args: &SoakArgs) -> ExitCode {
         },
         ..SoakConfig::default()
     };
+    if let Some(spec) = &args.faults {
+        match spec.parse::<softroce_emu::faults::FaultSpec>() {
+            Ok(f) => {
+                cfg.faults = f.link_faults();
+                cfg.seed = f.seed;
+            }
+            Err(e) => {
+                eprintln!("softroce soak: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     let (result, wall) = timed(cfg);
     match result {
         Ok(r) => {

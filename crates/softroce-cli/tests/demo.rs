@@ -62,3 +62,43 @@ fn devinfo_shows_a_roce_device_with_its_ipv4_mapped_gid() {
         assert!(stdout.contains(want), "missing {want:?} in:\n{stdout}");
     }
 }
+
+#[test]
+fn perf_prints_softroce_next_to_raw_udp_as_ratios() {
+    let out = Command::cargo_bin("softroce")
+        .unwrap()
+        .args([
+            "perf",
+            "-n",
+            "50",
+            "-s",
+            "8192",
+            "--lat-iters",
+            "50",
+            "--a",
+            "127.0.0.41",
+            "--b",
+            "127.0.0.42",
+        ])
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .success();
+    let stdout = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(
+        stdout.contains("RC WRITE 8192 B, MTU 4096, depth 16"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("RC SEND 8 B ping-pong, half RTT"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.lines().nth(1).is_some_and(|l| l
+            .split_whitespace()
+            .last()
+            .unwrap()
+            .parse::<f64>()
+            .is_ok()),
+        "{stdout}"
+    );
+}
