@@ -2,7 +2,7 @@
 # Live interoperability with Linux rdma_rxe: boots a Debian kernel with rdma_rxe under QEMU
 # (TCG, no KVM) in the network namespace `rxelab` (VM 10.99.0.11, host side 10.99.0.1), and
 # runs rdma-core's own ibv_{rc,uc,ud}_pingpong in the VM against `softroce pingpong` on the
-# host, in both roles. Prints a matrix and writes it to scripts/rxe/cache/interop-summary.txt.
+# host, in both roles. Prints a matrix and writes it to scripts/rxe/cache/interop-summary-FLAVOR.txt.
 # usage: interop.sh [FLAVOR=6.1]     (needs root; installs what it needs with apt)
 set -uo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -10,7 +10,7 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 FLAVOR="${1:-6.1}"
 NS="${NS:-rxelab}"
 V="$HERE/vmctl.py --timeout 90 $HERE/cache/run/vm1.ctl"
-SUMMARY="$HERE/cache/interop-summary.txt"
+SUMMARY="$HERE/cache/interop-summary-$FLAVOR.txt"
 ITERS="${ITERS:-200}"
 
 cleanup() { "$HERE/stop.sh" >/dev/null 2>&1 || true; }
