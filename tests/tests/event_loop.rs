@@ -101,7 +101,7 @@ fn mio_event_loop_drains_completion_events_and_acks_in_batches() {
     sender.join().unwrap();
     assert_eq!(received, (0..MESSAGES).collect::<Vec<_>>());
     assert!(
-        wakeups >= 2 && wakeups <= MESSAGES,
+        (2..=MESSAGES).contains(&wakeups),
         "one wakeup per arming at most: {wakeups}"
     );
     drop(y);
