@@ -23,16 +23,17 @@ S="$ROOT/target/release/softroce"
 cleanup
 "$HERE/start-vms.sh" 1 "$FLAVOR" || { echo "[interop] VM boot failed"; exit 1; }
 mkdir -p "$HERE/cache"
-printf "%-10s %-22s %-6s %s\n" TRANSPORT DIRECTION RESULT NOTE | tee "$SUMMARY"
+printf "%-10s %-7s %-22s %-6s %s\n" TRANSPORT SIZE DIRECTION RESULT NOTE | tee "$SUMMARY"
 pass=0; fail=0
-record() { # transport direction rc note
-  local res=PASS; [ "$3" = 0 ] || res=FAIL
+record() { # transport size direction rc note
+  local res=PASS; [ "$4" = 0 ] || res=FAIL
   [ $res = PASS ] && pass=$((pass+1)) || fail=$((fail+1))
-  printf "%-10s %-22s %-6s %s\n" "$1" "$2" "$res" "$4" | tee -a "$SUMMARY"
+  printf "%-10s %-7s %-22s %-6s %s\n" "$1" "$2" "$3" "$res" "$5" | tee -a "$SUMMARY"
 }
 
-for t in rc uc ud; do
-  size=4096; [ "$t" = ud ] && size=1024
+# transport:size cells; UD messages must fit one MTU (1024 on the VM's 1500-byte link).
+for cell in rc:4096 rc:1 rc:1025 rc:65536 uc:4096 uc:1025 ud:1024 ud:1; do
+  t="${cell%%:*}"; size="${cell##*:}"
   # rxe client -> softroce server
   ip netns exec "$NS" "$S" pingpong --type "$t" -s "$size" -n "$ITERS" --bind 10.99.0.1 --timeout 60 \
     > "$HERE/cache/$t-host-server.log" 2>&1 &
@@ -41,7 +42,7 @@ for t in rc uc ud; do
   $V "ibv_${t}_pingpong -g 1 -s $size -n $ITERS 10.99.0.1" > "$HERE/cache/$t-vm-client.log" 2>&1; vrc=$?
   wait $hp; hrc=$?
   rc=$(( vrc != 0 || hrc != 0 ))
-  record "$t" "rxe -> softroce" "$rc" "vm=$vrc host=$hrc $(grep -h 'retransmission' "$HERE/cache/$t-host-server.log" | cut -c1-80)"
+  record "$t" "$size" "rxe -> softroce" "$rc" "vm=$vrc host=$hrc $(grep -h 'retransmission' "$HERE/cache/$t-host-server.log" | cut -c26-90)"
   [ $rc = 0 ] || { tail -n 5 "$HERE/cache/$t-vm-client.log" "$HERE/cache/$t-host-server.log"; }
   # softroce client -> rxe server
   $V "ibv_${t}_pingpong -g 1 -s $size -n $ITERS > /tmp/s.log 2>&1 & echo \$! > /tmp/s.pid" >/dev/null
@@ -50,7 +51,7 @@ for t in rc uc ud; do
     > "$HERE/cache/$t-host-client.log" 2>&1; hrc=$?
   $V 'wait $(cat /tmp/s.pid); r=$?; cat /tmp/s.log; (exit $r)' > "$HERE/cache/$t-vm-server.log" 2>&1; vrc=$?
   rc=$(( vrc != 0 || hrc != 0 ))
-  record "$t" "softroce -> rxe" "$rc" "vm=$vrc host=$hrc"
+  record "$t" "$size" "softroce -> rxe" "$rc" "vm=$vrc host=$hrc"
   [ $rc = 0 ] || { tail -n 5 "$HERE/cache/$t-vm-server.log" "$HERE/cache/$t-host-client.log"; }
 done
 echo "[interop] rxe hw_counters after the run:"
