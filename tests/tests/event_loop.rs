@@ -36,13 +36,13 @@ fn mio_event_loop_drains_completion_events_and_acks_in_batches() {
     const MESSAGES: u64 = 40;
     for i in 0..MESSAGES {
         // SAFETY: `mb` outlives every receive; all are polled below.
-        unsafe { y.post_receive(&[mb.slice(0..64)], i).unwrap() };
+        unsafe { y.post_receive(&[mb.slice(0..64).unwrap()], i).unwrap() };
     }
     cqb.req_notify(false).unwrap();
     let sender = std::thread::spawn(move || {
         for i in 0..MESSAGES {
             let mut wr = SendWr::new(i, WrOpcode::Send);
-            wr.sg_list = vec![ma.slice(0..8)];
+            wr.sg_list = vec![ma.slice(0..8).unwrap()];
             // SAFETY: `ma` moves into this thread and outlives the sends (completions polled).
             unsafe { x.post_send(&[wr]).unwrap() };
             if i % 8 == 0 {
@@ -127,9 +127,9 @@ fn cq_overrun_arrives_on_the_async_fd_as_cq_err() {
         .unwrap();
     for i in 0..3 {
         // SAFETY: `mb`/`ma` outlive the work requests.
-        unsafe { y.post_receive(&[mb.slice(0..8)], i).unwrap() };
+        unsafe { y.post_receive(&[mb.slice(0..8).unwrap()], i).unwrap() };
         let mut wr = SendWr::new(i, WrOpcode::Send);
-        wr.sg_list = vec![ma.slice(0..8)];
+        wr.sg_list = vec![ma.slice(0..8).unwrap()];
         // SAFETY: as above.
         unsafe { x.post_send(&[wr]).unwrap() };
     }
@@ -145,4 +145,24 @@ fn cq_overrun_arrives_on_the_async_fd_as_cq_err() {
     };
     assert_eq!(ev.event_type, EventType::CqErr);
     b.ack_async_event(&ev).unwrap();
+}
+
+#[test]
+fn memory_region_misuse_is_an_error_not_a_panic() {
+    let ctx = Context::open_emulated("misuse", "127.0.0.55".parse().unwrap(), 0).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let mr = pd.allocate(64).unwrap();
+    let err = mr.slice(60..70).unwrap_err();
+    assert_eq!(err.errno(), libc::EINVAL);
+    assert!(
+        err.to_string()
+            .contains("60+10 lies outside the 64-byte region"),
+        "{err}"
+    );
+    assert!(mr.write(63, &[1, 2]).is_err());
+    assert!(mr.read(usize::MAX, &mut [0u8; 2]).is_err());
+    mr.write(62, &[1, 2]).unwrap();
+    let mut two = [0u8; 2];
+    mr.read(62, &mut two).unwrap();
+    assert_eq!(two, [1, 2]);
 }

@@ -253,44 +253,51 @@ impl MemoryRegion {
     pub fn addr(&self, offset: usize) -> u64 {
         self.ptr as u64 + offset as u64
     }
-    /// A scatter/gather element for `range`.
-    ///
-    /// # Panics
-    /// If `range` is outside the region.
-    pub fn slice(&self, range: Range<usize>) -> Sge {
-        assert!(
-            range.start <= range.end && range.end <= self.len,
-            "slice {range:?} outside {} bytes",
-            self.len
-        );
-        Sge {
+    /// A scatter/gather element for `range`; a range outside the region is an error.
+    pub fn slice(&self, range: Range<usize>) -> Result<Sge> {
+        self.check("slice", range.start, range.end.saturating_sub(range.start))?;
+        Ok(Sge {
             addr: self.addr(range.start),
             length: (range.end - range.start) as u32,
             lkey: self.keys.lkey,
+        })
+    }
+
+    fn check(&self, verb: &'static str, offset: usize, len: usize) -> Result<()> {
+        let fits =
+            offset.checked_add(len).is_some_and(|end| end <= self.len) && len <= u32::MAX as usize;
+        if fits {
+            Ok(())
+        } else {
+            Err(VerbsError::Invalid {
+                verb,
+                reason: format!("{offset}+{len} lies outside the {}-byte region", self.len),
+            }
+            .into())
         }
     }
+
     /// Copy bytes out of the region.
-    ///
-    /// # Panics
-    /// If the range is outside the region.
-    pub fn read(&self, offset: usize, out: &mut [u8]) {
-        assert!(offset + out.len() <= self.len, "read outside the region");
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        self.check("read", offset, out.len())?;
         // SAFETY: in bounds of the owned buffer; a raw copy, no reference to the memory.
-        unsafe { std::ptr::copy(self.ptr.add(offset), out.as_mut_ptr(), out.len()) }
+        unsafe { std::ptr::copy(self.ptr.add(offset), out.as_mut_ptr(), out.len()) };
+        Ok(())
     }
+
     /// Copy bytes into the region.
-    ///
-    /// # Panics
-    /// If the range is outside the region.
-    pub fn write(&self, offset: usize, data: &[u8]) {
-        assert!(offset + data.len() <= self.len, "write outside the region");
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        self.check("write", offset, data.len())?;
         // SAFETY: in bounds of the owned buffer; a raw copy, no reference to the memory.
-        unsafe { std::ptr::copy(data.as_ptr(), self.ptr.add(offset), data.len()) }
+        unsafe { std::ptr::copy(data.as_ptr(), self.ptr.add(offset), data.len()) };
+        Ok(())
     }
+
     /// Copy the whole region out.
     pub fn to_vec(&self) -> Vec<u8> {
         let mut v = vec![0u8; self.len];
-        self.read(0, &mut v);
+        // SAFETY: the whole owned buffer; a raw copy.
+        unsafe { std::ptr::copy(self.ptr, v.as_mut_ptr(), self.len) };
         v
     }
 }

@@ -12,7 +12,7 @@
 //! # let remote = endpoint;
 //! let qp = prepared.handshake(remote)?;
 //! // SAFETY: `mr` outlives the work request (it is dropped after the completion is polled).
-//! unsafe { qp.post_receive(&[mr.slice(0..4096)], 1)? };
+//! unsafe { qp.post_receive(&[mr.slice(0..4096)?], 1)? };
 //! # Ok::<(), softroce_verbs::Error>(())
 //! ```
 //!

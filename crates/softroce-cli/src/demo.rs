@@ -96,17 +96,17 @@ fn demo(args: &DemoArgs) -> anyhow::Result<()> {
     );
 
     let msg = b"hello from A over RoCEv2 / UDP 4791".repeat(100);
-    ma.write(0, &msg);
+    ma.write(0, &msg)?;
     // SAFETY: `mb` and `ma` outlive every work request below; each is polled before reuse.
-    unsafe { qb.post_receive(&[mb.slice(0..8192)], 1)? };
+    unsafe { qb.post_receive(&[mb.slice(0..8192)?], 1)? };
     let mut wr = SendWr::new(1, WrOpcode::Send);
-    wr.sg_list = vec![ma.slice(0..msg.len())];
+    wr.sg_list = vec![ma.slice(0..msg.len())?];
     // SAFETY: as above.
     unsafe { qa.post_send(&[wr])? };
     one(&cqa, "RC SEND")?;
     let r = one(&cqb, "RC receive")?;
     let mut got = vec![0u8; msg.len()];
-    mb.read(0, &mut got);
+    mb.read(0, &mut got)?;
     ensure!(
         got == msg && r.byte_len as usize == msg.len(),
         "SEND payload differs"
@@ -118,10 +118,10 @@ fn demo(args: &DemoArgs) -> anyhow::Result<()> {
     );
 
     // SAFETY: as above.
-    unsafe { qb.post_receive(&[mb.slice(0..16)], 2)? };
-    ma.write(4096, &[7u8; 3000]);
+    unsafe { qb.post_receive(&[mb.slice(0..16)?], 2)? };
+    ma.write(4096, &[7u8; 3000])?;
     let mut wr = SendWr::new(2, WrOpcode::RdmaWriteWithImm);
-    wr.sg_list = vec![ma.slice(4096..7096)];
+    wr.sg_list = vec![ma.slice(4096..7096)?];
     wr.rdma = RdmaTarget {
         remote_addr: mb.addr(20_000),
         rkey: mb.rkey(),
@@ -136,16 +136,16 @@ fn demo(args: &DemoArgs) -> anyhow::Result<()> {
         "immediate lost"
     );
     let mut got = vec![0u8; 3000];
-    mb.read(20_000, &mut got);
+    mb.read(20_000, &mut got)?;
     ensure!(got == vec![7u8; 3000], "WRITE data differs");
     println!(
         "RC WRITE with immediate: 3000 bytes placed, imm {:#x} delivered",
         u32::from_be(r.imm_data)
     );
 
-    mb.write(30_000, b"remote bytes READ back by A");
+    mb.write(30_000, b"remote bytes READ back by A")?;
     let mut wr = SendWr::new(3, WrOpcode::RdmaRead);
-    wr.sg_list = vec![ma.slice(40_000..40_027)];
+    wr.sg_list = vec![ma.slice(40_000..40_027)?];
     wr.rdma = RdmaTarget {
         remote_addr: mb.addr(30_000),
         rkey: mb.rkey(),
@@ -154,13 +154,13 @@ fn demo(args: &DemoArgs) -> anyhow::Result<()> {
     unsafe { qa.post_send(&[wr])? };
     one(&cqa, "RC READ")?;
     let mut got = vec![0u8; 27];
-    ma.read(40_000, &mut got);
+    ma.read(40_000, &mut got)?;
     ensure!(&got == b"remote bytes READ back by A", "READ data differs");
     println!("RC READ: {:?}", String::from_utf8_lossy(&got));
 
-    mb.write(48_000, &41u64.to_ne_bytes());
+    mb.write(48_000, &41u64.to_ne_bytes())?;
     let mut wr = SendWr::new(4, WrOpcode::AtomicFetchAndAdd);
-    wr.sg_list = vec![ma.slice(48_000..48_008)];
+    wr.sg_list = vec![ma.slice(48_000..48_008)?];
     wr.atomic = AtomicTarget {
         remote_addr: mb.addr(48_000),
         compare_add: 1,
@@ -171,7 +171,7 @@ fn demo(args: &DemoArgs) -> anyhow::Result<()> {
     unsafe { qa.post_send(&[wr])? };
     one(&cqa, "FETCH_ADD")?;
     let mut wr = SendWr::new(5, WrOpcode::AtomicCmpAndSwp);
-    wr.sg_list = vec![ma.slice(48_008..48_016)];
+    wr.sg_list = vec![ma.slice(48_008..48_016)?];
     wr.atomic = AtomicTarget {
         remote_addr: mb.addr(48_000),
         compare_add: 42,
@@ -182,7 +182,7 @@ fn demo(args: &DemoArgs) -> anyhow::Result<()> {
     unsafe { qa.post_send(&[wr])? };
     one(&cqa, "CMP_SWAP")?;
     let mut v = [0u8; 8];
-    mb.read(48_000, &mut v);
+    mb.read(48_000, &mut v)?;
     ensure!(u64::from_ne_bytes(v) == 1000, "atomics did not apply");
     println!("RC atomics: FETCH_ADD 41 -> 42, CMP_SWAP 42 -> 1000");
 
@@ -193,17 +193,17 @@ fn demo(args: &DemoArgs) -> anyhow::Result<()> {
     let ua = ua.handshake(ueb)?;
     let _ub = ub.handshake(uea)?;
     // SAFETY: as above.
-    unsafe { _ub.post_receive(&[mb.slice(0..40 + 256)], 6)? };
-    ma.write(0, &[0x55; 256]);
+    unsafe { _ub.post_receive(&[mb.slice(0..40 + 256)?], 6)? };
+    ma.write(0, &[0x55; 256])?;
     let mut wr = SendWr::new(6, WrOpcode::Send);
-    wr.sg_list = vec![ma.slice(0..256)];
+    wr.sg_list = vec![ma.slice(0..256)?];
     wr.ud = Some(ua.ud_target(ueb, 0x1111_1111)?);
     // SAFETY: as above.
     unsafe { ua.post_send(&[wr])? };
     one(&cqa, "UD SEND")?;
     let r = one(&cqb, "UD receive")?;
     let mut grh = [0u8; 40];
-    mb.read(0, &mut grh);
+    mb.read(0, &mut grh)?;
     let info = softroce_wire::grh::parse_grh(&grh).context("GRH area")?;
     ensure!(
         r.wc_flags.contains(WcFlags::GRH) && r.byte_len == 296 && r.src_qp == uea.qpn,
@@ -220,7 +220,7 @@ fn demo(args: &DemoArgs) -> anyhow::Result<()> {
         // SAFETY: as above.
         unsafe {
             srq.post_receive(
-                &[mb.slice(i as usize * 1024..(i as usize + 1) * 1024)],
+                &[mb.slice(i as usize * 1024..(i as usize + 1) * 1024)?],
                 100 + i,
             )?
         };
@@ -234,7 +234,7 @@ fn demo(args: &DemoArgs) -> anyhow::Result<()> {
     }
     for (i, (x, _)) in pairs.iter().enumerate() {
         let mut wr = SendWr::new(10 + i as u64, WrOpcode::Send);
-        wr.sg_list = vec![ma.slice(0..100)];
+        wr.sg_list = vec![ma.slice(0..100)?];
         // SAFETY: as above.
         unsafe { x.post_send(&[wr])? };
     }
@@ -263,9 +263,9 @@ fn demo(args: &DemoArgs) -> anyhow::Result<()> {
         "no event before a completion"
     );
     // SAFETY: as above.
-    unsafe { y.post_receive(&[mb.slice(0..64)], 7)? };
+    unsafe { y.post_receive(&[mb.slice(0..64)?], 7)? };
     let mut wr = SendWr::new(7, WrOpcode::Send);
-    wr.sg_list = vec![ma.slice(0..10)];
+    wr.sg_list = vec![ma.slice(0..10)?];
     wr.send_flags = SendFlags::SIGNALED | SendFlags::SOLICITED;
     // SAFETY: as above.
     unsafe { x.post_send(&[wr])? };
@@ -297,9 +297,9 @@ fn demo(args: &DemoArgs) -> anyhow::Result<()> {
     let (x, y) = (x.handshake(ey)?, y.handshake(ex)?);
     for i in 0..3u64 {
         // SAFETY: as above.
-        unsafe { y.post_receive(&[mb.slice(0..64)], i)? };
+        unsafe { y.post_receive(&[mb.slice(0..64)?], i)? };
         let mut wr = SendWr::new(i, WrOpcode::Send);
-        wr.sg_list = vec![ma.slice(0..8)];
+        wr.sg_list = vec![ma.slice(0..8)?];
         // SAFETY: as above.
         unsafe { x.post_send(&[wr])? };
     }

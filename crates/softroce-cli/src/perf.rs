@@ -117,7 +117,7 @@ fn softroce_figures(args: &PerfArgs, mtu: Mtu) -> anyhow::Result<(f64, Duration)
     let post = |i: u64| -> anyhow::Result<()> {
         let slot = (i as usize % args.depth) * args.size;
         let mut wr = SendWr::new(i, WrOpcode::RdmaWrite);
-        wr.sg_list = vec![ma.slice(slot..slot + args.size)];
+        wr.sg_list = vec![ma.slice(slot..slot + args.size)?];
         wr.rdma = RdmaTarget {
             remote_addr: mb.addr(slot),
             rkey: mb.rkey(),
@@ -155,8 +155,8 @@ fn softroce_figures(args: &PerfArgs, mtu: Mtu) -> anyhow::Result<(f64, Duration)
     }
     let bps = (args.size as u64 * args.iters) as f64 / start.elapsed().as_secs_f64();
     // SEND ping-pong latency.
-    let sge_a = ma.slice(0..8);
-    let sge_b = mb.slice(0..8);
+    let sge_a = ma.slice(0..8)?;
+    let sge_b = mb.slice(0..8)?;
     for _ in 0..32 {
         // SAFETY: as above.
         unsafe {

@@ -188,7 +188,7 @@ fn pingpong(args: &PingpongArgs) -> anyhow::Result<()> {
     } else {
         None
     };
-    let recv_sge = recv_mr.slice(0..buf_len.max(1));
+    let recv_sge = recv_mr.slice(0..buf_len.max(1))?;
     let mut routs = 0;
     for _ in 0..args.rx_depth {
         // SAFETY: `recv_mr` lives until the end of this function, after the last poll.
@@ -199,10 +199,10 @@ fn pingpong(args: &PingpongArgs) -> anyhow::Result<()> {
     let send = |iter: u64| -> anyhow::Result<()> {
         let off = if ud { GRH } else { 0 };
         if args.check {
-            send_mr.write(off, &pattern(iter, args.size));
+            send_mr.write(off, &pattern(iter, args.size))?;
         }
         let mut wr = SendWr::new(SEND_WRID, WrOpcode::Send);
-        wr.sg_list = vec![send_mr.slice(off..off + args.size)];
+        wr.sg_list = vec![send_mr.slice(off..off + args.size)?];
         wr.ud = target;
         // SAFETY: `send_mr` lives until the end of the function, after the last poll.
         unsafe { qp.post_send(&[wr])? };
@@ -248,7 +248,7 @@ fn pingpong(args: &PingpongArgs) -> anyhow::Result<()> {
                     if args.check {
                         let off = if ud { GRH } else { 0 };
                         let mut got = vec![0u8; args.size];
-                        recv_mr.read(off, &mut got);
+                        recv_mr.read(off, &mut got)?;
                         ensure!(
                             got == pattern(rcnt, args.size),
                             "message {rcnt} differs from what was sent"
