@@ -1,9 +1,28 @@
-//! Seeded network faults for a real device (and the same spec for the simulator).
+//! Seeded network faults for a real device and for the simulator.
 //!
-//! The compact form, used by `--faults SPEC` and `SOFTROCE_FAULTS=SPEC`, is a comma-separated
-//! list of `key=value`: `drop=P`, `dup=P`, `reorder=P`, `corrupt=P` (P a probability 0–1),
-//! `delay=MS` (hold every datagram that long), `seed=N`. All randomness comes from the seed, so
-//! the same traffic meets the same faults.
+//! A [`FaultPlan`] is a seed and an ordered list of [`Rule`]s. Each rule matches on the
+//! packet (destination QP, opcode class, PSN range, every Nth match) and fires with a
+//! probability; the first rule that matches and fires applies its action (drop, duplicate,
+//! delay, reorder, corrupt with the ICRC left stale, corrupt with the ICRC recomputed, or
+//! truncate) and the rest are skipped. All randomness comes from the seed, so the same
+//! traffic meets the same faults.
+//!
+//! Two written forms, both accepted by `--faults` and `SOFTROCE_FAULTS`:
+//! - compact: `drop=P,dup=P,reorder=P,corrupt=P,delay=MS,seed=N` (P a probability 0–1);
+//! - a TOML file, given as `@path` or a path ending in `.toml`:
+//!
+//! ```toml
+//! seed = 7
+//! [[rule]]
+//! action = "drop"            # drop | duplicate | delay | reorder | corrupt | corrupt_recompute | truncate
+//! probability = 0.5          # default 1
+//! opcode = "ack"             # send | write | read_request | read_response | ack | nak | rnr_nak | atomic | atomic_ack
+//! qpn = 17                   # destination QP
+//! psn = [100, 200]           # inclusive PSN range
+//! every = 3                  # every 3rd matching packet
+//! delay_ms = 2.0             # for delay
+//! truncate_to = 20           # for truncate
+//! ```
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -110,6 +129,28 @@ impl FromStr for FaultSpec {
 }
 
 impl FaultSpec {
+    /// The compact form as a plan: one catch-all rule per fault, drop first, delay last.
+    pub fn plan(&self) -> FaultPlan {
+        let mut rules = Vec::new();
+        for (p, action) in [
+            (self.drop, Action::Drop),
+            (self.corrupt, Action::Corrupt),
+            (self.duplicate, Action::Duplicate),
+            (self.reorder, Action::Reorder),
+        ] {
+            if p > 0.0 {
+                rules.push(Rule::new(action, p));
+            }
+        }
+        if !self.delay.is_zero() {
+            rules.push(Rule::new(Action::Delay(self.delay), 1.0));
+        }
+        FaultPlan {
+            seed: self.seed,
+            rules,
+        }
+    }
+
     /// The same faults for the in-memory simulator.
     pub fn link_faults(&self) -> LinkFaults {
         LinkFaults {
@@ -119,6 +160,253 @@ impl FaultSpec {
             reorder_delay: Duration::from_micros(500).max(self.delay),
             corrupt: self.corrupt,
         }
+    }
+}
+
+/// Which packets a rule applies to, by their BTH (and AETH for ACK kinds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpcodeClass {
+    /// SEND (any variant, RC/UC/UD).
+    Send,
+    /// RDMA WRITE.
+    Write,
+    /// RDMA READ request.
+    ReadRequest,
+    /// RDMA READ response.
+    ReadResponse,
+    /// Positive ACK.
+    Ack,
+    /// NAK (sequence error, invalid request, access, operational).
+    Nak,
+    /// RNR NAK.
+    RnrNak,
+    /// CMP_SWAP or FETCH_ADD.
+    Atomic,
+    /// ATOMIC ACKNOWLEDGE.
+    AtomicAck,
+}
+
+impl OpcodeClass {
+    fn of(packet: &[u8]) -> Option<Self> {
+        let op = *packet.first()?;
+        let rc_op = if op < 0x20 || (0x20..0x40).contains(&op) {
+            op & 0x1F
+        } else {
+            op
+        };
+        Some(match (op, rc_op) {
+            (0x64 | 0x65, _) => Self::Send,
+            (_, 0x00..=0x05 | 0x16 | 0x17) => Self::Send,
+            (_, 0x06..=0x0B) => Self::Write,
+            (_, 0x0C) => Self::ReadRequest,
+            (_, 0x0D..=0x10) => Self::ReadResponse,
+            (_, 0x11) => match packet.get(12).map(|s| (s >> 5) & 3) {
+                Some(1) => Self::RnrNak,
+                Some(3) => Self::Nak,
+                _ => Self::Ack,
+            },
+            (_, 0x12) => Self::AtomicAck,
+            (_, 0x13 | 0x14) => Self::Atomic,
+            _ => return None,
+        })
+    }
+}
+
+/// What a rule does to a matching packet.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Action {
+    /// Lose it.
+    Drop,
+    /// Send it twice.
+    Duplicate,
+    /// Send it after this delay.
+    Delay(Duration),
+    /// Hold it 100–1000 µs so later packets overtake it.
+    Reorder,
+    /// Flip one random bit; the ICRC is left stale, so the receiver must drop it.
+    Corrupt,
+    /// Flip one random bit after the BTH and recompute the ICRC, to test higher layers.
+    CorruptRecompute,
+    /// Cut it to this many bytes.
+    Truncate(usize),
+}
+
+/// One rule of a plan.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rule {
+    /// What happens.
+    pub action: Action,
+    /// Probability the rule fires when it matches.
+    pub probability: f64,
+    /// Only packets of this class.
+    pub opcode: Option<OpcodeClass>,
+    /// Only packets to this destination QP.
+    pub qpn: Option<u32>,
+    /// Only PSNs in this inclusive range.
+    pub psn: Option<(u32, u32)>,
+    /// Only every Nth matching packet.
+    pub every: Option<u64>,
+}
+
+impl Rule {
+    fn new(action: Action, probability: f64) -> Self {
+        Self {
+            action,
+            probability,
+            opcode: None,
+            qpn: None,
+            psn: None,
+            every: None,
+        }
+    }
+
+    fn matches(&self, packet: &[u8]) -> bool {
+        if let Some(class) = self.opcode
+            && OpcodeClass::of(packet) != Some(class)
+        {
+            return false;
+        }
+        let field = |r: std::ops::Range<usize>| {
+            packet
+                .get(r)
+                .map(|b| b.iter().fold(0u32, |acc, &x| (acc << 8) | u32::from(x)))
+        };
+        if let Some(qpn) = self.qpn
+            && field(5..8) != Some(qpn)
+        {
+            return false;
+        }
+        if let Some((lo, hi)) = self.psn {
+            match field(9..12) {
+                Some(psn) if psn >= lo && psn <= hi => {}
+                _ => return false,
+            }
+        }
+        true
+    }
+}
+
+/// A seed and ordered rules.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FaultPlan {
+    /// Seed of every random decision.
+    pub seed: u64,
+    /// Rules, first match wins.
+    pub rules: Vec<Rule>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlanFile {
+    #[serde(default)]
+    seed: u64,
+    #[serde(default, rename = "rule")]
+    rules: Vec<RuleFile>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleFile {
+    action: String,
+    probability: Option<f64>,
+    opcode: Option<OpcodeClass>,
+    qpn: Option<u32>,
+    psn: Option<(u32, u32)>,
+    every: Option<u64>,
+    delay_ms: Option<f64>,
+    truncate_to: Option<usize>,
+}
+
+/// A plan that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FaultPlanError {
+    /// The compact form is wrong.
+    #[error(transparent)]
+    Spec(#[from] FaultSpecError),
+    /// The plan file cannot be read.
+    #[error("fault plan {path}: {reason}")]
+    File {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl FaultPlan {
+    /// Parse the compact form, or read a TOML plan from `@path` / `*.toml`.
+    pub fn parse(spec: &str) -> Result<Self, FaultPlanError> {
+        let spec = spec.trim();
+        let path = spec
+            .strip_prefix('@')
+            .or_else(|| spec.ends_with(".toml").then_some(spec));
+        match path {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| FaultPlanError::File {
+                    path: path.into(),
+                    reason: e.to_string(),
+                })?;
+                Self::from_toml(&text).map_err(|reason| FaultPlanError::File {
+                    path: path.into(),
+                    reason,
+                })
+            }
+            None => Ok(spec.parse::<FaultSpec>()?.plan()),
+        }
+    }
+
+    /// Parse the TOML form.
+    pub fn from_toml(text: &str) -> Result<Self, String> {
+        let file: PlanFile = toml::from_str(text).map_err(|e| e.to_string())?;
+        let mut rules = Vec::new();
+        for (i, r) in file.rules.into_iter().enumerate() {
+            let bad = |why: String| format!("rule #{}: {why}", i + 1);
+            let p = r.probability.unwrap_or(1.0);
+            if !(0.0..=1.0).contains(&p) {
+                return Err(bad(format!("probability {p} is not within 0..=1")));
+            }
+            let action = match r.action.as_str() {
+                "drop" => Action::Drop,
+                "duplicate" | "dup" => Action::Duplicate,
+                "reorder" => Action::Reorder,
+                "corrupt" => Action::Corrupt,
+                "corrupt_recompute" => Action::CorruptRecompute,
+                "delay" => {
+                    let ms = r
+                        .delay_ms
+                        .ok_or_else(|| bad("delay needs delay_ms".into()))?;
+                    if !(0.0..=10_000.0).contains(&ms) {
+                        return Err(bad(format!("delay_ms {ms} is not within 0..=10000")));
+                    }
+                    Action::Delay(Duration::from_secs_f64(ms / 1000.0))
+                }
+                "truncate" => Action::Truncate(
+                    r.truncate_to
+                        .ok_or_else(|| bad("truncate needs truncate_to".into()))?,
+                ),
+                other => {
+                    return Err(bad(format!(
+                        "unknown action {other:?} (drop, duplicate, delay, reorder, corrupt, corrupt_recompute, truncate)"
+                    )));
+                }
+            };
+            if r.every == Some(0) {
+                return Err(bad("every must be at least 1".into()));
+            }
+            rules.push(Rule {
+                action,
+                probability: p,
+                opcode: r.opcode,
+                qpn: r.qpn,
+                psn: r.psn,
+                every: r.every,
+            });
+        }
+        Ok(Self {
+            seed: file.seed,
+            rules,
+        })
     }
 }
 
@@ -133,35 +421,66 @@ pub struct FaultCounters {
     pub duplicated: u64,
     /// Held back to be overtaken.
     pub reordered: u64,
-    /// Bit-flipped.
+    /// Bit-flipped (ICRC left stale).
     pub corrupted: u64,
+    /// Bit-flipped with the ICRC recomputed.
+    pub corrupted_recomputed: u64,
+    /// Delayed.
+    pub delayed: u64,
+    /// Truncated.
+    pub truncated: u64,
 }
 
 impl fmt::Display for FaultCounters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "injected: seen={} dropped={} duplicated={} reordered={} corrupted={}",
-            self.seen, self.dropped, self.duplicated, self.reordered, self.corrupted
+            "injected: seen={} dropped={} duplicated={} reordered={} corrupted={} corrupted_recomputed={} delayed={} truncated={}",
+            self.seen,
+            self.dropped,
+            self.duplicated,
+            self.reordered,
+            self.corrupted,
+            self.corrupted_recomputed,
+            self.delayed,
+            self.truncated
         )
     }
 }
 
-/// Applies a [`FaultSpec`] to outgoing datagrams; sans-IO (time comes in as arguments).
+/// Applies a [`FaultPlan`] to datagrams; sans-IO (time comes in as arguments).
 #[derive(Debug)]
 pub struct FaultInjector {
-    spec: FaultSpec,
+    plan: FaultPlan,
+    matched: Vec<u64>,
     rng: ChaCha8Rng,
     held: Vec<(Instant, SocketAddr, Vec<u8>)>,
     counters: FaultCounters,
 }
 
+/// The fate of one datagram.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Send these bytes (possibly modified) after `delay`, `copies` times.
+    Deliver {
+        /// The bytes.
+        data: Vec<u8>,
+        /// How many copies.
+        copies: u32,
+        /// Extra delay.
+        delay: Duration,
+    },
+    /// Lose it.
+    Drop,
+}
+
 impl FaultInjector {
-    /// An injector for `spec`.
-    pub fn new(spec: FaultSpec) -> Self {
+    /// An injector for `plan`.
+    pub fn new(plan: FaultPlan) -> Self {
         Self {
-            spec,
-            rng: ChaCha8Rng::seed_from_u64(spec.seed),
+            matched: vec![0; plan.rules.len()],
+            rng: ChaCha8Rng::seed_from_u64(plan.seed),
+            plan,
             held: Vec::new(),
             counters: FaultCounters::default(),
         }
@@ -172,48 +491,103 @@ impl FaultInjector {
         self.counters
     }
 
-    /// Decide the fate of one datagram: returns the copies to send now (possibly none);
-    /// held ones come out of [`FaultInjector::release`].
+    /// Decide what happens to one datagram from `src` to `dst`.
+    pub fn decide(&mut self, src: SocketAddr, dst: SocketAddr, mut data: Vec<u8>) -> Decision {
+        self.counters.seen += 1;
+        let mut chosen = None;
+        for (i, rule) in self.plan.rules.iter().enumerate() {
+            if !rule.matches(&data) {
+                continue;
+            }
+            self.matched[i] += 1;
+            if rule.every.is_some_and(|n| self.matched[i] % n != 0) {
+                continue;
+            }
+            if rule.probability >= 1.0
+                || (rule.probability > 0.0 && self.rng.gen_bool(rule.probability))
+            {
+                chosen = Some(rule.action);
+                break;
+            }
+        }
+        let (mut copies, mut delay) = (1, Duration::ZERO);
+        match chosen {
+            None => {}
+            Some(Action::Drop) => {
+                self.counters.dropped += 1;
+                return Decision::Drop;
+            }
+            Some(Action::Duplicate) => {
+                self.counters.duplicated += 1;
+                copies = 2;
+            }
+            Some(Action::Delay(d)) => {
+                self.counters.delayed += 1;
+                delay = d;
+            }
+            Some(Action::Reorder) => {
+                self.counters.reordered += 1;
+                delay = Duration::from_micros(self.rng.gen_range(100..=1000));
+            }
+            Some(Action::Corrupt) if !data.is_empty() => {
+                let bit = self.rng.gen_range(0..data.len() * 8);
+                data[bit / 8] ^= 1 << (bit % 8);
+                self.counters.corrupted += 1;
+            }
+            // Flip a bit after the BTH and before the ICRC, then make the ICRC valid again.
+            Some(Action::CorruptRecompute) if data.len() > 16 => {
+                let bit = self.rng.gen_range(12 * 8..(data.len() - 4) * 8);
+                data[bit / 8] ^= 1 << (bit % 8);
+                let ep = softroce_wire::icrc::UdpEndpoints {
+                    src: src.ip(),
+                    dst: dst.ip(),
+                    src_port: src.port(),
+                    dst_port: dst.port(),
+                };
+                let n = data.len() - 4;
+                if let Ok(crc) = softroce_wire::icrc::compute_for_udp_socket(&ep, &data[..n]) {
+                    data[n..].copy_from_slice(&crc.to_le_bytes());
+                }
+                self.counters.corrupted_recomputed += 1;
+            }
+            Some(Action::Truncate(n)) => {
+                data.truncate(n);
+                self.counters.truncated += 1;
+            }
+            // Too short to corrupt: pass unchanged.
+            Some(Action::Corrupt | Action::CorruptRecompute) => {}
+        }
+        Decision::Deliver {
+            data,
+            copies,
+            delay,
+        }
+    }
+
+    /// Apply the plan to one datagram: copies to send now go to `out`; held ones come out of
+    /// [`FaultInjector::release`].
     pub fn process(
         &mut self,
         now: Instant,
+        src: SocketAddr,
         dst: SocketAddr,
         data: Vec<u8>,
         out: &mut Vec<(SocketAddr, Vec<u8>)>,
     ) {
-        self.counters.seen += 1;
-        let s = self.spec;
-        if s.drop > 0.0 && self.rng.gen_bool(s.drop) {
-            self.counters.dropped += 1;
+        let Decision::Deliver {
+            data,
+            copies,
+            delay,
+        } = self.decide(src, dst, data)
+        else {
             return;
-        }
-        let mut data = data;
-        if s.corrupt > 0.0 && !data.is_empty() && self.rng.gen_bool(s.corrupt) {
-            let bit = self.rng.gen_range(0..data.len() * 8);
-            data[bit / 8] ^= 1 << (bit % 8);
-            self.counters.corrupted += 1;
-        }
-        let copies = if s.duplicate > 0.0 && self.rng.gen_bool(s.duplicate) {
-            self.counters.duplicated += 1;
-            2
-        } else {
-            1
         };
-        let mut at = now + s.delay;
-        if s.reorder > 0.0 && self.rng.gen_bool(s.reorder) {
-            self.counters.reordered += 1;
-            at += Duration::from_micros(self.rng.gen_range(100..=1000));
-        }
-        for i in 0..copies {
-            let d = if i + 1 == copies {
-                std::mem::take(&mut data)
-            } else {
-                data.clone()
-            };
-            if at > now {
-                self.held.push((at, dst, d));
-            } else {
+        for _ in 0..copies {
+            let d = data.clone();
+            if delay.is_zero() {
                 out.push((dst, d));
+            } else {
+                self.held.push((now + delay, dst, d));
             }
         }
     }
@@ -271,12 +645,13 @@ mod tests {
     #[test]
     fn drop_rate_is_near_the_probability_and_replays_from_the_seed() {
         let run = || {
-            let mut inj = FaultInjector::new("drop=0.2,seed=5".parse().unwrap());
+            let mut inj =
+                FaultInjector::new("drop=0.2,seed=5".parse::<FaultSpec>().unwrap().plan());
             let dst: SocketAddr = "127.0.0.1:4791".parse().unwrap();
             let now = Instant::now();
             let mut out = Vec::new();
             for _ in 0..20_000 {
-                inj.process(now, dst, vec![1, 2, 3], &mut out);
+                inj.process(now, dst, dst, vec![1, 2, 3], &mut out);
             }
             (inj.counters(), out.len())
         };
@@ -286,13 +661,109 @@ mod tests {
         assert_eq!(run(), (c, sent));
     }
 
+    fn ack(qpn: u32, psn: u32, syndrome: u8) -> Vec<u8> {
+        let mut p = vec![
+            0x11, 0, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, syndrome, 0, 0, 1, 0, 0, 0, 0,
+        ];
+        p[5..8].copy_from_slice(&qpn.to_be_bytes()[1..]);
+        p[9..12].copy_from_slice(&psn.to_be_bytes()[1..]);
+        p
+    }
+
+    #[test]
+    fn toml_rules_match_on_class_qpn_psn_and_every_nth() {
+        let plan = FaultPlan::from_toml(
+            r#"
+            seed = 3
+            [[rule]]
+            action = "drop"
+            opcode = "ack"
+            qpn = 17
+            every = 2
+            [[rule]]
+            action = "truncate"
+            truncate_to = 4
+            opcode = "nak"
+            psn = [10, 20]
+            "#,
+        )
+        .unwrap();
+        let mut inj = FaultInjector::new(plan);
+        let a: SocketAddr = "127.0.0.1:4791".parse().unwrap();
+        let fates: Vec<bool> = (0..6)
+            .map(|i| inj.decide(a, a, ack(17, i, 0x1f)) == Decision::Drop)
+            .collect();
+        assert_eq!(
+            fates,
+            [false, true, false, true, false, true],
+            "every 2nd ACK to QP 17"
+        );
+        assert_eq!(
+            inj.decide(a, a, ack(18, 1, 0x1f)),
+            Decision::Deliver {
+                data: ack(18, 1, 0x1f),
+                copies: 1,
+                delay: Duration::ZERO
+            }
+        );
+        let Decision::Deliver { data, .. } = inj.decide(a, a, ack(17, 15, 0x60)) else {
+            panic!()
+        };
+        assert_eq!(data.len(), 4, "NAK in the PSN range truncated");
+        let Decision::Deliver { data, .. } = inj.decide(a, a, ack(17, 25, 0x60)) else {
+            panic!()
+        };
+        assert_eq!(data.len(), 20, "NAK outside the range untouched");
+        assert_eq!(inj.counters().truncated, 1);
+    }
+
+    #[test]
+    fn corrupt_recompute_keeps_the_icrc_valid() {
+        let plan = FaultPlan::from_toml("[[rule]]\naction = \"corrupt_recompute\"\n").unwrap();
+        let mut inj = FaultInjector::new(plan);
+        let src: SocketAddr = "127.0.0.1:4791".parse().unwrap();
+        let dst: SocketAddr = "127.0.0.2:4791".parse().unwrap();
+        let mut p = ack(17, 1, 0x1f);
+        let ep = softroce_wire::icrc::UdpEndpoints {
+            src: src.ip(),
+            dst: dst.ip(),
+            src_port: 4791,
+            dst_port: 4791,
+        };
+        let n = p.len() - 4;
+        let crc = softroce_wire::icrc::compute_for_udp_socket(&ep, &p[..n]).unwrap();
+        p[n..].copy_from_slice(&crc.to_le_bytes());
+        let Decision::Deliver { data, .. } = inj.decide(src, dst, p.clone()) else {
+            panic!()
+        };
+        assert_ne!(data, p);
+        assert!(softroce_wire::icrc::verify_udp_socket(&ep, &data).is_ok());
+    }
+
+    #[test]
+    fn plan_file_errors_name_the_rule() {
+        let e = FaultPlan::from_toml("[[rule]]\naction = \"explode\"\n").unwrap_err();
+        assert!(e.contains("rule #1: unknown action \"explode\""), "{e}");
+        let e = FaultPlan::from_toml("[[rule]]\naction = \"delay\"\n").unwrap_err();
+        assert!(e.contains("delay needs delay_ms"), "{e}");
+        let e =
+            FaultPlan::from_toml("[[rule]]\naction = \"drop\"\nprobability = 2.0\n").unwrap_err();
+        assert!(e.contains("probability 2 is not within 0..=1"), "{e}");
+        let e = FaultPlan::parse("@/nonexistent/plan.toml").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("fault plan /nonexistent/plan.toml:"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn delayed_datagrams_come_out_when_due() {
-        let mut inj = FaultInjector::new("delay=2".parse().unwrap());
+        let mut inj = FaultInjector::new("delay=2".parse::<FaultSpec>().unwrap().plan());
         let dst: SocketAddr = "127.0.0.1:4791".parse().unwrap();
         let now = Instant::now();
         let mut out = Vec::new();
-        inj.process(now, dst, vec![9], &mut out);
+        inj.process(now, dst, dst, vec![9], &mut out);
         assert!(out.is_empty());
         assert_eq!(inj.next_release(), Some(now + Duration::from_millis(2)));
         inj.release(now + Duration::from_millis(1), &mut out);

@@ -477,3 +477,38 @@ fn corrupted_packets_are_dropped_by_the_icrc_check_and_recovered() {
     let d = pair.counters('a');
     assert!(c.drops_of(DropReason::IcrcMismatch) + d.drops_of(DropReason::IcrcMismatch) > 0);
 }
+
+#[test]
+fn rc_messages_survive_a_fault_plan_targeting_acks_and_naks() {
+    let mut pair = Pair::rc(Mtu::Mtu1024);
+    let plan = softroce_emu::faults::FaultPlan::from_toml(
+        r#"
+        seed = 11
+        [[rule]]
+        action = "drop"
+        opcode = "ack"
+        every = 3
+        [[rule]]
+        action = "drop"
+        opcode = "nak"
+        probability = 0.5
+        [[rule]]
+        action = "drop"
+        opcode = "send"
+        probability = 0.1
+        "#,
+    )
+    .unwrap();
+    pair.fabric.set_fault_plan(plan);
+    for i in 0..30u64 {
+        pair.post_recv('b', i, (i as usize % 8) * 4096, 4096);
+        let wr = pair.send_wr('a', i, 0, 3000);
+        pair.post_send('a', wr);
+        let a = pair.completions('a', 1, LONG);
+        assert_eq!((a[0].wr_id, a[0].status), (i, WcStatus::Success));
+        let b = pair.completions('b', 1, LONG);
+        assert_eq!((b[0].wr_id, b[0].byte_len), (i, 3000));
+    }
+    let injected = pair.fabric.fault_counters().unwrap();
+    assert!(injected.dropped >= 10, "{injected}");
+}

@@ -185,3 +185,65 @@ fn an_invalid_fault_spec_is_refused_pointing_at_the_bad_part() {
         "{err}"
     );
 }
+
+#[test]
+fn a_toml_fault_plan_file_drives_the_real_device() {
+    let dir = std::env::temp_dir().join(format!("softroce-plan-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        "seed = 4\n[[rule]]\naction = \"drop\"\nopcode = \"ack\"\nevery = 4\n",
+    )
+    .unwrap();
+    let spec = format!("@{}", plan.display());
+    let mut server = Command::new(bin())
+        .args([
+            "pingpong",
+            "--bind",
+            "127.0.0.25",
+            "-p",
+            "18615",
+            "-n",
+            "100",
+            "--check",
+            "--qp-timeout",
+            "8",
+            "--timeout",
+            "30",
+        ])
+        .args(["--faults", &spec])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let client = Command::new(bin())
+        .args([
+            "pingpong",
+            "--bind",
+            "127.0.0.26",
+            "-p",
+            "18615",
+            "-n",
+            "100",
+            "--check",
+            "--qp-timeout",
+            "8",
+            "--timeout",
+            "30",
+            "127.0.0.25",
+        ])
+        .output()
+        .unwrap();
+    let mut out = String::new();
+    std::io::Read::read_to_string(server.stdout.as_mut().unwrap(), &mut out).unwrap();
+    assert!(
+        server.wait().unwrap().success() && client.status.success(),
+        "{out}"
+    );
+    let injected = out
+        .lines()
+        .find(|l| l.starts_with("injected:"))
+        .expect("server reports its faults");
+    assert!(!injected.contains("dropped=0 "), "{injected}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

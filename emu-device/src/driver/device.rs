@@ -26,7 +26,7 @@ use crate::core::{
     AsyncEvent, ChannelHandle, CqHandle, Hca, HcaConfig, HcaEvent, IncomingDatagram, VerbsError,
     VerbsResult,
 };
-use crate::faults::{FaultCounters, FaultInjector, FaultSpec};
+use crate::faults::{FaultCounters, FaultInjector, FaultPlan};
 use softroce_wire::pcap::CaptureWriter;
 
 /// How to start a device.
@@ -89,7 +89,7 @@ impl Device {
     pub fn start(mut config: DeviceConfig) -> io::Result<Self> {
         let faults = match &config.faults {
             Some(spec) => Some(Mutex::new(FaultInjector::new(
-                spec.parse::<FaultSpec>()
+                FaultPlan::parse(spec)
                     .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?,
             ))),
             None => None,
@@ -310,8 +310,9 @@ fn flush(shared: &Shared, bufs: &mut Vec<(SocketAddr, Vec<u8>)>) {
         let mut inj = lock(f);
         let now = Instant::now();
         let mut out = Vec::with_capacity(bufs.len());
+        let src = shared.socket.local_addr();
         for (dst, data) in bufs.drain(..) {
-            inj.process(now, dst, data, &mut out);
+            inj.process(now, src, dst, data, &mut out);
         }
         *bufs = out;
         if bufs.is_empty() {

@@ -178,6 +178,7 @@ pub struct Fabric<N> {
     partitions: HashSet<(usize, usize)>,
     stats: FabricStats,
     tx_buf: Vec<u8>,
+    plan: Option<crate::faults::FaultInjector>,
 }
 
 impl<N> fmt::Debug for Fabric<N> {
@@ -211,6 +212,7 @@ impl<N: SimNode> Fabric<N> {
             partitions: HashSet::new(),
             stats: FabricStats::default(),
             tx_buf: Vec::with_capacity(8192),
+            plan: None,
         }
     }
 
@@ -258,6 +260,17 @@ impl<N: SimNode> Fabric<N> {
     /// Install a rule evaluated for every datagram (replaces the previous one).
     pub fn set_filter(&mut self, filter: impl FnMut(&SimDatagram) -> FilterAction + 'static) {
         self.filter = Some(Box::new(filter));
+    }
+
+    /// Apply a fault plan (the same rules a real device takes with `--faults`) to every
+    /// datagram, after the filter and before the random [`LinkFaults`].
+    pub fn set_fault_plan(&mut self, plan: crate::faults::FaultPlan) {
+        self.plan = Some(crate::faults::FaultInjector::new(plan));
+    }
+
+    /// What the fault plan injected so far.
+    pub fn fault_counters(&self) -> Option<crate::faults::FaultCounters> {
+        self.plan.as_ref().map(|p| p.counters())
     }
 
     /// Remove the filter.
@@ -335,6 +348,27 @@ impl<N: SimNode> Fabric<N> {
                 self.stats.duplicated += 1;
             }
             FilterAction::Delay(extra) => at += extra,
+        }
+        if let Some(plan) = self.plan.as_mut() {
+            let payload = std::mem::take(&mut datagram.payload);
+            match plan.decide(datagram.src, datagram.dst, payload) {
+                crate::faults::Decision::Drop => {
+                    self.stats.dropped += 1;
+                    return;
+                }
+                crate::faults::Decision::Deliver {
+                    data,
+                    copies: extra,
+                    delay,
+                } => {
+                    datagram.payload = data;
+                    if extra > 1 {
+                        copies += extra - 1;
+                        self.stats.duplicated += u64::from(extra - 1);
+                    }
+                    at += delay;
+                }
+            }
         }
         let faults = self.faults;
         if faults.drop > 0.0 && self.rng.gen_bool(faults.drop.min(1.0)) {
