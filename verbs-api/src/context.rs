@@ -367,29 +367,32 @@ impl CompletionQueue {
     pub fn poll(&self, out: &mut [WorkCompletion]) -> Result<usize> {
         Ok(self.inner.dev.with(|h| h.poll_cq(self.inner.cq, out))?)
     }
-    /// Poll until `n` completions arrived or `timeout` passed (busy polling, with short
-    /// sleeps after the first millisecond).
+    /// Poll until `n` completions arrived or `timeout` passed, sleeping on the device's
+    /// progress signal in between (no busy loop on the device lock).
     pub fn poll_wait(&self, n: usize, timeout: Duration) -> Result<Vec<WorkCompletion>> {
-        let deadline = std::time::Instant::now() + timeout;
-        let start = std::time::Instant::now();
         let mut got = Vec::with_capacity(n);
         let mut buf = [WorkCompletion::success(0, 0, softroce_emu::core::WcOpcode::Send, 0); 32];
-        while got.len() < n {
-            let k = self.poll(&mut buf[..(n - got.len()).min(32)])?;
-            got.extend_from_slice(&buf[..k]);
-            if k == 0 {
-                if std::time::Instant::now() > deadline {
-                    break;
-                }
-                if start.elapsed() > Duration::from_millis(1) {
-                    std::thread::sleep(Duration::from_micros(50));
-                } else {
-                    std::hint::spin_loop();
+        let mut error = None;
+        let cq = self.inner.cq;
+        let _ = self.inner.dev.wait_for(timeout, |h| {
+            if got.len() >= n {
+                return Some(());
+            }
+            match h.poll_cq(cq, &mut buf[..(n - got.len()).min(32)]) {
+                Ok(k) => got.extend_from_slice(&buf[..k]),
+                Err(e) => {
+                    error = Some(e);
+                    return Some(());
                 }
             }
+            (got.len() >= n).then_some(())
+        });
+        match error {
+            Some(e) if got.is_empty() => Err(e.into()),
+            _ => Ok(got),
         }
-        Ok(got)
     }
+
     /// `ibv_req_notify_cq`.
     pub fn req_notify(&self, solicited_only: bool) -> Result<()> {
         Ok(self

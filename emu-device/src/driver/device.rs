@@ -60,6 +60,9 @@ const WAKER: Token = Token(1);
 
 struct Shared {
     hca: Mutex<Hca>,
+    /// Signalled after every batch the engine or a verb processed, so waiters sleep on the
+    /// device lock's condition instead of polling it in a loop.
+    progress: std::sync::Condvar,
     socket: RoceSocket,
     waker: Waker,
     stop: AtomicBool,
@@ -113,6 +116,7 @@ impl Device {
         };
         let shared = Arc::new(Shared {
             hca: Mutex::new(Hca::new(config.hca)),
+            progress: std::sync::Condvar::new(),
             socket,
             waker,
             stop: AtomicBool::new(false),
@@ -146,6 +150,33 @@ impl Device {
         // The engine re-reads the next timer deadline.
         let _ = self.shared.waker.wake();
         r
+    }
+
+    /// Run `f` on the device until it returns `Some`, sleeping on the device's progress
+    /// signal in between (at most `timeout` in total). Cheaper than polling in a loop, which
+    /// would keep the engine thread from the lock.
+    pub fn wait_for<R>(
+        &self,
+        timeout: Duration,
+        mut f: impl FnMut(&mut Hca) -> Option<R>,
+    ) -> Option<R> {
+        let deadline = Instant::now() + timeout;
+        let mut hca = lock(&self.shared.hca);
+        loop {
+            if let Some(r) = f(&mut hca) {
+                pump(&self.shared, &mut hca, Instant::now());
+                return Some(r);
+            }
+            let left = deadline.checked_duration_since(Instant::now())?;
+            hca = match self
+                .shared
+                .progress
+                .wait_timeout(hca, left.min(Duration::from_millis(10)))
+            {
+                Ok((g, _)) => g,
+                Err(e) => e.into_inner().0,
+            };
+        }
     }
 
     /// Create a completion channel with its pollable fd.
@@ -275,6 +306,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Send everything queued and signal fds. Called with the device locked.
 fn pump(shared: &Shared, hca: &mut Hca, now: Instant) {
+    shared.progress.notify_all();
     let mut bufs: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
     let mut buf = Vec::with_capacity(MAX_DATAGRAM);
     // Bounded: each call yields one queued packet.
