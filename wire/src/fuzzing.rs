@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use crate::icrc::{self, UdpEndpoints};
 use crate::ip::parse_ip_udp;
+use crate::pcap::{CaptureReader, FrameKind};
 use crate::pretty::Summary;
 use crate::{RocePacket, RoceRepr, grh};
 
@@ -44,5 +45,23 @@ fn roce(data: &[u8]) {
             &data[..keep],
             "parse -> emit changed the packet"
         );
+    }
+}
+
+/// Feed arbitrary bytes as a capture file (pcap or pcapng) through the reader, classify every
+/// frame and run RoCE frames through [`packet`]'s checks. Never panics.
+pub fn capture(data: &[u8]) {
+    let Ok(reader) = CaptureReader::new(data, "fuzz") else {
+        return;
+    };
+    // The reader ends after its first error, and every frame consumes input: bounded.
+    for frame in reader {
+        let Ok(frame) = frame else {
+            break;
+        };
+        if let FrameKind::Roce(d) = frame.classify() {
+            let _ = icrc::verify_exact(d.ip_header, d.udp_header, d.payload);
+            roce(d.payload);
+        }
     }
 }

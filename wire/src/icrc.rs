@@ -11,8 +11,10 @@
 //! - [`verify_udp_socket`]: the datagram as a UDP socket sees it. For IPv4 the 16-bit
 //!   Identification (and the flags word) is covered by the ICRC but invisible to `recvfrom`.
 //!   The CRC is affine over GF(2) in those 16 bits, so the ID that makes the ICRC valid is
-//!   solved for in closed form (never 65 536 trials). The price is honesty about strength:
-//!   a random corruption passes with probability 2⁻¹⁶ instead of 2⁻³², which
+//!   solved for in closed form: one ordinary CRC pass with ID 0, O(log n) register
+//!   arithmetic to carry the difference back to the IP header, and 16 steps against a basis
+//!   reduced at compile time (never 65 536 trials). The price is honesty about strength:
+//!   a random corruption passes with probability about 2⁻¹⁵ instead of 2⁻³², which
 //!   [`IcrcCheck::RecoveredIpv4Id`] reports.
 #![cfg_attr(
     fuzzing,
@@ -183,7 +185,8 @@ pub enum IcrcCheck {
     /// Every covered byte was known: a random corruption passes with probability 2⁻³².
     Exact,
     /// IPv4 seen through a UDP socket: the Identification field was solved from the ICRC.
-    /// A random corruption passes with probability 2⁻¹⁶.
+    /// Any 16-bit ID (with DF set, or else clear) is accepted, so a random corruption
+    /// passes with probability 2⁻¹⁶ per DF choice, about 2⁻¹⁵ in all. IPv6 never gives this.
     RecoveredIpv4Id {
         /// The IPv4 Identification that makes the ICRC valid.
         id: u16,
@@ -207,7 +210,7 @@ pub fn verify_exact(ip_header: &[u8], udp_header: &[u8], roce: &[u8]) -> Result<
 
 /// Verify the ICRC of a datagram as a UDP socket received it. IPv6 (and IPv4-mapped pairs
 /// that are not both IPv4) is checked exactly; IPv4 solves the hidden Identification, first
-/// assuming DF set, then clear.
+/// assuming DF set (rxe always sets it), then clear. Costs one CRC pass over the packet.
 pub fn verify_udp_socket(ep: &UdpEndpoints, roce: &[u8]) -> Result<IcrcCheck> {
     need(Header::Icrc, roce.len(), BTH_LEN + ICRC_LEN)?;
     let (body, tail) = roce.split_at(roce.len() - ICRC_LEN);
@@ -220,71 +223,188 @@ pub fn verify_udp_socket(ep: &UdpEndpoints, roce: &[u8]) -> Result<IcrcCheck> {
             Err(WireError::IcrcMismatch { expected, found })
         };
     }
-    // The state the CRC register must hold right after the masked headers for the packet to
-    // end with `found`: run the CRC backwards over everything after the headers.
-    let mut state = !found;
-    state = unwind(state, &body[BTH_LEN..]);
-    state = unwind(state, &masked_bth(body));
-    let needed = !state;
-    for (flags, df) in [(IPV4_DF, true), (0, false)] {
-        if let Some(id) = solve_ip_id(ep, roce.len(), flags, needed) {
-            return Ok(IcrcCheck::RecoveredIpv4Id {
-                id,
-                dont_fragment: df,
-            });
+    // `found` differs from the ICRC of the same packet sent with ID 0 and DF by a linear
+    // function of the ID bits (CRC is affine over GF(2)). Move that difference back to where
+    // the masked headers end, then read the ID off the constant, pre-reduced basis.
+    let with_id0 = compute_for_udp_socket(ep, body)?;
+    let delta = mul_mod_p(found ^ with_id0, x8n_inverse(body.len()));
+    for (df_delta, dont_fragment) in [(0, true), (SOLVER.df_column, false)] {
+        if let Some(id) = SOLVER.solve(delta ^ df_delta) {
+            return Ok(IcrcCheck::RecoveredIpv4Id { id, dont_fragment });
         }
     }
     if cfg!(fuzzing) {
         return Ok(IcrcCheck::Exact);
     }
     Err(WireError::IcrcMismatch {
-        expected: compute_for_udp_socket(ep, body)?,
+        expected: with_id0,
         found,
     })
 }
 
-/// Solve `crc32(headers(id)) == needed` for the 16-bit `id` by Gaussian elimination over GF(2).
-fn solve_ip_id(ep: &UdpEndpoints, roce_len: usize, flags: u16, needed: u32) -> Option<u16> {
-    let crc_for = |id: u16| {
-        let (hdr, n) = masked_headers(ep, roce_len, id, flags);
-        crc32fast::hash(&hdr[..n])
-    };
-    let base = crc_for(0);
-    // Reduced basis: (pivot bit, vector, which id bits produce it).
-    let mut basis: [(u32, u32, u16); 16] = [(0, 0, 0); 16];
-    let mut rank = 0;
-    for bit in 0..16 {
-        let mut v = crc_for(1 << bit) ^ base;
-        let mut combo = 1u16 << bit;
-        for &(pivot, bv, bc) in &basis[..rank] {
-            if v & pivot != 0 {
-                v ^= bv;
-                combo ^= bc;
-            }
-        }
-        if v == 0 {
-            continue;
-        }
-        let pivot = 1u32 << (31 - v.leading_zeros());
-        for entry in &mut basis[..rank] {
-            if entry.1 & pivot != 0 {
-                entry.1 ^= v;
-                entry.2 ^= combo;
-            }
-        }
-        basis[rank] = (pivot, v, combo);
-        rank += 1;
-    }
-    let mut target = needed ^ base;
-    let mut id = 0u16;
-    for &(pivot, bv, bc) in &basis[..rank] {
-        if target & pivot != 0 {
-            target ^= bv;
-            id ^= bc;
-        }
-    }
-    (target == 0).then_some(id)
+// GF(2) arithmetic on CRC-32 register values, in the reflected bit order the CRC uses:
+// bit 31 is the coefficient of x^0 and bit 0 that of x^31.
+
+/// The reflected CRC-32 polynomial (0x04C11DB7 bit-reversed, x^32 implied).
+const POLY: u32 = 0xEDB8_8320;
+/// The polynomial 1 in the reflected order.
+const ONE: u32 = 0x8000_0000;
+
+/// `a · x mod P`.
+const fn mul_x(a: u32) -> u32 {
+    if a & 1 != 0 { (a >> 1) ^ POLY } else { a >> 1 }
 }
+
+/// `a · x⁻¹ mod P` (x is invertible because P has a constant term).
+const fn div_x(a: u32) -> u32 {
+    if a & ONE != 0 {
+        ((a ^ POLY) << 1) | 1
+    } else {
+        a << 1
+    }
+}
+
+/// `a · b mod P`.
+const fn mul_mod_p(a: u32, mut b: u32) -> u32 {
+    let mut product = 0;
+    let mut k = 0;
+    while k < 32 {
+        if a & (ONE >> k) != 0 {
+            product ^= b;
+        }
+        b = mul_x(b);
+        k += 1;
+    }
+    product
+}
+
+/// `X8_INVERSE_POWERS[k] = x^(-8·2^k) mod P`: undoing 2^k bytes of CRC register shifts.
+const X8_INVERSE_POWERS: [u32; 64] = {
+    let mut t = [0u32; 64];
+    let mut x8 = ONE;
+    let mut i = 0;
+    while i < 8 {
+        x8 = div_x(x8);
+        i += 1;
+    }
+    t[0] = x8;
+    let mut k = 1;
+    while k < 64 {
+        t[k] = mul_mod_p(t[k - 1], t[k - 1]);
+        k += 1;
+    }
+    t
+};
+
+/// `x^(-8n) mod P`: multiplying a register difference by it moves the difference back over
+/// `n` bytes of message (a zero byte multiplies the register by x^8). O(log n).
+const fn x8n_inverse(n: usize) -> u32 {
+    let mut acc = ONE;
+    let mut k = 0;
+    while k < 64 {
+        if (n as u64) & (1 << k) != 0 {
+            acc = mul_mod_p(acc, X8_INVERSE_POWERS[k]);
+        }
+        k += 1;
+    }
+    acc
+}
+
+/// Length of the masked IPv4 headers in ICRC order: LRH mask, IPv4, UDP.
+const IPV4_MASKED_LEN: usize = 8 + IPV4_HEADER_LEN + UDP_HEADER_LEN;
+/// Offset of the IPv4 Identification in those headers.
+const IPV4_ID_AT: usize = 8 + 4;
+/// Offset of the IPv4 flags/fragment word in those headers.
+const IPV4_FLAGS_AT: usize = 8 + 6;
+
+/// The raw (zero-seeded, not inverted) CRC register over `IPV4_MASKED_LEN` zero bytes
+/// except for the 16-bit big-endian `word` at `at`: how that word alone moves the register
+/// by the end of the headers. Whatever else the headers hold only adds a constant.
+const fn header_word_column(at: usize, word: u16) -> u32 {
+    let bytes = word.to_be_bytes();
+    let mut state = 0u32;
+    let mut i = 0;
+    while i < IPV4_MASKED_LEN {
+        let b = if i == at {
+            bytes[0]
+        } else if i == at + 1 {
+            bytes[1]
+        } else {
+            0
+        };
+        state = (state >> 8) ^ TABLE[((state ^ b as u32) & 0xFF) as usize];
+        i += 1;
+    }
+    state
+}
+
+/// The solver for the hidden IPv4 Identification: the 16 columns (one per ID bit) of the
+/// linear map from ID to register difference at the end of the headers, brought into
+/// reduced echelon form once, at compile time.
+struct IdSolver {
+    /// (pivot bit, reduced column, ID bits that combine into it).
+    basis: [(u32, u32, u16); 16],
+    /// How many basis rows are used (16: CRC-32 tells any two 16-bit bursts apart).
+    rank: usize,
+    /// The register difference that clearing DF makes.
+    df_column: u32,
+}
+
+impl IdSolver {
+    const fn new() -> Self {
+        let mut basis = [(0u32, 0u32, 0u16); 16];
+        let mut rank = 0;
+        let mut bit = 0;
+        while bit < 16 {
+            let mut v = header_word_column(IPV4_ID_AT, 1 << bit);
+            let mut combo = 1u16 << bit;
+            let mut r = 0;
+            while r < rank {
+                if v & basis[r].0 != 0 {
+                    v ^= basis[r].1;
+                    combo ^= basis[r].2;
+                }
+                r += 1;
+            }
+            if v != 0 {
+                let pivot = 1u32 << (31 - v.leading_zeros());
+                let mut r = 0;
+                while r < rank {
+                    if basis[r].1 & pivot != 0 {
+                        basis[r].1 ^= v;
+                        basis[r].2 ^= combo;
+                    }
+                    r += 1;
+                }
+                basis[rank] = (pivot, v, combo);
+                rank += 1;
+            }
+            bit += 1;
+        }
+        Self {
+            basis,
+            rank,
+            df_column: header_word_column(IPV4_FLAGS_AT, IPV4_DF),
+        }
+    }
+
+    /// The ID whose column combination equals `delta`, if any: 16 steps.
+    const fn solve(&self, mut delta: u32) -> Option<u16> {
+        let mut id = 0u16;
+        let mut r = 0;
+        while r < self.rank {
+            let (pivot, column, combo) = self.basis[r];
+            if delta & pivot != 0 {
+                delta ^= column;
+                id ^= combo;
+            }
+            r += 1;
+        }
+        if delta == 0 { Some(id) } else { None }
+    }
+}
+
+static SOLVER: IdSolver = IdSolver::new();
 
 /// The reflected CRC-32 table (polynomial 0xEDB88320).
 const TABLE: [u32; 256] = {
@@ -294,11 +414,7 @@ const TABLE: [u32; 256] = {
         let mut c = i as u32;
         let mut k = 0;
         while k < 8 {
-            c = if c & 1 != 0 {
-                0xEDB8_8320 ^ (c >> 1)
-            } else {
-                c >> 1
-            };
+            c = mul_x(c);
             k += 1;
         }
         t[i] = c;
@@ -306,29 +422,6 @@ const TABLE: [u32; 256] = {
     }
     t
 };
-
-/// For each top byte of a table entry, the index that produced it (the top bytes of the
-/// CRC-32 table are a permutation, which is what makes the CRC step invertible).
-const TOP_BYTE_INDEX: [u8; 256] = {
-    let mut r = [0u8; 256];
-    let mut i = 0;
-    while i < 256 {
-        r[(TABLE[i] >> 24) as usize] = i as u8;
-        i += 1;
-    }
-    r
-};
-
-/// Run the raw CRC register backwards over `bytes` (last byte first).
-fn unwind(mut state: u32, bytes: &[u8]) -> u32 {
-    for &b in bytes.iter().rev() {
-        // Forward: new = (old >> 8) ^ T[(old ^ b) & 0xFF].
-        let idx = TOP_BYTE_INDEX[(state >> 24) as usize];
-        let shifted = state ^ TABLE[idx as usize];
-        state = (shifted << 8) | u32::from(idx ^ b);
-    }
-    state
-}
 
 /// The ICRC endpoints of an IPv4 pair, for callers that only have addresses.
 pub const fn ipv4_endpoints(src: Ipv4Addr, dst: Ipv4Addr, src_port: u16) -> UdpEndpoints {
@@ -366,16 +459,64 @@ mod tests {
     }
 
     #[test]
-    fn unwind_inverts_the_forward_crc() {
-        let data = b"123456789 the quick brown fox";
-        let mut h = crc32fast::Hasher::new();
-        h.update(&data[..10]);
-        let mid = !h.clone().finalize();
-        h.update(&data[10..]);
-        let end = !h.finalize();
-        assert_eq!(unwind(end, &data[10..]), mid);
-        // The check value of CRC-32 over "123456789".
+    fn register_arithmetic_matches_crc32fast() {
+        // The check value of CRC-32 over "123456789", and the table the solver is built on.
         assert_eq!(crc32fast::hash(b"123456789"), 0xCBF4_3926);
+        for a in [1u32, 0x8000_0000, 0xDEAD_BEEF, 0x1234_5678] {
+            assert_eq!(div_x(mul_x(a)), a);
+            assert_eq!(mul_x(div_x(a)), a);
+        }
+        // Two equal-length messages that differ in one byte: their CRCs differ by that
+        // byte's raw column carried over the bytes after it, which x8n_inverse undoes.
+        for tail in [0usize, 1, 7, 100, 1500, 4096] {
+            let mut a = vec![0x5Au8; 40 + tail];
+            let b = a.clone();
+            a[39] ^= 0x81;
+            let diff = crc32fast::hash(&a) ^ crc32fast::hash(&b);
+            // One byte into a zeroed register: its table entry.
+            let column = TABLE[0x81];
+            assert_eq!(mul_mod_p(diff, x8n_inverse(tail)), column, "tail {tail}");
+        }
+    }
+
+    #[test]
+    fn id_solver_has_full_rank_so_every_id_is_unique() {
+        assert_eq!(SOLVER.rank, 16);
+        assert_eq!(SOLVER.solve(0), Some(0));
+    }
+
+    #[test]
+    fn solver_agrees_with_trying_every_id() {
+        let ep = ep();
+        let clean = sample(&ep);
+        let n = clean.len();
+        let body = &clean[..n - 4];
+        let headers = |id: u16, flags: u16| {
+            let (hdr, len) = masked_headers(&ep, n, id, flags);
+            let mut h = crc32fast::Hasher::new();
+            h.update(&hdr[..len]);
+            h.update(&masked_bth(body));
+            h.update(&body[BTH_LEN..]);
+            h.finalize()
+        };
+        // Some ICRC values an ID explains, and arbitrary ones most of which none does.
+        let mut targets = vec![headers(0x0001, IPV4_DF), headers(0xfffe, 0)];
+        targets.extend((0..6u32).map(|i| 0x9E37_79B9u32.wrapping_mul(i + 1)));
+        for found in targets {
+            let mut roce = clean.clone();
+            roce[n - 4..].copy_from_slice(&found.to_le_bytes());
+            let brute = [(IPV4_DF, true), (0, false)]
+                .into_iter()
+                .find_map(|(f, df)| {
+                    (0..=u16::MAX)
+                        .find(|&id| headers(id, f) == found)
+                        .map(|id| IcrcCheck::RecoveredIpv4Id {
+                            id,
+                            dont_fragment: df,
+                        })
+                });
+            assert_eq!(verify_udp_socket(&ep, &roce).ok(), brute, "{found:#x}");
+        }
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! Reading and writing pcap captures of RoCEv2 traffic.
 //!
-//! Reading understands Ethernet (with VLAN tags), Linux cooked captures (SLL and SLL2) and
-//! raw IP link types, IPv4 and IPv6, and picks out UDP datagrams to port 4791. Writing
+//! Reading understands classic pcap and pcapng (what Wireshark and dumpcap write), the
+//! Ethernet (with VLAN tags), Linux cooked (SLL and SLL2) and raw IP link types, IPv4 and
+//! IPv6, and picks out UDP datagrams to port 4791; other frames are classified, not errors. Writing
 //! synthesizes Ethernet + IPv4 (ID 0, DF, TTL 64, valid checksum) or IPv6 + UDP headers around
 //! our own RoCE packets, exactly what Linux puts on the wire for an unconnected
 //! `IP_PMTUDISC_DO` socket, so tshark decodes them as RoCEv2 and their ICRCs verify.
 
+use std::fmt;
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::net::{IpAddr, SocketAddr};
@@ -14,6 +16,8 @@ use std::time::Duration;
 
 use pcap_file::DataLink;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
+use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption;
+use pcap_file::pcapng::{Block, PcapNgReader};
 
 use crate::icrc::ROCE_V2_PORT;
 use crate::ip::{
@@ -40,6 +44,17 @@ pub enum CaptureError {
         /// What the pcap parser said.
         reason: String,
     },
+    /// A record part way through the file is damaged or cut short (as when the capturing
+    /// process was killed mid-write); the frames before it were read.
+    #[error("{path}: damaged or cut short after {frames} frames: {reason}")]
+    Damaged {
+        /// The file.
+        path: String,
+        /// Frames read before the damage.
+        frames: u64,
+        /// What is wrong with the record.
+        reason: String,
+    },
     /// The capture's link type carries no IP packets we can find.
     #[error("{path}: unsupported link type {link:?} (need Ethernet, Linux cooked or raw IP)")]
     UnsupportedLink {
@@ -57,14 +72,57 @@ enum Link {
     LinuxSll,
     LinuxSll2,
     RawIp,
+    /// A pcapng interface whose link type we do not understand.
+    Unsupported,
 }
 
-/// A pcap file being read.
+impl Link {
+    fn of(link: DataLink) -> Self {
+        match link {
+            DataLink::ETHERNET => Self::Ethernet,
+            DataLink::LINUX_SLL => Self::LinuxSll,
+            DataLink::LINUX_SLL2 => Self::LinuxSll2,
+            DataLink::RAW | DataLink::IPV4 | DataLink::IPV6 => Self::RawIp,
+            _ => Self::Unsupported,
+        }
+    }
+}
+
+/// The first four bytes of a pcapng file (a Section Header Block's type, the same in both
+/// byte orders).
+const PCAPNG_MAGIC: [u8; 4] = [0x0A, 0x0D, 0x0D, 0x0A];
+
+/// What [`CaptureReader`] reads through: the four magic bytes it looked at, then the rest.
+type Peeked<R> = io::Chain<io::Cursor<[u8; 4]>, R>;
+
+enum Format<R: Read> {
+    Pcap {
+        reader: PcapReader<Peeked<R>>,
+        link: Link,
+    },
+    PcapNg(Box<PcapNgReader<Peeked<R>>>),
+}
+
+impl<R: Read> fmt::Debug for Format<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Pcap { link, .. } => write!(f, "pcap ({link:?})"),
+            Self::PcapNg(reader) => write!(f, "pcapng ({} interfaces)", reader.interfaces().len()),
+        }
+    }
+}
+
+/// A capture file being read: classic pcap (any byte order, micro- or nanosecond) or pcapng
+/// (per-interface link types and timestamp resolutions).
+///
+/// Reading stops at the first damaged record: [`CaptureReader::next_frame`] then returns the
+/// error once and `None` afterwards.
 #[derive(Debug)]
 pub struct CaptureReader<R: Read> {
-    inner: PcapReader<R>,
-    link: Link,
+    format: Format<R>,
     path: String,
+    frames: u64,
+    failed: bool,
 }
 
 /// One frame of a capture.
@@ -74,6 +132,14 @@ pub struct Frame {
     pub timestamp: Duration,
     /// The frame bytes, link header included.
     pub data: Vec<u8>,
+    link: Link,
+}
+
+impl Frame {
+    /// Classify this frame: a RoCEv2 datagram, or something else and why.
+    pub fn classify(&self) -> FrameKind<'_> {
+        classify(self.link, &self.data)
+    }
 }
 
 /// What a frame turned out to be.
@@ -86,7 +152,7 @@ pub enum FrameKind<'a> {
 }
 
 impl CaptureReader<BufReader<File>> {
-    /// Open a pcap file.
+    /// Open a pcap or pcapng file.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, CaptureError> {
         let path_str = path.as_ref().display().to_string();
         let file = File::open(path.as_ref()).map_err(|source| CaptureError::Io {
@@ -98,41 +164,163 @@ impl CaptureReader<BufReader<File>> {
 }
 
 impl<R: Read> CaptureReader<R> {
-    /// Read a pcap stream; `name` is used in error messages.
-    pub fn new(reader: R, name: impl Into<String>) -> Result<Self, CaptureError> {
+    /// Read a pcap or pcapng stream; `name` is used in error messages.
+    pub fn new(mut reader: R, name: impl Into<String>) -> Result<Self, CaptureError> {
         let path = name.into();
-        let inner = PcapReader::new(reader).map_err(|e| CaptureError::Format {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
-        let link = match inner.header().datalink {
-            DataLink::ETHERNET => Link::Ethernet,
-            DataLink::LINUX_SLL => Link::LinuxSll,
-            DataLink::LINUX_SLL2 => Link::LinuxSll2,
-            DataLink::RAW | DataLink::IPV4 | DataLink::IPV6 => Link::RawIp,
-            link => return Err(CaptureError::UnsupportedLink { path, link }),
+        let format_error = |path: &str, e: pcap_file::PcapError| CaptureError::Format {
+            path: path.to_string(),
+            reason: describe(&e, "shorter than a file header"),
         };
-        Ok(Self { inner, link, path })
+        let mut magic = [0u8; 4];
+        reader.read_exact(&mut magic).map_err(|e| match e.kind() {
+            io::ErrorKind::UnexpectedEof => CaptureError::Format {
+                path: path.clone(),
+                reason: "shorter than a file header".into(),
+            },
+            _ => CaptureError::Io {
+                path: path.clone(),
+                source: e,
+            },
+        })?;
+        let peeked = io::Cursor::new(magic).chain(reader);
+        let format = if magic == PCAPNG_MAGIC {
+            let reader = PcapNgReader::new(peeked).map_err(|e| format_error(&path, e))?;
+            Format::PcapNg(Box::new(reader))
+        } else {
+            let reader = PcapReader::new(peeked).map_err(|e| format_error(&path, e))?;
+            let datalink = reader.header().datalink;
+            let link = Link::of(datalink);
+            if link == Link::Unsupported {
+                return Err(CaptureError::UnsupportedLink {
+                    path,
+                    link: datalink,
+                });
+            }
+            Format::Pcap { reader, link }
+        };
+        Ok(Self {
+            format,
+            path,
+            frames: 0,
+            failed: false,
+        })
     }
 
-    /// The next frame, `None` at the end.
+    /// The next frame, `None` at the end (or after an error was returned).
     pub fn next_frame(&mut self) -> Option<Result<Frame, CaptureError>> {
-        match self.inner.next_packet()? {
-            Ok(p) => Some(Ok(Frame {
-                timestamp: p.timestamp,
-                data: p.data.into_owned(),
-            })),
-            Err(e) => Some(Err(CaptureError::Format {
-                path: self.path.clone(),
-                reason: e.to_string(),
-            })),
+        if self.failed {
+            return None;
+        }
+        let next = match &mut self.format {
+            Format::Pcap { reader, link } => reader.next_packet().map(|p| {
+                p.map(|p| Frame {
+                    timestamp: p.timestamp,
+                    data: p.data.into_owned(),
+                    link: *link,
+                })
+            }),
+            Format::PcapNg(reader) => next_pcapng_frame(reader),
+        };
+        match next? {
+            Ok(frame) => {
+                self.frames += 1;
+                Some(Ok(frame))
+            }
+            Err(e) => {
+                // pcap-file does not move past a record it rejected: stop here.
+                self.failed = true;
+                Some(Err(CaptureError::Damaged {
+                    path: self.path.clone(),
+                    frames: self.frames,
+                    reason: describe(&e, "a record runs past the end of the file"),
+                }))
+            }
         }
     }
 
-    /// Classify a frame of this capture.
+    /// Classify a frame of this capture (the same as [`Frame::classify`]).
     pub fn classify<'a>(&self, frame: &'a Frame) -> FrameKind<'a> {
-        classify(self.link, &frame.data)
+        frame.classify()
     }
+}
+
+/// Say what a pcap-file error means here; `at_eof` explains an unexpected end of file.
+fn describe(e: &pcap_file::PcapError, at_eof: &str) -> String {
+    use pcap_file::PcapError;
+    match e {
+        PcapError::IoError(io) if io.kind() == io::ErrorKind::UnexpectedEof => at_eof.into(),
+        PcapError::IncompleteBuffer => at_eof.into(),
+        PcapError::IoError(io) => io.to_string(),
+        PcapError::InvalidField(what) => (*what).into(),
+        other => other.to_string(),
+    }
+}
+
+/// The next packet block of a pcapng stream, skipping the other kinds of blocks.
+fn next_pcapng_frame<R: Read>(
+    reader: &mut PcapNgReader<R>,
+) -> Option<Result<Frame, pcap_file::PcapError>> {
+    loop {
+        let block = match reader.next_block()? {
+            Ok(block) => block,
+            Err(e) => return Some(Err(e)),
+        };
+        let (interface_id, raw_ticks, data) = match block {
+            // pcap-file stores the raw 64-bit tick count as if it were nanoseconds.
+            Block::EnhancedPacket(p) => {
+                (p.interface_id, p.timestamp.as_nanos(), p.data.into_owned())
+            }
+            Block::SimplePacket(p) => (0, 0, p.data.into_owned()),
+            Block::Packet(p) => (
+                u32::from(p.interface_id),
+                u128::from(p.timestamp),
+                p.data.into_owned(),
+            ),
+            _ => continue,
+        };
+        let interface = usize::try_from(interface_id)
+            .ok()
+            .and_then(|i| reader.interfaces().get(i));
+        let (link, resolution) = match interface {
+            Some(i) => (Link::of(i.linktype), tick_resolution(&i.options)),
+            None => (Link::Unsupported, DEFAULT_TSRESOL),
+        };
+        return Some(Ok(Frame {
+            timestamp: ticks_to_duration(raw_ticks, resolution),
+            data,
+            link,
+        }));
+    }
+}
+
+/// pcapng's default timestamp unit: 10⁻⁶ s.
+const DEFAULT_TSRESOL: u8 = 6;
+
+fn tick_resolution(options: &[InterfaceDescriptionOption<'_>]) -> u8 {
+    options
+        .iter()
+        .find_map(|o| match o {
+            InterfaceDescriptionOption::IfTsResol(r) => Some(*r),
+            _ => None,
+        })
+        .unwrap_or(DEFAULT_TSRESOL)
+}
+
+/// Convert pcapng timestamp ticks to a duration: `if_tsresol` is 10^-v seconds, or 2^-v
+/// when its top bit is set. Absurd resolutions saturate instead of overflowing.
+fn ticks_to_duration(ticks: u128, tsresol: u8) -> Duration {
+    let exponent = u32::from(tsresol & 0x7F);
+    let per_second: u128 = if tsresol & 0x80 != 0 {
+        1u128.checked_shl(exponent).unwrap_or(u128::MAX)
+    } else {
+        10u128.checked_pow(exponent).unwrap_or(u128::MAX)
+    };
+    let secs = ticks / per_second;
+    let nanos = (ticks % per_second).saturating_mul(1_000_000_000) / per_second;
+    Duration::new(
+        u64::try_from(secs).unwrap_or(u64::MAX),
+        u32::try_from(nanos).unwrap_or(0),
+    )
 }
 
 impl<R: Read> Iterator for CaptureReader<R> {
@@ -144,6 +332,9 @@ impl<R: Read> Iterator for CaptureReader<R> {
 }
 
 fn classify(link: Link, data: &[u8]) -> FrameKind<'_> {
+    if link == Link::Unsupported {
+        return FrameKind::Other("unsupported link type");
+    }
     let ip = match strip_link(link, data) {
         Ok(ip) => ip,
         Err(reason) => return FrameKind::Other(reason),
@@ -164,6 +355,7 @@ const ETHERTYPE_QINQ: u16 = 0x88A8;
 fn strip_link(link: Link, data: &[u8]) -> Result<&[u8], &'static str> {
     let (ethertype, rest) = match link {
         Link::RawIp => return Ok(data),
+        Link::Unsupported => return Err("unsupported link type"),
         Link::Ethernet => {
             let mut off = 12;
             loop {
@@ -341,6 +533,103 @@ mod tests {
             Ok(IcrcCheck::Exact)
         );
         assert!(r.next_frame().is_none());
+    }
+
+    /// A pcapng stream with two interfaces: Ethernet in nanosecond ticks, and USB.
+    fn pcapng_with_two_interfaces(frame: &[u8]) -> Vec<u8> {
+        use pcap_file::pcapng::PcapNgWriter;
+        use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+        use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+        use std::borrow::Cow;
+
+        let mut w = PcapNgWriter::new(Vec::new()).unwrap();
+        let mut eth = InterfaceDescriptionBlock::new(DataLink::ETHERNET, 0);
+        eth.options.push(InterfaceDescriptionOption::IfTsResol(9));
+        w.write_pcapng_block(eth).unwrap();
+        w.write_pcapng_block(InterfaceDescriptionBlock::new(DataLink::USB_LINUX, 0))
+            .unwrap();
+        for (interface_id, ticks) in [(0, 1_500_000_000u64), (1, 2_000_000)] {
+            w.write_pcapng_block(EnhancedPacketBlock {
+                interface_id,
+                // pcap-file writes this Duration's nanosecond count as the raw tick count.
+                timestamp: Duration::from_nanos(ticks),
+                original_len: frame.len() as u32,
+                data: Cow::Borrowed(frame),
+                options: vec![],
+            })
+            .unwrap();
+        }
+        w.into_inner()
+    }
+
+    #[test]
+    fn pcapng_frames_use_their_interface_link_type_and_tick_resolution() {
+        let src: SocketAddr = "127.0.0.1:49441".parse().unwrap();
+        let dst: SocketAddr = "127.0.0.2:4791".parse().unwrap();
+        let roce = [0x11u8; 20];
+        let frame = synthesize_frame(src, dst, &roce);
+        let bytes = pcapng_with_two_interfaces(&frame);
+        let mut r = CaptureReader::new(&bytes[..], "two.pcapng").unwrap();
+        let eth = r.next_frame().unwrap().unwrap();
+        assert_eq!(eth.timestamp, Duration::from_millis(1500));
+        assert!(matches!(eth.classify(), FrameKind::Roce(d) if d.payload == roce));
+        let usb = r.next_frame().unwrap().unwrap();
+        // No if_tsresol: microsecond ticks.
+        assert_eq!(usb.timestamp, Duration::from_secs(2));
+        assert_eq!(usb.classify(), FrameKind::Other("unsupported link type"));
+        assert!(r.next_frame().is_none());
+    }
+
+    #[test]
+    fn tick_resolutions_convert_exactly_and_never_overflow() {
+        assert_eq!(
+            ticks_to_duration(1_234_567, 6),
+            Duration::new(1, 234_567_000)
+        );
+        assert_eq!(
+            ticks_to_duration(1_234_567_891, 9),
+            Duration::new(1, 234_567_891)
+        );
+        assert_eq!(
+            ticks_to_duration(3 << 20, 0x80 | 20),
+            Duration::from_secs(3)
+        );
+        assert_eq!(ticks_to_duration(1, 0x80 | 1), Duration::from_millis(500));
+        let _ = ticks_to_duration(u128::MAX, 0x7F);
+        let _ = ticks_to_duration(u128::MAX, 0);
+        let _ = ticks_to_duration(u128::from(u64::MAX), 0xFF);
+    }
+
+    #[test]
+    fn damaged_record_is_reported_once_then_reading_stops() {
+        let src: SocketAddr = "127.0.0.1:49441".parse().unwrap();
+        let dst: SocketAddr = "127.0.0.2:4791".parse().unwrap();
+        let mut w = CaptureWriter::new(Vec::new(), "mem").unwrap();
+        for ms in 0..3 {
+            w.write_roce(Duration::from_millis(ms), src, dst, &[0x22; 16])
+                .unwrap();
+        }
+        let mut bytes = w.into_inner();
+        // Claim the second record is larger than the snap length.
+        let second = 24 + 16 + synthesize_frame(src, dst, &[0x22; 16]).len();
+        bytes[second + 8..second + 12].copy_from_slice(&0x00FF_FFFFu32.to_le_bytes());
+        let mut r = CaptureReader::new(&bytes[..], "bad.pcap").unwrap();
+        assert!(r.next_frame().unwrap().is_ok());
+        let err = r.next_frame().unwrap().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "bad.pcap: damaged or cut short after 1 frames: a record runs past the end of the file"
+        );
+        assert!(r.next_frame().is_none());
+    }
+
+    #[test]
+    fn too_short_for_a_header_says_so() {
+        let err = CaptureReader::new(&b"\xd4\xc3"[..], "tiny.pcap").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "tiny.pcap: not a readable pcap file: shorter than a file header"
+        );
     }
 
     #[test]

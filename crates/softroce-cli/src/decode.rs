@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -20,7 +21,7 @@ pub(crate) struct DecodeArgs {
     /// Only print the statistics and summary, not every packet.
     #[arg(long, short)]
     quiet: bool,
-    /// pcap files (Ethernet, Linux cooked or raw IP).
+    /// Capture files: pcap or pcapng (Ethernet, Linux cooked or raw IP).
     #[arg(required = true)]
     files: Vec<PathBuf>,
 }
@@ -39,11 +40,15 @@ pub(crate) fn run(args: &DecodeArgs) -> ExitCode {
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     let mut totals = Totals::default();
+    let mut unreadable = false;
     for path in &args.files {
+        // A file that is not a capture, or is damaged part way (a capture cut short while
+        // being written), is reported; what was read of it still counts, and the other
+        // files are still decoded.
         if let Err(e) = decode_file(path, args, &mut totals, &mut out) {
             let _ = out.flush();
             eprintln!("softroce decode: {e}");
-            return ExitCode::from(2);
+            unreadable = true;
         }
     }
     if args.stats {
@@ -57,7 +62,9 @@ pub(crate) fn run(args: &DecodeArgs) -> ExitCode {
         totals.packets, totals.roce, totals.icrc_ok, totals.icrc_bad, totals.malformed
     );
     let _ = out.flush();
-    if totals.icrc_bad == 0 && totals.malformed == 0 {
+    if unreadable {
+        ExitCode::from(2)
+    } else if totals.icrc_bad == 0 && totals.malformed == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -79,14 +86,13 @@ fn decode_file(
         };
         totals.roce += 1;
         let ts = frame.timestamp;
+        // SocketAddr brackets IPv6 addresses, so the port stays unambiguous.
         let prefix = format!(
-            "{}.{:06} {}:{} > {}:{}",
+            "{}.{:06} {} > {}",
             ts.as_secs(),
             ts.subsec_micros(),
-            d.src,
-            d.src_port,
-            d.dst,
-            d.dst_port
+            SocketAddr::new(d.src, d.src_port),
+            SocketAddr::new(d.dst, d.dst_port)
         );
         let packet = match RocePacket::new_checked(d.payload) {
             Ok(p) => p,

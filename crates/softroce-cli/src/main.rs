@@ -21,11 +21,11 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Decode RoCEv2 packets in pcap files, verifying every ICRC.
+    /// Decode RoCEv2 packets in pcap or pcapng files, verifying every ICRC.
     ///
     /// Prints one line per RoCE packet, then `packets=N roce=N icrc_ok=N icrc_bad=N
     /// malformed=N`. Exit status 0 when nothing is bad or malformed, 1 otherwise, 2 when a
-    /// file cannot be read.
+    /// file cannot be read (or is damaged part way; what was read still counts).
     Decode(decode::DecodeArgs),
     /// Start two emulated devices on loopback and walk through RC SEND, WRITE with
     /// immediate, READ, atomics, UD with its GRH area, an SRQ, a non-blocking completion

@@ -126,3 +126,48 @@ fn unreadable_files_give_a_clear_error_and_exit_2() {
     let stderr = String::from_utf8(out.get_output().stderr.clone()).unwrap();
     assert!(stderr.contains("not a readable pcap file"), "{stderr}");
 }
+
+#[test]
+fn wireshark_pcapng_decodes_like_pcap() {
+    let ng = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/pcapng/ud_pingpong_first6.pcapng");
+    let out = Command::cargo_bin("softroce")
+        .unwrap()
+        .args(["decode", "--stats"])
+        .arg(&ng)
+        .assert()
+        .success();
+    let stdout = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert_eq!(summary_of(&stdout), (6, 6, 6, 0, 0));
+    assert!(stdout.contains("opcode UD_SEND_ONLY 6\n"), "{stdout}");
+    let first = stdout.lines().next().unwrap();
+    assert!(
+        first.contains(" 10.99.0.12:53368 > 10.99.0.11:4791 UD_SEND_ONLY "),
+        "{first}"
+    );
+    assert!(first.ends_with(" icrc=ok"), "{first}");
+}
+
+#[test]
+fn capture_cut_short_counts_what_was_read_and_exits_2() {
+    let original = std::fs::read(capture("send_lat.pcap")).unwrap();
+    // A capture whose writer was killed mid-record: the last record is incomplete.
+    let cut = &original[..original.len() - 7];
+    let dir = std::env::temp_dir().join(format!("softroce-decode-cut-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("cut.pcap");
+    std::fs::write(&path, cut).unwrap();
+    let out = Command::cargo_bin("softroce")
+        .unwrap()
+        .args(["decode", "--quiet"])
+        .arg(&path)
+        .arg(capture("write_lat.pcap"))
+        .assert()
+        .code(2);
+    let stdout = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let stderr = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert!(stderr.contains("cut.pcap"), "{stderr}");
+    // send_lat has 202 RoCE packets, the last one lost; write_lat's 200 still decode.
+    assert_eq!(summary_of(&stdout), (401, 401, 401, 0, 0));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
