@@ -111,8 +111,6 @@ pub(crate) struct QpTransport {
     pub(crate) retry_left: u8,
     /// RNR retries left.
     pub(crate) rnr_left: u8,
-    /// Next expected READ response PSN of the oldest READ in flight.
-    pub(crate) read_resp_psn: Option<Psn>,
     // ---- responder
     /// Next expected request PSN.
     pub(crate) rq_psn: Psn,
@@ -145,7 +143,6 @@ impl QpTransport {
         self.send_index = 0;
         self.retrans_at = None;
         self.rnr_at = None;
-        self.read_resp_psn = None;
         self.in_progress = InProgress::None;
     }
 }
