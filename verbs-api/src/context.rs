@@ -2,7 +2,7 @@
 
 use std::net::IpAddr;
 use std::ops::Range;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,15 +10,17 @@ use softroce_emu::core::{
     AccessFlags, AsyncEvent, ChannelHandle, Counters, CqHandle, DeviceAttr, Hca, MrHandle, MrKeys,
     PdHandle, PortAttr, RecvWr, Sge, SrqAttr, SrqAttrMask, SrqHandle, VerbsError, WorkCompletion,
 };
-use softroce_emu::driver::{Device, DeviceConfig, EventFd};
+use softroce_emu::driver::{Device, DeviceConfig};
+
+use crate::backend::{Backend, Emulated};
 use softroce_wire::Gid;
 
 use crate::error::{Error, Result};
 
-/// An open device.
+/// An open device, on any [`Backend`].
 #[derive(Debug, Clone)]
 pub struct Context {
-    pub(crate) dev: Arc<Device>,
+    pub(crate) dev: Arc<dyn Backend>,
 }
 
 impl Context {
@@ -31,58 +33,77 @@ impl Context {
 
     /// Start an emulated device with a full configuration.
     pub fn open_emulated_with(cfg: DeviceConfig) -> Result<Self> {
-        let what = format!(
-            "starting device {} on {}:{}",
-            cfg.hca.name, cfg.hca.ip, cfg.hca.udp_port
-        );
-        let dev = Device::start(cfg).map_err(|e| Error::io(what, e))?;
-        Ok(Self { dev: Arc::new(dev) })
+        Ok(Self::with_backend(Arc::new(Emulated::start(cfg)?)))
+    }
+
+    /// Drive any backend (e.g. [`crate::backend::ibverbs::Ibverbs`] with feature `ibverbs`).
+    pub fn with_backend(backend: Arc<dyn Backend>) -> Self {
+        Self { dev: backend }
+    }
+
+    /// The backend behind this context.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.dev
+    }
+
+    /// The emulated device, or why there is none.
+    fn emulated(&self, what: &'static str) -> Result<&Arc<Device>> {
+        self.dev.emulated().ok_or_else(|| Error::Unsupported {
+            what,
+            backend: self.dev.kind(),
+        })
     }
 
     /// Run a closure on the underlying emulated HCA (for attributes, counters and fault
-    /// injection beyond what this API wraps).
-    pub fn with_hca<R>(&self, f: impl FnOnce(&mut Hca) -> R) -> R {
-        self.dev.with(f)
+    /// injection beyond what this API wraps); an error on other backends.
+    pub fn with_hca<R>(&self, f: impl FnOnce(&mut Hca) -> R) -> Result<R> {
+        Ok(self.emulated("the emulated HCA")?.with(f))
     }
 
-    /// The UDP address the device receives on.
-    pub fn local_addr(&self) -> std::net::SocketAddr {
-        self.dev.local_addr()
+    /// The UDP address an emulated device receives on.
+    pub fn local_addr(&self) -> Result<std::net::SocketAddr> {
+        Ok(self.emulated("a local UDP address")?.local_addr())
+    }
+
+    /// The device's name.
+    pub fn name(&self) -> String {
+        self.dev.device_name()
     }
 
     /// `ibv_query_device`.
-    pub fn query_device(&self) -> DeviceAttr {
-        self.dev.with(|h| h.query_device().clone())
+    pub fn query_device(&self) -> Result<DeviceAttr> {
+        self.dev.query_device()
     }
 
     /// `ibv_query_port`.
     pub fn query_port(&self, port: u8) -> Result<PortAttr> {
-        Ok(self.dev.with(|h| h.query_port(port))?)
+        self.dev.query_port(port)
     }
 
-    /// `ibv_query_gid`.
+    /// `ibv_query_gid` on port 1.
     pub fn gid(&self, index: usize) -> Result<Gid> {
-        Ok(self.dev.with(|h| h.query_gid(1, index))?)
+        self.dev.query_gid(1, index)
     }
 
-    /// Index of the RoCEv2 GID made from the device's IP address.
+    /// Index of the RoCEv2 GID made from the device's IP address (what QPs use).
     pub fn ip_gid_index(&self) -> usize {
-        self.dev.with(|h| h.ip_gid_index())
+        self.dev.sgid_index()
     }
 
-    /// What the device's fault injector did (`None` without `SOFTROCE_FAULTS`/`faults`).
+    /// What an emulated device's fault injector did (`None` without faults configured or
+    /// on other backends).
     pub fn fault_counters(&self) -> Option<softroce_emu::faults::FaultCounters> {
-        self.dev.fault_counters()
+        self.dev.emulated().and_then(|d| d.fault_counters())
     }
 
-    /// The device's counters.
-    pub fn counters(&self) -> Counters {
-        self.dev.with(|h| h.counters().clone())
+    /// The device's counters, where the backend keeps them (the emulator does).
+    pub fn counters(&self) -> Option<Counters> {
+        self.dev.counters()
     }
 
     /// `ibv_alloc_pd`.
     pub fn alloc_pd(&self) -> Result<ProtectionDomain> {
-        let pd = self.dev.with(|h| h.alloc_pd())?;
+        let pd = self.dev.alloc_pd()?;
         Ok(ProtectionDomain {
             ctx: self.clone(),
             pd: Arc::new(PdInner {
@@ -94,10 +115,7 @@ impl Context {
 
     /// `ibv_create_comp_channel`: a channel with a pollable fd.
     pub fn create_comp_channel(&self) -> Result<CompletionChannel> {
-        let (ch, fd) = self
-            .dev
-            .create_comp_channel()
-            .map_err(|e| Error::io("creating a completion channel", e))?;
+        let (ch, fd) = self.dev.create_comp_channel()?;
         Ok(CompletionChannel {
             dev: Arc::clone(&self.dev),
             ch,
@@ -111,9 +129,7 @@ impl Context {
         cqe: u32,
         channel: Option<&CompletionChannel>,
     ) -> Result<CompletionQueue> {
-        let (cq, size) = self
-            .dev
-            .with(|h| h.create_cq(cqe, channel.map(|c| c.ch), 0, 0))?;
+        let (cq, size) = self.dev.create_cq(cqe, channel.map(|c| c.ch))?;
         Ok(CompletionQueue {
             inner: Arc::new(CqInner {
                 dev: Arc::clone(&self.dev),
@@ -125,30 +141,30 @@ impl Context {
 
     /// `ibv_get_async_event`, waiting up to `timeout` (`None`: forever).
     pub fn get_async_event(&self, timeout: Option<Duration>) -> Result<AsyncEvent> {
-        Ok(self.dev.get_async_event(timeout)?)
+        self.dev.get_async_event(timeout)
     }
 
     /// `ibv_ack_async_event`.
     pub fn ack_async_event(&self, event: &AsyncEvent) -> Result<()> {
-        Ok(self.dev.with(|h| h.ack_async_event(event))?)
+        self.dev.ack_async_event(event)
     }
 
     /// The fd of the async event queue, for poll/epoll/mio.
     pub fn async_fd(&self) -> RawFd {
-        self.dev.async_fd().as_raw_fd()
+        self.dev.async_fd()
     }
 }
 
 #[derive(Debug)]
 pub(crate) struct PdInner {
-    pub(crate) dev: Arc<Device>,
+    pub(crate) dev: Arc<dyn Backend>,
     pub(crate) pd: PdHandle,
 }
 
 impl Drop for PdInner {
     fn drop(&mut self) {
         // Objects hold the PD alive through `Arc`, so this is the last user.
-        let _ = self.dev.with(|h| h.dealloc_pd(self.pd));
+        let _ = self.dev.dealloc_pd(self.pd);
     }
 }
 
@@ -179,7 +195,7 @@ impl ProtectionDomain {
         let ptr = buf.as_mut_ptr().cast::<u8>();
         // SAFETY: the buffer is owned by the returned MemoryRegion and deregistered in its
         // Drop before being freed; a boxed slice never moves.
-        let (mr, keys) = unsafe { self.pd.dev.with(|h| h.reg_mr(self.pd.pd, ptr, len, access)) }?;
+        let (mr, keys) = unsafe { self.pd.dev.reg_mr(self.pd.pd, ptr, len, access) }?;
         Ok(MemoryRegion {
             pd: Arc::clone(&self.pd),
             mr,
@@ -192,17 +208,14 @@ impl ProtectionDomain {
 
     /// `ibv_create_srq`.
     pub fn create_srq(&self, max_wr: u32, max_sge: u32) -> Result<SharedReceiveQueue> {
-        let (srq, _) = self.pd.dev.with(|h| {
-            h.create_srq(
-                self.pd.pd,
-                SrqAttr {
-                    max_wr,
-                    max_sge,
-                    srq_limit: 0,
-                },
-                0,
-            )
-        })?;
+        let srq = self.pd.dev.create_srq(
+            self.pd.pd,
+            SrqAttr {
+                max_wr,
+                max_sge,
+                srq_limit: 0,
+            },
+        )?;
         Ok(SharedReceiveQueue {
             pd: Arc::clone(&self.pd),
             srq,
@@ -304,34 +317,32 @@ impl MemoryRegion {
 
 impl Drop for MemoryRegion {
     fn drop(&mut self) {
-        let _ = self.pd.dev.with(|h| h.dereg_mr(self.mr));
+        let _ = self.pd.dev.dereg_mr(self.mr);
     }
 }
 
 /// A completion channel: `fd()` becomes readable when an armed CQ gets a completion.
 #[derive(Debug)]
 pub struct CompletionChannel {
-    dev: Arc<Device>,
+    dev: Arc<dyn Backend>,
     pub(crate) ch: ChannelHandle,
-    fd: Arc<EventFd>,
+    fd: RawFd,
 }
 
 impl CompletionChannel {
     /// The pollable fd (`ibv_comp_channel.fd`).
     pub fn fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+        self.fd
     }
     /// Make `fd()` non-blocking (for event loops) or blocking.
     pub fn set_nonblocking(&self, nonblocking: bool) -> Result<()> {
-        self.fd
-            .set_nonblocking(nonblocking)
+        set_fd_nonblocking(self.fd, nonblocking)
             .map_err(|e| Error::io("fcntl on the channel fd", e))
     }
     /// `ibv_get_cq_event`: wait up to `timeout` (`None`: forever; zero: EAGAIN if none).
     /// Returns the CQ handle's raw value, as `CompletionQueue::raw_handle` shows it.
     pub fn get_cq_event(&self, timeout: Option<Duration>) -> Result<u64> {
-        let (cq, _) = self.dev.get_cq_event(self.ch, timeout)?;
-        Ok(cq.to_raw())
+        Ok(self.dev.get_cq_event(self.ch, timeout)?.to_raw())
     }
 }
 
@@ -343,7 +354,7 @@ impl Drop for CompletionChannel {
 
 #[derive(Debug)]
 pub(crate) struct CqInner {
-    pub(crate) dev: Arc<Device>,
+    pub(crate) dev: Arc<dyn Backend>,
     pub(crate) cq: CqHandle,
 }
 
@@ -365,44 +376,30 @@ impl CompletionQueue {
     }
     /// `ibv_poll_cq` into `out`; returns how many were written.
     pub fn poll(&self, out: &mut [WorkCompletion]) -> Result<usize> {
-        Ok(self.inner.dev.with(|h| h.poll_cq(self.inner.cq, out))?)
+        self.inner.dev.poll_cq(self.inner.cq, out)
     }
     /// Poll until `n` completions arrived or `timeout` passed, sleeping on the device's
-    /// progress signal in between (no busy loop on the device lock).
+    /// progress signal in between where the backend has one. An error after some
+    /// completions were gathered returns those; the error shows on the next poll.
     pub fn poll_wait(&self, n: usize, timeout: Duration) -> Result<Vec<WorkCompletion>> {
         let mut got = Vec::with_capacity(n);
-        let mut buf = [WorkCompletion::success(0, 0, softroce_emu::core::WcOpcode::Send, 0); 32];
-        let mut error = None;
-        let cq = self.inner.cq;
-        let _ = self.inner.dev.wait_for(timeout, |h| {
-            if got.len() >= n {
-                return Some(());
-            }
-            match h.poll_cq(cq, &mut buf[..(n - got.len()).min(32)]) {
-                Ok(k) => got.extend_from_slice(&buf[..k]),
-                Err(e) => {
-                    error = Some(e);
-                    return Some(());
-                }
-            }
-            (got.len() >= n).then_some(())
-        });
-        match error {
-            Some(e) if got.is_empty() => Err(e.into()),
+        match self
+            .inner
+            .dev
+            .poll_cq_wait(self.inner.cq, n, timeout, &mut got)
+        {
+            Err(e) if got.is_empty() => Err(e),
             _ => Ok(got),
         }
     }
 
     /// `ibv_req_notify_cq`.
     pub fn req_notify(&self, solicited_only: bool) -> Result<()> {
-        Ok(self
-            .inner
-            .dev
-            .with(|h| h.req_notify_cq(self.inner.cq, solicited_only))?)
+        self.inner.dev.req_notify_cq(self.inner.cq, solicited_only)
     }
     /// `ibv_ack_cq_events`.
     pub fn ack_events(&self, n: u32) -> Result<()> {
-        Ok(self.inner.dev.with(|h| h.ack_cq_events(self.inner.cq, n))?)
+        self.inner.dev.ack_cq_events(self.inner.cq, n)
     }
 }
 
@@ -410,16 +407,16 @@ impl Drop for CqInner {
     fn drop(&mut self) {
         // Unacknowledged events make destroy refuse (EBUSY); dropping means the application
         // is done with them, so acknowledge what is outstanding first.
-        self.dev.with(|h| {
-            if let Err(VerbsError::Busy { .. }) = h.destroy_cq(self.cq) {
-                for _ in 0..1024 {
-                    if h.ack_cq_events(self.cq, 1).is_err() {
-                        break;
-                    }
+        if let Err(e) = self.dev.destroy_cq(self.cq)
+            && e.errno() == libc::EBUSY
+        {
+            for _ in 0..1024 {
+                if self.dev.ack_cq_events(self.cq, 1).is_err() {
+                    break;
                 }
-                let _ = h.destroy_cq(self.cq);
             }
-        });
+            let _ = self.dev.destroy_cq(self.cq);
+        }
     }
 }
 
@@ -437,15 +434,12 @@ impl SharedReceiveQueue {
     /// The memory regions behind `sges` must stay alive and unused by the application until
     /// the receive's completion has been polled.
     pub unsafe fn post_receive(&self, sges: &[Sge], wr_id: u64) -> Result<()> {
-        Ok(self.pd.dev.with(|h| {
-            h.post_srq_recv(
-                self.srq,
-                &[RecvWr {
-                    wr_id,
-                    sg_list: sges.to_vec(),
-                }],
-            )
-        })?)
+        let wr = RecvWr {
+            wr_id,
+            sg_list: sges.to_vec(),
+        };
+        // SAFETY: forwarded contract.
+        unsafe { self.pd.dev.post_srq_recv(self.srq, &[wr]) }
     }
     /// Arm the limit event (`IBV_EVENT_SRQ_LIMIT_REACHED` when fewer WRs remain).
     pub fn arm_limit(&self, limit: u32) -> Result<()> {
@@ -453,21 +447,35 @@ impl SharedReceiveQueue {
             srq_limit: limit,
             ..SrqAttr::default()
         };
-        Ok(self.pd.dev.with(|h| {
-            h.modify_srq(
-                self.srq,
-                attr,
-                SrqAttrMask {
-                    limit: true,
-                    max_wr: false,
-                },
-            )
-        })?)
+        let mask = SrqAttrMask {
+            limit: true,
+            max_wr: false,
+        };
+        self.pd.dev.modify_srq(self.srq, attr, mask)
     }
 }
 
 impl Drop for SharedReceiveQueue {
     fn drop(&mut self) {
-        let _ = self.pd.dev.with(|h| h.destroy_srq(self.srq));
+        let _ = self.pd.dev.destroy_srq(self.srq);
     }
+}
+
+/// Set or clear `O_NONBLOCK` on `fd`.
+fn set_fd_nonblocking(fd: RawFd, nonblocking: bool) -> std::io::Result<()> {
+    // SAFETY: fcntl on an fd the backend keeps open; no memory is passed.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let flags = if nonblocking {
+        flags | libc::O_NONBLOCK
+    } else {
+        flags & !libc::O_NONBLOCK
+    };
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }

@@ -2,17 +2,47 @@
 
 use softroce_emu::core::{PostError, VerbsError};
 
+use crate::backend::BackendKind;
+
 /// A failed verb.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The device refused the verb; the message says which check failed.
+    /// The emulated device refused the verb; the message says which check failed.
     #[error(transparent)]
     Verbs(#[from] VerbsError),
     /// A post was refused at the work request with this index (earlier ones were posted).
     #[error(transparent)]
     Post(#[from] PostError),
-    /// The device could not be started or an fd operation failed.
+    /// A libibverbs call failed (ibverbs backend): the errno it set.
+    #[error("{verb}: {detail}: {}", std::io::Error::from_raw_os_error(*errno))]
+    Ibverbs {
+        /// The verb.
+        verb: &'static str,
+        /// What was asked of it.
+        detail: String,
+        /// The errno.
+        errno: i32,
+    },
+    /// libibverbs refused a post at the work request with this index (ibverbs backend).
+    #[error("{verb}: work request #{index} rejected: {}", std::io::Error::from_raw_os_error(*errno))]
+    IbverbsPost {
+        /// The verb.
+        verb: &'static str,
+        /// Index of the first rejected work request (`bad_wr`).
+        index: usize,
+        /// The errno.
+        errno: i32,
+    },
+    /// The operation exists only on another backend.
+    #[error("{what} is not available on the {backend} backend")]
+    Unsupported {
+        /// What was asked.
+        what: &'static str,
+        /// The backend in use.
+        backend: BackendKind,
+    },
+    /// The device could not be started or opened, or an fd operation failed.
     #[error("{what}: {source}")]
     Io {
         /// What was being done.
@@ -29,7 +59,18 @@ impl Error {
         match self {
             Self::Verbs(e) => e.errno(),
             Self::Post(p) => p.error.errno(),
+            Self::Ibverbs { errno, .. } | Self::IbverbsPost { errno, .. } => *errno,
+            Self::Unsupported { .. } => libc::EOPNOTSUPP,
             Self::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
+        }
+    }
+
+    /// For a refused post, the index of the first rejected work request (`bad_wr`).
+    pub fn bad_wr(&self) -> Option<usize> {
+        match self {
+            Self::Post(p) => Some(p.index),
+            Self::IbverbsPost { index, .. } => Some(*index),
+            _ => None,
         }
     }
 

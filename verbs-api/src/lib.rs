@@ -1,5 +1,6 @@
-//! A safe Rust verbs API, shaped after rust-ibverbs, over a backend: today the softroce
-//! emulator (a libibverbs hardware backend is a later step, behind a cargo feature).
+//! A safe Rust verbs API, shaped after rust-ibverbs, over a pluggable [`backend::Backend`]:
+//! the softroce emulator (default), or real hardware through the system's libibverbs
+//! (cargo feature `ibverbs`, loaded at run time: no build-time rdma-core).
 //!
 //! ```no_run
 //! use softroce_verbs::{Context, QpType};
@@ -23,6 +24,7 @@
 //! been polled. [`MemoryRegion`] owns its buffer and deregisters it on drop, and offers copy-in
 //! and copy-out accessors that never create a Rust reference the device could invalidate.
 
+pub mod backend;
 mod context;
 mod error;
 mod qp;

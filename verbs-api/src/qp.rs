@@ -131,7 +131,7 @@ impl<'a> QueuePairBuilder<'a> {
             sq_sig_all: self.sq_sig_all,
             qp_context: 0,
         };
-        let (qp, qpn, _) = dev.with(|h| h.create_qp(self.pd.pd.pd, init))?;
+        let (qp, qpn) = dev.create_qp(self.pd.pd.pd, init)?;
         let inner = QpInner {
             pd: Arc::clone(&self.pd.pd),
             qp,
@@ -145,17 +145,17 @@ impl<'a> QueuePairBuilder<'a> {
             ..QpAttr::default()
         };
         let mask = required(self.qp_type, QpState::Reset, QpState::Init)?;
-        dev.with(|h| h.modify_qp(qp, &attr, mask))?;
-        let psn = dev
-            .with(|h| h.query_device().node_guid as u32 ^ qpn.value().wrapping_mul(0x9E37_79B9))
+        dev.modify_qp(qp, &attr, mask)?;
+        let psn = (dev.query_device()?.node_guid as u32 ^ qpn.value().wrapping_mul(0x9E37_79B9))
             & 0xFF_FFFF;
-        let (gid, port) = dev.with(|h| (h.query_gid(1, h.ip_gid_index()), h.local_addr().port()));
+        let gid = dev.query_gid(1, dev.sgid_index())?;
+        let port = dev.udp_port();
         let prepared = PreparedQueuePair {
             inner,
             endpoint: QueuePairEndpoint {
                 qpn: qpn.value(),
                 psn,
-                gid: gid?,
+                gid,
                 udp_port: port,
             },
             qp_type: self.qp_type,
@@ -189,7 +189,7 @@ struct QpInner {
 
 impl Drop for QpInner {
     fn drop(&mut self) {
-        let _ = self.pd.dev.with(|h| h.destroy_qp(self.qp));
+        let _ = self.pd.dev.destroy_qp(self.qp);
     }
 }
 
@@ -217,7 +217,7 @@ impl PreparedQueuePair {
     pub fn handshake(self, remote: QueuePairEndpoint) -> Result<QueuePair> {
         let dev = Arc::clone(&self.inner.pd.dev);
         let qp = self.inner.qp;
-        let sgid_index = dev.with(|h| h.ip_gid_index()) as u8;
+        let sgid_index = dev.sgid_index() as u8;
         let mut av = AhAttr::new(remote.gid, sgid_index);
         av.udp_port = remote.udp_port;
         let rtr = QpAttr {
@@ -231,7 +231,7 @@ impl PreparedQueuePair {
             ..QpAttr::default()
         };
         let mask = required(self.qp_type, QpState::Init, QpState::Rtr)?;
-        dev.with(|h| h.modify_qp(qp, &rtr, mask))?;
+        dev.modify_qp(qp, &rtr, mask)?;
         let rts = QpAttr {
             qp_state: QpState::Rts,
             sq_psn: Psn::new(self.endpoint.psn),
@@ -242,7 +242,7 @@ impl PreparedQueuePair {
             ..QpAttr::default()
         };
         let mask = required(self.qp_type, QpState::Rtr, QpState::Rts)?;
-        dev.with(|h| h.modify_qp(qp, &rts, mask))?;
+        dev.modify_qp(qp, &rts, mask)?;
         Ok(QueuePair {
             inner: self.inner,
             endpoint: self.endpoint,
@@ -270,16 +270,12 @@ impl QueuePair {
 
     /// `ibv_query_qp`: the current state.
     pub fn state(&self) -> Result<QpState> {
-        Ok(self.inner.pd.dev.with(|h| h.qp_state(self.inner.qp))?)
+        self.inner.pd.dev.qp_state(self.inner.qp)
     }
 
     /// `ibv_modify_qp`; a refusal names the offending attribute bits (state table).
     pub fn modify(&self, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
-        Ok(self
-            .inner
-            .pd
-            .dev
-            .with(|h| h.modify_qp(self.inner.qp, attr, mask))?)
+        self.inner.pd.dev.modify_qp(self.inner.qp, attr, mask)
     }
 
     /// `ibv_post_send` of several work requests; a refusal reports the index of the first
@@ -292,11 +288,7 @@ impl QueuePair {
     /// `IBV_SEND_INLINE`, the scatter/gather addresses must be readable during this call.
     pub unsafe fn post_send(&self, wrs: &[SendWr]) -> Result<()> {
         // SAFETY: forwarded contract.
-        Ok(self
-            .inner
-            .pd
-            .dev
-            .with(|h| unsafe { h.post_send(self.inner.qp, wrs) })?)
+        unsafe { self.inner.pd.dev.post_send(self.inner.qp, wrs) }
     }
 
     /// Post one receive into `sges`.
@@ -305,25 +297,22 @@ impl QueuePair {
     /// The memory regions behind `sges` must stay alive and unused by the application until
     /// the receive's completion has been polled.
     pub unsafe fn post_receive(&self, sges: &[Sge], wr_id: u64) -> Result<()> {
-        Ok(self.inner.pd.dev.with(|h| {
-            h.post_recv(
-                self.inner.qp,
-                &[RecvWr {
-                    wr_id,
-                    sg_list: sges.to_vec(),
-                }],
-            )
-        })?)
+        let wr = RecvWr {
+            wr_id,
+            sg_list: sges.to_vec(),
+        };
+        // SAFETY: forwarded contract.
+        unsafe { self.inner.pd.dev.post_recv(self.inner.qp, &[wr]) }
     }
 
     /// A UD destination: an address handle to `remote` plus its QPN and Q_Key, for
     /// `SendWr::ud`.
     pub fn ud_target(&self, remote: QueuePairEndpoint, qkey: u32) -> Result<UdTarget> {
         let dev = &self.inner.pd.dev;
-        let sgid_index = dev.with(|h| h.ip_gid_index()) as u8;
+        let sgid_index = dev.sgid_index() as u8;
         let mut av = AhAttr::new(remote.gid, sgid_index);
         av.udp_port = remote.udp_port;
-        let ah: AhHandle = dev.with(|h| h.create_ah(self.inner.pd.pd, av))?;
+        let ah: AhHandle = dev.create_ah(self.inner.pd.pd, av)?;
         Ok(UdTarget {
             ah,
             remote_qpn: remote.qpn,

@@ -59,13 +59,13 @@ fn demo(args: &DemoArgs) -> anyhow::Result<()> {
     let b = Context::open_emulated("softroce1", args.b, args.port).context("device B")?;
     println!(
         "device A: {} GID[{}] {}",
-        a.local_addr(),
+        a.local_addr()?,
         a.ip_gid_index(),
         a.gid(a.ip_gid_index())?
     );
     println!(
         "device B: {} GID[{}] {}",
-        b.local_addr(),
+        b.local_addr()?,
         b.ip_gid_index(),
         b.gid(b.ip_gid_index())?
     );
@@ -320,8 +320,11 @@ fn demo(args: &DemoArgs) -> anyhow::Result<()> {
     );
     let _ = cqa.poll_wait(3, Duration::from_millis(200));
 
-    println!("counters A: {}", a.counters());
-    println!("counters B: {}", b.counters());
+    for (name, dev) in [("A", &a), ("B", &b)] {
+        if let Some(c) = dev.counters() {
+            println!("counters {name}: {c}");
+        }
+    }
     println!("demo ok");
     Ok(())
 }

@@ -25,7 +25,13 @@ pub(crate) fn run(args: &DevinfoArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let a = ctx.query_device();
+    let a = match ctx.query_device() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("softroce devinfo: {e}");
+            return ExitCode::from(1);
+        }
+    };
     let g = a.node_guid.to_be_bytes();
     let guid = format!(
         "{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}",

@@ -1,0 +1,181 @@
+//! The backend a [`Context`](crate::Context) drives: the softroce emulator (always built) or
+//! real hardware through the system's libibverbs (cargo feature `ibverbs`, loaded at run time).
+//!
+//! Objects are named by the emulator's handle types. For the emulator they are its own
+//! generation-checked handles; other backends treat them as opaque tokens (the libibverbs
+//! backend stores its C object pointers in them). A token is only ever given back to the
+//! backend that made it.
+
+use std::fmt;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use softroce_emu::core::{
+    AccessFlags, AhAttr, AhHandle, AsyncEvent, ChannelHandle, Counters, CqHandle, DeviceAttr,
+    MrHandle, MrKeys, PdHandle, PortAttr, QpAttr, QpAttrMask, QpHandle, QpInitAttr, QpState,
+    RecvWr, SendWr, SrqAttr, SrqAttrMask, SrqHandle, WcOpcode, WorkCompletion,
+};
+use softroce_emu::driver::Device;
+use softroce_wire::{Gid, Qpn};
+
+use crate::error::Result;
+
+mod emulated;
+
+pub use emulated::Emulated;
+
+/// Which implementation a backend is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BackendKind {
+    /// The in-process softroce emulator.
+    Emulated,
+    /// The system's libibverbs and whatever device it drives (a NIC, rdma_rxe, siw).
+    Ibverbs,
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Emulated => "emulated",
+            Self::Ibverbs => "ibverbs",
+        })
+    }
+}
+
+/// The verbs, one method each, as a device implements them.
+///
+/// Every method mirrors the libibverbs verb of the same name and reports failures with the
+/// errno that verb would set. Methods marked `unsafe` hand the device memory it may access
+/// until the matching completion is polled or the region is deregistered.
+pub trait Backend: Send + Sync + fmt::Debug {
+    /// Which implementation this is.
+    fn kind(&self) -> BackendKind;
+    /// The device's name (`ibv_get_device_name`).
+    fn device_name(&self) -> String;
+    /// `ibv_query_device`.
+    fn query_device(&self) -> Result<DeviceAttr>;
+    /// `ibv_query_port`.
+    fn query_port(&self, port: u8) -> Result<PortAttr>;
+    /// `ibv_query_gid`.
+    fn query_gid(&self, port: u8, index: usize) -> Result<Gid>;
+    /// The source GID index QPs use (the RoCEv2 GID of the device's IPv4 or IPv6 address).
+    fn sgid_index(&self) -> usize;
+    /// The UDP port the device receives RoCEv2 on (4791 but for private emulated setups).
+    fn udp_port(&self) -> u16;
+
+    /// `ibv_alloc_pd`.
+    fn alloc_pd(&self) -> Result<PdHandle>;
+    /// `ibv_dealloc_pd`.
+    fn dealloc_pd(&self, pd: PdHandle) -> Result<()>;
+    /// `ibv_reg_mr` of `len` bytes at `addr`.
+    ///
+    /// # Safety
+    /// The memory must stay allocated until [`Backend::dereg_mr`] returns, and the device
+    /// may read or write it at any time before that.
+    unsafe fn reg_mr(
+        &self,
+        pd: PdHandle,
+        addr: *mut u8,
+        len: usize,
+        access: AccessFlags,
+    ) -> Result<(MrHandle, MrKeys)>;
+    /// `ibv_dereg_mr`.
+    fn dereg_mr(&self, mr: MrHandle) -> Result<()>;
+
+    /// `ibv_create_comp_channel`: the channel and its pollable fd (valid until destroyed).
+    fn create_comp_channel(&self) -> Result<(ChannelHandle, RawFd)>;
+    /// `ibv_destroy_comp_channel`.
+    fn destroy_comp_channel(&self, ch: ChannelHandle) -> Result<()>;
+    /// `ibv_get_cq_event`, waiting up to `timeout` (`None`: forever; zero: EAGAIN if none).
+    fn get_cq_event(&self, ch: ChannelHandle, timeout: Option<Duration>) -> Result<CqHandle>;
+
+    /// `ibv_create_cq`: the CQ and its real size (at least `cqe`).
+    fn create_cq(&self, cqe: u32, channel: Option<ChannelHandle>) -> Result<(CqHandle, u32)>;
+    /// `ibv_destroy_cq`.
+    fn destroy_cq(&self, cq: CqHandle) -> Result<()>;
+    /// `ibv_poll_cq` into `out`; how many were written.
+    fn poll_cq(&self, cq: CqHandle, out: &mut [WorkCompletion]) -> Result<usize>;
+    /// Poll until `want` completions were appended to `got` or `timeout` passed. The default
+    /// polls with short sleeps; a backend with a progress signal sleeps on it instead.
+    fn poll_cq_wait(
+        &self,
+        cq: CqHandle,
+        want: usize,
+        timeout: Duration,
+        got: &mut Vec<WorkCompletion>,
+    ) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        let mut buf = [WorkCompletion::success(0, 0, WcOpcode::Send, 0); 32];
+        while got.len() < want {
+            let room = (want - got.len()).min(buf.len());
+            let n = self.poll_cq(cq, &mut buf[..room])?;
+            got.extend_from_slice(&buf[..n]);
+            if n == 0 {
+                if Instant::now() >= deadline {
+                    break;
+                }
+                std::thread::sleep(Duration::from_micros(20));
+            }
+        }
+        Ok(())
+    }
+    /// `ibv_req_notify_cq`.
+    fn req_notify_cq(&self, cq: CqHandle, solicited_only: bool) -> Result<()>;
+    /// `ibv_ack_cq_events`.
+    fn ack_cq_events(&self, cq: CqHandle, n: u32) -> Result<()>;
+
+    /// `ibv_create_srq`.
+    fn create_srq(&self, pd: PdHandle, attr: SrqAttr) -> Result<SrqHandle>;
+    /// `ibv_modify_srq`.
+    fn modify_srq(&self, srq: SrqHandle, attr: SrqAttr, mask: SrqAttrMask) -> Result<()>;
+    /// `ibv_destroy_srq`.
+    fn destroy_srq(&self, srq: SrqHandle) -> Result<()>;
+    /// `ibv_post_srq_recv`; a refusal names the first rejected request.
+    ///
+    /// # Safety
+    /// The buffers the requests name must stay valid until their completions are polled.
+    unsafe fn post_srq_recv(&self, srq: SrqHandle, wrs: &[RecvWr]) -> Result<()>;
+
+    /// `ibv_create_qp`: the QP and its number.
+    fn create_qp(&self, pd: PdHandle, init: QpInitAttr) -> Result<(QpHandle, Qpn)>;
+    /// `ibv_modify_qp`.
+    fn modify_qp(&self, qp: QpHandle, attr: &QpAttr, mask: QpAttrMask) -> Result<()>;
+    /// `ibv_query_qp` of the state.
+    fn qp_state(&self, qp: QpHandle) -> Result<QpState>;
+    /// `ibv_destroy_qp`.
+    fn destroy_qp(&self, qp: QpHandle) -> Result<()>;
+    /// `ibv_post_send`; a refusal names the first rejected request (`bad_wr`).
+    ///
+    /// # Safety
+    /// The buffers the requests name must stay valid until their completions are polled
+    /// (inline data: during this call).
+    unsafe fn post_send(&self, qp: QpHandle, wrs: &[SendWr]) -> Result<()>;
+    /// `ibv_post_recv`; a refusal names the first rejected request (`bad_wr`).
+    ///
+    /// # Safety
+    /// The buffers the requests name must stay valid until their completions are polled.
+    unsafe fn post_recv(&self, qp: QpHandle, wrs: &[RecvWr]) -> Result<()>;
+
+    /// `ibv_create_ah`.
+    fn create_ah(&self, pd: PdHandle, attr: AhAttr) -> Result<AhHandle>;
+    /// `ibv_destroy_ah`.
+    fn destroy_ah(&self, ah: AhHandle) -> Result<()>;
+
+    /// `ibv_get_async_event`, waiting up to `timeout` (`None`: forever).
+    fn get_async_event(&self, timeout: Option<Duration>) -> Result<AsyncEvent>;
+    /// `ibv_ack_async_event`.
+    fn ack_async_event(&self, event: &AsyncEvent) -> Result<()>;
+    /// The async event queue's fd (`ibv_context.async_fd`).
+    fn async_fd(&self) -> RawFd;
+
+    /// Device counters in the emulator's terms (rxe's hw_counters), where the backend has them.
+    fn counters(&self) -> Option<Counters> {
+        None
+    }
+    /// The emulated device behind this backend, if it is one (fault injection, the HCA).
+    fn emulated(&self) -> Option<&Arc<Device>> {
+        None
+    }
+}
