@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 mod decode;
 mod demo;
 mod devinfo;
+mod ops;
 mod perf;
 mod pingpong;
 mod soak;
@@ -36,6 +37,10 @@ enum Command {
     /// rdma-core's ibv_{rc,uc,ud}_pingpong on an emulated device, with the same TCP side
     /// channel, so it pairs with the real tools too.
     Pingpong(pingpong::PingpongArgs),
+    /// Every RC/UC/UD/SRQ operation at sizes 0, 1, MTU, MTU+1, 64 KiB and 1 MiB between two
+    /// processes, verified byte for byte on both sides; the client is the requester. Runs on
+    /// the emulator or (`--backend ibverbs`) on real libibverbs devices such as rdma_rxe.
+    Ops(ops::OpsArgs),
     /// Bandwidth and latency between two emulated devices on loopback, measured next to raw
     /// UDP in the same run and reported as ratios.
     Perf(perf::PerfArgs),
@@ -56,6 +61,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::Devinfo(args) => devinfo::run(&args),
         Command::Pingpong(args) => pingpong::run(&args),
+        Command::Ops(args) => ops::run(&args),
         Command::Perf(args) => perf::run(&args),
         Command::Soak(args) => soak::run(&args),
     }

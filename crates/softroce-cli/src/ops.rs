@@ -1,0 +1,900 @@
+//! `softroce ops`: every verb the pingpong tools do not cover — RC SEND/SEND_IMM/WRITE/
+//! WRITE_IMM/READ/CMP_SWAP/FETCH_ADD, UC SEND/WRITE, UD SEND with its GRH area, SRQ receives —
+//! at the sizes that matter (0, 1, MTU, MTU+1, 64 KiB, 1 MiB), between two processes, each
+//! verified byte for byte on both sides.
+//!
+//! The client is the requester of every cell; the server is the responder. Both run on any
+//! backend, so `softroce ops --backend ibverbs` on rdma_rxe against `softroce ops` on the
+//! emulator tests each direction by choosing which side is the client.
+//!
+//! Control channel (TCP, one text line per message): both sides send `HELLO key=value…`
+//! with their QPs and memory; then per cell the client sends `CELL op size seed`, the server
+//! prepares (posts a receive, fills or clears memory) and answers `READY`, the client runs
+//! the work request and checks its completion, sends `CHECK`, and the server answers `PASS`
+//! or `FAIL reason` after checking its side. `BYE` ends.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow, bail, ensure};
+use clap::{Args, ValueEnum};
+use softroce_emu::core::{QpCap, SendWr, UdTarget};
+use softroce_verbs::{
+    CompletionQueue, Context, Gid, MemoryRegion, Mtu, QpType, QueuePair, QueuePairEndpoint,
+    SharedReceiveQueue, WcFlags, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
+};
+
+/// Which verbs implementation runs this side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum BackendChoice {
+    /// The softroce emulator on `--bind`.
+    Emulated,
+    /// The system's libibverbs (real hardware or rdma_rxe); needs the `ibverbs` feature.
+    Ibverbs,
+}
+
+/// Arguments of `softroce ops`.
+#[derive(Debug, Args)]
+pub(crate) struct OpsArgs {
+    /// Backend of this side.
+    #[arg(long, value_enum, default_value = "emulated")]
+    backend: BackendChoice,
+    /// Address of the emulated device.
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: IpAddr,
+    /// UDP port of the emulated device.
+    #[arg(long, default_value_t = 4791)]
+    udp_port: u16,
+    /// libibverbs device name (ibverbs backend; default: the first device).
+    #[arg(long)]
+    device: Option<String>,
+    /// GID index (ibverbs backend; default: the device's first IPv4-mapped RoCEv2 GID).
+    #[arg(short = 'g', long)]
+    gid_index: Option<usize>,
+    /// TCP port of the control channel.
+    #[arg(short = 'p', long, default_value_t = 18516)]
+    port: u16,
+    /// Path MTU in bytes (the client's choice is used by both sides).
+    #[arg(short = 'm', long, default_value_t = 1024)]
+    mtu: usize,
+    /// Largest message size to test (client); sizes above it are left out.
+    #[arg(long, default_value_t = 1 << 20)]
+    max_size: usize,
+    /// Only cells whose name contains one of these (comma-separated), e.g. `rc-read,ud`.
+    #[arg(long)]
+    only: Option<String>,
+    /// Give up on one completion after this many seconds.
+    #[arg(long, default_value_t = 20)]
+    timeout: u64,
+    /// Server to connect to (this side is then the requester); without it, serve one client.
+    server: Option<String>,
+}
+
+/// The operation of one cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    RcSend,
+    RcSendImm,
+    RcWrite,
+    RcWriteImm,
+    RcRead,
+    RcCmpSwap,
+    RcFetchAdd,
+    UcSend,
+    UcWrite,
+    UdSend,
+    SrqSend,
+}
+
+const ALL_OPS: [Op; 11] = [
+    Op::RcSend,
+    Op::RcSendImm,
+    Op::RcWrite,
+    Op::RcWriteImm,
+    Op::RcRead,
+    Op::RcCmpSwap,
+    Op::RcFetchAdd,
+    Op::UcSend,
+    Op::UcWrite,
+    Op::UdSend,
+    Op::SrqSend,
+];
+
+impl Op {
+    fn name(self) -> &'static str {
+        match self {
+            Self::RcSend => "rc-send",
+            Self::RcSendImm => "rc-send-imm",
+            Self::RcWrite => "rc-write",
+            Self::RcWriteImm => "rc-write-imm",
+            Self::RcRead => "rc-read",
+            Self::RcCmpSwap => "rc-cmp-swap",
+            Self::RcFetchAdd => "rc-fetch-add",
+            Self::UcSend => "uc-send",
+            Self::UcWrite => "uc-write",
+            Self::UdSend => "ud-send",
+            Self::SrqSend => "srq-send",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Self> {
+        ALL_OPS.into_iter().find(|op| op.name() == name)
+    }
+
+    fn is_atomic(self) -> bool {
+        matches!(self, Self::RcCmpSwap | Self::RcFetchAdd)
+    }
+
+    /// Whether the responder sees a receive completion.
+    fn consumes_receive(self) -> bool {
+        matches!(
+            self,
+            Self::RcSend
+                | Self::RcSendImm
+                | Self::RcWriteImm
+                | Self::UcSend
+                | Self::UdSend
+                | Self::SrqSend
+        )
+    }
+
+    fn carries_imm(self) -> bool {
+        matches!(self, Self::RcSendImm | Self::RcWriteImm)
+    }
+
+    fn wr_opcode(self) -> WrOpcode {
+        match self {
+            Self::RcSend | Self::UcSend | Self::UdSend | Self::SrqSend => WrOpcode::Send,
+            Self::RcSendImm => WrOpcode::SendWithImm,
+            Self::RcWrite | Self::UcWrite => WrOpcode::RdmaWrite,
+            Self::RcWriteImm => WrOpcode::RdmaWriteWithImm,
+            Self::RcRead => WrOpcode::RdmaRead,
+            Self::RcCmpSwap => WrOpcode::AtomicCmpAndSwp,
+            Self::RcFetchAdd => WrOpcode::AtomicFetchAndAdd,
+        }
+    }
+
+    fn send_wc_opcode(self) -> WcOpcode {
+        match self.wr_opcode() {
+            WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm => WcOpcode::RdmaWrite,
+            WrOpcode::RdmaRead => WcOpcode::RdmaRead,
+            WrOpcode::AtomicCmpAndSwp => WcOpcode::CompSwap,
+            WrOpcode::AtomicFetchAndAdd => WcOpcode::FetchAdd,
+            _ => WcOpcode::Send,
+        }
+    }
+
+    /// Message sizes of this op at path MTU `mtu` (UD: the port's active MTU `ud_mtu`).
+    fn sizes(self, mtu: usize, ud_mtu: usize) -> Vec<usize> {
+        if self.is_atomic() {
+            vec![8]
+        } else if self == Self::UdSend {
+            // A UD message is one packet of at most the port's MTU.
+            vec![0, 1, ud_mtu]
+        } else {
+            vec![0, 1, mtu, mtu + 1, 64 << 10, 1 << 20]
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+const GRH: usize = 40;
+/// Room for the largest message plus the UD GRH area.
+const MR_LEN: usize = (1 << 20) + 4096;
+const QKEY: u32 = 0x1111_1111;
+const IMM: u32 = 0x1234_5678;
+const ATOMIC_START: u64 = 0x0102_0304_0506_0708;
+const ATOMIC_ADD: u64 = 0x10_0000_0001;
+
+/// Deterministic payload byte `i` of a cell seeded `seed`.
+fn pattern(seed: u32, i: usize) -> u8 {
+    (seed as usize)
+        .wrapping_mul(31)
+        .wrapping_add(i.wrapping_mul(7))
+        .wrapping_add(i / 251) as u8
+}
+
+fn fill(mr: &MemoryRegion, offset: usize, len: usize, seed: u32) -> anyhow::Result<()> {
+    let data: Vec<u8> = (0..len).map(|i| pattern(seed, i)).collect();
+    Ok(mr.write(offset, &data)?)
+}
+
+/// The first byte that differs from the pattern, if any.
+fn verify(mr: &MemoryRegion, offset: usize, len: usize, seed: u32) -> anyhow::Result<()> {
+    let mut data = vec![0u8; len];
+    mr.read(offset, &mut data)?;
+    if let Some(i) = (0..len).find(|&i| data[i] != pattern(seed, i)) {
+        bail!(
+            "byte {i} of {len} is {:#04x}, expected {:#04x}",
+            data[i],
+            pattern(seed, i)
+        );
+    }
+    Ok(())
+}
+
+fn read_u64(mr: &MemoryRegion, offset: usize) -> anyhow::Result<u64> {
+    let mut b = [0u8; 8];
+    mr.read(offset, &mut b)?;
+    Ok(u64::from_ne_bytes(b))
+}
+
+/// One side's objects.
+struct Side {
+    ctx: Context,
+    cq: CompletionQueue,
+    mr: MemoryRegion,
+    rc: QueuePair,
+    uc: QueuePair,
+    ud: QueuePair,
+    /// Server: an RC QP on the SRQ; client: a plain RC QP to pair with it.
+    srq_qp: QueuePair,
+    _srq: Option<SharedReceiveQueue>,
+    ud_peer: UdTarget,
+    peer: Hello,
+    timeout: Duration,
+}
+
+/// What each side tells the other.
+#[derive(Debug, Clone)]
+struct Hello {
+    gid: Gid,
+    udp_port: u16,
+    addr: u64,
+    rkey: u32,
+    mtu: usize,
+    qps: HashMap<String, (u32, u32)>,
+}
+
+impl Hello {
+    fn line(&self) -> String {
+        let gid: String = self
+            .gid
+            .as_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let mut s = format!(
+            "HELLO gid={gid} udp={} addr={:x} rkey={:x} mtu={}",
+            self.udp_port, self.addr, self.rkey, self.mtu
+        );
+        let mut names: Vec<_> = self.qps.keys().collect();
+        names.sort();
+        for name in names {
+            let (qpn, psn) = self.qps[name];
+            s.push_str(&format!(" {name}={qpn:x}:{psn:x}"));
+        }
+        s
+    }
+
+    fn parse(line: &str) -> anyhow::Result<Self> {
+        let mut words = line.split_whitespace();
+        ensure!(
+            words.next() == Some("HELLO"),
+            "expected HELLO, got {line:?}"
+        );
+        let mut kv = HashMap::new();
+        for w in words {
+            let (k, v) = w
+                .split_once('=')
+                .with_context(|| format!("{w:?} in HELLO is not key=value"))?;
+            kv.insert(k.to_string(), v.to_string());
+        }
+        let get = |k: &str| {
+            kv.get(k)
+                .cloned()
+                .with_context(|| format!("HELLO lacks {k}="))
+        };
+        let gid_hex = get("gid")?;
+        ensure!(gid_hex.len() == 32, "gid={gid_hex} is not 32 hex digits");
+        let mut gid = [0u8; 16];
+        for (i, b) in gid.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&gid_hex[2 * i..2 * i + 2], 16).context("gid")?;
+        }
+        let mut qps = HashMap::new();
+        for name in ["rc", "uc", "ud", "srq"] {
+            let v = get(name)?;
+            let (q, p) = v
+                .split_once(':')
+                .with_context(|| format!("{name}={v} is not QPN:PSN"))?;
+            qps.insert(
+                name.to_string(),
+                (
+                    u32::from_str_radix(q, 16).context("QPN")?,
+                    u32::from_str_radix(p, 16).context("PSN")?,
+                ),
+            );
+        }
+        Ok(Self {
+            gid: Gid::from_bytes(gid),
+            udp_port: get("udp")?.parse().context("udp")?,
+            addr: u64::from_str_radix(&get("addr")?, 16).context("addr")?,
+            rkey: u32::from_str_radix(&get("rkey")?, 16).context("rkey")?,
+            mtu: get("mtu")?.parse().context("mtu")?,
+            qps,
+        })
+    }
+
+    fn endpoint(&self, name: &str) -> QueuePairEndpoint {
+        let (qpn, psn) = self.qps.get(name).copied().unwrap_or_default();
+        QueuePairEndpoint {
+            qpn,
+            psn,
+            gid: self.gid,
+            udp_port: self.udp_port,
+        }
+    }
+}
+
+struct Line {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl Line {
+    fn new(stream: TcpStream, timeout: Duration) -> anyhow::Result<Self> {
+        stream.set_read_timeout(Some(timeout * 3))?;
+        let _ = stream.set_nodelay(true);
+        Ok(Self {
+            reader: BufReader::new(stream.try_clone()?),
+            writer: stream,
+        })
+    }
+    fn send(&mut self, line: &str) -> anyhow::Result<()> {
+        writeln!(self.writer, "{line}").context("writing to the peer")?;
+        Ok(())
+    }
+    fn recv(&mut self) -> anyhow::Result<String> {
+        let mut s = String::new();
+        let n = self
+            .reader
+            .read_line(&mut s)
+            .context("reading from the peer")?;
+        ensure!(n > 0, "the peer closed the control connection");
+        Ok(s.trim_end().to_string())
+    }
+}
+
+pub(crate) fn run(args: &OpsArgs) -> ExitCode {
+    match ops(args) {
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(failed) => {
+            eprintln!("softroce ops: {failed} cell(s) failed");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("softroce ops: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn open(args: &OpsArgs) -> anyhow::Result<Context> {
+    match args.backend {
+        BackendChoice::Emulated => Context::open_emulated("softroce0", args.bind, args.udp_port)
+            .with_context(|| format!("emulated device on {}:{}", args.bind, args.udp_port)),
+        BackendChoice::Ibverbs => open_ibverbs(args),
+    }
+}
+
+#[cfg(feature = "ibverbs")]
+fn open_ibverbs(args: &OpsArgs) -> anyhow::Result<Context> {
+    Ok(Context::open_ibverbs(
+        args.device.as_deref(),
+        args.gid_index,
+    )?)
+}
+
+#[cfg(not(feature = "ibverbs"))]
+fn open_ibverbs(_: &OpsArgs) -> anyhow::Result<Context> {
+    bail!(
+        "this softroce was built without the ibverbs backend \
+         (cargo build -p softroce-cli --features ibverbs)"
+    )
+}
+
+fn ops(args: &OpsArgs) -> anyhow::Result<usize> {
+    let timeout = Duration::from_secs(args.timeout);
+    let ctx = open(args)?;
+    let stream = match &args.server {
+        Some(host) => connect(host, args.port, timeout)?,
+        None => {
+            let listener = TcpListener::bind(("0.0.0.0", args.port))
+                .with_context(|| format!("listening on TCP port {}", args.port))?;
+            listener.accept().context("accepting the client")?.0
+        }
+    };
+    let mut line = Line::new(stream, timeout)?;
+    let is_client = args.server.is_some();
+
+    let pd = ctx.alloc_pd()?;
+    let cq = ctx.create_cq(256, None)?;
+    let mr = pd.allocate(MR_LEN)?;
+    let caps = QpCap {
+        max_send_wr: 16,
+        max_recv_wr: 16,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
+    let srq = (!is_client)
+        .then(|| pd.create_srq(16, 1))
+        .transpose()
+        .context("creating the SRQ")?;
+
+    // The client proposes the MTU; the server adopts it.
+    let mtu_bytes = if is_client {
+        args.mtu
+    } else {
+        0 // learnt from the client's HELLO
+    };
+    let build = |qp_type: QpType, on_srq: bool, mtu: Mtu| {
+        let b = pd
+            .create_qp(&cq, &cq, qp_type)
+            .caps(caps)
+            .mtu(mtu)
+            .qkey(QKEY);
+        match (&srq, on_srq) {
+            (Some(s), true) => b.srq(s).build(),
+            _ => b.build(),
+        }
+    };
+    let hello_of = |prepared: &[(&str, QueuePairEndpoint)], mtu: usize| -> anyhow::Result<Hello> {
+        let first = prepared.first().map(|p| p.1).context("no QPs")?;
+        Ok(Hello {
+            gid: first.gid,
+            udp_port: first.udp_port,
+            addr: mr.addr(0),
+            rkey: mr.rkey(),
+            mtu,
+            qps: prepared
+                .iter()
+                .map(|(n, ep)| (n.to_string(), (ep.qpn, ep.psn)))
+                .collect(),
+        })
+    };
+
+    // Exchange: the client speaks first so the server learns the MTU before building QPs.
+    let (peer, rc, uc, ud, srq_qp) = if is_client {
+        let mtu = Mtu::from_bytes(mtu_bytes)
+            .with_context(|| format!("--mtu {mtu_bytes} is not 256, 512, 1024, 2048 or 4096"))?;
+        let (rc, uc, ud, sq) = (
+            build(QpType::Rc, false, mtu)?,
+            build(QpType::Uc, false, mtu)?,
+            build(QpType::Ud, false, mtu)?,
+            build(QpType::Rc, false, mtu)?,
+        );
+        let hello = hello_of(
+            &[
+                ("rc", rc.endpoint()),
+                ("uc", uc.endpoint()),
+                ("ud", ud.endpoint()),
+                ("srq", sq.endpoint()),
+            ],
+            mtu_bytes,
+        )?;
+        line.send(&hello.line())?;
+        let peer = Hello::parse(&line.recv()?)?;
+        (peer, rc, uc, ud, sq)
+    } else {
+        let peer = Hello::parse(&line.recv()?)?;
+        let mtu = Mtu::from_bytes(peer.mtu)
+            .with_context(|| format!("client MTU {} is not a valid path MTU", peer.mtu))?;
+        let (rc, uc, ud, sq) = (
+            build(QpType::Rc, false, mtu)?,
+            build(QpType::Uc, false, mtu)?,
+            build(QpType::Ud, false, mtu)?,
+            build(QpType::Rc, true, mtu)?,
+        );
+        let hello = hello_of(
+            &[
+                ("rc", rc.endpoint()),
+                ("uc", uc.endpoint()),
+                ("ud", ud.endpoint()),
+                ("srq", sq.endpoint()),
+            ],
+            peer.mtu,
+        )?;
+        line.send(&hello.line())?;
+        (peer, rc, uc, ud, sq)
+    };
+    let rc = rc.handshake(peer.endpoint("rc"))?;
+    let uc = uc.handshake(peer.endpoint("uc"))?;
+    let ud = ud.handshake(peer.endpoint("ud"))?;
+    let srq_qp = srq_qp.handshake(peer.endpoint("srq"))?;
+    let ud_peer = ud.ud_target(peer.endpoint("ud"), QKEY)?;
+    let side = Side {
+        ctx,
+        cq,
+        mr,
+        rc,
+        uc,
+        ud,
+        srq_qp,
+        _srq: srq,
+        ud_peer,
+        peer,
+        timeout,
+    };
+    if is_client {
+        client(&side, &mut line, args)
+    } else {
+        server(&side, &mut line)
+    }
+}
+
+fn connect(host: &str, port: u16, timeout: Duration) -> anyhow::Result<TcpStream> {
+    let addrs: Vec<SocketAddr> = (host, port)
+        .to_socket_addrs()
+        .with_context(|| format!("resolving {host}"))?
+        .collect();
+    // The server may still be starting: retry for a bounded time.
+    let mut last = None;
+    for _ in 0..100 {
+        for a in &addrs {
+            match TcpStream::connect_timeout(a, Duration::from_secs(2)) {
+                Ok(s) => return Ok(s),
+                Err(e) => last = Some(e),
+            }
+        }
+        let _ = timeout;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Err(anyhow!(
+        "connecting to {host}:{port}: {}",
+        last.map_or_else(|| "no address".to_string(), |e| e.to_string())
+    ))
+}
+
+fn client(side: &Side, line: &mut Line, args: &OpsArgs) -> anyhow::Result<usize> {
+    let only: Vec<String> = args
+        .only
+        .as_deref()
+        .map(|s| s.split(',').map(str::to_string).collect())
+        .unwrap_or_default();
+    let mut failed = 0;
+    let mut seed = 1u32;
+    println!(
+        "# softroce ops: requester {} ({}) -> responder {}, MTU {}",
+        side.ctx.name(),
+        side.ctx.backend().kind(),
+        side.peer.gid,
+        args.mtu
+    );
+    let ud_mtu = side.ctx.query_port(1)?.active_mtu.bytes().min(args.mtu);
+    for op in ALL_OPS {
+        if !only.is_empty() && !only.iter().any(|o| op.name().contains(o.as_str())) {
+            continue;
+        }
+        for size in op.sizes(args.mtu, ud_mtu) {
+            if size > args.max_size {
+                continue;
+            }
+            seed = seed.wrapping_add(1);
+            let outcome = run_cell(side, line, op, size, seed);
+            match outcome {
+                Ok(()) => println!("PASS {op} {size}"),
+                Err(e) => {
+                    failed += 1;
+                    println!("FAIL {op} {size}: {e:#}");
+                    // A QP left in error makes the remaining cells of its transport
+                    // meaningless; say so once and stop rather than cascade.
+                    if matches!(side.rc.state(), Ok(s) if s != softroce_verbs::QpState::Rts) {
+                        println!("# the RC QP left RTS; stopping");
+                        let _ = line.send("BYE");
+                        return Ok(failed);
+                    }
+                }
+            }
+        }
+    }
+    line.send("BYE")?;
+    Ok(failed)
+}
+
+fn run_cell(side: &Side, line: &mut Line, op: Op, size: usize, seed: u32) -> anyhow::Result<()> {
+    line.send(&format!("CELL {} {size} {seed}", op.name()))?;
+    let ready = line.recv()?;
+    if let Some(reason) = ready.strip_prefix("FAIL ") {
+        bail!("responder could not prepare: {reason}");
+    }
+    ensure!(ready == "READY", "expected READY, got {ready:?}");
+    if let Err(e) = request(side, op, size, seed) {
+        // Keep the control channel in step: the responder reports and moves on.
+        line.send("ABORT")?;
+        let _ = line.recv()?;
+        return Err(e);
+    }
+    line.send("CHECK")?;
+    let verdict = line.recv()?;
+    if let Some(reason) = verdict.strip_prefix("FAIL ") {
+        bail!("responder: {reason}");
+    }
+    ensure!(verdict == "PASS", "expected PASS, got {verdict:?}");
+    Ok(())
+}
+
+/// The requester's half of a cell: post, complete, check what came back.
+fn request(side: &Side, op: Op, size: usize, seed: u32) -> anyhow::Result<()> {
+    let mr = &side.mr;
+    if op.is_atomic() {
+        mr.write(0, &0u64.to_ne_bytes())?;
+    } else if op == Op::RcRead {
+        mr.write(0, &vec![0u8; size])?;
+    } else {
+        fill(mr, 0, size, seed)?;
+    }
+    let mut wr = SendWr::new(1000 + u64::from(seed), op.wr_opcode());
+    wr.sg_list = vec![mr.slice(0..size)?];
+    if size == 0 {
+        wr.sg_list.clear();
+    }
+    if op.carries_imm() {
+        wr.imm_data = IMM.to_be();
+    }
+    wr.rdma.remote_addr = side.peer.addr;
+    wr.rdma.rkey = side.peer.rkey;
+    wr.atomic.remote_addr = side.peer.addr;
+    wr.atomic.rkey = side.peer.rkey;
+    match op {
+        Op::RcCmpSwap => {
+            wr.atomic.compare_add = ATOMIC_START;
+            wr.atomic.swap = !ATOMIC_START;
+        }
+        Op::RcFetchAdd => wr.atomic.compare_add = ATOMIC_ADD,
+        _ => {}
+    }
+    let qp = match op {
+        Op::UcSend | Op::UcWrite => &side.uc,
+        Op::UdSend => {
+            wr.ud = Some(side.ud_peer);
+            &side.ud
+        }
+        Op::SrqSend => &side.srq_qp,
+        _ => &side.rc,
+    };
+    // SAFETY: `mr` lives until the end of the program and is not touched until the
+    // completion below is polled.
+    unsafe { qp.post_send(std::slice::from_ref(&wr)) }?;
+    let wc = one_completion(side, "send")?;
+    check_status(&wc, "send")?;
+    ensure!(
+        wc.wr_id == wr.wr_id && wc.opcode == op.send_wc_opcode(),
+        "send completion is wr_id {} {:?}, expected {} {:?}",
+        wc.wr_id,
+        wc.opcode,
+        wr.wr_id,
+        op.send_wc_opcode()
+    );
+    if op == Op::RcRead {
+        ensure!(
+            wc.byte_len as usize == size,
+            "READ completion byte_len {} != {size}",
+            wc.byte_len
+        );
+        verify(mr, 0, size, seed).context("READ data")?;
+    }
+    if op.is_atomic() {
+        let old = read_u64(mr, 0)?;
+        ensure!(
+            old == ATOMIC_START,
+            "{op} returned {old:#x}, expected the original {ATOMIC_START:#x}"
+        );
+    }
+    Ok(())
+}
+
+fn server(side: &Side, line: &mut Line) -> anyhow::Result<usize> {
+    let mut failed = 0;
+    loop {
+        let msg = line.recv()?;
+        if msg == "BYE" {
+            return Ok(failed);
+        }
+        let words: Vec<&str> = msg.split_whitespace().collect();
+        let [_, name, size, seed] = words[..] else {
+            bail!("expected CELL op size seed, got {msg:?}");
+        };
+        ensure!(words[0] == "CELL", "expected CELL, got {msg:?}");
+        let op = Op::parse(name).with_context(|| format!("unknown op {name:?}"))?;
+        let size: usize = size.parse().context("size")?;
+        let seed: u32 = seed.parse().context("seed")?;
+        if let Err(e) = prepare(side, op, size, seed) {
+            line.send(&format!("FAIL {e:#}"))?;
+            failed += 1;
+            continue;
+        }
+        line.send("READY")?;
+        let check = line.recv()?;
+        if check == "ABORT" {
+            println!("FAIL {op} {size} (requester failed; see its output)");
+            failed += 1;
+            line.send("ABORTED")?;
+            continue;
+        }
+        ensure!(check == "CHECK", "expected CHECK, got {check:?}");
+        match respond_check(side, op, size, seed) {
+            Ok(()) => {
+                println!("PASS {op} {size} (responder)");
+                line.send("PASS")?;
+            }
+            Err(e) => {
+                failed += 1;
+                println!("FAIL {op} {size} (responder): {e:#}");
+                line.send(&format!("FAIL {e:#}"))?;
+            }
+        }
+    }
+}
+
+fn prepare(side: &Side, op: Op, size: usize, seed: u32) -> anyhow::Result<()> {
+    ensure!(size <= MR_LEN - GRH, "size {size} exceeds the region");
+    let mr = &side.mr;
+    if op.is_atomic() {
+        mr.write(0, &ATOMIC_START.to_ne_bytes())?;
+        return Ok(());
+    }
+    if op == Op::RcRead {
+        return fill(mr, 0, size, seed);
+    }
+    // Clear what the message lands in, plus a guard byte that must stay untouched.
+    let span = if op == Op::UdSend { GRH + size } else { size };
+    mr.write(0, &vec![0u8; span + 1])?;
+    mr.write(span, &[0xA5])?;
+    if op.consumes_receive() {
+        let sges = if span == 0 {
+            Vec::new()
+        } else {
+            vec![mr.slice(0..span)?]
+        };
+        let wr_id = 7;
+        // SAFETY: `mr` lives until the end of the program; the receive completes (or the
+        // QP is destroyed) before it is reused.
+        unsafe {
+            match op {
+                Op::UcSend => side.uc.post_receive(&sges, wr_id),
+                Op::UdSend => side.ud.post_receive(&sges, wr_id),
+                Op::SrqSend => match &side._srq {
+                    Some(srq) => srq.post_receive(&sges, wr_id),
+                    None => bail!("no SRQ on this side"),
+                },
+                _ => side.rc.post_receive(&sges, wr_id),
+            }
+        }?;
+    }
+    Ok(())
+}
+
+fn respond_check(side: &Side, op: Op, size: usize, seed: u32) -> anyhow::Result<()> {
+    let mr = &side.mr;
+    // A READ's data was checked by the requester; the responder's memory is unchanged.
+    if op == Op::RcRead {
+        return Ok(());
+    }
+    if op.is_atomic() {
+        let now = read_u64(mr, 0)?;
+        let want = match op {
+            Op::RcCmpSwap => !ATOMIC_START,
+            _ => ATOMIC_START.wrapping_add(ATOMIC_ADD),
+        };
+        ensure!(now == want, "{op} left {now:#x}, expected {want:#x}");
+        return Ok(());
+    }
+    let data_at = if op == Op::UdSend { GRH } else { 0 };
+    if op.consumes_receive() {
+        let wc = one_completion(side, "receive")?;
+        check_status(&wc, "receive")?;
+        let want_len = size + data_at;
+        ensure!(
+            wc.byte_len as usize == want_len,
+            "receive byte_len {} != {want_len}",
+            wc.byte_len
+        );
+        let want_opcode = if op == Op::RcWriteImm {
+            WcOpcode::RecvRdmaWithImm
+        } else {
+            WcOpcode::Recv
+        };
+        ensure!(
+            wc.opcode == want_opcode,
+            "receive opcode {:?} != {want_opcode:?}",
+            wc.opcode
+        );
+        ensure!(
+            wc.wc_flags.contains(WcFlags::WITH_IMM) == op.carries_imm(),
+            "receive IBV_WC_WITH_IMM is {}, expected {}",
+            wc.wc_flags.contains(WcFlags::WITH_IMM),
+            op.carries_imm()
+        );
+        if op.carries_imm() {
+            ensure!(
+                u32::from_be(wc.imm_data) == IMM,
+                "immediate {:#x} != {IMM:#x}",
+                u32::from_be(wc.imm_data)
+            );
+        }
+        if op == Op::UdSend {
+            ensure!(
+                wc.wc_flags.contains(WcFlags::GRH),
+                "UD receive lacks IBV_WC_GRH"
+            );
+            let peer_ud = side.peer.endpoint("ud").qpn;
+            ensure!(
+                wc.src_qp == peer_ud,
+                "UD src_qp {:#x} != {peer_ud:#x}",
+                wc.src_qp
+            );
+            check_grh(side, mr)?;
+        }
+    }
+    if op == Op::UcWrite {
+        // UC has no ACK: the requester's completion means sent, not placed, so the data may
+        // still be on its way.
+        let deadline = std::time::Instant::now() + side.timeout;
+        while verify(mr, data_at, size, seed).is_err() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    verify(mr, data_at, size, seed).context("received data")?;
+    let mut guard = [0u8; 1];
+    mr.read(data_at + size, &mut guard)?;
+    ensure!(
+        guard[0] == 0xA5,
+        "the byte after the message was overwritten"
+    );
+    Ok(())
+}
+
+/// The 40-byte GRH area of a RoCEv2 UD receive: for IPv4 the last 20 bytes are the IPv4
+/// header (libibverbs' layout), whose source must be the sender's address.
+fn check_grh(side: &Side, mr: &MemoryRegion) -> anyhow::Result<()> {
+    let mut grh = [0u8; GRH];
+    mr.read(0, &mut grh)?;
+    match side.peer.gid.to_ip() {
+        IpAddr::V4(src) => {
+            let ip = &grh[20..];
+            ensure!(
+                ip[0] == 0x45,
+                "GRH area byte 20 is {:#04x}, not an IPv4 header",
+                ip[0]
+            );
+            let got = std::net::Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+            ensure!(got == src, "GRH area IPv4 source {got} != sender {src}");
+        }
+        IpAddr::V6(_) => {
+            let sgid = Gid::from_bytes(grh[8..24].try_into().unwrap_or([0; 16]));
+            ensure!(
+                sgid == side.peer.gid,
+                "GRH SGID {sgid} != sender {}",
+                side.peer.gid
+            );
+        }
+    }
+    Ok(())
+}
+
+fn one_completion(side: &Side, what: &str) -> anyhow::Result<WorkCompletion> {
+    let got = side.cq.poll_wait(1, side.timeout)?;
+    got.first()
+        .copied()
+        .with_context(|| format!("no {what} completion within {:?}", side.timeout))
+}
+
+fn check_status(wc: &WorkCompletion, what: &str) -> anyhow::Result<()> {
+    ensure!(
+        wc.status == WcStatus::Success,
+        "{what} completed with {} (vendor_err {:#x})",
+        wc.status,
+        wc.vendor_err
+    );
+    Ok(())
+}
