@@ -36,7 +36,16 @@ impl Context {
         Ok(Self::with_backend(Arc::new(Emulated::start(cfg)?)))
     }
 
-    /// Drive any backend (e.g. [`crate::backend::ibverbs::Ibverbs`] with feature `ibverbs`).
+    /// Open a device through the system's libibverbs (a NIC, rdma_rxe): `device` by name
+    /// (default: the first), source GID `gid_index` (default: its RoCEv2 IPv4 GID).
+    #[cfg(feature = "ibverbs")]
+    pub fn open_ibverbs(device: Option<&str>, gid_index: Option<usize>) -> Result<Self> {
+        Ok(Self::with_backend(Arc::new(crate::backend::Ibverbs::open(
+            device, gid_index,
+        )?)))
+    }
+
+    /// Drive any backend (e.g. `backend::Ibverbs` with feature `ibverbs`).
     pub fn with_backend(backend: Arc<dyn Backend>) -> Self {
         Self { dev: backend }
     }

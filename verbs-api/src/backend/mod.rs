@@ -22,6 +22,11 @@ use softroce_wire::{Gid, Qpn};
 use crate::error::Result;
 
 mod emulated;
+#[cfg(feature = "ibverbs")]
+mod ibverbs;
+
+#[cfg(feature = "ibverbs")]
+pub use ibverbs::Ibverbs;
 
 pub use emulated::Emulated;
 
