@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -71,6 +71,10 @@ struct Shared {
     capture: Option<Mutex<CaptureWriter<io::BufWriter<std::fs::File>>>>,
     faults: Option<Mutex<FaultInjector>>,
     epoch: Instant,
+    /// When the sleeping engine wakes up on its own (nanoseconds since `epoch`), written
+    /// with the device locked. A verb wakes it only for an earlier timer: a wakeup per verb
+    /// would cost the application a context switch on every post and poll.
+    engine_wakes_at: AtomicU64,
 }
 
 /// A running emulated device.
@@ -125,6 +129,7 @@ impl Device {
             capture,
             faults,
             epoch: Instant::now(),
+            engine_wakes_at: AtomicU64::new(0),
         });
         let engine_shared = Arc::clone(&shared);
         let engine = std::thread::Builder::new()
@@ -145,10 +150,16 @@ impl Device {
     pub fn with<R>(&self, f: impl FnOnce(&mut Hca) -> R) -> R {
         let mut hca = lock(&self.shared.hca);
         let r = f(&mut hca);
-        pump(&self.shared, &mut hca, Instant::now());
+        let now = Instant::now();
+        pump(&self.shared, &mut hca, now);
+        let wake = hca.poll_timeout().is_some_and(|t| {
+            nanos_since(self.shared.epoch, t) < self.shared.engine_wakes_at.load(Ordering::Acquire)
+        });
         drop(hca);
-        // The engine re-reads the next timer deadline.
-        let _ = self.shared.waker.wake();
+        if wake {
+            // A new timer is due before the engine would look again.
+            let _ = self.shared.waker.wake();
+        }
         r
     }
 
@@ -297,6 +308,11 @@ impl Drop for Device {
     }
 }
 
+/// `t` as nanoseconds after `epoch` (0 for earlier instants).
+fn nanos_since(epoch: Instant, t: Instant) -> u64 {
+    u64::try_from(t.saturating_duration_since(epoch).as_nanos()).unwrap_or(u64::MAX)
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding the lock leaves the device state as it was at the panic; the
     // state machine has no invariant a half-finished call could break that later calls rely
@@ -393,11 +409,20 @@ fn engine(shared: Arc<Shared>, mut poll: Poll) {
     while !shared.stop.load(Ordering::SeqCst) {
         let timeout = {
             let hca = lock(&shared.hca);
-            hca.poll_timeout()
-                .map(|t| t.saturating_duration_since(Instant::now()))
-                .map_or(Duration::from_millis(100), |d| {
-                    d.min(Duration::from_millis(100))
-                })
+            let now = Instant::now();
+            let release = shared.faults.as_ref().and_then(|f| lock(f).next_release());
+            let due = match (hca.poll_timeout(), release) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let timeout = due.map_or(Duration::from_millis(100), |t| {
+                t.saturating_duration_since(now)
+                    .min(Duration::from_millis(100))
+            });
+            shared
+                .engine_wakes_at
+                .store(nanos_since(shared.epoch, now + timeout), Ordering::Release);
+            timeout
         };
         if let Err(e) = poll.poll(&mut events, Some(timeout)) {
             if e.kind() != io::ErrorKind::Interrupted {
