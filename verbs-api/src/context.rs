@@ -211,7 +211,31 @@ impl ProtectionDomain {
             keys,
             ptr,
             len,
-            _buf: buf,
+            _buf: Some(buf),
+        })
+    }
+
+    /// `ibv_reg_mr` of memory the caller owns.
+    ///
+    /// # Safety
+    /// `addr..addr+len` must be valid for reads and writes, and stay allocated and unused
+    /// by anything but this region's accessors and the device, until the region is dropped
+    /// and every work request naming it has completed.
+    pub unsafe fn register_raw(
+        &self,
+        addr: *mut u8,
+        len: usize,
+        access: AccessFlags,
+    ) -> Result<MemoryRegion> {
+        // SAFETY: forwarded contract.
+        let (mr, keys) = unsafe { self.pd.dev.reg_mr(self.pd.pd, addr, len, access) }?;
+        Ok(MemoryRegion {
+            pd: Arc::clone(&self.pd),
+            mr,
+            keys,
+            ptr: addr,
+            len,
+            _buf: None,
         })
     }
 
@@ -245,7 +269,8 @@ pub struct MemoryRegion {
     keys: MrKeys,
     ptr: *mut u8,
     len: usize,
-    _buf: Box<[u64]>,
+    /// The owned buffer (`None` for a raw registration of the caller's memory).
+    _buf: Option<Box<[u64]>>,
 }
 
 // SAFETY: the region is plain memory plus handles; all access goes through copies or the
@@ -449,6 +474,14 @@ impl SharedReceiveQueue {
         };
         // SAFETY: forwarded contract.
         unsafe { self.pd.dev.post_srq_recv(self.srq, &[wr]) }
+    }
+    /// `ibv_post_srq_recv` of several receive work requests (`Error::bad_wr` on refusal).
+    ///
+    /// # Safety
+    /// As [`SharedReceiveQueue::post_receive`], for every request.
+    pub unsafe fn post_receives(&self, wrs: &[RecvWr]) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.pd.dev.post_srq_recv(self.srq, wrs) }
     }
     /// Arm the limit event (`IBV_EVENT_SRQ_LIMIT_REACHED` when fewer WRs remain).
     pub fn arm_limit(&self, limit: u32) -> Result<()> {

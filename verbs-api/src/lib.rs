@@ -35,7 +35,8 @@ pub use context::{
 pub use error::{Error, Result};
 pub use qp::{PreparedQueuePair, QueuePair, QueuePairBuilder, QueuePairEndpoint};
 pub use softroce_emu::core::{
-    AccessFlags, AsyncEvent, Counters, EventElement, EventType, QpState, QpType, SendFlags, Sge,
-    VendorErr, WcFlags, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
+    AccessFlags, AsyncEvent, AtomicTarget, Counters, DeviceAttr, EventElement, EventType, PortAttr,
+    QpAttr, QpAttrMask, QpCap, QpState, QpType, RdmaTarget, RecvWr, SendFlags, SendWr, Sge,
+    UdTarget, VendorErr, WcFlags, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
 };
 pub use softroce_wire::{Gid, Mtu};

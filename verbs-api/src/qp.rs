@@ -136,6 +136,7 @@ impl<'a> QueuePairBuilder<'a> {
             pd: Arc::clone(&self.pd.pd),
             qp,
             _cqs: (self.send_cq, self.recv_cq),
+            ahs: std::sync::Mutex::new(Vec::new()),
         };
         let attr = QpAttr {
             qp_state: QpState::Init,
@@ -185,11 +186,17 @@ struct QpInner {
     pd: Arc<PdInner>,
     qp: QpHandle,
     _cqs: (Arc<CqInner>, Arc<CqInner>),
+    /// Address handles made by `ud_target`, destroyed with the QP that sends through them.
+    ahs: std::sync::Mutex<Vec<AhHandle>>,
 }
 
 impl Drop for QpInner {
     fn drop(&mut self) {
         let _ = self.pd.dev.destroy_qp(self.qp);
+        let ahs = std::mem::take(self.ahs.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for ah in ahs {
+            let _ = self.pd.dev.destroy_ah(ah);
+        }
     }
 }
 
@@ -210,6 +217,16 @@ impl PreparedQueuePair {
     /// What the peer needs to connect to this QP.
     pub fn endpoint(&self) -> QueuePairEndpoint {
         self.endpoint
+    }
+
+    /// Post receives before connecting (as rdma-core's pingpong does), so none of the
+    /// peer's first messages meet an empty queue; `Error::bad_wr` on refusal.
+    ///
+    /// # Safety
+    /// As [`QueuePair::post_receive`], for every request.
+    pub unsafe fn post_receives(&self, wrs: &[RecvWr]) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.inner.pd.dev.post_recv(self.inner.qp, wrs) }
     }
 
     /// Connect to `remote` (RC/UC: INIT → RTR → RTS; UD: RTR → RTS, the peer is chosen
@@ -305,6 +322,16 @@ impl QueuePair {
         unsafe { self.inner.pd.dev.post_recv(self.inner.qp, &[wr]) }
     }
 
+    /// `ibv_post_recv` of several receive work requests; a refusal reports the index of the
+    /// first rejected one (`Error::bad_wr`), the ones before it were posted.
+    ///
+    /// # Safety
+    /// As [`QueuePair::post_receive`], for every request.
+    pub unsafe fn post_receives(&self, wrs: &[RecvWr]) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.inner.pd.dev.post_recv(self.inner.qp, wrs) }
+    }
+
     /// A UD destination: an address handle to `remote` plus its QPN and Q_Key, for
     /// `SendWr::ud`.
     pub fn ud_target(&self, remote: QueuePairEndpoint, qkey: u32) -> Result<UdTarget> {
@@ -313,6 +340,11 @@ impl QueuePair {
         let mut av = AhAttr::new(remote.gid, sgid_index);
         av.udp_port = remote.udp_port;
         let ah: AhHandle = dev.create_ah(self.inner.pd.pd, av)?;
+        self.inner
+            .ahs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(ah);
         Ok(UdTarget {
             ah,
             remote_qpn: remote.qpn,
