@@ -1,44 +1,89 @@
-//! `softroce perf`: bandwidth and latency between two emulated devices on loopback, next to
-//! raw UDP doing the same work in the same run, so the figures come as ratios that survive a
-//! noisy shared machine.
+//! `softroce perf`: bandwidth, message rate and latency.
+//!
+//! Without a mode it runs two emulated devices on loopback in this process and measures raw
+//! UDP doing the same work in the same run, printing ratios that survive a noisy shared
+//! machine. With a mode (`write`, `read`, `send`, `atomic`, `lat`) it is a perftest-like
+//! tool between two processes: a server (no address given) and a client (the server's
+//! address), each with its own device, printing perftest's tables; `--baseline` adds raw
+//! UDP figures (per-datagram and GSO) measured in the same run and the ratio.
 
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::io::{BufRead, BufReader, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, ensure};
-use clap::Args;
-use softroce_emu::core::{QpCap, RdmaTarget, SendWr};
-use softroce_verbs::{Context, Mtu, QpType, WcStatus, WrOpcode};
+use anyhow::{Context as _, anyhow, bail, ensure};
+use clap::{Args, ValueEnum};
+use softroce_verbs::{
+    CompletionQueue, Context, Gid, MemoryRegion, Mtu, QpCap, QpType, QueuePair, QueuePairEndpoint,
+    RdmaTarget, RecvWr, SendFlags, SendWr, WcStatus, WorkCompletion, WrOpcode,
+};
+
+/// What `softroce perf` measures between two processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Mode {
+    /// RDMA WRITE bandwidth (ib_write_bw).
+    Write,
+    /// RDMA READ bandwidth (ib_read_bw).
+    Read,
+    /// SEND bandwidth (ib_send_bw).
+    Send,
+    /// FETCH_ADD rate (ib_atomic_bw).
+    Atomic,
+    /// SEND ping-pong latency (ib_send_lat).
+    Lat,
+}
 
 /// Arguments of `softroce perf`.
 #[derive(Debug, Args)]
 pub(crate) struct PerfArgs {
-    /// Message size of the WRITE bandwidth test.
+    /// Two-process mode; without it, the in-process report with raw UDP ratios.
+    #[arg(value_enum)]
+    mode: Option<Mode>,
+    /// Server to connect to (two-process mode); without it, wait for a client.
+    server: Option<String>,
+    /// Address of this side's emulated device (two-process mode).
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: IpAddr,
+    /// TCP port of the side channel (two-process mode).
+    #[arg(short = 'p', long, default_value_t = 18517)]
+    port: u16,
+    /// Message size (atomics: 8).
     #[arg(short = 's', long, default_value_t = 65536)]
     size: usize,
-    /// WRITEs to complete.
+    /// Messages to complete (latency: round trips).
     #[arg(short = 'n', long, default_value_t = 2000)]
     iters: u64,
-    /// WRITEs kept in flight.
+    /// Queue pairs the messages are spread over.
+    #[arg(short = 'q', long, default_value_t = 1)]
+    qps: usize,
+    /// Messages kept in flight per QP.
     #[arg(long, default_value_t = 16)]
     depth: usize,
     /// Path MTU in bytes.
     #[arg(short = 'm', long, default_value_t = 4096)]
     mtu: usize,
-    /// Ping-pong round trips of the latency test (8-byte SENDs).
+    /// Also measure raw UDP for the same work in this run and print the ratio.
+    #[arg(long)]
+    baseline: bool,
+    /// Ping-pong round trips of the in-process latency test (8-byte SENDs).
     #[arg(long, default_value_t = 5000)]
     lat_iters: u64,
-    /// First device address (the second is the next one).
+    /// In-process report: the first device's address (the second is `--b`).
     #[arg(long, default_value = "127.0.0.31")]
     a: IpAddr,
-    /// Second device address.
+    /// In-process report: the second device's address.
     #[arg(long, default_value = "127.0.0.32")]
     b: IpAddr,
 }
 
 pub(crate) fn run(args: &PerfArgs) -> ExitCode {
-    match perf(args) {
+    let result = match args.mode {
+        None => report(args),
+        Some(mode) => two_process(args, mode),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("softroce perf: {e:#}");
@@ -47,167 +92,325 @@ pub(crate) fn run(args: &PerfArgs) -> ExitCode {
     }
 }
 
-fn perf(args: &PerfArgs) -> anyhow::Result<()> {
-    let mtu = Mtu::from_bytes(args.mtu)
-        .with_context(|| format!("--mtu {} is not an IBTA MTU", args.mtu))?;
+fn check_args(args: &PerfArgs) -> anyhow::Result<Mtu> {
     ensure!(
-        args.depth >= 1 && args.size >= 1,
-        "--depth and --size must be at least 1"
+        args.depth >= 1 && args.qps >= 1 && args.iters >= 1,
+        "--depth, -q and -n must be at least 1"
     );
-    let (write_bps, half_rtt) = softroce_figures(args, mtu)?;
-    let udp_bps = udp_goodput(args.size as u64 * args.iters, args.mtu)?;
-    let udp_half_rtt = udp_latency(args.lat_iters)?;
-    let msg_rate = write_bps / args.size as f64;
-    println!(
-        "{:<34} {:>14} {:>14} {:>8}",
-        "test", "softroce", "raw UDP", "ratio"
-    );
-    println!(
-        "{:<34} {:>11.1} MB/s {:>11.1} MB/s {:>8.3}",
-        format!(
-            "RC WRITE {} B, MTU {}, depth {}",
-            args.size, args.mtu, args.depth
-        ),
-        write_bps / 1e6,
-        udp_bps / 1e6,
-        write_bps / udp_bps
-    );
-    println!(
-        "{:<34} {:>11.1} us {:>13.1} us {:>8.3}",
-        "RC SEND 8 B ping-pong, half RTT",
-        half_rtt.as_secs_f64() * 1e6,
-        udp_half_rtt.as_secs_f64() * 1e6,
-        half_rtt.as_secs_f64() / udp_half_rtt.as_secs_f64()
-    );
-    println!(
-        "{:<34} {:>9.0} msg/s",
-        format!("RC WRITE {} B message rate", args.size),
-        msg_rate
-    );
-    Ok(())
+    ensure!(args.qps <= 64, "-q {} is more than 64 QPs", args.qps);
+    Mtu::from_bytes(args.mtu).with_context(|| format!("--mtu {} is not an IBTA MTU", args.mtu))
 }
 
-fn softroce_figures(args: &PerfArgs, mtu: Mtu) -> anyhow::Result<(f64, Duration)> {
-    let a = Context::open_emulated("perf0", args.a, 0)?;
-    let b = Context::open_emulated("perf1", args.b, 0)?;
-    let (pa, pb) = (a.alloc_pd()?, b.alloc_pd()?);
-    let (cqa, cqb) = (a.create_cq(4096, None)?, b.create_cq(4096, None)?);
-    let ma = pa.allocate(args.size * args.depth)?;
-    let mb = pb.allocate(args.size * args.depth)?;
+// ---------------------------------------------------------------------------------------
+// Shared measurement code
+
+/// Connected RC QPs on one side, with one region holding `qps * depth` message slots.
+struct Side {
+    ctx: Context,
+    cq: CompletionQueue,
+    mr: MemoryRegion,
+    qps: Vec<QueuePair>,
+    slot: usize,
+}
+
+fn open_side(
+    ctx: Context,
+    qps: usize,
+    depth: usize,
+    size: usize,
+    mtu: Mtu,
+    connect: impl FnOnce(&[QueuePairEndpoint], u64, u32) -> anyhow::Result<Vec<QueuePairEndpoint>>,
+) -> anyhow::Result<Side> {
+    let pd = ctx.alloc_pd()?;
+    let cq = ctx.create_cq((qps * depth * 2 + 16) as u32, None)?;
+    let slot = size.max(8).next_multiple_of(8);
+    let mr = pd.allocate(slot * qps * depth)?;
     let cap = QpCap {
-        max_send_wr: args.depth as u32 + 4,
-        max_recv_wr: 64,
+        max_send_wr: depth as u32 + 4,
+        max_recv_wr: depth as u32 + 4,
         max_send_sge: 1,
         max_recv_sge: 1,
         max_inline_data: 64,
     };
-    let qa = pa
-        .create_qp(&cqa, &cqa, QpType::Rc)
-        .caps(cap)
-        .mtu(mtu)
-        .build()?;
-    let qb = pb
-        .create_qp(&cqb, &cqb, QpType::Rc)
-        .caps(cap)
-        .mtu(mtu)
-        .build()?;
-    let (ea, eb) = (qa.endpoint(), qb.endpoint());
-    let (qa, qb) = (qa.handshake(eb)?, qb.handshake(ea)?);
-    // WRITE bandwidth with `depth` in flight.
+    let prepared = (0..qps)
+        .map(|_| {
+            pd.create_qp(&cq, &cq, QpType::Rc)
+                .caps(cap)
+                .mtu(mtu)
+                .build()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let local: Vec<_> = prepared.iter().map(|p| p.endpoint()).collect();
+    let remote = connect(&local, mr.addr(0), mr.rkey())?;
+    ensure!(
+        remote.len() == prepared.len(),
+        "peer has {} QPs, this side {}",
+        remote.len(),
+        prepared.len()
+    );
+    let qps = prepared
+        .into_iter()
+        .zip(remote)
+        .map(|(p, r)| p.handshake(r))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Side {
+        ctx,
+        cq,
+        mr,
+        qps,
+        slot,
+    })
+}
+
+/// Where the peer's region is.
+#[derive(Debug, Clone, Copy)]
+struct Remote {
+    addr: u64,
+    rkey: u32,
+}
+
+/// Outcome of a bandwidth run: bytes moved, time, and the best tenth.
+struct BwFigures {
+    bytes: u64,
+    iters: u64,
+    elapsed: Duration,
+    peak_bps: f64,
+}
+
+impl BwFigures {
+    fn avg_bps(&self) -> f64 {
+        self.bytes as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+    fn msg_rate(&self) -> f64 {
+        self.iters as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Post `iters` requests of `op` over every QP, `depth` in flight per QP, polling their
+/// completions; the peer's region is the target.
+fn requester_bw(
+    side: &Side,
+    op: WrOpcode,
+    size: usize,
+    iters: u64,
+    depth: usize,
+    remote: Remote,
+) -> anyhow::Result<BwFigures> {
+    let nqp = side.qps.len();
     let post = |i: u64| -> anyhow::Result<()> {
-        let slot = (i as usize % args.depth) * args.size;
-        let mut wr = SendWr::new(i, WrOpcode::RdmaWrite);
-        wr.sg_list = vec![ma.slice(slot..slot + args.size)?];
-        wr.rdma = RdmaTarget {
-            remote_addr: mb.addr(slot),
-            rkey: mb.rkey(),
+        let q = (i as usize) % nqp;
+        let slot = (q * depth + (i as usize / nqp) % depth) * side.slot;
+        let len = if op == WrOpcode::AtomicFetchAndAdd {
+            8
+        } else {
+            size
         };
-        // SAFETY: `ma`/`mb` outlive the loop, which polls every completion.
-        unsafe { qa.post_send(&[wr])? };
+        let mut wr = SendWr::new(i, op);
+        wr.sg_list = vec![side.mr.slice(slot..slot + len)?];
+        wr.rdma = RdmaTarget {
+            remote_addr: remote.addr + slot as u64,
+            rkey: remote.rkey,
+        };
+        wr.atomic.remote_addr = remote.addr + slot as u64;
+        wr.atomic.rkey = remote.rkey;
+        wr.atomic.compare_add = 1;
+        // SAFETY: the region outlives the run, which polls every completion.
+        unsafe { side.qps[q].post_send(std::slice::from_ref(&wr))? };
         Ok(())
     };
     let start = Instant::now();
-    let mut posted = 0;
-    let mut done = 0;
-    while posted < args.depth as u64 && posted < args.iters {
+    let mut posted = 0u64;
+    let mut done = 0u64;
+    let window = (iters / 10).max(1);
+    let mut window_start = start;
+    let mut peak_bps = 0.0f64;
+    while posted < (depth * nqp) as u64 && posted < iters {
         post(posted)?;
         posted += 1;
     }
-    let deadline = start + Duration::from_secs(120);
-    while done < args.iters {
+    let deadline = start + Duration::from_secs(300);
+    while done < iters {
         ensure!(
             Instant::now() < deadline,
-            "WRITE test stalled after {done} completions"
+            "stalled after {done} of {iters} completions"
         );
-        let wcs = cqa.poll_wait(1, Duration::from_secs(5))?;
+        let want = ((iters - done) as usize).min(64);
+        let wcs = side.cq.poll_wait(want.min(8), Duration::from_secs(10))?;
+        ensure!(!wcs.is_empty(), "no completion for 10 s after {done}");
         for wc in wcs {
-            ensure!(
-                wc.status == WcStatus::Success,
-                "WRITE completed with {}",
-                wc.status
-            );
+            check_wc(&wc, "request")?;
             done += 1;
-            if posted < args.iters {
+            if done % window == 0 {
+                let now = Instant::now();
+                let bps = (window * size as u64) as f64 / (now - window_start).as_secs_f64();
+                peak_bps = peak_bps.max(bps);
+                window_start = now;
+            }
+            if posted < iters {
                 post(posted)?;
                 posted += 1;
             }
         }
     }
-    let bps = (args.size as u64 * args.iters) as f64 / start.elapsed().as_secs_f64();
-    // SEND ping-pong latency.
-    let sge_a = ma.slice(0..8)?;
-    let sge_b = mb.slice(0..8)?;
-    for _ in 0..32 {
-        // SAFETY: as above.
-        unsafe {
-            qa.post_receive(&[sge_a], 0)?;
-            qb.post_receive(&[sge_b], 0)?;
-        }
-    }
-    // Unsignaled: only receive completions land in the CQs, so each wait is one arrival.
-    let send = |qp: &softroce_verbs::QueuePair, sge| -> anyhow::Result<()> {
-        let mut wr = SendWr::new(1, WrOpcode::Send);
-        wr.sg_list = vec![sge];
-        wr.send_flags = softroce_verbs::SendFlags::EMPTY;
-        // SAFETY: as above.
-        unsafe { qp.post_send(&[wr])? };
-        Ok(())
-    };
-    let start = Instant::now();
-    for _ in 0..args.lat_iters {
-        send(&qa, sge_a)?;
-        ensure!(
-            cqb.poll_wait(1, Duration::from_secs(5))?.len() == 1,
-            "ping lost"
-        );
-        // SAFETY: as above.
-        unsafe { qb.post_receive(&[sge_b], 0)? };
-        send(&qb, sge_b)?;
-        ensure!(
-            cqa.poll_wait(1, Duration::from_secs(5))?.len() == 1,
-            "pong lost"
-        );
-        // SAFETY: as above.
-        unsafe { qa.post_receive(&[sge_a], 0)? };
-    }
-    let half = start.elapsed() / (2 * args.lat_iters as u32).max(1);
-    Ok((bps, half))
+    let elapsed = start.elapsed();
+    Ok(BwFigures {
+        bytes: size as u64 * iters,
+        iters,
+        elapsed,
+        peak_bps,
+    })
 }
 
-/// Raw UDP goodput for `total` bytes in MTU-sized datagrams between two threads.
-fn udp_goodput(total: u64, mtu: usize) -> anyhow::Result<f64> {
+fn check_wc(wc: &WorkCompletion, what: &str) -> anyhow::Result<()> {
+    ensure!(
+        wc.status == WcStatus::Success,
+        "{what} completed with {} (vendor_err {:#x})",
+        wc.status,
+        wc.vendor_err
+    );
+    Ok(())
+}
+
+/// Keep `depth` receives posted on every QP and count `iters` arrivals.
+fn receiver_bw(side: &Side, size: usize, iters: u64, depth: usize) -> anyhow::Result<BwFigures> {
+    let post = |q: usize, k: usize| -> anyhow::Result<()> {
+        let slot = (q * depth + k) * side.slot;
+        let wr = RecvWr {
+            wr_id: (q * depth + k) as u64,
+            sg_list: vec![side.mr.slice(slot..slot + size)?],
+        };
+        // SAFETY: the region outlives the run; receives complete before it ends or the
+        // QPs are destroyed first.
+        unsafe { side.qps[q].post_receives(std::slice::from_ref(&wr))? };
+        Ok(())
+    };
+    for q in 0..side.qps.len() {
+        for k in 0..depth {
+            post(q, k)?;
+        }
+    }
+    let mut start = None;
+    let mut done = 0u64;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while done < iters {
+        ensure!(Instant::now() < deadline, "stalled after {done} receives");
+        let wcs = side.cq.poll_wait(8, Duration::from_secs(10))?;
+        ensure!(!wcs.is_empty(), "no receive for 10 s after {done}");
+        start.get_or_insert_with(Instant::now);
+        for wc in wcs {
+            check_wc(&wc, "receive")?;
+            done += 1;
+            let id = wc.wr_id as usize;
+            post(id / depth, id % depth)?;
+        }
+    }
+    let elapsed = start.map_or(Duration::ZERO, |s| s.elapsed());
+    Ok(BwFigures {
+        bytes: size as u64 * iters,
+        iters,
+        elapsed,
+        peak_bps: 0.0,
+    })
+}
+
+/// Half round trips of a SEND ping-pong on the first QP: this side starts when `initiator`.
+fn pingpong(
+    side: &Side,
+    size: usize,
+    iters: u64,
+    initiator: bool,
+) -> anyhow::Result<Vec<Duration>> {
+    let qp = &side.qps[0];
+    let sge = side.mr.slice(0..size)?;
+    let recv = RecvWr {
+        wr_id: 0,
+        sg_list: vec![sge],
+    };
+    let mut send = SendWr::new(1, WrOpcode::Send);
+    send.sg_list = vec![sge];
+    // Unsignaled sends: only arrivals complete, so every wait is one message.
+    send.send_flags = if size <= 64 {
+        SendFlags::INLINE
+    } else {
+        SendFlags::EMPTY
+    };
+    let post_recv = || -> anyhow::Result<()> {
+        // SAFETY: the region outlives the run.
+        unsafe { qp.post_receives(std::slice::from_ref(&recv))? };
+        Ok(())
+    };
+    for _ in 0..8 {
+        post_recv()?;
+    }
+    let send_one = || -> anyhow::Result<()> {
+        // SAFETY: as above; inline data is read during the call.
+        unsafe { qp.post_send(std::slice::from_ref(&send))? };
+        Ok(())
+    };
+    let wait_one = |what: &str| -> anyhow::Result<()> {
+        let wcs = side.cq.poll_wait(1, Duration::from_secs(10))?;
+        let wc = wcs.first().with_context(|| format!("{what} lost (10 s)"))?;
+        check_wc(wc, what)
+    };
+    // The first exchange lets both sides reach the loop before timing starts.
+    if initiator {
+        send_one()?;
+        wait_one("warm-up pong")?;
+    } else {
+        wait_one("warm-up ping")?;
+        post_recv()?;
+        send_one()?;
+    }
+    let mut samples = Vec::with_capacity(iters as usize);
+    for _ in 0..iters {
+        let t = Instant::now();
+        if initiator {
+            send_one()?;
+            wait_one("pong")?;
+            post_recv()?;
+        } else {
+            wait_one("ping")?;
+            post_recv()?;
+            send_one()?;
+        }
+        samples.push(t.elapsed() / 2);
+    }
+    Ok(samples)
+}
+
+// ---------------------------------------------------------------------------------------
+// Raw UDP baselines
+
+/// Raw UDP goodput for `total` payload bytes in `mtu`-byte datagrams between two threads;
+/// with `gso`, the sender hands the kernel 64 KiB at a time to segment (UDP_SEGMENT).
+fn udp_goodput(total: u64, mtu: usize, gso: bool) -> anyhow::Result<f64> {
     let rx = UdpSocket::bind("127.0.0.33:0")?;
     let tx = UdpSocket::bind("127.0.0.34:0")?;
     rx.set_read_timeout(Some(Duration::from_millis(200)))?;
     let dst: SocketAddr = rx.local_addr()?;
-    let payload = vec![0x5Au8; mtu + 64];
+    // Each datagram carries the RoCE headers' worth of extra bytes, like our packets.
+    let dgram = mtu + 64;
+    if gso {
+        let seg: libc::c_int = dgram as libc::c_int;
+        // SAFETY: setsockopt with a valid int option on an open socket.
+        let rc = unsafe {
+            libc::setsockopt(
+                tx.as_raw_fd(),
+                libc::SOL_UDP,
+                libc::UDP_SEGMENT,
+                (&raw const seg).cast(),
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        ensure!(rc == 0, "UDP_SEGMENT: {}", std::io::Error::last_os_error());
+    }
     let receiver = std::thread::spawn(move || {
         let mut buf = vec![0u8; 65536];
         let mut got = 0u64;
         let start = Instant::now();
         let mut last = start;
         while let Ok(n) = rx.recv(&mut buf) {
-            got += (n - 64) as u64;
+            got += n.saturating_sub(64) as u64;
             last = Instant::now();
             if got >= total {
                 break;
@@ -216,40 +419,481 @@ fn udp_goodput(total: u64, mtu: usize) -> anyhow::Result<f64> {
         (got, last.duration_since(start))
     });
     let datagrams = total.div_ceil(mtu as u64);
-    for _ in 0..datagrams {
-        // Loopback drops when the receiver falls behind: pace lightly on EAGAIN-free sends.
-        let _ = tx.send_to(&payload, dst);
+    let per_send = if gso { (65000 / dgram).max(1) } else { 1 };
+    let payload = vec![0x5Au8; dgram * per_send];
+    let mut sent = 0u64;
+    while sent < datagrams {
+        let k = per_send.min((datagrams - sent) as usize);
+        // Loopback drops what the receiver cannot take; the receiver counts what arrived.
+        let _ = tx.send_to(&payload[..dgram * k], dst);
+        sent += k as u64;
     }
     let (got, took) = receiver
         .join()
-        .map_err(|_| anyhow::anyhow!("receiver thread panicked"))?;
+        .map_err(|_| anyhow!("UDP receiver thread panicked"))?;
     Ok(got as f64 / took.as_secs_f64().max(1e-9))
 }
 
-/// Raw UDP ping-pong half round trip, 8-byte datagrams between two threads.
-fn udp_latency(iters: u64) -> anyhow::Result<Duration> {
+/// Raw UDP ping-pong half round trip, `size`-byte datagrams between two threads.
+fn udp_latency(size: usize, iters: u64) -> anyhow::Result<Duration> {
     let a = UdpSocket::bind("127.0.0.35:0")?;
     let b = UdpSocket::bind("127.0.0.36:0")?;
     a.set_read_timeout(Some(Duration::from_secs(1)))?;
     b.set_read_timeout(Some(Duration::from_secs(1)))?;
     let (aa, ba) = (a.local_addr()?, b.local_addr()?);
     let echo = std::thread::spawn(move || {
-        let mut buf = [0u8; 64];
+        let mut buf = vec![0u8; 65536];
         for _ in 0..iters {
-            if b.recv(&mut buf).is_err() {
-                break;
-            }
-            let _ = b.send_to(&buf[..8], aa);
+            let Ok(n) = b.recv(&mut buf) else { break };
+            let _ = b.send_to(&buf[..n], aa);
         }
     });
-    let mut buf = [0u8; 64];
+    let msg = vec![1u8; size.max(1)];
+    let mut buf = vec![0u8; 65536];
     let start = Instant::now();
     for _ in 0..iters {
-        a.send_to(&[1u8; 8], ba)?;
+        a.send_to(&msg, ba)?;
         a.recv(&mut buf).context("UDP pong lost")?;
     }
     let half = start.elapsed() / (2 * iters as u32).max(1);
     echo.join()
-        .map_err(|_| anyhow::anyhow!("echo thread panicked"))?;
+        .map_err(|_| anyhow!("UDP echo thread panicked"))?;
     Ok(half)
+}
+
+// ---------------------------------------------------------------------------------------
+// In-process report
+
+fn report(args: &PerfArgs) -> anyhow::Result<()> {
+    let mtu = check_args(args)?;
+    let a = Context::open_emulated("perf0", args.a, 0)?;
+    let b = Context::open_emulated("perf1", args.b, 0)?;
+    // The two sides connect directly: both are in this process.
+    let (tx_a, rx_a) = std::sync::mpsc::channel();
+    let (tx_b, rx_b) = std::sync::mpsc::channel();
+    let mut remote = None;
+    let sides = std::thread::scope(|s| {
+        let hb = s.spawn(move || {
+            open_side(
+                b,
+                args.qps,
+                args.depth,
+                args.size,
+                mtu,
+                |local, addr, rkey| {
+                    tx_b.send((local.to_vec(), addr, rkey))
+                        .map_err(|_| anyhow!("peer gone"))?;
+                    let (remote, _, _) = rx_a.recv().map_err(|_| anyhow!("peer gone"))?;
+                    Ok(remote)
+                },
+            )
+        });
+        let sa = open_side(
+            a,
+            args.qps,
+            args.depth,
+            args.size,
+            mtu,
+            |local, addr, rkey| {
+                tx_a.send((local.to_vec(), addr, rkey))
+                    .map_err(|_| anyhow!("peer gone"))?;
+                let (remote_eps, raddr, rrkey) = rx_b.recv().map_err(|_| anyhow!("peer gone"))?;
+                remote = Some(Remote {
+                    addr: raddr,
+                    rkey: rrkey,
+                });
+                Ok(remote_eps)
+            },
+        );
+        let sb = hb.join().map_err(|_| anyhow!("side B panicked"))?;
+        Ok::<_, anyhow::Error>((sa?, sb?))
+    })?;
+    let (sa, sb) = sides;
+    let remote = remote.context("peer region unknown")?;
+
+    let write = requester_bw(
+        &sa,
+        WrOpcode::RdmaWrite,
+        args.size,
+        args.iters,
+        args.depth,
+        remote,
+    )?;
+    let small = requester_bw(
+        &sa,
+        WrOpcode::RdmaWrite,
+        8,
+        args.iters.max(2000),
+        args.depth,
+        remote,
+    )?;
+    let lat = in_process_latency(&sa, &sb, args.lat_iters)?;
+    let udp = udp_goodput(write.bytes, args.mtu, false)?;
+    let udp_gso = udp_goodput(write.bytes, args.mtu, true)?;
+    let udp_lat = udp_latency(8, args.lat_iters)?;
+
+    println!(
+        "{:<40} {:>14} {:>14} {:>8}",
+        "test", "softroce", "raw UDP", "ratio"
+    );
+    let label = format!(
+        "RC WRITE {} B, MTU {}, depth {}",
+        args.size, args.mtu, args.depth
+    );
+    for (what, base) in [("", udp), (" vs UDP GSO", udp_gso)] {
+        println!(
+            "{:<40} {:>9.1} MB/s {:>9.1} MB/s {:>8.3}",
+            format!("{label}{what}"),
+            write.avg_bps() / 1e6,
+            base / 1e6,
+            write.avg_bps() / base
+        );
+    }
+    println!(
+        "{:<40} {:>11.1} us {:>11.1} us {:>8.3}",
+        "RC SEND 8 B ping-pong, half RTT",
+        lat.as_secs_f64() * 1e6,
+        udp_lat.as_secs_f64() * 1e6,
+        lat.as_secs_f64() / udp_lat.as_secs_f64()
+    );
+    println!(
+        "{:<40} {:>9.0} msg/s",
+        "RC WRITE 8 B message rate",
+        small.msg_rate()
+    );
+    drop((sa, sb));
+    Ok(())
+}
+
+/// 8-byte SEND ping-pong between the two in-process sides, from one thread.
+fn in_process_latency(a: &Side, b: &Side, iters: u64) -> anyhow::Result<Duration> {
+    let setup = |s: &Side| -> anyhow::Result<(SendWr, RecvWr)> {
+        let sge = s.mr.slice(0..8)?;
+        let mut wr = SendWr::new(1, WrOpcode::Send);
+        wr.sg_list = vec![sge];
+        wr.send_flags = SendFlags::INLINE;
+        let rw = RecvWr {
+            wr_id: 0,
+            sg_list: vec![sge],
+        };
+        for _ in 0..8 {
+            // SAFETY: the region outlives the run.
+            unsafe { s.qps[0].post_receives(std::slice::from_ref(&rw))? };
+        }
+        Ok((wr, rw))
+    };
+    let (wa, ra) = setup(a)?;
+    let (wb, rb) = setup(b)?;
+    let hop = |from: &Side, wr: &SendWr, to: &Side, rw: &RecvWr| -> anyhow::Result<()> {
+        // SAFETY: the regions outlive the run; inline data is read during the call.
+        unsafe { from.qps[0].post_send(std::slice::from_ref(wr))? };
+        let wcs = to.cq.poll_wait(1, Duration::from_secs(5))?;
+        check_wc(wcs.first().context("message lost (5 s)")?, "receive")?;
+        // SAFETY: as above.
+        unsafe { to.qps[0].post_receives(std::slice::from_ref(rw))? };
+        Ok(())
+    };
+    let start = Instant::now();
+    for _ in 0..iters {
+        hop(a, &wa, b, &rb)?;
+        hop(b, &wb, a, &ra)?;
+    }
+    Ok(start.elapsed() / (2 * iters as u32).max(1))
+}
+
+// ---------------------------------------------------------------------------------------
+// Two processes
+
+fn encode_hello(eps: &[QueuePairEndpoint], addr: u64, rkey: u32) -> String {
+    let mut s = format!("HELLO {addr:x} {rkey:x}");
+    for ep in eps {
+        let gid: String = ep
+            .gid
+            .as_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        s.push_str(&format!(" {:x}:{:x}:{gid}:{}", ep.qpn, ep.psn, ep.udp_port));
+    }
+    s
+}
+
+fn decode_hello(line: &str) -> anyhow::Result<(Vec<QueuePairEndpoint>, Remote)> {
+    let mut w = line.split_whitespace();
+    ensure!(w.next() == Some("HELLO"), "expected HELLO, got {line:?}");
+    let addr =
+        u64::from_str_radix(w.next().context("HELLO lacks the address")?, 16).context("address")?;
+    let rkey =
+        u32::from_str_radix(w.next().context("HELLO lacks the rkey")?, 16).context("rkey")?;
+    let mut eps = Vec::new();
+    for qp in w {
+        let parts: Vec<&str> = qp.split(':').collect();
+        ensure!(
+            parts.len() == 4 && parts[2].len() == 32,
+            "{qp:?} is not QPN:PSN:GID:PORT"
+        );
+        let mut gid = [0u8; 16];
+        for (i, b) in gid.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&parts[2][2 * i..2 * i + 2], 16).context("GID")?;
+        }
+        eps.push(QueuePairEndpoint {
+            qpn: u32::from_str_radix(parts[0], 16).context("QPN")?,
+            psn: u32::from_str_radix(parts[1], 16).context("PSN")?,
+            gid: Gid::from_bytes(gid),
+            udp_port: parts[3].parse().context("UDP port")?,
+        });
+    }
+    Ok((eps, Remote { addr, rkey }))
+}
+
+fn two_process(args: &PerfArgs, mode: Mode) -> anyhow::Result<()> {
+    check_args(args)?;
+    let ctx = Context::open_emulated("softroce0", args.bind, 4791)
+        .with_context(|| format!("emulated device on {}", args.bind))?;
+    let stream = match &args.server {
+        Some(host) => connect(host, args.port)?,
+        None => {
+            let l = TcpListener::bind(("0.0.0.0", args.port))
+                .with_context(|| format!("listening on TCP port {}", args.port))?;
+            l.accept().context("accepting the client")?.0
+        }
+    };
+    stream.set_read_timeout(Some(Duration::from_secs(600)))?;
+    let _ = stream.set_nodelay(true);
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut writer = stream;
+    let is_client = args.server.is_some();
+    // The client's parameters rule; the server adopts them (and says so).
+    let mut p = Params {
+        mode,
+        size: if mode == Mode::Atomic { 8 } else { args.size },
+        iters: args.iters,
+        qps: args.qps,
+        depth: args.depth,
+        mtu: args.mtu,
+    };
+    if is_client {
+        writeln!(writer, "{}", p.line())?;
+    } else {
+        let line = read_line(&mut reader)?;
+        let theirs = Params::parse(&line)?;
+        ensure!(
+            theirs.mode == mode,
+            "the client runs {:?}, this server {mode:?}",
+            theirs.mode
+        );
+        p = theirs;
+    }
+    let mode = p.mode;
+    let size = p.size;
+    ensure!(size >= 1, "-s must be at least 1");
+    let mtu =
+        Mtu::from_bytes(p.mtu).with_context(|| format!("MTU {} is not an IBTA MTU", p.mtu))?;
+    let mut remote = None;
+    let side = open_side(ctx, p.qps, p.depth, size, mtu, |local, addr, rkey| {
+        writeln!(writer, "{}", encode_hello(local, addr, rkey))?;
+        let (eps, r) = decode_hello(&read_line(&mut reader)?)?;
+        remote = Some(r);
+        Ok(eps)
+    })?;
+    let remote = remote.context("no peer region")?;
+    // Both sides connected before the client starts.
+    let mut sync = |what: &str| -> anyhow::Result<()> {
+        writeln!(writer, "{what}")?;
+        let l = read_line(&mut reader)?;
+        ensure!(l == what, "peer sent {l:?}, expected {what}");
+        Ok(())
+    };
+    sync("READY")?;
+    println!(
+        "# softroce perf {mode:?}: {} on {}, {} QP(s), depth {}, MTU {}",
+        if is_client { "client" } else { "server" },
+        side.ctx.name(),
+        p.qps,
+        p.depth,
+        p.mtu
+    );
+    match mode {
+        Mode::Lat => {
+            let mut samples = pingpong(&side, size, p.iters, is_client)?;
+            sync("DONE")?;
+            if is_client {
+                print_lat(size, &mut samples, args.baseline.then_some(p.iters))?;
+            }
+        }
+        Mode::Send if !is_client => {
+            let f = receiver_bw(&side, size, p.iters, p.depth)?;
+            sync("DONE")?;
+            print_bw(size, &f, None);
+        }
+        _ if !is_client => {
+            // A passive target: the device serves WRITE/READ/atomics without this thread.
+            sync("DONE")?;
+        }
+        _ => {
+            let op = match mode {
+                Mode::Write => WrOpcode::RdmaWrite,
+                Mode::Read => WrOpcode::RdmaRead,
+                Mode::Atomic => WrOpcode::AtomicFetchAndAdd,
+                _ => WrOpcode::Send,
+            };
+            let f = requester_bw(&side, op, size, p.iters, p.depth, remote)?;
+            sync("DONE")?;
+            let base = if args.baseline && mode != Mode::Atomic {
+                Some((
+                    udp_goodput(f.bytes, p.mtu.min(size), false)?,
+                    udp_goodput(f.bytes, p.mtu.min(size), true)?,
+                ))
+            } else {
+                None
+            };
+            print_bw(size, &f, base);
+        }
+    }
+    Ok(())
+}
+
+/// The parameters both sides run with (the client's).
+struct Params {
+    mode: Mode,
+    size: usize,
+    iters: u64,
+    qps: usize,
+    depth: usize,
+    mtu: usize,
+}
+
+impl Params {
+    fn line(&self) -> String {
+        format!(
+            "PARAMS {:?} {} {} {} {} {}",
+            self.mode, self.size, self.iters, self.qps, self.depth, self.mtu
+        )
+    }
+
+    fn parse(line: &str) -> anyhow::Result<Self> {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let [_, mode, size, iters, qps, depth, mtu] = w[..] else {
+            bail!("expected PARAMS mode size iters qps depth mtu, got {line:?}");
+        };
+        let mode = [Mode::Write, Mode::Read, Mode::Send, Mode::Atomic, Mode::Lat]
+            .into_iter()
+            .find(|m| format!("{m:?}") == mode)
+            .with_context(|| format!("unknown mode {mode:?}"))?;
+        let p = Self {
+            mode,
+            size: size.parse().context("size")?,
+            iters: iters.parse().context("iterations")?,
+            qps: qps.parse().context("QPs")?,
+            depth: depth.parse().context("depth")?,
+            mtu: mtu.parse().context("MTU")?,
+        };
+        ensure!(
+            (1..=64).contains(&p.qps) && p.depth >= 1 && p.iters >= 1,
+            "client parameters out of range: {line:?}"
+        );
+        Ok(p)
+    }
+}
+
+/// One line of the side channel; the peer closing it is an error that says so.
+fn read_line(r: &mut impl BufRead) -> anyhow::Result<String> {
+    let mut l = String::new();
+    let n = r.read_line(&mut l).context("reading the side channel")?;
+    ensure!(n > 0, "the peer closed the side channel (see its output)");
+    Ok(l.trim_end().to_string())
+}
+
+fn connect(host: &str, port: u16) -> anyhow::Result<TcpStream> {
+    let addrs: Vec<SocketAddr> = (host, port)
+        .to_socket_addrs()
+        .with_context(|| format!("resolving {host}"))?
+        .collect();
+    let mut last = None;
+    // The server may still be starting: bounded retries.
+    for _ in 0..100 {
+        for a in &addrs {
+            match TcpStream::connect_timeout(a, Duration::from_secs(2)) {
+                Ok(s) => return Ok(s),
+                Err(e) => last = Some(e),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    bail!(
+        "connecting to {host}:{port}: {}",
+        last.map_or_else(|| "no address".into(), |e| e.to_string())
+    )
+}
+
+fn print_bw(size: usize, f: &BwFigures, base: Option<(f64, f64)>) {
+    println!(
+        " {:<10} {:<12} {:<18} {:<20} {:<14}",
+        "#bytes", "#iterations", "BW peak[MB/sec]", "BW average[MB/sec]", "MsgRate[Mpps]"
+    );
+    let peak = if f.peak_bps > 0.0 {
+        f.peak_bps
+    } else {
+        f.avg_bps()
+    };
+    println!(
+        " {:<10} {:<12} {:<18.2} {:<20.2} {:<14.6}",
+        size,
+        f.iters,
+        peak / 1e6,
+        f.avg_bps() / 1e6,
+        f.msg_rate() / 1e6
+    );
+    if let Some((udp, gso)) = base {
+        println!(
+            " raw UDP in this run: {:.2} MB/s per datagram (ratio {:.3}), {:.2} MB/s GSO (ratio {:.3})",
+            udp / 1e6,
+            f.avg_bps() / udp,
+            gso / 1e6,
+            f.avg_bps() / gso
+        );
+    }
+}
+
+fn print_lat(size: usize, samples: &mut [Duration], baseline: Option<u64>) -> anyhow::Result<()> {
+    ensure!(!samples.is_empty(), "no latency samples");
+    samples.sort_unstable();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let n = samples.len();
+    let avg = samples.iter().map(|d| us(*d)).sum::<f64>() / n as f64;
+    let var = samples.iter().map(|d| (us(*d) - avg).powi(2)).sum::<f64>() / n as f64;
+    let pct = |p: f64| samples[((n as f64 * p) as usize).min(n - 1)];
+    println!(
+        " {:<8} {:<12} {:<12} {:<12} {:<16} {:<12} {:<14} {:<22} {:<22}",
+        "#bytes",
+        "#iterations",
+        "t_min[usec]",
+        "t_max[usec]",
+        "t_typical[usec]",
+        "t_avg[usec]",
+        "t_stdev[usec]",
+        "99% percentile[usec]",
+        "99.9% percentile[usec]"
+    );
+    println!(
+        " {:<8} {:<12} {:<12.2} {:<12.2} {:<16.2} {:<12.2} {:<14.2} {:<22.2} {:<22.2}",
+        size,
+        n,
+        us(samples[0]),
+        us(samples[n - 1]),
+        us(samples[n / 2]),
+        avg,
+        var.sqrt(),
+        us(pct(0.99)),
+        us(pct(0.999))
+    );
+    if let Some(iters) = baseline {
+        let udp = udp_latency(size, iters)?;
+        println!(
+            " raw UDP ping-pong in this run: {:.2} usec half RTT (ratio of typical {:.3})",
+            us(udp),
+            us(samples[n / 2]) / us(udp)
+        );
+    }
+    Ok(())
 }

@@ -55,7 +55,7 @@ fn passed(out: &str) -> Vec<&str> {
 
 #[test]
 fn every_op_and_size_passes_between_two_processes_at_mtu_1024() {
-    let out = run_ops("127.0.0.21", "127.0.0.22", 18621, "1024");
+    let out = run_ops("127.0.0.71", "127.0.0.72", 18671, "1024");
     let pass = passed(&out);
     // 7 RC ops (5 data ops x 6 sizes + 2 atomics), UC 2 x 6, UD 3, SRQ 6.
     assert_eq!(pass.len(), 30 + 2 + 12 + 3 + 6, "{out}");
@@ -74,7 +74,7 @@ fn every_op_and_size_passes_between_two_processes_at_mtu_1024() {
 
 #[test]
 fn every_op_passes_at_mtu_4096() {
-    let out = run_ops("127.0.0.23", "127.0.0.24", 18623, "4096");
+    let out = run_ops("127.0.0.73", "127.0.0.74", 18673, "4096");
     assert!(out.contains("MTU 4096"), "{out}");
     assert!(out.contains("PASS rc-send 4097"), "{out}");
     assert!(!out.contains("FAIL"), "{out}");
