@@ -10,4 +10,12 @@ if ! command -v tshark >/dev/null 2>&1; then
   apt-get -o DPkg::Lock::Timeout=600 update -qq
   apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends tshark >/dev/null
 fi
+if ! command -v ib_write_bw >/dev/null 2>&1 || ! command -v ibv_rc_pingpong >/dev/null 2>&1 \
+  || [ ! -e /usr/include/infiniband/verbs.h ] || ! command -v objdump >/dev/null 2>&1 || ! command -v gcc >/dev/null 2>&1; then
+  echo "[test-all] installing rdma-core tools, headers and perftest (the drop-in libibverbs runs them)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends \
+    libibverbs-dev ibverbs-utils perftest ibverbs-providers binutils gcc libc6-dev >/dev/null
+fi
 cargo test --workspace --locked
