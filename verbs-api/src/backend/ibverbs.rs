@@ -17,436 +17,74 @@ use softroce_emu::core::{
     AccessFlags, AhAttr, AhHandle, AsyncEvent, ChannelHandle, CqHandle, DeviceAttr, EventElement,
     EventType, MrHandle, MrKeys, PdHandle, PortAttr, PortState, QpAttr, QpAttrMask, QpHandle,
     QpInitAttr, QpState, RecvWr, SendWr, SrqAttr, SrqAttrMask, SrqHandle, WcFlags, WcOpcode,
-    WcStatus, WorkCompletion,
+    WcStatus, WorkCompletion, WrOpcode,
 };
+use softroce_ibverbs_abi as sys;
 use softroce_wire::{Gid, Mtu, Qpn};
 
 use super::{Backend, BackendKind};
 use crate::error::{Error, Result};
 
-/// `struct ibv_sge`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct IbvSge {
-    addr: u64,
-    length: u32,
-    lkey: u32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct WrRdma {
-    remote_addr: u64,
-    rkey: u32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct WrAtomic {
-    remote_addr: u64,
-    compare_add: u64,
-    swap: u64,
-    rkey: u32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct WrUd {
-    ah: *mut c_void,
-    remote_qpn: u32,
-    remote_qkey: u32,
-}
-
-/// The `wr` union of `struct ibv_send_wr`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-union WrUnion {
-    rdma: WrRdma,
-    atomic: WrAtomic,
-    ud: WrUd,
-}
-
-/// `struct ibv_send_wr`.
-#[repr(C)]
-struct IbvSendWr {
-    wr_id: u64,
-    next: *mut Self,
-    sg_list: *mut IbvSge,
-    num_sge: c_int,
-    opcode: u32,
-    send_flags: u32,
-    imm_data: u32,
-    wr: WrUnion,
-    /// `qp_type.xrc.remote_srqn`.
-    remote_srqn: u32,
-    /// The `bind_mw` / `tso` union, unused here.
-    tail: [u64; 6],
-}
-
-/// `struct ibv_recv_wr`.
-#[repr(C)]
-struct IbvRecvWr {
-    wr_id: u64,
-    next: *mut Self,
-    sg_list: *mut IbvSge,
-    num_sge: c_int,
-}
-
-/// `struct ibv_wc`.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct IbvWc {
-    wr_id: u64,
-    status: u32,
-    opcode: u32,
-    vendor_err: u32,
-    byte_len: u32,
-    imm_data: u32,
-    qp_num: u32,
-    src_qp: u32,
-    wc_flags: u32,
-    pkey_index: u16,
-    slid: u16,
-    sl: u8,
-    dlid_path_bits: u8,
-}
-
-type PollCq = unsafe extern "C" fn(*mut c_void, c_int, *mut IbvWc) -> c_int;
-type ReqNotifyCq = unsafe extern "C" fn(*mut c_void, c_int) -> c_int;
-type PostSend = unsafe extern "C" fn(*mut c_void, *mut IbvSendWr, *mut *mut IbvSendWr) -> c_int;
-type PostRecv = unsafe extern "C" fn(*mut c_void, *mut IbvRecvWr, *mut *mut IbvRecvWr) -> c_int;
-
-/// `struct ibv_context_ops`: only the slots the header still calls inline are named.
-#[repr(C)]
-struct IbvContextOps {
-    compat_0: [usize; 11],
-    poll_cq: Option<PollCq>,
-    req_notify_cq: Option<ReqNotifyCq>,
-    compat_1: [usize; 7],
-    post_srq_recv: Option<PostRecv>,
-    compat_2: [usize; 4],
-    post_send: Option<PostSend>,
-    post_recv: Option<PostRecv>,
-    compat_3: [usize; 5],
-}
-
-/// The head of `struct ibv_context`.
-#[repr(C)]
-struct IbvContext {
-    device: *mut c_void,
-    ops: IbvContextOps,
-    cmd_fd: c_int,
-    async_fd: c_int,
-    num_comp_vectors: c_int,
-}
-
-/// `struct ibv_device_attr`.
-#[repr(C)]
-struct IbvDeviceAttr {
-    fw_ver: [c_char; 64],
-    node_guid: u64,
-    sys_image_guid: u64,
-    max_mr_size: u64,
-    page_size_cap: u64,
-    vendor_id: u32,
-    vendor_part_id: u32,
-    hw_ver: u32,
-    max_qp: c_int,
-    max_qp_wr: c_int,
-    device_cap_flags: u32,
-    max_sge: c_int,
-    max_sge_rd: c_int,
-    max_cq: c_int,
-    max_cqe: c_int,
-    max_mr: c_int,
-    max_pd: c_int,
-    max_qp_rd_atom: c_int,
-    max_ee_rd_atom: c_int,
-    max_res_rd_atom: c_int,
-    max_qp_init_rd_atom: c_int,
-    max_ee_init_rd_atom: c_int,
-    atomic_cap: u32,
-    max_ee: c_int,
-    max_rdd: c_int,
-    max_mw: c_int,
-    max_raw_ipv6_qp: c_int,
-    max_raw_ethy_qp: c_int,
-    max_mcast_grp: c_int,
-    max_mcast_qp_attach: c_int,
-    max_total_mcast_qp_attach: c_int,
-    max_ah: c_int,
-    max_fmr: c_int,
-    max_map_per_fmr: c_int,
-    max_srq: c_int,
-    max_srq_wr: c_int,
-    max_srq_sge: c_int,
-    max_pkeys: u16,
-    local_ca_ack_delay: u8,
-    phys_port_cnt: u8,
-}
-
-/// `struct ibv_port_attr` (52 bytes; the exported `ibv_query_port` fills the first 48).
-#[repr(C)]
-struct IbvPortAttr {
-    state: u32,
-    max_mtu: u32,
-    active_mtu: u32,
-    gid_tbl_len: c_int,
-    port_cap_flags: u32,
-    max_msg_sz: u32,
-    bad_pkey_cntr: u32,
-    qkey_viol_cntr: u32,
-    pkey_tbl_len: u16,
-    lid: u16,
-    sm_lid: u16,
-    lmc: u8,
-    max_vl_num: u8,
-    sm_sl: u8,
-    subnet_timeout: u8,
-    init_type_reply: u8,
-    active_width: u8,
-    active_speed: u8,
-    phys_state: u8,
-    link_layer: u8,
-    flags: u8,
-    port_cap_flags2: u16,
-}
-
-/// `struct ibv_global_route` + `struct ibv_ah_attr` (8-aligned: `union ibv_gid` holds u64s).
-#[repr(C, align(8))]
-#[derive(Clone, Copy)]
-struct IbvAhAttr {
-    dgid: [u8; 16],
-    flow_label: u32,
-    sgid_index: u8,
-    hop_limit: u8,
-    traffic_class: u8,
-    dlid: u16,
-    sl: u8,
-    src_path_bits: u8,
-    static_rate: u8,
-    is_global: u8,
-    port_num: u8,
-}
-
-/// `struct ibv_qp_cap`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct IbvQpCap {
-    max_send_wr: u32,
-    max_recv_wr: u32,
-    max_send_sge: u32,
-    max_recv_sge: u32,
-    max_inline_data: u32,
-}
-
-/// `struct ibv_qp_init_attr`.
-#[repr(C)]
-struct IbvQpInitAttr {
-    qp_context: *mut c_void,
-    send_cq: *mut c_void,
-    recv_cq: *mut c_void,
-    srq: *mut c_void,
-    cap: IbvQpCap,
-    qp_type: u32,
-    sq_sig_all: c_int,
-}
-
-/// `struct ibv_qp_attr`.
-#[repr(C)]
-struct IbvQpAttr {
-    qp_state: u32,
-    cur_qp_state: u32,
-    path_mtu: u32,
-    path_mig_state: u32,
-    qkey: u32,
-    rq_psn: u32,
-    sq_psn: u32,
-    dest_qp_num: u32,
-    qp_access_flags: c_int,
-    cap: IbvQpCap,
-    ah_attr: IbvAhAttr,
-    alt_ah_attr: IbvAhAttr,
-    pkey_index: u16,
-    alt_pkey_index: u16,
-    en_sqd_async_notify: u8,
-    sq_draining: u8,
-    max_rd_atomic: u8,
-    max_dest_rd_atomic: u8,
-    min_rnr_timer: u8,
-    port_num: u8,
-    timeout: u8,
-    retry_cnt: u8,
-    rnr_retry: u8,
-    alt_port_num: u8,
-    alt_timeout: u8,
-    rate_limit: u32,
-}
-
-/// `struct ibv_srq_init_attr` (its `attr` is `struct ibv_srq_attr`).
-#[repr(C)]
-struct IbvSrqInitAttr {
-    srq_context: *mut c_void,
-    max_wr: u32,
-    max_sge: u32,
-    srq_limit: u32,
-}
-
-/// `struct ibv_srq_attr`.
-#[repr(C)]
-struct IbvSrqAttr {
-    max_wr: u32,
-    max_sge: u32,
-    srq_limit: u32,
-}
-
-/// `struct ibv_async_event`: the element union is a pointer or a port number.
-#[repr(C)]
-struct IbvAsyncEvent {
-    element: usize,
-    event_type: u32,
-}
-
-/// `struct ibv_gid_entry` (`_ibv_query_gid_ex`).
-#[repr(C)]
-#[derive(Default)]
-struct IbvGidEntry {
-    gid: [u8; 16],
-    gid_index: u32,
-    port_num: u32,
-    gid_type: u32,
-    ndev_ifindex: u32,
-}
-
-/// Heads of `struct ibv_mr`, `ibv_cq`, `ibv_qp`, `ibv_comp_channel` (fields we read).
-#[repr(C)]
-struct IbvMr {
-    context: *mut c_void,
-    pd: *mut c_void,
-    addr: *mut c_void,
-    length: usize,
-    handle: u32,
-    lkey: u32,
-    rkey: u32,
-}
-#[repr(C)]
-struct IbvCqHead {
-    context: *mut c_void,
-    channel: *mut c_void,
-    cq_context: *mut c_void,
-    handle: u32,
-    cqe: c_int,
-}
-#[repr(C)]
-struct IbvQpHead {
-    context: *mut c_void,
-    qp_context: *mut c_void,
-    pd: *mut c_void,
-    send_cq: *mut c_void,
-    recv_cq: *mut c_void,
-    srq: *mut c_void,
-    handle: u32,
-    qp_num: u32,
-}
-#[repr(C)]
-struct IbvCompChannel {
-    context: *mut c_void,
-    fd: c_int,
-    refcnt: c_int,
-}
-
-// rdma-core 44 layouts on x86_64 (the header's inline calls depend on them).
-const _: () = {
-    use std::mem::{offset_of, size_of};
-    assert!(size_of::<IbvSge>() == 16);
-    assert!(size_of::<IbvSendWr>() == 128);
-    assert!(offset_of!(IbvSendWr, opcode) == 28);
-    assert!(offset_of!(IbvSendWr, imm_data) == 36);
-    assert!(offset_of!(IbvSendWr, wr) == 40);
-    assert!(offset_of!(IbvSendWr, remote_srqn) == 72);
-    assert!(size_of::<IbvRecvWr>() == 32);
-    assert!(size_of::<IbvWc>() == 48);
-    assert!(offset_of!(IbvWc, imm_data) == 24);
-    assert!(offset_of!(IbvWc, wc_flags) == 36);
-    assert!(offset_of!(IbvWc, dlid_path_bits) == 45);
-    assert!(size_of::<IbvContextOps>() == 256);
-    assert!(offset_of!(IbvContextOps, poll_cq) == 88);
-    assert!(offset_of!(IbvContextOps, req_notify_cq) == 96);
-    assert!(offset_of!(IbvContextOps, post_srq_recv) == 160);
-    assert!(offset_of!(IbvContextOps, post_send) == 200);
-    assert!(offset_of!(IbvContextOps, post_recv) == 208);
-    assert!(offset_of!(IbvContext, async_fd) == 268);
-    assert!(offset_of!(IbvContext, num_comp_vectors) == 272);
-    assert!(size_of::<IbvDeviceAttr>() == 232);
-    assert!(offset_of!(IbvDeviceAttr, vendor_id) == 96);
-    assert!(offset_of!(IbvDeviceAttr, max_qp_rd_atom) == 144);
-    assert!(offset_of!(IbvDeviceAttr, phys_port_cnt) == 227);
-    assert!(size_of::<IbvPortAttr>() == 52);
-    assert!(offset_of!(IbvPortAttr, link_layer) == 46);
-    assert!(size_of::<IbvAhAttr>() == 32);
-    assert!(offset_of!(IbvAhAttr, dlid) == 24);
-    assert!(offset_of!(IbvAhAttr, port_num) == 30);
-    assert!(size_of::<IbvQpInitAttr>() == 64);
-    assert!(offset_of!(IbvQpInitAttr, qp_type) == 52);
-    assert!(size_of::<IbvQpAttr>() == 144);
-    assert!(offset_of!(IbvQpAttr, ah_attr) == 56);
-    assert!(offset_of!(IbvQpAttr, pkey_index) == 120);
-    assert!(offset_of!(IbvQpAttr, alt_timeout) == 134);
-    assert!(size_of::<IbvSrqInitAttr>() == 24);
-    assert!(size_of::<IbvAsyncEvent>() == 16);
-    assert!(size_of::<IbvGidEntry>() == 32);
-    assert!(offset_of!(IbvMr, rkey) == 40);
-    assert!(offset_of!(IbvCqHead, cqe) == 28);
-    assert!(offset_of!(IbvQpHead, qp_num) == 52);
-    assert!(offset_of!(IbvCompChannel, fd) == 8);
-};
-
-const IBV_LINK_LAYER_ETHERNET: u8 = 2;
-const IBV_GID_TYPE_ROCE_V2: u32 = 2;
-const IBV_SRQ_MAX_WR: c_int = 1;
-const IBV_SRQ_LIMIT: c_int = 2;
+type PostRecvFn<T> =
+    unsafe extern "C" fn(*mut T, *mut sys::ibv_recv_wr, *mut *mut sys::ibv_recv_wr) -> c_int;
 
 /// The libibverbs entry points this backend calls, resolved once.
 struct Fns {
     get_device_list: unsafe extern "C" fn(*mut c_int) -> *mut *mut c_void,
     free_device_list: unsafe extern "C" fn(*mut *mut c_void),
     get_device_name: unsafe extern "C" fn(*mut c_void) -> *const c_char,
-    open_device: unsafe extern "C" fn(*mut c_void) -> *mut IbvContext,
-    close_device: unsafe extern "C" fn(*mut IbvContext) -> c_int,
-    query_device: unsafe extern "C" fn(*mut IbvContext, *mut IbvDeviceAttr) -> c_int,
-    query_port: unsafe extern "C" fn(*mut IbvContext, u8, *mut IbvPortAttr) -> c_int,
-    query_gid: unsafe extern "C" fn(*mut IbvContext, u8, c_int, *mut [u8; 16]) -> c_int,
+    open_device: unsafe extern "C" fn(*mut c_void) -> *mut sys::ibv_context,
+    close_device: unsafe extern "C" fn(*mut sys::ibv_context) -> c_int,
+    query_device: unsafe extern "C" fn(*mut sys::ibv_context, *mut sys::ibv_device_attr) -> c_int,
+    query_port: unsafe extern "C" fn(*mut sys::ibv_context, u8, *mut sys::ibv_port_attr) -> c_int,
+    query_gid: unsafe extern "C" fn(*mut sys::ibv_context, u8, c_int, *mut [u8; 16]) -> c_int,
     query_gid_ex: Option<
-        unsafe extern "C" fn(*mut IbvContext, u32, u32, *mut IbvGidEntry, u32, usize) -> c_int,
+        unsafe extern "C" fn(
+            *mut sys::ibv_context,
+            u32,
+            u32,
+            *mut sys::ibv_gid_entry,
+            u32,
+            usize,
+        ) -> c_int,
     >,
-    alloc_pd: unsafe extern "C" fn(*mut IbvContext) -> *mut c_void,
+    alloc_pd: unsafe extern "C" fn(*mut sys::ibv_context) -> *mut c_void,
     dealloc_pd: unsafe extern "C" fn(*mut c_void) -> c_int,
-    reg_mr: unsafe extern "C" fn(*mut c_void, *mut c_void, usize, c_int) -> *mut IbvMr,
-    dereg_mr: unsafe extern "C" fn(*mut IbvMr) -> c_int,
-    create_comp_channel: unsafe extern "C" fn(*mut IbvContext) -> *mut IbvCompChannel,
-    destroy_comp_channel: unsafe extern "C" fn(*mut IbvCompChannel) -> c_int,
-    get_cq_event:
-        unsafe extern "C" fn(*mut IbvCompChannel, *mut *mut c_void, *mut *mut c_void) -> c_int,
+    reg_mr: unsafe extern "C" fn(*mut c_void, *mut c_void, usize, c_int) -> *mut sys::ibv_mr,
+    dereg_mr: unsafe extern "C" fn(*mut sys::ibv_mr) -> c_int,
+    create_comp_channel: unsafe extern "C" fn(*mut sys::ibv_context) -> *mut sys::ibv_comp_channel,
+    destroy_comp_channel: unsafe extern "C" fn(*mut sys::ibv_comp_channel) -> c_int,
+    get_cq_event: unsafe extern "C" fn(
+        *mut sys::ibv_comp_channel,
+        *mut *mut c_void,
+        *mut *mut c_void,
+    ) -> c_int,
     ack_cq_events: unsafe extern "C" fn(*mut c_void, u32),
     create_cq: unsafe extern "C" fn(
-        *mut IbvContext,
+        *mut sys::ibv_context,
         c_int,
         *mut c_void,
-        *mut IbvCompChannel,
+        *mut sys::ibv_comp_channel,
         c_int,
     ) -> *mut c_void,
     destroy_cq: unsafe extern "C" fn(*mut c_void) -> c_int,
-    create_srq: unsafe extern "C" fn(*mut c_void, *mut IbvSrqInitAttr) -> *mut c_void,
-    modify_srq: unsafe extern "C" fn(*mut c_void, *mut IbvSrqAttr, c_int) -> c_int,
+    create_srq: unsafe extern "C" fn(*mut c_void, *mut sys::ibv_srq_init_attr) -> *mut c_void,
+    modify_srq: unsafe extern "C" fn(*mut c_void, *mut sys::ibv_srq_attr, c_int) -> c_int,
     destroy_srq: unsafe extern "C" fn(*mut c_void) -> c_int,
-    create_qp: unsafe extern "C" fn(*mut c_void, *mut IbvQpInitAttr) -> *mut c_void,
-    modify_qp: unsafe extern "C" fn(*mut c_void, *mut IbvQpAttr, c_int) -> c_int,
-    query_qp: unsafe extern "C" fn(*mut c_void, *mut IbvQpAttr, c_int, *mut IbvQpInitAttr) -> c_int,
+    create_qp: unsafe extern "C" fn(*mut c_void, *mut sys::ibv_qp_init_attr) -> *mut c_void,
+    modify_qp: unsafe extern "C" fn(*mut c_void, *mut sys::ibv_qp_attr, c_int) -> c_int,
+    query_qp: unsafe extern "C" fn(
+        *mut c_void,
+        *mut sys::ibv_qp_attr,
+        c_int,
+        *mut sys::ibv_qp_init_attr,
+    ) -> c_int,
     destroy_qp: unsafe extern "C" fn(*mut c_void) -> c_int,
-    create_ah: unsafe extern "C" fn(*mut c_void, *mut IbvAhAttr) -> *mut c_void,
+    create_ah: unsafe extern "C" fn(*mut c_void, *mut sys::ibv_ah_attr) -> *mut c_void,
     destroy_ah: unsafe extern "C" fn(*mut c_void) -> c_int,
-    get_async_event: unsafe extern "C" fn(*mut IbvContext, *mut IbvAsyncEvent) -> c_int,
-    ack_async_event: unsafe extern "C" fn(*mut IbvAsyncEvent),
+    get_async_event:
+        unsafe extern "C" fn(*mut sys::ibv_context, *mut sys::ibv_async_event) -> c_int,
+    ack_async_event: unsafe extern "C" fn(*mut sys::ibv_async_event),
 }
 
 impl Fns {
@@ -503,7 +141,7 @@ impl Fns {
 /// A device opened through the system's libibverbs.
 pub struct Ibverbs {
     fns: Fns,
-    ctx: *mut IbvContext,
+    ctx: *mut sys::ibv_context,
     name: String,
     sgid_index: usize,
     /// Keeps the entry points valid; dropped last.
@@ -559,8 +197,9 @@ fn non_null<T>(verb: &'static str, detail: impl FnOnce() -> String, p: *mut T) -
     }
 }
 
-fn ptr_of(raw: u64) -> *mut c_void {
-    raw as usize as *mut c_void
+/// The C object pointer an object token carries.
+fn ptr_of<T>(raw: u64) -> *mut T {
+    raw as usize as *mut T
 }
 
 impl Ibverbs {
@@ -640,10 +279,20 @@ impl Ibverbs {
             }
             first_ipv4.get_or_insert(i);
             if let Some(ex) = self.fns.query_gid_ex {
-                let mut e = IbvGidEntry::default();
+                // SAFETY: plain-old-data; all-zero is valid.
+                let mut e: sys::ibv_gid_entry = unsafe { std::mem::zeroed() };
                 // SAFETY: valid context and entry of the size passed.
-                let rc = unsafe { ex(self.ctx, 1, i as u32, &mut e, 0, size_of::<IbvGidEntry>()) };
-                if rc == 0 && e.gid_type == IBV_GID_TYPE_ROCE_V2 {
+                let rc = unsafe {
+                    ex(
+                        self.ctx,
+                        1,
+                        i as u32,
+                        &mut e,
+                        0,
+                        size_of::<sys::ibv_gid_entry>(),
+                    )
+                };
+                if rc == 0 && e.gid_type == sys::IBV_GID_TYPE_ROCE_V2 {
                     return Ok(i);
                 }
             }
@@ -660,7 +309,7 @@ impl Ibverbs {
         })
     }
 
-    fn ops(&self) -> &IbvContextOps {
+    fn ops(&self) -> &sys::ibv_context_ops {
         // SAFETY: the context lives as long as `self`.
         unsafe { &(*self.ctx).ops }
     }
@@ -674,29 +323,27 @@ impl Drop for Ibverbs {
     }
 }
 
-fn to_c_ah(a: &AhAttr) -> Result<IbvAhAttr> {
+fn to_c_ah(a: &AhAttr) -> Result<sys::ibv_ah_attr> {
     if a.udp_port != 0 && a.udp_port != 4791 {
         return Err(Error::Unsupported {
             what: "a destination UDP port other than 4791",
             backend: BackendKind::Ibverbs,
         });
     }
-    Ok(IbvAhAttr {
-        dgid: a.dgid.to_bytes(),
-        flow_label: a.flow_label,
-        sgid_index: a.sgid_index,
-        hop_limit: a.hop_limit,
-        traffic_class: a.traffic_class,
-        dlid: 0,
-        sl: a.sl,
-        src_path_bits: 0,
-        static_rate: 0,
-        is_global: 1,
-        port_num: a.port_num.max(1),
-    })
+    // SAFETY: plain-old-data; all-zero is a valid attribute set.
+    let mut c: sys::ibv_ah_attr = unsafe { std::mem::zeroed() };
+    c.grh.dgid.raw = a.dgid.to_bytes();
+    c.grh.flow_label = a.flow_label;
+    c.grh.sgid_index = a.sgid_index;
+    c.grh.hop_limit = a.hop_limit;
+    c.grh.traffic_class = a.traffic_class;
+    c.sl = a.sl;
+    c.is_global = 1;
+    c.port_num = a.port_num.max(1);
+    Ok(c)
 }
 
-fn from_c_wc(w: &IbvWc) -> WorkCompletion {
+fn from_c_wc(w: &sys::ibv_wc) -> WorkCompletion {
     let status = WcStatus::from_raw(w.status).unwrap_or(WcStatus::GeneralErr);
     // ibv_poll_cq(3): for an error status only wr_id, status, qp_num and vendor_err are
     // valid; the opcode may be anything, so it is not trusted then.
@@ -718,9 +365,9 @@ fn from_c_wc(w: &IbvWc) -> WorkCompletion {
     }
 }
 
-fn sges(list: &[softroce_emu::core::Sge]) -> Vec<IbvSge> {
+fn sges(list: &[softroce_emu::core::Sge]) -> Vec<sys::ibv_sge> {
     list.iter()
-        .map(|s| IbvSge {
+        .map(|s| sys::ibv_sge {
             addr: s.addr,
             length: s.length,
             lkey: s.lkey,
@@ -729,12 +376,12 @@ fn sges(list: &[softroce_emu::core::Sge]) -> Vec<IbvSge> {
 }
 
 /// Receive work requests as a C chain; the Vecs own the memory the chain points into.
-fn recv_chain(wrs: &[RecvWr]) -> (Vec<IbvRecvWr>, Vec<Vec<IbvSge>>) {
-    let mut lists: Vec<Vec<IbvSge>> = wrs.iter().map(|w| sges(&w.sg_list)).collect();
-    let mut chain: Vec<IbvRecvWr> = wrs
+fn recv_chain(wrs: &[RecvWr]) -> (Vec<sys::ibv_recv_wr>, Vec<Vec<sys::ibv_sge>>) {
+    let mut lists: Vec<Vec<sys::ibv_sge>> = wrs.iter().map(|w| sges(&w.sg_list)).collect();
+    let mut chain: Vec<sys::ibv_recv_wr> = wrs
         .iter()
         .zip(lists.iter_mut())
-        .map(|(w, l)| IbvRecvWr {
+        .map(|(w, l)| sys::ibv_recv_wr {
             wr_id: w.wr_id,
             next: ptr::null_mut(),
             sg_list: if l.is_empty() {
@@ -746,7 +393,7 @@ fn recv_chain(wrs: &[RecvWr]) -> (Vec<IbvRecvWr>, Vec<Vec<IbvSge>>) {
         })
         .collect();
     for i in 1..chain.len() {
-        let next: *mut IbvRecvWr = &mut chain[i];
+        let next: *mut sys::ibv_recv_wr = &mut chain[i];
         chain[i - 1].next = next;
     }
     (chain, lists)
@@ -761,7 +408,7 @@ impl Backend for Ibverbs {
     }
     fn query_device(&self) -> Result<DeviceAttr> {
         // SAFETY: plain-old-data out parameter.
-        let mut a: IbvDeviceAttr = unsafe { std::mem::zeroed() };
+        let mut a: sys::ibv_device_attr = unsafe { std::mem::zeroed() };
         // SAFETY: valid context and out pointer.
         let rc = unsafe { (self.fns.query_device)(self.ctx, &mut a) };
         check("ibv_query_device", || self.name.clone(), rc)?;
@@ -806,7 +453,7 @@ impl Backend for Ibverbs {
     }
     fn query_port(&self, port: u8) -> Result<PortAttr> {
         // SAFETY: plain-old-data out parameter.
-        let mut p: IbvPortAttr = unsafe { std::mem::zeroed() };
+        let mut p: sys::ibv_port_attr = unsafe { std::mem::zeroed() };
         // SAFETY: valid context; the export fills at most the 52 bytes given.
         let rc = unsafe { (self.fns.query_port)(self.ctx, port, &mut p) };
         check("ibv_query_port", || format!("port {port}"), rc)?;
@@ -825,7 +472,7 @@ impl Backend for Ibverbs {
             bad_pkey_cntr: p.bad_pkey_cntr,
             qkey_viol_cntr: p.qkey_viol_cntr,
             pkey_tbl_len: p.pkey_tbl_len,
-            link_layer_ethernet: p.link_layer == IBV_LINK_LAYER_ETHERNET,
+            link_layer_ethernet: p.link_layer == sys::IBV_LINK_LAYER_ETHERNET,
         })
     }
     fn query_gid(&self, port: u8, index: usize) -> Result<Gid> {
@@ -877,7 +524,7 @@ impl Backend for Ibverbs {
     }
     fn dereg_mr(&self, mr: MrHandle) -> Result<()> {
         // SAFETY: an MR this backend made.
-        let rc = unsafe { (self.fns.dereg_mr)(ptr_of(mr.to_raw()).cast()) };
+        let rc = unsafe { (self.fns.dereg_mr)(ptr_of(mr.to_raw())) };
         check("ibv_dereg_mr", String::new, rc)
     }
 
@@ -891,11 +538,11 @@ impl Backend for Ibverbs {
     }
     fn destroy_comp_channel(&self, ch: ChannelHandle) -> Result<()> {
         // SAFETY: a channel this backend made.
-        let rc = unsafe { (self.fns.destroy_comp_channel)(ptr_of(ch.to_raw()).cast()) };
+        let rc = unsafe { (self.fns.destroy_comp_channel)(ptr_of(ch.to_raw())) };
         check("ibv_destroy_comp_channel", String::new, rc)
     }
     fn get_cq_event(&self, ch: ChannelHandle, timeout: Option<Duration>) -> Result<CqHandle> {
-        let chp: *mut IbvCompChannel = ptr_of(ch.to_raw()).cast();
+        let chp: *mut sys::ibv_comp_channel = ptr_of(ch.to_raw());
         // SAFETY: a live channel.
         let fd = unsafe { (*chp).fd };
         wait_readable("ibv_get_cq_event", fd, timeout)?;
@@ -907,14 +554,14 @@ impl Backend for Ibverbs {
     }
 
     fn create_cq(&self, cqe: u32, channel: Option<ChannelHandle>) -> Result<(CqHandle, u32)> {
-        let ch = channel.map_or(ptr::null_mut(), |c| ptr_of(c.to_raw()).cast());
+        let ch = channel.map_or(ptr::null_mut(), |c| ptr_of(c.to_raw()));
         let n = c_int::try_from(cqe)
             .map_err(|_| fail("ibv_create_cq", format!("cqe {cqe}"), libc::EINVAL))?;
         // SAFETY: valid context; channel null or live.
         let cq = unsafe { (self.fns.create_cq)(self.ctx, n, ptr::null_mut(), ch, 0) };
         let cq = non_null("ibv_create_cq", || format!("cqe {cqe}"), cq)?;
         // SAFETY: a live CQ.
-        let size = unsafe { (*cq.cast::<IbvCqHead>()).cqe };
+        let size = unsafe { (*cq.cast::<sys::ibv_cq>()).cqe };
         Ok((
             CqHandle::from_raw(cq as u64),
             u32::try_from(size).unwrap_or(cqe),
@@ -933,7 +580,8 @@ impl Backend for Ibverbs {
                 libc::EOPNOTSUPP,
             )
         })?;
-        let mut buf = [IbvWc::default(); 32];
+        // SAFETY: plain-old-data; all-zero is valid.
+        let mut buf: [sys::ibv_wc; 32] = unsafe { std::mem::zeroed() };
         let want = out.len().min(buf.len());
         // SAFETY: a live CQ and a buffer of `want` entries.
         let n = unsafe { poll(ptr_of(cq.to_raw()), want as c_int, buf.as_mut_ptr()) };
@@ -965,11 +613,13 @@ impl Backend for Ibverbs {
     }
 
     fn create_srq(&self, pd: PdHandle, attr: SrqAttr) -> Result<SrqHandle> {
-        let mut init = IbvSrqInitAttr {
+        let mut init = sys::ibv_srq_init_attr {
             srq_context: ptr::null_mut(),
-            max_wr: attr.max_wr,
-            max_sge: attr.max_sge,
-            srq_limit: attr.srq_limit,
+            attr: sys::ibv_srq_attr {
+                max_wr: attr.max_wr,
+                max_sge: attr.max_sge,
+                srq_limit: attr.srq_limit,
+            },
         };
         // SAFETY: a live PD and a valid attribute struct.
         let srq = unsafe { (self.fns.create_srq)(ptr_of(pd.to_raw()), &mut init) };
@@ -977,13 +627,20 @@ impl Backend for Ibverbs {
         Ok(SrqHandle::from_raw(srq as u64))
     }
     fn modify_srq(&self, srq: SrqHandle, attr: SrqAttr, mask: SrqAttrMask) -> Result<()> {
-        let mut a = IbvSrqAttr {
+        let mut a = sys::ibv_srq_attr {
             max_wr: attr.max_wr,
             max_sge: attr.max_sge,
             srq_limit: attr.srq_limit,
         };
-        let m = if mask.max_wr { IBV_SRQ_MAX_WR } else { 0 }
-            | if mask.limit { IBV_SRQ_LIMIT } else { 0 };
+        let m = if mask.max_wr {
+            sys::IBV_SRQ_MAX_WR as c_int
+        } else {
+            0
+        } | if mask.limit {
+            sys::IBV_SRQ_LIMIT as c_int
+        } else {
+            0
+        };
         // SAFETY: a live SRQ and a valid attribute struct.
         let rc = unsafe { (self.fns.modify_srq)(ptr_of(srq.to_raw()), &mut a, m) };
         check("ibv_modify_srq", || format!("{attr:?}"), rc)
@@ -1006,12 +663,12 @@ impl Backend for Ibverbs {
     }
 
     fn create_qp(&self, pd: PdHandle, init: QpInitAttr) -> Result<(QpHandle, Qpn)> {
-        let mut a = IbvQpInitAttr {
+        let mut a = sys::ibv_qp_init_attr {
             qp_context: init.qp_context as usize as *mut c_void,
             send_cq: ptr_of(init.send_cq.to_raw()),
             recv_cq: ptr_of(init.recv_cq.to_raw()),
             srq: init.srq.map_or(ptr::null_mut(), |s| ptr_of(s.to_raw())),
-            cap: IbvQpCap {
+            cap: sys::ibv_qp_cap {
                 max_send_wr: init.cap.max_send_wr,
                 max_recv_wr: init.cap.max_recv_wr,
                 max_send_sge: init.cap.max_send_sge,
@@ -1029,7 +686,7 @@ impl Backend for Ibverbs {
             qp,
         )?;
         // SAFETY: a live QP.
-        let qpn = unsafe { (*qp.cast::<IbvQpHead>()).qp_num };
+        let qpn = unsafe { (*qp.cast::<sys::ibv_qp>()).qp_num };
         let qpn = Qpn::new(qpn).ok_or_else(|| {
             fail(
                 "ibv_create_qp",
@@ -1041,14 +698,14 @@ impl Backend for Ibverbs {
     }
     fn modify_qp(&self, qp: QpHandle, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
         let ah = to_c_ah(&attr.ah_attr)?;
-        let cap = IbvQpCap {
+        let cap = sys::ibv_qp_cap {
             max_send_wr: attr.cap.max_send_wr,
             max_recv_wr: attr.cap.max_recv_wr,
             max_send_sge: attr.cap.max_send_sge,
             max_recv_sge: attr.cap.max_recv_sge,
             max_inline_data: attr.cap.max_inline_data,
         };
-        let mut a = IbvQpAttr {
+        let mut a = sys::ibv_qp_attr {
             qp_state: attr.qp_state.raw(),
             cur_qp_state: attr.cur_qp_state.raw(),
             path_mtu: u32::from(attr.path_mtu.code()),
@@ -1057,7 +714,7 @@ impl Backend for Ibverbs {
             rq_psn: attr.rq_psn.value(),
             sq_psn: attr.sq_psn.value(),
             dest_qp_num: attr.dest_qp_num,
-            qp_access_flags: attr.qp_access_flags.0 as c_int,
+            qp_access_flags: attr.qp_access_flags.0,
             cap,
             ah_attr: ah,
             alt_ah_attr: ah,
@@ -1086,7 +743,7 @@ impl Backend for Ibverbs {
     }
     fn qp_state(&self, qp: QpHandle) -> Result<QpState> {
         // SAFETY: plain-old-data out parameters.
-        let (mut a, mut init): (IbvQpAttr, IbvQpInitAttr) =
+        let (mut a, mut init): (sys::ibv_qp_attr, sys::ibv_qp_init_attr) =
             unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
         // SAFETY: a live QP and valid out pointers.
         let rc = unsafe {
@@ -1119,67 +776,58 @@ impl Backend for Ibverbs {
         if wrs.is_empty() {
             return Ok(());
         }
-        let mut lists: Vec<Vec<IbvSge>> = wrs.iter().map(|w| sges(&w.sg_list)).collect();
-        let mut chain: Vec<IbvSendWr> = wrs
+        let mut lists: Vec<Vec<sys::ibv_sge>> = wrs.iter().map(|w| sges(&w.sg_list)).collect();
+        let mut chain: Vec<sys::ibv_send_wr> = wrs
             .iter()
             .zip(lists.iter_mut())
             .map(|(w, l)| {
-                let wr = match (w.ud, w.opcode) {
-                    (Some(ud), _) => WrUnion {
-                        ud: WrUd {
+                // SAFETY: plain-old-data; all-zero is a valid work request.
+                let mut c: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
+                c.wr_id = w.wr_id;
+                if !l.is_empty() {
+                    c.sg_list = l.as_mut_ptr();
+                }
+                c.num_sge = l.len() as c_int;
+                c.opcode = w.opcode.raw();
+                c.send_flags = w.send_flags.0;
+                // SEND_WITH_INV carries the rkey in the same union slot.
+                c.imm_data = if w.opcode == WrOpcode::SendWithInv {
+                    w.invalidate_rkey
+                } else {
+                    w.imm_data
+                };
+                match (w.ud, w.opcode) {
+                    (Some(ud), _) => {
+                        c.wr.ud = sys::ibv_send_wr_ud {
                             ah: ptr_of(ud.ah.to_raw()),
                             remote_qpn: ud.remote_qpn,
                             remote_qkey: ud.remote_qkey,
-                        },
-                    },
-                    (
-                        None,
-                        softroce_emu::core::WrOpcode::AtomicCmpAndSwp
-                        | softroce_emu::core::WrOpcode::AtomicFetchAndAdd,
-                    ) => WrUnion {
-                        atomic: WrAtomic {
+                        }
+                    }
+                    (None, WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd) => {
+                        c.wr.atomic = sys::ibv_send_wr_atomic {
                             remote_addr: w.atomic.remote_addr,
                             compare_add: w.atomic.compare_add,
                             swap: w.atomic.swap,
                             rkey: w.atomic.rkey,
-                        },
-                    },
-                    (None, _) => WrUnion {
-                        rdma: WrRdma {
+                        }
+                    }
+                    (None, _) => {
+                        c.wr.rdma = sys::ibv_send_wr_rdma {
                             remote_addr: w.rdma.remote_addr,
                             rkey: w.rdma.rkey,
-                        },
-                    },
-                };
-                IbvSendWr {
-                    wr_id: w.wr_id,
-                    next: ptr::null_mut(),
-                    sg_list: if l.is_empty() {
-                        ptr::null_mut()
-                    } else {
-                        l.as_mut_ptr()
-                    },
-                    num_sge: l.len() as c_int,
-                    opcode: w.opcode.raw(),
-                    send_flags: w.send_flags.0,
-                    // SEND_WITH_INV carries the rkey in the same union slot.
-                    imm_data: if w.opcode == softroce_emu::core::WrOpcode::SendWithInv {
-                        w.invalidate_rkey
-                    } else {
-                        w.imm_data
-                    },
-                    wr,
-                    remote_srqn: 0,
-                    tail: [0; 6],
+                        }
+                    }
                 }
+                c
             })
             .collect();
         for i in 1..chain.len() {
-            let next: *mut IbvSendWr = &mut chain[i];
+            let next: *mut sys::ibv_send_wr = &mut chain[i];
             chain[i - 1].next = next;
         }
-        let first: *mut IbvSendWr = &mut chain[0];
-        let mut bad: *mut IbvSendWr = ptr::null_mut();
+        let first: *mut sys::ibv_send_wr = &mut chain[0];
+        let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
         // SAFETY: a live QP; the chain and its SGE lists live across the call; buffers
         // are the caller's contract.
         let rc = unsafe { post(ptr_of(qp.to_raw()), first, &mut bad) };
@@ -1216,10 +864,8 @@ impl Backend for Ibverbs {
 
     fn get_async_event(&self, timeout: Option<Duration>) -> Result<AsyncEvent> {
         wait_readable("ibv_get_async_event", self.async_fd(), timeout)?;
-        let mut ev = IbvAsyncEvent {
-            element: 0,
-            event_type: 0,
-        };
+        // SAFETY: plain-old-data out parameter.
+        let mut ev: sys::ibv_async_event = unsafe { std::mem::zeroed() };
         // SAFETY: valid context and out pointer.
         let rc = unsafe { (self.fns.get_async_event)(self.ctx, &mut ev) };
         check("ibv_get_async_event", String::new, rc)?;
@@ -1230,7 +876,9 @@ impl Backend for Ibverbs {
                 libc::EPROTO,
             )
         })?;
-        let raw = ev.element as u64;
+        // SAFETY: the union holds a pointer or, for port events, a port number; reading the
+        // pointer-sized member and then the int for port events follows the event type.
+        let (raw, port) = unsafe { (ev.element.cq as u64, ev.element.port_num) };
         let element = match event_type {
             EventType::CqErr => EventElement::Cq(CqHandle::from_raw(raw)),
             EventType::SrqErr | EventType::SrqLimitReached => {
@@ -1242,7 +890,7 @@ impl Backend for Ibverbs {
             | EventType::PkeyChange
             | EventType::SmChange
             | EventType::ClientReregister
-            | EventType::GidChange => EventElement::Port(ev.element as u8),
+            | EventType::GidChange => EventElement::Port(u8::try_from(port).unwrap_or(0)),
             EventType::DeviceFatal => EventElement::Device,
             _ => EventElement::Qp(QpHandle::from_raw(raw)),
         };
@@ -1252,17 +900,16 @@ impl Backend for Ibverbs {
         })
     }
     fn ack_async_event(&self, event: &AsyncEvent) -> Result<()> {
-        let element = match event.element {
-            EventElement::Cq(h) => h.to_raw() as usize,
-            EventElement::Qp(h) => h.to_raw() as usize,
-            EventElement::Srq(h) => h.to_raw() as usize,
-            EventElement::Port(p) => usize::from(p),
-            EventElement::Device => 0,
-        };
-        let mut ev = IbvAsyncEvent {
-            element,
-            event_type: event.event_type.raw(),
-        };
+        // SAFETY: plain-old-data; rebuilt field for field below.
+        let mut ev: sys::ibv_async_event = unsafe { std::mem::zeroed() };
+        ev.event_type = event.event_type.raw();
+        match event.element {
+            EventElement::Cq(h) => ev.element.cq = ptr_of(h.to_raw()),
+            EventElement::Qp(h) => ev.element.qp = ptr_of(h.to_raw()),
+            EventElement::Srq(h) => ev.element.srq = ptr_of(h.to_raw()),
+            EventElement::Port(p) => ev.element.port_num = c_int::from(p),
+            EventElement::Device => {}
+        }
         // SAFETY: an event this backend returned, rebuilt field for field.
         unsafe { (self.fns.ack_async_event)(&mut ev) };
         Ok(())
@@ -1277,18 +924,18 @@ impl Backend for Ibverbs {
 ///
 /// # Safety
 /// `target` is a live QP or SRQ of the right kind; the buffers are the caller's contract.
-unsafe fn post_recv_chain(
+unsafe fn post_recv_chain<T>(
     verb: &'static str,
-    post: PostRecv,
-    target: *mut c_void,
+    post: PostRecvFn<T>,
+    target: *mut T,
     wrs: &[RecvWr],
 ) -> Result<()> {
     if wrs.is_empty() {
         return Ok(());
     }
     let (mut chain, _lists) = recv_chain(wrs);
-    let first: *mut IbvRecvWr = &mut chain[0];
-    let mut bad: *mut IbvRecvWr = ptr::null_mut();
+    let first: *mut sys::ibv_recv_wr = &mut chain[0];
+    let mut bad: *mut sys::ibv_recv_wr = ptr::null_mut();
     // SAFETY: the chain and SGE lists live across the call.
     let rc = unsafe { post(target, first, &mut bad) };
     if rc == 0 {
