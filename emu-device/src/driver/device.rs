@@ -11,8 +11,9 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -78,6 +79,12 @@ struct Shared {
     /// Receive buffers for whoever drains the socket (the engine, or an application thread
     /// waiting for a completion); locked after `hca`.
     rx_storage: Mutex<Vec<Vec<u8>>>,
+    /// Application threads asleep in [`Device::wait_for`] (counted under the `hca` lock).
+    waiters: AtomicUsize,
+    /// Readable when progress was made while `waiters` slept: they sleep on it and on the
+    /// socket, so progress another thread made (the engine took their datagram, a timer
+    /// fired, a verb flushed) wakes them at once.
+    progress_fd: EventFd,
 }
 
 /// A running emulated device.
@@ -111,7 +118,7 @@ impl Device {
         let poll = Poll::new()?;
         let waker = Waker::new(poll.registry(), WAKER)?;
         poll.registry().register(
-            &mut SourceFd(&std::os::fd::AsRawFd::as_raw_fd(&socket)),
+            &mut SourceFd(&socket.as_raw_fd()),
             SOCKET,
             Interest::READABLE,
         )?;
@@ -134,6 +141,8 @@ impl Device {
             epoch: Instant::now(),
             engine_wakes_at: AtomicU64::new(0),
             rx_storage: Mutex::new(vec![vec![0u8; MAX_DATAGRAM]; MAX_BATCH]),
+            waiters: AtomicUsize::new(0),
+            progress_fd: EventFd::new()?,
         });
         let engine_shared = Arc::clone(&shared);
         let engine = std::thread::Builder::new()
@@ -172,8 +181,8 @@ impl Device {
     /// The waiting thread drives the receive path itself: it drains the socket when
     /// datagrams are waiting and otherwise sleeps in `poll` on the socket, so a message
     /// for it wakes it directly instead of waking the engine, which then wakes it (one
-    /// context switch less on every arrival). Progress that arrives without a datagram
-    /// (timers, other threads' verbs) is seen within a millisecond.
+    /// context switch less on every arrival). Progress made by others while it sleeps
+    /// (the engine, timers, other threads' verbs) wakes it through the progress fd.
     pub fn wait_for<R>(
         &self,
         timeout: Duration,
@@ -190,12 +199,21 @@ impl Device {
                 if receive_ready(&self.shared, &mut hca) > 0 {
                     continue;
                 }
+                // Counted before the lock is released: whoever makes progress next sees it.
+                self.shared.waiters.fetch_add(1, Ordering::SeqCst);
             }
-            let left = deadline.checked_duration_since(Instant::now())?;
-            let _ = self
-                .shared
-                .socket
-                .wait_readable(left.min(Duration::from_millis(1)));
+            let left = deadline
+                .checked_duration_since(Instant::now())
+                .unwrap_or(Duration::ZERO);
+            let _ = wait_socket_or_progress(&self.shared, left.min(Duration::from_millis(10)));
+            let hca = lock(&self.shared.hca);
+            self.shared.waiters.fetch_sub(1, Ordering::SeqCst);
+            let _ = self.shared.progress_fd.try_consume();
+            drop(hca);
+            if left.is_zero() {
+                // One last look happened before the sleep; the deadline has passed.
+                return None;
+            }
         }
     }
 
@@ -329,9 +347,38 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Sleep until a datagram waits on the socket or progress is signalled (at most `timeout`).
+fn wait_socket_or_progress(shared: &Shared, timeout: Duration) -> io::Result<()> {
+    let mut fds = [
+        libc::pollfd {
+            fd: shared.socket.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: shared.progress_fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: two valid pollfds for the duration of the call.
+    let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
 /// Send everything queued and signal fds. Called with the device locked.
 fn pump(shared: &Shared, hca: &mut Hca, now: Instant) {
     shared.progress.notify_all();
+    if shared.waiters.load(Ordering::SeqCst) > 0 {
+        let _ = shared.progress_fd.notify();
+    }
     let mut bufs: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
     let mut buf = Vec::with_capacity(MAX_DATAGRAM);
     // Bounded: each call yields one queued packet.

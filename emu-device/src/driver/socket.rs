@@ -11,7 +11,6 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
-use std::time::Duration;
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
@@ -89,30 +88,6 @@ impl RoceSocket {
     /// The bound address (with the real port when 0 was requested).
     pub fn local_addr(&self) -> SocketAddr {
         self.local
-    }
-
-    /// Wait up to `timeout` for a datagram to be waiting (without taking it).
-    pub fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
-        let mut pfd = libc::pollfd {
-            fd: self.socket.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = libc::c_int::try_from(timeout.as_millis().max(1)).unwrap_or(libc::c_int::MAX);
-        // SAFETY: one valid pollfd for the duration of the call.
-        let r = unsafe { libc::poll(&mut pfd, 1, ms) };
-        match r {
-            r if r < 0 => {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    Ok(false)
-                } else {
-                    Err(e)
-                }
-            }
-            0 => Ok(false),
-            _ => Ok(true),
-        }
     }
 
     /// Receive up to `bufs.len()` datagrams with one `recvmmsg` call. Returns how many were
