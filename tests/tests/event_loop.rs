@@ -1,60 +1,101 @@
 //! An application written the way event-driven RDMA code is: completion-channel and async
 //! event fds set non-blocking and registered with mio; events drained until EAGAIN and
 //! acknowledged in batches; a CQ overrun arrives through the async fd as IBV_EVENT_CQ_ERR.
+//! The sender is a second process (`softroce-send-peer`), over real UDP on loopback.
 
+use std::io::{BufRead, BufReader, Write};
 use std::os::fd::RawFd;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
-use softroce_emu::core::SendWr;
-use softroce_verbs::{Context, EventType, QpType, WcStatus, WrOpcode};
+use softroce_verbs::{Context, EventType, QpType, QueuePairEndpoint, WcStatus};
 
 const CHANNEL: Token = Token(0);
 const ASYNC: Token = Token(1);
 
+/// The sending process: started on `ip`, connected to `ours`, sending `count` messages.
+struct Peer {
+    child: Child,
+    out: BufReader<std::process::ChildStdout>,
+}
+
+impl Peer {
+    fn start(ip: &str, count: u64, pause_every: u64) -> (Self, QueuePairEndpoint) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_softroce-send-peer"))
+            .args([ip, &count.to_string(), &pause_every.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawning softroce-send-peer");
+        let mut out = BufReader::new(child.stdout.take().expect("peer stdout"));
+        let mut line = String::new();
+        out.read_line(&mut line).expect("peer endpoint");
+        let ep = line
+            .parse()
+            .unwrap_or_else(|e| panic!("peer said {line:?}: {e}"));
+        (Self { child, out }, ep)
+    }
+
+    fn connect(&mut self, ours: QueuePairEndpoint) {
+        let stdin = self.child.stdin.as_mut().expect("peer stdin");
+        writeln!(stdin, "{ours}").expect("writing to the peer");
+    }
+
+    /// The peer's last line and exit status, waiting at most 30 s.
+    fn finish(&mut self) -> (String, bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(s) = self.child.try_wait().expect("peer status") {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("peer did not finish within 30 s");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let mut last = String::new();
+        let _ = std::io::Read::read_to_string(&mut self.out, &mut last);
+        (last.trim().to_string(), status.success())
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        // Never leave the process behind, whatever the test's outcome.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[test]
 fn mio_event_loop_drains_completion_events_and_acks_in_batches() {
-    let a = Context::open_emulated("loop-a", "127.0.0.51".parse().unwrap(), 0).unwrap();
+    const MESSAGES: u64 = 40;
+    let (mut peer, peer_ep) = Peer::start("127.0.0.51", MESSAGES, 8);
     let b = Context::open_emulated("loop-b", "127.0.0.52".parse().unwrap(), 0).unwrap();
-    let (pa, pb) = (a.alloc_pd().unwrap(), b.alloc_pd().unwrap());
-    let cqa = a.create_cq(64, None).unwrap();
+    let pb = b.alloc_pd().unwrap();
     let ch = b.create_comp_channel().unwrap();
     ch.set_nonblocking(true).unwrap();
     let cqb = b.create_cq(64, Some(&ch)).unwrap();
-    let (ma, mb) = (pa.allocate(4096).unwrap(), pb.allocate(4096).unwrap());
-    let x = pa.create_qp(&cqa, &cqa, QpType::Rc).build().unwrap();
+    let mb = pb.allocate(8 * MESSAGES as usize).unwrap();
     let y = pb.create_qp(&cqb, &cqb, QpType::Rc).build().unwrap();
-    let (ex, ey) = (x.endpoint(), y.endpoint());
-    let (x, y) = (x.handshake(ey).unwrap(), y.handshake(ex).unwrap());
+    for i in 0..MESSAGES {
+        let at = 8 * i as usize;
+        // SAFETY: `mb` outlives every receive; all are polled below.
+        unsafe { y.post_receive(&[mb.slice(at..at + 8).unwrap()], i).unwrap() };
+    }
+    let ours = y.endpoint();
+    let y = y.handshake(peer_ep).unwrap();
+    cqb.req_notify(false).unwrap();
+    peer.connect(ours);
 
     let mut poll = Poll::new().unwrap();
     let fd: RawFd = ch.fd();
     poll.registry()
         .register(&mut SourceFd(&fd), CHANNEL, Interest::READABLE)
         .unwrap();
-    const MESSAGES: u64 = 40;
-    for i in 0..MESSAGES {
-        // SAFETY: `mb` outlives every receive; all are polled below.
-        unsafe { y.post_receive(&[mb.slice(0..64).unwrap()], i).unwrap() };
-    }
-    cqb.req_notify(false).unwrap();
-    let sender = std::thread::spawn(move || {
-        for i in 0..MESSAGES {
-            let mut wr = SendWr::new(i, WrOpcode::Send);
-            wr.sg_list = vec![ma.slice(0..8).unwrap()];
-            // SAFETY: `ma` moves into this thread and outlives the sends (completions polled).
-            unsafe { x.post_send(&[wr]).unwrap() };
-            if i % 8 == 0 {
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        }
-        let done = cqa
-            .poll_wait(MESSAGES as usize, Duration::from_secs(10))
-            .unwrap();
-        assert_eq!(done.len() as u64, MESSAGES);
-    });
-
     let mut events = Events::with_capacity(8);
     let mut received = Vec::new();
     let mut unacked = 0u32;
@@ -98,8 +139,17 @@ fn mio_event_loop_drains_completion_events_and_acks_in_batches() {
         }
     }
     cqb.ack_events(unacked).unwrap();
-    sender.join().unwrap();
+    let (last, ok) = peer.finish();
+    assert!(
+        ok && last.ends_with(&format!("SENT {MESSAGES}")),
+        "peer: {last}"
+    );
     assert_eq!(received, (0..MESSAGES).collect::<Vec<_>>());
+    for i in 0..MESSAGES {
+        let mut got = [0u8; 8];
+        mb.read(8 * i as usize, &mut got).unwrap();
+        assert_eq!(u64::from_le_bytes(got), i, "payload of message {i}");
+    }
     assert!(
         (2..=MESSAGES).contains(&wakeups),
         "one wakeup per arming at most: {wakeups}"
@@ -109,30 +159,26 @@ fn mio_event_loop_drains_completion_events_and_acks_in_batches() {
 
 #[test]
 fn cq_overrun_arrives_on_the_async_fd_as_cq_err() {
-    let a = Context::open_emulated("ovr-a", "127.0.0.53".parse().unwrap(), 0).unwrap();
+    // Three messages into a one-entry CQ: the second one overruns it.
+    let (mut peer, peer_ep) = Peer::start("127.0.0.53", 3, 0);
     let b = Context::open_emulated("ovr-b", "127.0.0.54".parse().unwrap(), 0).unwrap();
-    let (pa, pb) = (a.alloc_pd().unwrap(), b.alloc_pd().unwrap());
-    let cqa = a.create_cq(16, None).unwrap();
+    let pb = b.alloc_pd().unwrap();
     let tiny = b.create_cq(1, None).unwrap();
-    let (ma, mb) = (pa.allocate(64).unwrap(), pb.allocate(64).unwrap());
-    let x = pa.create_qp(&cqa, &cqa, QpType::Rc).build().unwrap();
+    let mb = pb.allocate(64).unwrap();
     let y = pb.create_qp(&tiny, &tiny, QpType::Rc).build().unwrap();
-    let (ex, ey) = (x.endpoint(), y.endpoint());
-    let (x, y) = (x.handshake(ey).unwrap(), y.handshake(ex).unwrap());
+    for i in 0..3 {
+        // SAFETY: `mb` outlives the receives.
+        unsafe { y.post_receive(&[mb.slice(0..8).unwrap()], i).unwrap() };
+    }
+    let ours = y.endpoint();
+    let _y = y.handshake(peer_ep).unwrap();
 
     let mut poll = Poll::new().unwrap();
     let fd: RawFd = b.async_fd();
     poll.registry()
         .register(&mut SourceFd(&fd), ASYNC, Interest::READABLE)
         .unwrap();
-    for i in 0..3 {
-        // SAFETY: `mb`/`ma` outlive the work requests.
-        unsafe { y.post_receive(&[mb.slice(0..8).unwrap()], i).unwrap() };
-        let mut wr = SendWr::new(i, WrOpcode::Send);
-        wr.sg_list = vec![ma.slice(0..8).unwrap()];
-        // SAFETY: as above.
-        unsafe { x.post_send(&[wr]).unwrap() };
-    }
+    peer.connect(ours);
     let mut events = Events::with_capacity(4);
     let deadline = Instant::now() + Duration::from_secs(10);
     let ev = loop {
@@ -145,6 +191,9 @@ fn cq_overrun_arrives_on_the_async_fd_as_cq_err() {
     };
     assert_eq!(ev.event_type, EventType::CqErr);
     b.ack_async_event(&ev).unwrap();
+    // The peer's sends stall or fail once the receiving QP is in error; it is only the
+    // trigger here.
+    drop(peer);
 }
 
 #[test]

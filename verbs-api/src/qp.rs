@@ -26,6 +26,48 @@ pub struct QueuePairEndpoint {
     pub udp_port: u16,
 }
 
+impl std::fmt::Display for QueuePairEndpoint {
+    /// `QPN:PSN:GID:UDP_PORT` in hex (GID as 32 digits), decimal port: a line to exchange
+    /// out of band; [`str::parse`] reads it back.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:06x}:{:06x}:", self.qpn, self.psn)?;
+        for b in self.gid.as_bytes() {
+            write!(f, "{b:02x}")?;
+        }
+        write!(f, ":{}", self.udp_port)
+    }
+}
+
+impl std::str::FromStr for QueuePairEndpoint {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let parts: Vec<&str> = s.trim().split(':').collect();
+        let [qpn, psn, gid, port] = parts[..] else {
+            return Err(format!("{s:?} is not QPN:PSN:GID:UDP_PORT"));
+        };
+        let hex32 = |what: &str, v: &str| {
+            u32::from_str_radix(v, 16).map_err(|e| format!("{what} {v:?} in {s:?}: {e}"))
+        };
+        if gid.len() != 32 || !gid.is_ascii() {
+            return Err(format!("GID {gid:?} in {s:?} is not 32 hex digits"));
+        }
+        let mut bytes = [0u8; 16];
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&gid[2 * i..2 * i + 2], 16)
+                .map_err(|e| format!("GID {gid:?} in {s:?}: {e}"))?;
+        }
+        Ok(Self {
+            qpn: hex32("QPN", qpn)?,
+            psn: hex32("PSN", psn)?,
+            gid: Gid::from_bytes(bytes),
+            udp_port: port
+                .parse()
+                .map_err(|e| format!("UDP port {port:?} in {s:?}: {e}"))?,
+        })
+    }
+}
+
 /// Builds a QP: `pd.create_qp(&cq, &cq, QpType::Rc).caps(..).build()`.
 #[derive(Debug)]
 pub struct QueuePairBuilder<'a> {
@@ -227,6 +269,19 @@ impl PreparedQueuePair {
     pub unsafe fn post_receives(&self, wrs: &[RecvWr]) -> Result<()> {
         // SAFETY: forwarded contract.
         unsafe { self.inner.pd.dev.post_recv(self.inner.qp, wrs) }
+    }
+
+    /// Post one receive into `sges` before connecting.
+    ///
+    /// # Safety
+    /// As [`QueuePair::post_receive`].
+    pub unsafe fn post_receive(&self, sges: &[Sge], wr_id: u64) -> Result<()> {
+        let wr = RecvWr {
+            wr_id,
+            sg_list: sges.to_vec(),
+        };
+        // SAFETY: forwarded contract.
+        unsafe { self.post_receives(&[wr]) }
     }
 
     /// Connect to `remote` (RC/UC: INIT → RTR → RTS; UD: RTR → RTS, the peer is chosen

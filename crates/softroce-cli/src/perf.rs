@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, anyhow, bail, ensure};
 use clap::{Args, ValueEnum};
 use softroce_verbs::{
-    CompletionQueue, Context, Gid, MemoryRegion, Mtu, QpCap, QpType, QueuePair, QueuePairEndpoint,
+    CompletionQueue, Context, MemoryRegion, Mtu, QpCap, QpType, QueuePair, QueuePairEndpoint,
     RdmaTarget, RecvWr, SendFlags, SendWr, WcStatus, WorkCompletion, WrOpcode,
 };
 
@@ -607,13 +607,7 @@ fn in_process_latency(a: &Side, b: &Side, iters: u64) -> anyhow::Result<Duration
 fn encode_hello(eps: &[QueuePairEndpoint], addr: u64, rkey: u32) -> String {
     let mut s = format!("HELLO {addr:x} {rkey:x}");
     for ep in eps {
-        let gid: String = ep
-            .gid
-            .as_bytes()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        s.push_str(&format!(" {:x}:{:x}:{gid}:{}", ep.qpn, ep.psn, ep.udp_port));
+        s.push_str(&format!(" {ep}"));
     }
     s
 }
@@ -625,24 +619,9 @@ fn decode_hello(line: &str) -> anyhow::Result<(Vec<QueuePairEndpoint>, Remote)> 
         u64::from_str_radix(w.next().context("HELLO lacks the address")?, 16).context("address")?;
     let rkey =
         u32::from_str_radix(w.next().context("HELLO lacks the rkey")?, 16).context("rkey")?;
-    let mut eps = Vec::new();
-    for qp in w {
-        let parts: Vec<&str> = qp.split(':').collect();
-        ensure!(
-            parts.len() == 4 && parts[2].len() == 32,
-            "{qp:?} is not QPN:PSN:GID:PORT"
-        );
-        let mut gid = [0u8; 16];
-        for (i, b) in gid.iter_mut().enumerate() {
-            *b = u8::from_str_radix(&parts[2][2 * i..2 * i + 2], 16).context("GID")?;
-        }
-        eps.push(QueuePairEndpoint {
-            qpn: u32::from_str_radix(parts[0], 16).context("QPN")?,
-            psn: u32::from_str_radix(parts[1], 16).context("PSN")?,
-            gid: Gid::from_bytes(gid),
-            udp_port: parts[3].parse().context("UDP port")?,
-        });
-    }
+    let eps = w
+        .map(|ep| ep.parse().map_err(|e: String| anyhow!(e)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     Ok((eps, Remote { addr, rkey }))
 }
 
