@@ -3,7 +3,7 @@
 //! messages (message `i` carries `i` little-endian, wr_id `i`), waits for their completions
 //! and exits 0 — or prints why and exits 1.
 //!
-//! usage: softroce-send-peer BIND_IP COUNT [PAUSE_EVERY]
+//! usage: `softroce-send-peer BIND_IP COUNT [PAUSE_EVERY]`
 
 use std::io::{BufRead, Write};
 use std::time::Duration;
