@@ -1,14 +1,16 @@
 //! Seeded network faults for a real device and for the simulator.
 //!
 //! A [`FaultPlan`] is a seed and an ordered list of [`Rule`]s. Each rule matches on the
-//! packet (destination QP, opcode class, PSN range, every Nth match) and fires with a
+//! packet (direction, destination QP, opcode class, PSN range, every Nth match) and fires with a
 //! probability; the first rule that matches and fires applies its action (drop, duplicate,
 //! delay, reorder, corrupt with the ICRC left stale, corrupt with the ICRC recomputed, or
 //! truncate) and the rest are skipped. All randomness comes from the seed, so the same
 //! traffic meets the same faults.
 //!
 //! Two written forms, both accepted by `--faults` and `SOFTROCE_FAULTS`:
-//! - compact: `drop=P,dup=P,reorder=P,corrupt=P,delay=MS,seed=N` (P a probability 0–1);
+//! - compact: `drop=P,dup=P,reorder=P,corrupt=P,delay=MS,seed=N[,dir=tx|rx|both]` (P a
+//!   probability 0–1; the direction, default `tx`, is relative to the device holding the
+//!   plan: its sent or its received datagrams);
 //! - a TOML file, given as `@path` or a path ending in `.toml`:
 //!
 //! ```toml
@@ -16,6 +18,7 @@
 //! [[rule]]
 //! action = "drop"            # drop | duplicate | delay | reorder | corrupt | corrupt_recompute | truncate
 //! probability = 0.5          # default 1
+//! direction = "rx"           # tx (default) | rx | both: this device's sent or received datagrams
 //! opcode = "ack"             # send | write | read_request | read_response | ack | nak | rnr_nak | atomic | atomic_ack
 //! qpn = 17                   # destination QP
 //! psn = [100, 200]           # inclusive PSN range
@@ -49,6 +52,18 @@ pub struct FaultSpec {
     pub delay: Duration,
     /// Seed of every random decision.
     pub seed: u64,
+    /// Which datagrams the faults hit (`None`: both directions).
+    pub direction: Option<Direction>,
+}
+
+/// The way a datagram travels, seen from the device whose plan it meets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// Sent by this device.
+    Tx,
+    /// Received by this device (faults apply before the ICRC check).
+    Rx,
 }
 
 /// A spec that does not parse, with the part at fault.
@@ -69,7 +84,10 @@ impl FromStr for FaultSpec {
     type Err = FaultSpecError;
 
     fn from_str(spec: &str) -> Result<Self, Self::Err> {
-        let mut out = Self::default();
+        let mut out = Self {
+            direction: Some(Direction::Tx),
+            ..Self::default()
+        };
         let mut start = 0;
         for part in spec.split(',') {
             let end = start + part.len();
@@ -116,9 +134,17 @@ impl FromStr for FaultSpec {
                         .parse()
                         .map_err(|_| err(format!("{value:?} is not an unsigned integer")))?
                 }
+                "dir" | "direction" => {
+                    out.direction = match value.trim() {
+                        "tx" => Some(Direction::Tx),
+                        "rx" => Some(Direction::Rx),
+                        "both" => None,
+                        v => return Err(err(format!("direction {v:?} is not tx, rx or both"))),
+                    }
+                }
                 other => {
                     return Err(err(format!(
-                        "unknown key {other:?} (known: drop, dup, reorder, corrupt, delay, seed)"
+                        "unknown key {other:?} (known: drop, dup, reorder, corrupt, delay, seed, dir)"
                     )));
                 }
             }
@@ -139,11 +165,11 @@ impl FaultSpec {
             (self.reorder, Action::Reorder),
         ] {
             if p > 0.0 {
-                rules.push(Rule::new(action, p));
+                rules.push(Rule::new(action, p, self.direction));
             }
         }
         if !self.delay.is_zero() {
-            rules.push(Rule::new(Action::Delay(self.delay), 1.0));
+            rules.push(Rule::new(Action::Delay(self.delay), 1.0, self.direction));
         }
         FaultPlan {
             seed: self.seed,
@@ -247,13 +273,16 @@ pub struct Rule {
     pub psn: Option<(u32, u32)>,
     /// Only every Nth matching packet.
     pub every: Option<u64>,
+    /// Only datagrams going this way (`None`: both).
+    pub direction: Option<Direction>,
 }
 
 impl Rule {
-    fn new(action: Action, probability: f64) -> Self {
+    fn new(action: Action, probability: f64, direction: Option<Direction>) -> Self {
         Self {
             action,
             probability,
+            direction,
             opcode: None,
             qpn: None,
             psn: None,
@@ -261,7 +290,10 @@ impl Rule {
         }
     }
 
-    fn matches(&self, packet: &[u8]) -> bool {
+    fn matches(&self, direction: Direction, packet: &[u8]) -> bool {
+        if self.direction.is_some_and(|d| d != direction) {
+            return false;
+        }
         if let Some(class) = self.opcode
             && OpcodeClass::of(packet) != Some(class)
         {
@@ -316,6 +348,7 @@ struct RuleFile {
     every: Option<u64>,
     delay_ms: Option<f64>,
     truncate_to: Option<usize>,
+    direction: Option<String>,
 }
 
 /// A plan that could not be read.
@@ -394,7 +427,16 @@ impl FaultPlan {
             if r.every == Some(0) {
                 return Err(bad("every must be at least 1".into()));
             }
+            let direction = match r.direction.as_deref() {
+                None | Some("tx") => Some(Direction::Tx),
+                Some("rx") => Some(Direction::Rx),
+                Some("both") => None,
+                Some(other) => {
+                    return Err(bad(format!("direction {other:?} is not tx, rx or both")));
+                }
+            };
             rules.push(Rule {
+                direction,
                 action,
                 probability: p,
                 opcode: r.opcode,
@@ -410,11 +452,13 @@ impl FaultPlan {
     }
 }
 
-/// What an injector did.
+/// What an injector did (actions counted over both directions).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct FaultCounters {
-    /// Datagrams seen.
-    pub seen: u64,
+    /// Sent datagrams seen.
+    pub seen_tx: u64,
+    /// Received datagrams seen.
+    pub seen_rx: u64,
     /// Dropped.
     pub dropped: u64,
     /// Extra copies sent.
@@ -435,8 +479,9 @@ impl fmt::Display for FaultCounters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "injected: seen={} dropped={} duplicated={} reordered={} corrupted={} corrupted_recomputed={} delayed={} truncated={}",
-            self.seen,
+            "injected: seen_tx={} seen_rx={} dropped={} duplicated={} reordered={} corrupted={} corrupted_recomputed={} delayed={} truncated={}",
+            self.seen_tx,
+            self.seen_rx,
             self.dropped,
             self.duplicated,
             self.reordered,
@@ -454,7 +499,9 @@ pub struct FaultInjector {
     plan: FaultPlan,
     matched: Vec<u64>,
     rng: ChaCha8Rng,
-    held: Vec<(Instant, SocketAddr, Vec<u8>)>,
+    /// Delayed datagrams: due time, direction, the peer (destination when sent, source
+    /// when received), bytes.
+    held: Vec<(Instant, Direction, SocketAddr, Vec<u8>)>,
     counters: FaultCounters,
 }
 
@@ -491,12 +538,21 @@ impl FaultInjector {
         self.counters
     }
 
-    /// Decide what happens to one datagram from `src` to `dst`.
-    pub fn decide(&mut self, src: SocketAddr, dst: SocketAddr, mut data: Vec<u8>) -> Decision {
-        self.counters.seen += 1;
+    /// Decide what happens to one datagram from `src` to `dst` going `direction`.
+    pub fn decide(
+        &mut self,
+        direction: Direction,
+        src: SocketAddr,
+        dst: SocketAddr,
+        mut data: Vec<u8>,
+    ) -> Decision {
+        match direction {
+            Direction::Tx => self.counters.seen_tx += 1,
+            Direction::Rx => self.counters.seen_rx += 1,
+        }
         let mut chosen = None;
         for (i, rule) in self.plan.rules.iter().enumerate() {
-            if !rule.matches(&data) {
+            if !rule.matches(direction, &data) {
                 continue;
             }
             self.matched[i] += 1;
@@ -564,11 +620,13 @@ impl FaultInjector {
         }
     }
 
-    /// Apply the plan to one datagram: copies to send now go to `out`; held ones come out of
-    /// [`FaultInjector::release`].
+    /// Apply the plan to one datagram going `direction`: copies to pass on now go to `out`
+    /// with their peer (the destination of a sent datagram, the source of a received one);
+    /// held ones come out of [`FaultInjector::release`].
     pub fn process(
         &mut self,
         now: Instant,
+        direction: Direction,
         src: SocketAddr,
         dst: SocketAddr,
         data: Vec<u8>,
@@ -578,27 +636,36 @@ impl FaultInjector {
             data,
             copies,
             delay,
-        } = self.decide(src, dst, data)
+        } = self.decide(direction, src, dst, data)
         else {
             return;
+        };
+        let peer = match direction {
+            Direction::Tx => dst,
+            Direction::Rx => src,
         };
         for _ in 0..copies {
             let d = data.clone();
             if delay.is_zero() {
-                out.push((dst, d));
+                out.push((peer, d));
             } else {
-                self.held.push((now + delay, dst, d));
+                self.held.push((now + delay, direction, peer, d));
             }
         }
     }
 
-    /// Datagrams whose hold time has passed.
-    pub fn release(&mut self, now: Instant, out: &mut Vec<(SocketAddr, Vec<u8>)>) {
+    /// Held datagrams going `direction` whose time has come, with their peer.
+    pub fn release(
+        &mut self,
+        now: Instant,
+        direction: Direction,
+        out: &mut Vec<(SocketAddr, Vec<u8>)>,
+    ) {
         let mut i = 0;
         while i < self.held.len() {
-            if self.held[i].0 <= now {
-                let (_, dst, d) = self.held.swap_remove(i);
-                out.push((dst, d));
+            if self.held[i].0 <= now && self.held[i].1 == direction {
+                let (_, _, peer, d) = self.held.swap_remove(i);
+                out.push((peer, d));
             } else {
                 i += 1;
             }
@@ -651,7 +718,7 @@ mod tests {
             let now = Instant::now();
             let mut out = Vec::new();
             for _ in 0..20_000 {
-                inj.process(now, dst, dst, vec![1, 2, 3], &mut out);
+                inj.process(now, Direction::Tx, dst, dst, vec![1, 2, 3], &mut out);
             }
             (inj.counters(), out.len())
         };
@@ -691,7 +758,7 @@ mod tests {
         let mut inj = FaultInjector::new(plan);
         let a: SocketAddr = "127.0.0.1:4791".parse().unwrap();
         let fates: Vec<bool> = (0..6)
-            .map(|i| inj.decide(a, a, ack(17, i, 0x1f)) == Decision::Drop)
+            .map(|i| inj.decide(Direction::Tx, a, a, ack(17, i, 0x1f)) == Decision::Drop)
             .collect();
         assert_eq!(
             fates,
@@ -699,22 +766,78 @@ mod tests {
             "every 2nd ACK to QP 17"
         );
         assert_eq!(
-            inj.decide(a, a, ack(18, 1, 0x1f)),
+            inj.decide(Direction::Tx, a, a, ack(18, 1, 0x1f)),
             Decision::Deliver {
                 data: ack(18, 1, 0x1f),
                 copies: 1,
                 delay: Duration::ZERO
             }
         );
-        let Decision::Deliver { data, .. } = inj.decide(a, a, ack(17, 15, 0x60)) else {
+        let Decision::Deliver { data, .. } = inj.decide(Direction::Tx, a, a, ack(17, 15, 0x60))
+        else {
             panic!()
         };
         assert_eq!(data.len(), 4, "NAK in the PSN range truncated");
-        let Decision::Deliver { data, .. } = inj.decide(a, a, ack(17, 25, 0x60)) else {
+        let Decision::Deliver { data, .. } = inj.decide(Direction::Tx, a, a, ack(17, 25, 0x60))
+        else {
             panic!()
         };
         assert_eq!(data.len(), 20, "NAK outside the range untouched");
         assert_eq!(inj.counters().truncated, 1);
+    }
+
+    #[test]
+    fn direction_picks_sent_or_received_datagrams_and_tx_is_the_default() {
+        let a: SocketAddr = "127.0.0.1:4791".parse().unwrap();
+        let drops = |spec: &str, dir: Direction| {
+            let mut inj = FaultInjector::new(FaultPlan::parse(spec).unwrap());
+            (0..10)
+                .filter(|&i| inj.decide(dir, a, a, ack(17, i, 0x1f)) == Decision::Drop)
+                .count()
+        };
+        assert_eq!(drops("drop=1", Direction::Tx), 10);
+        assert_eq!(
+            drops("drop=1", Direction::Rx),
+            0,
+            "compact form: tx by default"
+        );
+        assert_eq!(drops("drop=1,dir=rx", Direction::Rx), 10);
+        assert_eq!(drops("drop=1,dir=rx", Direction::Tx), 0);
+        assert_eq!(drops("drop=1,dir=both", Direction::Rx), 10);
+        assert_eq!(drops("drop=1,dir=both", Direction::Tx), 10);
+        let plan =
+            FaultPlan::from_toml("[[rule]]\naction = \"drop\"\ndirection = \"rx\"\n").unwrap();
+        let mut inj = FaultInjector::new(plan);
+        assert_eq!(
+            inj.decide(Direction::Rx, a, a, ack(1, 1, 0x1f)),
+            Decision::Drop
+        );
+        assert_ne!(
+            inj.decide(Direction::Tx, a, a, ack(1, 1, 0x1f)),
+            Decision::Drop
+        );
+        assert_eq!((inj.counters().seen_rx, inj.counters().seen_tx), (1, 1));
+        let e = "drop=1,dir=sideways".parse::<FaultSpec>().unwrap_err();
+        assert!(e.to_string().contains("'dir=sideways'"), "{e}");
+        let e =
+            FaultPlan::from_toml("[[rule]]\naction = \"drop\"\ndirection = \"up\"\n").unwrap_err();
+        assert!(e.contains("rule #1: direction \"up\""), "{e}");
+    }
+
+    #[test]
+    fn received_datagrams_held_for_delay_come_back_as_received() {
+        let src: SocketAddr = "127.0.0.9:4791".parse().unwrap();
+        let dst: SocketAddr = "127.0.0.1:4791".parse().unwrap();
+        let mut inj = FaultInjector::new(FaultPlan::parse("delay=1,dir=rx").unwrap());
+        let now = Instant::now();
+        let mut out = Vec::new();
+        inj.process(now, Direction::Rx, src, dst, vec![7], &mut out);
+        assert!(out.is_empty());
+        let later = now + Duration::from_millis(2);
+        inj.release(later, Direction::Tx, &mut out);
+        assert!(out.is_empty(), "not a sent datagram");
+        inj.release(later, Direction::Rx, &mut out);
+        assert_eq!(out, vec![(src, vec![7])], "released with its source");
     }
 
     #[test]
@@ -733,7 +856,7 @@ mod tests {
         let n = p.len() - 4;
         let crc = softroce_wire::icrc::compute_for_udp_socket(&ep, &p[..n]).unwrap();
         p[n..].copy_from_slice(&crc.to_le_bytes());
-        let Decision::Deliver { data, .. } = inj.decide(src, dst, p.clone()) else {
+        let Decision::Deliver { data, .. } = inj.decide(Direction::Tx, src, dst, p.clone()) else {
             panic!()
         };
         assert_ne!(data, p);
@@ -763,12 +886,12 @@ mod tests {
         let dst: SocketAddr = "127.0.0.1:4791".parse().unwrap();
         let now = Instant::now();
         let mut out = Vec::new();
-        inj.process(now, dst, dst, vec![9], &mut out);
+        inj.process(now, Direction::Tx, dst, dst, vec![9], &mut out);
         assert!(out.is_empty());
         assert_eq!(inj.next_release(), Some(now + Duration::from_millis(2)));
-        inj.release(now + Duration::from_millis(1), &mut out);
+        inj.release(now + Duration::from_millis(1), Direction::Tx, &mut out);
         assert!(out.is_empty());
-        inj.release(now + Duration::from_millis(2), &mut out);
+        inj.release(now + Duration::from_millis(2), Direction::Tx, &mut out);
         assert_eq!(out, vec![(dst, vec![9])]);
     }
 }

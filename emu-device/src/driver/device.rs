@@ -27,7 +27,7 @@ use crate::core::{
     AsyncEvent, ChannelHandle, CqHandle, Hca, HcaConfig, HcaEvent, IncomingDatagram, VerbsError,
     VerbsResult,
 };
-use crate::faults::{FaultCounters, FaultInjector, FaultPlan};
+use crate::faults::{Direction, FaultCounters, FaultInjector, FaultPlan};
 use softroce_wire::pcap::CaptureWriter;
 
 /// How to start a device.
@@ -37,7 +37,7 @@ pub struct DeviceConfig {
     pub hca: HcaConfig,
     /// Write every datagram sent and received to this pcap file (`SOFTROCE_PCAP`).
     pub pcap: Option<PathBuf>,
-    /// Faults to inject into sent datagrams, in the compact form of
+    /// Faults to inject into this device's sent (default) or received datagrams, in the compact form of
     /// [`crate::faults::FaultSpec`] (`SOFTROCE_FAULTS`).
     pub faults: Option<String>,
 }
@@ -416,7 +416,7 @@ fn flush(shared: &Shared, bufs: &mut Vec<(SocketAddr, Vec<u8>)>) {
         let mut out = Vec::with_capacity(bufs.len());
         let src = shared.socket.local_addr();
         for (dst, data) in bufs.drain(..) {
-            inj.process(now, src, dst, data, &mut out);
+            inj.process(now, Direction::Tx, src, dst, data, &mut out);
         }
         *bufs = out;
         if bufs.is_empty() {
@@ -487,18 +487,37 @@ fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
             let _ = w.write_roce(ts, meta[i].from, local, &bufs[i][..meta[i].len]);
         }
     }
-    for i in 0..n {
-        if meta[i].truncated {
-            continue;
+    if let Some(f) = &shared.faults {
+        // Receive-side rules see the datagram before the device does (and its ICRC check).
+        let mut passed = Vec::new();
+        {
+            let mut inj = lock(f);
+            for i in (0..n).filter(|&i| !meta[i].truncated) {
+                let data = bufs[i][..meta[i].len].to_vec();
+                inj.process(now, Direction::Rx, meta[i].from, local, data, &mut passed);
+            }
         }
-        hca.handle_datagram(
-            now,
-            IncomingDatagram {
-                src: meta[i].from,
-                dst: local.ip(),
-                payload: &bufs[i][..meta[i].len],
-            },
-        );
+        for (src, data) in &passed {
+            hca.handle_datagram(
+                now,
+                IncomingDatagram {
+                    src: *src,
+                    dst: local.ip(),
+                    payload: data,
+                },
+            );
+        }
+    } else {
+        for i in (0..n).filter(|&i| !meta[i].truncated) {
+            hca.handle_datagram(
+                now,
+                IncomingDatagram {
+                    src: meta[i].from,
+                    dst: local.ip(),
+                    payload: &bufs[i][..meta[i].len],
+                },
+            );
+        }
     }
     drop(bufs);
     drop(storage);
@@ -541,9 +560,28 @@ fn engine(shared: Arc<Shared>, mut poll: Poll) {
         }
         let now = Instant::now();
         if let Some(f) = &shared.faults {
-            let mut due = Vec::new();
-            lock(f).release(now, &mut due);
-            send_now(&shared, &mut due);
+            let (mut due_tx, mut due_rx) = (Vec::new(), Vec::new());
+            {
+                let mut inj = lock(f);
+                inj.release(now, Direction::Tx, &mut due_tx);
+                inj.release(now, Direction::Rx, &mut due_rx);
+            }
+            send_now(&shared, &mut due_tx);
+            if !due_rx.is_empty() {
+                let mut hca = lock(&shared.hca);
+                let local = shared.socket.local_addr();
+                for (src, data) in &due_rx {
+                    hca.handle_datagram(
+                        now,
+                        IncomingDatagram {
+                            src: *src,
+                            dst: local.ip(),
+                            payload: data,
+                        },
+                    );
+                }
+                pump(&shared, &mut hca, now);
+            }
         }
         let mut hca = lock(&shared.hca);
         if hca.poll_timeout().is_some_and(|t| t <= now) {

@@ -350,25 +350,30 @@ impl<N: SimNode> Fabric<N> {
             FilterAction::Delay(extra) => at += extra,
         }
         if let Some(plan) = self.plan.as_mut() {
-            let payload = std::mem::take(&mut datagram.payload);
-            match plan.decide(datagram.src, datagram.dst, payload) {
-                crate::faults::Decision::Drop => {
-                    self.stats.dropped += 1;
-                    return;
-                }
-                crate::faults::Decision::Deliver {
-                    data,
-                    copies: extra,
-                    delay,
-                } => {
-                    datagram.payload = data;
-                    if extra > 1 {
-                        copies += extra - 1;
-                        self.stats.duplicated += u64::from(extra - 1);
+            // Every device holds the plan, as if each process had it: the datagram meets the
+            // sender's transmit rules, then the receiver's receive rules.
+            let mut payload = std::mem::take(&mut datagram.payload);
+            for direction in [crate::faults::Direction::Tx, crate::faults::Direction::Rx] {
+                match plan.decide(direction, datagram.src, datagram.dst, payload) {
+                    crate::faults::Decision::Drop => {
+                        self.stats.dropped += 1;
+                        return;
                     }
-                    at += delay;
+                    crate::faults::Decision::Deliver {
+                        data,
+                        copies: extra,
+                        delay,
+                    } => {
+                        payload = data;
+                        if extra > 1 {
+                            copies += extra - 1;
+                            self.stats.duplicated += u64::from(extra - 1);
+                        }
+                        at += delay;
+                    }
                 }
             }
+            datagram.payload = payload;
         }
         let faults = self.faults;
         if faults.drop > 0.0 && self.rng.gen_bool(faults.drop.min(1.0)) {
