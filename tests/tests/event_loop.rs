@@ -3,77 +3,24 @@
 //! acknowledged in batches; a CQ overrun arrives through the async fd as IBV_EVENT_CQ_ERR.
 //! The sender is a second process (`softroce-send-peer`), over real UDP on loopback.
 
-use std::io::{BufRead, BufReader, Write};
+mod common;
+
 use std::os::fd::RawFd;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use common::Peer;
 
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
-use softroce_verbs::{Context, EventType, QpType, QueuePairEndpoint, WcStatus};
+use softroce_verbs::{Context, EventType, QpType, WcStatus};
 
 const CHANNEL: Token = Token(0);
 const ASYNC: Token = Token(1);
 
-/// The sending process: started on `ip`, connected to `ours`, sending `count` messages.
-struct Peer {
-    child: Child,
-    out: BufReader<std::process::ChildStdout>,
-}
-
-impl Peer {
-    fn start(ip: &str, count: u64, pause_every: u64) -> (Self, QueuePairEndpoint) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_softroce-send-peer"))
-            .args([ip, &count.to_string(), &pause_every.to_string()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawning softroce-send-peer");
-        let mut out = BufReader::new(child.stdout.take().expect("peer stdout"));
-        let mut line = String::new();
-        out.read_line(&mut line).expect("peer endpoint");
-        let ep = line
-            .parse()
-            .unwrap_or_else(|e| panic!("peer said {line:?}: {e}"));
-        (Self { child, out }, ep)
-    }
-
-    fn connect(&mut self, ours: QueuePairEndpoint) {
-        let stdin = self.child.stdin.as_mut().expect("peer stdin");
-        writeln!(stdin, "{ours}").expect("writing to the peer");
-    }
-
-    /// The peer's last line and exit status, waiting at most 30 s.
-    fn finish(&mut self) -> (String, bool) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let status = loop {
-            if let Some(s) = self.child.try_wait().expect("peer status") {
-                break s;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("peer did not finish within 30 s");
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        let mut last = String::new();
-        let _ = std::io::Read::read_to_string(&mut self.out, &mut last);
-        (last.trim().to_string(), status.success())
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        // Never leave the process behind, whatever the test's outcome.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn mio_event_loop_drains_completion_events_and_acks_in_batches() {
     const MESSAGES: u64 = 40;
-    let (mut peer, peer_ep) = Peer::start("127.0.0.51", MESSAGES, 8);
+    let (mut peer, peer_ep) = Peer::start("127.0.0.51", MESSAGES, &["--pause-every", "8"]);
     let b = Context::open_emulated("loop-b", "127.0.0.52".parse().unwrap(), 0).unwrap();
     let pb = b.alloc_pd().unwrap();
     let ch = b.create_comp_channel().unwrap();
@@ -89,7 +36,7 @@ fn mio_event_loop_drains_completion_events_and_acks_in_batches() {
     let ours = y.endpoint();
     let y = y.handshake(peer_ep).unwrap();
     cqb.req_notify(false).unwrap();
-    peer.connect(ours);
+    peer.connect(ours, None);
 
     let mut poll = Poll::new().unwrap();
     let fd: RawFd = ch.fd();
@@ -139,10 +86,18 @@ fn mio_event_loop_drains_completion_events_and_acks_in_batches() {
         }
     }
     cqb.ack_events(unacked).unwrap();
-    let (last, ok) = peer.finish();
+    let (lines, ok) = peer.finish();
     assert!(
-        ok && last.ends_with(&format!("SENT {MESSAGES}")),
-        "peer: {last}"
+        ok && lines.last().is_some_and(|l| l == "DONE"),
+        "peer: {lines:?}"
+    );
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.contains("IBV_WC_SUCCESS"))
+            .count() as u64,
+        MESSAGES,
+        "peer: {lines:?}"
     );
     assert_eq!(received, (0..MESSAGES).collect::<Vec<_>>());
     for i in 0..MESSAGES {
@@ -160,7 +115,7 @@ fn mio_event_loop_drains_completion_events_and_acks_in_batches() {
 #[test]
 fn cq_overrun_arrives_on_the_async_fd_as_cq_err() {
     // Three messages into a one-entry CQ: the second one overruns it.
-    let (mut peer, peer_ep) = Peer::start("127.0.0.53", 3, 0);
+    let (mut peer, peer_ep) = Peer::start("127.0.0.53", 3, &[]);
     let b = Context::open_emulated("ovr-b", "127.0.0.54".parse().unwrap(), 0).unwrap();
     let pb = b.alloc_pd().unwrap();
     let tiny = b.create_cq(1, None).unwrap();
@@ -178,7 +133,7 @@ fn cq_overrun_arrives_on_the_async_fd_as_cq_err() {
     poll.registry()
         .register(&mut SourceFd(&fd), ASYNC, Interest::READABLE)
         .unwrap();
-    peer.connect(ours);
+    peer.connect(ours, None);
     let mut events = Events::with_capacity(4);
     let deadline = Instant::now() + Duration::from_secs(10);
     let ev = loop {

@@ -56,7 +56,7 @@ impl Context {
     }
 
     /// The emulated device, or why there is none.
-    fn emulated(&self, what: &'static str) -> Result<&Arc<Device>> {
+    pub(crate) fn emulated(&self, what: &'static str) -> Result<&Arc<Device>> {
         self.dev.emulated().ok_or_else(|| Error::Unsupported {
             what,
             backend: self.dev.kind(),

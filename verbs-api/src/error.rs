@@ -34,6 +34,14 @@ pub enum Error {
         /// The errno.
         errno: i32,
     },
+    /// An argument the API itself refuses (before any device sees it).
+    #[error("invalid {what}: {reason}")]
+    Invalid {
+        /// What was given.
+        what: &'static str,
+        /// Why it is refused.
+        reason: String,
+    },
     /// The operation exists only on another backend.
     #[error("{what} is not available on the {backend} backend")]
     Unsupported {
@@ -61,6 +69,7 @@ impl Error {
             Self::Post(p) => p.error.errno(),
             Self::Ibverbs { errno, .. } | Self::IbverbsPost { errno, .. } => *errno,
             Self::Unsupported { .. } => libc::EOPNOTSUPP,
+            Self::Invalid { .. } => libc::EINVAL,
             Self::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
         }
     }

@@ -27,6 +27,7 @@
 pub mod backend;
 mod context;
 mod error;
+mod inject;
 mod qp;
 
 pub use context::{

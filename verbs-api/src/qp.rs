@@ -10,6 +10,7 @@ use softroce_emu::core::{
 };
 use softroce_wire::{Gid, Mtu, Psn};
 
+use crate::backend::Backend;
 use crate::context::{CompletionQueue, CqInner, PdInner, ProtectionDomain, SharedReceiveQueue};
 use crate::error::Result;
 
@@ -180,15 +181,17 @@ impl<'a> QueuePairBuilder<'a> {
             _cqs: (self.send_cq, self.recv_cq),
             ahs: std::sync::Mutex::new(Vec::new()),
         };
-        let attr = QpAttr {
-            qp_state: QpState::Init,
-            port_num: 1,
+        let params = ConnectParams {
+            qp_type: self.qp_type,
+            access: self.access,
             qkey: self.qkey,
-            qp_access_flags: self.access,
-            ..QpAttr::default()
+            mtu: self.mtu,
+            timeout: self.timeout,
+            retry_cnt: self.retry_cnt,
+            rnr_retry: self.rnr_retry,
+            min_rnr_timer: self.min_rnr_timer,
         };
-        let mask = required(self.qp_type, QpState::Reset, QpState::Init)?;
-        dev.modify_qp(qp, &attr, mask)?;
+        params.move_to_init(dev.as_ref(), qp)?;
         let psn = (dev.query_device()?.node_guid as u32 ^ qpn.value().wrapping_mul(0x9E37_79B9))
             & 0xFF_FFFF;
         let gid = dev.query_gid(1, dev.sgid_index())?;
@@ -201,12 +204,7 @@ impl<'a> QueuePairBuilder<'a> {
                 gid,
                 udp_port: port,
             },
-            qp_type: self.qp_type,
-            mtu: self.mtu,
-            timeout: self.timeout,
-            retry_cnt: self.retry_cnt,
-            rnr_retry: self.rnr_retry,
-            min_rnr_timer: self.min_rnr_timer,
+            params,
         };
         Ok(prepared)
     }
@@ -242,17 +240,76 @@ impl Drop for QpInner {
     }
 }
 
-/// A QP in INIT, waiting for its peer's endpoint.
-#[derive(Debug)]
-pub struct PreparedQueuePair {
-    inner: QpInner,
-    endpoint: QueuePairEndpoint,
+/// How a QP is brought from RESET to RTS (kept for reconnecting).
+#[derive(Debug, Clone, Copy)]
+struct ConnectParams {
     qp_type: QpType,
+    access: AccessFlags,
+    qkey: u32,
     mtu: Mtu,
     timeout: u8,
     retry_cnt: u8,
     rnr_retry: u8,
     min_rnr_timer: u8,
+}
+
+impl ConnectParams {
+    /// RESET -> INIT.
+    fn move_to_init(&self, dev: &dyn Backend, qp: QpHandle) -> Result<()> {
+        let attr = QpAttr {
+            qp_state: QpState::Init,
+            port_num: 1,
+            qkey: self.qkey,
+            qp_access_flags: self.access,
+            ..QpAttr::default()
+        };
+        let mask = required(self.qp_type, QpState::Reset, QpState::Init)?;
+        dev.modify_qp(qp, &attr, mask)
+    }
+
+    /// INIT -> RTR -> RTS towards `remote`, sending from `local_psn`.
+    fn move_to_rts(
+        &self,
+        dev: &dyn Backend,
+        qp: QpHandle,
+        local_psn: u32,
+        remote: QueuePairEndpoint,
+    ) -> Result<()> {
+        let sgid_index = dev.sgid_index() as u8;
+        let mut av = AhAttr::new(remote.gid, sgid_index);
+        av.udp_port = remote.udp_port;
+        let rtr = QpAttr {
+            qp_state: QpState::Rtr,
+            path_mtu: self.mtu,
+            dest_qp_num: remote.qpn,
+            rq_psn: Psn::new(remote.psn),
+            max_dest_rd_atomic: 16,
+            min_rnr_timer: self.min_rnr_timer,
+            ah_attr: av,
+            ..QpAttr::default()
+        };
+        let mask = required(self.qp_type, QpState::Init, QpState::Rtr)?;
+        dev.modify_qp(qp, &rtr, mask)?;
+        let rts = QpAttr {
+            qp_state: QpState::Rts,
+            sq_psn: Psn::new(local_psn),
+            timeout: self.timeout,
+            retry_cnt: self.retry_cnt,
+            rnr_retry: self.rnr_retry,
+            max_rd_atomic: 16,
+            ..QpAttr::default()
+        };
+        let mask = required(self.qp_type, QpState::Rtr, QpState::Rts)?;
+        dev.modify_qp(qp, &rts, mask)
+    }
+}
+
+/// A QP in INIT, waiting for its peer's endpoint.
+#[derive(Debug)]
+pub struct PreparedQueuePair {
+    inner: QpInner,
+    endpoint: QueuePairEndpoint,
+    params: ConnectParams,
 }
 
 impl PreparedQueuePair {
@@ -288,36 +345,12 @@ impl PreparedQueuePair {
     /// per send).
     pub fn handshake(self, remote: QueuePairEndpoint) -> Result<QueuePair> {
         let dev = Arc::clone(&self.inner.pd.dev);
-        let qp = self.inner.qp;
-        let sgid_index = dev.sgid_index() as u8;
-        let mut av = AhAttr::new(remote.gid, sgid_index);
-        av.udp_port = remote.udp_port;
-        let rtr = QpAttr {
-            qp_state: QpState::Rtr,
-            path_mtu: self.mtu,
-            dest_qp_num: remote.qpn,
-            rq_psn: Psn::new(remote.psn),
-            max_dest_rd_atomic: 16,
-            min_rnr_timer: self.min_rnr_timer,
-            ah_attr: av,
-            ..QpAttr::default()
-        };
-        let mask = required(self.qp_type, QpState::Init, QpState::Rtr)?;
-        dev.modify_qp(qp, &rtr, mask)?;
-        let rts = QpAttr {
-            qp_state: QpState::Rts,
-            sq_psn: Psn::new(self.endpoint.psn),
-            timeout: self.timeout,
-            retry_cnt: self.retry_cnt,
-            rnr_retry: self.rnr_retry,
-            max_rd_atomic: 16,
-            ..QpAttr::default()
-        };
-        let mask = required(self.qp_type, QpState::Rtr, QpState::Rts)?;
-        dev.modify_qp(qp, &rts, mask)?;
+        self.params
+            .move_to_rts(dev.as_ref(), self.inner.qp, self.endpoint.psn, remote)?;
         Ok(QueuePair {
             inner: self.inner,
             endpoint: self.endpoint,
+            params: self.params,
         })
     }
 }
@@ -327,12 +360,47 @@ impl PreparedQueuePair {
 pub struct QueuePair {
     inner: QpInner,
     endpoint: QueuePairEndpoint,
+    params: ConnectParams,
 }
 
 impl QueuePair {
     /// This QP's endpoint.
     pub fn endpoint(&self) -> QueuePairEndpoint {
         self.endpoint
+    }
+
+    /// The emulated device and this QP's handle in it, or why there is none.
+    pub(crate) fn emulated_handle(
+        &self,
+        what: &'static str,
+    ) -> Result<(&Arc<softroce_emu::driver::Device>, QpHandle)> {
+        let dev = &self.inner.pd.dev;
+        let emu = dev.emulated().ok_or_else(|| crate::Error::Unsupported {
+            what,
+            backend: dev.kind(),
+        })?;
+        Ok((emu, self.inner.qp))
+    }
+
+    /// Recover from ERR (or start over): RESET, then INIT, RTR and RTS towards `remote`
+    /// with the parameters the QP was built with, sending from its original PSN. Both ends
+    /// must do it (the peer's expected PSN starts over too). Outstanding work requests are
+    /// gone (flushed before, or discarded by RESET).
+    pub fn reconnect(&self, remote: QueuePairEndpoint) -> Result<()> {
+        let dev = self.inner.pd.dev.as_ref();
+        let reset = QpAttr {
+            qp_state: QpState::Reset,
+            ..QpAttr::default()
+        };
+        dev.modify_qp(self.inner.qp, &reset, QpAttrMask::STATE)?;
+        self.params.move_to_init(dev, self.inner.qp)?;
+        self.params
+            .move_to_rts(dev, self.inner.qp, self.endpoint.psn, remote)
+    }
+
+    /// The handle value async events name this QP by (`EventElement::Qp`).
+    pub fn raw_handle(&self) -> u64 {
+        self.inner.qp.to_raw()
     }
 
     /// The QP number.

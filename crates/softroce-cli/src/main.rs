@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 mod decode;
 mod demo;
 mod devinfo;
+mod inject;
 mod ops;
 mod perf;
 mod pingpong;
@@ -37,6 +38,10 @@ enum Command {
     /// rdma-core's ibv_{rc,uc,ud}_pingpong on an emulated device, with the same TCP side
     /// channel, so it pairs with the real tools too.
     Pingpong(pingpong::PingpongArgs),
+    /// Drive one error path (CQ overrun, QP errors, port down/up, device fatal, RNR, retry
+    /// exhaustion, remote access) between two emulated devices and print every completion
+    /// and async event next to what the verbs promise; exit 1 on any difference.
+    Inject(inject::InjectArgs),
     /// Every RC/UC/UD/SRQ operation at sizes 0, 1, MTU, MTU+1, 64 KiB and 1 MiB between two
     /// processes, verified byte for byte on both sides; the client is the requester. Runs on
     /// the emulator or (`--backend ibverbs`) on real libibverbs devices such as rdma_rxe.
@@ -61,6 +66,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::Devinfo(args) => devinfo::run(&args),
         Command::Pingpong(args) => pingpong::run(&args),
+        Command::Inject(args) => inject::run(&args),
         Command::Ops(args) => ops::run(&args),
         Command::Perf(args) => perf::run(&args),
         Command::Soak(args) => soak::run(&args),

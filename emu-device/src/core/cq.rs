@@ -99,6 +99,7 @@ impl Hca {
             in_error: false,
             lost: 0,
             async_unacked: 0,
+            depth_limit: None,
         });
         if let Some(ch) = channel
             && let Some(c) = self.channels.get_mut(ch.index, ch.generation)
@@ -126,7 +127,14 @@ impl Hca {
             })
     }
 
-    /// The number of entries a CQ holds (its `cqe`).
+    /// Fault injection: make `cq` overrun once it holds `depth` completions (`None`: at its
+    /// real capacity again), to produce IBV_EVENT_CQ_ERR on demand.
+    pub fn limit_cq_depth(&mut self, cq: CqHandle, depth: Option<u32>) -> VerbsResult<()> {
+        self.cq_mut("limit_cq_depth", cq)?.depth_limit = depth;
+        Ok(())
+    }
+
+    /// Entries the CQ holds at most (`ibv_cq.cqe`).
     pub fn cq_capacity(&self, cq: CqHandle) -> VerbsResult<u32> {
         Ok(self.cq("cq_capacity", cq)?.capacity)
     }
@@ -295,7 +303,8 @@ impl Hca {
             self.counters.cqe_overrun_lost += 1;
             return PushOutcome::Overrun;
         }
-        if c.entries.len() >= c.capacity as usize {
+        let usable = c.depth_limit.map_or(c.capacity, |d| d.min(c.capacity));
+        if c.entries.len() >= usable as usize {
             c.in_error = true;
             c.lost += 1;
             self.counters.cqe_overrun_lost += 1;

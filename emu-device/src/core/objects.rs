@@ -115,6 +115,8 @@ pub(crate) struct Cq {
     /// Completions dropped since the overrun.
     pub(crate) lost: u64,
     pub(crate) async_unacked: u32,
+    /// Fault injection: the CQ overruns once it holds this many (below its capacity).
+    pub(crate) depth_limit: Option<u32>,
 }
 
 /// A completion channel.

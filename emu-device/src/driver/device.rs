@@ -70,7 +70,8 @@ struct Shared {
     channel_fds: Mutex<HashMap<ChannelHandle, Arc<EventFd>>>,
     async_fd: EventFd,
     capture: Option<Mutex<CaptureWriter<io::BufWriter<std::fs::File>>>>,
-    faults: Option<Mutex<FaultInjector>>,
+    /// The fault plan in force (replaceable at run time), with what it injected.
+    faults: Mutex<Option<FaultInjector>>,
     epoch: Instant,
     /// When the sleeping engine wakes up on its own (nanoseconds since `epoch`), written
     /// with the device locked. A verb wakes it only for an earlier timer: a wakeup per verb
@@ -105,10 +106,11 @@ impl Device {
     /// Bind the socket and start the engine thread.
     pub fn start(mut config: DeviceConfig) -> io::Result<Self> {
         let faults = match &config.faults {
-            Some(spec) => Some(Mutex::new(FaultInjector::new(
-                FaultPlan::parse(spec)
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?,
-            ))),
+            Some(spec) => {
+                Some(FaultInjector::new(FaultPlan::parse(spec).map_err(|e| {
+                    io::Error::new(io::ErrorKind::InvalidInput, e.to_string())
+                })?))
+            }
             None => None,
         };
         let bind = SocketAddr::new(config.hca.ip, config.hca.udp_port);
@@ -137,7 +139,7 @@ impl Device {
             channel_fds: Mutex::new(HashMap::new()),
             async_fd: EventFd::new()?,
             capture,
-            faults,
+            faults: Mutex::new(faults),
             epoch: Instant::now(),
             engine_wakes_at: AtomicU64::new(0),
             rx_storage: Mutex::new(vec![vec![0u8; MAX_DATAGRAM]; MAX_BATCH]),
@@ -232,9 +234,26 @@ impl Device {
         Ok(())
     }
 
+    /// Put `plan` in force from now on (`None`: no faults), replacing any plan and its
+    /// counters; datagrams the old plan still holds are delivered.
+    pub fn set_fault_plan(&self, plan: Option<FaultPlan>) {
+        let mut held = Vec::new();
+        let mut faults = lock(&self.shared.faults);
+        if let Some(old) = faults.as_mut() {
+            let far = Instant::now() + Duration::from_secs(3600);
+            old.release(far, Direction::Tx, &mut held);
+        }
+        *faults = plan.map(FaultInjector::new);
+        drop(faults);
+        send_now(&self.shared, &mut held);
+        let _ = self.shared.waker.wake();
+    }
+
     /// What the fault injector did, if faults are configured.
     pub fn fault_counters(&self) -> Option<FaultCounters> {
-        self.shared.faults.as_ref().map(|f| lock(f).counters())
+        lock(&self.shared.faults)
+            .as_ref()
+            .map(FaultInjector::counters)
     }
 
     /// The fd of the async event queue (readable while events are queued).
@@ -410,8 +429,7 @@ fn flush(shared: &Shared, bufs: &mut Vec<(SocketAddr, Vec<u8>)>) {
     if bufs.is_empty() {
         return;
     }
-    if let Some(f) = &shared.faults {
-        let mut inj = lock(f);
+    if let Some(inj) = lock(&shared.faults).as_mut() {
         let now = Instant::now();
         let mut out = Vec::with_capacity(bufs.len());
         let src = shared.socket.local_addr();
@@ -487,16 +505,17 @@ fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
             let _ = w.write_roce(ts, meta[i].from, local, &bufs[i][..meta[i].len]);
         }
     }
-    if let Some(f) = &shared.faults {
+    let mut faults = lock(&shared.faults);
+    if let Some(inj) = faults.as_mut() {
         // Receive-side rules see the datagram before the device does (and its ICRC check).
         let mut passed = Vec::new();
         {
-            let mut inj = lock(f);
             for i in (0..n).filter(|&i| !meta[i].truncated) {
                 let data = bufs[i][..meta[i].len].to_vec();
                 inj.process(now, Direction::Rx, meta[i].from, local, data, &mut passed);
             }
         }
+        drop(faults);
         for (src, data) in &passed {
             hca.handle_datagram(
                 now,
@@ -508,6 +527,7 @@ fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
             );
         }
     } else {
+        drop(faults);
         for i in (0..n).filter(|&i| !meta[i].truncated) {
             hca.handle_datagram(
                 now,
@@ -531,7 +551,9 @@ fn engine(shared: Arc<Shared>, mut poll: Poll) {
         let timeout = {
             let hca = lock(&shared.hca);
             let now = Instant::now();
-            let release = shared.faults.as_ref().and_then(|f| lock(f).next_release());
+            let release = lock(&shared.faults)
+                .as_ref()
+                .and_then(FaultInjector::next_release);
             let due = match (hca.poll_timeout(), release) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
@@ -559,13 +581,12 @@ fn engine(shared: Arc<Shared>, mut poll: Poll) {
             }
         }
         let now = Instant::now();
-        if let Some(f) = &shared.faults {
-            let (mut due_tx, mut due_rx) = (Vec::new(), Vec::new());
-            {
-                let mut inj = lock(f);
-                inj.release(now, Direction::Tx, &mut due_tx);
-                inj.release(now, Direction::Rx, &mut due_rx);
-            }
+        let (mut due_tx, mut due_rx) = (Vec::new(), Vec::new());
+        if let Some(inj) = lock(&shared.faults).as_mut() {
+            inj.release(now, Direction::Tx, &mut due_tx);
+            inj.release(now, Direction::Rx, &mut due_rx);
+        }
+        {
             send_now(&shared, &mut due_tx);
             if !due_rx.is_empty() {
                 let mut hca = lock(&shared.hca);
