@@ -12,6 +12,7 @@ mod ops;
 mod perf;
 mod pingpong;
 mod soak;
+mod soak_procs;
 
 /// softroce: a userspace soft-RoCE device.
 #[derive(Debug, Parser)]
@@ -49,9 +50,10 @@ enum Command {
     /// Bandwidth and latency between two emulated devices on loopback, measured next to raw
     /// UDP in the same run and reported as ratios.
     Perf(perf::PerfArgs),
-    /// Run the seeded soak in the deterministic simulator: mixed RC operations (SEND,
-    /// WRITE with immediate, READ, FETCH_ADD) between two devices over a faulty fabric,
-    /// every message verified exactly once and in order.
+    /// Run the seeded soak: mixed RC operations (SEND, WRITE with immediate, READ,
+    /// FETCH_ADD) between two devices over a faulty network, every message verified exactly
+    /// once and in order; in the deterministic simulator, or with `--processes` between
+    /// two processes over real UDP sockets.
     Soak(soak::SoakArgs),
 }
 

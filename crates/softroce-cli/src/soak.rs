@@ -32,9 +32,28 @@ pub(crate) struct SoakArgs {
     /// overriding the single options.
     #[arg(long)]
     faults: Option<String>,
+    /// Run between two processes over real UDP sockets on loopback (this process is the
+    /// requester and starts the responder) instead of in the simulator.
+    #[arg(long)]
+    processes: bool,
+    /// Two-process mode: the requester's and the responder's device addresses.
+    #[arg(long, num_args = 2, default_values = ["127.0.0.141", "127.0.0.142"])]
+    addresses: Vec<std::net::IpAddr>,
+    /// Two-process mode: give up after this many seconds.
+    #[arg(long, default_value_t = 900)]
+    timeout: u64,
+    /// Internal: run as the responder process of `--processes`.
+    #[arg(long, hide = true)]
+    responder: bool,
+    /// Internal: the responder's address.
+    #[arg(long, hide = true)]
+    bind: Option<std::net::IpAddr>,
 }
 
 pub(crate) fn run(args: &SoakArgs) -> ExitCode {
+    if args.responder || args.processes {
+        return two_processes(args);
+    }
     for (name, p) in [
         ("drop", args.drop),
         ("dup", args.dup),
@@ -84,6 +103,63 @@ pub(crate) fn run(args: &SoakArgs) -> ExitCode {
         }
         Err(e) => {
             eprintln!("softroce soak: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The compact spec both processes use: `--faults`, or the single options.
+fn spec_of(args: &SoakArgs) -> String {
+    args.faults.clone().unwrap_or_else(|| {
+        format!(
+            "drop={},dup={},reorder={},corrupt={},seed={}",
+            args.drop, args.dup, args.reorder, args.corrupt, args.seed
+        )
+    })
+}
+
+fn two_processes(args: &SoakArgs) -> ExitCode {
+    let spec = spec_of(args);
+    if let Err(e) = softroce_emu::faults::FaultPlan::parse(&spec) {
+        eprintln!("softroce soak: {e}");
+        return ExitCode::from(2);
+    }
+    let timeout = Duration::from_secs(args.timeout);
+    if args.responder {
+        let ip = args.bind.unwrap_or_else(|| args.addresses[1]);
+        return match crate::soak_procs::responder(
+            args.messages,
+            args.seed,
+            Some(&spec),
+            ip,
+            timeout,
+        ) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("softroce soak (responder): {e:#}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    let ips = (args.addresses[0], args.addresses[1]);
+    match crate::soak_procs::run(args.messages, args.seed, Some(&spec), ips, timeout) {
+        Ok(f) => {
+            println!(
+                "soak ok (two processes, real UDP): messages={} send={} write_imm={} read={} fetch_add={} wall_time={:.2?} ({:.0} msg/s) faults: {spec}",
+                f.messages,
+                f.by_op[0],
+                f.by_op[1],
+                f.by_op[2],
+                f.by_op[3],
+                f.elapsed,
+                f.messages as f64 / f.elapsed.as_secs_f64().max(1e-9)
+            );
+            println!("requester: {}", f.requester);
+            println!("responder: {}", f.responder);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("softroce soak: {e:#}");
             ExitCode::from(1)
         }
     }
