@@ -1,0 +1,69 @@
+//! rdma-core's unmodified `ibv_{rc,uc,ud,srq}_pingpong` between two processes on loopback,
+//! each on its own emulated device (GID index 1: the RoCEv2 GID of its address).
+
+mod common;
+
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(90);
+
+/// Run a pingpong pair and check both sides report the whole exchange.
+fn pingpong(tool: &str, pair: u8, extra: &[&str]) {
+    common::require_tools(&[tool]);
+    let (server_dev, client_dev) = common::device_pair(pair);
+    let port = common::free_tcp_port().to_string();
+    let mut args = vec!["-d", "softroce0", "-g", "1", "-p", &port, "-n", "500"];
+    args.extend_from_slice(extra);
+    let (s, c) = common::run_pair(
+        tool,
+        &server_dev,
+        &client_dev,
+        &args,
+        port.parse().unwrap(),
+        LIMIT,
+    );
+    for side in [&s, &c] {
+        assert!(
+            side.stdout.contains("500 iters in") && side.stdout.contains("bytes in"),
+            "{} did not report the exchange:\n{}",
+            side.name,
+            side.report()
+        );
+        assert!(
+            side.stdout.contains(&format!("GID ::ffff:127.77.{pair}.")),
+            "{} does not show the RoCEv2 GIDs:\n{}",
+            side.name,
+            side.report()
+        );
+    }
+}
+
+#[test]
+fn rc_pingpong_runs_unmodified() {
+    pingpong("ibv_rc_pingpong", 10, &[]);
+}
+
+#[test]
+fn rc_pingpong_with_completion_events_runs_unmodified() {
+    pingpong("ibv_rc_pingpong", 11, &["-e"]);
+}
+
+#[test]
+fn uc_pingpong_runs_unmodified() {
+    pingpong("ibv_uc_pingpong", 12, &[]);
+}
+
+#[test]
+fn ud_pingpong_runs_unmodified() {
+    pingpong("ibv_ud_pingpong", 13, &[]);
+}
+
+#[test]
+fn srq_pingpong_runs_unmodified() {
+    pingpong("ibv_srq_pingpong", 14, &[]);
+}
+
+#[test]
+fn srq_pingpong_with_completion_events_runs_unmodified() {
+    pingpong("ibv_srq_pingpong", 15, &["-e"]);
+}
