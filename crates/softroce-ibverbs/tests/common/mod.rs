@@ -16,7 +16,8 @@ pub fn built_library() -> PathBuf {
     // target/<profile>/deps/<test>-<hash>
     let deps = exe.parent().expect("deps dir");
     let profile = deps.parent().expect("profile dir");
-    for p in [profile.join("libibverbs.so"), deps.join("libibverbs.so")] {
+    // deps/ first: that is the copy cargo built for this test run.
+    for p in [deps.join("libibverbs.so"), profile.join("libibverbs.so")] {
         if p.is_file() {
             return p;
         }
