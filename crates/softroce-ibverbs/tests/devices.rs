@@ -68,3 +68,30 @@ fn a_bad_device_spec_is_refused_with_the_reason() {
         out.report()
     );
 }
+
+#[test]
+fn ibv_devinfo_still_answers_while_another_process_uses_the_device() {
+    common::require_tools(&["ibv_devinfo", "ibv_rc_pingpong"]);
+    let dev = "softroce0=127.77.3.1";
+    let port = common::free_tcp_port().to_string();
+    // A pingpong server owns the device's UDP socket while it waits for a client.
+    let mut server = common::spawn(
+        "ibv_rc_pingpong server",
+        dev,
+        "ibv_rc_pingpong",
+        &["-g", "1", "-p", &port],
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !server.exited(),
+        "the pingpong server should wait for a client"
+    );
+    let out = common::spawn("ibv_devinfo", dev, "ibv_devinfo", &[]).finish(Duration::from_secs(30));
+    drop(server);
+    assert!(out.ok(), "{}", out.report());
+    assert!(
+        out.stdout.contains("PORT_ACTIVE") && out.stdout.contains("hca_id:\tsoftroce0"),
+        "{}",
+        out.report()
+    );
+}

@@ -132,8 +132,22 @@ fn collect(mut r: impl Read + Send + 'static) -> JoinHandle<String> {
 
 /// Start `program args` on the drop-in library with `devices` as SOFTROCE_DEVICES.
 pub fn spawn(name: &str, devices: &str, program: &str, args: &[&str]) -> Running {
+    spawn_env(name, devices, program, args, &[])
+}
+
+/// [`spawn`] with more environment variables (SOFTROCE_FAULTS, SOFTROCE_PCAP …).
+pub fn spawn_env(
+    name: &str,
+    devices: &str,
+    program: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Running {
     let mut child = Command::new(program)
         .args(args)
+        .env_remove("SOFTROCE_FAULTS")
+        .env_remove("SOFTROCE_PCAP")
+        .envs(env.iter().copied())
         .env("LD_LIBRARY_PATH", library_dir())
         .env("SOFTROCE_DEVICES", devices)
         .env_remove("SOFTROCE_CONFIG")
@@ -224,7 +238,37 @@ pub fn run_pair(
     port: u16,
     limit: Duration,
 ) -> (Finished, Finished) {
-    let mut server = spawn(&format!("{tool} server"), server_devices, tool, args);
+    run_pair_env(
+        tool,
+        (server_devices, &[]),
+        (client_devices, &[]),
+        args,
+        port,
+        limit,
+    )
+}
+
+/// The devices and extra environment of one side of a pair.
+pub type Side<'a> = (&'a str, &'a [(&'a str, &'a str)]);
+
+/// [`run_pair`] with extra environment variables for each side.
+pub fn run_pair_env(
+    tool: &str,
+    server: Side<'_>,
+    client: Side<'_>,
+    args: &[&str],
+    port: u16,
+    limit: Duration,
+) -> (Finished, Finished) {
+    let (server_devices, server_env) = server;
+    let (client_devices, client_env) = client;
+    let mut server = spawn_env(
+        &format!("{tool} server"),
+        server_devices,
+        tool,
+        args,
+        server_env,
+    );
     let deadline = Instant::now() + Duration::from_secs(30);
     while !tcp_listening(port) {
         if server.exited() || Instant::now() > deadline {
@@ -238,11 +282,12 @@ pub fn run_pair(
     }
     let mut client_args = args.to_vec();
     client_args.push("127.0.0.1");
-    let client = spawn(
+    let client = spawn_env(
         &format!("{tool} client"),
         client_devices,
         tool,
         &client_args,
+        client_env,
     );
     let c = client.finish(limit);
     let s = server.finish(if c.ok() {
