@@ -857,6 +857,23 @@ unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, init: *mut ibv_qp_init_attr)
     })
 }
 
+/// What the library keeps of a QP, copied out (the QP struct itself may be read and written
+/// by several application threads at once, so no reference to it is held).
+#[derive(Clone, Copy)]
+struct QpInfo {
+    handle: QpHandle,
+    qp_type: QpType,
+    ptr: *mut EmuQp,
+}
+
+impl QpInfo {
+    /// Record the state set through the library in `qp->state`.
+    fn set_state(&self, state: u32) {
+        // SAFETY: a live QP from ibv_create_qp; a plain field write, as rdma-core does.
+        unsafe { std::ptr::addr_of_mut!((*self.ptr).qp.state).write(state) };
+    }
+}
+
 /// QP parts of a QP pointer.
 ///
 /// # Safety
@@ -864,14 +881,24 @@ unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, init: *mut ibv_qp_init_attr)
 unsafe fn qp_parts<'a>(
     verb: &str,
     qp: *mut ibv_qp,
-) -> Result<(&'a EmuContext, &'a Device, &'a mut EmuQp), c_int> {
+) -> Result<(&'a EmuContext, &'a Device, QpInfo), c_int> {
     if qp.is_null() {
         return Err(fail(verb, libc::EINVAL, "qp is NULL"));
     }
     // SAFETY: as documented.
     let (ctx, dev) = ctx_dev!(verb, unsafe { (*qp).context });
-    // SAFETY: as documented.
-    Ok((ctx, dev, unsafe { &mut *qp.cast::<EmuQp>() }))
+    let ptr = qp.cast::<EmuQp>();
+    // SAFETY: as documented; fields set once at creation.
+    let (handle, qp_type) = unsafe { ((*ptr).handle, (*ptr).qp_type) };
+    Ok((
+        ctx,
+        dev,
+        QpInfo {
+            handle,
+            qp_type,
+            ptr,
+        },
+    ))
 }
 
 #[unsafe(no_mangle)]
@@ -892,7 +919,7 @@ unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, mask
             dev.with(|h| h.modify_qp(handle, &a, mask))
                 .map_err(|e| fail(VERB, e.errno(), e))?;
             if mask.contains(softroce_emu::core::QpAttrMask::STATE) {
-                q.qp.state = a.qp_state.raw();
+                q.set_state(a.qp_state.raw());
             }
             Ok(())
         })())
@@ -919,15 +946,15 @@ unsafe extern "C" fn ibv_query_qp(
                 .with(|h| h.query_qp(handle))
                 .map_err(|e| fail(VERB, e.errno(), e))?;
             let ca = convert::qp_attr_to_c(&a);
-            q.qp.state = ca.qp_state;
-            // SAFETY: non-NULL from the caller.
+            q.set_state(ca.qp_state);
+            // SAFETY: non-NULL from the caller; the QP's pointer fields are set at creation.
             unsafe {
                 *attr = ca;
                 *init_attr = ibv_qp_init_attr {
-                    qp_context: q.qp.qp_context,
-                    send_cq: q.qp.send_cq,
-                    recv_cq: q.qp.recv_cq,
-                    srq: q.qp.srq,
+                    qp_context: (*q.ptr).qp.qp_context,
+                    send_cq: (*q.ptr).qp.send_cq,
+                    recv_cq: (*q.ptr).qp.recv_cq,
+                    srq: (*q.ptr).qp.srq,
                     cap: ca.cap,
                     qp_type: init.qp_type.raw(),
                     sq_sig_all: c_int::from(init.sq_sig_all),
