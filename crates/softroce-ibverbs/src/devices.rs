@@ -3,10 +3,11 @@
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::net::IpAddr;
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use softroce_emu::Hca;
 use softroce_emu::core::HcaConfig;
+use softroce_emu::driver::Device;
 use softroce_ibverbs_abi::*;
 
 use crate::config::{self, DeviceSpec};
@@ -21,6 +22,25 @@ pub(crate) struct DeviceEntry {
     pub(crate) index: c_int,
     /// Node GUID in host order.
     pub(crate) node_guid: u64,
+    /// The running device while some context of this process has it open: contexts of one
+    /// device share it (its UDP socket can be bound once).
+    pub(crate) running: Mutex<Weak<Device>>,
+}
+
+impl DeviceEntry {
+    /// The running device of this entry, started by the first opener.
+    pub(crate) fn open(
+        &self,
+        start: impl FnOnce() -> std::io::Result<Device>,
+    ) -> std::io::Result<Arc<Device>> {
+        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(d) = running.upgrade() {
+            return Ok(d);
+        }
+        let d = Arc::new(start()?);
+        *running = Arc::downgrade(&d);
+        Ok(d)
+    }
 }
 
 /// The entries, leaked: applications keep `ibv_device` pointers for as long as they like.
@@ -61,6 +81,7 @@ fn devices() -> Result<&'static [*mut DeviceEntry], &'static str> {
                     spec,
                     index: i as c_int,
                     node_guid,
+                    running: Mutex::new(Weak::new()),
                 }))
             })
             .collect();

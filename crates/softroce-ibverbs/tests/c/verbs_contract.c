@@ -265,6 +265,20 @@ int main(void)
 	CHECK(strcmp(ibv_wc_status_str(IBV_WC_SUCCESS), "success") == 0, "wc_status_str");
 	CHECK(strcmp(ibv_port_state_str(IBV_PORT_ACTIVE), "PORT_ACTIVE") == 0, "port_state_str");
 
+	/* A second context on the same device shares it (one UDP socket per device). */
+	struct ibv_context *ctx2 = ibv_open_device(list[0]);
+	CHECK(ctx2 && ctx2 != ctx, "second open errno %d", errno);
+	if (ctx2) {
+		struct ibv_pd *pd2 = ibv_alloc_pd(ctx2);
+		CHECK(pd2 && pd2->context == ctx2, "alloc_pd on the second context: errno %d", errno);
+		CHECK(pd2 && ibv_dealloc_pd(pd2) == 0, "dealloc_pd");
+		CHECK(ibv_close_device(ctx2) == 0, "close the second context");
+	}
+	/* The first context still works after the second closed. */
+	CHECK(ibv_post_recv(b, &rwr, &rbad) == 0, "post_recv");
+	CHECK(ibv_post_send(a, &wr, &bad) == 0, "post_send after the second context closed");
+	CHECK(poll_n(cq, wc, 2) == 2, "completions after the second context closed");
+
 	CHECK(ibv_destroy_qp(a) == 0 && ibv_destroy_qp(b) == 0, "destroy_qp");
 	CHECK(ibv_destroy_cq(cq) == 0, "destroy_cq");
 	CHECK(ibv_destroy_comp_channel(ch) == 0, "destroy_comp_channel");
