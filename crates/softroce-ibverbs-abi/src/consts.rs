@@ -175,6 +175,30 @@ consts! { u32;
     IBV_QP_INIT_ATTR_RX_HASH = 1 << 5,
     /// send_ops_flags.
     IBV_QP_INIT_ATTR_SEND_OPS_FLAGS = 1 << 6,
+    /// `enum ibv_qp_create_send_ops_flags`: `ibv_wr_rdma_write`.
+    IBV_QP_EX_WITH_RDMA_WRITE = 1 << 0,
+    /// `ibv_wr_rdma_write_imm`.
+    IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM = 1 << 1,
+    /// `ibv_wr_send`.
+    IBV_QP_EX_WITH_SEND = 1 << 2,
+    /// `ibv_wr_send_imm`.
+    IBV_QP_EX_WITH_SEND_WITH_IMM = 1 << 3,
+    /// `ibv_wr_rdma_read`.
+    IBV_QP_EX_WITH_RDMA_READ = 1 << 4,
+    /// `ibv_wr_atomic_cmp_swp`.
+    IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP = 1 << 5,
+    /// `ibv_wr_atomic_fetch_add`.
+    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD = 1 << 6,
+    /// `ibv_wr_local_inv`.
+    IBV_QP_EX_WITH_LOCAL_INV = 1 << 7,
+    /// `ibv_wr_bind_mw`.
+    IBV_QP_EX_WITH_BIND_MW = 1 << 8,
+    /// `ibv_wr_send_inv`.
+    IBV_QP_EX_WITH_SEND_WITH_INV = 1 << 9,
+    /// `ibv_wr_send_tso`.
+    IBV_QP_EX_WITH_TSO = 1 << 10,
+    /// `ibv_wr_atomic_write`.
+    IBV_QP_EX_WITH_ATOMIC_WRITE = 1 << 12,
     /// `enum ibv_srq_attr_mask`: max_wr.
     IBV_SRQ_MAX_WR = 1 << 0,
     /// srq_limit.

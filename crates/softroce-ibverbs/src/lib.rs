@@ -23,6 +23,7 @@ mod convert;
 mod devices;
 mod ffi;
 mod objects;
+mod qp_ex;
 mod strings;
 mod stubs;
 

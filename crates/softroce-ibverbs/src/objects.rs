@@ -47,11 +47,17 @@ struct EmuCq {
     handle: CqHandle,
 }
 
+/// A QP. Every QP carries an `ibv_qp_ex` (whose first member is the `ibv_qp`); only QPs
+/// made by `ibv_create_qp_ex` with send ops hand it out (`ibv_qp_to_qp_ex`).
 #[repr(C)]
-struct EmuQp {
-    qp: ibv_qp,
-    handle: QpHandle,
-    qp_type: QpType,
+pub(crate) struct EmuQp {
+    pub(crate) qpx: ibv_qp_ex,
+    pub(crate) handle: QpHandle,
+    pub(crate) qp_type: QpType,
+    /// Created with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`: the `ibv_wr_*` API is set up.
+    pub(crate) extended: bool,
+    /// Work requests built with `ibv_wr_*` between `ibv_wr_start` and `ibv_wr_complete`.
+    pub(crate) batch: Mutex<crate::qp_ex::Batch>,
 }
 
 #[repr(C)]
@@ -61,9 +67,9 @@ struct EmuSrq {
 }
 
 #[repr(C)]
-struct EmuAh {
+pub(crate) struct EmuAh {
     ah: ibv_ah,
-    handle: AhHandle,
+    pub(crate) handle: AhHandle,
 }
 
 /// Object pointers by device handle, for async events (which name objects by handle).
@@ -777,84 +783,96 @@ unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
 unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> *mut ibv_qp {
     const VERB: &str = "ibv_create_qp";
     guard(VERB, std::ptr::null_mut(), || {
-        ptr_or_null((|| {
-            // SAFETY: pd from ibv_alloc_pd or rejected.
-            let (ctx, dev, pdh) = unsafe { pd_parts(VERB, pd) }?;
-            if init.is_null() {
-                return Err(fail(VERB, libc::EINVAL, "qp_init_attr is NULL"));
-            }
-            // SAFETY: non-NULL from the caller.
-            let ia = unsafe { &mut *init };
-            if ia.send_cq.is_null() || ia.recv_cq.is_null() {
-                return Err(fail(VERB, libc::EINVAL, "send_cq and recv_cq are required"));
-            }
-            let Some(qp_type) = QpType::from_raw(ia.qp_type) else {
-                return Err(fail(
-                    VERB,
-                    libc::EOPNOTSUPP,
-                    format!("QP type {} (the emulator has RC, UC and UD)", ia.qp_type),
-                ));
-            };
-            // SAFETY: CQs from ibv_create_cq, SRQ from ibv_create_srq.
-            let (send_cq, recv_cq, srq) = unsafe {
-                (
-                    (*ia.send_cq.cast::<EmuCq>()).handle,
-                    (*ia.recv_cq.cast::<EmuCq>()).handle,
-                    (!ia.srq.is_null()).then(|| (*ia.srq.cast::<EmuSrq>()).handle),
-                )
-            };
-            let attr = QpInitAttr {
-                send_cq,
-                recv_cq,
-                srq,
-                cap: QpCap {
-                    max_send_wr: ia.cap.max_send_wr,
-                    max_recv_wr: ia.cap.max_recv_wr,
-                    max_send_sge: ia.cap.max_send_sge,
-                    max_recv_sge: ia.cap.max_recv_sge,
-                    max_inline_data: ia.cap.max_inline_data,
-                },
-                qp_type,
-                sq_sig_all: ia.sq_sig_all != 0,
-                qp_context: ia.qp_context as u64,
-            };
-            let (handle, qpn, cap) = dev
-                .with(|h| h.create_qp(pdh, attr))
-                .map_err(|e| fail(VERB, e.errno(), e))?;
-            ia.cap = ibv_qp_cap {
-                max_send_wr: cap.max_send_wr,
-                max_recv_wr: cap.max_recv_wr,
-                max_send_sge: cap.max_send_sge,
-                max_recv_sge: cap.max_recv_sge,
-                max_inline_data: cap.max_inline_data,
-            };
-            let mut qp = Box::new(EmuQp {
-                qp: ibv_qp {
-                    context: ctx.ctx_ptr(),
-                    qp_context: ia.qp_context,
-                    pd,
-                    send_cq: ia.send_cq,
-                    recv_cq: ia.recv_cq,
-                    srq: ia.srq,
-                    handle: handle.to_raw() as u32,
-                    qp_num: qpn.value(),
-                    state: IBV_QPS_RESET,
-                    qp_type: ia.qp_type,
-                    // SAFETY: zeroed pthread objects are initialised below.
-                    mutex: unsafe { std::mem::zeroed() },
-                    // SAFETY: as above.
-                    cond: unsafe { std::mem::zeroed() },
-                    events_completed: 0,
-                },
-                handle,
-                qp_type,
-            });
-            init_sync(&mut qp.qp.mutex, Some(&mut qp.qp.cond));
-            let p = Box::into_raw(qp);
-            register(ctx, Kind::Qp, handle.to_raw(), p as usize);
-            Ok(p.cast::<ibv_qp>())
-        })())
+        if init.is_null() {
+            return fail_null(VERB, libc::EINVAL, "qp_init_attr is NULL");
+        }
+        // SAFETY: pd from ibv_alloc_pd or rejected; init non-NULL from the caller.
+        ptr_or_null(unsafe { create_qp(VERB, pd, &mut *init, false) })
     })
+}
+
+/// Create a QP; `extended` sets up the `ibv_wr_*` entry points.
+///
+/// # Safety
+/// `pd` must be NULL or from ibv_alloc_pd; the CQs and SRQ of `ia` from this library.
+pub(crate) unsafe fn create_qp(
+    verb: &str,
+    pd: *mut ibv_pd,
+    ia: &mut ibv_qp_init_attr,
+    extended: bool,
+) -> Result<*mut ibv_qp, c_int> {
+    // SAFETY: pd from ibv_alloc_pd or rejected.
+    let (ctx, dev, pdh) = unsafe { pd_parts(verb, pd) }?;
+    if ia.send_cq.is_null() || ia.recv_cq.is_null() {
+        return Err(fail(verb, libc::EINVAL, "send_cq and recv_cq are required"));
+    }
+    let Some(qp_type) = QpType::from_raw(ia.qp_type) else {
+        return Err(fail(
+            verb,
+            libc::EOPNOTSUPP,
+            format!("QP type {} (the emulator has RC, UC and UD)", ia.qp_type),
+        ));
+    };
+    // SAFETY: CQs from ibv_create_cq, SRQ from ibv_create_srq.
+    let (send_cq, recv_cq, srq) = unsafe {
+        (
+            (*ia.send_cq.cast::<EmuCq>()).handle,
+            (*ia.recv_cq.cast::<EmuCq>()).handle,
+            (!ia.srq.is_null()).then(|| (*ia.srq.cast::<EmuSrq>()).handle),
+        )
+    };
+    let attr = QpInitAttr {
+        send_cq,
+        recv_cq,
+        srq,
+        cap: QpCap {
+            max_send_wr: ia.cap.max_send_wr,
+            max_recv_wr: ia.cap.max_recv_wr,
+            max_send_sge: ia.cap.max_send_sge,
+            max_recv_sge: ia.cap.max_recv_sge,
+            max_inline_data: ia.cap.max_inline_data,
+        },
+        qp_type,
+        sq_sig_all: ia.sq_sig_all != 0,
+        qp_context: ia.qp_context as u64,
+    };
+    let (handle, qpn, cap) = dev
+        .with(|h| h.create_qp(pdh, attr))
+        .map_err(|e| fail(verb, e.errno(), e))?;
+    ia.cap = ibv_qp_cap {
+        max_send_wr: cap.max_send_wr,
+        max_recv_wr: cap.max_recv_wr,
+        max_send_sge: cap.max_send_sge,
+        max_recv_sge: cap.max_recv_sge,
+        max_inline_data: cap.max_inline_data,
+    };
+    // SAFETY: ibv_qp_ex is plain data (pointers, integers, optional fn pointers, pthread
+    // objects initialised below) for which all-zero bytes are valid.
+    let mut qpx: ibv_qp_ex = unsafe { std::mem::zeroed() };
+    qpx.qp_base.context = ctx.ctx_ptr();
+    qpx.qp_base.qp_context = ia.qp_context;
+    qpx.qp_base.pd = pd;
+    qpx.qp_base.send_cq = ia.send_cq;
+    qpx.qp_base.recv_cq = ia.recv_cq;
+    qpx.qp_base.srq = ia.srq;
+    qpx.qp_base.handle = handle.to_raw() as u32;
+    qpx.qp_base.qp_num = qpn.value();
+    qpx.qp_base.state = IBV_QPS_RESET;
+    qpx.qp_base.qp_type = ia.qp_type;
+    if extended {
+        crate::qp_ex::fill_wr_ops(&mut qpx);
+    }
+    let mut qp = Box::new(EmuQp {
+        qpx,
+        handle,
+        qp_type,
+        extended,
+        batch: Mutex::new(crate::qp_ex::Batch::default()),
+    });
+    init_sync(&mut qp.qpx.qp_base.mutex, Some(&mut qp.qpx.qp_base.cond));
+    let p = Box::into_raw(qp);
+    register(ctx, Kind::Qp, handle.to_raw(), p as usize);
+    Ok(p.cast::<ibv_qp>())
 }
 
 /// What the library keeps of a QP, copied out (the QP struct itself may be read and written
@@ -870,7 +888,7 @@ impl QpInfo {
     /// Record the state set through the library in `qp->state`.
     fn set_state(&self, state: u32) {
         // SAFETY: a live QP from ibv_create_qp; a plain field write, as rdma-core does.
-        unsafe { std::ptr::addr_of_mut!((*self.ptr).qp.state).write(state) };
+        unsafe { std::ptr::addr_of_mut!((*self.ptr).qpx.qp_base.state).write(state) };
     }
 }
 
@@ -951,10 +969,10 @@ unsafe extern "C" fn ibv_query_qp(
             unsafe {
                 *attr = ca;
                 *init_attr = ibv_qp_init_attr {
-                    qp_context: (*q.ptr).qp.qp_context,
-                    send_cq: (*q.ptr).qp.send_cq,
-                    recv_cq: (*q.ptr).qp.recv_cq,
-                    srq: (*q.ptr).qp.srq,
+                    qp_context: (*q.ptr).qpx.qp_base.qp_context,
+                    send_cq: (*q.ptr).qpx.qp_base.send_cq,
+                    recv_cq: (*q.ptr).qpx.qp_base.recv_cq,
+                    srq: (*q.ptr).qpx.qp_base.srq,
                     cap: ca.cap,
                     qp_type: init.qp_type.raw(),
                     sq_sig_all: c_int::from(init.sq_sig_all),
@@ -979,7 +997,7 @@ unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
             let p = qp.cast::<EmuQp>();
             // SAFETY: the box from ibv_create_qp, now unused.
             unsafe {
-                destroy_sync(&mut (*p).qp.mutex, &mut (*p).qp.cond);
+                destroy_sync(&mut (*p).qpx.qp_base.mutex, &mut (*p).qpx.qp_base.cond);
                 drop(Box::from_raw(p));
             }
             Ok(())
@@ -987,12 +1005,25 @@ unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
     })
 }
 
-/// Only QPs made by `ibv_create_qp_ex` with send ops have an `ibv_qp_ex`; the emulator makes
-/// none (its `create_qp_ex` slot is NULL), so there is nothing to return.
+/// The `ibv_qp_ex` of a QP made by `ibv_create_qp_ex` with send ops; NULL for others (as
+/// rdma-core).
 #[unsafe(no_mangle)]
-unsafe extern "C" fn ibv_qp_to_qp_ex(_qp: *mut ibv_qp) -> *mut ibv_qp_ex {
-    set_errno(libc::EOPNOTSUPP);
-    std::ptr::null_mut()
+unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex {
+    guard("ibv_qp_to_qp_ex", std::ptr::null_mut(), || {
+        if qp.is_null() {
+            set_errno(libc::EINVAL);
+            return std::ptr::null_mut();
+        }
+        let p = qp.cast::<EmuQp>();
+        // SAFETY: a QP from ibv_create_qp(_ex); `extended` is set once at creation.
+        if unsafe { (*p).extended } {
+            // SAFETY: as above.
+            unsafe { std::ptr::addr_of_mut!((*p).qpx) }
+        } else {
+            set_errno(libc::EOPNOTSUPP);
+            std::ptr::null_mut()
+        }
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -1005,7 +1036,7 @@ unsafe extern "C" fn ibv_query_qp_data_in_order(_qp: *mut ibv_qp, _op: u32, _fla
 ///
 /// # Safety
 /// `wr` must be a valid `ibv_send_wr` (its lists readable, its AH from ibv_create_ah).
-unsafe fn send_wr(wr: &ibv_send_wr, qp_type: QpType) -> Result<SendWr, String> {
+pub(crate) unsafe fn send_wr(wr: &ibv_send_wr, qp_type: QpType) -> Result<SendWr, String> {
     let opcode = WrOpcode::from_raw(wr.opcode)
         .ok_or_else(|| format!("opcode {} is not supported by the emulator", wr.opcode))?;
     // SAFETY: forwarded.

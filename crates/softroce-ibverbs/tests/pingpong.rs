@@ -49,6 +49,11 @@ fn rc_pingpong_with_completion_events_runs_unmodified() {
 }
 
 #[test]
+fn rc_pingpong_with_the_wr_send_api_runs_unmodified() {
+    pingpong("ibv_rc_pingpong", 17, &["-N"]);
+}
+
+#[test]
 fn uc_pingpong_runs_unmodified() {
     pingpong("ibv_uc_pingpong", 12, &[]);
 }

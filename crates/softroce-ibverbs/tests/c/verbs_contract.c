@@ -265,6 +265,43 @@ int main(void)
 	CHECK(strcmp(ibv_wc_status_str(IBV_WC_SUCCESS), "success") == 0, "wc_status_str");
 	CHECK(strcmp(ibv_port_state_str(IBV_PORT_ACTIVE), "PORT_ACTIVE") == 0, "port_state_str");
 
+	/* The ibv_wr_* API on QPs made by ibv_create_qp_ex with send ops. */
+	CHECK(ibv_qp_to_qp_ex(a) == NULL, "a plain QP has no ibv_qp_ex");
+	struct ibv_qp_init_attr_ex xa = {.send_cq = cq,
+					 .recv_cq = cq,
+					 .cap = ia.cap,
+					 .qp_type = IBV_QPT_RC,
+					 .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+					 .pd = pd,
+					 .send_ops_flags = IBV_QP_EX_WITH_BIND_MW};
+	errno = 0;
+	CHECK(ibv_create_qp_ex(ctx, &xa) == NULL && errno == EOPNOTSUPP, "MW binding: errno %d", errno);
+	xa.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND;
+	struct ibv_qp *x = ibv_create_qp_ex(ctx, &xa);
+	struct ibv_qp *y = ibv_create_qp_ex(ctx, &xa);
+	CHECK(x && y, "create_qp_ex errno %d", errno);
+	if (x && y) {
+		struct ibv_qp_ex *qpx = ibv_qp_to_qp_ex(x);
+		CHECK(qpx && &qpx->qp_base == x, "qp_to_qp_ex");
+		CHECK(to_rts(x, y->qp_num, gid) == 0 && to_rts(y, x->qp_num, gid) == 0, "connect x,y");
+		ibv_wr_start(qpx);
+		qpx->wr_id = 21;
+		qpx->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_rdma_write(qpx, mr->rkey, (uintptr_t)buf + 6000);
+		char msg[8] = "wr-api!";
+		ibv_wr_set_inline_data(qpx, msg, 8);
+		memset(msg, 0, sizeof(msg)); /* inline data is copied by the setter */
+		CHECK(ibv_wr_complete(qpx) == 0, "wr_complete");
+		CHECK(poll_n(cq, wc, 1) == 1 && wc[0].wr_id == 21 && wc[0].opcode == IBV_WC_RDMA_WRITE &&
+			      wc[0].status == IBV_WC_SUCCESS,
+		      "RDMA WRITE through the wr API");
+		CHECK(memcmp(buf + 6000, "wr-api!", 8) == 0, "written");
+		ibv_wr_start(qpx);
+		ibv_wr_set_sge(qpx, mr->lkey, (uintptr_t)buf, 8);
+		CHECK(ibv_wr_complete(qpx) == EINVAL, "a setter before any opcode");
+		CHECK(ibv_destroy_qp(x) == 0 && ibv_destroy_qp(y) == 0, "destroy x,y");
+	}
+
 	/* A second context on the same device shares it (one UDP socket per device). */
 	struct ibv_context *ctx2 = ibv_open_device(list[0]);
 	CHECK(ctx2 && ctx2 != ctx, "second open errno %d", errno);
