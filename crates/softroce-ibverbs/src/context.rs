@@ -152,6 +152,7 @@ unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_contex
         vctx.query_port = Some(vctx_query_port);
         vctx.query_device_ex = Some(vctx_query_device_ex);
         vctx.create_qp_ex = Some(crate::qp_ex::vctx_create_qp_ex);
+        vctx.create_cq_ex = Some(crate::cq_ex::vctx_create_cq_ex);
         vctx.sz = size_of::<verbs_context>();
         let c = &mut vctx.context;
         c.device = device_ptr(entry);

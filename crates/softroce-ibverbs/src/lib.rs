@@ -20,6 +20,7 @@
 mod config;
 mod context;
 mod convert;
+mod cq_ex;
 mod devices;
 mod ffi;
 mod objects;

@@ -41,10 +41,14 @@ struct EmuChannel {
     fd: Arc<EventFd>,
 }
 
+/// A CQ. Every CQ carries an `ibv_cq_ex` (whose first 128 bytes are the `ibv_cq`); CQs made
+/// by `ibv_create_cq_ex` have its polling entry points set.
 #[repr(C)]
-struct EmuCq {
-    cq: ibv_cq,
-    handle: CqHandle,
+pub(crate) struct EmuCq {
+    pub(crate) cqx: ibv_cq_ex,
+    pub(crate) handle: CqHandle,
+    /// The completion `ibv_start_poll`/`ibv_next_poll` moved to (`ibv_wc_read_*` read it).
+    pub(crate) current: Mutex<Option<WorkCompletion>>,
 }
 
 /// A QP. Every QP carries an `ibv_qp_ex` (whose first member is the `ibv_qp`); only QPs
@@ -134,7 +138,7 @@ pub(crate) fn fill_ops(ops: &mut ibv_context_ops) {
 
 /// Run a verb on the device without waking the engine (nothing it does changes timers), for
 /// the polling hot path.
-fn peek<R>(dev: &Device, f: impl FnOnce(&mut Hca) -> R) -> Option<R> {
+pub(crate) fn peek<R>(dev: &Device, f: impl FnOnce(&mut Hca) -> R) -> Option<R> {
     let mut f = Some(f);
     dev.wait_for(Duration::ZERO, |h| f.take().map(|f| f(h)))
 }
@@ -408,59 +412,69 @@ unsafe extern "C" fn ibv_create_cq(
 ) -> *mut ibv_cq {
     const VERB: &str = "ibv_create_cq";
     guard(VERB, std::ptr::null_mut(), || {
-        ptr_or_null((|| {
-            let (ctx, dev) = ctx_dev!(VERB, context);
-            let (Ok(cqe), Ok(comp_vector)) = (u32::try_from(cqe), u32::try_from(comp_vector))
-            else {
-                return Err(fail(VERB, libc::EINVAL, "cqe or comp_vector is negative"));
-            };
-            let ch = if channel.is_null() {
-                None
-            } else {
-                // SAFETY: a channel from ibv_create_comp_channel.
-                Some(unsafe { (*channel.cast::<EmuChannel>()).handle })
-            };
-            let mut cq: Box<EmuCq> = Box::new(EmuCq {
-                cq: ibv_cq {
-                    context: ctx.ctx_ptr(),
-                    channel,
-                    cq_context,
-                    handle: 0,
-                    cqe: 0,
-                    // SAFETY: zeroed pthread objects are initialised below.
-                    mutex: unsafe { std::mem::zeroed() },
-                    // SAFETY: as above.
-                    cond: unsafe { std::mem::zeroed() },
-                    comp_events_completed: 0,
-                    async_events_completed: 0,
-                },
-                handle: CqHandle::from_raw(0),
-            });
-            // The device hands this pointer back with each completion event.
-            let me = std::ptr::from_mut(cq.as_mut()) as u64;
-            let (handle, real) = dev
-                .with(|h| h.create_cq(cqe, ch, comp_vector, me))
-                .map_err(|e| fail(VERB, e.errno(), e))?;
-            cq.handle = handle;
-            cq.cq.handle = handle.to_raw() as u32;
-            cq.cq.cqe = i32::try_from(real).unwrap_or(i32::MAX);
-            init_sync(&mut cq.cq.mutex, Some(&mut cq.cq.cond));
-            if !channel.is_null() {
-                // SAFETY: as above.
-                unsafe { (*channel).refcnt += 1 };
-            }
-            let p = Box::into_raw(cq);
-            register(ctx, Kind::Cq, handle.to_raw(), p as usize);
-            Ok(p.cast::<ibv_cq>())
-        })())
+        let (Ok(cqe), Ok(comp_vector)) = (u32::try_from(cqe), u32::try_from(comp_vector)) else {
+            return fail_null(VERB, libc::EINVAL, "cqe or comp_vector is negative");
+        };
+        // SAFETY: context and channel from this library, or rejected.
+        ptr_or_null(unsafe { create_cq(VERB, context, cqe, cq_context, channel, comp_vector) })
+            .cast::<ibv_cq>()
     })
+}
+
+/// Create a CQ (its `ibv_cq_ex` polling entry points are set by the caller when wanted).
+///
+/// # Safety
+/// `context` must be NULL or from ibv_open_device, `channel` NULL or from
+/// ibv_create_comp_channel.
+pub(crate) unsafe fn create_cq(
+    verb: &str,
+    context: *mut ibv_context,
+    cqe: u32,
+    cq_context: *mut c_void,
+    channel: *mut ibv_comp_channel,
+    comp_vector: u32,
+) -> Result<*mut EmuCq, c_int> {
+    let (ctx, dev) = ctx_dev!(verb, context);
+    let ch = if channel.is_null() {
+        None
+    } else {
+        // SAFETY: a channel from ibv_create_comp_channel.
+        Some(unsafe { (*channel.cast::<EmuChannel>()).handle })
+    };
+    // SAFETY: ibv_cq_ex is plain data (pointers, integers, optional fn pointers, pthread
+    // objects initialised below) for which all-zero bytes are valid.
+    let mut cqx: ibv_cq_ex = unsafe { std::mem::zeroed() };
+    cqx.context = ctx.ctx_ptr();
+    cqx.channel = channel;
+    cqx.cq_context = cq_context;
+    let mut cq = Box::new(EmuCq {
+        cqx,
+        handle: CqHandle::from_raw(0),
+        current: Mutex::new(None),
+    });
+    // The device hands this pointer back with each completion event.
+    let me = std::ptr::from_mut(cq.as_mut()) as u64;
+    let (handle, real) = dev
+        .with(|h| h.create_cq(cqe, ch, comp_vector, me))
+        .map_err(|e| fail(verb, e.errno(), e))?;
+    cq.handle = handle;
+    cq.cqx.handle = handle.to_raw() as u32;
+    cq.cqx.cqe = i32::try_from(real).unwrap_or(i32::MAX);
+    init_sync(&mut cq.cqx.mutex, Some(&mut cq.cqx.cond));
+    if !channel.is_null() {
+        // SAFETY: as above.
+        unsafe { (*channel).refcnt += 1 };
+    }
+    let p = Box::into_raw(cq);
+    register(ctx, Kind::Cq, handle.to_raw(), p as usize);
+    Ok(p)
 }
 
 /// CQ handle and device of a CQ pointer.
 ///
 /// # Safety
 /// `cq` must be NULL or from ibv_create_cq.
-unsafe fn cq_parts<'a>(
+pub(crate) unsafe fn cq_parts<'a>(
     verb: &str,
     cq: *mut ibv_cq,
 ) -> Result<(&'a EmuContext, &'a Device, CqHandle), c_int> {
@@ -486,11 +500,11 @@ unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
             let c = cq.cast::<EmuCq>();
             // SAFETY: the box from ibv_create_cq, now unused.
             unsafe {
-                let channel = (*c).cq.channel;
+                let channel = (*c).cqx.channel;
                 if !channel.is_null() {
                     (*channel).refcnt -= 1;
                 }
-                destroy_sync(&mut (*c).cq.mutex, &mut (*c).cq.cond);
+                destroy_sync(&mut (*c).cqx.mutex, &mut (*c).cqx.cond);
                 drop(Box::from_raw(c));
             }
             Ok(())
@@ -544,7 +558,7 @@ unsafe extern "C" fn ibv_get_cq_event(
             // events are unacknowledged.
             unsafe {
                 *cq = emu.cast();
-                *cq_context = (*emu).cq.cq_context;
+                *cq_context = (*emu).cqx.cq_context;
             }
             Ok(())
         })();

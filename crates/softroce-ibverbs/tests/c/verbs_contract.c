@@ -135,9 +135,10 @@ int main(void)
 	CHECK(pd != NULL && pd->context == ctx, "alloc_pd");
 	errno = 0;
 	CHECK(ibv_alloc_mw(pd, IBV_MW_TYPE_1) == NULL && errno == EOPNOTSUPP, "alloc_mw %d", errno);
-	struct ibv_cq_init_attr_ex cqx = {.cqe = 4};
+	struct ibv_cq_init_attr_ex cqx = {.cqe = 4, .wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP};
 	errno = 0;
-	CHECK(ibv_create_cq_ex(ctx, &cqx) == NULL && errno == EOPNOTSUPP, "create_cq_ex %d", errno);
+	CHECK(ibv_create_cq_ex(ctx, &cqx) == NULL && errno == EOPNOTSUPP,
+	      "create_cq_ex with timestamps: errno %d", errno);
 	errno = 0;
 	CHECK(ibv_reg_dmabuf_mr(pd, 0, 4096, 0, 0, 0) == NULL && errno == EOPNOTSUPP,
 	      "reg_dmabuf_mr %d", errno);
@@ -267,8 +268,13 @@ int main(void)
 
 	/* The ibv_wr_* API on QPs made by ibv_create_qp_ex with send ops. */
 	CHECK(ibv_qp_to_qp_ex(a) == NULL, "a plain QP has no ibv_qp_ex");
-	struct ibv_qp_init_attr_ex xa = {.send_cq = cq,
-					 .recv_cq = cq,
+	struct ibv_cq_init_attr_ex ecq_attr = {.cqe = 16, .wc_flags = IBV_WC_STANDARD_FLAGS};
+	struct ibv_cq_ex *ecq = ibv_create_cq_ex(ctx, &ecq_attr);
+	CHECK(ecq != NULL, "create_cq_ex errno %d", errno);
+	if (!ecq)
+		return 1;
+	struct ibv_qp_init_attr_ex xa = {.send_cq = ibv_cq_ex_to_cq(ecq),
+					 .recv_cq = ibv_cq_ex_to_cq(ecq),
 					 .cap = ia.cap,
 					 .qp_type = IBV_QPT_RC,
 					 .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
@@ -292,15 +298,27 @@ int main(void)
 		ibv_wr_set_inline_data(qpx, msg, 8);
 		memset(msg, 0, sizeof(msg)); /* inline data is copied by the setter */
 		CHECK(ibv_wr_complete(qpx) == 0, "wr_complete");
-		CHECK(poll_n(cq, wc, 1) == 1 && wc[0].wr_id == 21 && wc[0].opcode == IBV_WC_RDMA_WRITE &&
-			      wc[0].status == IBV_WC_SUCCESS,
-		      "RDMA WRITE through the wr API");
+		/* ... and its completion through the ibv_cq_ex polling API. */
+		struct ibv_poll_cq_attr pattr = {0};
+		int rc;
+		time_t end = time(NULL) + 10;
+		while ((rc = ibv_start_poll(ecq, &pattr)) == ENOENT && time(NULL) < end)
+			;
+		CHECK(rc == 0 && ecq->wr_id == 21 && ecq->status == IBV_WC_SUCCESS &&
+			      ibv_wc_read_opcode(ecq) == IBV_WC_RDMA_WRITE &&
+			      ibv_wc_read_qp_num(ecq) == x->qp_num,
+		      "RDMA WRITE completion via start_poll: rc %d", rc);
+		if (rc == 0) {
+			CHECK(ibv_next_poll(ecq) == ENOENT, "one completion only");
+			ibv_end_poll(ecq);
+		}
 		CHECK(memcmp(buf + 6000, "wr-api!", 8) == 0, "written");
 		ibv_wr_start(qpx);
 		ibv_wr_set_sge(qpx, mr->lkey, (uintptr_t)buf, 8);
 		CHECK(ibv_wr_complete(qpx) == EINVAL, "a setter before any opcode");
 		CHECK(ibv_destroy_qp(x) == 0 && ibv_destroy_qp(y) == 0, "destroy x,y");
 	}
+	CHECK(ibv_destroy_cq(ibv_cq_ex_to_cq(ecq)) == 0, "destroy the extended CQ");
 
 	/* A second context on the same device shares it (one UDP socket per device). */
 	struct ibv_context *ctx2 = ibv_open_device(list[0]);
