@@ -14,7 +14,9 @@
 //!   [`softroce_emu::driver::Device`]: a UDP socket and an engine thread that makes progress
 //!   while the application does not call in (passive RDMA WRITE/READ targets).
 //! - The inline wrappers of `<infiniband/verbs.h>` call through `ibv_context.ops` and the
-//!   `verbs_context` in front of it; both are filled here.
+//!   `verbs_context` in front of it; both are filled here (`query_port`, `query_device_ex`,
+//!   `create_qp_ex` with the `ibv_wr_*` send API, `create_cq_ex` with the `ibv_start_poll`
+//!   API; the rest are NULL, which the header turns into EOPNOTSUPP).
 //! - No panic crosses the C boundary: every export runs inside `ffi::guard` (`catch_unwind`).
 
 mod config;
