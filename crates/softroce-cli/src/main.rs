@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 mod decode;
 mod demo;
 mod devinfo;
+mod exec;
 mod inject;
 mod ops;
 mod perf;
@@ -36,6 +37,9 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Show an emulated device's attributes like `ibv_devinfo -v`.
     Devinfo(devinfo::DevinfoArgs),
+    /// Run an unmodified libibverbs program (ibv_devinfo, ibv_rc_pingpong, ib_write_bw …) on
+    /// the emulator: `softroce exec [--devices softroce0=127.0.0.1] -- PROGRAM ARGS…`.
+    Exec(exec::ExecArgs),
     /// rdma-core's ibv_{rc,uc,ud}_pingpong on an emulated device, with the same TCP side
     /// channel, so it pairs with the real tools too.
     Pingpong(pingpong::PingpongArgs),
@@ -67,6 +71,7 @@ fn main() -> ExitCode {
         Command::Decode(args) => decode::run(&args),
         Command::Demo(args) => demo::run(&args),
         Command::Devinfo(args) => devinfo::run(&args),
+        Command::Exec(args) => exec::run(&args),
         Command::Pingpong(args) => pingpong::run(&args),
         Command::Inject(args) => inject::run(&args),
         Command::Ops(args) => ops::run(&args),

@@ -175,6 +175,64 @@ consts! { u32;
     IBV_QP_INIT_ATTR_RX_HASH = 1 << 5,
     /// send_ops_flags.
     IBV_QP_INIT_ATTR_SEND_OPS_FLAGS = 1 << 6,
+    /// `enum ibv_qp_create_send_ops_flags`: `ibv_wr_rdma_write`.
+    IBV_QP_EX_WITH_RDMA_WRITE = 1 << 0,
+    /// `ibv_wr_rdma_write_imm`.
+    IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM = 1 << 1,
+    /// `ibv_wr_send`.
+    IBV_QP_EX_WITH_SEND = 1 << 2,
+    /// `ibv_wr_send_imm`.
+    IBV_QP_EX_WITH_SEND_WITH_IMM = 1 << 3,
+    /// `ibv_wr_rdma_read`.
+    IBV_QP_EX_WITH_RDMA_READ = 1 << 4,
+    /// `ibv_wr_atomic_cmp_swp`.
+    IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP = 1 << 5,
+    /// `ibv_wr_atomic_fetch_add`.
+    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD = 1 << 6,
+    /// `ibv_wr_local_inv`.
+    IBV_QP_EX_WITH_LOCAL_INV = 1 << 7,
+    /// `ibv_wr_bind_mw`.
+    IBV_QP_EX_WITH_BIND_MW = 1 << 8,
+    /// `ibv_wr_send_inv`.
+    IBV_QP_EX_WITH_SEND_WITH_INV = 1 << 9,
+    /// `ibv_wr_send_tso`.
+    IBV_QP_EX_WITH_TSO = 1 << 10,
+    /// `ibv_wr_atomic_write`.
+    IBV_QP_EX_WITH_ATOMIC_WRITE = 1 << 12,
+    /// `enum ibv_create_cq_wc_flags`: byte_len.
+    IBV_WC_EX_WITH_BYTE_LEN = 1 << 0,
+    /// imm_data.
+    IBV_WC_EX_WITH_IMM = 1 << 1,
+    /// qp_num.
+    IBV_WC_EX_WITH_QP_NUM = 1 << 2,
+    /// src_qp.
+    IBV_WC_EX_WITH_SRC_QP = 1 << 3,
+    /// slid.
+    IBV_WC_EX_WITH_SLID = 1 << 4,
+    /// sl.
+    IBV_WC_EX_WITH_SL = 1 << 5,
+    /// dlid_path_bits.
+    IBV_WC_EX_WITH_DLID_PATH_BITS = 1 << 6,
+    /// Completion timestamp (HCA clock).
+    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP = 1 << 7,
+    /// CVLAN.
+    IBV_WC_EX_WITH_CVLAN = 1 << 8,
+    /// Flow tag.
+    IBV_WC_EX_WITH_FLOW_TAG = 1 << 9,
+    /// Tag matching info.
+    IBV_WC_EX_WITH_TM_INFO = 1 << 10,
+    /// Completion timestamp (wall clock).
+    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK = 1 << 11,
+    /// The fields of `ibv_wc` (`IBV_WC_STANDARD_FLAGS`).
+    IBV_WC_STANDARD_FLAGS = 0x7f,
+    /// `enum ibv_cq_init_attr_mask`: flags.
+    IBV_CQ_INIT_ATTR_MASK_FLAGS = 1 << 0,
+    /// parent_domain.
+    IBV_CQ_INIT_ATTR_MASK_PD = 1 << 1,
+    /// `enum ibv_create_cq_attr_flags`: single-threaded use.
+    IBV_CREATE_CQ_ATTR_SINGLE_THREADED = 1 << 0,
+    /// Ignore overruns.
+    IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN = 1 << 1,
     /// `enum ibv_srq_attr_mask`: max_wr.
     IBV_SRQ_MAX_WR = 1 << 0,
     /// srq_limit.

@@ -1,0 +1,312 @@
+//! The device list (`ibv_get_device_list` and friends), sysfs look-alikes and the exports
+//! that only concern the library itself (fork support, driver registration).
+
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use softroce_emu::Hca;
+use softroce_emu::core::HcaConfig;
+use softroce_emu::driver::Device;
+use softroce_ibverbs_abi::*;
+
+use crate::config::{self, DeviceSpec};
+use crate::ffi::{copy_cstr, fail, fail_null, guard, set_errno};
+
+/// One device as applications see it. `dev` is first, so a `*mut ibv_device` handed out is
+/// also a pointer to its entry.
+#[repr(C)]
+pub(crate) struct DeviceEntry {
+    pub(crate) dev: ibv_device,
+    pub(crate) spec: DeviceSpec,
+    pub(crate) index: c_int,
+    /// Node GUID in host order.
+    pub(crate) node_guid: u64,
+    /// The running device while some context of this process has it open: contexts of one
+    /// device share it (its UDP socket can be bound once).
+    pub(crate) running: Mutex<Weak<Device>>,
+}
+
+impl DeviceEntry {
+    /// The running device of this entry, started by the first opener.
+    pub(crate) fn open(
+        &self,
+        start: impl FnOnce() -> std::io::Result<Device>,
+    ) -> std::io::Result<Arc<Device>> {
+        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(d) = running.upgrade() {
+            return Ok(d);
+        }
+        let d = Arc::new(start()?);
+        *running = Arc::downgrade(&d);
+        Ok(d)
+    }
+}
+
+/// The entries, leaked: applications keep `ibv_device` pointers for as long as they like.
+struct Devices(Vec<*mut DeviceEntry>);
+// SAFETY: the entries are written once before being published and only read afterwards.
+unsafe impl Sync for Devices {}
+// SAFETY: as above.
+unsafe impl Send for Devices {}
+
+static DEVICES: OnceLock<Result<Devices, String>> = OnceLock::new();
+
+fn devices() -> Result<&'static [*mut DeviceEntry], &'static str> {
+    let d = DEVICES.get_or_init(|| {
+        let specs = config::from_env()?;
+        let list = specs
+            .into_iter()
+            .enumerate()
+            .map(|(i, spec)| {
+                // SAFETY: ibv_device is plain data for which all-zero bytes are valid.
+                let mut dev: ibv_device = unsafe { std::mem::zeroed() };
+                dev.node_type = IBV_NODE_CA;
+                dev.transport_type = IBV_TRANSPORT_IB;
+                copy_cstr(&mut dev.name, &spec.name);
+                copy_cstr(&mut dev.dev_name, &format!("uverbs{i}"));
+                copy_cstr(
+                    &mut dev.dev_path,
+                    &format!("/sys/class/infiniband_verbs/uverbs{i}"),
+                );
+                copy_cstr(
+                    &mut dev.ibdev_path,
+                    &format!("/sys/class/infiniband/{}", spec.name),
+                );
+                let node_guid = Hca::new(HcaConfig::new(spec.name.clone(), spec.ip))
+                    .query_device()
+                    .node_guid;
+                Box::into_raw(Box::new(DeviceEntry {
+                    dev,
+                    spec,
+                    index: i as c_int,
+                    node_guid,
+                    running: Mutex::new(Weak::new()),
+                }))
+            })
+            .collect();
+        Ok(Devices(list))
+    });
+    match d {
+        Ok(d) => Ok(&d.0),
+        Err(e) => Err(e.as_str()),
+    }
+}
+
+/// The entry behind a device pointer from our list, or None.
+pub(crate) fn entry(device: *mut ibv_device) -> Option<&'static DeviceEntry> {
+    let list = devices().ok()?;
+    list.iter()
+        .find(|&&e| e.cast::<ibv_device>() == device)
+        // SAFETY: entries are leaked and never freed.
+        .map(|&e| unsafe { &*e })
+}
+
+/// The UDP port of a configured device with this address: lets address vectors reach devices
+/// that share an address on different ports when every process lists all of them.
+pub(crate) fn udp_port_for(ip: IpAddr) -> Option<u16> {
+    let list = devices().ok()?;
+    list.iter()
+        // SAFETY: entries are leaked and never freed.
+        .map(|&e| unsafe { &*e })
+        .find(|e| e.spec.ip == ip)
+        .map(|e| e.spec.udp_port)
+}
+
+#[unsafe(no_mangle)]
+unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ibv_device {
+    guard("ibv_get_device_list", std::ptr::null_mut(), || {
+        if !num_devices.is_null() {
+            // SAFETY: the caller passes a valid int pointer or NULL.
+            unsafe { *num_devices = 0 };
+        }
+        let list = match devices() {
+            Ok(l) => l,
+            Err(e) => return fail_null("ibv_get_device_list", libc::EINVAL, e),
+        };
+        // SAFETY: calloc of n+1 pointers; NULL-terminated like rdma-core's list.
+        let arr = unsafe { libc::calloc(list.len() + 1, size_of::<*mut ibv_device>()) }
+            .cast::<*mut ibv_device>();
+        if arr.is_null() {
+            return fail_null("ibv_get_device_list", libc::ENOMEM, "out of memory");
+        }
+        for (i, &e) in list.iter().enumerate() {
+            // SAFETY: `arr` holds list.len() + 1 slots.
+            unsafe { *arr.add(i) = e.cast() };
+        }
+        if !num_devices.is_null() {
+            // SAFETY: as above.
+            unsafe { *num_devices = list.len() as c_int };
+        }
+        arr
+    })
+}
+
+#[unsafe(no_mangle)]
+unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
+    guard("ibv_free_device_list", (), || {
+        // SAFETY: the list came from calloc in ibv_get_device_list (or is NULL).
+        unsafe { libc::free(list.cast()) }
+    })
+}
+
+#[unsafe(no_mangle)]
+unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const c_char {
+    guard("ibv_get_device_name", std::ptr::null(), || {
+        match entry(device) {
+            Some(e) => e.dev.name.as_ptr(),
+            None => {
+                set_errno(libc::EINVAL);
+                std::ptr::null()
+            }
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> __be64 {
+    guard("ibv_get_device_guid", 0, || match entry(device) {
+        Some(e) => e.node_guid.to_be(),
+        None => {
+            set_errno(libc::EINVAL);
+            0
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int {
+    guard("ibv_get_device_index", -1, || match entry(device) {
+        Some(e) => e.index,
+        None => -1,
+    })
+}
+
+/// Contents of the sysfs files rdma-core tools read for our (sysfs-less) devices.
+fn virtual_sysfs_file(dir: &str, file: &str) -> Option<Result<String, c_int>> {
+    let list = devices().ok()?;
+    // SAFETY: entries are leaked and never freed.
+    let e = list.iter().map(|&e| unsafe { &*e }).find(|e| {
+        let ibdev = format!("/sys/class/infiniband/{}", e.spec.name);
+        let verbs = format!("/sys/class/infiniband_verbs/uverbs{}", e.index);
+        dir.trim_end_matches('/') == ibdev || dir.trim_end_matches('/') == verbs
+    })?;
+    Some(match file {
+        "board_id" => Ok("softroce".into()),
+        "fw_ver" => Ok("softroce-0.1".into()),
+        "hw_rev" => Ok("0".into()),
+        "hca_type" => Ok("softroce".into()),
+        "node_type" => Ok("1: CA".into()),
+        "ibdev" => Ok(e.spec.name.clone()),
+        "abi_version" => Ok("1".into()),
+        "node_guid" => {
+            let g = e.node_guid;
+            Ok(format!(
+                "{:04x}:{:04x}:{:04x}:{:04x}",
+                g >> 48,
+                (g >> 32) & 0xffff,
+                (g >> 16) & 0xffff,
+                g & 0xffff
+            ))
+        }
+        _ => Err(libc::ENOENT),
+    })
+}
+
+#[unsafe(no_mangle)]
+unsafe extern "C" fn ibv_read_sysfs_file(
+    dir: *const c_char,
+    file: *const c_char,
+    buf: *mut c_char,
+    size: usize,
+) -> c_int {
+    guard("ibv_read_sysfs_file", -1, || {
+        if dir.is_null() || file.is_null() || buf.is_null() || size == 0 {
+            set_errno(libc::EINVAL);
+            return -1;
+        }
+        // SAFETY: NUL-terminated strings from the caller.
+        let (dir, file) = unsafe {
+            (
+                CStr::from_ptr(dir).to_string_lossy().into_owned(),
+                CStr::from_ptr(file).to_string_lossy().into_owned(),
+            )
+        };
+        let content = match virtual_sysfs_file(&dir, &file) {
+            Some(Ok(s)) => s.into_bytes(),
+            Some(Err(e)) => {
+                set_errno(e);
+                return -1;
+            }
+            None => match std::fs::read(format!("{dir}/{file}")) {
+                Ok(mut b) => {
+                    if b.last() == Some(&b'\n') {
+                        b.pop();
+                    }
+                    b
+                }
+                Err(e) => {
+                    set_errno(e.raw_os_error().unwrap_or(libc::EIO));
+                    return -1;
+                }
+            },
+        };
+        // Like rdma-core: refuse what cannot be NUL-terminated.
+        if content.len() >= size {
+            set_errno(libc::EOVERFLOW);
+            return -1;
+        }
+        // SAFETY: `buf` holds `size` bytes and content.len() < size.
+        unsafe {
+            std::ptr::copy_nonoverlapping(content.as_ptr(), buf.cast::<u8>(), content.len());
+            *buf.add(content.len()) = 0;
+        }
+        content.len() as c_int
+    })
+}
+
+#[unsafe(no_mangle)]
+unsafe extern "C" fn ibv_get_sysfs_path() -> *const c_char {
+    c"/sys".as_ptr()
+}
+
+#[unsafe(no_mangle)]
+unsafe extern "C" fn ibv_fork_init() -> c_int {
+    // Nothing to protect: the emulator reads and writes memory by address, never by DMA
+    // mappings a fork could copy-on-write away.
+    0
+}
+
+#[unsafe(no_mangle)]
+unsafe extern "C" fn ibv_is_fork_initialized() -> u32 {
+    IBV_FORK_UNNEEDED
+}
+
+#[unsafe(no_mangle)]
+unsafe extern "C" fn ibv_dontfork_range(_base: *mut c_void, _size: usize) -> c_int {
+    0
+}
+
+#[unsafe(no_mangle)]
+unsafe extern "C" fn ibv_dofork_range(_base: *mut c_void, _size: usize) -> c_int {
+    0
+}
+
+/// libmlx5's and libefa's constructors register their providers here when perftest loads
+/// them; there is nothing to register with.
+#[unsafe(no_mangle)]
+unsafe extern "C" fn verbs_register_driver_34(_ops: *const c_void) {}
+
+/// rdma-core's `bool verbs_allow_disassociate_destroy` (imported by providers).
+#[unsafe(no_mangle)]
+static mut verbs_allow_disassociate_destroy: bool = false;
+
+/// For messages about a device pointer that is not ours.
+pub(crate) fn unknown_device(verb: &str) -> *mut c_void {
+    fail(
+        verb,
+        libc::EINVAL,
+        "the device pointer is not from ibv_get_device_list",
+    );
+    std::ptr::null_mut()
+}

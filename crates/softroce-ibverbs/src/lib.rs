@@ -1,0 +1,36 @@
+//! A drop-in `libibverbs.so.1`: unmodified rdma-core programs (`ibv_devinfo`,
+//! `ibv_rc_pingpong`, perftest's `ib_write_bw`, …) run on the emulated soft-RoCE device when
+//! this library is found first (`LD_LIBRARY_PATH=<dir holding libibverbs.so.1>`, or
+//! `softroce exec -- PROGRAM`).
+//!
+//! - Every symbol of rdma-core 44's export table is exported with its version node
+//!   (`exports.txt`, bound by `build.rs`), because the Debian binaries are linked with
+//!   BIND_NOW and also pull in libmlx5/libefa/librdmacm, which import private symbols.
+//!   What the emulator cannot do returns the documented error (EOPNOTSUPP, or NULL with
+//!   errno) instead of crashing.
+//! - Devices come from `SOFTROCE_DEVICES` (`softroce0=127.0.0.1,softroce1=127.0.0.2:4792`),
+//!   else from the file named by `SOFTROCE_CONFIG` (one `name=address[:port]` a line), else
+//!   one device `softroce0` on 127.0.0.1. Opening one starts a
+//!   [`softroce_emu::driver::Device`]: a UDP socket and an engine thread that makes progress
+//!   while the application does not call in (passive RDMA WRITE/READ targets).
+//! - The inline wrappers of `<infiniband/verbs.h>` call through `ibv_context.ops` and the
+//!   `verbs_context` in front of it; both are filled here (`query_port`, `query_device_ex`,
+//!   `create_qp_ex` with the `ibv_wr_*` send API, `create_cq_ex` with the `ibv_start_poll`
+//!   API; the rest are NULL, which the header turns into EOPNOTSUPP).
+//! - No panic crosses the C boundary: every export runs inside `ffi::guard` (`catch_unwind`).
+
+mod config;
+mod context;
+mod convert;
+mod cq_ex;
+mod devices;
+mod ffi;
+mod objects;
+mod qp_ex;
+mod strings;
+mod stubs;
+
+// Binds every export to its version node (see build.rs). Test builds are executables without
+// the version script, where the nodes do not exist.
+#[cfg(not(test))]
+core::arch::global_asm!(include_str!(concat!(env!("OUT_DIR"), "/symver.s")));

@@ -1,0 +1,446 @@
+//! `ibv_create_qp_ex` and the `ibv_wr_*` send API of `ibv_qp_ex`: work requests are built
+//! between `ibv_wr_start` and `ibv_wr_complete`, then posted like `ibv_post_send`'s.
+
+use std::ffi::{c_int, c_void};
+use std::sync::{Mutex, MutexGuard};
+
+use softroce_emu::core::{
+    AtomicTarget, QpType, RdmaTarget, SendFlags, SendWr, Sge, UdTarget, WrOpcode,
+};
+use softroce_ibverbs_abi::*;
+
+use crate::context::ctx_of;
+use crate::ffi::{fail, fail_null, guard, set_errno};
+use crate::objects::{EmuAh, EmuQp, create_qp};
+
+/// Send ops the emulator carries out.
+const SUPPORTED_SEND_OPS: u64 = (IBV_QP_EX_WITH_RDMA_WRITE
+    | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
+    | IBV_QP_EX_WITH_SEND
+    | IBV_QP_EX_WITH_SEND_WITH_IMM
+    | IBV_QP_EX_WITH_RDMA_READ
+    | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
+    | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
+    | IBV_QP_EX_WITH_SEND_WITH_INV) as u64;
+
+/// The work requests being built on a QP.
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    wrs: Vec<SendWr>,
+    /// Copies of inline data (`ibv_wr_set_inline_data` lets the caller reuse its buffer at
+    /// once); the SGEs of inline WRs point here until the post copies them.
+    inline: Vec<Vec<u8>>,
+    /// The first builder call that failed: `ibv_wr_complete` reports it.
+    error: Option<(c_int, String)>,
+}
+
+impl Batch {
+    /// Remember the first failure of this batch.
+    fn record(&mut self, errno: c_int, why: impl FnOnce() -> String) {
+        if self.error.is_none() {
+            self.error = Some((errno, why()));
+        }
+    }
+}
+
+fn lock(m: &Mutex<Batch>) -> MutexGuard<'_, Batch> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Point the `ibv_wr_*` slots of a new extended QP at this module.
+pub(crate) fn fill_wr_ops(q: &mut ibv_qp_ex) {
+    q.wr_start = Some(wr_start);
+    q.wr_complete = Some(wr_complete);
+    q.wr_abort = Some(wr_abort);
+    q.wr_send = Some(wr_send);
+    q.wr_send_imm = Some(wr_send_imm);
+    q.wr_send_inv = Some(wr_send_inv);
+    q.wr_rdma_write = Some(wr_rdma_write);
+    q.wr_rdma_write_imm = Some(wr_rdma_write_imm);
+    q.wr_rdma_read = Some(wr_rdma_read);
+    q.wr_atomic_cmp_swp = Some(wr_atomic_cmp_swp);
+    q.wr_atomic_fetch_add = Some(wr_atomic_fetch_add);
+    q.wr_set_sge = Some(wr_set_sge);
+    q.wr_set_sge_list = Some(wr_set_sge_list);
+    q.wr_set_inline_data = Some(wr_set_inline_data);
+    q.wr_set_inline_data_list = Some(wr_set_inline_data_list);
+    q.wr_set_ud_addr = Some(wr_set_ud_addr);
+    q.wr_set_xrc_srqn = Some(wr_set_xrc_srqn);
+    q.wr_bind_mw = Some(wr_bind_mw);
+    q.wr_local_inv = Some(wr_local_inv);
+    q.wr_send_tso = Some(wr_send_tso);
+    q.wr_atomic_write = Some(wr_atomic_write);
+}
+
+/// Run `f` on the batch of an extended QP.
+fn with_batch(verb: &str, qpx: *mut ibv_qp_ex, f: impl FnOnce(&mut Batch, &EmuQp)) {
+    guard(verb, (), || {
+        if qpx.is_null() {
+            return;
+        }
+        // SAFETY: an ibv_qp_ex from ibv_qp_to_qp_ex is the first field of an EmuQp.
+        let q = unsafe { &*qpx.cast::<EmuQp>() };
+        f(&mut lock(&q.batch), q);
+    })
+}
+
+/// Start a new work request with the `wr_id` and `wr_flags` the application set.
+fn new_wr(verb: &str, qpx: *mut ibv_qp_ex, opcode: WrOpcode, fill: impl FnOnce(&mut SendWr)) {
+    with_batch(verb, qpx, |b, _| {
+        // SAFETY: the application writes these fields before each builder call; read them
+        // as plain values.
+        let (wr_id, flags) = unsafe {
+            (
+                std::ptr::addr_of!((*qpx).wr_id).read(),
+                std::ptr::addr_of!((*qpx).wr_flags).read(),
+            )
+        };
+        let mut wr = SendWr::new(wr_id, opcode);
+        wr.send_flags = SendFlags(flags);
+        fill(&mut wr);
+        b.wrs.push(wr);
+    });
+}
+
+/// Change the last work request (a setter called before any opcode call is an error).
+fn set_last(
+    verb: &'static str,
+    qpx: *mut ibv_qp_ex,
+    f: impl FnOnce(&mut SendWr, &mut Vec<Vec<u8>>),
+) {
+    with_batch(verb, qpx, |b, _| match b.wrs.last_mut() {
+        Some(wr) => f(wr, &mut b.inline),
+        None => {
+            b.record(libc::EINVAL, || {
+                format!("{verb} before an opcode (ibv_wr_send, ibv_wr_rdma_write …)")
+            });
+        }
+    });
+}
+
+/// Record an operation the emulator does not carry out; `ibv_wr_complete` fails with it.
+fn unsupported(verb: &'static str, qpx: *mut ibv_qp_ex) {
+    with_batch(verb, qpx, |b, _| {
+        b.record(libc::EOPNOTSUPP, || {
+            format!("{verb} is not supported by the emulator")
+        });
+    });
+}
+
+unsafe extern "C" fn wr_start(qpx: *mut ibv_qp_ex) {
+    with_batch("ibv_wr_start", qpx, |b, _| *b = Batch::default());
+}
+
+unsafe extern "C" fn wr_abort(qpx: *mut ibv_qp_ex) {
+    with_batch("ibv_wr_abort", qpx, |b, _| *b = Batch::default());
+}
+
+unsafe extern "C" fn wr_complete(qpx: *mut ibv_qp_ex) -> c_int {
+    const VERB: &str = "ibv_wr_complete";
+    guard(VERB, libc::EIO, || {
+        if qpx.is_null() {
+            return fail(VERB, libc::EINVAL, "qp is NULL");
+        }
+        // SAFETY: an ibv_qp_ex from ibv_qp_to_qp_ex is the first field of an EmuQp.
+        let q = unsafe { &*qpx.cast::<EmuQp>() };
+        let batch = std::mem::take(&mut *lock(&q.batch));
+        if let Some((errno, why)) = batch.error {
+            return fail(VERB, errno, why);
+        }
+        // SAFETY: the QP's context, set at creation.
+        let ctx = match unsafe { ctx_of(VERB, q.qpx.qp_base.context) } {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        let dev = match ctx.device(VERB) {
+            Ok(d) => d,
+            Err(e) => return e,
+        };
+        let handle = q.handle;
+        // SAFETY: inline SGEs point into `batch.inline`, alive until this returns; other
+        // SGEs name registered memory.
+        match dev.with(|h| unsafe { h.post_send(handle, &batch.wrs) }) {
+            Ok(()) => 0,
+            Err(e) => fail(VERB, e.error.errno(), e),
+        }
+    })
+}
+
+unsafe extern "C" fn wr_send(qpx: *mut ibv_qp_ex) {
+    new_wr("ibv_wr_send", qpx, WrOpcode::Send, |_| {});
+}
+
+unsafe extern "C" fn wr_send_imm(qpx: *mut ibv_qp_ex, imm_data: __be32) {
+    new_wr("ibv_wr_send_imm", qpx, WrOpcode::SendWithImm, |w| {
+        w.imm_data = imm_data
+    });
+}
+
+unsafe extern "C" fn wr_send_inv(qpx: *mut ibv_qp_ex, invalidate_rkey: u32) {
+    new_wr("ibv_wr_send_inv", qpx, WrOpcode::SendWithInv, |w| {
+        w.invalidate_rkey = invalidate_rkey
+    });
+}
+
+unsafe extern "C" fn wr_rdma_write(qpx: *mut ibv_qp_ex, rkey: u32, remote_addr: u64) {
+    new_wr("ibv_wr_rdma_write", qpx, WrOpcode::RdmaWrite, |w| {
+        w.rdma = RdmaTarget { remote_addr, rkey }
+    });
+}
+
+unsafe extern "C" fn wr_rdma_write_imm(
+    qpx: *mut ibv_qp_ex,
+    rkey: u32,
+    remote_addr: u64,
+    imm_data: __be32,
+) {
+    new_wr(
+        "ibv_wr_rdma_write_imm",
+        qpx,
+        WrOpcode::RdmaWriteWithImm,
+        |w| {
+            w.rdma = RdmaTarget { remote_addr, rkey };
+            w.imm_data = imm_data;
+        },
+    );
+}
+
+unsafe extern "C" fn wr_rdma_read(qpx: *mut ibv_qp_ex, rkey: u32, remote_addr: u64) {
+    new_wr("ibv_wr_rdma_read", qpx, WrOpcode::RdmaRead, |w| {
+        w.rdma = RdmaTarget { remote_addr, rkey }
+    });
+}
+
+unsafe extern "C" fn wr_atomic_cmp_swp(
+    qpx: *mut ibv_qp_ex,
+    rkey: u32,
+    remote_addr: u64,
+    compare: u64,
+    swap: u64,
+) {
+    new_wr(
+        "ibv_wr_atomic_cmp_swp",
+        qpx,
+        WrOpcode::AtomicCmpAndSwp,
+        |w| {
+            w.atomic = AtomicTarget {
+                remote_addr,
+                compare_add: compare,
+                swap,
+                rkey,
+            }
+        },
+    );
+}
+
+unsafe extern "C" fn wr_atomic_fetch_add(
+    qpx: *mut ibv_qp_ex,
+    rkey: u32,
+    remote_addr: u64,
+    add: u64,
+) {
+    new_wr(
+        "ibv_wr_atomic_fetch_add",
+        qpx,
+        WrOpcode::AtomicFetchAndAdd,
+        |w| {
+            w.atomic = AtomicTarget {
+                remote_addr,
+                compare_add: add,
+                swap: 0,
+                rkey,
+            }
+        },
+    );
+}
+
+unsafe extern "C" fn wr_set_sge(qpx: *mut ibv_qp_ex, lkey: u32, addr: u64, length: u32) {
+    set_last("ibv_wr_set_sge", qpx, |w, _| {
+        w.sg_list = vec![Sge { addr, length, lkey }]
+    });
+}
+
+unsafe extern "C" fn wr_set_sge_list(qpx: *mut ibv_qp_ex, num_sge: usize, sg_list: *const ibv_sge) {
+    let Ok(n) = i32::try_from(num_sge) else {
+        unsupported("ibv_wr_set_sge_list", qpx);
+        return;
+    };
+    // SAFETY: the caller passes num_sge readable entries.
+    match unsafe { crate::convert::sges(sg_list, n) } {
+        Ok(list) => set_last("ibv_wr_set_sge_list", qpx, |w, _| w.sg_list = list),
+        Err(why) => with_batch("ibv_wr_set_sge_list", qpx, |b, _| {
+            b.record(libc::EINVAL, || why);
+        }),
+    }
+}
+
+/// Copy inline data now (the caller may reuse its buffers at once).
+fn set_inline(verb: &'static str, qpx: *mut ibv_qp_ex, data: Vec<u8>) {
+    set_last(verb, qpx, |w, keep| {
+        w.sg_list = vec![Sge {
+            addr: data.as_ptr() as u64,
+            length: u32::try_from(data.len()).unwrap_or(u32::MAX),
+            lkey: 0,
+        }];
+        w.send_flags = SendFlags(w.send_flags.0 | IBV_SEND_INLINE);
+        // Moving the Vec keeps its heap buffer where the SGE points.
+        keep.push(data);
+    });
+}
+
+unsafe extern "C" fn wr_set_inline_data(qpx: *mut ibv_qp_ex, addr: *mut c_void, length: usize) {
+    let data = if length == 0 || addr.is_null() {
+        Vec::new()
+    } else {
+        // SAFETY: the caller passes `length` readable bytes.
+        unsafe { std::slice::from_raw_parts(addr.cast::<u8>(), length) }.to_vec()
+    };
+    set_inline("ibv_wr_set_inline_data", qpx, data);
+}
+
+unsafe extern "C" fn wr_set_inline_data_list(
+    qpx: *mut ibv_qp_ex,
+    num_buf: usize,
+    buf_list: *const ibv_data_buf,
+) {
+    let mut data = Vec::new();
+    if num_buf > 0 && !buf_list.is_null() {
+        // SAFETY: the caller passes num_buf readable entries, each naming readable bytes.
+        for b in unsafe { std::slice::from_raw_parts(buf_list, num_buf) } {
+            if !b.addr.is_null() && b.length > 0 {
+                // SAFETY: as above.
+                data.extend_from_slice(unsafe {
+                    std::slice::from_raw_parts(b.addr.cast::<u8>(), b.length)
+                });
+            }
+        }
+    }
+    set_inline("ibv_wr_set_inline_data_list", qpx, data);
+}
+
+unsafe extern "C" fn wr_set_ud_addr(
+    qpx: *mut ibv_qp_ex,
+    ah: *mut ibv_ah,
+    remote_qpn: u32,
+    remote_qkey: u32,
+) {
+    if ah.is_null() {
+        with_batch("ibv_wr_set_ud_addr", qpx, |b, _| {
+            b.record(libc::EINVAL, || "ibv_wr_set_ud_addr: ah is NULL".into());
+        });
+        return;
+    }
+    // SAFETY: an AH from ibv_create_ah.
+    let ah = unsafe { (*ah.cast::<EmuAh>()).handle };
+    set_last("ibv_wr_set_ud_addr", qpx, |w, _| {
+        w.ud = Some(UdTarget {
+            ah,
+            remote_qpn,
+            remote_qkey,
+        })
+    });
+}
+
+unsafe extern "C" fn wr_set_xrc_srqn(qpx: *mut ibv_qp_ex, _remote_srqn: u32) {
+    unsupported("ibv_wr_set_xrc_srqn", qpx);
+}
+
+unsafe extern "C" fn wr_bind_mw(
+    qpx: *mut ibv_qp_ex,
+    _mw: *mut ibv_mw,
+    _rkey: u32,
+    _bind_info: *const ibv_mw_bind_info,
+) {
+    unsupported("ibv_wr_bind_mw", qpx);
+}
+
+unsafe extern "C" fn wr_local_inv(qpx: *mut ibv_qp_ex, _invalidate_rkey: u32) {
+    unsupported("ibv_wr_local_inv", qpx);
+}
+
+unsafe extern "C" fn wr_send_tso(qpx: *mut ibv_qp_ex, _hdr: *mut c_void, _hdr_sz: u16, _mss: u16) {
+    unsupported("ibv_wr_send_tso", qpx);
+}
+
+unsafe extern "C" fn wr_atomic_write(
+    qpx: *mut ibv_qp_ex,
+    _rkey: u32,
+    _remote_addr: u64,
+    _atomic_wr: *const c_void,
+) {
+    unsupported("ibv_wr_atomic_write", qpx);
+}
+
+/// `verbs_context.create_qp_ex`: what `ibv_create_qp_ex` calls for anything beyond a plain
+/// PD (send ops for the `ibv_wr_*` API, zero create flags).
+pub(crate) unsafe extern "C" fn vctx_create_qp_ex(
+    context: *mut ibv_context,
+    attr: *mut ibv_qp_init_attr_ex,
+) -> *mut ibv_qp {
+    const VERB: &str = "ibv_create_qp_ex";
+    guard(VERB, std::ptr::null_mut(), || {
+        if attr.is_null() {
+            return fail_null(VERB, libc::EINVAL, "qp_init_attr_ex is NULL");
+        }
+        // SAFETY: non-NULL from the caller.
+        let a = unsafe { &mut *attr };
+        let known =
+            IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+        if a.comp_mask & IBV_QP_INIT_ATTR_PD == 0 || a.pd.is_null() {
+            return fail_null(
+                VERB,
+                libc::EINVAL,
+                "a PD is required (XRC target QPs are not emulated)",
+            );
+        }
+        if a.comp_mask & !known != 0
+            || (a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS != 0 && a.create_flags != 0)
+        {
+            return fail_null(
+                VERB,
+                libc::EOPNOTSUPP,
+                format!(
+                    "comp_mask {:#x} / create_flags {:#x}: XRC, RSS, TSO and creation flags are not emulated",
+                    a.comp_mask, a.create_flags
+                ),
+            );
+        }
+        // SAFETY: a PD from ibv_alloc_pd.
+        if unsafe { (*a.pd).context } != context {
+            return fail_null(VERB, libc::EINVAL, "the PD belongs to another context");
+        }
+        let extended = a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0;
+        if extended && a.send_ops_flags & !SUPPORTED_SEND_OPS != 0 {
+            return fail_null(
+                VERB,
+                libc::EOPNOTSUPP,
+                format!(
+                    "send_ops_flags {:#x}: memory windows, local invalidate, TSO and atomic write are not emulated",
+                    a.send_ops_flags & !SUPPORTED_SEND_OPS
+                ),
+            );
+        }
+        if QpType::from_raw(a.qp_type).is_none() {
+            return fail_null(VERB, libc::EOPNOTSUPP, format!("QP type {}", a.qp_type));
+        }
+        let mut ia = ibv_qp_init_attr {
+            qp_context: a.qp_context,
+            send_cq: a.send_cq,
+            recv_cq: a.recv_cq,
+            srq: a.srq,
+            cap: a.cap,
+            qp_type: a.qp_type,
+            sq_sig_all: a.sq_sig_all,
+        };
+        // SAFETY: PD, CQs and SRQ from this library (checked where possible).
+        let r = unsafe { create_qp(VERB, a.pd, &mut ia, extended) };
+        a.cap = ia.cap;
+        match r {
+            Ok(p) => p,
+            Err(e) => {
+                set_errno(e);
+                std::ptr::null_mut()
+            }
+        }
+    })
+}
