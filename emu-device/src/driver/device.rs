@@ -201,6 +201,10 @@ impl Device {
                 if receive_ready(&self.shared, &mut hca) > 0 {
                     continue;
                 }
+                if timeout.is_zero() {
+                    // A non-blocking look (a busy-polling application): no sleep.
+                    return None;
+                }
                 // Counted before the lock is released: whoever makes progress next sees it.
                 self.shared.waiters.fetch_add(1, Ordering::SeqCst);
             }
