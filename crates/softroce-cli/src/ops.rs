@@ -64,7 +64,9 @@ pub(crate) struct OpsArgs {
     /// Largest message size to test (client); sizes above it are left out.
     #[arg(long, default_value_t = 1 << 20)]
     max_size: usize,
-    /// Only cells whose name contains one of these (comma-separated), e.g. `rc-read,ud`.
+    /// Only these operations (comma-separated names, e.g. `rc-read,ud-send`; all of:
+    /// rc-send, rc-send-imm, rc-write, rc-write-imm, rc-read, rc-cmp-swap, rc-fetch-add,
+    /// uc-send, uc-write, ud-send, srq-send).
     #[arg(long)]
     only: Option<String>,
     /// Give up on one completion after this many seconds.
@@ -402,7 +404,21 @@ fn open_ibverbs(_: &OpsArgs) -> anyhow::Result<Context> {
     )
 }
 
+/// The operations `--only` names (all without it).
+fn selected_ops(args: &OpsArgs) -> anyhow::Result<Vec<Op>> {
+    match args.only.as_deref() {
+        None => Ok(ALL_OPS.to_vec()),
+        Some(list) => list
+            .split(',')
+            .map(|n| {
+                Op::parse(n.trim()).with_context(|| format!("--only: unknown operation {n:?}"))
+            })
+            .collect(),
+    }
+}
+
 fn ops(args: &OpsArgs) -> anyhow::Result<usize> {
+    selected_ops(args)?;
     let timeout = Duration::from_secs(args.timeout);
     let ctx = open(args)?;
     let stream = match &args.server {
@@ -556,11 +572,7 @@ fn connect(host: &str, port: u16, timeout: Duration) -> anyhow::Result<TcpStream
 }
 
 fn client(side: &Side, line: &mut Line, args: &OpsArgs) -> anyhow::Result<usize> {
-    let only: Vec<String> = args
-        .only
-        .as_deref()
-        .map(|s| s.split(',').map(str::to_string).collect())
-        .unwrap_or_default();
+    let only = selected_ops(args)?;
     let mut failed = 0;
     let mut seed = 1u32;
     println!(
@@ -572,7 +584,7 @@ fn client(side: &Side, line: &mut Line, args: &OpsArgs) -> anyhow::Result<usize>
     );
     let ud_mtu = side.ctx.query_port(1)?.active_mtu.bytes().min(args.mtu);
     for op in ALL_OPS {
-        if !only.is_empty() && !only.iter().any(|o| op.name().contains(o.as_str())) {
+        if !only.contains(&op) {
             continue;
         }
         for size in op.sizes(args.mtu, ud_mtu) {
