@@ -1,63 +1,393 @@
 #!/usr/bin/env bash
-# Live interoperability with Linux rdma_rxe: boots a Debian kernel with rdma_rxe under QEMU
-# (TCG, no KVM) in the network namespace `rxelab` (VM 10.99.0.11, host side 10.99.0.1), and
-# runs rdma-core's own ibv_{rc,uc,ud}_pingpong in the VM against `softroce pingpong` on the
-# host, in both roles. Prints a matrix and writes it to scripts/rxe/cache/interop-summary-FLAVOR.txt.
+# Live interoperability with Linux rdma_rxe. Boots one Debian kernel with rdma_rxe under QEMU
+# (TCG, no KVM) in the network namespace `rxelab` (VM 10.99.0.11, host side 10.99.0.1; br0,
+# tap1 and the VM's eth0 at MTU 9000 so rxe0's active_mtu is 4096) and runs a matrix of cells
+# against that one VM. Each cell runs in both roles:
+#   rxe -> softroce   the program in the VM is the client, softroce on the host serves
+#   softroce -> rxe   softroce on the host is the client, the VM program serves
+# After each clean cell the VM's rxe hw_counters must show no retry, sequence-error,
+# duplicate or RNR activity (netem cells print them instead: there they are expected). One
+# exception: rxe arms its retransmit timer only when none is pending and does not restart it
+# per message ("some timeouts are spurious", rxe_comp.c), so a busy QP (16 SRQ QPs under TCG)
+# may retry a message sent a few ms earlier: completer_retry_err alone passes when the host
+# pcap shows softroce answered every ack-requesting packet of the VM within ACK_PROMPT_MS.
+# Output: a matrix (printed, and in cache/interop-matrix-FLAVOR.txt), one detailed line per
+# cell in cache/interop-summary-FLAVOR.txt, logs (and the host side's pcap of failed cells)
+# in cache/cells-FLAVOR/.
+#
+# What is checked: exit status and completion of both programs. rdma-core's pingpongs do not
+# verify data, so `softroce pingpong --check` (a pattern per message) only works between two
+# softroce processes (crates/softroce-cli/tests/pingpong.rs). Against the real tools the
+# softroce side uses --check-echo instead (rc/uc/ud): ibv_{rc,uc,ud}_pingpong send from the
+# buffer they receive into, so every message they send back must be the one softroce sent
+# before (or their initial 0x7b fill) -- so corrupted, lost or duplicated data fails the cell,
+# with netem too. ibv_srq_pingpong shares one buffer among its QPs, so SRQ cells check
+# completion and exit status only.
+#
 # usage: interop.sh [FLAVOR=6.1]     (needs root; installs what it needs with apt)
+# Env: ITERS (200, messages per small cell), CELLS (extended regex: run only matching cell
+#      rows, e.g. 'srq|netem'), NETEM (netem arguments, default below).
+#
+# Adding a cell kind: write `cell_KIND ROLE NAME ARGS...` (see cell_pingpong) that runs one
+# role through `two_sided` and returns its status, then add "KIND ARGS..." rows to CELL_ROWS.
+# `two_sided` takes any VM command line and any host command, so e.g. a softroce program on
+# the VM's rxe0 (put into the image with SOFTROCE_VM_BINS, it lands in /usr/local/bin)
+# against a softroce program on the host is a few lines.
 set -uo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 FLAVOR="${1:-6.1}"
 NS="${NS:-rxelab}"
-V="$HERE/vmctl.py --timeout 90 $HERE/cache/run/vm1.ctl"
-SUMMARY="$HERE/cache/interop-summary-$FLAVOR.txt"
+CACHE="$HERE/cache"
+CTL="$CACHE/run/vm1.ctl"
+LOGS="$CACHE/cells-$FLAVOR"
+SUMMARY="$CACHE/interop-summary-$FLAVOR.txt"
+MATRIX="$CACHE/interop-matrix-$FLAVOR.txt"
+RESULTS="$LOGS/results.tsv"
 ITERS="${ITERS:-200}"
+CELLS="${CELLS:-.}"
+NETEM="${NETEM:-loss 5% delay 1ms reorder 25% 50%}"
+HOST_IP=10.99.0.1
+VM_IP=10.99.0.11
+SIDE_PORT=18515           # the pingpong side channel (TCP)
+CELL_TIMEOUT=90           # seconds one program of a cell may take
+ACK_PROMPT_MS=20          # well below rxe's 67 ms local ACK timeout (timeout 14 in the tools)
+export LAB_MTU=9000       # start-vms.sh: br0, tap1 and eth0; rxe0 active_mtu becomes 4096
+HW_COUNTERS=/sys/class/infiniband/rxe0/ports/1/hw_counters
+# rxe counters that stay 0 on a clean link between two correct peers
+ANOMALY_COUNTERS="retry_exceeded_err retry_rnr_exceeded_err completer_retry_err rcvd_seq_err
+ duplicate_request out_of_seq_request rcvd_rnr_err send_rnr_err send_err link_downed"
+
+# One row per cell: KIND ARGS... (pingpong: TRANSPORT SIZE PATH_MTU [netem]).
+# Not in the matrix: size 0. ibv_rc/uc_pingpong (v44) accept -s 0 but rxe refuses the
+# zero-length ibv_reg_mr ("Couldn't register MR"), ibv_srq_pingpong refuses sizes below 1.
+# UD messages must fit one MTU and ud_pingpong has no -m: UD runs at the default sizes only.
+CELL_ROWS=(
+  "pingpong rc 4096 1024"
+  "pingpong rc 1 1024"
+  "pingpong rc 1025 1024"
+  "pingpong rc 65536 1024"
+  "pingpong uc 4096 1024"
+  "pingpong uc 1025 1024"
+  "pingpong ud 1024 1024"
+  "pingpong ud 1 1024"
+  "pingpong srq 4096 1024"
+  "pingpong srq 1 1024"
+  "pingpong rc 1 4096"
+  "pingpong rc 4096 4096"
+  "pingpong rc 4097 4096"
+  "pingpong rc 65536 4096"
+  "pingpong rc 1048576 4096"
+  "pingpong uc 1 4096"
+  "pingpong uc 4096 4096"
+  "pingpong uc 4097 4096"
+  "pingpong uc 65536 4096"
+  "pingpong rc 4096 1024 netem"
+  "pingpong rc 65536 4096 netem"
+  # softroce's own verbs program on rxe0 through the libibverbs backend, every size class
+  "ops rc-send 0..1M 1024"
+  "ops rc-send-imm 0..1M 1024"
+  "ops rc-write 0..1M 1024"
+  "ops rc-write-imm 0..1M 1024"
+  "ops rc-read 0..1M 1024"
+  "ops rc-cmp-swap 8 1024"
+  "ops rc-fetch-add 8 1024"
+  "ops uc-send 0..1M 1024"
+  "ops uc-write 0..1M 1024"
+  "ops ud-send 0..MTU 1024"
+  "ops srq-send 0..1M 1024"
+  "ops rc-send 0..1M 4096"
+  "ops rc-write-imm 0..1M 4096"
+  "ops rc-read 0..1M 4096"
+  "ops uc-write 0..1M 4096"
+  "ops ud-send 0..MTU 4096"
+  # unmodified perftest on both sides: rxe0 in the VM, the drop-in libibverbs on the host
+  "perftest ib_write_bw 65536 1024"
+  "perftest ib_read_bw 65536 1024"
+  "perftest ib_send_bw 65536 1024"
+  "perftest ib_atomic_bw 8 1024"
+  "perftest ib_send_lat 2 1024"
+)
+ROLES=(vm-client vm-server)
+role_label() { case $1 in vm-client) echo "rxe -> softroce";; vm-server) echo "softroce -> rxe";; esac; }
 
 cleanup() { "$HERE/stop.sh" >/dev/null 2>&1 || true; }
-trap cleanup EXIT
 
-echo "[interop] building softroce (release)"
-(cd "$ROOT" && cargo build --release --locked -p softroce-cli) || exit 1
-S="$ROOT/target/release/softroce"
-"$HERE/build-image.sh" "$FLAVOR" || { echo "[interop] image build failed"; exit 1; }
-cleanup
-"$HERE/start-vms.sh" 1 "$FLAVOR" || { echo "[interop] VM boot failed"; exit 1; }
-mkdir -p "$HERE/cache"
-printf "%-10s %-7s %-22s %-6s %s\n" TRANSPORT SIZE DIRECTION RESULT NOTE | tee "$SUMMARY"
-pass=0; fail=0
-record() { # transport size direction rc note
-  local res=PASS; [ "$4" = 0 ] || res=FAIL
-  [ $res = PASS ] && pass=$((pass+1)) || fail=$((fail+1))
-  printf "%-10s %-7s %-22s %-6s %s\n" "$1" "$2" "$3" "$res" "$5" | tee -a "$SUMMARY"
+# ---- VM and host helpers ----------------------------------------------------------------
+vm() { # [--timeout S] CMD: run CMD in the VM's persistent shell; its output, its status
+  local t=60
+  if [ "$1" = --timeout ]; then t=$2; shift 2; fi
+  "$HERE/vmctl.py" --timeout "$t" "$CTL" "$1"
+}
+in_ns() { ip netns exec "$NS" "$@"; }
+wait_host_listening() { # PORT: until something in the netns listens on TCP PORT (<= 10 s)
+  local _
+  for _ in $(seq 100); do
+    [ -n "$(in_ns ss -Hltn "sport = :$1" 2>/dev/null)" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+read_counters() { vm "cd $HW_COUNTERS && for f in *; do echo \$f \$(cat \$f); done"; }
+counter_delta() { # BEFORE AFTER: "name+N ..." for the counters that moved
+  awk 'NR==FNR { a[$1] = $2; next } { d = $2 - a[$1]; if (d) printf "%s+%d ", $1, d }' "$1" "$2"
+}
+anomalies_in() { # DELTA: the anomaly counters among it
+  local c out=""
+  for c in $ANOMALY_COUNTERS; do
+    case " $1" in *" $c+"*) out="$out $(echo " $1" | grep -o " $c+[0-9]*" | tr -d ' ')";; esac
+  done
+  echo "${out# }"
+}
+# ack_latency PCAP: how fast softroce answered the VM's ack-requesting RC packets (from the
+# host's own capture, in softroce's time). Prints a summary; status 0 when every one was
+# answered within ACK_PROMPT_MS.
+ack_latency() {
+  "$S" decode "$1" 2>/dev/null | awk -v vm="$VM_IP" -v limit="$ACK_PROMPT_MS" '
+    { split($2, src, ":") }
+    src[1] == vm && / ackreq / { p = $7; sub("psn=", "", p); req[p] = $1; n++ }
+    src[1] != vm && $5 == "RC_ACKNOWLEDGE" {
+      p = $7; sub("psn=", "", p)
+      if (p in req) { l = ($1 - req[p]) * 1000; if (l > max) max = l; delete req[p] } }
+    END { left = 0; for (p in req) left++
+          printf "softroce answered %d of %d ack requests, slowest %.1f ms", n - left, n, max
+          exit !(n > 0 && left == 0 && max < limit) }'
+}
+# netem inside the VM (this host's kernel has no sch_netem): RoCE (UDP 4791) only, so the
+# TCP side channel stays clean. Egress: prio band 3 with netem; ingress: redirected through
+# ifb0, which carries netem too. So packets in both directions are lost and reordered.
+netem_on() {
+  vm "T=/usr/sbin/tc; N='$NETEM'; \$T qdisc add dev eth0 root handle 1: prio &&
+    \$T qdisc add dev eth0 parent 1:3 handle 30: netem \$N &&
+    \$T filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dport 4791 0xffff flowid 1:3 &&
+    /usr/sbin/ip link set ifb0 up && \$T qdisc add dev ifb0 root netem \$N &&
+    \$T qdisc add dev eth0 handle ffff: ingress &&
+    \$T filter add dev eth0 parent ffff: protocol ip prio 1 u32 match ip dport 4791 0xffff action mirred egress redirect dev ifb0"
+}
+netem_off() {
+  vm "T=/usr/sbin/tc; \$T qdisc del dev eth0 root; \$T qdisc del dev eth0 ingress; \$T qdisc del dev ifb0 root; true" >/dev/null
+}
+netem_stats() { vm "/usr/sbin/tc -s qdisc show dev eth0 parent 1:3; /usr/sbin/tc -s qdisc show dev ifb0" | awk '/dropped/ { printf "%s pkts, %s dropped; ", $4, $7 }' | tr -d ,; }
+
+# two_sided ROLE NAME VM_CMD HOST_CMD...: one role of a cell.
+#   vm-client: HOST_CMD starts first and serves (the VM command starts once something
+#              listens on SIDE_PORT in the netns), then VM_CMD runs in the VM as the client;
+#   vm-server: VM_CMD starts in the VM in the background, then HOST_CMD runs (it must retry
+#              connecting until the VM listens, as softroce does).
+# Each side is bounded by CELL_TIMEOUT; when one side fails the other is stopped. The host
+# side writes its datagrams to $LOGS/NAME.pcap (SOFTROCE_PCAP). Logs: $LOGS/NAME.{vm,host}.log.
+# Sets VM_RC and HOST_RC; returns 0 when both are 0.
+two_sided() {
+  local role=$1 name=$2 vmcmd=$3; shift 3
+  local vlog="$LOGS/$name.vm.log" hlog="$LOGS/$name.host.log" pcap="$LOGS/$name.pcap" hp
+  case $role in
+    vm-client)
+      in_ns env SOFTROCE_PCAP="$pcap" "$@" >"$hlog" 2>&1 &
+      hp=$!
+      if wait_host_listening "$SIDE_PORT"; then
+        vm --timeout $((CELL_TIMEOUT + 30)) "timeout $CELL_TIMEOUT $vmcmd" >"$vlog" 2>&1
+        VM_RC=$?
+      else
+        echo "nothing listens on $HOST_IP:$SIDE_PORT" >"$vlog"; VM_RC=99
+      fi
+      [ "$VM_RC" = 0 ] || kill "$hp" 2>/dev/null
+      wait "$hp"; HOST_RC=$?
+      ;;
+    vm-server)
+      vm "timeout $CELL_TIMEOUT $vmcmd >/tmp/cell.log 2>&1 & echo \$! >/tmp/cell.pid" >/dev/null
+      in_ns env SOFTROCE_PCAP="$pcap" "$@" >"$hlog" 2>&1
+      HOST_RC=$?
+      [ "$HOST_RC" = 0 ] || vm 'kill $(cat /tmp/cell.pid) 2>/dev/null' >/dev/null
+      vm --timeout $((CELL_TIMEOUT + 30)) 'wait $(cat /tmp/cell.pid); r=$?; cat /tmp/cell.log; (exit $r)' >"$vlog" 2>&1
+      VM_RC=$?
+      ;;
+  esac
+  [ "$VM_RC" = 0 ] && [ "$HOST_RC" = 0 ]
 }
 
-# transport:size cells; UD messages must fit one MTU (1024 on the VM's 1500-byte link).
-for cell in rc:4096 rc:1 rc:1025 rc:65536 uc:4096 uc:1025 ud:1024 ud:1; do
-  t="${cell%%:*}"; size="${cell##*:}"
-  # rxe client -> softroce server
-  ip netns exec "$NS" "$S" pingpong --type "$t" -s "$size" -n "$ITERS" --bind 10.99.0.1 --timeout 60 \
-    > "$HERE/cache/$t-host-server.log" 2>&1 &
-  hp=$!
-  sleep 0.5
-  $V "ibv_${t}_pingpong -g 1 -s $size -n $ITERS 10.99.0.1" > "$HERE/cache/$t-vm-client.log" 2>&1; vrc=$?
-  wait $hp; hrc=$?
-  rc=$(( vrc != 0 || hrc != 0 ))
-  record "$t" "$size" "rxe -> softroce" "$rc" "vm=$vrc host=$hrc $(grep -h 'retransmission' "$HERE/cache/$t-host-server.log" | cut -c26-90)"
-  [ $rc = 0 ] || { tail -n 5 "$HERE/cache/$t-vm-client.log" "$HERE/cache/$t-host-server.log"; }
-  # softroce client -> rxe server
-  $V "ibv_${t}_pingpong -g 1 -s $size -n $ITERS > /tmp/s.log 2>&1 & echo \$! > /tmp/s.pid" >/dev/null
-  sleep 0.5
-  ip netns exec "$NS" "$S" pingpong --type "$t" -s "$size" -n "$ITERS" --bind 10.99.0.1 --timeout 60 --check 10.99.0.11 \
-    > "$HERE/cache/$t-host-client.log" 2>&1; hrc=$?
-  $V 'wait $(cat /tmp/s.pid); r=$?; cat /tmp/s.log; (exit $r)' > "$HERE/cache/$t-vm-server.log" 2>&1; vrc=$?
-  rc=$(( vrc != 0 || hrc != 0 ))
-  record "$t" "$size" "softroce -> rxe" "$rc" "vm=$vrc host=$hrc"
-  [ $rc = 0 ] || { tail -n 5 "$HERE/cache/$t-vm-server.log" "$HERE/cache/$t-host-client.log"; }
+# ---- cell kinds -------------------------------------------------------------------------
+pingpong_iters() { # SIZE [netem]
+  local n=$ITERS
+  [ "$1" -ge 65536 ] && n=100
+  [ "$1" -ge 1048576 ] && n=10
+  [ "${2:-}" = netem ] && { n=100; [ "$1" -ge 65536 ] && n=20; }
+  echo "$n"
+}
+# cell_pingpong ROLE NAME TRANSPORT SIZE MTU [netem]: ibv_TRANSPORT_pingpong <-> softroce pingpong
+cell_pingpong() {
+  local role=$1 name=$2 t=$3 size=$4 mtu=$5 netem=${6:-}
+  local n; n=$(pingpong_iters "$size" "$netem")
+  local vmcmd="ibv_${t}_pingpong -g 1 -s $size -n $n" host=(
+    "$S" pingpong --type "$t" -s "$size" -n "$n" -m "$mtu" --bind "$HOST_IP" --timeout "$CELL_TIMEOUT")
+  [ "$t" = ud ] || vmcmd="$vmcmd -m $mtu"
+  [ "$t" = srq ] || host+=(--check-echo)
+  [ "$role" = vm-client ] && vmcmd="$vmcmd $HOST_IP" || host+=("$VM_IP")
+  CELL_ITERS=$n
+  two_sided "$role" "$name" "$vmcmd" "${host[@]}"
+  local rc=$?
+  CELL_NOTE="vm=$VM_RC host=$HOST_RC $(grep -ho 'retransmitted_pkts=[0-9]* completer_retry_err=[0-9]*' "$LOGS/$name.host.log")"
+  return $rc
+}
+
+# cell_ops ROLE NAME OP SIZES MTU: `softroce ops --backend ibverbs` on the VM's rxe0 (the
+# softroce binary is in the image through SOFTROCE_VM_BINS) against `softroce ops` on the
+# emulator; the client is the requester of every size class of OP, both sides check the data.
+cell_ops() {
+  local role=$1 name=$2 op=$3 mtu=$5
+  local vmcmd="/usr/local/bin/softroce ops --backend ibverbs --device rxe0 -g 1 -p $SIDE_PORT --only $op"
+  local host=("$S" ops --bind "$HOST_IP" -p "$SIDE_PORT" --only "$op")
+  if [ "$role" = vm-client ]; then vmcmd="$vmcmd -m $mtu $HOST_IP"; else host+=(-m "$mtu" "$VM_IP"); fi
+  CELL_ITERS=1
+  two_sided "$role" "$name" "$vmcmd" "${host[@]}"
+  local rc=$?
+  local client_log="$LOGS/$name.host.log"
+  [ "$role" = vm-client ] && client_log="$LOGS/$name.vm.log"
+  CELL_NOTE="vm=$VM_RC host=$HOST_RC sizes passed: $(grep -h '^PASS' "$client_log" | awk '{print $3}' | tr '\n' ' ')"
+  grep -q '^FAIL' "$client_log" && rc=1
+  return $rc
+}
+
+# cell_perftest ROLE NAME TEST SIZE MTU: unmodified perftest TEST (e.g. ib_write_bw) on rxe0 in
+# the VM against the same binary on the host running on softroce's drop-in libibverbs.
+cell_perftest() {
+  local role=$1 name=$2 t=$3 size=$4 mtu=$5
+  local opts="-x 1 -F -m $mtu -p $SIDE_PORT -n 100"
+  case $t in ib_atomic_*) ;; *) opts="$opts -s $size";; esac
+  local vmcmd="/usr/local/bin/$t -d rxe0 $opts"
+  local host=(env SOFTROCE_QUIET=1 "$S" exec --devices "softroce0=$HOST_IP" -- "$t" -d softroce0 $opts)
+  if [ "$role" = vm-client ]; then
+    vmcmd="$vmcmd $HOST_IP"
+  else
+    # perftest's client does not retry: start it once the VM's server listens (a probe
+    # connection would be taken for the client, so look at /proc/net/tcp instead).
+    local listen; listen=$(printf ':%04X 00000000:0000 0A' "$SIDE_PORT")
+    host=(sh -c "for i in \$(seq 150); do $HERE/vmctl.py --timeout 10 $CTL \"grep -q '$listen' /proc/net/tcp\" >/dev/null && exec \"\$0\" \"\$@\"; sleep 0.2; done; echo 'the VM server never listened'; exit 1" "${host[@]}" "$VM_IP")
+  fi
+  CELL_ITERS=100
+  two_sided "$role" "$name" "$vmcmd" "${host[@]}"
+  local rc=$?
+  local client_log="$LOGS/$name.host.log"
+  [ "$role" = vm-client ] && client_log="$LOGS/$name.vm.log"
+  CELL_NOTE="vm=$VM_RC host=$HOST_RC $(grep -A1 '#bytes' "$client_log" | tail -1 | tr -s ' ')"
+  return $rc
+}
+
+# ---- bookkeeping ------------------------------------------------------------------------
+pass=0; fail=0
+record() { # ROW ROLE RESULT SECONDS NOTE
+  [ "$3" = pass ] && pass=$((pass + 1)) || fail=$((fail + 1))
+  printf "%s\t%s\t%s\t%s\t%s\t%s\n" "$1" "$2" "$3" "$CELL_ITERS" "$4" "$5" >>"$RESULTS"
+  printf "%-32s %-16s %-5s %6ss  %s\n" "$1" "$(role_label "$2")" "$3" "$4" "$5" | tee -a "$SUMMARY"
+}
+show_failure() { # NAME DELTA
+  echo "---- $1 failed: VM side ($LOGS/$1.vm.log)"; tail -n 8 "$LOGS/$1.vm.log"
+  echo "---- host side ($LOGS/$1.host.log)"; tail -n 8 "$LOGS/$1.host.log"
+  echo "---- rxe hw_counters that moved: ${2:-none}"
+  echo "---- host-side pcap: $LOGS/$1.pcap"
+  echo "---- VM console tail ($CACHE/run/vm1.console):"; tail -n 15 "$CACHE/run/vm1.console" | tr -d '\r'
+}
+run_cell() { # ROW ROLE
+  local row=$1 role=$2 kind name netem="" t0 secs rc delta bad note
+  local -a args
+  read -r -a args <<<"$row"
+  kind=${args[0]}
+  name=$(echo "$row $role" | tr ' ' '-')
+  case " $row " in *" netem "*) netem=1;; esac
+  CELL_NOTE=""; CELL_ITERS=""
+  [ -n "$netem" ] && netem_on >/dev/null
+  t0=$(date +%s.%N)
+  "cell_$kind" "$role" "$name" "${args[@]:1}"; rc=$?
+  secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  note=$CELL_NOTE
+  [ -n "$netem" ] && { note="$note netem: $(netem_stats)"; netem_off; }
+  read_counters >"$LOGS/.counters.now" || echo "reading rxe counters failed" >&2
+  delta=$(counter_delta "$LOGS/.counters.before" "$LOGS/.counters.now")
+  mv "$LOGS/.counters.now" "$LOGS/.counters.before"
+  bad=$(anomalies_in "$delta")
+  if [ -n "$netem" ]; then
+    note="$note rxe: ${bad:-no retries}"
+  elif [ -n "$bad" ] && [ $rc = 0 ]; then
+    local retries others prompt
+    retries=$(echo "$bad" | grep -o 'completer_retry_err+[0-9]*')
+    others=$(echo "$bad" | sed 's/completer_retry_err+[0-9]*//; s/^ *//; s/ *$//')
+    if [ -n "$retries" ] && [ -z "$others" ] && prompt=$(ack_latency "$LOGS/$name.pcap"); then
+      note="$note rxe spurious retry timer: $retries ($prompt)"
+    else
+      rc=1; note="$note rxe anomalies: $bad ${prompt:-}"
+    fi
+  fi
+  if [ $rc = 0 ]; then
+    rm -f "$LOGS/$name.pcap"
+    record "$row" "$role" pass "$secs" "$note"
+  else
+    record "$row" "$role" FAIL "$secs" "$note"
+    show_failure "$name" "$delta"
+  fi
+}
+
+# ---- the matrix -------------------------------------------------------------------------
+print_matrix() { # RESULTS_TSV KVER
+  echo "rxe interop matrix: kernel $2 (flavor $FLAVOR), $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "rxe -> softroce: the rdma-core program in the VM is the client; softroce -> rxe: softroce is"
+  printf "%-22s %-6s %-5s %8s %6s  %-16s %-16s\n" OP LINK MTU SIZE ITERS "rxe -> softroce" "softroce -> rxe"
+  awk -F'\t' '
+    { split($1, f, " "); key = $1; if (!(key in seen)) { seen[key] = 1; order[++n] = key }
+      res[key, $2] = ($3 == "pass" ? "pass" : "FAIL") " " $5 "s"; iters[key] = $4 }
+    END { for (i = 1; i <= n; i++) { k = order[i]; split(k, f, " ")
+            op = f[1] == "pingpong" ? f[2] : f[1] " " f[2]
+            printf "%-22s %-6s %-5s %8s %6s  %-16s %-16s\n", op, (f[5] == "netem" ? "netem" : "clean"),
+              f[4], f[3], iters[k], res[k, "vm-client"], res[k, "vm-server"] } }' "$1"
+  echo "sizes in bytes; MTU = path MTU (-m; rxe0 active_mtu 4096 on a 9000-byte link); netem: $NETEM"
+  echo "(RoCE packets only, both directions, inside the VM). Size 0 is impossible for the pingpongs:"
+  echo "rxe refuses a zero-length MR in ibv_rc/uc_pingpong, ibv_srq_pingpong refuses it; the ops rows"
+  echo "cover it. pingpong rows: exit status and completion of both sides, echoed data verified by"
+  echo "softroce (rc/uc/ud). ops rows: softroce's verbs program on rxe0 through its libibverbs"
+  echo "backend against the emulator, sizes 0, 1, MTU, MTU+1, 64 KiB, 1 MiB (UD: up to the MTU),"
+  echo "data, immediates, atomics' values and the UD GRH area checked by both sides. perftest rows:"
+  echo "unmodified perftest on rxe0 against perftest on softroce's drop-in libibverbs. After every"
+  echo "clean cell rxe's hw_counters show no retries/sequence errors/duplicates/RNR."
+}
+
+# ---- main -------------------------------------------------------------------------------
+echo "[interop] building softroce (release)"
+(cd "$ROOT" && cargo build --release --locked -p softroce-cli -p softroce-ibverbs) || exit 1
+S="$ROOT/target/release/softroce"
+# The VM gets softroce (its libibverbs backend drives rxe0) and perftest.
+PERFTEST="ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_send_lat"
+for t in $PERFTEST; do command -v "$t" >/dev/null || { echo "[interop] $t missing (perftest)"; exit 1; }; done
+export SOFTROCE_VM_BINS="$S $(for t in $PERFTEST; do command -v "$t"; done | tr '\n' ' ')"
+"$HERE/build-image.sh" "$FLAVOR" || { echo "[interop] image build failed"; exit 1; }
+# One lab at a time on this machine (the netns name is global): stop our own leftovers, then
+# wait for anyone else's run to end. A netns without any QEMU for 10 s is a leftover too.
+cleanup
+lonely=0
+for _ in $(seq 120); do
+  if pgrep -f qemu-system >/dev/null; then lonely=0
+  elif ip netns list | grep -qw "$NS"; then lonely=$((lonely + 1))
+  else break; fi
+  if [ $lonely -ge 2 ]; then echo "[interop] removing the leftover netns $NS"; ip netns del "$NS"; break; fi
+  echo "[interop] another QEMU or the netns $NS is in use; waiting (up to 10 min)"; sleep 5
+done
+if pgrep -f qemu-system >/dev/null || ip netns list | grep -qw "$NS"; then
+  echo "[interop] the lab is still in use after 10 minutes"; exit 1
+fi
+trap cleanup EXIT
+"$HERE/start-vms.sh" 1 "$FLAVOR" || { echo "[interop] VM boot failed"; exit 1; }
+KVER=$(cat "$CACHE/$FLAVOR/kver" 2>/dev/null || echo "$FLAVOR")
+if ! vm "ibv_devinfo -v -d rxe0" | grep -q 'active_mtu:.*4096'; then
+  echo "[interop] rxe0 active_mtu is not 4096 on the $LAB_MTU-byte link:"; vm "ibv_devinfo -v -d rxe0 | grep mtu"; exit 1
+fi
+rm -rf "$LOGS"; mkdir -p "$LOGS"; : >"$RESULTS"
+read_counters >"$LOGS/.counters.before"
+printf "%-32s %-16s %-5s %7s  %s\n" CELL DIRECTION RESULT TIME NOTE | tee "$SUMMARY"
+t_start=$(date +%s)
+for row in "${CELL_ROWS[@]}"; do
+  [[ $row =~ $CELLS ]] || continue
+  for role in "${ROLES[@]}"; do run_cell "$row" "$role"; done
 done
 echo "[interop] rxe hw_counters after the run:"
-$V 'cd /sys/class/infiniband/rxe0/ports/1/hw_counters && for f in *; do printf "%s=%s " $f $(cat $f); done; echo' | tee -a "$SUMMARY"
-if [ $fail -ne 0 ]; then
-  echo "[interop] VM console tail:"; tail -20 "$HERE/cache/run/vm1.console"
-fi
-echo "interop: $pass passed, $fail failed" | tee -a "$SUMMARY"
-[ $fail -eq 0 ]
+tr '\n' ' ' <"$LOGS/.counters.before" | tee -a "$SUMMARY"; echo | tee -a "$SUMMARY"
+echo | tee -a "$SUMMARY"
+print_matrix "$RESULTS" "$KVER" | tee "$MATRIX"
+echo "interop $FLAVOR: $pass passed, $fail failed in $(( $(date +%s) - t_start )) s" | tee -a "$SUMMARY" "$MATRIX"
+[ $fail -eq 0 ] && [ $pass -gt 0 ]

@@ -1,7 +1,8 @@
-//! `softroce pingpong`: rdma-core's `ibv_{rc,uc,ud}_pingpong`, on an emulated device,
+//! `softroce pingpong`: rdma-core's `ibv_{rc,uc,ud,srq}_pingpong`, on an emulated device,
 //! speaking the same TCP side channel (port 18515, 52-byte `LID:QPN:PSN:GID` messages), so
 //! either side can be the real tool on rdma_rxe or a NIC.
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::process::ExitCode;
@@ -21,6 +22,8 @@ pub(crate) enum Transport {
     Uc,
     /// Unreliable datagram (ibv_ud_pingpong).
     Ud,
+    /// Several RC QPs receiving from one shared receive queue (ibv_srq_pingpong).
+    Srq,
 }
 
 /// Arguments of `softroce pingpong`.
@@ -47,6 +50,9 @@ pub(crate) struct PingpongArgs {
     /// Receive queue depth.
     #[arg(short = 'r', long, default_value_t = 500)]
     rx_depth: u32,
+    /// Number of RC QPs sharing the receive queue (`--type srq` only; both sides must agree).
+    #[arg(short = 'q', long, default_value_t = 16)]
+    num_qp: usize,
     /// Path MTU in bytes (256..4096).
     #[arg(short = 'm', long, default_value_t = 1024)]
     mtu: usize,
@@ -57,13 +63,19 @@ pub(crate) struct PingpongArgs {
     /// Fill sent messages with a pattern and verify every received message.
     #[arg(long)]
     check: bool,
+    /// For a peer that is rdma-core's ibv_{rc,uc,ud}_pingpong, which sends from the buffer
+    /// it receives into: fill sent messages with a pattern and verify that every received
+    /// message is the one this side sent before (a client's first message is its 0x7b fill).
+    #[arg(long, conflicts_with = "check")]
+    check_echo: bool,
     /// Inject seeded faults into this side's sent datagrams, e.g.
     /// `drop=0.2,dup=0.05,reorder=0.05,corrupt=0.01,delay=MS,seed=N` (default: `SOFTROCE_FAULTS`).
     #[arg(long)]
     faults: Option<String>,
-    /// Local ACK timeout exponent of the RC QP: 4.096 us * 2^N (rdma-core uses 14).
-    #[arg(long, default_value_t = 14)]
-    qp_timeout: u8,
+    /// Local ACK timeout exponent of the RC QP: 4.096 us * 2^N. Default: rdma-core's 14
+    /// (67 ms), or 10 (4 ms) when faults are injected, where every lost packet waits for it.
+    #[arg(long = "qp-timeout")]
+    qp_timeout_exp: Option<u8>,
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 60)]
     timeout: u64,
@@ -72,8 +84,15 @@ pub(crate) struct PingpongArgs {
 }
 
 const MSG_LEN: usize = 52;
+/// ibv_srq_pingpong (rdma-core v44) always exchanges this many address messages, whatever
+/// its `-q`: one per QP, then zero-filled ones (`0000:000000:000000:000…0`).
+const SRQ_WIRE_MSGS: usize = 256;
 const RECV_WRID: u64 = 1;
 const SEND_WRID: u64 = 2;
+/// The low bits of a work request ID say whether it is a send or a receive; SRQ receives
+/// carry their buffer slot above them.
+const KIND_MASK: u64 = 3;
+const KIND_BITS: u32 = 2;
 const GRH: usize = 40;
 
 fn encode(ep: &QueuePairEndpoint) -> [u8; MSG_LEN] {
@@ -112,6 +131,37 @@ fn decode(msg: &[u8], udp_port: u16) -> anyhow::Result<QueuePairEndpoint> {
     })
 }
 
+/// The peer's endpoints for our `wanted` QPs out of its `wire` messages; the peer must offer
+/// exactly as many QPs as we have (`-q` on both sides).
+fn decode_all(wire: &[u8], wanted: usize, udp_port: u16) -> anyhow::Result<Vec<QueuePairEndpoint>> {
+    let mut remotes = Vec::with_capacity(wanted);
+    for (i, msg) in wire.chunks_exact(MSG_LEN).enumerate() {
+        let ep = decode(msg, udp_port).with_context(|| format!("peer address message {i}"))?;
+        if i < wanted {
+            ensure!(
+                ep.qpn != 0,
+                "the peer offers only {i} QPs, this side has {wanted}: use the same -q on both sides"
+            );
+            remotes.push(ep);
+        } else {
+            ensure!(
+                ep.qpn == 0,
+                "the peer offers more QPs than this side's {wanted}: use the same -q on both sides"
+            );
+        }
+    }
+    Ok(remotes)
+}
+
+impl PingpongArgs {
+    /// The RC QP's local ACK timeout exponent (see `--qp-timeout`).
+    fn qp_timeout(&self) -> u8 {
+        let faulty =
+            self.faults.is_some() || std::env::var("SOFTROCE_FAULTS").is_ok_and(|f| !f.is_empty());
+        self.qp_timeout_exp.unwrap_or(if faulty { 10 } else { 14 })
+    }
+}
+
 pub(crate) fn run(args: &PingpongArgs) -> ExitCode {
     match pingpong(args) {
         Ok(()) => ExitCode::SUCCESS,
@@ -128,6 +178,19 @@ fn pattern(iter: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// Message `k` of the QP at `qp_index` (SRQ): differs between QPs, so a message delivered
+/// to the wrong QP is caught too (an odd multiplier keeps 255 QPs apart).
+fn srq_pattern(qp_index: usize, k: u64, len: usize) -> Vec<u8> {
+    pattern(k.wrapping_add((qp_index as u64).wrapping_mul(97)), len)
+}
+
+fn print_address(which: &str, ep: &QueuePairEndpoint) {
+    println!(
+        "  {which} address: LID 0x0000, QPN {:#08x}, PSN {:#08x}, GID {}",
+        ep.qpn, ep.psn, ep.gid
+    );
+}
+
 fn pingpong(args: &PingpongArgs) -> anyhow::Result<()> {
     let mtu = Mtu::from_bytes(args.mtu)
         .with_context(|| format!("--mtu {} is not 256, 512, 1024, 2048 or 4096", args.mtu))?;
@@ -137,148 +200,22 @@ fn pingpong(args: &PingpongArgs) -> anyhow::Result<()> {
         "UD messages must fit one MTU: --size {} is too large",
         args.size
     );
+    ensure!(
+        args.qp_timeout() <= 31,
+        "--qp-timeout {} exceeds 31",
+        args.qp_timeout()
+    );
     let mut cfg = softroce_emu::driver::DeviceConfig::new("softroce0", args.bind);
     cfg.hca.udp_port = args.udp_port;
     if args.faults.is_some() {
         cfg.faults.clone_from(&args.faults);
     }
-    ensure!(
-        args.qp_timeout <= 31,
-        "--qp-timeout {} exceeds 31",
-        args.qp_timeout
-    );
     let ctx = Context::open_emulated_with(cfg).context("starting the device")?;
-    let pd = ctx.alloc_pd()?;
-    let cq = ctx.create_cq(args.rx_depth + 1, None)?;
-    let buf_len = args.size + if ud { GRH } else { 0 };
-    let send_mr = pd.allocate(buf_len.max(1))?;
-    let recv_mr = pd.allocate(buf_len.max(1))?;
-    let qp_type = match args.transport {
-        Transport::Rc => QpType::Rc,
-        Transport::Uc => QpType::Uc,
-        Transport::Ud => QpType::Ud,
-    };
-    let cap = QpCap {
-        max_send_wr: 1,
-        max_recv_wr: args.rx_depth,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
-    let prepared = pd
-        .create_qp(&cq, &cq, qp_type)
-        .caps(cap)
-        .mtu(mtu)
-        .reliability(args.qp_timeout, 7, 7)
-        .build()?;
-    let local = prepared.endpoint();
-    println!(
-        "  local address:  LID 0x0000, QPN {:#08x}, PSN {:#08x}, GID {}",
-        local.qpn, local.psn, local.gid
-    );
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
-    let remote = exchange(args, &local, deadline)?;
-    println!(
-        "  remote address: LID 0x0000, QPN {:#08x}, PSN {:#08x}, GID {}",
-        remote.qpn, remote.psn, remote.gid
-    );
-    let qp = prepared.handshake(remote)?;
-    let target: Option<UdTarget> = if ud {
-        Some(qp.ud_target(remote, 0x1111_1111)?)
-    } else {
-        None
+    let secs = match args.transport {
+        Transport::Srq => srq_pingpong(args, &ctx, mtu, deadline)?,
+        _ => single_qp_pingpong(args, &ctx, mtu, deadline)?,
     };
-    let recv_sge = recv_mr.slice(0..buf_len.max(1))?;
-    let mut routs = 0;
-    for _ in 0..args.rx_depth {
-        // SAFETY: `recv_mr` lives until the end of this function, after the last poll.
-        unsafe { qp.post_receive(&[recv_sge], RECV_WRID)? };
-        routs += 1;
-    }
-    let client = args.server.is_some();
-    let send = |iter: u64| -> anyhow::Result<()> {
-        let off = if ud { GRH } else { 0 };
-        if args.check {
-            send_mr.write(off, &pattern(iter, args.size))?;
-        }
-        let mut wr = SendWr::new(SEND_WRID, WrOpcode::Send);
-        wr.sg_list = vec![send_mr.slice(off..off + args.size)?];
-        wr.ud = target;
-        // SAFETY: `send_mr` lives until the end of the function, after the last poll.
-        unsafe { qp.post_send(&[wr])? };
-        Ok(())
-    };
-    let mut pending = RECV_WRID;
-    let (mut scnt, mut rcnt) = (0u64, 0u64);
-    let start = Instant::now();
-    if client {
-        send(0)?;
-        pending |= SEND_WRID;
-    }
-    let mut wcs = [softroce_verbs::WorkCompletion::success(0, 0, WcOpcode::Send, 0); 16];
-    let mut idle = 0u32;
-    while rcnt < args.iters || scnt < args.iters {
-        if Instant::now() > deadline {
-            bail!("timed out after {scnt} sends and {rcnt} receives");
-        }
-        let n = cq.poll(&mut wcs)?;
-        if n == 0 {
-            // Polling takes the device lock; back off so the engine thread (which may share
-            // the core) can deliver what we are waiting for.
-            idle += 1;
-            if idle > 64 {
-                std::thread::sleep(Duration::from_micros(20));
-            } else {
-                std::thread::yield_now();
-            }
-            continue;
-        }
-        idle = 0;
-        for wc in &wcs[..n] {
-            ensure!(
-                wc.status == WcStatus::Success,
-                "{} for wr_id {} (vendor_err {:#x})",
-                wc.status,
-                wc.wr_id,
-                wc.vendor_err
-            );
-            match wc.wr_id {
-                SEND_WRID => scnt += 1,
-                RECV_WRID => {
-                    if args.check {
-                        let off = if ud { GRH } else { 0 };
-                        let mut got = vec![0u8; args.size];
-                        recv_mr.read(off, &mut got)?;
-                        ensure!(
-                            got == pattern(rcnt, args.size),
-                            "message {rcnt} differs from what was sent"
-                        );
-                    }
-                    rcnt += 1;
-                    routs -= 1;
-                    if routs <= 1 {
-                        let refill = args.rx_depth - routs;
-                        for _ in 0..refill {
-                            // SAFETY: as above.
-                            unsafe { qp.post_receive(&[recv_sge], RECV_WRID)? };
-                        }
-                        routs += refill;
-                    }
-                }
-                other => bail!("completion for unknown wr_id {other}"),
-            }
-            pending &= !wc.wr_id;
-            if scnt < args.iters && pending == 0 {
-                send(scnt)?;
-                pending = RECV_WRID | SEND_WRID;
-            }
-        }
-    }
-    let secs = start.elapsed().as_secs_f64();
-    // The peer may still be waiting for the acknowledgement of its last message (lost on the
-    // way): keep the device answering retransmissions for a few ACK timeouts before leaving.
-    let ack_timeout = Duration::from_nanos(4096u64 << args.qp_timeout.min(31));
-    std::thread::sleep((ack_timeout * 8).clamp(Duration::from_millis(100), Duration::from_secs(2)));
     let bytes = args.size as f64 * args.iters as f64 * 2.0;
     println!(
         "{} bytes in {secs:.2} seconds = {:.2} Mbit/sec",
@@ -310,14 +247,372 @@ fn pingpong(args: &PingpongArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The side channel of rdma-core's pingpong examples.
-fn exchange(
+/// Polling takes the device lock; after a run of empty polls, back off so the engine thread
+/// (which may share the core) can deliver what we are waiting for.
+fn back_off(idle: &mut u32) {
+    *idle += 1;
+    if *idle > 64 {
+        std::thread::sleep(Duration::from_micros(20));
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+/// The peer may still be waiting for the acknowledgement of its last message (lost on the
+/// way): keep the QPs answering retransmissions for a few ACK timeouts before leaving.
+fn linger(args: &PingpongArgs) {
+    let ack_timeout = Duration::from_nanos(4096u64 << args.qp_timeout().min(31));
+    std::thread::sleep((ack_timeout * 8).clamp(Duration::from_millis(100), Duration::from_secs(2)));
+}
+
+/// What received message `k` must hold: with `--check` the peer's `k`-th pattern; with
+/// `--check-echo` our own previous message, which rdma-core's pingpong sends back from its
+/// receive buffer (a client's first message is the buffer's initial 0x7b fill).
+fn expected_message(args: &PingpongArgs, client: bool, k: u64) -> (Vec<u8>, &'static str) {
+    if !args.check_echo {
+        (pattern(k, args.size), "what the peer sent")
+    } else if client {
+        (
+            pattern(k, args.size),
+            "the echo of our message of the same number",
+        )
+    } else if k == 0 {
+        (vec![0x7b; args.size], "rdma-core's initial 0x7b fill")
+    } else {
+        (
+            pattern(k - 1, args.size),
+            "the echo of our previous message",
+        )
+    }
+}
+
+/// ibv_{rc,uc,ud}_pingpong: one QP, one message in flight each way. Returns the seconds the
+/// exchange took.
+fn single_qp_pingpong(
     args: &PingpongArgs,
-    local: &QueuePairEndpoint,
+    ctx: &Context,
+    mtu: Mtu,
     deadline: Instant,
-) -> anyhow::Result<QueuePairEndpoint> {
-    let mine = encode(local);
-    let mut theirs = [0u8; MSG_LEN];
+) -> anyhow::Result<f64> {
+    let ud = args.transport == Transport::Ud;
+    let pd = ctx.alloc_pd()?;
+    let cq = ctx.create_cq(args.rx_depth + 1, None)?;
+    let buf_len = args.size + if ud { GRH } else { 0 };
+    let send_mr = pd.allocate(buf_len.max(1))?;
+    let recv_mr = pd.allocate(buf_len.max(1))?;
+    let qp_type = match args.transport {
+        Transport::Rc => QpType::Rc,
+        Transport::Uc => QpType::Uc,
+        Transport::Ud => QpType::Ud,
+        Transport::Srq => bail!("SRQ pingpong has its own loop"),
+    };
+    let cap = QpCap {
+        max_send_wr: 1,
+        max_recv_wr: args.rx_depth,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
+    let prepared = pd
+        .create_qp(&cq, &cq, qp_type)
+        .caps(cap)
+        .mtu(mtu)
+        .reliability(args.qp_timeout(), 7, 7)
+        .build()?;
+    let local = prepared.endpoint();
+    print_address("local ", &local);
+    let (qp, remote) = exchange(args, &[local], 1, deadline, |remotes| {
+        let remote = remotes[0];
+        print_address("remote", &remote);
+        Ok((prepared.handshake(remote)?, remote))
+    })?;
+    let target: Option<UdTarget> = if ud {
+        Some(qp.ud_target(remote, 0x1111_1111)?)
+    } else {
+        None
+    };
+    let recv_sge = recv_mr.slice(0..buf_len.max(1))?;
+    let mut routs = 0;
+    for _ in 0..args.rx_depth {
+        // SAFETY: `recv_mr` lives until the end of this function, after the last poll.
+        unsafe { qp.post_receive(&[recv_sge], RECV_WRID)? };
+        routs += 1;
+    }
+    let client = args.server.is_some();
+    let send = |iter: u64| -> anyhow::Result<()> {
+        let off = if ud { GRH } else { 0 };
+        if args.check || args.check_echo {
+            send_mr.write(off, &pattern(iter, args.size))?;
+        }
+        let mut wr = SendWr::new(SEND_WRID, WrOpcode::Send);
+        wr.sg_list = vec![send_mr.slice(off..off + args.size)?];
+        wr.ud = target;
+        // SAFETY: `send_mr` lives until the end of the function, after the last poll.
+        unsafe { qp.post_send(&[wr])? };
+        Ok(())
+    };
+    let mut pending = RECV_WRID;
+    let (mut scnt, mut rcnt) = (0u64, 0u64);
+    let start = Instant::now();
+    if client {
+        send(0)?;
+        pending |= SEND_WRID;
+    }
+    let mut wcs = [softroce_verbs::WorkCompletion::success(0, 0, WcOpcode::Send, 0); 16];
+    let mut idle = 0u32;
+    while rcnt < args.iters || scnt < args.iters {
+        if Instant::now() > deadline {
+            bail!("timed out after {scnt} sends and {rcnt} receives");
+        }
+        let n = cq.poll(&mut wcs)?;
+        if n == 0 {
+            back_off(&mut idle);
+            continue;
+        }
+        idle = 0;
+        for wc in &wcs[..n] {
+            ensure!(
+                wc.status == WcStatus::Success,
+                "{} for wr_id {} (vendor_err {:#x})",
+                wc.status,
+                wc.wr_id,
+                wc.vendor_err
+            );
+            match wc.wr_id {
+                SEND_WRID => scnt += 1,
+                RECV_WRID => {
+                    if args.check || args.check_echo {
+                        let off = if ud { GRH } else { 0 };
+                        let mut got = vec![0u8; args.size];
+                        recv_mr.read(off, &mut got)?;
+                        let (expected, what) = expected_message(args, client, rcnt);
+                        if let Some(at) = got.iter().zip(&expected).position(|(a, b)| a != b) {
+                            bail!(
+                                "message {rcnt} differs from {what} at byte {at}: {:#04x}, expected {:#04x}",
+                                got[at],
+                                expected[at]
+                            );
+                        }
+                    }
+                    rcnt += 1;
+                    routs -= 1;
+                    if routs <= 1 {
+                        let refill = args.rx_depth - routs;
+                        for _ in 0..refill {
+                            // SAFETY: as above.
+                            unsafe { qp.post_receive(&[recv_sge], RECV_WRID)? };
+                        }
+                        routs += refill;
+                    }
+                }
+                other => bail!("completion for unknown wr_id {other}"),
+            }
+            pending &= !wc.wr_id;
+            if scnt < args.iters && pending == 0 {
+                send(scnt)?;
+                pending = RECV_WRID | SEND_WRID;
+            }
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    linger(args);
+    Ok(secs)
+}
+
+/// ibv_srq_pingpong: `-q` RC QPs whose receives all come from one shared receive queue,
+/// each QP with one message in flight each way; `-n` counts messages over all QPs (rdma-core
+/// stops posting once that many sends completed, so a few more may cross). Returns the
+/// seconds the exchange took.
+fn srq_pingpong(
+    args: &PingpongArgs,
+    ctx: &Context,
+    mtu: Mtu,
+    deadline: Instant,
+) -> anyhow::Result<f64> {
+    let num_qp = args.num_qp;
+    ensure!(
+        !args.check_echo,
+        "--check-echo needs a peer with a buffer per QP; ibv_srq_pingpong shares one among its QPs"
+    );
+    ensure!(
+        (1..SRQ_WIRE_MSGS).contains(&num_qp),
+        "-q {num_qp}: ibv_srq_pingpong takes 1 to {} QPs",
+        SRQ_WIRE_MSGS - 1
+    );
+    let rx_depth = args.rx_depth as usize;
+    ensure!(
+        num_qp <= rx_depth,
+        "--rx-depth {rx_depth} is too small for {num_qp} QPs: each QP needs at least one receive"
+    );
+    let pd = ctx.alloc_pd()?;
+    let cq = ctx.create_cq(args.rx_depth + num_qp as u32, None)?;
+    let srq = pd.create_srq(args.rx_depth, 1)?;
+    // With --check every posted receive gets its own slot (messages of different QPs land
+    // at the same time) and every QP its own send buffer; without it all share one buffer,
+    // as in rdma-core.
+    let stride = args.size.max(1);
+    let slots = if args.check { rx_depth } else { 1 };
+    let recv_mr = pd.allocate(slots * stride)?;
+    let send_mr = pd.allocate(if args.check { num_qp } else { 1 } * stride)?;
+    let cap = QpCap {
+        max_send_wr: 1,
+        max_recv_wr: 0,
+        max_send_sge: 1,
+        max_recv_sge: 0,
+        max_inline_data: 0,
+    };
+    let mut prepared = Vec::with_capacity(num_qp);
+    for _ in 0..num_qp {
+        prepared.push(
+            pd.create_qp(&cq, &cq, QpType::Rc)
+                .srq(&srq)
+                .caps(cap)
+                .mtu(mtu)
+                .reliability(args.qp_timeout(), 7, 7)
+                .build()?,
+        );
+    }
+    let mut free_slots: Vec<usize> = (0..slots).rev().collect();
+    let post_recv = |free_slots: &mut Vec<usize>| -> anyhow::Result<()> {
+        let slot = if args.check {
+            free_slots
+                .pop()
+                .context("no free receive slot: more receives outstanding than --rx-depth")?
+        } else {
+            0
+        };
+        let sge = recv_mr.slice(slot * stride..slot * stride + args.size)?;
+        // SAFETY: `recv_mr` lives until the end of this function, after the last poll.
+        unsafe { srq.post_receive(&[sge], ((slot as u64) << KIND_BITS) | RECV_WRID)? };
+        Ok(())
+    };
+    // Like rdma-core, receives are ready before the peer learns the QPs.
+    for _ in 0..rx_depth {
+        post_recv(&mut free_slots)?;
+    }
+    let mut routs = rx_depth;
+    let locals: Vec<QueuePairEndpoint> = prepared.iter().map(|p| p.endpoint()).collect();
+    for local in &locals {
+        print_address("local ", local);
+    }
+    let qps = exchange(args, &locals, SRQ_WIRE_MSGS, deadline, |remotes| {
+        let mut qps = Vec::with_capacity(num_qp);
+        for (p, remote) in prepared.into_iter().zip(remotes) {
+            print_address("remote", remote);
+            qps.push(p.handshake(*remote)?);
+        }
+        Ok(qps)
+    })?;
+    let index_of: HashMap<u32, usize> = qps.iter().enumerate().map(|(i, q)| (q.qpn(), i)).collect();
+    let mut sent = vec![0u64; num_qp];
+    let mut received = vec![0u64; num_qp];
+    let send = |idx: usize, k: u64| -> anyhow::Result<()> {
+        let off = if args.check { idx * stride } else { 0 };
+        if args.check {
+            send_mr.write(off, &srq_pattern(idx, k, args.size))?;
+        }
+        let mut wr = SendWr::new(SEND_WRID, WrOpcode::Send);
+        wr.sg_list = vec![send_mr.slice(off..off + args.size)?];
+        // SAFETY: `send_mr` lives until the end of the function, after the last poll.
+        unsafe { qps[idx].post_send(&[wr])? };
+        Ok(())
+    };
+    let mut pending = vec![RECV_WRID; num_qp];
+    if args.server.is_some() {
+        for (idx, p) in pending.iter_mut().enumerate() {
+            send(idx, 0)?;
+            sent[idx] = 1;
+            *p |= SEND_WRID;
+        }
+    }
+    let (mut scnt, mut rcnt) = (0u64, 0u64);
+    let start = Instant::now();
+    let mut wcs = [softroce_verbs::WorkCompletion::success(0, 0, WcOpcode::Send, 0); 64];
+    let mut idle = 0u32;
+    while rcnt < args.iters || scnt < args.iters {
+        if Instant::now() > deadline {
+            bail!("timed out after {scnt} sends and {rcnt} receives");
+        }
+        let n = cq.poll(&mut wcs)?;
+        if n == 0 {
+            back_off(&mut idle);
+            continue;
+        }
+        idle = 0;
+        for wc in &wcs[..n] {
+            ensure!(
+                wc.status == WcStatus::Success,
+                "{} for wr_id {} on QPN {:#x} (vendor_err {:#x})",
+                wc.status,
+                wc.wr_id,
+                wc.qp_num,
+                wc.vendor_err
+            );
+            let idx = *index_of
+                .get(&wc.qp_num)
+                .with_context(|| format!("completion for unknown QPN {:#x}", wc.qp_num))?;
+            let kind = wc.wr_id & KIND_MASK;
+            match kind {
+                SEND_WRID => scnt += 1,
+                RECV_WRID => {
+                    let slot = (wc.wr_id >> KIND_BITS) as usize;
+                    if args.check {
+                        let mut got = vec![0u8; args.size];
+                        recv_mr.read(slot * stride, &mut got)?;
+                        let k = received[idx];
+                        ensure!(
+                            got == srq_pattern(idx, k, args.size),
+                            "message {k} on QP {idx} (QPN {:#x}) differs from what was sent",
+                            wc.qp_num
+                        );
+                        free_slots.push(slot);
+                    }
+                    received[idx] += 1;
+                    rcnt += 1;
+                    routs -= 1;
+                    if routs <= num_qp {
+                        for _ in routs..rx_depth {
+                            post_recv(&mut free_slots)?;
+                        }
+                        routs = rx_depth;
+                    }
+                }
+                _ => bail!("completion for unknown wr_id {}", wc.wr_id),
+            }
+            pending[idx] &= !kind;
+            if scnt < args.iters && pending[idx] == 0 {
+                send(idx, sent[idx])?;
+                sent[idx] += 1;
+                pending[idx] = RECV_WRID | SEND_WRID;
+            }
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    linger(args);
+    Ok(secs)
+}
+
+/// The side channel of rdma-core's pingpong examples: the client sends its `wire_msgs`
+/// address messages (ours, then zero-filled), reads the server's and answers `done`; the
+/// server reads, connects its QPs (`connect`) before it answers, so the client's first
+/// message finds them ready, and waits for `done`.
+fn exchange<T>(
+    args: &PingpongArgs,
+    locals: &[QueuePairEndpoint],
+    wire_msgs: usize,
+    deadline: Instant,
+    connect: impl FnOnce(&[QueuePairEndpoint]) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let unused = QueuePairEndpoint {
+        qpn: 0,
+        psn: 0,
+        gid: Gid::from_bytes([0; 16]),
+        udp_port: args.udp_port,
+    };
+    let mine: Vec<u8> = (0..wire_msgs)
+        .flat_map(|i| encode(locals.get(i).unwrap_or(&unused)))
+        .collect();
+    let mut theirs = vec![0u8; wire_msgs * MSG_LEN];
     match &args.server {
         Some(server) => {
             let addr: SocketAddr = (server.as_str(), args.port)
@@ -328,8 +623,7 @@ fn exchange(
             let mut s = loop {
                 match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
                     Ok(s) => break s,
-                    Err(e) if Instant::now() < deadline => {
-                        let _ = e;
+                    Err(_) if Instant::now() < deadline => {
                         std::thread::sleep(Duration::from_millis(100));
                     }
                     Err(e) => return Err(e).with_context(|| format!("connecting to {addr}")),
@@ -338,8 +632,9 @@ fn exchange(
             s.set_read_timeout(Some(deadline.saturating_duration_since(Instant::now())))?;
             s.write_all(&mine)?;
             s.read_exact(&mut theirs)
-                .context("reading the server's address")?;
+                .context("reading the server's addresses")?;
             s.write_all(b"done\0")?;
+            connect(&decode_all(&theirs, locals.len(), args.udp_port)?)
         }
         None => {
             let listener = TcpListener::bind((IpAddr::from([0, 0, 0, 0]), args.port))
@@ -347,14 +642,15 @@ fn exchange(
             let (mut s, _) = listener.accept()?;
             s.set_read_timeout(Some(deadline.saturating_duration_since(Instant::now())))?;
             s.read_exact(&mut theirs)
-                .context("reading the client's address")?;
+                .context("reading the client's addresses")?;
+            let connected = connect(&decode_all(&theirs, locals.len(), args.udp_port)?)?;
             s.write_all(&mine)?;
             let mut done = [0u8; 5];
             s.read_exact(&mut done)
                 .context("waiting for the client's done")?;
+            Ok(connected)
         }
     }
-    decode(&theirs, args.udp_port)
 }
 
 #[cfg(test)]
@@ -377,5 +673,37 @@ mod tests {
         assert_eq!(msg[51], 0);
         assert_eq!(decode(&msg, 4791).unwrap(), ep);
         assert!(decode(b"garbage", 4791).is_err());
+    }
+
+    #[test]
+    fn srq_side_channel_pads_to_256_messages_and_needs_matching_qp_counts() {
+        let ep = |qpn| QueuePairEndpoint {
+            qpn,
+            psn: 1,
+            gid: Gid::from_ip("10.99.0.1".parse().unwrap()),
+            udp_port: 4791,
+        };
+        let unused = encode(&QueuePairEndpoint {
+            qpn: 0,
+            psn: 0,
+            gid: Gid::from_bytes([0; 16]),
+            udp_port: 4791,
+        });
+        assert_eq!(
+            &unused[..51],
+            b"0000:000000:000000:00000000000000000000000000000000"
+        );
+        let mut wire: Vec<u8> = [ep(0x11), ep(0x12)].iter().flat_map(encode).collect();
+        wire.extend((2..SRQ_WIRE_MSGS).flat_map(|_| unused));
+        assert_eq!(wire.len(), 256 * 52);
+        let remotes = decode_all(&wire, 2, 4791).unwrap();
+        assert_eq!(remotes, vec![ep(0x11), ep(0x12)]);
+        let fewer = decode_all(&wire, 3, 4791).unwrap_err().to_string();
+        assert!(
+            fewer.contains("the peer offers only 2 QPs, this side has 3"),
+            "{fewer}"
+        );
+        let more = decode_all(&wire, 1, 4791).unwrap_err().to_string();
+        assert!(more.contains("more QPs than this side's 1"), "{more}");
     }
 }

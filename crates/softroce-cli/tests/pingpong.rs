@@ -9,6 +9,17 @@ fn bin() -> std::path::PathBuf {
 }
 
 fn run_pair(transport: &str, server_ip: &str, client_ip: &str, tcp_port: u16, size: &str) {
+    run_pair_with(transport, server_ip, client_ip, tcp_port, size, &[]);
+}
+
+fn run_pair_with(
+    transport: &str,
+    server_ip: &str,
+    client_ip: &str,
+    tcp_port: u16,
+    size: &str,
+    extra: &[&str],
+) {
     let mut server = Command::new(bin())
         .args([
             "pingpong",
@@ -20,6 +31,7 @@ fn run_pair(transport: &str, server_ip: &str, client_ip: &str, tcp_port: u16, si
             &tcp_port.to_string(),
         ])
         .args(["-s", size, "-n", "300", "--check", "--timeout", "30"])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -44,6 +56,7 @@ fn run_pair(transport: &str, server_ip: &str, client_ip: &str, tcp_port: u16, si
             "30",
             server_ip,
         ])
+        .args(extra)
         .output()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(40);
@@ -87,6 +100,45 @@ fn uc_pingpong_between_two_processes_with_checked_data() {
 #[test]
 fn ud_pingpong_between_two_processes_with_checked_data() {
     run_pair("ud", "127.0.0.15", "127.0.0.16", 18613, "1024");
+}
+
+#[test]
+fn srq_pingpong_shares_one_receive_queue_among_qps_with_checked_data() {
+    // 5 QPs over one SRQ, each message checked against its QP's own pattern; the side
+    // channel pads to 256 address messages as ibv_srq_pingpong does.
+    run_pair_with(
+        "srq",
+        "127.0.0.27",
+        "127.0.0.28",
+        18616,
+        "2000",
+        &["-q", "5", "-r", "40"],
+    );
+}
+
+#[test]
+fn srq_pingpong_refuses_a_peer_with_a_different_qp_count() {
+    let server = Command::new(bin())
+        .args(["pingpong", "--type", "srq", "--bind", "127.0.0.29"])
+        .args(["-p", "18617", "-q", "3", "-n", "10", "--timeout", "20"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let client = Command::new(bin())
+        .args(["pingpong", "--type", "srq", "--bind", "127.0.0.30"])
+        .args(["-p", "18617", "-q", "4", "-n", "10", "--timeout", "20"])
+        .arg("127.0.0.29")
+        .output()
+        .unwrap();
+    let server_out = server.wait_with_output().unwrap();
+    assert_eq!(server_out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&server_out.stderr);
+    assert!(
+        err.contains("the peer offers more QPs than this side's 3: use the same -q on both sides"),
+        "{err}"
+    );
+    assert!(!client.status.success());
 }
 
 #[test]
