@@ -512,3 +512,93 @@ fn rc_messages_survive_a_fault_plan_targeting_acks_and_naks() {
     let injected = pair.fabric.fault_counters().unwrap();
     assert!(injected.dropped >= 10, "{injected}");
 }
+
+/// Opcodes of every datagram the fabric carries from `from`'s address, in order.
+fn record_opcodes(pair: &mut Pair) -> std::rc::Rc<std::cell::RefCell<Vec<(std::net::IpAddr, u8)>>> {
+    let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let log = std::rc::Rc::clone(&seen);
+    pair.fabric.set_filter(move |d| {
+        log.borrow_mut()
+            .push((d.src.ip(), d.payload.first().copied().unwrap_or(0)));
+        softroce_emu::sim::FilterAction::Pass
+    });
+    seen
+}
+
+#[test]
+fn a_deferred_ack_travels_with_the_responders_answer() {
+    let mut pair = Pair::new(Options {
+        ack_defer: Duration::from_micros(100),
+        ..Options::default()
+    });
+    let seen = record_opcodes(&mut pair);
+    let b_ip: std::net::IpAddr = common::B_IP.parse().unwrap();
+    pair.post_recv('b', 1, 0, 64);
+    pair.post_recv('a', 2, 0, 64);
+    let ping = pair.send_wr('a', 10, 0, 8);
+    pair.post_send('a', ping);
+    assert_eq!(pair.completions('b', 1, Duration::from_micros(50)).len(), 1);
+    assert!(
+        !seen
+            .borrow()
+            .iter()
+            .any(|&(ip, op)| ip == b_ip && op == 0x11),
+        "B holds its ACK while it may answer"
+    );
+    let pong = pair.send_wr('b', 20, 0, 8);
+    pair.post_send('b', pong);
+    let a = pair.completions('a', 2, Duration::from_millis(5));
+    assert_eq!(a.len(), 2, "A's SEND completed and the pong arrived: {a:?}");
+    let from_b: Vec<u8> = seen
+        .borrow()
+        .iter()
+        .filter(|(ip, _)| *ip == b_ip)
+        .map(|(_, op)| *op)
+        .collect();
+    assert_eq!(
+        from_b[..2],
+        [0x11, 0x04],
+        "the ACK goes out first, with the pong: {from_b:x?}"
+    );
+    assert!(pair.counters('b').ack_deferred >= 1);
+}
+
+#[test]
+fn a_deferred_ack_goes_out_by_its_deadline_when_nothing_else_is_sent() {
+    let mut pair = Pair::new(Options {
+        ack_defer: Duration::from_micros(100),
+        ..Options::default()
+    });
+    pair.post_recv('b', 1, 0, 64);
+    let one_way = pair.send_wr('a', 10, 0, 8);
+    pair.post_send('a', one_way);
+    let a = pair.completions('a', 1, Duration::from_millis(5));
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0].status, WcStatus::Success);
+    assert_eq!(
+        pair.counters('a').retransmitted_pkts,
+        0,
+        "well before the ACK timeout"
+    );
+}
+
+#[test]
+fn destroying_the_responder_qp_sends_the_ack_it_held() {
+    let mut pair = Pair::new(Options {
+        ack_defer: Duration::from_secs(1),
+        ..Options::default()
+    });
+    pair.post_recv('b', 1, 0, 64);
+    let last = pair.send_wr('a', 10, 0, 8);
+    pair.post_send('a', last);
+    assert_eq!(pair.completions('b', 1, Duration::from_micros(50)).len(), 1);
+    let qp = pair.side('b').qp;
+    pair.hca('b').destroy_qp(qp).unwrap();
+    let a = pair.completions('a', 1, Duration::from_millis(1));
+    assert_eq!(
+        a.len(),
+        1,
+        "the peer's last SEND completes although the QP is gone"
+    );
+    assert_eq!(a[0].status, WcStatus::Success);
+}

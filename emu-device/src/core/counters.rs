@@ -88,7 +88,7 @@ pub struct Counters {
     pub send_rnr_err: u64,
     /// Sequence-error NAKs received.
     pub rcvd_seq_err: u64,
-    /// ACKs coalesced (rxe's name; always 0: softroce answers every AckReq at once).
+    /// ACKs held back to travel with the QP's next packet (`HcaConfig::ack_defer`).
     pub ack_deferred: u64,
     /// Transport retries exhausted.
     pub retry_exceeded_err: u64,

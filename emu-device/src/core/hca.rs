@@ -41,6 +41,11 @@ pub struct HcaConfig {
     pub retry_cnt_7_is_infinite: bool,
     /// The first QP number handed out (rxe starts at 0x11; 0 and 1 are the special QPs).
     pub first_qpn: u32,
+    /// How long the responder may hold a positive ACK back to send it with the QP's next
+    /// packet (zero: at once). Later ACKs replace a held one (an ACK covers every earlier
+    /// PSN), and the QP's next request, NAK or re-ACK takes it along, so a request/response
+    /// exchange costs one datagram per turn instead of two.
+    pub ack_defer: std::time::Duration,
 }
 
 impl HcaConfig {
@@ -64,6 +69,7 @@ impl HcaConfig {
             num_comp_vectors: 1,
             retry_cnt_7_is_infinite: true,
             first_qpn: FIRST_QPN,
+            ack_defer: std::time::Duration::ZERO,
         }
     }
 }
@@ -249,6 +255,8 @@ pub struct Hca {
     pub(crate) counters: Counters,
     pub(crate) tx_queue: VecDeque<super::transport::OutPacket>,
     pub(crate) active_qps: VecDeque<QpHandle>,
+    /// The time of the input being handled (what deferred ACKs are timed from).
+    pub(crate) input_time: Option<Instant>,
 }
 
 /// The first QPN handed out (rxe starts at 0x11; 0 and 1 are the special QPs).
@@ -321,6 +329,7 @@ impl Hca {
             counters: Counters::default(),
             tx_queue: VecDeque::new(),
             active_qps: VecDeque::new(),
+            input_time: None,
         }
     }
 

@@ -402,6 +402,10 @@ impl Hca {
         check_transition(q.init.qp_type, cur, next, mask)
             .map_err(|source| VerbsError::Transition { qpn, source })?;
         self.check_qp_values(qpn, attr, mask)?;
+        if next != cur {
+            // Leaving the current state: what was received is acknowledged first.
+            self.flush_deferred_ack(qp);
+        }
         let q = self.qp_mut(VERB, qp)?;
         let a = &mut q.attr;
         if mask.contains(M::ACCESS_FLAGS) {
@@ -585,6 +589,9 @@ impl Hca {
                 ),
             ));
         }
+        // The peer is owed the ACK of what this QP received (hardware would have sent it
+        // already); it leaves with the next transmit.
+        self.flush_deferred_ack(qp);
         let Some(q) = self.qps.remove(qp.index, qp.generation) else {
             return Err(VerbsError::StaleHandle {
                 verb: VERB,
@@ -854,6 +861,8 @@ impl Hca {
     /// Move a QP to ERR (raising `event` if given) and flush its queues. Used by the
     /// transport on fatal errors and by fault injection.
     pub(crate) fn qp_to_error(&mut self, qp: QpHandle, event: Option<EventType>) {
+        // Messages already received and completed are acknowledged before the QP stops.
+        self.flush_deferred_ack(qp);
         let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
             return;
         };

@@ -46,8 +46,10 @@ impl DeviceConfig {
     /// A device on `ip` with the default port (4791) and `SOFTROCE_PCAP` from the
     /// environment.
     pub fn new(name: &str, ip: std::net::IpAddr) -> Self {
+        let mut hca = HcaConfig::new(name, ip);
+        hca.ack_defer = ACK_DEFER;
         Self {
-            hca: HcaConfig::new(name, ip),
+            hca,
             pcap: std::env::var_os("SOFTROCE_PCAP").map(PathBuf::from),
             faults: std::env::var("SOFTROCE_FAULTS")
                 .ok()
@@ -55,6 +57,10 @@ impl DeviceConfig {
         }
     }
 }
+
+/// How long a real device holds an ACK back for the QP's next packet: long enough for an
+/// application to answer a request, far below any retransmission timeout.
+pub const ACK_DEFER: Duration = Duration::from_micros(100);
 
 const SOCKET: Token = Token(0);
 const WAKER: Token = Token(1);
@@ -167,14 +173,7 @@ impl Device {
         let r = f(&mut hca);
         let now = Instant::now();
         pump(&self.shared, &mut hca, now);
-        let wake = hca.poll_timeout().is_some_and(|t| {
-            nanos_since(self.shared.epoch, t) < self.shared.engine_wakes_at.load(Ordering::Acquire)
-        });
-        drop(hca);
-        if wake {
-            // A new timer is due before the engine would look again.
-            let _ = self.shared.waker.wake();
-        }
+        wake_engine_for_timers(&self.shared, &hca);
         r
     }
 
@@ -199,6 +198,8 @@ impl Device {
                     return Some(r);
                 }
                 if receive_ready(&self.shared, &mut hca) > 0 {
+                    // What arrived may have set a timer (a held ACK) the engine must know.
+                    wake_engine_for_timers(&self.shared, &hca);
                     continue;
                 }
                 if timeout.is_zero() {
@@ -355,6 +356,16 @@ impl Drop for Device {
             let _ = t.join();
         }
         // The capture writer flushes when the last reference to the device state drops.
+    }
+}
+
+/// Wake the engine when the device now has a timer due before the engine's own wakeup.
+fn wake_engine_for_timers(shared: &Shared, hca: &Hca) {
+    let earlier = hca.poll_timeout().is_some_and(|t| {
+        nanos_since(shared.epoch, t) < shared.engine_wakes_at.load(Ordering::Acquire)
+    });
+    if earlier {
+        let _ = shared.waker.wake();
     }
 }
 

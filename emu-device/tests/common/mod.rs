@@ -77,6 +77,7 @@ pub struct Options {
     pub access: AccessFlags,
     pub seed: u64,
     pub max_wr: u32,
+    pub ack_defer: Duration,
 }
 
 impl Default for Options {
@@ -97,6 +98,7 @@ impl Default for Options {
                 | AccessFlags::REMOTE_ATOMIC,
             seed: 1,
             max_wr: 256,
+            ack_defer: Duration::ZERO,
         }
     }
 }
@@ -120,6 +122,7 @@ fn make_side(fabric: &mut Fabric<Hca>, ip: &str, o: &Options, seed: u64) -> Side
     let mut cfg = HcaConfig::new(format!("dev-{ip}"), ip.parse().unwrap());
     cfg.seed = seed;
     cfg.link_mtu = 9000;
+    cfg.ack_defer = o.ack_defer;
     let mut hca = Hca::new(cfg);
     let pd = hca.alloc_pd().unwrap();
     let (cq, _) = hca.create_cq(o.cqe, None, 0, 0).unwrap();

@@ -124,6 +124,8 @@ pub(crate) struct QpTransport {
     pub(crate) resources: VecDeque<Resource>,
     /// COMM_EST was raised.
     pub(crate) comm_est: bool,
+    /// A positive ACK held back (its PSN, and when it must go at the latest).
+    pub(crate) deferred_ack: Option<(Psn, Instant)>,
 }
 
 impl QpTransport {
@@ -196,7 +198,41 @@ impl Hca {
     }
 
     /// Queue an ACK/NAK for an RC QP.
+    /// Queue an ACK or NAK now (a held positive ACK goes first, keeping PSN order).
     pub(crate) fn queue_ack(&mut self, qp: QpHandle, psn: Psn, syndrome: softroce_wire::Syndrome) {
+        self.flush_deferred_ack(qp);
+        self.queue_ack_now(qp, psn, syndrome);
+    }
+
+    /// A positive ACK for `psn`: held back up to `ack_defer` for the QP's next packet, or
+    /// sent at once when deferral is off.
+    pub(crate) fn ack(&mut self, qp: QpHandle, psn: Psn) {
+        let defer = self.config.ack_defer;
+        let Some(now) = self.input_time.filter(|_| !defer.is_zero()) else {
+            return self.queue_ack(qp, psn, softroce_wire::Syndrome::ACK);
+        };
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+            return;
+        };
+        let due = q.transport.deferred_ack.map_or(now + defer, |(_, due)| due);
+        q.transport.deferred_ack = Some((psn, due));
+        self.counters.ack_deferred += 1;
+    }
+
+    /// Send the QP's held ACK, if any (before its next packet, or when it is due).
+    pub(crate) fn flush_deferred_ack(&mut self, qp: QpHandle) {
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+            return;
+        };
+        let Some((psn, _)) = q.transport.deferred_ack.take() else {
+            return;
+        };
+        if matches!(q.attr.qp_state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
+            self.queue_ack_now(qp, psn, softroce_wire::Syndrome::ACK);
+        }
+    }
+
+    fn queue_ack_now(&mut self, qp: QpHandle, psn: Psn, syndrome: softroce_wire::Syndrome) {
         let Some(q) = self.qps.get(qp.index, qp.generation) else {
             return;
         };
@@ -219,6 +255,7 @@ impl Hca {
 
 /// Receive path: the checks rxe makes (rxe_recv.c), in its order, then dispatch.
 pub(crate) fn handle_datagram(hca: &mut Hca, now: Instant, d: IncomingDatagram<'_>) {
+    hca.input_time = Some(now);
     if hca.port_state != PortState::Active {
         hca.counters.drop(DropReason::PortDown);
         return;
@@ -361,7 +398,8 @@ pub(crate) fn poll_timeout(hca: &Hca) -> Option<Instant> {
     let mut next: Option<Instant> = None;
     for qp in hca.qp_by_qpn.values() {
         if let Some(q) = hca.qps.get(qp.index, qp.generation) {
-            for t in [q.transport.retrans_at, q.transport.rnr_at]
+            let held_ack = q.transport.deferred_ack.map(|(_, due)| due);
+            for t in [q.transport.retrans_at, q.transport.rnr_at, held_ack]
                 .into_iter()
                 .flatten()
             {
@@ -375,11 +413,21 @@ pub(crate) fn poll_timeout(hca: &Hca) -> Option<Instant> {
 pub(crate) fn handle_timeout(hca: &mut Hca, now: Instant) {
     let qps: Vec<QpHandle> = hca.qp_by_qpn.values().copied().collect();
     for qp in qps {
+        let due = hca
+            .qps
+            .get(qp.index, qp.generation)
+            .and_then(|q| q.transport.deferred_ack)
+            .is_some_and(|(_, due)| due <= now);
+        if due {
+            hca.flush_deferred_ack(qp);
+        }
         completer::on_timers(hca, now, qp);
     }
 }
 
 pub(crate) fn on_post_send(hca: &mut Hca, qp: QpHandle) {
+    // The held ACK travels with the request this post is about to produce.
+    hca.flush_deferred_ack(qp);
     hca.mark_active(qp);
 }
 

@@ -192,7 +192,7 @@ fn length_ok(pos: Position, len: usize, mtu: usize) -> bool {
 
 fn ack_if_requested(hca: &mut Hca, qp: QpHandle, bth: &BthRepr, reliable: bool) {
     if reliable && bth.ack_req {
-        hca.queue_ack(qp, bth.psn, Syndrome::ACK);
+        hca.ack(qp, bth.psn);
     }
 }
 
