@@ -520,7 +520,7 @@ fn record_opcodes(pair: &mut Pair) -> std::rc::Rc<std::cell::RefCell<Vec<(std::n
     pair.fabric.set_filter(move |d| {
         log.borrow_mut()
             .push((d.src.ip(), d.payload.first().copied().unwrap_or(0)));
-        softroce_emu::sim::FilterAction::Pass
+        FilterAction::Pass
     });
     seen
 }

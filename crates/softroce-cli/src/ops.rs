@@ -454,11 +454,14 @@ fn ops(args: &OpsArgs) -> anyhow::Result<usize> {
         0 // learnt from the client's HELLO
     };
     let build = |qp_type: QpType, on_srq: bool, mtu: Mtu| {
+        // A 268 ms ACK timeout: a peer in a busy emulated VM may answer a 1 MiB message
+        // slower than rdma-core's 67 ms, and a needless resend only adds noise.
         let b = pd
             .create_qp(&cq, &cq, qp_type)
             .caps(caps)
             .mtu(mtu)
-            .qkey(QKEY);
+            .qkey(QKEY)
+            .reliability(16, 7, 7);
         match (&srq, on_srq) {
             (Some(s), true) => b.srq(s).build(),
             _ => b.build(),
