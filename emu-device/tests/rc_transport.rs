@@ -532,7 +532,7 @@ fn a_deferred_ack_travels_with_the_responders_answer() {
         ..Options::default()
     });
     let seen = record_opcodes(&mut pair);
-    let b_ip: std::net::IpAddr = common::B_IP.parse().unwrap();
+    let b_ip: std::net::IpAddr = B_IP.parse().unwrap();
     pair.post_recv('b', 1, 0, 64);
     pair.post_recv('a', 2, 0, 64);
     let ping = pair.send_wr('a', 10, 0, 8);
