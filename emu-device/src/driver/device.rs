@@ -359,6 +359,30 @@ impl Drop for Device {
     }
 }
 
+/// mio's poll, but a timeout under a millisecond is kept: epoll rounds timeouts up to whole
+/// milliseconds, which would stretch a held ACK's 100 us into 1 ms. The epoll fd itself is
+/// waited on with ppoll's nanoseconds, then the events are collected without blocking.
+fn wait_precisely(poll: &mut Poll, events: &mut Events, timeout: Duration) -> io::Result<()> {
+    if timeout >= Duration::from_millis(1) || timeout.is_zero() {
+        return poll.poll(events, Some(timeout));
+    }
+    let mut pfd = libc::pollfd {
+        fd: poll.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: libc::c_long::try_from(timeout.as_nanos()).unwrap_or(999_999),
+    };
+    // SAFETY: one valid pollfd and timespec for the duration of the call; no signal mask.
+    let r = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    poll.poll(events, Some(Duration::ZERO))
+}
+
 /// Wake the engine when the device now has a timer due before the engine's own wakeup.
 fn wake_engine_for_timers(shared: &Shared, hca: &Hca) {
     let earlier = hca.poll_timeout().is_some_and(|t| {
@@ -582,7 +606,7 @@ fn engine(shared: Arc<Shared>, mut poll: Poll) {
                 .store(nanos_since(shared.epoch, now + timeout), Ordering::Release);
             timeout
         };
-        if let Err(e) = poll.poll(&mut events, Some(timeout)) {
+        if let Err(e) = wait_precisely(&mut poll, &mut events, timeout) {
             if e.kind() != io::ErrorKind::Interrupted {
                 tracing::error!(error = %e, "engine poll failed");
                 std::thread::sleep(Duration::from_millis(10));
