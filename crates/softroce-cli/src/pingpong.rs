@@ -321,6 +321,15 @@ fn single_qp_pingpong(
         .build()?;
     let local = prepared.endpoint();
     print_address("local ", &local);
+    // Receives go up before the addresses are exchanged, as rdma-core's pingpong does: the
+    // peer may send the moment it knows ours, and UC has no retransmission.
+    let recv_sge = recv_mr.slice(0..buf_len.max(1))?;
+    let mut routs = 0;
+    for _ in 0..args.rx_depth {
+        // SAFETY: `recv_mr` lives until the end of this function, after the last poll.
+        unsafe { prepared.post_receive(&[recv_sge], RECV_WRID)? };
+        routs += 1;
+    }
     let (qp, remote) = exchange(args, &[local], 1, deadline, |remotes| {
         let remote = remotes[0];
         print_address("remote", &remote);
@@ -331,13 +340,6 @@ fn single_qp_pingpong(
     } else {
         None
     };
-    let recv_sge = recv_mr.slice(0..buf_len.max(1))?;
-    let mut routs = 0;
-    for _ in 0..args.rx_depth {
-        // SAFETY: `recv_mr` lives until the end of this function, after the last poll.
-        unsafe { qp.post_receive(&[recv_sge], RECV_WRID)? };
-        routs += 1;
-    }
     let client = args.server.is_some();
     let send = |iter: u64| -> anyhow::Result<()> {
         let off = if ud { GRH } else { 0 };
