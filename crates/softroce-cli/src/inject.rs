@@ -268,6 +268,24 @@ fn expect_flushed(r: &mut Report, wcs: &[WorkCompletion], ids: &[u64], qp_num: u
     );
 }
 
+/// A's first completion must end with `status` and `vendor_err` (all of A's are shown).
+fn expect_a_first(
+    r: &mut Report,
+    a: &[WorkCompletion],
+    status: WcStatus,
+    vendor: VendorErr,
+    what: &str,
+) {
+    for wc in a {
+        r.note(format!("A: {}", show(wc)));
+    }
+    r.expect(
+        a.first()
+            .is_some_and(|w| w.status == status && w.vendor_err == vendor as u32),
+        what,
+    );
+}
+
 fn expect_state(r: &mut Report, who: &str, qp: &QueuePair, want: QpState) -> anyhow::Result<()> {
     let got = qp.state()?;
     r.expect(
@@ -345,14 +363,11 @@ fn scenario(args: &InjectArgs, r: &mut Report) -> anyhow::Result<()> {
             p.recv(0)?;
             p.send(100, WrOpcode::Send)?;
             let a = wait(&p.cqa, 1, 10)?;
-            for wc in &a {
-                r.note(format!("A: {}", show(wc)));
-            }
-            r.expect(
-                a.first().is_some_and(|w| {
-                    w.status == WcStatus::RetryExcErr
-                        && w.vendor_err == VendorErr::RetryExceeded as u32
-                }),
+            expect_a_first(
+                r,
+                &a,
+                WcStatus::RetryExcErr,
+                VendorErr::RetryExceeded,
                 "A's SEND to the downed port ends in IBV_WC_RETRY_EXC_ERR",
             );
             expect_state(r, "A's", &p.qa, QpState::Err)?;
@@ -376,14 +391,11 @@ fn scenario(args: &InjectArgs, r: &mut Report) -> anyhow::Result<()> {
             let p = pair(args, all, &SHORT)?;
             p.send(100, WrOpcode::Send)?;
             let a = wait(&p.cqa, 1, 20)?;
-            for wc in &a {
-                r.note(format!("A: {}", show(wc)));
-            }
-            r.expect(
-                a.first().is_some_and(|w| {
-                    w.status == WcStatus::RnrRetryExcErr
-                        && w.vendor_err == VendorErr::RnrRetryExceeded as u32
-                }),
+            expect_a_first(
+                r,
+                &a,
+                WcStatus::RnrRetryExcErr,
+                VendorErr::RnrRetryExceeded,
                 "with no receive posted, A's SEND ends in IBV_WC_RNR_RETRY_EXC_ERR",
             );
             let c = p.a.counters().unwrap_or_default();
@@ -430,14 +442,11 @@ fn scenario(args: &InjectArgs, r: &mut Report) -> anyhow::Result<()> {
             let p = pair(args, AccessFlags::LOCAL_WRITE, &SHORT)?;
             p.send(100, WrOpcode::RdmaWrite)?;
             let a = wait(&p.cqa, 1, 10)?;
-            for wc in &a {
-                r.note(format!("A: {}", show(wc)));
-            }
-            r.expect(
-                a.first().is_some_and(|w| {
-                    w.status == WcStatus::RemAccessErr
-                        && w.vendor_err == VendorErr::RemoteAccess as u32
-                }),
+            expect_a_first(
+                r,
+                &a,
+                WcStatus::RemAccessErr,
+                VendorErr::RemoteAccess,
                 "A's WRITE to memory without remote write ends in IBV_WC_REM_ACCESS_ERR",
             );
             expect_event(r, &p.b, &p, EventType::QpAccessErr, "B's QP")?;

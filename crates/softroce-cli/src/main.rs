@@ -12,6 +12,7 @@ mod inject;
 mod ops;
 mod perf;
 mod pingpong;
+mod sidechannel;
 mod soak;
 mod soak_procs;
 

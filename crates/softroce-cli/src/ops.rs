@@ -16,11 +16,11 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::io::{BufRead, BufReader, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, TcpListener, TcpStream};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{Context as _, anyhow, bail, ensure};
+use anyhow::{Context as _, bail, ensure};
 use clap::{Args, ValueEnum};
 use softroce_emu::core::{QpCap, SendWr, UdTarget};
 use softroce_verbs::{
@@ -422,7 +422,7 @@ fn ops(args: &OpsArgs) -> anyhow::Result<usize> {
     let timeout = Duration::from_secs(args.timeout);
     let ctx = open(args)?;
     let stream = match &args.server {
-        Some(host) => connect(host, args.port, timeout)?,
+        Some(host) => crate::sidechannel::connect_retrying(host, args.port)?,
         None => {
             let listener = TcpListener::bind(("0.0.0.0", args.port))
                 .with_context(|| format!("listening on TCP port {}", args.port))?;
@@ -549,29 +549,6 @@ fn ops(args: &OpsArgs) -> anyhow::Result<usize> {
     } else {
         server(&side, &mut line)
     }
-}
-
-fn connect(host: &str, port: u16, timeout: Duration) -> anyhow::Result<TcpStream> {
-    let addrs: Vec<SocketAddr> = (host, port)
-        .to_socket_addrs()
-        .with_context(|| format!("resolving {host}"))?
-        .collect();
-    // The server may still be starting: retry for a bounded time.
-    let mut last = None;
-    for _ in 0..100 {
-        for a in &addrs {
-            match TcpStream::connect_timeout(a, Duration::from_secs(2)) {
-                Ok(s) => return Ok(s),
-                Err(e) => last = Some(e),
-            }
-        }
-        let _ = timeout;
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Err(anyhow!(
-        "connecting to {host}:{port}: {}",
-        last.map_or_else(|| "no address".to_string(), |e| e.to_string())
-    ))
 }
 
 fn client(side: &Side, line: &mut Line, args: &OpsArgs) -> anyhow::Result<usize> {

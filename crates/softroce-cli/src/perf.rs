@@ -8,7 +8,7 @@
 //! UDP figures (per-datagram and GSO) measured in the same run and the ratio.
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
+use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -630,7 +630,7 @@ fn two_process(args: &PerfArgs, mode: Mode) -> anyhow::Result<()> {
     let ctx = Context::open_emulated("softroce0", args.bind, 4791)
         .with_context(|| format!("emulated device on {}", args.bind))?;
     let stream = match &args.server {
-        Some(host) => connect(host, args.port)?,
+        Some(host) => crate::sidechannel::connect_retrying(host, args.port)?,
         None => {
             let l = TcpListener::bind(("0.0.0.0", args.port))
                 .with_context(|| format!("listening on TCP port {}", args.port))?;
@@ -781,28 +781,6 @@ fn read_line(r: &mut impl BufRead) -> anyhow::Result<String> {
     let n = r.read_line(&mut l).context("reading the side channel")?;
     ensure!(n > 0, "the peer closed the side channel (see its output)");
     Ok(l.trim_end().to_string())
-}
-
-fn connect(host: &str, port: u16) -> anyhow::Result<TcpStream> {
-    let addrs: Vec<SocketAddr> = (host, port)
-        .to_socket_addrs()
-        .with_context(|| format!("resolving {host}"))?
-        .collect();
-    let mut last = None;
-    // The server may still be starting: bounded retries.
-    for _ in 0..100 {
-        for a in &addrs {
-            match TcpStream::connect_timeout(a, Duration::from_secs(2)) {
-                Ok(s) => return Ok(s),
-                Err(e) => last = Some(e),
-            }
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    bail!(
-        "connecting to {host}:{port}: {}",
-        last.map_or_else(|| "no address".into(), |e| e.to_string())
-    )
 }
 
 fn print_bw(size: usize, f: &BwFigures, base: Option<(f64, f64)>) {

@@ -2,51 +2,20 @@
 //! size class, verified by both sides. The same program runs with `--backend ibverbs` against
 //! rdma_rxe in the interop harness (scripts/rxe).
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-fn bin() -> std::path::PathBuf {
-    assert_cmd::cargo::cargo_bin("softroce")
-}
+use std::process::Command;
+
+use common::{server_and_client, softroce};
 
 /// Runs a server and a client; returns the client's stdout after checking both succeeded.
 fn run_ops(server_ip: &str, client_ip: &str, tcp_port: u16, mtu: &str) -> String {
-    let mut server = Command::new(bin())
-        .args(["ops", "--bind", server_ip, "-p", &tcp_port.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawning the ops server");
-    let client = Command::new(bin())
-        .args(["ops", "--bind", client_ip, "-p", &tcp_port.to_string()])
-        .args(["-m", mtu, server_ip])
-        .output()
-        .expect("running the ops client");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(s) = server.try_wait().expect("waiting for the server") {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = server.kill();
-            panic!("ops server did not finish within 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let server_out = server.wait_with_output().expect("server output");
-    let client_out = String::from_utf8_lossy(&client.stdout).into_owned();
-    assert!(
-        client.status.success(),
-        "client failed:\n{client_out}\n{}",
-        String::from_utf8_lossy(&client.stderr)
-    );
-    assert!(
-        status.success(),
-        "server failed:\n{}\n{}",
-        String::from_utf8_lossy(&server_out.stdout),
-        String::from_utf8_lossy(&server_out.stderr)
-    );
-    client_out
+    server_and_client(
+        Command::new(softroce()).args(["ops", "--bind", server_ip, "-p", &tcp_port.to_string()]),
+        Command::new(softroce())
+            .args(["ops", "--bind", client_ip, "-p", &tcp_port.to_string()])
+            .args(["-m", mtu, server_ip]),
+    )
 }
 
 fn passed(out: &str) -> Vec<&str> {

@@ -4,9 +4,12 @@
 //! backend's whole C path (device list, objects, the inline post/poll ops, events) runs in
 //! every test run. Against rdma_rxe it runs in the interop harness (scripts/rxe).
 
+mod common;
+
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+
+use common::{server_and_client as pair, softroce as bin};
 
 /// The drop-in library cargo built for these tests (a dev-dependency).
 fn dropin_library() -> PathBuf {
@@ -16,38 +19,6 @@ fn dropin_library() -> PathBuf {
         .into_iter()
         .find(|p| p.is_file())
         .unwrap_or_else(|| panic!("libibverbs.so not built next to {}", deps.display()))
-}
-
-fn bin() -> PathBuf {
-    assert_cmd::cargo::cargo_bin("softroce")
-}
-
-/// Runs `server` and the client; both must succeed. Returns the client's stdout.
-fn pair(server: &mut Command, client: &mut Command) -> String {
-    let mut srv = server
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("server");
-    let out = client.output().expect("client");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while srv.try_wait().expect("server status").is_none() {
-        if Instant::now() > deadline {
-            let _ = srv.kill();
-            panic!("server did not finish within 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let srv = srv.wait_with_output().expect("server output");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success() && srv.status.success(),
-        "client:\n{stdout}\n{}\nserver:\n{}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&srv.stdout),
-        String::from_utf8_lossy(&srv.stderr)
-    );
-    stdout
 }
 
 fn ibverbs_side(ip: &str, port: u16) -> Command {

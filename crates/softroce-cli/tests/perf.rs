@@ -2,47 +2,20 @@
 //! with peak/average/message rate, latency with percentiles), and `--baseline` adds raw UDP
 //! measured in the same run as ratios. Figures are not asserted: only that they exist.
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-fn bin() -> std::path::PathBuf {
-    assert_cmd::cargo::cargo_bin("softroce")
-}
+use std::process::Command;
+
+use common::{server_and_client, softroce};
 
 fn run_perf(mode: &str, server_ip: &str, client_ip: &str, port: u16, extra: &[&str]) -> String {
-    let mut server = Command::new(bin())
-        .args(["perf", mode, "--bind", server_ip, "-p", &port.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawning the perf server");
-    let client = Command::new(bin())
-        .args(["perf", mode, "--bind", client_ip, "-p", &port.to_string()])
-        .args(extra)
-        .arg(server_ip)
-        .output()
-        .expect("running the perf client");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if server.try_wait().expect("server status").is_some() {
-            break;
-        }
-        if Instant::now() > deadline {
-            let _ = server.kill();
-            panic!("perf server did not finish within 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let srv = server.wait_with_output().expect("server output");
-    let out = String::from_utf8_lossy(&client.stdout).into_owned();
-    assert!(
-        client.status.success() && srv.status.success(),
-        "client:\n{out}\n{}\nserver:\n{}\n{}",
-        String::from_utf8_lossy(&client.stderr),
-        String::from_utf8_lossy(&srv.stdout),
-        String::from_utf8_lossy(&srv.stderr)
-    );
-    out
+    server_and_client(
+        Command::new(softroce()).args(["perf", mode, "--bind", server_ip, "-p", &port.to_string()]),
+        Command::new(softroce())
+            .args(["perf", mode, "--bind", client_ip, "-p", &port.to_string()])
+            .args(extra)
+            .arg(server_ip),
+    )
 }
 
 #[test]

@@ -515,6 +515,20 @@ fn send_now(shared: &Shared, bufs: &mut Vec<(SocketAddr, Vec<u8>)>) {
     bufs.clear();
 }
 
+/// Hand datagrams that passed the receive-side fault rules (with their sources) to the device.
+fn deliver(hca: &mut Hca, now: Instant, local: SocketAddr, datagrams: &[(SocketAddr, Vec<u8>)]) {
+    for (src, data) in datagrams {
+        hca.handle_datagram(
+            now,
+            IncomingDatagram {
+                src: *src,
+                dst: local.ip(),
+                payload: data,
+            },
+        );
+    }
+}
+
 /// Receive one batch of waiting datagrams (without blocking), process them and send what
 /// they produced. Called with the device locked; returns how many were received.
 fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
@@ -555,16 +569,7 @@ fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
             }
         }
         drop(faults);
-        for (src, data) in &passed {
-            hca.handle_datagram(
-                now,
-                IncomingDatagram {
-                    src: *src,
-                    dst: local.ip(),
-                    payload: data,
-                },
-            );
-        }
+        deliver(hca, now, local, &passed);
     } else {
         drop(faults);
         for i in (0..n).filter(|&i| !meta[i].truncated) {
@@ -629,17 +634,7 @@ fn engine(shared: Arc<Shared>, mut poll: Poll) {
             send_now(&shared, &mut due_tx);
             if !due_rx.is_empty() {
                 let mut hca = lock(&shared.hca);
-                let local = shared.socket.local_addr();
-                for (src, data) in &due_rx {
-                    hca.handle_datagram(
-                        now,
-                        IncomingDatagram {
-                            src: *src,
-                            dst: local.ip(),
-                            payload: data,
-                        },
-                    );
-                }
+                deliver(&mut hca, now, shared.socket.local_addr(), &due_rx);
                 pump(&shared, &mut hca, now);
             }
         }
