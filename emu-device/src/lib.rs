@@ -1,18 +1,21 @@
-//! The emulated RDMA HCA.
+//! The emulated RDMA HCA in one dependency.
 //!
-//! - [`core`]: the sans-IO device ([`Hca`]): objects, the QP state table, CQs, completion
-//!   channels, async events, SRQs, memory regions and the transport engine. No sockets, no
-//!   threads, no clock.
-//! - [`sim`]: a deterministic in-memory network of devices with virtual time and faults.
-//! - [`driver`]: the real device: UDP sockets and pollable fds.
-#![cfg_attr(
-    not(test),
-    warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)
-)]
+//! The layers are crates of their own, re-exported here under short names:
+//! - [`core`] (`softroce-emu-core`): the sans-IO device ([`Hca`]): objects, the QP state
+//!   table, CQs, completion channels, async events, SRQs, memory regions and the transport
+//!   engine. No sockets, no threads, no clock: time arrives as an argument.
+//! - [`faults`] (`softroce-emu-faults`): seeded fault plans for real devices and the simulator.
+//! - [`sim`] (`softroce-emu-sim`): a deterministic in-memory network of devices with virtual
+//!   time and faults; the soak and the fuzzing harness.
+//! - [`driver`] (`softroce-emu-driver`): the real device: an engine thread running the core
+//!   over a UDP socket, with pollable fds.
+//!
+//! `ARCHITECTURE.md` at the repository root shows how a packet and a work request travel
+//! through them.
 
-pub mod core;
-pub mod driver;
-pub mod faults;
-pub mod sim;
+pub use softroce_emu_core as core;
+pub use softroce_emu_driver as driver;
+pub use softroce_emu_faults as faults;
+pub use softroce_emu_sim as sim;
 
-pub use crate::core::{Hca, HcaConfig};
+pub use softroce_emu_core::{Hca, HcaConfig};

@@ -8,7 +8,7 @@
 //!
 //! Faults are one-liners in a test: [`Fabric::drop_next`] for targeted loss, [`Fabric::set_filter`]
 //! for a rule of your own, [`Fabric::partition`], and seeded random
-//! loss/duplication/reordering/corruption through [`LinkFaults`].
+//! loss/duplication/reordering/corruption through [`LinkFaults`](softroce_emu_faults::LinkFaults).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+pub use softroce_emu_faults::LinkFaults;
 
 /// A datagram in flight between two nodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,21 +57,6 @@ pub trait SimNode {
 /// Index of a node in a [`Fabric`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct NodeId(pub usize);
-
-/// Seeded random faults applied to every datagram.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct LinkFaults {
-    /// Probability a datagram is lost.
-    pub drop: f64,
-    /// Probability a datagram is delivered twice.
-    pub duplicate: f64,
-    /// Probability a datagram is held back by up to `reorder_delay` extra, overtaking others.
-    pub reorder: f64,
-    /// The most extra delay a reordered datagram gets.
-    pub reorder_delay: Duration,
-    /// Probability one random bit of the payload is flipped.
-    pub corrupt: f64,
-}
 
 /// What a filter decides for one datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,7 +164,7 @@ pub struct Fabric<N> {
     partitions: HashSet<(usize, usize)>,
     stats: FabricStats,
     tx_buf: Vec<u8>,
-    plan: Option<crate::faults::FaultInjector>,
+    plan: Option<softroce_emu_faults::FaultInjector>,
 }
 
 impl<N> fmt::Debug for Fabric<N> {
@@ -264,12 +250,12 @@ impl<N: SimNode> Fabric<N> {
 
     /// Apply a fault plan (the same rules a real device takes with `--faults`) to every
     /// datagram, after the filter and before the random [`LinkFaults`].
-    pub fn set_fault_plan(&mut self, plan: crate::faults::FaultPlan) {
-        self.plan = Some(crate::faults::FaultInjector::new(plan));
+    pub fn set_fault_plan(&mut self, plan: softroce_emu_faults::FaultPlan) {
+        self.plan = Some(softroce_emu_faults::FaultInjector::new(plan));
     }
 
     /// What the fault plan injected so far.
-    pub fn fault_counters(&self) -> Option<crate::faults::FaultCounters> {
+    pub fn fault_counters(&self) -> Option<softroce_emu_faults::FaultCounters> {
         self.plan.as_ref().map(|p| p.counters())
     }
 
@@ -353,13 +339,16 @@ impl<N: SimNode> Fabric<N> {
             // Every device holds the plan, as if each process had it: the datagram meets the
             // sender's transmit rules, then the receiver's receive rules.
             let mut payload = std::mem::take(&mut datagram.payload);
-            for direction in [crate::faults::Direction::Tx, crate::faults::Direction::Rx] {
+            for direction in [
+                softroce_emu_faults::Direction::Tx,
+                softroce_emu_faults::Direction::Rx,
+            ] {
                 match plan.decide(direction, datagram.src, datagram.dst, payload) {
-                    crate::faults::Decision::Drop => {
+                    softroce_emu_faults::Decision::Drop => {
                         self.stats.dropped += 1;
                         return;
                     }
-                    crate::faults::Decision::Deliver {
+                    softroce_emu_faults::Decision::Deliver {
                         data,
                         copies: extra,
                         delay,
@@ -518,12 +507,12 @@ pub mod soak;
 #[cfg(test)]
 mod tests;
 
-impl SimNode for crate::core::Hca {
+impl SimNode for softroce_emu_core::Hca {
     fn handle_datagram(&mut self, now: Instant, datagram: &SimDatagram) {
         Self::handle_datagram(
             self,
             now,
-            crate::core::IncomingDatagram {
+            softroce_emu_core::IncomingDatagram {
                 src: datagram.src,
                 dst: datagram.dst.ip(),
                 payload: &datagram.payload,

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use softroce_wire::{Gid, Mtu, Psn};
 
 use super::{Fabric, LinkFaults};
-use crate::core::*;
+use softroce_emu_core::*;
 
 /// What to run.
 #[derive(Debug, Clone, Copy, PartialEq)]

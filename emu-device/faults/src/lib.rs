@@ -35,8 +35,6 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::sim::LinkFaults;
-
 /// A parsed fault specification.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct FaultSpec {
@@ -54,6 +52,22 @@ pub struct FaultSpec {
     pub seed: u64,
     /// Which datagrams the faults hit (`None`: both directions).
     pub direction: Option<Direction>,
+}
+
+/// Seeded random faults the simulator applies to every datagram on a link (the
+/// [`FaultSpec`] probabilities, without a direction).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct LinkFaults {
+    /// Probability a datagram is lost.
+    pub drop: f64,
+    /// Probability a datagram is delivered twice.
+    pub duplicate: f64,
+    /// Probability a datagram is held back by up to `reorder_delay` extra, overtaking others.
+    pub reorder: f64,
+    /// The most extra delay a reordered datagram gets.
+    pub reorder_delay: Duration,
+    /// Probability one random bit of the payload is flipped.
+    pub corrupt: f64,
 }
 
 /// The way a datagram travels, seen from the device whose plan it meets.

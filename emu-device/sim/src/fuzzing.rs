@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use softroce_wire::icrc::{self, UdpEndpoints};
 use softroce_wire::{Gid, Mtu, Psn, RocePacket};
 
-use crate::core::*;
+use softroce_emu_core::*;
 
 const GUARD: usize = 4096;
 const WINDOW: usize = 8192;

@@ -81,6 +81,23 @@ pub enum VerbsError {
     },
 }
 
+/// The Linux errno values verbs report. Written out because the core links no C library;
+/// the driver's tests check them against `libc`.
+pub mod errno {
+    /// I/O error: the CQ is in error.
+    pub const EIO: i32 = 5;
+    /// Try again.
+    pub const EAGAIN: i32 = 11;
+    /// Out of memory or resources.
+    pub const ENOMEM: i32 = 12;
+    /// Resource busy.
+    pub const EBUSY: i32 = 16;
+    /// Invalid argument.
+    pub const EINVAL: i32 = 22;
+    /// Operation not supported.
+    pub const EOPNOTSUPP: i32 = 95;
+}
+
 impl VerbsError {
     /// The errno libibverbs reports for this error.
     pub fn errno(&self) -> i32 {
@@ -88,12 +105,12 @@ impl VerbsError {
             Self::StaleHandle { .. }
             | Self::Invalid { .. }
             | Self::Transition { .. }
-            | Self::BadQpState { .. } => libc::EINVAL,
-            Self::Busy { .. } => libc::EBUSY,
-            Self::NoResources { .. } => libc::ENOMEM,
-            Self::WouldBlock { .. } => libc::EAGAIN,
-            Self::CqInError { .. } => libc::EIO,
-            Self::Unsupported { .. } => libc::EOPNOTSUPP,
+            | Self::BadQpState { .. } => errno::EINVAL,
+            Self::Busy { .. } => errno::EBUSY,
+            Self::NoResources { .. } => errno::ENOMEM,
+            Self::WouldBlock { .. } => errno::EAGAIN,
+            Self::CqInError { .. } => errno::EIO,
+            Self::Unsupported { .. } => errno::EOPNOTSUPP,
         }
     }
 

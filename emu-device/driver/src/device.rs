@@ -23,11 +23,11 @@ use mio::{Events, Interest, Poll, Token, Waker};
 
 use super::eventfd::EventFd;
 use super::socket::{MAX_BATCH, MAX_DATAGRAM, Received, RoceSocket};
-use crate::core::{
+use softroce_emu_core::{
     AsyncEvent, ChannelHandle, CqHandle, Hca, HcaConfig, HcaEvent, IncomingDatagram, VerbsError,
     VerbsResult,
 };
-use crate::faults::{Direction, FaultCounters, FaultInjector, FaultPlan};
+use softroce_emu_faults::{Direction, FaultCounters, FaultInjector, FaultPlan};
 use softroce_wire::pcap::CaptureWriter;
 
 /// How to start a device.
@@ -38,7 +38,7 @@ pub struct DeviceConfig {
     /// Write every datagram sent and received to this pcap file (`SOFTROCE_PCAP`).
     pub pcap: Option<PathBuf>,
     /// Faults to inject into this device's sent (default) or received datagrams, in the compact form of
-    /// [`crate::faults::FaultSpec`] (`SOFTROCE_FAULTS`).
+    /// [`softroce_emu_faults::FaultSpec`] (`SOFTROCE_FAULTS`).
     pub faults: Option<String>,
 }
 
@@ -649,7 +649,7 @@ fn engine(shared: Arc<Shared>, mut poll: Poll) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::*;
+    use softroce_emu_core::*;
 
     fn start(ip: &str) -> Device {
         let mut cfg = DeviceConfig::new("t", ip.parse().unwrap());

@@ -14,9 +14,6 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-/// The IANA UDP port of RoCEv2.
-pub const ROCE_V2_PORT: u16 = 4791;
-
 /// Kernel socket buffer size requested for both directions.
 const SOCKET_BUFFER_BYTES: usize = 8 << 20;
 
