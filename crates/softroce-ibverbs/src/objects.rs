@@ -311,8 +311,7 @@ unsafe extern "C" fn ibv_reg_mr_iova2(
             // Optional bits (relaxed ordering …) may be ignored by a device (verbs.h).
             let access = AccessFlags(access & !IBV_ACCESS_OPTIONAL_RANGE);
             // SAFETY: ibv_reg_mr(3): the application keeps the memory valid until dereg.
-            let (handle, keys) = dev
-                .with(|h| unsafe { h.reg_mr(pdh, addr.cast(), length, access) })
+            let (handle, keys) = unsafe { dev.reg_mr(pdh, addr.cast(), length, access) }
                 .map_err(|e| fail(VERB, e.errno(), e))?;
             let mr = Box::new(EmuMr {
                 mr: ibv_mr {

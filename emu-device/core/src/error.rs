@@ -71,6 +71,15 @@ pub enum VerbsError {
         /// Completions dropped since the overrun.
         lost: u64,
     },
+    /// Memory the verb was given is not mapped, or not with the access it asks for (EFAULT),
+    /// as a real HCA finds when it pins the pages.
+    #[error("{verb}: bad address: {reason}")]
+    BadAddress {
+        /// The verb.
+        verb: &'static str,
+        /// Which pages and why.
+        reason: String,
+    },
     /// A feature the emulator does not implement (EOPNOTSUPP).
     #[error("{verb}: not supported: {what}")]
     Unsupported {
@@ -86,6 +95,8 @@ pub enum VerbsError {
 pub mod errno {
     /// I/O error: the CQ is in error.
     pub const EIO: i32 = 5;
+    /// Bad address.
+    pub const EFAULT: i32 = 14;
     /// Try again.
     pub const EAGAIN: i32 = 11;
     /// Out of memory or resources.
@@ -110,6 +121,7 @@ impl VerbsError {
             Self::NoResources { .. } => errno::ENOMEM,
             Self::WouldBlock { .. } => errno::EAGAIN,
             Self::CqInError { .. } => errno::EIO,
+            Self::BadAddress { .. } => errno::EFAULT,
             Self::Unsupported { .. } => errno::EOPNOTSUPP,
         }
     }

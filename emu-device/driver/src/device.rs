@@ -24,8 +24,8 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use super::eventfd::EventFd;
 use super::socket::{MAX_BATCH, MAX_DATAGRAM, Received, RoceSocket};
 use softroce_emu_core::{
-    AsyncEvent, ChannelHandle, CqHandle, Hca, HcaConfig, HcaEvent, IncomingDatagram, VerbsError,
-    VerbsResult,
+    AccessFlags, AsyncEvent, ChannelHandle, CqHandle, Hca, HcaConfig, HcaEvent, IncomingDatagram,
+    MrHandle, MrKeys, PdHandle, VerbsError, VerbsResult,
 };
 use softroce_emu_faults::{Direction, FaultCounters, FaultInjector, FaultPlan};
 use softroce_wire::pcap::CaptureWriter;
@@ -175,6 +175,35 @@ impl Device {
         pump(&self.shared, &mut hca, now);
         wake_engine_for_timers(&self.shared, &hca);
         r
+    }
+
+    /// `ibv_reg_mr`: register `len` bytes at `addr` after checking, as pinning would, that
+    /// every page is mapped with the access the flags need (EFAULT otherwise; EINVAL for a
+    /// zero length), so no remote access to the region can fault the process.
+    ///
+    /// # Safety
+    /// The memory must stay mapped, with the same protection, until the MR is deregistered.
+    pub unsafe fn reg_mr(
+        &self,
+        pd: PdHandle,
+        addr: *mut u8,
+        len: usize,
+        access: AccessFlags,
+    ) -> VerbsResult<(MrHandle, MrKeys)> {
+        // The core's checks (PD, access flags, limits) come first, as in the kernel, whose
+        // pinning is the last step; the pages are checked before the device is unlocked, so
+        // no peer can reach a registration that is about to be refused.
+        self.with(|h| {
+            // SAFETY: the caller's contract; the MR is removed again if the pages fail.
+            let (mr, keys) = unsafe { h.reg_mr(pd, addr, len, access) }?;
+            match crate::user_memory::check_registration(addr as u64, len as u64, access) {
+                Ok(()) => Ok((mr, keys)),
+                Err(e) => {
+                    h.dereg_mr(mr)?;
+                    Err(e)
+                }
+            }
+        })
     }
 
     /// Run `f` on the device until it returns `Some` (at most `timeout` in total).

@@ -5,6 +5,7 @@
 pub mod device;
 pub mod eventfd;
 pub mod socket;
+pub mod user_memory;
 
 pub use device::{Device, DeviceConfig};
 pub use eventfd::EventFd;
@@ -17,6 +18,7 @@ mod tests {
     #[test]
     fn the_cores_errno_values_are_the_c_librarys() {
         assert_eq!(errno::EIO, libc::EIO);
+        assert_eq!(errno::EFAULT, libc::EFAULT);
         assert_eq!(errno::EAGAIN, libc::EAGAIN);
         assert_eq!(errno::ENOMEM, libc::ENOMEM);
         assert_eq!(errno::EBUSY, libc::EBUSY);

@@ -75,9 +75,7 @@ impl Backend for Emulated {
         access: AccessFlags,
     ) -> Result<(MrHandle, MrKeys)> {
         // SAFETY: forwarded contract: the memory outlives the registration.
-        Ok(self
-            .dev
-            .with(|h| unsafe { h.reg_mr(pd, addr, len, access) })?)
+        Ok(unsafe { self.dev.reg_mr(pd, addr, len, access) }?)
     }
     fn dereg_mr(&self, mr: MrHandle) -> Result<()> {
         Ok(self.dev.with(|h| h.dereg_mr(mr))?)

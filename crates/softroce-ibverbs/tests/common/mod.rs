@@ -77,6 +77,32 @@ pub fn require_tools(tools: &[&str]) {
     );
 }
 
+/// Compile `tests/c/NAME.c` against the installed `<infiniband/verbs.h>` and link it with
+/// the system libibverbs, as applications are built; returns the executable.
+pub fn compile_c(name: &str) -> PathBuf {
+    require_tools(&["gcc"]);
+    assert!(
+        Path::new("/usr/include/infiniband/verbs.h").exists(),
+        "libibverbs-dev is missing: run scripts/test-all.sh as root"
+    );
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
+    let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let out = Command::new("gcc")
+        .args(["-std=gnu11", "-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .arg("-libverbs")
+        .output()
+        .expect("running gcc");
+    assert!(
+        out.status.success(),
+        "gcc failed on {}:\n{}",
+        src.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
 /// A TCP port nobody listens on right now (for the tools' side channel).
 pub fn free_tcp_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
