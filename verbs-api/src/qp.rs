@@ -192,8 +192,9 @@ impl<'a> QueuePairBuilder<'a> {
             min_rnr_timer: self.min_rnr_timer,
         };
         params.move_to_init(dev.as_ref(), qp)?;
-        let psn = (dev.query_device()?.node_guid as u32 ^ qpn.value().wrapping_mul(0x9E37_79B9))
-            & 0xFF_FFFF;
+        let psn =
+            Psn::new(dev.query_device()?.node_guid as u32 ^ qpn.value().wrapping_mul(0x9E37_79B9))
+                .value();
         let gid = dev.query_gid(1, dev.sgid_index())?;
         let port = dev.udp_port();
         let prepared = PreparedQueuePair {

@@ -27,6 +27,7 @@ use softroce_verbs::{
     CompletionQueue, Context, Gid, MemoryRegion, Mtu, QpType, QueuePair, QueuePairEndpoint,
     SharedReceiveQueue, WcFlags, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
 };
+use softroce_wire::ROCE_V2_PORT;
 
 /// Which verbs implementation runs this side.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -47,7 +48,7 @@ pub(crate) struct OpsArgs {
     #[arg(long, default_value = "127.0.0.1")]
     bind: IpAddr,
     /// UDP port of the emulated device.
-    #[arg(long, default_value_t = 4791)]
+    #[arg(long, default_value_t = ROCE_V2_PORT)]
     udp_port: u16,
     /// libibverbs device name (ibverbs backend; default: the first device).
     #[arg(long)]

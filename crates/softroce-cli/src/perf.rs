@@ -19,6 +19,7 @@ use softroce_verbs::{
     CompletionQueue, Context, MemoryRegion, Mtu, QpCap, QpType, QueuePair, QueuePairEndpoint,
     RdmaTarget, RecvWr, SendFlags, SendWr, WcStatus, WorkCompletion, WrOpcode,
 };
+use softroce_wire::ROCE_V2_PORT;
 
 /// What `softroce perf` measures between two processes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -627,7 +628,7 @@ fn decode_hello(line: &str) -> anyhow::Result<(Vec<QueuePairEndpoint>, Remote)> 
 
 fn two_process(args: &PerfArgs, mode: Mode) -> anyhow::Result<()> {
     check_args(args)?;
-    let ctx = Context::open_emulated("softroce0", args.bind, 4791)
+    let ctx = Context::open_emulated("softroce0", args.bind, ROCE_V2_PORT)
         .with_context(|| format!("emulated device on {}", args.bind))?;
     let stream = match &args.server {
         Some(host) => crate::sidechannel::connect_retrying(host, args.port)?,

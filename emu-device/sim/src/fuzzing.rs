@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use softroce_wire::icrc::{self, UdpEndpoints};
-use softroce_wire::{Gid, Mtu, Psn, RocePacket};
+use softroce_wire::{Gid, Mtu, Psn, ROCE_V2_PORT};
 
 use softroce_emu_core::*;
 
@@ -118,24 +118,22 @@ impl Target {
     /// Deliver one datagram from the peer; when `repair_icrc`, the packet's ICRC is
     /// recomputed first so it passes the check. Then let the device send and time out.
     pub fn deliver(&mut self, data: &[u8], repair_icrc: bool) {
-        self.deliver_from(SocketAddr::new(PEER, 4791), data, repair_icrc);
+        self.deliver_from(SocketAddr::new(PEER, ROCE_V2_PORT), data, repair_icrc);
     }
 
     /// [`Target::deliver`] from another source address.
     pub fn deliver_from(&mut self, src: SocketAddr, data: &[u8], repair_icrc: bool) {
         let dst = LOCAL;
         let mut data = data.to_vec();
-        if repair_icrc && data.len() >= 16 {
+        if repair_icrc {
             let ep = UdpEndpoints {
                 src: src.ip(),
                 dst,
-                src_port: 4791,
-                dst_port: 4791,
+                src_port: ROCE_V2_PORT,
+                dst_port: ROCE_V2_PORT,
             };
-            let n = data.len() - 4;
-            if let Ok(crc) = icrc::compute_for_udp_socket(&ep, &data[..n]) {
-                RocePacket::new_unchecked(&mut data[..]).set_icrc(crc);
-            }
+            // Too short to carry an ICRC: delivered as it is.
+            let _ = icrc::set_icrc_for_udp_socket(&ep, &mut data);
         }
         self.hca.handle_datagram(
             self.now,
