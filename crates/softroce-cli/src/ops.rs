@@ -436,13 +436,7 @@ fn ops(args: &OpsArgs) -> anyhow::Result<usize> {
     let pd = ctx.alloc_pd()?;
     let cq = ctx.create_cq(256, None)?;
     let mr = pd.allocate(MR_LEN)?;
-    let caps = QpCap {
-        max_send_wr: 16,
-        max_recv_wr: 16,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
+    let caps = QpCap::new(16, 16);
     let srq = (!is_client)
         .then(|| pd.create_srq(16, 1))
         .transpose()

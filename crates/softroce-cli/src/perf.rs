@@ -126,13 +126,7 @@ fn open_side(
     let cq = ctx.create_cq((qps * depth * 2 + 16) as u32, None)?;
     let slot = size.max(8).next_multiple_of(8);
     let mr = pd.allocate(slot * qps * depth)?;
-    let cap = QpCap {
-        max_send_wr: depth as u32 + 4,
-        max_recv_wr: depth as u32 + 4,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 64,
-    };
+    let cap = QpCap::new(depth as u32 + 4, depth as u32 + 4).with_inline(64);
     let prepared = (0..qps)
         .map(|_| {
             pd.create_qp(&cq, &cq, QpType::Rc)

@@ -307,13 +307,7 @@ fn single_qp_pingpong(
         Transport::Ud => QpType::Ud,
         Transport::Srq => bail!("SRQ pingpong has its own loop"),
     };
-    let cap = QpCap {
-        max_send_wr: 1,
-        max_recv_wr: args.rx_depth,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
+    let cap = QpCap::new(1, args.rx_depth);
     let prepared = pd
         .create_qp(&cq, &cq, qp_type)
         .caps(cap)
@@ -477,12 +471,10 @@ fn srq_pingpong(
     let slots = if args.check { rx_depth } else { 1 };
     let recv_mr = pd.allocate(slots * stride)?;
     let send_mr = pd.allocate(if args.check { num_qp } else { 1 } * stride)?;
+    // Receives come from the SRQ.
     let cap = QpCap {
-        max_send_wr: 1,
-        max_recv_wr: 0,
-        max_send_sge: 1,
         max_recv_sge: 0,
-        max_inline_data: 0,
+        ..QpCap::new(1, 0)
     };
     let mut prepared = Vec::with_capacity(num_qp);
     for _ in 0..num_qp {

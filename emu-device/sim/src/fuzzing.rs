@@ -60,18 +60,11 @@ impl Target {
                 rkey = keys.rkey;
                 va = ptr as u64 + GUARD as u64;
                 for qp_type in [QpType::Rc, QpType::Uc, QpType::Ud] {
-                    let cap = QpCap {
-                        max_send_wr: 4,
-                        max_recv_wr: 4,
-                        max_send_sge: 1,
-                        max_recv_sge: 1,
-                        max_inline_data: 0,
-                    };
                     let init = QpInitAttr {
                         send_cq: cq,
                         recv_cq: cq,
                         srq: None,
-                        cap,
+                        cap: QpCap::new(4, 4),
                         qp_type,
                         sq_sig_all: true,
                         qp_context: 0,
@@ -178,29 +171,20 @@ impl Default for Target {
     }
 }
 
+/// Up to RTR: inputs only reach the device, which answers them as a responder.
 fn connect(hca: &mut Hca, qp: QpHandle, qp_type: QpType, peer: IpAddr) -> VerbsResult<()> {
-    let remote = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
-    let attr = QpAttr {
-        qp_state: QpState::Init,
-        port_num: 1,
-        qkey: 0x1111_1111,
-        qp_access_flags: remote,
-        ..QpAttr::default()
-    };
-    let mask = required_mask(qp_type, QpState::Reset, QpState::Init).unwrap_or(QpAttrMask::STATE);
-    hca.modify_qp(qp, &attr, mask)?;
-    let rtr = QpAttr {
-        qp_state: QpState::Rtr,
-        path_mtu: Mtu::Mtu256,
-        dest_qp_num: 0x33,
-        rq_psn: Psn::new(100),
-        max_dest_rd_atomic: 4,
+    let bringup = QpBringup {
+        mtu: Mtu::Mtu256,
         min_rnr_timer: 1,
-        ah_attr: AhAttr::new(Gid::from_ip(peer), 1),
-        ..QpAttr::default()
+        rd_atomic: 4,
+        ..QpBringup::new(qp_type)
     };
-    let mask = required_mask(qp_type, QpState::Init, QpState::Rtr).unwrap_or(QpAttrMask::STATE);
-    hca.modify_qp(qp, &rtr, mask)
+    let peer = QpPeer {
+        qpn: 0x33,
+        psn: Psn::new(100),
+        av: AhAttr::new(Gid::from_ip(peer), 1),
+    };
+    bringup.to_rtr(hca, qp, &peer)
 }
 
 /// The fuzz entry point: first byte picks raw vs ICRC-repaired delivery; the rest is the
