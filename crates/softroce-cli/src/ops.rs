@@ -25,9 +25,11 @@ use clap::{Args, ValueEnum};
 use softroce_emu::core::{QpCap, SendWr, UdTarget};
 use softroce_verbs::{
     CompletionQueue, Context, Gid, MemoryRegion, Mtu, QpType, QueuePair, QueuePairEndpoint,
-    SharedReceiveQueue, WcFlags, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
+    SharedReceiveQueue, WcFlags, WcOpcode, WorkCompletion, WrOpcode,
 };
 use softroce_wire::ROCE_V2_PORT;
+
+use crate::completion::check_success;
 
 /// Which verbs implementation runs this side.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -653,7 +655,7 @@ fn request(side: &Side, op: Op, size: usize, seed: u32) -> anyhow::Result<()> {
     // completion below is polled.
     unsafe { qp.post_send(std::slice::from_ref(&wr)) }?;
     let wc = one_completion(side, "send")?;
-    check_status(&wc, "send")?;
+    check_success(&wc, "send")?;
     ensure!(
         wc.wr_id == wr.wr_id && wc.opcode == op.send_wc_opcode(),
         "send completion is wr_id {} {:?}, expected {} {:?}",
@@ -779,7 +781,7 @@ fn respond_check(side: &Side, op: Op, size: usize, seed: u32) -> anyhow::Result<
     let data_at = if op == Op::UdSend { GRH } else { 0 };
     if op.consumes_receive() {
         let wc = one_completion(side, "receive")?;
-        check_status(&wc, "receive")?;
+        check_success(&wc, "receive")?;
         let want_len = size + data_at;
         ensure!(
             wc.byte_len as usize == want_len,
@@ -874,14 +876,4 @@ fn one_completion(side: &Side, what: &str) -> anyhow::Result<WorkCompletion> {
     got.first()
         .copied()
         .with_context(|| format!("no {what} completion within {:?}", side.timeout))
-}
-
-fn check_status(wc: &WorkCompletion, what: &str) -> anyhow::Result<()> {
-    ensure!(
-        wc.status == WcStatus::Success,
-        "{what} completed with {} (vendor_err {:#x})",
-        wc.status,
-        wc.vendor_err
-    );
-    Ok(())
 }
