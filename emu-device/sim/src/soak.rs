@@ -121,6 +121,14 @@ impl Region {
             lkey: self.keys.lkey,
         }
     }
+    /// (Re)post the receive of slot `slot` on `qp`.
+    fn post_slot(&self, hca: &mut Hca, qp: QpHandle, slot: usize) -> Result<(), PostError> {
+        let wr = RecvWr {
+            wr_id: slot as u64,
+            sg_list: vec![self.sge(slot * SLOT, SLOT)],
+        };
+        hca.post_recv(qp, &[wr])
+    }
 }
 
 fn pattern(seq: u64, len: usize) -> Vec<u8> {
@@ -207,13 +215,7 @@ pub fn run(cfg: SoakConfig) -> Result<SoakReport, SoakFailure> {
     rb.write(counter_off, &0u64.to_ne_bytes());
     // Keep every receive slot posted on b.
     for slot in 0..RECV_SLOTS {
-        let wr = RecvWr {
-            wr_id: slot as u64,
-            sg_list: vec![rb.sge(slot * SLOT, SLOT)],
-        };
-        fabric
-            .node_mut(b_node)
-            .post_recv(b_qp, &[wr])
+        rb.post_slot(fabric.node_mut(b_node), b_qp, slot)
             .map_err(|e| fail(0, e.to_string()))?;
     }
     let mut next_seq = 0u64;
@@ -312,13 +314,7 @@ pub fn run(cfg: SoakConfig) -> Result<SoakReport, SoakFailure> {
                     if rb.read(slot * SLOT + 8, len) != pattern(seq, len) {
                         return Err(fail(done, format!("SEND {seq} payload corrupted")));
                     }
-                    let wr = RecvWr {
-                        wr_id: slot as u64,
-                        sg_list: vec![rb.sge(slot * SLOT, SLOT)],
-                    };
-                    fabric
-                        .node_mut(b_node)
-                        .post_recv(b_qp, &[wr])
+                    rb.post_slot(fabric.node_mut(b_node), b_qp, slot)
                         .map_err(|e| fail(done, e.to_string()))?;
                 }
                 WcOpcode::RecvRdmaWithImm => {
@@ -336,14 +332,7 @@ pub fn run(cfg: SoakConfig) -> Result<SoakReport, SoakFailure> {
                         return Err(fail(done, format!("WRITE {expect_write} data corrupted")));
                     }
                     expect_write += 4;
-                    let slot = wc.wr_id as usize;
-                    let wr = RecvWr {
-                        wr_id: slot as u64,
-                        sg_list: vec![rb.sge(slot * SLOT, SLOT)],
-                    };
-                    fabric
-                        .node_mut(b_node)
-                        .post_recv(b_qp, &[wr])
+                    rb.post_slot(fabric.node_mut(b_node), b_qp, wc.wr_id as usize)
                         .map_err(|e| fail(done, e.to_string()))?;
                 }
                 other => {
