@@ -10,7 +10,7 @@ use std::time::Instant;
 use softroce_emu::core::*;
 use softroce_wire::icrc::{self, IcrcCheck, UdpEndpoints};
 use softroce_wire::pcap::{CaptureReader, FrameKind};
-use softroce_wire::{Gid, Mtu, Opcode, Psn, RocePacket};
+use softroce_wire::{Gid, Opcode, Psn, RocePacket};
 
 struct Captured {
     src: SocketAddr,
@@ -76,57 +76,27 @@ fn server(
     // SAFETY: `mem` lives in the returned Server next to the device.
     let (_, keys) =
         unsafe { hca.reg_mr(pd, mem.as_mut_ptr(), len, AccessFlags::LOCAL_WRITE) }.unwrap();
-    let cap = QpCap {
-        max_send_wr: 16,
-        max_recv_wr: receives as u32,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
     let init = QpInitAttr {
         send_cq: cq,
         recv_cq: cq,
         srq: None,
-        cap,
+        cap: QpCap::new(16, receives as u32),
         qp_type: QpType::Rc,
         sq_sig_all: false,
         qp_context: 0,
     };
     let (qp, qpn, _) = hca.create_qp(pd, init).unwrap();
     assert_eq!(qpn.value(), server_qpn);
-    let a = QpAttr {
-        qp_state: QpState::Init,
-        port_num: 1,
-        ..QpAttr::default()
+    let bringup = QpBringup {
+        access: AccessFlags::EMPTY,
+        ..QpBringup::new(QpType::Rc)
     };
-    hca.modify_qp(
-        qp,
-        &a,
-        QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::ACCESS_FLAGS,
-    )
-    .unwrap();
-    let a = QpAttr {
-        qp_state: QpState::Rtr,
-        path_mtu: Mtu::Mtu1024,
-        dest_qp_num: client_qpn,
-        rq_psn: first_psn,
-        max_dest_rd_atomic: 16,
-        min_rnr_timer: 12,
-        ah_attr: AhAttr::new(Gid::from_ip(client_ip), 1),
-        ..QpAttr::default()
+    let client = QpPeer {
+        qpn: client_qpn,
+        psn: first_psn,
+        av: AhAttr::new(Gid::from_ip(client_ip), 1),
     };
-    hca.modify_qp(
-        qp,
-        &a,
-        QpAttrMask::STATE
-            | QpAttrMask::AV
-            | QpAttrMask::PATH_MTU
-            | QpAttrMask::DEST_QPN
-            | QpAttrMask::RQ_PSN
-            | QpAttrMask::MAX_DEST_RD_ATOMIC
-            | QpAttrMask::MIN_RNR_TIMER,
-    )
-    .unwrap();
+    bringup.to_rtr(&mut hca, qp, &client).unwrap();
     for i in 0..receives {
         let sge = Sge {
             addr: mem.as_ptr() as u64 + (i * 4096) as u64,

@@ -38,13 +38,7 @@ fn rc_qp(hca: &mut Hca, pd: PdHandle, cq: CqHandle, srq: Option<SrqHandle>) -> Q
                 send_cq: cq,
                 recv_cq: cq,
                 srq,
-                cap: QpCap {
-                    max_send_wr: 8,
-                    max_recv_wr: 8,
-                    max_send_sge: 2,
-                    max_recv_sge: 2,
-                    max_inline_data: 64,
-                },
+                cap: QpCap::new(8, 8).with_sges(2).with_inline(64),
                 qp_type: QpType::Rc,
                 sq_sig_all: false,
                 qp_context: 0,
@@ -55,60 +49,17 @@ fn rc_qp(hca: &mut Hca, pd: PdHandle, cq: CqHandle, srq: Option<SrqHandle>) -> Q
 }
 
 fn to_rts(hca: &mut Hca, qp: QpHandle) {
-    let init = QpAttr {
-        qp_state: QpState::Init,
-        qp_access_flags: AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
-        port_num: 1,
-        ..QpAttr::default()
+    let bringup = QpBringup {
+        access: AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
+        rd_atomic: 4,
+        ..QpBringup::new(QpType::Rc)
     };
-    hca.modify_qp(
-        qp,
-        &init,
-        QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::ACCESS_FLAGS,
-    )
-    .unwrap();
-    let rtr = QpAttr {
-        qp_state: QpState::Rtr,
-        path_mtu: Mtu::Mtu1024,
-        dest_qp_num: 0x22,
-        rq_psn: Psn::new(100),
-        max_dest_rd_atomic: 4,
-        min_rnr_timer: 12,
-        ah_attr: AhAttr::new(Gid::from_ip("127.0.0.2".parse().unwrap()), 1),
-        ..QpAttr::default()
+    let peer = QpPeer {
+        qpn: 0x22,
+        psn: Psn::new(100),
+        av: AhAttr::new(Gid::from_ip("127.0.0.2".parse().unwrap()), 1),
     };
-    hca.modify_qp(
-        qp,
-        &rtr,
-        QpAttrMask::STATE
-            | QpAttrMask::AV
-            | QpAttrMask::PATH_MTU
-            | QpAttrMask::DEST_QPN
-            | QpAttrMask::RQ_PSN
-            | QpAttrMask::MAX_DEST_RD_ATOMIC
-            | QpAttrMask::MIN_RNR_TIMER,
-    )
-    .unwrap();
-    let rts = QpAttr {
-        qp_state: QpState::Rts,
-        sq_psn: Psn::new(200),
-        timeout: 14,
-        retry_cnt: 7,
-        rnr_retry: 7,
-        max_rd_atomic: 4,
-        ..QpAttr::default()
-    };
-    hca.modify_qp(
-        qp,
-        &rts,
-        QpAttrMask::STATE
-            | QpAttrMask::SQ_PSN
-            | QpAttrMask::TIMEOUT
-            | QpAttrMask::RETRY_CNT
-            | QpAttrMask::RNR_RETRY
-            | QpAttrMask::MAX_QP_RD_ATOMIC,
-    )
-    .unwrap();
+    bringup.to_rts(hca, qp, &peer, Psn::new(200)).unwrap();
 }
 
 fn to_err(hca: &mut Hca, qp: QpHandle) {
@@ -637,49 +588,16 @@ fn ud_qp_refuses_rdma_and_needs_an_address_handle() {
                 send_cq: cq,
                 recv_cq: cq,
                 srq: None,
-                cap: QpCap {
-                    max_send_wr: 4,
-                    max_recv_wr: 4,
-                    max_send_sge: 1,
-                    max_recv_sge: 1,
-                    max_inline_data: 0,
-                },
+                cap: QpCap::new(4, 4),
                 qp_type: QpType::Ud,
                 sq_sig_all: true,
                 qp_context: 0,
             },
         )
         .unwrap();
-    let init = QpAttr {
-        qp_state: QpState::Init,
-        qkey: 0x1111_1111,
-        port_num: 1,
-        ..QpAttr::default()
-    };
-    hca.modify_qp(
-        qp,
-        &init,
-        QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::QKEY,
-    )
-    .unwrap();
-    hca.modify_qp(
-        qp,
-        &QpAttr {
-            qp_state: QpState::Rtr,
-            ..QpAttr::default()
-        },
-        QpAttrMask::STATE,
-    )
-    .unwrap();
-    hca.modify_qp(
-        qp,
-        &QpAttr {
-            qp_state: QpState::Rts,
-            ..QpAttr::default()
-        },
-        QpAttrMask::STATE | QpAttrMask::SQ_PSN,
-    )
-    .unwrap();
+    QpBringup::new(QpType::Ud)
+        .to_rts(&mut hca, qp, &QpPeer::default(), Psn::new(0))
+        .unwrap();
     // SAFETY: no inline data.
     let err = unsafe { hca.post_send(qp, &[SendWr::new(1, WrOpcode::RdmaWrite)]) }.unwrap_err();
     assert!(

@@ -2,7 +2,7 @@
 
 use softroce_emu::core::{PostError, VerbsError};
 
-use crate::backend::BackendKind;
+use crate::backend_kind::BackendKind;
 
 /// A failed verb.
 #[derive(Debug, thiserror::Error)]

@@ -25,6 +25,7 @@
 //! and copy-out accessors that never create a Rust reference the device could invalidate.
 
 pub mod backend;
+mod backend_kind;
 mod context;
 mod error;
 mod inject;

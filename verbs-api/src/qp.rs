@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use softroce_emu::core::{
-    AccessFlags, AhAttr, AhHandle, QpAttr, QpAttrMask, QpCap, QpHandle, QpInitAttr, QpState,
-    QpType, RecvWr, SendWr, Sge, TransitionError, UdTarget, VerbsError, required_mask,
+    AccessFlags, AhAttr, AhHandle, QpAttr, QpAttrMask, QpBringup, QpCap, QpHandle, QpInitAttr,
+    QpPeer, QpState, QpType, RecvWr, SendWr, Sge, UdTarget,
 };
 use softroce_wire::{Gid, Mtu, Psn};
 
@@ -76,16 +76,9 @@ pub struct QueuePairBuilder<'a> {
     send_cq: Arc<CqInner>,
     recv_cq: Arc<CqInner>,
     srq: Option<&'a SharedReceiveQueue>,
-    qp_type: QpType,
     cap: QpCap,
     sq_sig_all: bool,
-    access: AccessFlags,
-    mtu: Mtu,
-    timeout: u8,
-    retry_cnt: u8,
-    rnr_retry: u8,
-    min_rnr_timer: u8,
-    qkey: u32,
+    bringup: QpBringup,
 }
 
 impl ProtectionDomain {
@@ -101,24 +94,9 @@ impl ProtectionDomain {
             send_cq: Arc::clone(&send_cq.inner),
             recv_cq: Arc::clone(&recv_cq.inner),
             srq: None,
-            qp_type,
-            cap: QpCap {
-                max_send_wr: 64,
-                max_recv_wr: 64,
-                max_send_sge: 4,
-                max_recv_sge: 4,
-                max_inline_data: 64,
-            },
+            cap: QpCap::new(64, 64).with_sges(4).with_inline(64),
             sq_sig_all: false,
-            access: AccessFlags::REMOTE_WRITE
-                | AccessFlags::REMOTE_READ
-                | AccessFlags::REMOTE_ATOMIC,
-            mtu: Mtu::Mtu1024,
-            timeout: 14,
-            retry_cnt: 7,
-            rnr_retry: 7,
-            min_rnr_timer: 12,
-            qkey: 0x1111_1111,
+            bringup: QpBringup::new(qp_type),
         }
     }
 }
@@ -141,24 +119,24 @@ impl<'a> QueuePairBuilder<'a> {
     }
     /// Remote access the responder grants (RC/UC).
     pub fn access(mut self, access: AccessFlags) -> Self {
-        self.access = access;
+        self.bringup.access = access;
         self
     }
     /// Path MTU (RC/UC).
     pub fn mtu(mut self, mtu: Mtu) -> Self {
-        self.mtu = mtu;
+        self.bringup.mtu = mtu;
         self
     }
     /// Local ACK timeout exponent, retry count and RNR retry count (RC).
     pub fn reliability(mut self, timeout: u8, retry_cnt: u8, rnr_retry: u8) -> Self {
-        self.timeout = timeout;
-        self.retry_cnt = retry_cnt;
-        self.rnr_retry = rnr_retry;
+        self.bringup.timeout = timeout;
+        self.bringup.retry_cnt = retry_cnt;
+        self.bringup.rnr_retry = rnr_retry;
         self
     }
     /// Q_Key (UD).
     pub fn qkey(mut self, qkey: u32) -> Self {
-        self.qkey = qkey;
+        self.bringup.qkey = qkey;
         self
     }
 
@@ -170,7 +148,7 @@ impl<'a> QueuePairBuilder<'a> {
             recv_cq: self.recv_cq.cq,
             srq: self.srq.map(|s| s.srq),
             cap: self.cap,
-            qp_type: self.qp_type,
+            qp_type: self.bringup.qp_type,
             sq_sig_all: self.sq_sig_all,
             qp_context: 0,
         };
@@ -181,19 +159,10 @@ impl<'a> QueuePairBuilder<'a> {
             _cqs: (self.send_cq, self.recv_cq),
             ahs: std::sync::Mutex::new(Vec::new()),
         };
-        let params = ConnectParams {
-            qp_type: self.qp_type,
-            access: self.access,
-            qkey: self.qkey,
-            mtu: self.mtu,
-            timeout: self.timeout,
-            retry_cnt: self.retry_cnt,
-            rnr_retry: self.rnr_retry,
-            min_rnr_timer: self.min_rnr_timer,
-        };
-        params.move_to_init(dev.as_ref(), qp)?;
-        let psn = (dev.query_device()?.node_guid as u32 ^ qpn.value().wrapping_mul(0x9E37_79B9))
-            & 0xFF_FFFF;
+        move_to_init(&self.bringup, dev.as_ref(), qp)?;
+        let psn =
+            Psn::new(dev.query_device()?.node_guid as u32 ^ qpn.value().wrapping_mul(0x9E37_79B9))
+                .value();
         let gid = dev.query_gid(1, dev.sgid_index())?;
         let port = dev.udp_port();
         let prepared = PreparedQueuePair {
@@ -204,21 +173,10 @@ impl<'a> QueuePairBuilder<'a> {
                 gid,
                 udp_port: port,
             },
-            params,
+            bringup: self.bringup,
         };
         Ok(prepared)
     }
-}
-
-/// The attributes a transition needs, from the shared state table.
-fn required(qp_type: QpType, cur: QpState, next: QpState) -> Result<QpAttrMask> {
-    required_mask(qp_type, cur, next).ok_or_else(|| {
-        VerbsError::Transition {
-            qpn: 0,
-            source: TransitionError::InvalidTransition { qp_type, cur, next },
-        }
-        .into()
-    })
 }
 
 #[derive(Debug)]
@@ -240,68 +198,31 @@ impl Drop for QpInner {
     }
 }
 
-/// How a QP is brought from RESET to RTS (kept for reconnecting).
-#[derive(Debug, Clone, Copy)]
-struct ConnectParams {
-    qp_type: QpType,
-    access: AccessFlags,
-    qkey: u32,
-    mtu: Mtu,
-    timeout: u8,
-    retry_cnt: u8,
-    rnr_retry: u8,
-    min_rnr_timer: u8,
+/// RESET -> INIT.
+fn move_to_init(bringup: &QpBringup, dev: &dyn Backend, qp: QpHandle) -> Result<()> {
+    let (attr, mask) = bringup.init();
+    dev.modify_qp(qp, &attr, mask)
 }
 
-impl ConnectParams {
-    /// RESET -> INIT.
-    fn move_to_init(&self, dev: &dyn Backend, qp: QpHandle) -> Result<()> {
-        let attr = QpAttr {
-            qp_state: QpState::Init,
-            port_num: 1,
-            qkey: self.qkey,
-            qp_access_flags: self.access,
-            ..QpAttr::default()
-        };
-        let mask = required(self.qp_type, QpState::Reset, QpState::Init)?;
-        dev.modify_qp(qp, &attr, mask)
+/// INIT -> RTR -> RTS towards `remote`, sending from `local_psn`.
+fn move_to_rts(
+    bringup: &QpBringup,
+    dev: &dyn Backend,
+    qp: QpHandle,
+    local_psn: u32,
+    remote: QueuePairEndpoint,
+) -> Result<()> {
+    let mut av = AhAttr::new(remote.gid, dev.sgid_index() as u8);
+    av.udp_port = remote.udp_port;
+    let peer = QpPeer {
+        qpn: remote.qpn,
+        psn: Psn::new(remote.psn),
+        av,
+    };
+    for (attr, mask) in [bringup.rtr(&peer), bringup.rts(Psn::new(local_psn))] {
+        dev.modify_qp(qp, &attr, mask)?;
     }
-
-    /// INIT -> RTR -> RTS towards `remote`, sending from `local_psn`.
-    fn move_to_rts(
-        &self,
-        dev: &dyn Backend,
-        qp: QpHandle,
-        local_psn: u32,
-        remote: QueuePairEndpoint,
-    ) -> Result<()> {
-        let sgid_index = dev.sgid_index() as u8;
-        let mut av = AhAttr::new(remote.gid, sgid_index);
-        av.udp_port = remote.udp_port;
-        let rtr = QpAttr {
-            qp_state: QpState::Rtr,
-            path_mtu: self.mtu,
-            dest_qp_num: remote.qpn,
-            rq_psn: Psn::new(remote.psn),
-            max_dest_rd_atomic: 16,
-            min_rnr_timer: self.min_rnr_timer,
-            ah_attr: av,
-            ..QpAttr::default()
-        };
-        let mask = required(self.qp_type, QpState::Init, QpState::Rtr)?;
-        dev.modify_qp(qp, &rtr, mask)?;
-        let rts = QpAttr {
-            qp_state: QpState::Rts,
-            sq_psn: Psn::new(local_psn),
-            timeout: self.timeout,
-            retry_cnt: self.retry_cnt,
-            rnr_retry: self.rnr_retry,
-            max_rd_atomic: 16,
-            ..QpAttr::default()
-        };
-        let mask = required(self.qp_type, QpState::Rtr, QpState::Rts)?;
-        dev.modify_qp(qp, &rts, mask)
-    }
+    Ok(())
 }
 
 /// A QP in INIT, waiting for its peer's endpoint.
@@ -309,7 +230,8 @@ impl ConnectParams {
 pub struct PreparedQueuePair {
     inner: QpInner,
     endpoint: QueuePairEndpoint,
-    params: ConnectParams,
+    /// How it was brought up, kept for reconnecting.
+    bringup: QpBringup,
 }
 
 impl PreparedQueuePair {
@@ -345,12 +267,17 @@ impl PreparedQueuePair {
     /// per send).
     pub fn handshake(self, remote: QueuePairEndpoint) -> Result<QueuePair> {
         let dev = Arc::clone(&self.inner.pd.dev);
-        self.params
-            .move_to_rts(dev.as_ref(), self.inner.qp, self.endpoint.psn, remote)?;
+        move_to_rts(
+            &self.bringup,
+            dev.as_ref(),
+            self.inner.qp,
+            self.endpoint.psn,
+            remote,
+        )?;
         Ok(QueuePair {
             inner: self.inner,
             endpoint: self.endpoint,
-            params: self.params,
+            bringup: self.bringup,
         })
     }
 }
@@ -360,7 +287,8 @@ impl PreparedQueuePair {
 pub struct QueuePair {
     inner: QpInner,
     endpoint: QueuePairEndpoint,
-    params: ConnectParams,
+    /// How it was brought up, kept for reconnecting.
+    bringup: QpBringup,
 }
 
 impl QueuePair {
@@ -393,9 +321,8 @@ impl QueuePair {
             ..QpAttr::default()
         };
         dev.modify_qp(self.inner.qp, &reset, QpAttrMask::STATE)?;
-        self.params.move_to_init(dev, self.inner.qp)?;
-        self.params
-            .move_to_rts(dev, self.inner.qp, self.endpoint.psn, remote)
+        move_to_init(&self.bringup, dev, self.inner.qp)?;
+        move_to_rts(&self.bringup, dev, self.inner.qp, self.endpoint.psn, remote)
     }
 
     /// The handle value async events name this QP by (`EventElement::Qp`).

@@ -21,7 +21,7 @@
     doc = "# Fuzzing\nUnder `cfg(fuzzing)` verification always succeeds so fuzzers reach the deeper layers."
 )]
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use crate::error::{Header, Result, WireError, need};
 use crate::ip::{IPV4_DF, IPV4_HEADER_LEN, IPV6_HEADER_LEN, PROTO_UDP, UDP_HEADER_LEN};
@@ -108,6 +108,18 @@ pub struct UdpEndpoints {
     pub dst_port: u16,
 }
 
+impl UdpEndpoints {
+    /// The endpoints of a datagram from `src` to `dst`.
+    pub const fn between(src: SocketAddr, dst: SocketAddr) -> Self {
+        Self {
+            src: src.ip(),
+            dst: dst.ip(),
+            src_port: src.port(),
+            dst_port: dst.port(),
+        }
+    }
+}
+
 /// The masked headers a sender through an unconnected `IP_PMTUDISC_DO` socket produces
 /// (IPv4: ID `ip_id`, flags `flags_frag`), in ICRC order, for a RoCE packet of `roce_len`
 /// bytes including the ICRC. Returns the buffer and how many bytes of it are used.
@@ -177,6 +189,15 @@ pub fn compute_for_udp_socket(ep: &UdpEndpoints, roce_without_icrc: &[u8]) -> Re
     h.update(&masked_bth(roce_without_icrc));
     h.update(&roce_without_icrc[BTH_LEN..]);
     Ok(h.finalize())
+}
+
+/// Store in `roce` (a whole packet, its last four bytes the ICRC) the ICRC
+/// [`compute_for_udp_socket`] gives, e.g. after changing the packet on purpose.
+pub fn set_icrc_for_udp_socket(ep: &UdpEndpoints, roce: &mut [u8]) -> Result<()> {
+    need(Header::Icrc, roce.len(), BTH_LEN + ICRC_LEN)?;
+    let (body, tail) = roce.split_at_mut(roce.len() - ICRC_LEN);
+    tail.copy_from_slice(&compute_for_udp_socket(ep, body)?.to_le_bytes());
+    Ok(())
 }
 
 /// How strong a successful ICRC check was.

@@ -16,15 +16,7 @@ fn roce_packet(src: SocketAddr, dst: SocketAddr, opcode: Opcode, qpn: u32, psn: 
     let repr = RoceRepr::new(bth, ExtRepr::default(), 6);
     let mut buf = vec![0u8; repr.buffer_len()];
     repr.emit_with_payload(b"hello!", &mut buf).unwrap();
-    let ep = UdpEndpoints {
-        src: src.ip(),
-        dst: dst.ip(),
-        src_port: src.port(),
-        dst_port: dst.port(),
-    };
-    let n = buf.len() - 4;
-    let crc = icrc::compute_for_udp_socket(&ep, &buf[..n]).unwrap();
-    buf[n..].copy_from_slice(&crc.to_le_bytes());
+    icrc::set_icrc_for_udp_socket(&UdpEndpoints::between(src, dst), &mut buf).unwrap();
     buf
 }
 
@@ -82,7 +74,7 @@ fn tshark_dissects_our_ipv4_and_ipv6_frames_as_infiniband_bth() {
         .args(["-e", "infiniband.bth.psn", "-e", "infiniband.bth.a"])
         .output()
         .unwrap_or_else(|e| {
-            panic!("tshark is required for this test (apt-get install tshark): {e}")
+            panic!("cannot run tshark ({e}): run scripts/test-all.sh, which installs it")
         });
     assert!(
         out.status.success(),

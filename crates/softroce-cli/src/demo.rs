@@ -12,6 +12,7 @@ use softroce_verbs::{
     Context, EventType, Mtu, QpType, SendFlags, WcFlags, WcOpcode, WcStatus, WorkCompletion,
     WrOpcode,
 };
+use softroce_wire::ROCE_V2_PORT;
 
 /// Arguments of `softroce demo`.
 #[derive(Debug, Args)]
@@ -24,7 +25,7 @@ pub(crate) struct DemoArgs {
     b: IpAddr,
     /// UDP port of both devices: RoCEv2's 4791, or 0 to pick free ports (captures of
     /// traffic on other ports are not recognised as RoCEv2 by tshark).
-    #[arg(long, default_value_t = 4791)]
+    #[arg(long, default_value_t = ROCE_V2_PORT)]
     port: u16,
 }
 

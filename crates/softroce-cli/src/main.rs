@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod completion;
 mod decode;
 mod demo;
 mod devinfo;

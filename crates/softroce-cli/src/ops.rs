@@ -25,8 +25,11 @@ use clap::{Args, ValueEnum};
 use softroce_emu::core::{QpCap, SendWr, UdTarget};
 use softroce_verbs::{
     CompletionQueue, Context, Gid, MemoryRegion, Mtu, QpType, QueuePair, QueuePairEndpoint,
-    SharedReceiveQueue, WcFlags, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
+    SharedReceiveQueue, WcFlags, WcOpcode, WorkCompletion, WrOpcode,
 };
+use softroce_wire::ROCE_V2_PORT;
+
+use crate::completion::check_success;
 
 /// Which verbs implementation runs this side.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -47,7 +50,7 @@ pub(crate) struct OpsArgs {
     #[arg(long, default_value = "127.0.0.1")]
     bind: IpAddr,
     /// UDP port of the emulated device.
-    #[arg(long, default_value_t = 4791)]
+    #[arg(long, default_value_t = ROCE_V2_PORT)]
     udp_port: u16,
     /// libibverbs device name (ibverbs backend; default: the first device).
     #[arg(long)]
@@ -435,13 +438,7 @@ fn ops(args: &OpsArgs) -> anyhow::Result<usize> {
     let pd = ctx.alloc_pd()?;
     let cq = ctx.create_cq(256, None)?;
     let mr = pd.allocate(MR_LEN)?;
-    let caps = QpCap {
-        max_send_wr: 16,
-        max_recv_wr: 16,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
+    let caps = QpCap::new(16, 16);
     let srq = (!is_client)
         .then(|| pd.create_srq(16, 1))
         .transpose()
@@ -658,7 +655,7 @@ fn request(side: &Side, op: Op, size: usize, seed: u32) -> anyhow::Result<()> {
     // completion below is polled.
     unsafe { qp.post_send(std::slice::from_ref(&wr)) }?;
     let wc = one_completion(side, "send")?;
-    check_status(&wc, "send")?;
+    check_success(&wc, "send")?;
     ensure!(
         wc.wr_id == wr.wr_id && wc.opcode == op.send_wc_opcode(),
         "send completion is wr_id {} {:?}, expected {} {:?}",
@@ -784,7 +781,7 @@ fn respond_check(side: &Side, op: Op, size: usize, seed: u32) -> anyhow::Result<
     let data_at = if op == Op::UdSend { GRH } else { 0 };
     if op.consumes_receive() {
         let wc = one_completion(side, "receive")?;
-        check_status(&wc, "receive")?;
+        check_success(&wc, "receive")?;
         let want_len = size + data_at;
         ensure!(
             wc.byte_len as usize == want_len,
@@ -879,14 +876,4 @@ fn one_completion(side: &Side, what: &str) -> anyhow::Result<WorkCompletion> {
     got.first()
         .copied()
         .with_context(|| format!("no {what} completion within {:?}", side.timeout))
-}
-
-fn check_status(wc: &WorkCompletion, what: &str) -> anyhow::Result<()> {
-    ensure!(
-        wc.status == WcStatus::Success,
-        "{what} completed with {} (vendor_err {:#x})",
-        wc.status,
-        wc.vendor_err
-    );
-    Ok(())
 }

@@ -17,8 +17,11 @@ use anyhow::{Context as _, anyhow, bail, ensure};
 use clap::{Args, ValueEnum};
 use softroce_verbs::{
     CompletionQueue, Context, MemoryRegion, Mtu, QpCap, QpType, QueuePair, QueuePairEndpoint,
-    RdmaTarget, RecvWr, SendFlags, SendWr, WcStatus, WorkCompletion, WrOpcode,
+    RdmaTarget, RecvWr, SendFlags, SendWr, WrOpcode,
 };
+use softroce_wire::ROCE_V2_PORT;
+
+use crate::completion::check_success;
 
 /// What `softroce perf` measures between two processes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -125,13 +128,7 @@ fn open_side(
     let cq = ctx.create_cq((qps * depth * 2 + 16) as u32, None)?;
     let slot = size.max(8).next_multiple_of(8);
     let mr = pd.allocate(slot * qps * depth)?;
-    let cap = QpCap {
-        max_send_wr: depth as u32 + 4,
-        max_recv_wr: depth as u32 + 4,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 64,
-    };
+    let cap = QpCap::new(depth as u32 + 4, depth as u32 + 4).with_inline(64);
     let prepared = (0..qps)
         .map(|_| {
             pd.create_qp(&cq, &cq, QpType::Rc)
@@ -238,7 +235,7 @@ fn requester_bw(
         let wcs = side.cq.poll_wait(want.min(8), Duration::from_secs(10))?;
         ensure!(!wcs.is_empty(), "no completion for 10 s after {done}");
         for wc in wcs {
-            check_wc(&wc, "request")?;
+            check_success(&wc, "request")?;
             done += 1;
             if done % window == 0 {
                 let now = Instant::now();
@@ -259,16 +256,6 @@ fn requester_bw(
         elapsed,
         peak_bps,
     })
-}
-
-fn check_wc(wc: &WorkCompletion, what: &str) -> anyhow::Result<()> {
-    ensure!(
-        wc.status == WcStatus::Success,
-        "{what} completed with {} (vendor_err {:#x})",
-        wc.status,
-        wc.vendor_err
-    );
-    Ok(())
 }
 
 /// Keep `depth` receives posted on every QP and count `iters` arrivals.
@@ -298,7 +285,7 @@ fn receiver_bw(side: &Side, size: usize, iters: u64, depth: usize) -> anyhow::Re
         ensure!(!wcs.is_empty(), "no receive for 10 s after {done}");
         start.get_or_insert_with(Instant::now);
         for wc in wcs {
-            check_wc(&wc, "receive")?;
+            check_success(&wc, "receive")?;
             done += 1;
             let id = wc.wr_id as usize;
             post(id / depth, id % depth)?;
@@ -350,7 +337,7 @@ fn pingpong(
     let wait_one = |what: &str| -> anyhow::Result<()> {
         let wcs = side.cq.poll_wait(1, Duration::from_secs(10))?;
         let wc = wcs.first().with_context(|| format!("{what} lost (10 s)"))?;
-        check_wc(wc, what)
+        check_success(wc, what)
     };
     // The first exchange lets both sides reach the loop before timing starts.
     if initiator {
@@ -588,7 +575,7 @@ fn in_process_latency(a: &Side, b: &Side, iters: u64) -> anyhow::Result<Duration
         // SAFETY: the regions outlive the run; inline data is read during the call.
         unsafe { from.qps[0].post_send(std::slice::from_ref(wr))? };
         let wcs = to.cq.poll_wait(1, Duration::from_secs(5))?;
-        check_wc(wcs.first().context("message lost (5 s)")?, "receive")?;
+        check_success(wcs.first().context("message lost (5 s)")?, "receive")?;
         // SAFETY: as above.
         unsafe { to.qps[0].post_receives(std::slice::from_ref(rw))? };
         Ok(())
@@ -627,7 +614,7 @@ fn decode_hello(line: &str) -> anyhow::Result<(Vec<QueuePairEndpoint>, Remote)> 
 
 fn two_process(args: &PerfArgs, mode: Mode) -> anyhow::Result<()> {
     check_args(args)?;
-    let ctx = Context::open_emulated("softroce0", args.bind, 4791)
+    let ctx = Context::open_emulated("softroce0", args.bind, ROCE_V2_PORT)
         .with_context(|| format!("emulated device on {}", args.bind))?;
     let stream = match &args.server {
         Some(host) => crate::sidechannel::connect_retrying(host, args.port)?,

@@ -12,6 +12,7 @@ use anyhow::{Context as _, bail, ensure};
 use clap::{Args, ValueEnum};
 use softroce_emu::core::{QpCap, SendWr, UdTarget};
 use softroce_verbs::{Context, Gid, Mtu, QpType, QueuePairEndpoint, WcOpcode, WcStatus, WrOpcode};
+use softroce_wire::ROCE_V2_PORT;
 
 /// Transport of `softroce pingpong`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -36,7 +37,7 @@ pub(crate) struct PingpongArgs {
     #[arg(long, default_value = "127.0.0.1")]
     bind: IpAddr,
     /// UDP port of the device.
-    #[arg(long, default_value_t = 4791)]
+    #[arg(long, default_value_t = ROCE_V2_PORT)]
     udp_port: u16,
     /// TCP port of the side channel.
     #[arg(short = 'p', long, default_value_t = 18515)]
@@ -306,13 +307,7 @@ fn single_qp_pingpong(
         Transport::Ud => QpType::Ud,
         Transport::Srq => bail!("SRQ pingpong has its own loop"),
     };
-    let cap = QpCap {
-        max_send_wr: 1,
-        max_recv_wr: args.rx_depth,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
+    let cap = QpCap::new(1, args.rx_depth);
     let prepared = pd
         .create_qp(&cq, &cq, qp_type)
         .caps(cap)
@@ -476,12 +471,10 @@ fn srq_pingpong(
     let slots = if args.check { rx_depth } else { 1 };
     let recv_mr = pd.allocate(slots * stride)?;
     let send_mr = pd.allocate(if args.check { num_qp } else { 1 } * stride)?;
+    // Receives come from the SRQ.
     let cap = QpCap {
-        max_send_wr: 1,
-        max_recv_wr: 0,
-        max_send_sge: 1,
         max_recv_sge: 0,
-        max_inline_data: 0,
+        ..QpCap::new(1, 0)
     };
     let mut prepared = Vec::with_capacity(num_qp);
     for _ in 0..num_qp {
@@ -685,7 +678,7 @@ mod tests {
             qpn: 0x11,
             psn: 0x5e4a3c,
             gid: Gid::from_ip("10.99.0.11".parse().unwrap()),
-            udp_port: 4791,
+            udp_port: ROCE_V2_PORT,
         };
         let msg = encode(&ep);
         assert_eq!(
@@ -693,8 +686,8 @@ mod tests {
             b"0000:000011:5e4a3c:00000000000000000000ffff0a63000b"
         );
         assert_eq!(msg[51], 0);
-        assert_eq!(decode(&msg, 4791).unwrap(), ep);
-        assert!(decode(b"garbage", 4791).is_err());
+        assert_eq!(decode(&msg, ROCE_V2_PORT).unwrap(), ep);
+        assert!(decode(b"garbage", ROCE_V2_PORT).is_err());
     }
 
     #[test]
@@ -703,13 +696,13 @@ mod tests {
             qpn,
             psn: 1,
             gid: Gid::from_ip("10.99.0.1".parse().unwrap()),
-            udp_port: 4791,
+            udp_port: ROCE_V2_PORT,
         };
         let unused = encode(&QueuePairEndpoint {
             qpn: 0,
             psn: 0,
             gid: Gid::from_bytes([0; 16]),
-            udp_port: 4791,
+            udp_port: ROCE_V2_PORT,
         });
         assert_eq!(
             &unused[..51],
@@ -718,14 +711,14 @@ mod tests {
         let mut wire: Vec<u8> = [ep(0x11), ep(0x12)].iter().flat_map(encode).collect();
         wire.extend((2..SRQ_WIRE_MSGS).flat_map(|_| unused));
         assert_eq!(wire.len(), 256 * 52);
-        let remotes = decode_all(&wire, 2, 4791).unwrap();
+        let remotes = decode_all(&wire, 2, ROCE_V2_PORT).unwrap();
         assert_eq!(remotes, vec![ep(0x11), ep(0x12)]);
-        let fewer = decode_all(&wire, 3, 4791).unwrap_err().to_string();
+        let fewer = decode_all(&wire, 3, ROCE_V2_PORT).unwrap_err().to_string();
         assert!(
             fewer.contains("the peer offers only 2 QPs, this side has 3"),
             "{fewer}"
         );
-        let more = decode_all(&wire, 1, 4791).unwrap_err().to_string();
+        let more = decode_all(&wire, 1, ROCE_V2_PORT).unwrap_err().to_string();
         assert!(more.contains("more QPs than this side's 1"), "{more}");
     }
 }

@@ -83,13 +83,7 @@ fn open(ip: IpAddr, faults: Option<&str>) -> anyhow::Result<Context> {
 }
 
 fn caps() -> QpCap {
-    QpCap {
-        max_send_wr: WINDOW as u32 + 4,
-        max_recv_wr: RQ_DEPTH as u32 + 4,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    }
+    QpCap::new(WINDOW as u32 + 4, RQ_DEPTH as u32 + 4)
 }
 
 /// Figures of a finished two-process soak.

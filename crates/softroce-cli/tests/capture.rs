@@ -44,7 +44,7 @@ fn demo_traffic_captured_with_softroce_pcap_decodes_in_tshark_and_verifies() {
         .args(["-T", "fields", "-e", "infiniband.bth.opcode"])
         .output()
         .unwrap_or_else(|e| {
-            panic!("tshark is required for this test (apt-get install tshark): {e}")
+            panic!("cannot run tshark ({e}): run scripts/test-all.sh, which installs it")
         });
     assert!(
         tshark.status.success(),

@@ -1,5 +1,6 @@
 //! The sans-IO core of the emulated HCA. See [`Hca`] for the call contract.
 
+pub mod bringup;
 pub mod counters;
 pub mod cq;
 pub mod error;
@@ -13,6 +14,7 @@ pub mod transport;
 pub mod types;
 pub mod wr;
 
+pub use bringup::{QpBringup, QpPeer};
 pub use counters::{Counters, DropReason};
 pub use error::{PostError, VerbsError, VerbsResult};
 pub use handles::{AhHandle, ChannelHandle, CqHandle, MrHandle, PdHandle, QpHandle, SrqHandle};

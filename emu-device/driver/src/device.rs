@@ -310,69 +310,53 @@ impl Device {
                     verb: "get_cq_event",
                     kind: ChannelHandle::KIND,
                 })?;
-        let deadline = timeout.map(|t| Instant::now() + t);
-        loop {
-            {
-                let mut hca = lock(&self.shared.hca);
-                match hca.get_cq_event(ch) {
-                    Ok(ev) => {
-                        if hca.channel_pending(ch).unwrap_or(0) == 0 {
-                            let _ = fd.try_consume();
-                        }
-                        return Ok(ev);
-                    }
-                    Err(VerbsError::WouldBlock { .. }) => {
-                        let _ = fd.try_consume();
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
-            let left = match deadline {
-                Some(d) => match d.checked_duration_since(Instant::now()) {
-                    Some(left) if !left.is_zero() => Some(left),
-                    _ => {
-                        return Err(VerbsError::WouldBlock {
-                            verb: "get_cq_event",
-                        });
-                    }
-                },
-                None => None,
-            };
-            let _ = fd.wait_readable(left);
-        }
+        self.wait_event(&fd, timeout, "get_cq_event", |hca| {
+            let ev = hca.get_cq_event(ch)?;
+            Ok((ev, hca.channel_pending(ch).unwrap_or(0) > 0))
+        })
     }
 
     /// `ibv_get_async_event`, waiting up to `timeout` like [`Device::get_cq_event`].
     pub fn get_async_event(&self, timeout: Option<Duration>) -> VerbsResult<AsyncEvent> {
+        let fd = &self.shared.async_fd;
+        self.wait_event(fd, timeout, "get_async_event", |hca| {
+            let ev = hca.get_async_event()?;
+            Ok((ev, hca.async_event_pending()))
+        })
+    }
+
+    /// Take an event with `take` (which also says whether more are queued), sleeping on
+    /// `fd` while there is none, up to `timeout` (`None`: forever; zero: EAGAIN at once).
+    /// `fd` is drained once the queue is empty, so it is readable exactly while events wait.
+    fn wait_event<T>(
+        &self,
+        fd: &EventFd,
+        timeout: Option<Duration>,
+        verb: &'static str,
+        mut take: impl FnMut(&mut Hca) -> VerbsResult<(T, bool)>,
+    ) -> VerbsResult<T> {
         let deadline = timeout.map(|t| Instant::now() + t);
         loop {
-            {
-                let mut hca = lock(&self.shared.hca);
-                match hca.get_async_event() {
-                    Ok(ev) => {
-                        if !hca.async_event_pending() {
-                            let _ = self.shared.async_fd.try_consume();
-                        }
-                        return Ok(ev);
+            match take(&mut lock(&self.shared.hca)) {
+                Ok((ev, more)) => {
+                    if !more {
+                        let _ = fd.try_consume();
                     }
-                    Err(VerbsError::WouldBlock { .. }) => {
-                        let _ = self.shared.async_fd.try_consume();
-                    }
-                    Err(e) => return Err(e),
+                    return Ok(ev);
                 }
+                Err(VerbsError::WouldBlock { .. }) => {
+                    let _ = fd.try_consume();
+                }
+                Err(e) => return Err(e),
             }
             let left = match deadline {
                 Some(d) => match d.checked_duration_since(Instant::now()) {
                     Some(left) if !left.is_zero() => Some(left),
-                    _ => {
-                        return Err(VerbsError::WouldBlock {
-                            verb: "get_async_event",
-                        });
-                    }
+                    _ => return Err(VerbsError::WouldBlock { verb }),
                 },
                 None => None,
             };
-            let _ = self.shared.async_fd.wait_readable(left);
+            let _ = fd.wait_readable(left);
         }
     }
 }
@@ -544,15 +528,20 @@ fn send_now(shared: &Shared, bufs: &mut Vec<(SocketAddr, Vec<u8>)>) {
     bufs.clear();
 }
 
-/// Hand datagrams that passed the receive-side fault rules (with their sources) to the device.
-fn deliver(hca: &mut Hca, now: Instant, local: SocketAddr, datagrams: &[(SocketAddr, Vec<u8>)]) {
-    for (src, data) in datagrams {
+/// Hand received datagrams (with their sources) to the device.
+fn deliver<'a>(
+    hca: &mut Hca,
+    now: Instant,
+    local: SocketAddr,
+    datagrams: impl IntoIterator<Item = (SocketAddr, &'a [u8])>,
+) {
+    for (src, payload) in datagrams {
         hca.handle_datagram(
             now,
             IncomingDatagram {
-                src: *src,
+                src,
                 dst: local.ip(),
-                payload: data,
+                payload,
             },
         );
     }
@@ -587,30 +576,26 @@ fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
             let _ = w.write_roce(ts, meta[i].from, local, &bufs[i][..meta[i].len]);
         }
     }
+    let received = (0..n)
+        .filter(|&i| !meta[i].truncated)
+        .map(|i| (meta[i].from, &bufs[i][..meta[i].len]));
     let mut faults = lock(&shared.faults);
     if let Some(inj) = faults.as_mut() {
         // Receive-side rules see the datagram before the device does (and its ICRC check).
         let mut passed = Vec::new();
-        {
-            for i in (0..n).filter(|&i| !meta[i].truncated) {
-                let data = bufs[i][..meta[i].len].to_vec();
-                inj.process(now, Direction::Rx, meta[i].from, local, data, &mut passed);
-            }
+        for (from, data) in received {
+            inj.process(now, Direction::Rx, from, local, data.to_vec(), &mut passed);
         }
         drop(faults);
-        deliver(hca, now, local, &passed);
+        deliver(
+            hca,
+            now,
+            local,
+            passed.iter().map(|(src, d)| (*src, d.as_slice())),
+        );
     } else {
         drop(faults);
-        for i in (0..n).filter(|&i| !meta[i].truncated) {
-            hca.handle_datagram(
-                now,
-                IncomingDatagram {
-                    src: meta[i].from,
-                    dst: local.ip(),
-                    payload: &bufs[i][..meta[i].len],
-                },
-            );
-        }
+        deliver(hca, now, local, received);
     }
     drop(bufs);
     drop(storage);
@@ -663,7 +648,8 @@ fn engine(shared: Arc<Shared>, mut poll: Poll) {
             send_now(&shared, &mut due_tx);
             if !due_rx.is_empty() {
                 let mut hca = lock(&shared.hca);
-                deliver(&mut hca, now, shared.socket.local_addr(), &due_rx);
+                let due = due_rx.iter().map(|(src, d)| (*src, d.as_slice()));
+                deliver(&mut hca, now, shared.socket.local_addr(), due);
                 pump(&shared, &mut hca, now);
             }
         }

@@ -34,6 +34,8 @@ use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use softroce_wire::icrc::{self, UdpEndpoints};
+use softroce_wire::{Aeth, BTH_LEN, Bth, ICRC_LEN, Opcode, Operation, Syndrome};
 
 /// A parsed fault specification.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -229,26 +231,25 @@ pub enum OpcodeClass {
 
 impl OpcodeClass {
     fn of(packet: &[u8]) -> Option<Self> {
-        let op = *packet.first()?;
-        let rc_op = if op < 0x20 || (0x20..0x40).contains(&op) {
-            op & 0x1F
-        } else {
-            op
-        };
-        Some(match (op, rc_op) {
-            (0x64 | 0x65, _) => Self::Send,
-            (_, 0x00..=0x05 | 0x16 | 0x17) => Self::Send,
-            (_, 0x06..=0x0B) => Self::Write,
-            (_, 0x0C) => Self::ReadRequest,
-            (_, 0x0D..=0x10) => Self::ReadResponse,
-            (_, 0x11) => match packet.get(12).map(|s| (s >> 5) & 3) {
-                Some(1) => Self::RnrNak,
-                Some(3) => Self::Nak,
-                _ => Self::Ack,
-            },
-            (_, 0x12) => Self::AtomicAck,
-            (_, 0x13 | 0x14) => Self::Atomic,
-            _ => return None,
+        let info = Opcode(*packet.first()?).info()?;
+        Some(match info.operation {
+            Operation::Send => Self::Send,
+            Operation::Write => Self::Write,
+            Operation::ReadRequest => Self::ReadRequest,
+            Operation::ReadResponse => Self::ReadResponse,
+            Operation::Acknowledge => {
+                let aeth = packet
+                    .get(BTH_LEN..)
+                    .and_then(|rest| Aeth::new_checked(rest).ok());
+                match aeth.map(|a| Syndrome::from_byte(a.syndrome_raw())) {
+                    Some(Syndrome::RnrNak { .. }) => Self::RnrNak,
+                    Some(Syndrome::Nak(_)) => Self::Nak,
+                    _ => Self::Ack,
+                }
+            }
+            Operation::AtomicAcknowledge => Self::AtomicAck,
+            Operation::CompareSwap | Operation::FetchAdd => Self::Atomic,
+            Operation::Flush | Operation::AtomicWrite | Operation::Cnp => return None,
         })
     }
 }
@@ -313,18 +314,14 @@ impl Rule {
         {
             return false;
         }
-        let field = |r: std::ops::Range<usize>| {
-            packet
-                .get(r)
-                .map(|b| b.iter().fold(0u32, |acc, &x| (acc << 8) | u32::from(x)))
-        };
+        let bth = Bth::new_checked(packet).ok();
         if let Some(qpn) = self.qpn
-            && field(5..8) != Some(qpn)
+            && bth.as_ref().map(|b| b.dest_qpn().value()) != Some(qpn)
         {
             return false;
         }
         if let Some((lo, hi)) = self.psn {
-            match field(9..12) {
+            match bth.map(|b| b.psn().value()) {
                 Some(psn) if psn >= lo && psn <= hi => {}
                 _ => return false,
             }
@@ -605,19 +602,10 @@ impl FaultInjector {
                 self.counters.corrupted += 1;
             }
             // Flip a bit after the BTH and before the ICRC, then make the ICRC valid again.
-            Some(Action::CorruptRecompute) if data.len() > 16 => {
-                let bit = self.rng.gen_range(12 * 8..(data.len() - 4) * 8);
+            Some(Action::CorruptRecompute) if data.len() > BTH_LEN + ICRC_LEN => {
+                let bit = self.rng.gen_range(BTH_LEN * 8..(data.len() - ICRC_LEN) * 8);
                 data[bit / 8] ^= 1 << (bit % 8);
-                let ep = softroce_wire::icrc::UdpEndpoints {
-                    src: src.ip(),
-                    dst: dst.ip(),
-                    src_port: src.port(),
-                    dst_port: dst.port(),
-                };
-                let n = data.len() - 4;
-                if let Ok(crc) = softroce_wire::icrc::compute_for_udp_socket(&ep, &data[..n]) {
-                    data[n..].copy_from_slice(&crc.to_le_bytes());
-                }
+                let _ = icrc::set_icrc_for_udp_socket(&UdpEndpoints::between(src, dst), &mut data);
                 self.counters.corrupted_recomputed += 1;
             }
             Some(Action::Truncate(n)) => {
@@ -695,6 +683,7 @@ impl FaultInjector {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use softroce_wire::{AethRepr, BthRepr, ExtRepr, Msn, Psn, Qpn, RoceRepr};
 
     #[test]
     fn compact_spec_parses() {
@@ -743,11 +732,20 @@ mod tests {
     }
 
     fn ack(qpn: u32, psn: u32, syndrome: u8) -> Vec<u8> {
-        let mut p = vec![
-            0x11, 0, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, syndrome, 0, 0, 1, 0, 0, 0, 0,
-        ];
-        p[5..8].copy_from_slice(&qpn.to_be_bytes()[1..]);
-        p[9..12].copy_from_slice(&psn.to_be_bytes()[1..]);
+        let aeth = AethRepr {
+            syndrome: Syndrome::from_byte(syndrome),
+            msn: Msn::new(1),
+        };
+        let repr = RoceRepr::new(
+            BthRepr::new(Opcode::RC_ACKNOWLEDGE, Qpn::from_wire(qpn), Psn::new(psn)),
+            ExtRepr {
+                aeth: Some(aeth),
+                ..ExtRepr::default()
+            },
+            0,
+        );
+        let mut p = vec![0; repr.buffer_len()];
+        repr.emit(&mut p).unwrap();
         p
     }
 
@@ -861,20 +859,13 @@ mod tests {
         let src: SocketAddr = "127.0.0.1:4791".parse().unwrap();
         let dst: SocketAddr = "127.0.0.2:4791".parse().unwrap();
         let mut p = ack(17, 1, 0x1f);
-        let ep = softroce_wire::icrc::UdpEndpoints {
-            src: src.ip(),
-            dst: dst.ip(),
-            src_port: 4791,
-            dst_port: 4791,
-        };
-        let n = p.len() - 4;
-        let crc = softroce_wire::icrc::compute_for_udp_socket(&ep, &p[..n]).unwrap();
-        p[n..].copy_from_slice(&crc.to_le_bytes());
+        let ep = UdpEndpoints::between(src, dst);
+        icrc::set_icrc_for_udp_socket(&ep, &mut p).unwrap();
         let Decision::Deliver { data, .. } = inj.decide(Direction::Tx, src, dst, p.clone()) else {
             panic!()
         };
         assert_ne!(data, p);
-        assert!(softroce_wire::icrc::verify_udp_socket(&ep, &data).is_ok());
+        assert!(icrc::verify_udp_socket(&ep, &data).is_ok());
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //!
 //! Faults are one-liners in a test: [`Fabric::drop_next`] for targeted loss, [`Fabric::set_filter`]
 //! for a rule of your own, [`Fabric::partition`], and seeded random
-//! loss/duplication/reordering/corruption through [`LinkFaults`](softroce_emu_faults::LinkFaults).
+//! loss/duplication/reordering/corruption through [`LinkFaults`].
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};

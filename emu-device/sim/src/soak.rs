@@ -121,6 +121,14 @@ impl Region {
             lkey: self.keys.lkey,
         }
     }
+    /// (Re)post the receive of slot `slot` on `qp`.
+    fn post_slot(&self, hca: &mut Hca, qp: QpHandle, slot: usize) -> Result<(), PostError> {
+        let wr = RecvWr {
+            wr_id: slot as u64,
+            sg_list: vec![self.sge(slot * SLOT, SLOT)],
+        };
+        hca.post_recv(qp, &[wr])
+    }
 }
 
 fn pattern(seq: u64, len: usize) -> Vec<u8> {
@@ -165,18 +173,11 @@ pub fn run(cfg: SoakConfig) -> Result<SoakReport, SoakFailure> {
         let pd = hca.alloc_pd().map_err(e)?;
         let (cq, _) = hca.create_cq(4096, None, 0, 0).map_err(e)?;
         let region = Region::new(&mut hca, pd, SLOT * (RECV_SLOTS + WRITE_SLOTS + 2)).map_err(e)?;
-        let cap = QpCap {
-            max_send_wr: 256,
-            max_recv_wr: 256,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-        };
         let init = QpInitAttr {
             send_cq: cq,
             recv_cq: cq,
             srq: None,
-            cap,
+            cap: QpCap::new(256, 256),
             qp_type: QpType::Rc,
             sq_sig_all: true,
             qp_context: 0,
@@ -186,54 +187,23 @@ pub fn run(cfg: SoakConfig) -> Result<SoakReport, SoakFailure> {
         regions.push(region);
         sides.push((node, cq, qp, qpn.value()));
     }
+    // PSNs near the 24-bit wrap so every soak crosses it.
+    let first_psn = Psn::new(0xFF_FF00);
+    let bringup = QpBringup {
+        mtu: cfg.mtu,
+        min_rnr_timer: 1,
+        timeout: 8,
+        ..QpBringup::new(QpType::Rc)
+    };
     for (i, &(node, _, qp, _)) in sides.iter().enumerate() {
-        let peer = sides[1 - i].3;
-        let hca = fabric.node_mut(node);
-        let init = QpAttr {
-            qp_state: QpState::Init,
-            port_num: 1,
-            qp_access_flags: AccessFlags::REMOTE_WRITE
-                | AccessFlags::REMOTE_READ
-                | AccessFlags::REMOTE_ATOMIC,
-            ..QpAttr::default()
+        let peer = QpPeer {
+            qpn: sides[1 - i].3,
+            psn: first_psn,
+            av: AhAttr::new(Gid::from_ip(ips[1 - i]), 1),
         };
-        hca.modify_qp(
-            qp,
-            &init,
-            required_mask(QpType::Rc, QpState::Reset, QpState::Init).unwrap_or(QpAttrMask::STATE),
-        )
-        .map_err(e)?;
-        let rtr = QpAttr {
-            qp_state: QpState::Rtr,
-            path_mtu: cfg.mtu,
-            dest_qp_num: peer,
-            rq_psn: Psn::new(0xFF_FF00),
-            max_dest_rd_atomic: 16,
-            min_rnr_timer: 1,
-            ah_attr: AhAttr::new(Gid::from_ip(ips[1 - i]), 1),
-            ..QpAttr::default()
-        };
-        hca.modify_qp(
-            qp,
-            &rtr,
-            required_mask(QpType::Rc, QpState::Init, QpState::Rtr).unwrap_or(QpAttrMask::STATE),
-        )
-        .map_err(e)?;
-        let rts = QpAttr {
-            qp_state: QpState::Rts,
-            sq_psn: Psn::new(0xFF_FF00),
-            timeout: 8,
-            retry_cnt: 7,
-            rnr_retry: 7,
-            max_rd_atomic: 16,
-            ..QpAttr::default()
-        };
-        hca.modify_qp(
-            qp,
-            &rts,
-            required_mask(QpType::Rc, QpState::Rtr, QpState::Rts).unwrap_or(QpAttrMask::STATE),
-        )
-        .map_err(e)?;
+        bringup
+            .to_rts(fabric.node_mut(node), qp, &peer, first_psn)
+            .map_err(e)?;
     }
     let (a_node, a_cq, a_qp, _) = sides[0];
     let (b_node, b_cq, b_qp, _) = sides[1];
@@ -245,13 +215,7 @@ pub fn run(cfg: SoakConfig) -> Result<SoakReport, SoakFailure> {
     rb.write(counter_off, &0u64.to_ne_bytes());
     // Keep every receive slot posted on b.
     for slot in 0..RECV_SLOTS {
-        let wr = RecvWr {
-            wr_id: slot as u64,
-            sg_list: vec![rb.sge(slot * SLOT, SLOT)],
-        };
-        fabric
-            .node_mut(b_node)
-            .post_recv(b_qp, &[wr])
+        rb.post_slot(fabric.node_mut(b_node), b_qp, slot)
             .map_err(|e| fail(0, e.to_string()))?;
     }
     let mut next_seq = 0u64;
@@ -350,13 +314,7 @@ pub fn run(cfg: SoakConfig) -> Result<SoakReport, SoakFailure> {
                     if rb.read(slot * SLOT + 8, len) != pattern(seq, len) {
                         return Err(fail(done, format!("SEND {seq} payload corrupted")));
                     }
-                    let wr = RecvWr {
-                        wr_id: slot as u64,
-                        sg_list: vec![rb.sge(slot * SLOT, SLOT)],
-                    };
-                    fabric
-                        .node_mut(b_node)
-                        .post_recv(b_qp, &[wr])
+                    rb.post_slot(fabric.node_mut(b_node), b_qp, slot)
                         .map_err(|e| fail(done, e.to_string()))?;
                 }
                 WcOpcode::RecvRdmaWithImm => {
@@ -374,14 +332,7 @@ pub fn run(cfg: SoakConfig) -> Result<SoakReport, SoakFailure> {
                         return Err(fail(done, format!("WRITE {expect_write} data corrupted")));
                     }
                     expect_write += 4;
-                    let slot = wc.wr_id as usize;
-                    let wr = RecvWr {
-                        wr_id: slot as u64,
-                        sg_list: vec![rb.sge(slot * SLOT, SLOT)],
-                    };
-                    fabric
-                        .node_mut(b_node)
-                        .post_recv(b_qp, &[wr])
+                    rb.post_slot(fabric.node_mut(b_node), b_qp, wc.wr_id as usize)
                         .map_err(|e| fail(done, e.to_string()))?;
                 }
                 other => {

@@ -147,13 +147,7 @@ fn make_side(fabric: &mut Fabric<Hca>, ip: &str, o: &Options, seed: u64) -> Side
                 send_cq: cq,
                 recv_cq: cq,
                 srq,
-                cap: QpCap {
-                    max_send_wr: o.max_wr,
-                    max_recv_wr: o.max_wr,
-                    max_send_sge: 4,
-                    max_recv_sge: 4,
-                    max_inline_data: 128,
-                },
+                cap: QpCap::new(o.max_wr, o.max_wr).with_sges(4).with_inline(128),
                 qp_type: o.qp_type,
                 sq_sig_all: false,
                 qp_context: 0,
@@ -174,73 +168,23 @@ fn make_side(fabric: &mut Fabric<Hca>, ip: &str, o: &Options, seed: u64) -> Side
 
 /// Bring `qp` to RTS connected to `remote_qpn` at `remote_ip`.
 pub fn connect(hca: &mut Hca, qp: QpHandle, remote_ip: &str, remote_qpn: u32, o: &Options) {
-    let ud = o.qp_type == QpType::Ud;
-    let mut mask = QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT;
-    mask |= if ud {
-        QpAttrMask::QKEY
-    } else {
-        QpAttrMask::ACCESS_FLAGS
-    };
-    let init = QpAttr {
-        qp_state: QpState::Init,
-        port_num: 1,
-        qkey: 0x1111_1111,
-        qp_access_flags: o.access.difference(AccessFlags::LOCAL_WRITE),
-        ..QpAttr::default()
-    };
-    hca.modify_qp(qp, &init, mask).unwrap();
-    let rtr = QpAttr {
-        qp_state: QpState::Rtr,
-        path_mtu: o.mtu,
-        dest_qp_num: remote_qpn,
-        rq_psn: Psn::new(0x00ff_fff0),
-        max_dest_rd_atomic: 16,
+    let bringup = QpBringup {
+        access: o.access.difference(AccessFlags::LOCAL_WRITE),
+        mtu: o.mtu,
         min_rnr_timer: o.min_rnr_timer,
-        ah_attr: AhAttr::new(Gid::from_ip(remote_ip.parse().unwrap()), 1),
-        ..QpAttr::default()
-    };
-    let mask = match o.qp_type {
-        QpType::Ud => QpAttrMask::STATE,
-        QpType::Uc => {
-            QpAttrMask::STATE
-                | QpAttrMask::AV
-                | QpAttrMask::PATH_MTU
-                | QpAttrMask::DEST_QPN
-                | QpAttrMask::RQ_PSN
-        }
-        QpType::Rc => {
-            QpAttrMask::STATE
-                | QpAttrMask::AV
-                | QpAttrMask::PATH_MTU
-                | QpAttrMask::DEST_QPN
-                | QpAttrMask::RQ_PSN
-                | QpAttrMask::MAX_DEST_RD_ATOMIC
-                | QpAttrMask::MIN_RNR_TIMER
-        }
-    };
-    hca.modify_qp(qp, &rtr, mask).unwrap();
-    // PSNs near the 24-bit wrap so every run crosses it.
-    let rts = QpAttr {
-        qp_state: QpState::Rts,
-        sq_psn: Psn::new(0x00ff_fff0),
         timeout: o.timeout,
         retry_cnt: o.retry_cnt,
         rnr_retry: o.rnr_retry,
-        max_rd_atomic: 16,
-        ..QpAttr::default()
+        ..QpBringup::new(o.qp_type)
     };
-    let mask = match o.qp_type {
-        QpType::Rc => {
-            QpAttrMask::STATE
-                | QpAttrMask::SQ_PSN
-                | QpAttrMask::TIMEOUT
-                | QpAttrMask::RETRY_CNT
-                | QpAttrMask::RNR_RETRY
-                | QpAttrMask::MAX_QP_RD_ATOMIC
-        }
-        _ => QpAttrMask::STATE | QpAttrMask::SQ_PSN,
+    // PSNs near the 24-bit wrap so every run crosses it.
+    let first_psn = Psn::new(0x00ff_fff0);
+    let peer = QpPeer {
+        qpn: remote_qpn,
+        psn: first_psn,
+        av: AhAttr::new(Gid::from_ip(remote_ip.parse().unwrap()), 1),
     };
-    hca.modify_qp(qp, &rts, mask).unwrap();
+    bringup.to_rts(hca, qp, &peer, first_psn).unwrap();
 }
 
 impl Pair {

@@ -28,26 +28,8 @@ mod ibverbs;
 #[cfg(feature = "ibverbs")]
 pub use ibverbs::Ibverbs;
 
+pub use crate::backend_kind::BackendKind;
 pub use emulated::Emulated;
-
-/// Which implementation a backend is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum BackendKind {
-    /// The in-process softroce emulator.
-    Emulated,
-    /// The system's libibverbs and whatever device it drives (a NIC, rdma_rxe, siw).
-    Ibverbs,
-}
-
-impl fmt::Display for BackendKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Emulated => "emulated",
-            Self::Ibverbs => "ibverbs",
-        })
-    }
-}
 
 /// The verbs, one method each, as a device implements them.
 ///
