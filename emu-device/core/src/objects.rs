@@ -139,6 +139,15 @@ pub struct SrqAttr {
     pub srq_limit: u32,
 }
 
+/// Which SRQ attributes `modify_srq` changes (`enum ibv_srq_attr_mask`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SrqAttrMask {
+    /// Resize to `max_wr`.
+    pub max_wr: bool,
+    /// Arm the limit event at `srq_limit`.
+    pub limit: bool,
+}
+
 /// A shared receive queue.
 #[derive(Debug)]
 pub(crate) struct Srq {
@@ -289,5 +298,12 @@ pub(crate) struct Qp {
     /// SQD was requested with notification and SQ_DRAINED has not been raised yet.
     pub(crate) sqd_notify_pending: bool,
     /// Transport state (sequence numbers, timers, in-flight work).
-    pub(crate) transport: super::transport::QpTransport,
+    pub(crate) transport: super::qp_transport::QpTransport,
+}
+
+impl Qp {
+    /// Nothing of the send queue is in flight (every WQE still waits for its first packet).
+    pub(crate) fn sq_drained(&self) -> bool {
+        self.sq.iter().all(|w| w.first_psn.is_none())
+    }
 }

@@ -8,9 +8,9 @@ use softroce_wire::{
 };
 
 use super::super::handles::QpHandle;
-use super::super::hca::Hca;
 use super::super::types::{QpState, QpType, SendFlags, WcOpcode, WcStatus, WrOpcode};
 use super::super::wr::{VendorErr, WorkCompletion};
+use super::Engine;
 use super::access::LocalFault;
 use super::ack_timeout;
 
@@ -38,15 +38,15 @@ fn packets_for(op: WrOpcode, len: u64, mtu: u64) -> u32 {
 }
 
 /// Build and queue as many packets of the QP's send queue as the window allows.
-pub(super) fn progress(hca: &mut Hca, now: Instant, qp: QpHandle) {
+pub(super) fn progress(eng: &mut Engine<'_>, now: Instant, qp: QpHandle) {
     for _ in 0..BUDGET {
-        match next_packet(hca, now, qp) {
+        match next_packet(eng, now, qp) {
             Step::Sent => continue,
             Step::Stop => break,
         }
     }
     // More work left: come back after the other QPs had their turn.
-    if let Some(q) = hca.qps.get(qp.index, qp.generation)
+    if let Some(q) = eng.store.get(qp)
         && q.transport.send_index < q.sq.len()
         && q.transport.rnr_at.is_none()
         && matches!(q.attr.qp_state, QpState::Rts | QpState::Sqd)
@@ -54,7 +54,7 @@ pub(super) fn progress(hca: &mut Hca, now: Instant, qp: QpHandle) {
         let window_open = q.init.qp_type != QpType::Rc
             || q.transport.sq_psn.distance_from(q.transport.comp_psn) < MAX_UNACKED_PSNS;
         if window_open {
-            hca.mark_active(qp);
+            eng.outbox.mark_active(qp);
         }
     }
 }
@@ -64,8 +64,8 @@ enum Step {
     Stop,
 }
 
-fn next_packet(hca: &mut Hca, now: Instant, qp: QpHandle) -> Step {
-    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+fn next_packet(eng: &mut Engine<'_>, now: Instant, qp: QpHandle) -> Step {
+    let Some(q) = eng.store.get(qp) else {
         return Step::Stop;
     };
     let state = q.attr.qp_state;
@@ -79,7 +79,7 @@ fn next_packet(hca: &mut Hca, now: Instant, qp: QpHandle) -> Step {
     let qp_type = q.init.qp_type;
     // UD has no path MTU attribute: the port's active MTU bounds its messages.
     let mtu = if qp_type == QpType::Ud {
-        hca.active_mtu().bytes() as u64
+        eng.device.active_mtu().bytes() as u64
     } else {
         q.attr.path_mtu.bytes() as u64
     };
@@ -106,11 +106,11 @@ fn next_packet(hca: &mut Hca, now: Instant, qp: QpHandle) -> Step {
         }
         if qp_type == QpType::Ud && len > mtu {
             // IBTA: a UD message larger than the path MTU is a local length error.
-            fail_send(hca, qp, idx, WcStatus::LocLenErr, VendorErr::RecvTooSmall);
+            fail_send(eng, qp, idx, WcStatus::LocLenErr, VendorErr::RecvTooSmall);
             return Step::Sent;
         }
         let npkts = packets_for(op, len, mtu);
-        let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+        let Some(q) = eng.store.get_mut(qp) else {
             return Step::Stop;
         };
         let first = q.transport.sq_psn;
@@ -121,7 +121,7 @@ fn next_packet(hca: &mut Hca, now: Instant, qp: QpHandle) -> Step {
             w.next_pkt = 0;
         }
     }
-    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+    let Some(q) = eng.store.get(qp) else {
         return Step::Stop;
     };
     let Some(wqe) = q.sq.get(idx) else {
@@ -188,17 +188,17 @@ fn next_packet(hca: &mut Hca, now: Instant, qp: QpHandle) -> Step {
                     payload.copy_from_slice(&data[off as usize..off as usize + n]);
                     Ok(())
                 }
-                None => hca.gather(pd, &wqe.wr.sg_list, off, &mut payload),
+                None => eng.store.gather(pd, &wqe.wr.sg_list, off, &mut payload),
             };
             if let Err(fault) = gathered {
                 let status = match fault {
                     LocalFault::Protection => WcStatus::LocProtErr,
                     LocalFault::TooLong => WcStatus::LocLenErr,
                 };
-                fail_send(hca, qp, idx, status, VendorErr::LocalKey);
+                fail_send(eng, qp, idx, status, VendorErr::LocalKey);
                 return Step::Stop;
             }
-            let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+            let Some(q) = eng.store.get(qp) else {
                 return Step::Stop;
             };
             let Some(wqe) = q.sq.get(idx) else {
@@ -228,7 +228,7 @@ fn next_packet(hca: &mut Hca, now: Instant, qp: QpHandle) -> Step {
             }
             if qp_type == QpType::Ud {
                 let Some(ud) = wqe.wr.ud else {
-                    fail_send(hca, qp, idx, WcStatus::LocQpOpErr, VendorErr::LocalKey);
+                    fail_send(eng, qp, idx, WcStatus::LocQpOpErr, VendorErr::LocalKey);
                     return Step::Stop;
                 };
                 bth.dest_qpn = Qpn::from_wire(ud.remote_qpn);
@@ -248,12 +248,8 @@ fn next_packet(hca: &mut Hca, now: Instant, qp: QpHandle) -> Step {
     };
     let dst = match qp_type {
         QpType::Ud => {
-            let Some(ah) = wqe
-                .wr
-                .ud
-                .and_then(|ud| hca.ahs.get(ud.ah.index, ud.ah.generation))
-            else {
-                fail_send(hca, qp, idx, WcStatus::LocQpOpErr, VendorErr::LocalKey);
+            let Some(ah) = wqe.wr.ud.and_then(|ud| eng.store.get(ud.ah)) else {
+                fail_send(eng, qp, idx, WcStatus::LocQpOpErr, VendorErr::LocalKey);
                 return Step::Stop;
             };
             let port = if ah.attr.udp_port == 0 {
@@ -263,21 +259,21 @@ fn next_packet(hca: &mut Hca, now: Instant, qp: QpHandle) -> Step {
             };
             std::net::SocketAddr::new(ah.attr.dgid.to_ip(), port)
         }
-        _ => match hca.qp_peer(qp) {
+        _ => match eng.qp_peer(qp) {
             Some(d) => d,
             None => return Step::Stop,
         },
     };
-    let retransmit = hca
-        .qps
-        .get(qp.index, qp.generation)
+    let retransmit = eng
+        .store
+        .get(qp)
         .and_then(|q| q.sq.get(idx))
         .is_some_and(|w| w.all_sent);
-    hca.queue_packet(dst, &repr, &payload);
+    eng.queue_packet(dst, &repr, &payload);
     if retransmit {
-        hca.counters.retransmitted_pkts += 1;
+        eng.counters.retransmitted_pkts += 1;
     }
-    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+    let Some(q) = eng.store.get_mut(qp) else {
         return Step::Stop;
     };
     if let Some(w) = q.sq.get_mut(idx) {
@@ -294,7 +290,7 @@ fn next_packet(hca: &mut Hca, now: Instant, qp: QpHandle) -> Step {
             q.transport.retrans_at = Some(now + t);
         }
     } else if next_pkt >= npkts {
-        complete_unreliable(hca, qp);
+        complete_unreliable(eng, qp);
     }
     Step::Sent
 }
@@ -355,8 +351,8 @@ fn data_opcode(qp_type: QpType, op: WrOpcode, i: u32, n: u32) -> Opcode {
 }
 
 /// UC/UD: a request is complete once its last packet is sent.
-fn complete_unreliable(hca: &mut Hca, qp: QpHandle) {
-    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+fn complete_unreliable(eng: &mut Engine<'_>, qp: QpHandle) {
+    let Some(q) = eng.store.get_mut(qp) else {
         return;
     };
     let Some(wqe) = q.sq.pop_front() else {
@@ -376,21 +372,21 @@ fn complete_unreliable(hca: &mut Hca, qp: QpHandle) {
             WcOpcode::for_send(wqe.wr.opcode),
             len as u32,
         );
-        let _ = hca.push_completion(cq, wc, false);
+        let _ = eng.push_completion(cq, wc, false);
     }
-    hca.check_sq_drained(qp);
+    eng.check_sq_drained(qp);
 }
 
 /// Complete WQE `idx` with an error and move the QP to ERR (RC) — or, for UC/UD, to SQE
 /// with the rest of the send queue flushed (IBTA 10.3.1).
 pub(super) fn fail_send(
-    hca: &mut Hca,
+    eng: &mut Engine<'_>,
     qp: QpHandle,
     idx: usize,
     status: WcStatus,
     vendor: VendorErr,
 ) {
-    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+    let Some(q) = eng.store.get_mut(qp) else {
         return;
     };
     let Some(wqe) = q.sq.remove(idx) else {
@@ -406,43 +402,18 @@ pub(super) fn fail_send(
         WcOpcode::for_send(wqe.wr.opcode),
         vendor as u32,
     );
-    let _ = hca.push_completion(cq, wc, false);
-    hca.counters.send_err += 1;
+    let _ = eng.push_completion(cq, wc, false);
+    eng.counters.send_err += 1;
     if qp_type == QpType::Rc {
-        hca.qp_to_error(qp, None);
+        eng.qp_to_error(qp, None);
     } else {
-        hca.qp_to_sqe(qp);
-    }
-}
-
-impl Hca {
-    /// UC/UD send error: the QP enters SQE and its send queue is flushed; receives go on.
-    pub(crate) fn qp_to_sqe(&mut self, qp: QpHandle) {
-        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
-            return;
-        };
-        q.attr.qp_state = QpState::Sqe;
-        q.attr.cur_qp_state = QpState::Sqe;
-        let qpn = q.qpn.value();
-        let cq = q.init.send_cq;
-        let rest: Vec<_> = q.sq.drain(..).collect();
-        q.transport.send_index = 0;
-        for w in rest {
-            let wc = WorkCompletion::error(
-                w.wr.wr_id,
-                qpn,
-                WcStatus::WrFlushErr,
-                WcOpcode::for_send(w.wr.opcode),
-                VendorErr::Flushed as u32,
-            );
-            let _ = self.push_completion(cq, wc, false);
-        }
+        eng.qp_to_sqe(qp);
     }
 }
 
 /// Rewind the send cursor so everything from `psn` on is sent again (go-back-N).
-pub(super) fn rewind_to(hca: &mut Hca, qp: QpHandle, psn: Psn) {
-    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+pub(super) fn rewind_to(eng: &mut Engine<'_>, qp: QpHandle, psn: Psn) {
+    let Some(q) = eng.store.get_mut(qp) else {
         return;
     };
     let mut found = None;
@@ -466,5 +437,5 @@ pub(super) fn rewind_to(hca: &mut Hca, qp: QpHandle, psn: Psn) {
     if let Some(i) = found {
         q.transport.send_index = i;
     }
-    hca.mark_active(qp);
+    eng.outbox.mark_active(qp);
 }
