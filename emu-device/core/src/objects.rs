@@ -1,6 +1,7 @@
 //! The device's objects and their attributes.
 
 use std::collections::VecDeque;
+use std::net::SocketAddr;
 
 use softroce_wire::{Gid, Mtu, Psn, Qpn};
 
@@ -76,6 +77,18 @@ impl AhAttr {
             port_num: 1,
             udp_port: 0,
         }
+    }
+}
+
+impl AhAttr {
+    /// Where packets to this address go: the destination GID's IP and the UDP port.
+    pub(crate) fn destination(&self) -> SocketAddr {
+        let port = if self.udp_port == 0 {
+            softroce_wire::icrc::ROCE_V2_PORT
+        } else {
+            self.udp_port
+        };
+        SocketAddr::new(self.dgid.to_ip(), port)
     }
 }
 
@@ -283,6 +296,15 @@ pub(crate) struct SendWqe {
     pub(crate) next_pkt: u32,
     /// Every packet has been sent at least once.
     pub(crate) all_sent: bool,
+}
+
+impl SendWqe {
+    /// Bytes the request carries: the inline copy's, or the scatter/gather list's.
+    pub(crate) fn len(&self) -> u64 {
+        self.inline
+            .as_ref()
+            .map_or_else(|| self.wr.total_len(), |d| d.len() as u64)
+    }
 }
 
 /// A QP.

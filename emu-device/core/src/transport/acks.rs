@@ -14,14 +14,7 @@ use super::{Engine, OutPacket};
 impl Engine<'_> {
     /// Where packets of a QP go: its address vector's GID and UDP port.
     pub(crate) fn qp_peer(&self, qp: QpHandle) -> Option<SocketAddr> {
-        let q = self.store.get(qp)?;
-        let av = q.attr.ah_attr;
-        let port = if av.udp_port == 0 {
-            icrc::ROCE_V2_PORT
-        } else {
-            av.udp_port
-        };
-        Some(SocketAddr::new(av.dgid.to_ip(), port))
+        Some(self.store.get(qp)?.attr.ah_attr.destination())
     }
 
     /// Build a packet from a repr and payload bytes, fill its ICRC for our UDP socket, and

@@ -202,10 +202,7 @@ fn ack_through(eng: &mut Engine<'_>, now: Instant, qp: QpHandle, psn: Psn) {
             rewind_to(eng, qp, first);
             return;
         }
-        let len = w
-            .inline
-            .as_ref()
-            .map_or_else(|| w.wr.total_len(), |d| d.len() as u64);
+        let len = w.len();
         complete_front(eng, now, qp, len);
     }
 }
