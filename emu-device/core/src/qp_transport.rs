@@ -1,5 +1,5 @@
-//! Per-QP transport state, kept in each [`Qp`](super::objects::Qp): sequence numbers,
-//! timers, the message being received, the responder's replay cache and a held ACK.
+//! Per-QP transport state, kept in each QP: sequence numbers, timers, the message being
+//! received, the responder's replay cache and a held ACK.
 
 use std::collections::VecDeque;
 use std::time::Instant;

@@ -590,130 +590,9 @@ impl Hca {
             let fail = |error| PostError { index, error };
             let q = self.store.lookup(VERB, qp).map_err(fail)?;
             let state = q.attr.qp_state;
-            if matches!(state, QpState::Reset | QpState::Init | QpState::Rtr) {
-                return Err(fail(VerbsError::BadQpState {
-                    verb: VERB,
-                    qpn: q.qpn.value(),
-                    state,
-                }));
-            }
-            let qp_type = q.init.qp_type;
-            if !wr.opcode.valid_for(qp_type) {
-                return Err(fail(VerbsError::invalid(
-                    VERB,
-                    format!("{} is not valid on a {qp_type} QP", wr.opcode),
-                )));
-            }
-            if matches!(wr.opcode, WrOpcode::LocalInv | WrOpcode::BindMw) {
-                return Err(fail(VerbsError::Unsupported {
-                    verb: VERB,
-                    what: format!("{} (memory windows / local invalidate)", wr.opcode),
-                }));
-            }
-            if q.sq.len() >= q.init.cap.max_send_wr as usize {
-                return Err(fail(VerbsError::no_resources(
-                    VERB,
-                    format!("send queue full ({} WRs)", q.init.cap.max_send_wr),
-                )));
-            }
-            let inline = wr.send_flags.contains(SendFlags::INLINE);
-            let total = wr.total_len();
-            if inline {
-                if total > u64::from(q.init.cap.max_inline_data) {
-                    return Err(fail(VerbsError::invalid(
-                        VERB,
-                        format!(
-                            "{total} inline bytes exceed max_inline_data {}",
-                            q.init.cap.max_inline_data
-                        ),
-                    )));
-                }
-                if matches!(
-                    wr.opcode,
-                    WrOpcode::RdmaRead | WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
-                ) {
-                    return Err(fail(VerbsError::invalid(
-                        VERB,
-                        format!("{} cannot be inline", wr.opcode),
-                    )));
-                }
-            } else if wr.sg_list.len() > q.init.cap.max_send_sge as usize {
-                return Err(fail(VerbsError::invalid(
-                    VERB,
-                    format!(
-                        "num_sge {} exceeds max_send_sge {}",
-                        wr.sg_list.len(),
-                        q.init.cap.max_send_sge
-                    ),
-                )));
-            }
-            if total > u64::from(self.device.attr().max_msg_sz) {
-                return Err(fail(VerbsError::invalid(
-                    VERB,
-                    format!(
-                        "message of {total} bytes exceeds max_msg_sz {}",
-                        self.device.attr().max_msg_sz
-                    ),
-                )));
-            }
-            let is_atomic = matches!(
-                wr.opcode,
-                WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
-            );
-            if is_atomic && (wr.sg_list.len() != 1 || total != 8) {
-                return Err(fail(VerbsError::invalid(
-                    VERB,
-                    "an atomic needs exactly one 8-byte scatter/gather element for the result",
-                )));
-            }
-            if qp_type == QpType::Ud {
-                let Some(ud) = wr.ud else {
-                    return Err(fail(VerbsError::invalid(
-                        VERB,
-                        "a UD send needs an address handle (wr.ud)",
-                    )));
-                };
-                let ah = self.store.lookup(VERB, ud.ah).map_err(fail)?;
-                if ah.pd != q.pd {
-                    return Err(fail(VerbsError::invalid(
-                        VERB,
-                        "the address handle belongs to another PD",
-                    )));
-                }
-                if ud.remote_qpn > 0xFF_FFFF {
-                    return Err(fail(VerbsError::invalid(
-                        VERB,
-                        "remote_qpn exceeds 24 bits",
-                    )));
-                }
-            }
-            let pd = q.pd;
-            let signaled = q.init.sq_sig_all || wr.send_flags.contains(SendFlags::SIGNALED);
-            let inline_data = if inline {
-                let mut data = vec![0u8; total as usize];
-                let mut off = 0;
-                for sge in &wr.sg_list {
-                    let n = sge.length as usize;
-                    // SAFETY: the caller guarantees inline SGE ranges are readable.
-                    unsafe { memory::read_app(sge.addr, &mut data[off..off + n]) };
-                    off += n;
-                }
-                Some(data)
-            } else {
-                let write = matches!(wr.opcode, WrOpcode::RdmaRead) || is_atomic;
-                self.check_sges(VERB, pd, &wr.sg_list, write)
-                    .map_err(fail)?;
-                None
-            };
-            let wqe = SendWqe {
-                wr: wr.clone(),
-                inline: inline_data,
-                signaled,
-                first_psn: None,
-                npkts: 0,
-                next_pkt: 0,
-                all_sent: false,
-            };
+            self.check_send_wr(q, wr).map_err(fail)?;
+            // SAFETY: the caller's guarantee for inline SGE ranges is passed on.
+            let wqe = unsafe { self.send_wqe(q, wr) }.map_err(fail)?;
             let q = self.store.lookup_mut(VERB, qp).map_err(fail)?;
             q.sq.push_back(wqe);
             if state == QpState::Err {
@@ -722,6 +601,148 @@ impl Hca {
         }
         transport::on_post_send(&mut self.engine(), qp);
         Ok(())
+    }
+
+    /// The checks `post_send` makes of one work request before queueing it.
+    fn check_send_wr(&self, q: &Qp, wr: &SendWr) -> VerbsResult<()> {
+        const VERB: &str = "post_send";
+        let state = q.attr.qp_state;
+        if matches!(state, QpState::Reset | QpState::Init | QpState::Rtr) {
+            return Err(VerbsError::BadQpState {
+                verb: VERB,
+                qpn: q.qpn.value(),
+                state,
+            });
+        }
+        let qp_type = q.init.qp_type;
+        if !wr.opcode.valid_for(qp_type) {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!("{} is not valid on a {qp_type} QP", wr.opcode),
+            ));
+        }
+        if matches!(wr.opcode, WrOpcode::LocalInv | WrOpcode::BindMw) {
+            return Err(VerbsError::Unsupported {
+                verb: VERB,
+                what: format!("{} (memory windows / local invalidate)", wr.opcode),
+            });
+        }
+        if q.sq.len() >= q.init.cap.max_send_wr as usize {
+            return Err(VerbsError::no_resources(
+                VERB,
+                format!("send queue full ({} WRs)", q.init.cap.max_send_wr),
+            ));
+        }
+        let inline = wr.send_flags.contains(SendFlags::INLINE);
+        let total = wr.total_len();
+        if inline {
+            if total > u64::from(q.init.cap.max_inline_data) {
+                return Err(VerbsError::invalid(
+                    VERB,
+                    format!(
+                        "{total} inline bytes exceed max_inline_data {}",
+                        q.init.cap.max_inline_data
+                    ),
+                ));
+            }
+            if matches!(
+                wr.opcode,
+                WrOpcode::RdmaRead | WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
+            ) {
+                return Err(VerbsError::invalid(
+                    VERB,
+                    format!("{} cannot be inline", wr.opcode),
+                ));
+            }
+        } else if wr.sg_list.len() > q.init.cap.max_send_sge as usize {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!(
+                    "num_sge {} exceeds max_send_sge {}",
+                    wr.sg_list.len(),
+                    q.init.cap.max_send_sge
+                ),
+            ));
+        }
+        if total > u64::from(self.device.attr().max_msg_sz) {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!(
+                    "message of {total} bytes exceeds max_msg_sz {}",
+                    self.device.attr().max_msg_sz
+                ),
+            ));
+        }
+        let is_atomic = matches!(
+            wr.opcode,
+            WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
+        );
+        if is_atomic && (wr.sg_list.len() != 1 || total != 8) {
+            return Err(VerbsError::invalid(
+                VERB,
+                "an atomic needs exactly one 8-byte scatter/gather element for the result",
+            ));
+        }
+        if qp_type == QpType::Ud {
+            let Some(ud) = wr.ud else {
+                return Err(VerbsError::invalid(
+                    VERB,
+                    "a UD send needs an address handle (wr.ud)",
+                ));
+            };
+            let ah = self.store.lookup(VERB, ud.ah)?;
+            if ah.pd != q.pd {
+                return Err(VerbsError::invalid(
+                    VERB,
+                    "the address handle belongs to another PD",
+                ));
+            }
+            if ud.remote_qpn > 0xFF_FFFF {
+                return Err(VerbsError::invalid(VERB, "remote_qpn exceeds 24 bits"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The send queue entry for a checked work request: inline data copied now, or the
+    /// scatter/gather list checked against registered memory.
+    ///
+    /// # Safety
+    /// As [`Hca::post_send`]: inline SGE ranges must be readable.
+    unsafe fn send_wqe(&self, q: &Qp, wr: &SendWr) -> VerbsResult<SendWqe> {
+        const VERB: &str = "post_send";
+        let inline = wr.send_flags.contains(SendFlags::INLINE);
+        let total = wr.total_len();
+        let is_atomic = matches!(
+            wr.opcode,
+            WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
+        );
+        let pd = q.pd;
+        let signaled = q.init.sq_sig_all || wr.send_flags.contains(SendFlags::SIGNALED);
+        let inline_data = if inline {
+            let mut data = vec![0u8; total as usize];
+            let mut off = 0;
+            for sge in &wr.sg_list {
+                let n = sge.length as usize;
+                // SAFETY: the caller guarantees inline SGE ranges are readable.
+                unsafe { memory::read_app(sge.addr, &mut data[off..off + n]) };
+                off += n;
+            }
+            Some(data)
+        } else {
+            let write = matches!(wr.opcode, WrOpcode::RdmaRead) || is_atomic;
+            self.check_sges(VERB, pd, &wr.sg_list, write)?;
+            None
+        };
+        Ok(SendWqe {
+            wr: wr.clone(),
+            inline: inline_data,
+            signaled,
+            first_psn: None,
+            npkts: 0,
+            next_pkt: 0,
+            all_sent: false,
+        })
     }
 
     /// `ibv_post_recv`. Refused for QPs attached to an SRQ (ibv_post_recv(3)).
