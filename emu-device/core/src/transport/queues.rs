@@ -81,14 +81,19 @@ impl Engine<'_> {
         q.attr.cur_qp_state = QpState::Sqe;
         let qpn = q.qpn.value();
         let cq = q.init.send_cq;
-        let rest: Vec<_> = q.sq.drain(..).collect();
+        let rest: Vec<SendWqe> = q.sq.drain(..).collect();
         q.transport.send_index = 0;
-        for w in rest {
+        self.flush_sends(qpn, cq, rest);
+    }
+
+    /// Complete send WQEs with IBV_WC_WR_FLUSH_ERR, in order.
+    fn flush_sends(&mut self, qpn: u32, cq: CqHandle, wqes: Vec<SendWqe>) {
+        for wqe in wqes {
             let wc = WorkCompletion::error(
-                w.wr.wr_id,
+                wqe.wr.wr_id,
                 qpn,
                 WcStatus::WrFlushErr,
-                WcOpcode::for_send(w.wr.opcode),
+                WcOpcode::for_send(wqe.wr.opcode),
                 VendorErr::Flushed as u32,
             );
             let _ = self.push_completion(cq, wc, false);
@@ -117,17 +122,8 @@ impl Engine<'_> {
         let sq: Vec<SendWqe> = q.sq.drain(..).collect();
         let rq: Vec<RecvWr> = q.rq.drain(..).collect();
         q.transport.on_flush();
+        self.flush_sends(qpn, send_cq, sq);
         let flushed = VendorErr::Flushed as u32;
-        for wqe in sq {
-            let wc = WorkCompletion::error(
-                wqe.wr.wr_id,
-                qpn,
-                WcStatus::WrFlushErr,
-                WcOpcode::for_send(wqe.wr.opcode),
-                flushed,
-            );
-            let _ = self.push_completion(send_cq, wc, false);
-        }
         for wr in rq {
             let wc =
                 WorkCompletion::error(wr.wr_id, qpn, WcStatus::WrFlushErr, WcOpcode::Recv, flushed);
