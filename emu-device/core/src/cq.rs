@@ -1,19 +1,22 @@
-//! Completion queues and completion channels.
+//! Completion queues and completion channels: owns every CQ (entries, arming, overrun
+//! state, event counts) and every channel with its pending completion events.
 //!
-//! Counting follows ibv_get_cq_event(3): every event retrieved with [`Hca::get_cq_event`]
-//! must be acknowledged with [`Hca::ack_cq_events`] before the CQ can be destroyed. The core
+//! Counting follows ibv_get_cq_event(3): every event retrieved with [`Hca::get_cq_event`](super::Hca::get_cq_event)
+//! must be acknowledged with [`Hca::ack_cq_events`](super::Hca::ack_cq_events) before the CQ can be destroyed. The core
 //! refuses such a destroy with EBUSY; the verbs API may block instead, as libibverbs does.
 //!
 //! Overrun (rxe's rule, documented here because applications see it): when a completion
 //! arrives at a full CQ, the CQ enters the error state, IBV_EVENT_CQ_ERR is queued once, and
 //! the completion is lost. A receive completion that overruns also moves its QP to ERR (rxe's
 //! responder does); a send completion that overruns is only lost (rxe's completer ignores
-//! the failure). [`Hca::poll_cq`] keeps returning the completions stored before the overrun,
+//! the failure). [`Hca::poll_cq`](super::Hca::poll_cq) keeps returning the completions stored before the overrun,
 //! then fails with EIO for as long as the CQ exists.
 
+use super::counters::Counters;
+use super::device::DeviceAttr;
 use super::error::{VerbsError, VerbsResult};
-use super::handles::{ChannelHandle, CqHandle};
-use super::hca::{EventElement, Hca, HcaEvent};
+use super::events::{EventElement, Events};
+use super::handles::{ChannelHandle, CqHandle, Table};
 use super::objects::{Channel, Cq};
 use super::types::{EventType, WcStatus};
 use super::wr::WorkCompletion;
@@ -27,68 +30,65 @@ pub(crate) enum PushOutcome {
     Overrun,
 }
 
-impl Hca {
-    /// `ibv_create_comp_channel`.
-    pub fn create_comp_channel(&mut self) -> ChannelHandle {
-        let (index, generation) = self.channels.insert(Channel::default());
-        ChannelHandle { index, generation }
+/// The CQs and completion channels.
+#[derive(Debug, Default)]
+pub(crate) struct Completions {
+    cqs: Table<CqHandle, Cq>,
+    channels: Table<ChannelHandle, Channel>,
+}
+
+impl Completions {
+    pub(crate) fn create_channel(&mut self) -> ChannelHandle {
+        self.channels.insert(Channel::default())
     }
 
-    /// `ibv_destroy_comp_channel`: EBUSY while CQs use it.
-    pub fn destroy_comp_channel(&mut self, ch: ChannelHandle) -> VerbsResult<()> {
-        let c = self.channel("destroy_comp_channel", ch)?;
+    /// Refused with EBUSY while CQs use the channel.
+    pub(crate) fn destroy_channel(&mut self, ch: ChannelHandle) -> VerbsResult<()> {
+        const VERB: &str = "destroy_comp_channel";
+        let c = self.channels.lookup(VERB, ch)?;
         if c.users > 0 {
             return Err(VerbsError::busy(
-                "destroy_comp_channel",
+                VERB,
                 format!("{} CQs still use the channel", c.users),
             ));
         }
-        self.channels.remove(ch.index, ch.generation);
+        self.channels.remove(VERB, ch)?;
         Ok(())
     }
 
-    fn channel(&self, verb: &'static str, ch: ChannelHandle) -> VerbsResult<&Channel> {
-        self.channels
-            .get(ch.index, ch.generation)
-            .ok_or(VerbsError::StaleHandle {
-                verb,
-                kind: ChannelHandle::KIND,
-            })
-    }
-
-    /// `ibv_create_cq`: at least `cqe` entries. The real size (reported to the caller) is the
-    /// next power of two minus one, as rxe's queues are sized.
-    pub fn create_cq(
+    /// A CQ of at least `cqe` entries within the device's limits; returns its real size.
+    pub(crate) fn create(
         &mut self,
+        attr: &DeviceAttr,
         cqe: u32,
         channel: Option<ChannelHandle>,
         comp_vector: u32,
         context: u64,
     ) -> VerbsResult<(CqHandle, u32)> {
         const VERB: &str = "create_cq";
-        if cqe == 0 || cqe > self.attr.max_cqe {
+        if cqe == 0 || cqe > attr.max_cqe {
             return Err(VerbsError::invalid(
                 VERB,
-                format!("cqe {cqe} outside 1..={}", self.attr.max_cqe),
+                format!("cqe {cqe} outside 1..={}", attr.max_cqe),
             ));
         }
-        if comp_vector >= self.attr.num_comp_vectors {
+        if comp_vector >= attr.num_comp_vectors {
             return Err(VerbsError::invalid(
                 VERB,
                 format!(
                     "comp_vector {comp_vector} >= num_comp_vectors {}",
-                    self.attr.num_comp_vectors
+                    attr.num_comp_vectors
                 ),
             ));
         }
         if let Some(ch) = channel {
-            self.channel(VERB, ch)?;
+            self.channels.lookup(VERB, ch)?;
         }
-        if self.cqs.len() >= self.attr.max_cq as usize {
+        if self.cqs.len() >= attr.max_cq as usize {
             return Err(VerbsError::no_resources(VERB, "max_cq reached"));
         }
         let capacity = real_cq_size(cqe);
-        let (index, generation) = self.cqs.insert(Cq {
+        let handle = self.cqs.insert(Cq {
             capacity,
             entries: std::collections::VecDeque::with_capacity(capacity.min(4096) as usize),
             channel,
@@ -102,57 +102,40 @@ impl Hca {
             depth_limit: None,
         });
         if let Some(ch) = channel
-            && let Some(c) = self.channels.get_mut(ch.index, ch.generation)
+            && let Some(c) = self.channels.get_mut(ch)
         {
             c.users += 1;
         }
-        Ok((CqHandle { index, generation }, capacity))
+        Ok((handle, capacity))
     }
 
-    pub(crate) fn cq(&self, verb: &'static str, cq: CqHandle) -> VerbsResult<&Cq> {
-        self.cqs
-            .get(cq.index, cq.generation)
-            .ok_or(VerbsError::StaleHandle {
-                verb,
-                kind: CqHandle::KIND,
-            })
+    pub(crate) fn get_mut(&mut self, cq: CqHandle) -> Option<&mut Cq> {
+        self.cqs.get_mut(cq)
     }
 
-    pub(crate) fn cq_mut(&mut self, verb: &'static str, cq: CqHandle) -> VerbsResult<&mut Cq> {
-        self.cqs
-            .get_mut(cq.index, cq.generation)
-            .ok_or(VerbsError::StaleHandle {
-                verb,
-                kind: CqHandle::KIND,
-            })
+    pub(crate) fn lookup(&self, verb: &'static str, cq: CqHandle) -> VerbsResult<&Cq> {
+        self.cqs.lookup(verb, cq)
     }
 
-    /// Fault injection: make `cq` overrun once it holds `depth` completions (`None`: at its
-    /// real capacity again), to produce IBV_EVENT_CQ_ERR on demand.
-    pub fn limit_cq_depth(&mut self, cq: CqHandle, depth: Option<u32>) -> VerbsResult<()> {
-        self.cq_mut("limit_cq_depth", cq)?.depth_limit = depth;
-        Ok(())
+    pub(crate) fn lookup_mut(&mut self, verb: &'static str, cq: CqHandle) -> VerbsResult<&mut Cq> {
+        self.cqs.lookup_mut(verb, cq)
     }
 
-    /// Entries the CQ holds at most (`ibv_cq.cqe`).
-    pub fn cq_capacity(&self, cq: CqHandle) -> VerbsResult<u32> {
-        Ok(self.cq("cq_capacity", cq)?.capacity)
+    /// Count one more (`delta` 1) or one fewer (-1) QP or SRQ using the CQ.
+    pub(crate) fn add_users(&mut self, cq: CqHandle, delta: i32) {
+        if let Some(c) = self.cqs.get_mut(cq) {
+            c.users = c.users.saturating_add_signed(delta);
+        }
     }
 
-    /// Completions waiting in a CQ.
-    pub fn cq_len(&self, cq: CqHandle) -> VerbsResult<usize> {
-        Ok(self.cq("cq_len", cq)?.entries.len())
-    }
-
-    /// `ibv_resize_cq`: cannot shrink below the completions it holds.
-    pub fn resize_cq(&mut self, cq: CqHandle, cqe: u32) -> VerbsResult<u32> {
+    /// Resize to at least `cqe` entries (at most `max_cqe`, not below the entries held).
+    pub(crate) fn resize(&mut self, cq: CqHandle, cqe: u32, max_cqe: u32) -> VerbsResult<u32> {
         const VERB: &str = "resize_cq";
-        let max = self.attr.max_cqe;
-        let c = self.cq_mut(VERB, cq)?;
-        if cqe == 0 || cqe > max {
+        let c = self.cqs.lookup_mut(VERB, cq)?;
+        if cqe == 0 || cqe > max_cqe {
             return Err(VerbsError::invalid(
                 VERB,
-                format!("cqe {cqe} outside 1..={max}"),
+                format!("cqe {cqe} outside 1..={max_cqe}"),
             ));
         }
         if (cqe as usize) < c.entries.len() {
@@ -168,12 +151,11 @@ impl Hca {
         Ok(c.capacity)
     }
 
-    /// `ibv_destroy_cq`: EBUSY while QPs or SRQs use the CQ, or while completion events
-    /// retrieved from its channel are unacknowledged, or while its async events are
-    /// unacknowledged. Events queued but never retrieved are discarded.
-    pub fn destroy_cq(&mut self, cq: CqHandle) -> VerbsResult<()> {
+    /// Destroy a CQ nothing uses and whose events are all acknowledged; its pending channel
+    /// events go with it.
+    pub(crate) fn destroy(&mut self, cq: CqHandle) -> VerbsResult<()> {
         const VERB: &str = "destroy_cq";
-        let c = self.cq(VERB, cq)?;
+        let c = self.cqs.lookup(VERB, cq)?;
         if c.users > 0 {
             return Err(VerbsError::busy(
                 VERB,
@@ -198,23 +180,20 @@ impl Hca {
                 ),
             ));
         }
-        let channel = c.channel;
-        self.cqs.remove(cq.index, cq.generation);
+        let channel = self.cqs.remove(VERB, cq)?.channel;
         if let Some(ch) = channel
-            && let Some(chan) = self.channels.get_mut(ch.index, ch.generation)
+            && let Some(chan) = self.channels.get_mut(ch)
         {
             chan.users = chan.users.saturating_sub(1);
             chan.pending.retain(|(h, _)| *h != cq);
         }
-        self.purge_async(EventElement::Cq(cq));
         Ok(())
     }
 
-    /// `ibv_req_notify_cq`: arm the CQ for one completion event: the next completion, or with
-    /// `solicited_only` the next solicited or error completion.
-    pub fn req_notify_cq(&mut self, cq: CqHandle, solicited_only: bool) -> VerbsResult<()> {
+    /// Arm for the next completion, or with `solicited_only` the next solicited or error one.
+    pub(crate) fn req_notify(&mut self, cq: CqHandle, solicited_only: bool) -> VerbsResult<()> {
         const VERB: &str = "req_notify_cq";
-        let c = self.cq_mut(VERB, cq)?;
+        let c = self.cqs.lookup_mut(VERB, cq)?;
         if c.channel.is_none() {
             return Err(VerbsError::invalid(
                 VERB,
@@ -229,9 +208,9 @@ impl Hca {
         Ok(())
     }
 
-    /// `ibv_poll_cq`: move up to `out.len()` completions into `out`, oldest first.
-    pub fn poll_cq(&mut self, cq: CqHandle, out: &mut [WorkCompletion]) -> VerbsResult<usize> {
-        let c = self.cq_mut("poll_cq", cq)?;
+    /// Move up to `out.len()` completions into `out`, oldest first.
+    pub(crate) fn poll(&mut self, cq: CqHandle, out: &mut [WorkCompletion]) -> VerbsResult<usize> {
+        let c = self.cqs.lookup_mut("poll_cq", cq)?;
         let n = out.len().min(c.entries.len());
         for slot in out.iter_mut().take(n) {
             if let Some(wc) = c.entries.pop_front() {
@@ -244,36 +223,29 @@ impl Hca {
         Ok(n)
     }
 
-    /// `ibv_get_cq_event` without blocking: the CQ (and its context) of the oldest event on
-    /// the channel, or EAGAIN. Each event must be acknowledged with [`Hca::ack_cq_events`].
-    pub fn get_cq_event(&mut self, ch: ChannelHandle) -> VerbsResult<(CqHandle, u64)> {
+    /// The CQ and context of the oldest event on the channel, now awaiting its ack.
+    pub(crate) fn take_event(&mut self, ch: ChannelHandle) -> VerbsResult<(CqHandle, u64)> {
         const VERB: &str = "get_cq_event";
-        let chan =
-            self.channels
-                .get_mut(ch.index, ch.generation)
-                .ok_or(VerbsError::StaleHandle {
-                    verb: VERB,
-                    kind: ChannelHandle::KIND,
-                })?;
-        let (cq, context) = chan
+        let (cq, context) = self
+            .channels
+            .lookup_mut(VERB, ch)?
             .pending
             .pop_front()
             .ok_or(VerbsError::WouldBlock { verb: VERB })?;
-        if let Some(c) = self.cqs.get_mut(cq.index, cq.generation) {
+        if let Some(c) = self.cqs.get_mut(cq) {
             c.events_unacked += 1;
         }
         Ok((cq, context))
     }
 
-    /// Events waiting on a channel (what its fd's readiness reflects).
-    pub fn channel_pending(&self, ch: ChannelHandle) -> VerbsResult<usize> {
-        Ok(self.channel("channel_pending", ch)?.pending.len())
+    pub(crate) fn channel_pending(&self, ch: ChannelHandle) -> VerbsResult<usize> {
+        Ok(self.channels.lookup("channel_pending", ch)?.pending.len())
     }
 
-    /// `ibv_ack_cq_events`: acknowledge `n` events retrieved for `cq`.
-    pub fn ack_cq_events(&mut self, cq: CqHandle, n: u32) -> VerbsResult<()> {
+    /// Acknowledge `n` events retrieved for `cq`.
+    pub(crate) fn ack_events(&mut self, cq: CqHandle, n: u32) -> VerbsResult<()> {
         const VERB: &str = "ack_cq_events";
-        let c = self.cq_mut(VERB, cq)?;
+        let c = self.cqs.lookup_mut(VERB, cq)?;
         if n > c.events_unacked {
             return Err(VerbsError::invalid(
                 VERB,
@@ -289,26 +261,28 @@ impl Hca {
 
     /// Store a completion, firing the channel event if armed. `solicited` marks a receive
     /// completion of a message with the SE bit.
-    pub(crate) fn push_completion(
+    pub(crate) fn push(
         &mut self,
+        events: &mut Events,
+        counters: &mut Counters,
         cq: CqHandle,
         wc: WorkCompletion,
         solicited: bool,
     ) -> PushOutcome {
-        let Some(c) = self.cqs.get_mut(cq.index, cq.generation) else {
+        let Some(c) = self.cqs.get_mut(cq) else {
             return PushOutcome::Overrun;
         };
         if c.in_error {
             c.lost += 1;
-            self.counters.cqe_overrun_lost += 1;
+            counters.cqe_overrun_lost += 1;
             return PushOutcome::Overrun;
         }
         let usable = c.depth_limit.map_or(c.capacity, |d| d.min(c.capacity));
         if c.entries.len() >= usable as usize {
             c.in_error = true;
             c.lost += 1;
-            self.counters.cqe_overrun_lost += 1;
-            self.raise_async(EventType::CqErr, EventElement::Cq(cq));
+            counters.cqe_overrun_lost += 1;
+            events.raise(EventType::CqErr, EventElement::Cq(cq));
             return PushOutcome::Overrun;
         }
         c.entries.push_back(wc);
@@ -318,10 +292,10 @@ impl Hca {
                 c.armed = None;
                 let context = c.context;
                 if let Some(ch) = c.channel
-                    && let Some(chan) = self.channels.get_mut(ch.index, ch.generation)
+                    && let Some(chan) = self.channels.get_mut(ch)
                 {
                     chan.pending.push_back((cq, context));
-                    self.hca_events.push_back(HcaEvent::CompletionEvent(ch));
+                    events.completion_queued(ch);
                 }
             }
         }

@@ -2,6 +2,9 @@
 //! its object was destroyed is refused instead of naming a newer object in the same slot.
 
 use core::fmt;
+use core::marker::PhantomData;
+
+use super::error::{VerbsError, VerbsResult};
 
 macro_rules! handle {
     ($(#[$m:meta])* $name:ident, $kind:literal) => {
@@ -24,6 +27,19 @@ macro_rules! handle {
             /// Unpack a value made by `to_raw`.
             pub const fn from_raw(raw: u64) -> Self {
                 Self { index: raw as u32, generation: (raw >> 32) as u32 }
+            }
+        }
+
+        impl Handle for $name {
+            const KIND: &'static str = $kind;
+            fn from_parts(index: u32, generation: u32) -> Self {
+                Self { index, generation }
+            }
+            fn index(self) -> u32 {
+                self.index
+            }
+            fn generation(self) -> u32 {
+                self.generation
             }
         }
 
@@ -50,50 +66,80 @@ handle!(/// A shared receive queue.
 handle!(/// A queue pair.
     QpHandle, "QP");
 
-/// Slab storage whose entries carry the generation they were created with.
-#[derive(Debug)]
-pub(crate) struct Table<T> {
-    slab: slab::Slab<(u32, T)>,
-    next_generation: u32,
+/// A handle type naming one kind of object in a [`Table`].
+pub(crate) trait Handle: Copy + 'static {
+    /// Object kind, for messages.
+    const KIND: &'static str;
+    fn from_parts(index: u32, generation: u32) -> Self;
+    fn index(self) -> u32;
+    fn generation(self) -> u32;
 }
 
-impl<T> Default for Table<T> {
+/// Slab storage addressed by typed handles whose generation must match, so a stale handle
+/// finds nothing instead of a newer object in the same slot.
+#[derive(Debug)]
+pub(crate) struct Table<H, T> {
+    slab: slab::Slab<(u32, T)>,
+    next_generation: u32,
+    handle: PhantomData<H>,
+}
+
+impl<H, T> Default for Table<H, T> {
     fn default() -> Self {
         Self {
             slab: slab::Slab::new(),
             next_generation: 1,
+            handle: PhantomData,
         }
     }
 }
 
-impl<T> Table<T> {
-    pub(crate) fn insert(&mut self, value: T) -> (u32, u32) {
+impl<H: Handle, T> Table<H, T> {
+    pub(crate) fn insert(&mut self, value: T) -> H {
         let generation = self.next_generation;
         self.next_generation = self.next_generation.wrapping_add(1).max(1);
         let index = self.slab.insert((generation, value)) as u32;
-        (index, generation)
+        H::from_parts(index, generation)
     }
 
-    pub(crate) fn get(&self, index: u32, generation: u32) -> Option<&T> {
-        match self.slab.get(index as usize) {
-            Some((g, v)) if *g == generation => Some(v),
+    pub(crate) fn get(&self, h: H) -> Option<&T> {
+        match self.slab.get(h.index() as usize) {
+            Some((g, v)) if *g == h.generation() => Some(v),
             _ => None,
         }
     }
 
-    pub(crate) fn get_mut(&mut self, index: u32, generation: u32) -> Option<&mut T> {
-        match self.slab.get_mut(index as usize) {
-            Some((g, v)) if *g == generation => Some(v),
+    pub(crate) fn get_mut(&mut self, h: H) -> Option<&mut T> {
+        match self.slab.get_mut(h.index() as usize) {
+            Some((g, v)) if *g == h.generation() => Some(v),
             _ => None,
         }
     }
 
-    pub(crate) fn remove(&mut self, index: u32, generation: u32) -> Option<T> {
-        self.get(index, generation)?;
-        Some(self.slab.remove(index as usize).1)
+    /// The object, or the stale-handle error `verb` reports.
+    pub(crate) fn lookup(&self, verb: &'static str, h: H) -> VerbsResult<&T> {
+        self.get(h).ok_or_else(|| stale::<H>(verb))
+    }
+
+    /// The object for changing, or the stale-handle error `verb` reports.
+    pub(crate) fn lookup_mut(&mut self, verb: &'static str, h: H) -> VerbsResult<&mut T> {
+        self.get_mut(h).ok_or_else(|| stale::<H>(verb))
+    }
+
+    /// Remove the object, or report the stale handle.
+    pub(crate) fn remove(&mut self, verb: &'static str, h: H) -> VerbsResult<T> {
+        self.lookup(verb, h)?;
+        Ok(self.slab.remove(h.index() as usize).1)
     }
 
     pub(crate) fn len(&self) -> usize {
         self.slab.len()
+    }
+}
+
+fn stale<H: Handle>(verb: &'static str) -> VerbsError {
+    VerbsError::StaleHandle {
+        verb,
+        kind: H::KIND,
     }
 }

@@ -1,6 +1,7 @@
 //! The device's objects and their attributes.
 
 use std::collections::VecDeque;
+use std::net::SocketAddr;
 
 use softroce_wire::{Gid, Mtu, Psn, Qpn};
 
@@ -79,6 +80,18 @@ impl AhAttr {
     }
 }
 
+impl AhAttr {
+    /// Where packets to this address go: the destination GID's IP and the UDP port.
+    pub(crate) fn destination(&self) -> SocketAddr {
+        let port = if self.udp_port == 0 {
+            softroce_wire::icrc::ROCE_V2_PORT
+        } else {
+            self.udp_port
+        };
+        SocketAddr::new(self.dgid.to_ip(), port)
+    }
+}
+
 impl Default for AhAttr {
     fn default() -> Self {
         Self {
@@ -137,6 +150,15 @@ pub struct SrqAttr {
     pub max_sge: u32,
     /// Limit: SRQ_LIMIT_REACHED fires once when the WR count drops below it (0 = disarmed).
     pub srq_limit: u32,
+}
+
+/// Which SRQ attributes `modify_srq` changes (`enum ibv_srq_attr_mask`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SrqAttrMask {
+    /// Resize to `max_wr`.
+    pub max_wr: bool,
+    /// Arm the limit event at `srq_limit`.
+    pub limit: bool,
 }
 
 /// A shared receive queue.
@@ -276,6 +298,15 @@ pub(crate) struct SendWqe {
     pub(crate) all_sent: bool,
 }
 
+impl SendWqe {
+    /// Bytes the request carries: the inline copy's, or the scatter/gather list's.
+    pub(crate) fn len(&self) -> u64 {
+        self.inline
+            .as_ref()
+            .map_or_else(|| self.wr.total_len(), |d| d.len() as u64)
+    }
+}
+
 /// A QP.
 #[derive(Debug)]
 pub(crate) struct Qp {
@@ -289,5 +320,12 @@ pub(crate) struct Qp {
     /// SQD was requested with notification and SQ_DRAINED has not been raised yet.
     pub(crate) sqd_notify_pending: bool,
     /// Transport state (sequence numbers, timers, in-flight work).
-    pub(crate) transport: super::transport::QpTransport,
+    pub(crate) transport: super::qp_transport::QpTransport,
+}
+
+impl Qp {
+    /// Nothing of the send queue is in flight (every WQE still waits for its first packet).
+    pub(crate) fn sq_drained(&self) -> bool {
+        self.sq.iter().all(|w| w.first_psn.is_none())
+    }
 }

@@ -3,8 +3,8 @@
 //! was found inside a live region with the right rights.
 
 use super::super::handles::PdHandle;
-use super::super::hca::Hca;
 use super::super::memory;
+use super::super::store::Store;
 use super::super::types::AccessFlags;
 use super::super::wr::Sge;
 
@@ -32,11 +32,11 @@ pub(crate) enum RemoteFault {
     Misaligned,
 }
 
-impl Hca {
+impl Store {
     /// Find the region behind `sge` and check it covers `sge` with `need` rights.
     fn local_ok(&self, pd: PdHandle, sge: &Sge, write: bool) -> bool {
         match self.mr_by_key(sge.lkey) {
-            Some((_, mr)) => {
+            Some(mr) => {
                 mr.pd == pd
                     && mr.contains(sge.addr, u64::from(sge.length))
                     && (!write || mr.access.contains(AccessFlags::LOCAL_WRITE))
@@ -126,7 +126,7 @@ impl Hca {
         len: u64,
         need: AccessFlags,
     ) -> Result<(), RemoteFault> {
-        let Some((_, mr)) = self.mr_by_key(rkey) else {
+        let Some(mr) = self.mr_by_key(rkey) else {
             return Err(RemoteFault::UnknownKey);
         };
         if !mr.remote_valid || mr.rkey != rkey {
@@ -147,13 +147,13 @@ impl Hca {
         Ok(())
     }
 
-    /// Read remote-accessible memory (after [`Hca::check_remote`]).
+    /// Read remote-accessible memory (after [`Store::check_remote`]).
     pub(crate) fn read_remote(&self, va: u64, out: &mut [u8]) {
         // SAFETY: callers checked `va..va+out.len()` with `check_remote`.
         unsafe { memory::read_app(va, out) }
     }
 
-    /// Write remote-accessible memory (after [`Hca::check_remote`] with write rights).
+    /// Write remote-accessible memory (after [`Store::check_remote`] with write rights).
     pub(crate) fn write_remote(&self, va: u64, data: &[u8]) {
         // SAFETY: callers checked `va..va+data.len()` with `check_remote` for write rights.
         unsafe { memory::write_app(va, data) }
@@ -174,19 +174,5 @@ impl Hca {
             unsafe { memory::write_u64(va, v) };
         }
         orig
-    }
-
-    /// Invalidate the region with this rkey (SEND_WITH_INV) if it belongs to `pd`.
-    pub(crate) fn invalidate_rkey(&mut self, pd: PdHandle, rkey: u32) -> bool {
-        let Some(&h) = self.mr_by_key.get(&rkey) else {
-            return false;
-        };
-        match self.mrs.get_mut(h.index, h.generation) {
-            Some(mr) if mr.pd == pd => {
-                mr.remote_valid = false;
-                true
-            }
-            _ => false,
-        }
     }
 }

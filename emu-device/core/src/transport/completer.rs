@@ -13,9 +13,9 @@ use softroce_wire::{NakCode, Psn, RocePacket, Syndrome, rnr_timer_micros};
 
 use super::super::counters::DropReason;
 use super::super::handles::QpHandle;
-use super::super::hca::Hca;
 use super::super::types::{QpState, WcOpcode, WcStatus, WrOpcode};
 use super::super::wr::{VendorErr, WorkCompletion};
+use super::Engine;
 use super::ack_timeout;
 use super::requester::{fail_send, rewind_to};
 
@@ -27,7 +27,7 @@ fn is_rd_atomic(op: WrOpcode) -> bool {
 }
 
 pub(super) fn on_response(
-    hca: &mut Hca,
+    eng: &mut Engine<'_>,
     now: Instant,
     qp: QpHandle,
     packet: &RocePacket<&[u8]>,
@@ -37,26 +37,26 @@ pub(super) fn on_response(
     let opcode = bth.opcode;
     if opcode == softroce_wire::Opcode::RC_ACKNOWLEDGE {
         let Some(aeth) = packet.aeth() else {
-            hca.counters.drop(DropReason::Malformed);
+            eng.counters.drop(DropReason::Malformed);
             return;
         };
         match Syndrome::from_byte(aeth.syndrome_raw()) {
-            Syndrome::Ack { .. } => ack_through(hca, now, qp, psn),
+            Syndrome::Ack { .. } => ack_through(eng, now, qp, psn),
             Syndrome::RnrNak { timer } => {
-                hca.counters.rcvd_rnr_err += 1;
-                ack_through(hca, now, qp, psn.sub(1));
-                on_rnr_nak(hca, now, qp, psn, timer);
+                eng.counters.rcvd_rnr_err += 1;
+                ack_through(eng, now, qp, psn.sub(1));
+                on_rnr_nak(eng, now, qp, psn, timer);
             }
             Syndrome::Nak(NakCode::PsnSequenceError) => {
-                hca.counters.rcvd_seq_err += 1;
-                ack_through(hca, now, qp, psn.sub(1));
-                if outstanding(hca, qp) {
-                    hca.counters.completer_retry_err += 1;
-                    rewind_to(hca, qp, psn);
+                eng.counters.rcvd_seq_err += 1;
+                ack_through(eng, now, qp, psn.sub(1));
+                if outstanding(eng, qp) {
+                    eng.counters.completer_retry_err += 1;
+                    rewind_to(eng, qp, psn);
                 }
             }
             Syndrome::Nak(code) => {
-                ack_through(hca, now, qp, psn.sub(1));
+                ack_through(eng, now, qp, psn.sub(1));
                 let (status, vendor) = match code {
                     NakCode::InvalidRequest => {
                         (WcStatus::RemInvReqErr, VendorErr::RemoteInvalidRequest)
@@ -64,13 +64,13 @@ pub(super) fn on_response(
                     NakCode::RemoteAccessError => (WcStatus::RemAccessErr, VendorErr::RemoteAccess),
                     _ => (WcStatus::RemOpErr, VendorErr::RemoteOperational),
                 };
-                if front_contains(hca, qp, psn) {
-                    fail_send(hca, qp, 0, status, vendor);
+                if front_contains(eng, qp, psn) {
+                    fail_send(eng, qp, 0, status, vendor);
                 } else {
-                    hca.counters.drop(DropReason::UnexpectedResponse);
+                    eng.counters.drop(DropReason::UnexpectedResponse);
                 }
             }
-            Syndrome::Reserved(_) => hca.counters.drop(DropReason::Malformed),
+            Syndrome::Reserved(_) => eng.counters.drop(DropReason::Malformed),
         }
         return;
     }
@@ -78,10 +78,10 @@ pub(super) fn on_response(
         return;
     };
     match info.operation {
-        softroce_wire::Operation::ReadResponse => on_read_response(hca, now, qp, packet, psn),
+        softroce_wire::Operation::ReadResponse => on_read_response(eng, now, qp, packet, psn),
         softroce_wire::Operation::AtomicAcknowledge => {
-            ack_through(hca, now, qp, psn.sub(1));
-            let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+            ack_through(eng, now, qp, psn.sub(1));
+            let Some(q) = eng.store.get(qp) else {
                 return;
             };
             let matches = q.sq.front().is_some_and(|w| {
@@ -92,7 +92,7 @@ pub(super) fn on_response(
                     && w.all_sent
             });
             if !matches {
-                hca.counters.drop(DropReason::UnexpectedResponse);
+                eng.counters.drop(DropReason::UnexpectedResponse);
                 return;
             }
             let orig = packet.atomic_ack_eth().map_or(0, |a| a.orig());
@@ -100,33 +100,37 @@ pub(super) fn on_response(
                 Some(w) => (q.pd, w.wr.sg_list.clone()),
                 None => return,
             };
-            if hca.scatter(pd, &sges, 0, &orig.to_ne_bytes()).is_err() {
-                fail_send(hca, qp, 0, WcStatus::LocProtErr, VendorErr::LocalKey);
+            if eng
+                .store
+                .scatter(pd, &sges, 0, &orig.to_ne_bytes())
+                .is_err()
+            {
+                fail_send(eng, qp, 0, WcStatus::LocProtErr, VendorErr::LocalKey);
                 return;
             }
-            complete_front(hca, now, qp, 8);
+            complete_front(eng, now, qp, 8);
         }
-        _ => hca.counters.drop(DropReason::UnexpectedResponse),
+        _ => eng.counters.drop(DropReason::UnexpectedResponse),
     }
 }
 
-fn front_contains(hca: &Hca, qp: QpHandle, psn: Psn) -> bool {
-    hca.qps
-        .get(qp.index, qp.generation)
+fn front_contains(eng: &Engine<'_>, qp: QpHandle, psn: Psn) -> bool {
+    eng.store
+        .get(qp)
         .and_then(|q| q.sq.front())
         .and_then(|w| w.first_psn.map(|f| psn.in_range(f, w.npkts)))
         .unwrap_or(false)
 }
 
-fn outstanding(hca: &Hca, qp: QpHandle) -> bool {
-    hca.qps
-        .get(qp.index, qp.generation)
+fn outstanding(eng: &Engine<'_>, qp: QpHandle) -> bool {
+    eng.store
+        .get(qp)
         .is_some_and(|q| q.sq.front().is_some_and(|w| w.first_psn.is_some()))
 }
 
 /// Pop the front WQE as successfully completed.
-fn complete_front(hca: &mut Hca, now: Instant, qp: QpHandle, byte_len: u64) {
-    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+fn complete_front(eng: &mut Engine<'_>, now: Instant, qp: QpHandle, byte_len: u64) {
+    let Some(q) = eng.store.get_mut(qp) else {
         return;
     };
     let Some(w) = q.sq.pop_front() else {
@@ -156,22 +160,18 @@ fn complete_front(hca: &mut Hca, now: Instant, qp: QpHandle, byte_len: u64) {
             WcOpcode::for_send(w.wr.opcode),
             byte_len as u32,
         );
-        let _ = hca.push_completion(cq, wc, false);
+        let _ = eng.push_completion(cq, wc, false);
     }
-    hca.check_sq_drained(qp);
-    hca.mark_active(qp);
+    eng.check_sq_drained(qp);
+    eng.outbox.mark_active(qp);
 }
 
 /// Everything up to and including `psn` is acknowledged: complete SEND/WRITE WQEs in order.
 /// A READ or atomic found complete-able this way lost its response (implied NAK): resend it.
-fn ack_through(hca: &mut Hca, now: Instant, qp: QpHandle, psn: Psn) {
+fn ack_through(eng: &mut Engine<'_>, now: Instant, qp: QpHandle, psn: Psn) {
     // Bounded by the send queue's length.
-    for _ in 0..=hca
-        .qps
-        .get(qp.index, qp.generation)
-        .map_or(0, |q| q.sq.len())
-    {
-        let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+    for _ in 0..=eng.store.get(qp).map_or(0, |q| q.sq.len()) {
+        let Some(q) = eng.store.get_mut(qp) else {
             return;
         };
         let Some(w) = q.sq.front() else {
@@ -198,40 +198,37 @@ fn ack_through(hca: &mut Hca, now: Instant, qp: QpHandle, psn: Psn) {
         }
         if is_rd_atomic(w.wr.opcode) {
             // The ACK covers a READ/atomic whose response never came: go back to it.
-            hca.counters.completer_retry_err += 1;
-            rewind_to(hca, qp, first);
+            eng.counters.completer_retry_err += 1;
+            rewind_to(eng, qp, first);
             return;
         }
-        let len = w
-            .inline
-            .as_ref()
-            .map_or_else(|| w.wr.total_len(), |d| d.len() as u64);
-        complete_front(hca, now, qp, len);
+        let len = w.len();
+        complete_front(eng, now, qp, len);
     }
 }
 
 fn on_read_response(
-    hca: &mut Hca,
+    eng: &mut Engine<'_>,
     now: Instant,
     qp: QpHandle,
     packet: &RocePacket<&[u8]>,
     psn: Psn,
 ) {
     // Responses acknowledge every earlier request.
-    ack_through(hca, now, qp, psn.sub(1));
-    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+    ack_through(eng, now, qp, psn.sub(1));
+    let Some(q) = eng.store.get(qp) else {
         return;
     };
     let Some(w) = q.sq.front() else {
-        hca.counters.drop(DropReason::UnexpectedResponse);
+        eng.counters.drop(DropReason::UnexpectedResponse);
         return;
     };
     let (Some(first), WrOpcode::RdmaRead) = (w.first_psn, w.wr.opcode) else {
-        hca.counters.drop(DropReason::UnexpectedResponse);
+        eng.counters.drop(DropReason::UnexpectedResponse);
         return;
     };
     if !psn.in_range(first, w.npkts) {
-        hca.counters.drop(DropReason::UnexpectedResponse);
+        eng.counters.drop(DropReason::UnexpectedResponse);
         return;
     }
     let expected = if q.transport.comp_psn.in_range(first, w.npkts) {
@@ -245,8 +242,8 @@ fn on_read_response(
     }
     if psn != expected {
         // A response was lost: re-read from the first missing one.
-        hca.counters.completer_retry_err += 1;
-        rewind_to(hca, qp, expected);
+        eng.counters.completer_retry_err += 1;
+        rewind_to(eng, qp, expected);
         return;
     }
     let mtu = q.attr.path_mtu.bytes() as u64;
@@ -257,25 +254,25 @@ fn on_read_response(
     let sges = w.wr.sg_list.clone();
     let npkts = w.npkts;
     if offset + data.len() as u64 > total {
-        fail_send(hca, qp, 0, WcStatus::LocLenErr, VendorErr::RecvTooSmall);
+        fail_send(eng, qp, 0, WcStatus::LocLenErr, VendorErr::RecvTooSmall);
         return;
     }
-    if hca.scatter(pd, &sges, offset, data).is_err() {
-        fail_send(hca, qp, 0, WcStatus::LocProtErr, VendorErr::LocalKey);
+    if eng.store.scatter(pd, &sges, offset, data).is_err() {
+        fail_send(eng, qp, 0, WcStatus::LocProtErr, VendorErr::LocalKey);
         return;
     }
     let done = psn.distance_from(first) + 1 == npkts;
     if done {
-        complete_front(hca, now, qp, total);
-    } else if let Some(q) = hca.qps.get_mut(qp.index, qp.generation) {
+        complete_front(eng, now, qp, total);
+    } else if let Some(q) = eng.store.get_mut(qp) {
         q.transport.comp_psn = psn.next();
         q.transport.retry_left = q.attr.retry_cnt;
         q.transport.retrans_at = ack_timeout(q.attr.timeout).map(|t| now + t);
     }
 }
 
-fn on_rnr_nak(hca: &mut Hca, now: Instant, qp: QpHandle, psn: Psn, timer: u8) {
-    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+fn on_rnr_nak(eng: &mut Engine<'_>, now: Instant, qp: QpHandle, psn: Psn, timer: u8) {
+    let Some(q) = eng.store.get_mut(qp) else {
         return;
     };
     if q.sq.front().is_none_or(|w| w.first_psn.is_none()) {
@@ -283,9 +280,9 @@ fn on_rnr_nak(hca: &mut Hca, now: Instant, qp: QpHandle, psn: Psn, timer: u8) {
     }
     if q.attr.rnr_retry != 7 {
         if q.transport.rnr_left == 0 {
-            hca.counters.retry_rnr_exceeded_err += 1;
+            eng.counters.retry_rnr_exceeded_err += 1;
             fail_send(
-                hca,
+                eng,
                 qp,
                 0,
                 WcStatus::RnrRetryExcErr,
@@ -298,12 +295,12 @@ fn on_rnr_nak(hca: &mut Hca, now: Instant, qp: QpHandle, psn: Psn, timer: u8) {
     q.transport.rnr_at =
         Some(now + std::time::Duration::from_micros(u64::from(rnr_timer_micros(timer))));
     q.transport.retrans_at = None;
-    rewind_to(hca, qp, psn);
+    rewind_to(eng, qp, psn);
 }
 
 /// Fire the QP's timers that are due.
-pub(super) fn on_timers(hca: &mut Hca, now: Instant, qp: QpHandle) {
-    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+pub(super) fn on_timers(eng: &mut Engine<'_>, now: Instant, qp: QpHandle) {
+    let Some(q) = eng.store.get_mut(qp) else {
         return;
     };
     if !matches!(q.attr.qp_state, QpState::Rts | QpState::Sqd) {
@@ -313,9 +310,9 @@ pub(super) fn on_timers(hca: &mut Hca, now: Instant, qp: QpHandle) {
     }
     if q.transport.rnr_at.is_some_and(|t| t <= now) {
         q.transport.rnr_at = None;
-        hca.mark_active(qp);
+        eng.outbox.mark_active(qp);
     }
-    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+    let Some(q) = eng.store.get_mut(qp) else {
         return;
     };
     if q.transport.retrans_at.is_none_or(|t| t > now) {
@@ -328,14 +325,14 @@ pub(super) fn on_timers(hca: &mut Hca, now: Instant, qp: QpHandle) {
     if w.first_psn.is_none() {
         return;
     }
-    let forever = q.attr.retry_cnt == 7 && hca.config.retry_cnt_7_is_infinite;
+    let forever = q.attr.retry_cnt == 7 && eng.device.config().retry_cnt_7_is_infinite;
     if q.transport.retry_left == 0 && !forever {
-        hca.counters.retry_exceeded_err += 1;
-        fail_send(hca, qp, 0, WcStatus::RetryExcErr, VendorErr::RetryExceeded);
+        eng.counters.retry_exceeded_err += 1;
+        fail_send(eng, qp, 0, WcStatus::RetryExcErr, VendorErr::RetryExceeded);
         return;
     }
     q.transport.retry_left = q.transport.retry_left.saturating_sub(1);
     let from = q.transport.comp_psn;
-    hca.counters.completer_retry_err += 1;
-    rewind_to(hca, qp, from);
+    eng.counters.completer_retry_err += 1;
+    rewind_to(eng, qp, from);
 }

@@ -1,6 +1,7 @@
 //! The requester: turns send WQEs into packets (segmentation by path MTU, AckReq, window,
 //! fence and READ/atomic credits), and completes UC/UD sends once transmitted.
 
+use std::net::SocketAddr;
 use std::time::Instant;
 
 use softroce_wire::{
@@ -8,9 +9,11 @@ use softroce_wire::{
 };
 
 use super::super::handles::QpHandle;
-use super::super::hca::Hca;
+use super::super::objects::{Qp, SendWqe};
+use super::super::store::Store;
 use super::super::types::{QpState, QpType, SendFlags, WcOpcode, WcStatus, WrOpcode};
 use super::super::wr::{VendorErr, WorkCompletion};
+use super::Engine;
 use super::access::LocalFault;
 use super::ack_timeout;
 
@@ -38,15 +41,15 @@ fn packets_for(op: WrOpcode, len: u64, mtu: u64) -> u32 {
 }
 
 /// Build and queue as many packets of the QP's send queue as the window allows.
-pub(super) fn progress(hca: &mut Hca, now: Instant, qp: QpHandle) {
+pub(super) fn progress(eng: &mut Engine<'_>, now: Instant, qp: QpHandle) {
     for _ in 0..BUDGET {
-        match next_packet(hca, now, qp) {
+        match next_packet(eng, now, qp) {
             Step::Sent => continue,
             Step::Stop => break,
         }
     }
     // More work left: come back after the other QPs had their turn.
-    if let Some(q) = hca.qps.get(qp.index, qp.generation)
+    if let Some(q) = eng.store.get(qp)
         && q.transport.send_index < q.sq.len()
         && q.transport.rnr_at.is_none()
         && matches!(q.attr.qp_state, QpState::Rts | QpState::Sqd)
@@ -54,7 +57,7 @@ pub(super) fn progress(hca: &mut Hca, now: Instant, qp: QpHandle) {
         let window_open = q.init.qp_type != QpType::Rc
             || q.transport.sq_psn.distance_from(q.transport.comp_psn) < MAX_UNACKED_PSNS;
         if window_open {
-            hca.mark_active(qp);
+            eng.outbox.mark_active(qp);
         }
     }
 }
@@ -64,237 +67,292 @@ enum Step {
     Stop,
 }
 
-fn next_packet(hca: &mut Hca, now: Instant, qp: QpHandle) -> Step {
-    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+/// Why the WQE at the cursor produced no packet.
+enum Refusal {
+    /// Not now (window, fence, credits, SQD): try again later.
+    Wait,
+    /// The WQE is bad: complete it with this status.
+    Fail(WcStatus),
+}
+
+/// A packet ready to queue, and the WQE's packet index after it.
+struct Packet {
+    repr: RoceRepr,
+    payload: Vec<u8>,
+    next_pkt: u32,
+}
+
+/// One packet of the WQE at the send cursor: start the request if needed, build the packet,
+/// find where it goes, queue it.
+fn next_packet(eng: &mut Engine<'_>, now: Instant, qp: QpHandle) -> Step {
+    let Some((idx, mtu)) = wqe_at_cursor(eng, qp) else {
         return Step::Stop;
     };
-    let state = q.attr.qp_state;
-    if !matches!(state, QpState::Rts | QpState::Sqd) || q.transport.rnr_at.is_some() {
-        return Step::Stop;
+    if let Err(step) = start_request(eng, qp, idx, mtu) {
+        return step;
+    }
+    let built = eng.store.get(qp).map_or(Err(Refusal::Wait), |q| {
+        let packet = build_packet(eng.store, q, idx, mtu)?;
+        Ok((packet, destination(eng.store, q, idx)?))
+    });
+    match built {
+        Ok((packet, dst)) => transmit(eng, now, qp, idx, dst, packet),
+        Err(Refusal::Wait) => Step::Stop,
+        Err(Refusal::Fail(status)) => {
+            fail_send(eng, qp, idx, status, VendorErr::LocalKey);
+            Step::Stop
+        }
+    }
+}
+
+/// The index of the WQE at the send cursor if the QP may send now, and the MTU its packets
+/// are cut by.
+fn wqe_at_cursor(eng: &Engine<'_>, qp: QpHandle) -> Option<(usize, u64)> {
+    let q = eng.store.get(qp)?;
+    if !matches!(q.attr.qp_state, QpState::Rts | QpState::Sqd) || q.transport.rnr_at.is_some() {
+        return None;
     }
     let idx = q.transport.send_index;
-    let Some(wqe) = q.sq.get(idx) else {
-        return Step::Stop;
-    };
-    let qp_type = q.init.qp_type;
+    q.sq.get(idx)?;
     // UD has no path MTU attribute: the port's active MTU bounds its messages.
-    let mtu = if qp_type == QpType::Ud {
-        hca.active_mtu().bytes() as u64
+    let mtu = if q.init.qp_type == QpType::Ud {
+        eng.device.active_mtu().bytes() as u64
     } else {
         q.attr.path_mtu.bytes() as u64
     };
-    let op = wqe.wr.opcode;
-    let len = wqe
-        .inline
-        .as_ref()
-        .map_or_else(|| wqe.wr.total_len(), |d| d.len() as u64);
-    if wqe.first_psn.is_none() {
-        // Starting a new request.
-        if state == QpState::Sqd {
-            return Step::Stop;
-        }
-        let outstanding_rd =
-            q.sq.iter()
-                .take(idx)
-                .filter(|w| is_rd_atomic(w.wr.opcode) && w.first_psn.is_some())
-                .count();
-        if wqe.wr.send_flags.contains(SendFlags::FENCE) && outstanding_rd > 0 {
-            return Step::Stop;
-        }
-        if is_rd_atomic(op) && outstanding_rd >= usize::from(q.attr.max_rd_atomic.max(1)) {
-            return Step::Stop;
-        }
-        if qp_type == QpType::Ud && len > mtu {
-            // IBTA: a UD message larger than the path MTU is a local length error.
-            fail_send(hca, qp, idx, WcStatus::LocLenErr, VendorErr::RecvTooSmall);
-            return Step::Sent;
-        }
-        let npkts = packets_for(op, len, mtu);
-        let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
-            return Step::Stop;
-        };
-        let first = q.transport.sq_psn;
-        q.transport.sq_psn = first.add(npkts);
-        if let Some(w) = q.sq.get_mut(idx) {
-            w.first_psn = Some(first);
-            w.npkts = npkts;
-            w.next_pkt = 0;
-        }
+    Some((idx, mtu))
+}
+
+/// A request not sent before: check SQD, fence, READ/atomic credits and the UD length, then
+/// give it its PSNs. `Err` carries what the caller's step comes to.
+fn start_request(eng: &mut Engine<'_>, qp: QpHandle, idx: usize, mtu: u64) -> Result<(), Step> {
+    let q = eng.store.get(qp).ok_or(Step::Stop)?;
+    let wqe = q.sq.get(idx).ok_or(Step::Stop)?;
+    if wqe.first_psn.is_some() {
+        return Ok(());
     }
-    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
-        return Step::Stop;
-    };
-    let Some(wqe) = q.sq.get(idx) else {
-        return Step::Stop;
-    };
-    let first = wqe.first_psn.unwrap_or_default();
-    let i = wqe.next_pkt;
-    let psn = first.add(i);
-    if qp_type == QpType::Rc && psn.distance_from(q.transport.comp_psn) >= MAX_UNACKED_PSNS {
-        return Step::Stop;
+    if q.attr.qp_state == QpState::Sqd {
+        return Err(Step::Stop);
+    }
+    let op = wqe.wr.opcode;
+    let len = wqe.len();
+    let outstanding_rd =
+        q.sq.iter()
+            .take(idx)
+            .filter(|w| is_rd_atomic(w.wr.opcode) && w.first_psn.is_some())
+            .count();
+    if wqe.wr.send_flags.contains(SendFlags::FENCE) && outstanding_rd > 0 {
+        return Err(Step::Stop);
+    }
+    if is_rd_atomic(op) && outstanding_rd >= usize::from(q.attr.max_rd_atomic.max(1)) {
+        return Err(Step::Stop);
+    }
+    if q.init.qp_type == QpType::Ud && len > mtu {
+        // IBTA: a UD message larger than the path MTU is a local length error.
+        fail_send(eng, qp, idx, WcStatus::LocLenErr, VendorErr::RecvTooSmall);
+        return Err(Step::Sent);
+    }
+    let npkts = packets_for(op, len, mtu);
+    let q = eng.store.get_mut(qp).ok_or(Step::Stop)?;
+    let first = q.transport.sq_psn;
+    q.transport.sq_psn = first.add(npkts);
+    if let Some(w) = q.sq.get_mut(idx) {
+        w.first_psn = Some(first);
+        w.npkts = npkts;
+        w.next_pkt = 0;
+    }
+    Ok(())
+}
+
+/// The next packet of the started WQE `idx`, if the RC window lets it go.
+fn build_packet(store: &Store, q: &Qp, idx: usize, mtu: u64) -> Result<Packet, Refusal> {
+    let wqe = q.sq.get(idx).ok_or(Refusal::Wait)?;
+    let psn = wqe.first_psn.unwrap_or_default().add(wqe.next_pkt);
+    if q.init.qp_type == QpType::Rc && psn.distance_from(q.transport.comp_psn) >= MAX_UNACKED_PSNS {
+        return Err(Refusal::Wait);
     }
     let dest = Qpn::from_wire(q.attr.dest_qp_num);
-    let npkts = wqe.npkts;
-    let last = i + 1 == npkts;
-    let signaled_flags = wqe.wr.send_flags;
-    let pd = q.pd;
-    let own_qpn = q.qpn;
-    let qkey = q.attr.qkey;
-    let mut payload = Vec::new();
-    let (repr, next_pkt) = match op {
-        WrOpcode::RdmaRead => {
-            // One request for the rest of the data: a retry after loss re-reads only what
-            // is missing, starting at the first missing response PSN.
-            let off = u64::from(i) * mtu;
-            let reth = RethRepr {
-                va: wqe.wr.rdma.remote_addr.wrapping_add(off),
-                rkey: wqe.wr.rdma.rkey,
-                dma_len: len.saturating_sub(off) as u32,
-            };
-            let mut bth = BthRepr::new(Opcode::RC_RDMA_READ_REQUEST, dest, psn);
-            bth.ack_req = true;
-            let ext = ExtRepr {
-                reth: Some(reth),
-                ..ExtRepr::default()
-            };
-            (RoceRepr::new(bth, ext, 0), npkts)
-        }
+    match wqe.wr.opcode {
+        WrOpcode::RdmaRead => Ok(read_request(wqe, dest, psn, mtu)),
         WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => {
-            let a = wqe.wr.atomic;
-            let (opcode, swap_add, compare) = if op == WrOpcode::AtomicCmpAndSwp {
-                (Opcode::RC_COMPARE_SWAP, a.swap, a.compare_add)
-            } else {
-                (Opcode::RC_FETCH_ADD, a.compare_add, 0)
-            };
-            let mut bth = BthRepr::new(opcode, dest, psn);
-            bth.ack_req = true;
-            let ext = ExtRepr {
-                atomic_eth: Some(AtomicEthRepr {
-                    va: a.remote_addr,
-                    rkey: a.rkey,
-                    swap_add,
-                    compare,
-                }),
-                ..ExtRepr::default()
-            };
-            (RoceRepr::new(bth, ext, 0), 1)
+            Ok(atomic_request(wqe, dest, psn))
         }
-        _ => {
-            let off = u64::from(i) * mtu;
-            let n = (len - off.min(len)).min(mtu) as usize;
-            payload.resize(n, 0);
-            let gathered = match &wqe.inline {
-                Some(data) => {
-                    payload.copy_from_slice(&data[off as usize..off as usize + n]);
-                    Ok(())
-                }
-                None => hca.gather(pd, &wqe.wr.sg_list, off, &mut payload),
-            };
-            if let Err(fault) = gathered {
-                let status = match fault {
-                    LocalFault::Protection => WcStatus::LocProtErr,
-                    LocalFault::TooLong => WcStatus::LocLenErr,
-                };
-                fail_send(hca, qp, idx, status, VendorErr::LocalKey);
-                return Step::Stop;
-            }
-            let Some(q) = hca.qps.get(qp.index, qp.generation) else {
-                return Step::Stop;
-            };
-            let Some(wqe) = q.sq.get(idx) else {
-                return Step::Stop;
-            };
-            let opcode = data_opcode(qp_type, op, i, npkts);
-            let mut bth = BthRepr::new(opcode, dest, psn);
-            let mut ext = ExtRepr::default();
-            if last {
-                bth.solicited = signaled_flags.contains(SendFlags::SOLICITED);
-                if matches!(op, WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm) {
-                    ext.imm = Some(u32::from_be_bytes(wqe.wr.imm_data.to_ne_bytes()));
-                }
-                if op == WrOpcode::SendWithInv {
-                    ext.ieth = Some(wqe.wr.invalidate_rkey);
-                }
-            }
-            if matches!(op, WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm) && i == 0 {
-                ext.reth = Some(RethRepr {
-                    va: wqe.wr.rdma.remote_addr,
-                    rkey: wqe.wr.rdma.rkey,
-                    dma_len: len as u32,
-                });
-            }
-            if qp_type == QpType::Rc {
-                bth.ack_req = last || (i + 1) % PKTS_PER_ACK == 0;
-            }
-            if qp_type == QpType::Ud {
-                let Some(ud) = wqe.wr.ud else {
-                    fail_send(hca, qp, idx, WcStatus::LocQpOpErr, VendorErr::LocalKey);
-                    return Step::Stop;
-                };
-                bth.dest_qpn = Qpn::from_wire(ud.remote_qpn);
-                ext.deth = Some(DethRepr {
-                    // IBTA 10.2.5: a Q_Key with the high bit set means "use the QP's".
-                    qkey: if ud.remote_qkey & 0x8000_0000 != 0 {
-                        qkey
-                    } else {
-                        ud.remote_qkey
-                    },
-                    reserved: 0,
-                    src_qpn: own_qpn,
-                });
-            }
-            (RoceRepr::new(bth, ext, n), i + 1)
-        }
+        _ => data_packet(store, q, wqe, dest, psn, mtu),
+    }
+}
+
+/// A READ request for the rest of the data: a retry after loss re-reads only what is
+/// missing, starting at the first missing response PSN.
+fn read_request(wqe: &SendWqe, dest: Qpn, psn: Psn, mtu: u64) -> Packet {
+    let off = u64::from(wqe.next_pkt) * mtu;
+    let reth = RethRepr {
+        va: wqe.wr.rdma.remote_addr.wrapping_add(off),
+        rkey: wqe.wr.rdma.rkey,
+        dma_len: wqe.len().saturating_sub(off) as u32,
     };
-    let dst = match qp_type {
-        QpType::Ud => {
-            let Some(ah) = wqe
-                .wr
-                .ud
-                .and_then(|ud| hca.ahs.get(ud.ah.index, ud.ah.generation))
-            else {
-                fail_send(hca, qp, idx, WcStatus::LocQpOpErr, VendorErr::LocalKey);
-                return Step::Stop;
-            };
-            let port = if ah.attr.udp_port == 0 {
-                softroce_wire::icrc::ROCE_V2_PORT
-            } else {
-                ah.attr.udp_port
-            };
-            std::net::SocketAddr::new(ah.attr.dgid.to_ip(), port)
-        }
-        _ => match hca.qp_peer(qp) {
-            Some(d) => d,
-            None => return Step::Stop,
-        },
+    let mut bth = BthRepr::new(Opcode::RC_RDMA_READ_REQUEST, dest, psn);
+    bth.ack_req = true;
+    let ext = ExtRepr {
+        reth: Some(reth),
+        ..ExtRepr::default()
     };
-    let retransmit = hca
-        .qps
-        .get(qp.index, qp.generation)
+    Packet {
+        repr: RoceRepr::new(bth, ext, 0),
+        payload: Vec::new(),
+        next_pkt: wqe.npkts,
+    }
+}
+
+fn atomic_request(wqe: &SendWqe, dest: Qpn, psn: Psn) -> Packet {
+    let a = wqe.wr.atomic;
+    let (opcode, swap_add, compare) = if wqe.wr.opcode == WrOpcode::AtomicCmpAndSwp {
+        (Opcode::RC_COMPARE_SWAP, a.swap, a.compare_add)
+    } else {
+        (Opcode::RC_FETCH_ADD, a.compare_add, 0)
+    };
+    let mut bth = BthRepr::new(opcode, dest, psn);
+    bth.ack_req = true;
+    let ext = ExtRepr {
+        atomic_eth: Some(AtomicEthRepr {
+            va: a.remote_addr,
+            rkey: a.rkey,
+            swap_add,
+            compare,
+        }),
+        ..ExtRepr::default()
+    };
+    Packet {
+        repr: RoceRepr::new(bth, ext, 0),
+        payload: Vec::new(),
+        next_pkt: 1,
+    }
+}
+
+/// A SEND or WRITE packet: one MTU of the message's data, with the headers its position
+/// in the message and the QP type call for.
+fn data_packet(
+    store: &Store,
+    q: &Qp,
+    wqe: &SendWqe,
+    dest: Qpn,
+    psn: Psn,
+    mtu: u64,
+) -> Result<Packet, Refusal> {
+    let op = wqe.wr.opcode;
+    let qp_type = q.init.qp_type;
+    let len = wqe.len();
+    let (i, npkts) = (wqe.next_pkt, wqe.npkts);
+    let last = i + 1 == npkts;
+    let off = u64::from(i) * mtu;
+    let n = (len - off.min(len)).min(mtu) as usize;
+    let mut payload = vec![0; n];
+    let gathered = match &wqe.inline {
+        Some(data) => {
+            payload.copy_from_slice(&data[off as usize..off as usize + n]);
+            Ok(())
+        }
+        None => store.gather(q.pd, &wqe.wr.sg_list, off, &mut payload),
+    };
+    gathered.map_err(|fault| {
+        Refusal::Fail(match fault {
+            LocalFault::Protection => WcStatus::LocProtErr,
+            LocalFault::TooLong => WcStatus::LocLenErr,
+        })
+    })?;
+    let mut bth = BthRepr::new(data_opcode(qp_type, op, i, npkts), dest, psn);
+    let mut ext = ExtRepr::default();
+    if last {
+        bth.solicited = wqe.wr.send_flags.contains(SendFlags::SOLICITED);
+        if matches!(op, WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm) {
+            ext.imm = Some(u32::from_be_bytes(wqe.wr.imm_data.to_ne_bytes()));
+        }
+        if op == WrOpcode::SendWithInv {
+            ext.ieth = Some(wqe.wr.invalidate_rkey);
+        }
+    }
+    if matches!(op, WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm) && i == 0 {
+        ext.reth = Some(RethRepr {
+            va: wqe.wr.rdma.remote_addr,
+            rkey: wqe.wr.rdma.rkey,
+            dma_len: len as u32,
+        });
+    }
+    if qp_type == QpType::Rc {
+        bth.ack_req = last || (i + 1) % PKTS_PER_ACK == 0;
+    }
+    if qp_type == QpType::Ud {
+        let ud = wqe.wr.ud.ok_or(Refusal::Fail(WcStatus::LocQpOpErr))?;
+        bth.dest_qpn = Qpn::from_wire(ud.remote_qpn);
+        ext.deth = Some(DethRepr {
+            // IBTA 10.2.5: a Q_Key with the high bit set means "use the QP's".
+            qkey: if ud.remote_qkey & 0x8000_0000 != 0 {
+                q.attr.qkey
+            } else {
+                ud.remote_qkey
+            },
+            reserved: 0,
+            src_qpn: q.qpn,
+        });
+    }
+    Ok(Packet {
+        repr: RoceRepr::new(bth, ext, n),
+        payload,
+        next_pkt: i + 1,
+    })
+}
+
+/// Where the WQE's packets go: a UD WQE's address handle, else the QP's path.
+fn destination(store: &Store, q: &Qp, idx: usize) -> Result<SocketAddr, Refusal> {
+    if q.init.qp_type != QpType::Ud {
+        return Ok(q.attr.ah_attr.destination());
+    }
+    q.sq.get(idx)
+        .and_then(|w| w.wr.ud)
+        .and_then(|ud| store.get(ud.ah))
+        .map(|ah| ah.attr.destination())
+        .ok_or(Refusal::Fail(WcStatus::LocQpOpErr))
+}
+
+/// Queue the packet and move the WQE's cursor past it; an RC request arms the retransmit
+/// timer, a UC/UD one completes with its last packet.
+fn transmit(
+    eng: &mut Engine<'_>,
+    now: Instant,
+    qp: QpHandle,
+    idx: usize,
+    dst: SocketAddr,
+    packet: Packet,
+) -> Step {
+    let retransmit = eng
+        .store
+        .get(qp)
         .and_then(|q| q.sq.get(idx))
         .is_some_and(|w| w.all_sent);
-    hca.queue_packet(dst, &repr, &payload);
+    eng.queue_packet(dst, &packet.repr, &packet.payload);
     if retransmit {
-        hca.counters.retransmitted_pkts += 1;
+        eng.counters.retransmitted_pkts += 1;
     }
-    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+    let Some(q) = eng.store.get_mut(qp) else {
         return Step::Stop;
     };
+    let next_pkt = packet.next_pkt;
+    let mut message_sent = false;
     if let Some(w) = q.sq.get_mut(idx) {
         w.next_pkt = next_pkt;
         if next_pkt >= w.npkts {
             w.all_sent = true;
+            message_sent = true;
             q.transport.send_index = idx + 1;
         }
     }
-    if qp_type == QpType::Rc {
+    if q.init.qp_type == QpType::Rc {
         if q.transport.retrans_at.is_none()
             && let Some(t) = ack_timeout(q.attr.timeout)
         {
             q.transport.retrans_at = Some(now + t);
         }
-    } else if next_pkt >= npkts {
-        complete_unreliable(hca, qp);
+    } else if message_sent {
+        complete_unreliable(eng, qp);
     }
     Step::Sent
 }
@@ -355,8 +413,8 @@ fn data_opcode(qp_type: QpType, op: WrOpcode, i: u32, n: u32) -> Opcode {
 }
 
 /// UC/UD: a request is complete once its last packet is sent.
-fn complete_unreliable(hca: &mut Hca, qp: QpHandle) {
-    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+fn complete_unreliable(eng: &mut Engine<'_>, qp: QpHandle) {
+    let Some(q) = eng.store.get_mut(qp) else {
         return;
     };
     let Some(wqe) = q.sq.pop_front() else {
@@ -366,31 +424,28 @@ fn complete_unreliable(hca: &mut Hca, qp: QpHandle) {
     let qpn = q.qpn.value();
     let cq = q.init.send_cq;
     if wqe.signaled {
-        let len = wqe
-            .inline
-            .as_ref()
-            .map_or_else(|| wqe.wr.total_len(), |d| d.len() as u64);
+        let len = wqe.len();
         let wc = WorkCompletion::success(
             wqe.wr.wr_id,
             qpn,
             WcOpcode::for_send(wqe.wr.opcode),
             len as u32,
         );
-        let _ = hca.push_completion(cq, wc, false);
+        let _ = eng.push_completion(cq, wc, false);
     }
-    hca.check_sq_drained(qp);
+    eng.check_sq_drained(qp);
 }
 
 /// Complete WQE `idx` with an error and move the QP to ERR (RC) — or, for UC/UD, to SQE
 /// with the rest of the send queue flushed (IBTA 10.3.1).
 pub(super) fn fail_send(
-    hca: &mut Hca,
+    eng: &mut Engine<'_>,
     qp: QpHandle,
     idx: usize,
     status: WcStatus,
     vendor: VendorErr,
 ) {
-    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+    let Some(q) = eng.store.get_mut(qp) else {
         return;
     };
     let Some(wqe) = q.sq.remove(idx) else {
@@ -406,43 +461,18 @@ pub(super) fn fail_send(
         WcOpcode::for_send(wqe.wr.opcode),
         vendor as u32,
     );
-    let _ = hca.push_completion(cq, wc, false);
-    hca.counters.send_err += 1;
+    let _ = eng.push_completion(cq, wc, false);
+    eng.counters.send_err += 1;
     if qp_type == QpType::Rc {
-        hca.qp_to_error(qp, None);
+        eng.qp_to_error(qp, None);
     } else {
-        hca.qp_to_sqe(qp);
-    }
-}
-
-impl Hca {
-    /// UC/UD send error: the QP enters SQE and its send queue is flushed; receives go on.
-    pub(crate) fn qp_to_sqe(&mut self, qp: QpHandle) {
-        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
-            return;
-        };
-        q.attr.qp_state = QpState::Sqe;
-        q.attr.cur_qp_state = QpState::Sqe;
-        let qpn = q.qpn.value();
-        let cq = q.init.send_cq;
-        let rest: Vec<_> = q.sq.drain(..).collect();
-        q.transport.send_index = 0;
-        for w in rest {
-            let wc = WorkCompletion::error(
-                w.wr.wr_id,
-                qpn,
-                WcStatus::WrFlushErr,
-                WcOpcode::for_send(w.wr.opcode),
-                VendorErr::Flushed as u32,
-            );
-            let _ = self.push_completion(cq, wc, false);
-        }
+        eng.qp_to_sqe(qp);
     }
 }
 
 /// Rewind the send cursor so everything from `psn` on is sent again (go-back-N).
-pub(super) fn rewind_to(hca: &mut Hca, qp: QpHandle, psn: Psn) {
-    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+pub(super) fn rewind_to(eng: &mut Engine<'_>, qp: QpHandle, psn: Psn) {
+    let Some(q) = eng.store.get_mut(qp) else {
         return;
     };
     let mut found = None;
@@ -466,5 +496,5 @@ pub(super) fn rewind_to(hca: &mut Hca, qp: QpHandle, psn: Psn) {
     if let Some(i) = found {
         q.transport.send_index = i;
     }
-    hca.mark_active(qp);
+    eng.outbox.mark_active(qp);
 }

@@ -14,11 +14,12 @@ use softroce_wire::{
 
 use super::super::counters::DropReason;
 use super::super::handles::QpHandle;
-use super::super::hca::Hca;
+use super::super::qp_transport::{InProgress, Resource};
 use super::super::types::{AccessFlags, EventType, QpType, WcFlags, WcOpcode, WcStatus};
 use super::super::wr::{RecvWr, VendorErr, WorkCompletion};
+use super::Engine;
+use super::IncomingDatagram;
 use super::access::{LocalFault, RemoteFault};
-use super::{InProgress, IncomingDatagram, Resource};
 
 /// The wire bytes of immediate data, as `ibv_wc.imm_data` (network order) holds them.
 fn imm_from_wire(imm: u32) -> u32 {
@@ -26,41 +27,41 @@ fn imm_from_wire(imm: u32) -> u32 {
 }
 
 pub(super) fn on_request(
-    hca: &mut Hca,
-    _now: Instant,
+    eng: &mut Engine<'_>,
+    now: Instant,
     qp: QpHandle,
     packet: &RocePacket<&[u8]>,
     bth: &BthRepr,
     d: IncomingDatagram<'_>,
     ip_id: u16,
 ) {
-    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+    let Some(q) = eng.store.get(qp) else {
         return;
     };
     match q.init.qp_type {
-        QpType::Ud => ud_receive(hca, qp, packet, bth, d, ip_id),
-        QpType::Uc => uc_receive(hca, qp, packet, bth),
-        QpType::Rc => rc_receive(hca, qp, packet, bth),
+        QpType::Ud => ud_receive(eng, qp, packet, bth, d, ip_id),
+        QpType::Uc => uc_receive(eng, now, qp, packet, bth),
+        QpType::Rc => rc_receive(eng, now, qp, packet, bth),
     }
 }
 
 /// Take a receive WQE from the QP's SRQ or RQ.
-fn take_recv_wqe(hca: &mut Hca, qp: QpHandle) -> Option<(RecvWr, bool)> {
-    let q = hca.qps.get_mut(qp.index, qp.generation)?;
+fn take_recv_wqe(eng: &mut Engine<'_>, qp: QpHandle) -> Option<(RecvWr, bool)> {
+    let q = eng.store.get_mut(qp)?;
     match q.init.srq {
-        Some(srq) => hca.take_srq_wqe(srq).map(|w| (w, true)),
+        Some(srq) => eng.take_srq_wqe(srq).map(|w| (w, true)),
         None => q.rq.pop_front().map(|w| (w, false)),
     }
 }
 
 /// Give an unfinished receive WQE back (UC message abandoned, RNR after a partial take).
-fn return_recv_wqe(hca: &mut Hca, qp: QpHandle, wqe: RecvWr, from_srq: bool) {
-    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+fn return_recv_wqe(eng: &mut Engine<'_>, qp: QpHandle, wqe: RecvWr, from_srq: bool) {
+    let Some(q) = eng.store.get_mut(qp) else {
         return;
     };
     if from_srq {
         if let Some(srq) = q.init.srq
-            && let Some(s) = hca.srqs.get_mut(srq.index, srq.generation)
+            && let Some(s) = eng.store.get_mut(srq)
         {
             s.queue.push_front(wqe);
         }
@@ -69,12 +70,12 @@ fn return_recv_wqe(hca: &mut Hca, qp: QpHandle, wqe: RecvWr, from_srq: bool) {
     }
 }
 
-fn abandon_in_progress(hca: &mut Hca, qp: QpHandle) {
-    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+fn abandon_in_progress(eng: &mut Engine<'_>, qp: QpHandle) {
+    let Some(q) = eng.store.get_mut(qp) else {
         return;
     };
     if let InProgress::Send { wqe, from_srq, .. } = std::mem::take(&mut q.transport.in_progress) {
-        return_recv_wqe(hca, qp, wqe, from_srq);
+        return_recv_wqe(eng, qp, wqe, from_srq);
     }
 }
 
@@ -103,72 +104,75 @@ fn invalid_request() -> Failure {
     )
 }
 
-fn rc_receive(hca: &mut Hca, qp: QpHandle, packet: &RocePacket<&[u8]>, bth: &BthRepr) {
-    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+fn rc_receive(
+    eng: &mut Engine<'_>,
+    now: Instant,
+    qp: QpHandle,
+    packet: &RocePacket<&[u8]>,
+    bth: &BthRepr,
+) {
+    let Some(q) = eng.store.get(qp) else {
         return;
     };
     let epsn = q.transport.rq_psn;
     let psn = bth.psn;
     let diff = psn.diff(epsn);
     if diff > 0 {
-        hca.counters.out_of_seq_request += 1;
-        hca.counters.drop(DropReason::OutOfSequence);
+        eng.counters.out_of_seq_request += 1;
+        eng.counters.drop(DropReason::OutOfSequence);
         if !q.transport.nak_sent {
-            if let Some(q) = hca.qps.get_mut(qp.index, qp.generation) {
+            if let Some(q) = eng.store.get_mut(qp) {
                 q.transport.nak_sent = true;
             }
-            hca.queue_ack(qp, epsn, Syndrome::Nak(NakCode::PsnSequenceError));
+            eng.queue_ack(qp, epsn, Syndrome::Nak(NakCode::PsnSequenceError));
         }
         return;
     }
     if diff < 0 {
-        hca.counters.duplicate_request += 1;
-        on_duplicate(hca, qp, packet, bth);
+        eng.counters.duplicate_request += 1;
+        on_duplicate(eng, qp, packet, bth);
         return;
     }
-    if let Some(q) = hca.qps.get_mut(qp.index, qp.generation) {
+    if let Some(q) = eng.store.get_mut(qp) {
         q.transport.nak_sent = false;
     }
     let Some(info) = bth.opcode.info() else {
         return;
     };
     let result = match info.operation {
-        Operation::Send => on_send(hca, qp, packet, bth, info.position, true),
-        Operation::Write => on_write(hca, qp, packet, bth, info.position, true),
-        Operation::ReadRequest => on_read(hca, qp, packet, bth),
-        Operation::CompareSwap | Operation::FetchAdd => on_atomic(hca, qp, packet, bth),
+        Operation::Send => on_send(eng, now, qp, packet, bth, info.position, true),
+        Operation::Write => on_write(eng, now, qp, packet, bth, info.position, true),
+        Operation::ReadRequest => on_read(eng, qp, packet, bth),
+        Operation::CompareSwap | Operation::FetchAdd => on_atomic(eng, qp, packet, bth),
         // FLUSH and ATOMIC WRITE (IBTA 1.5) are not implemented: refuse them cleanly.
         _ => Err(invalid_request()),
     };
     match result {
         Ok(()) => {}
         Err(Failure::Rnr) => {
-            hca.counters.send_rnr_err += 1;
-            let timer = hca
-                .qps
-                .get(qp.index, qp.generation)
-                .map_or(0, |q| q.attr.min_rnr_timer);
-            hca.queue_ack(qp, psn, Syndrome::RnrNak { timer });
+            eng.counters.send_rnr_err += 1;
+            let timer = eng.store.get(qp).map_or(0, |q| q.attr.min_rnr_timer);
+            eng.queue_ack(qp, psn, Syndrome::RnrNak { timer });
         }
         Err(Failure::Fatal(code, status, event)) => {
-            hca.queue_ack(qp, psn, Syndrome::Nak(code));
-            responder_fatal(hca, qp, status, event);
+            eng.queue_ack(qp, psn, Syndrome::Nak(code));
+            responder_fatal(eng, qp, status, event);
         }
     }
 }
 
 /// Complete the receive in progress (if any) with `status` and move the QP to ERR.
-fn responder_fatal(hca: &mut Hca, qp: QpHandle, status: WcStatus, event: Option<EventType>) {
-    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+fn responder_fatal(eng: &mut Engine<'_>, qp: QpHandle, status: WcStatus, event: Option<EventType>) {
+    let Some(q) = eng.store.get_mut(qp) else {
         return;
     };
     let qpn = q.qpn.value();
     let cq = q.init.recv_cq;
     if let InProgress::Send { wqe, .. } = std::mem::take(&mut q.transport.in_progress) {
         let wc = WorkCompletion::error(wqe.wr_id, qpn, status, WcOpcode::Recv, vendor_for(status));
-        hca.push_recv_completion(qp, cq, wc, false);
+        eng.push_recv_completion(qp, cq, wc, false);
     }
-    hca.qp_to_error(qp, event);
+    eng.qp_to_error(qp, event);
 }
 
 fn vendor_for(status: WcStatus) -> u32 {
@@ -190,14 +194,20 @@ fn length_ok(pos: Position, len: usize, mtu: usize) -> bool {
     }
 }
 
-fn ack_if_requested(hca: &mut Hca, qp: QpHandle, bth: &BthRepr, reliable: bool) {
+fn ack_if_requested(
+    eng: &mut Engine<'_>,
+    now: Instant,
+    qp: QpHandle,
+    bth: &BthRepr,
+    reliable: bool,
+) {
     if reliable && bth.ack_req {
-        hca.ack(qp, bth.psn);
+        eng.ack(now, qp, bth.psn);
     }
 }
 
-fn advance(hca: &mut Hca, qp: QpHandle, npkts: u32, message_done: bool) {
-    if let Some(q) = hca.qps.get_mut(qp.index, qp.generation) {
+fn advance(eng: &mut Engine<'_>, qp: QpHandle, npkts: u32, message_done: bool) {
+    if let Some(q) = eng.store.get_mut(qp) {
         q.transport.rq_psn = q.transport.rq_psn.add(npkts);
         if message_done {
             q.transport.msn = q.transport.msn.wrapping_add(1) & 0xFF_FFFF;
@@ -206,14 +216,15 @@ fn advance(hca: &mut Hca, qp: QpHandle, npkts: u32, message_done: bool) {
 }
 
 fn on_send(
-    hca: &mut Hca,
+    eng: &mut Engine<'_>,
+    now: Instant,
     qp: QpHandle,
     packet: &RocePacket<&[u8]>,
     bth: &BthRepr,
     pos: Position,
     reliable: bool,
 ) -> Result<(), Failure> {
-    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+    let Some(q) = eng.store.get_mut(qp) else {
         return Ok(());
     };
     let mtu = q.attr.path_mtu.bytes();
@@ -223,7 +234,7 @@ fn on_send(
     }
     let starts = matches!(pos, Position::First | Position::Only);
     let (wqe, from_srq, offset) = match (starts, std::mem::take(&mut q.transport.in_progress)) {
-        (true, InProgress::None) => match take_recv_wqe(hca, qp) {
+        (true, InProgress::None) => match take_recv_wqe(eng, qp) {
             Some((w, s)) => (w, s, 0),
             None => return Err(Failure::Rnr),
         },
@@ -237,24 +248,24 @@ fn on_send(
         ) => (wqe, from_srq, offset),
         // A FIRST inside another message, or a MIDDLE/LAST with no FIRST.
         (_, other) => {
-            if let Some(q) = hca.qps.get_mut(qp.index, qp.generation) {
+            if let Some(q) = eng.store.get_mut(qp) {
                 q.transport.in_progress = other;
             }
             return Err(invalid_request());
         }
     };
-    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+    let Some(q) = eng.store.get(qp) else {
         return Ok(());
     };
     let pd = q.pd;
     let qpn = q.qpn.value();
     let recv_cq = q.init.recv_cq;
-    if let Err(fault) = hca.scatter(pd, &wqe.sg_list, offset, payload) {
+    if let Err(fault) = eng.store.scatter(pd, &wqe.sg_list, offset, payload) {
         let (code, status) = match fault {
             LocalFault::TooLong => (NakCode::InvalidRequest, WcStatus::LocLenErr),
             LocalFault::Protection => (NakCode::RemoteOperationalError, WcStatus::LocProtErr),
         };
-        if let Some(q) = hca.qps.get_mut(qp.index, qp.generation) {
+        if let Some(q) = eng.store.get_mut(qp) {
             q.transport.in_progress = InProgress::Send {
                 wqe,
                 from_srq,
@@ -265,7 +276,7 @@ fn on_send(
     }
     let offset = offset + payload.len() as u64;
     let ends = matches!(pos, Position::Last | Position::Only);
-    advance(hca, qp, 1, ends);
+    advance(eng, qp, 1, ends);
     if ends {
         let mut wc = WorkCompletion::success(wqe.wr_id, qpn, WcOpcode::Recv, offset as u32);
         if let Some(imm) = packet.imm() {
@@ -274,33 +285,34 @@ fn on_send(
         }
         if let Some(ieth) = packet.ieth() {
             let rkey = ieth.rkey();
-            if !hca.invalidate_rkey(pd, rkey) {
+            if !eng.store.invalidate_rkey(pd, rkey) {
                 return Err(invalid_request());
             }
             wc.imm_data = rkey;
             wc.wc_flags |= WcFlags::WITH_INV;
         }
-        hca.push_recv_completion(qp, recv_cq, wc, bth.solicited);
-    } else if let Some(q) = hca.qps.get_mut(qp.index, qp.generation) {
+        eng.push_recv_completion(qp, recv_cq, wc, bth.solicited);
+    } else if let Some(q) = eng.store.get_mut(qp) {
         q.transport.in_progress = InProgress::Send {
             wqe,
             from_srq,
             offset,
         };
     }
-    ack_if_requested(hca, qp, bth, reliable);
+    ack_if_requested(eng, now, qp, bth, reliable);
     Ok(())
 }
 
 fn on_write(
-    hca: &mut Hca,
+    eng: &mut Engine<'_>,
+    now: Instant,
     qp: QpHandle,
     packet: &RocePacket<&[u8]>,
     bth: &BthRepr,
     pos: Position,
     reliable: bool,
 ) -> Result<(), Failure> {
-    let Some(q) = hca.qps.get_mut(qp.index, qp.generation) else {
+    let Some(q) = eng.store.get_mut(qp) else {
         return Ok(());
     };
     let mtu = q.attr.path_mtu.bytes();
@@ -321,15 +333,16 @@ fn on_write(
                 return Err(invalid_request());
             }
             if len > 0 {
-                hca.check_remote(
-                    pd,
-                    qp_access,
-                    rkey,
-                    va,
-                    u64::from(len),
-                    AccessFlags::REMOTE_WRITE,
-                )
-                .map_err(remote_fault_to_failure)?;
+                eng.store
+                    .check_remote(
+                        pd,
+                        qp_access,
+                        rkey,
+                        va,
+                        u64::from(len),
+                        AccessFlags::REMOTE_WRITE,
+                    )
+                    .map_err(remote_fault_to_failure)?;
             }
             (va, rkey, len, 0u64)
         }
@@ -343,7 +356,7 @@ fn on_write(
             },
         ) => (va, rkey, len, offset),
         (_, other) => {
-            if let Some(q) = hca.qps.get_mut(qp.index, qp.generation) {
+            if let Some(q) = eng.store.get_mut(qp) {
                 q.transport.in_progress = other;
             }
             return Err(invalid_request());
@@ -355,15 +368,16 @@ fn on_write(
     }
     // The region may have been deregistered between packets: check every time (as rxe).
     if !payload.is_empty() {
-        hca.check_remote(
-            pd,
-            qp_access,
-            rkey,
-            va + offset,
-            payload.len() as u64,
-            AccessFlags::REMOTE_WRITE,
-        )
-        .map_err(remote_fault_to_failure)?;
+        eng.store
+            .check_remote(
+                pd,
+                qp_access,
+                rkey,
+                va + offset,
+                payload.len() as u64,
+                AccessFlags::REMOTE_WRITE,
+            )
+            .map_err(remote_fault_to_failure)?;
     }
     let ends = matches!(pos, Position::Last | Position::Only);
     if ends && end != u64::from(len) {
@@ -373,10 +387,10 @@ fn on_write(
     // WRITE with immediate consumes a receive WQE: check before touching memory so an
     // RNR NAK leaves nothing half-done.
     let recv = if ends && imm.is_some() {
-        match take_recv_wqe(hca, qp) {
+        match take_recv_wqe(eng, qp) {
             Some(w) => Some(w),
             None => {
-                if let Some(q) = hca.qps.get_mut(qp.index, qp.generation) {
+                if let Some(q) = eng.store.get_mut(qp) {
                     if !starts {
                         q.transport.in_progress = InProgress::Write {
                             va,
@@ -392,11 +406,11 @@ fn on_write(
     } else {
         None
     };
-    hca.write_remote(va + offset, payload);
-    advance(hca, qp, 1, ends);
+    eng.store.write_remote(va + offset, payload);
+    advance(eng, qp, 1, ends);
     if ends {
         if let (Some(imm), Some((wqe, _))) = (imm, recv) {
-            let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+            let Some(q) = eng.store.get(qp) else {
                 return Ok(());
             };
             let qpn = q.qpn.value();
@@ -404,9 +418,9 @@ fn on_write(
             let mut wc = WorkCompletion::success(wqe.wr_id, qpn, WcOpcode::RecvRdmaWithImm, len);
             wc.imm_data = imm;
             wc.wc_flags |= WcFlags::WITH_IMM;
-            hca.push_recv_completion(qp, cq, wc, bth.solicited);
+            eng.push_recv_completion(qp, cq, wc, bth.solicited);
         }
-    } else if let Some(q) = hca.qps.get_mut(qp.index, qp.generation) {
+    } else if let Some(q) = eng.store.get_mut(qp) {
         q.transport.in_progress = InProgress::Write {
             va,
             rkey,
@@ -414,12 +428,12 @@ fn on_write(
             offset: end,
         };
     }
-    ack_if_requested(hca, qp, bth, reliable);
+    ack_if_requested(eng, now, qp, bth, reliable);
     Ok(())
 }
 
-fn remember(hca: &mut Hca, qp: QpHandle, res: Resource) {
-    if let Some(q) = hca.qps.get_mut(qp.index, qp.generation) {
+fn remember(eng: &mut Engine<'_>, qp: QpHandle, res: Resource) {
+    if let Some(q) = eng.store.get_mut(qp) {
         let cap = usize::from(q.attr.max_dest_rd_atomic.max(1));
         while q.transport.resources.len() >= cap {
             q.transport.resources.pop_front();
@@ -429,12 +443,12 @@ fn remember(hca: &mut Hca, qp: QpHandle, res: Resource) {
 }
 
 fn on_read(
-    hca: &mut Hca,
+    eng: &mut Engine<'_>,
     qp: QpHandle,
     packet: &RocePacket<&[u8]>,
     bth: &BthRepr,
 ) -> Result<(), Failure> {
-    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+    let Some(q) = eng.store.get(qp) else {
         return Ok(());
     };
     if q.attr.max_dest_rd_atomic == 0 {
@@ -448,20 +462,21 @@ fn on_read(
         return Err(invalid_request());
     }
     if len > 0 {
-        hca.check_remote(
-            q.pd,
-            q.attr.qp_access_flags,
-            rkey,
-            va,
-            u64::from(len),
-            AccessFlags::REMOTE_READ,
-        )
-        .map_err(remote_fault_to_failure)?;
+        eng.store
+            .check_remote(
+                q.pd,
+                q.attr.qp_access_flags,
+                rkey,
+                va,
+                u64::from(len),
+                AccessFlags::REMOTE_READ,
+            )
+            .map_err(remote_fault_to_failure)?;
     }
     let mtu = q.attr.path_mtu.bytes() as u64;
     let npkts = u64::from(len).div_ceil(mtu).max(1) as u32;
     remember(
-        hca,
+        eng,
         qp,
         Resource::Read {
             first_psn: bth.psn,
@@ -471,20 +486,20 @@ fn on_read(
             len,
         },
     );
-    advance(hca, qp, npkts, true);
-    send_read_responses(hca, qp, bth.psn, va, len);
+    advance(eng, qp, npkts, true);
+    send_read_responses(eng, qp, bth.psn, va, len);
     Ok(())
 }
 
 /// Send READ responses for `len` bytes at `va`, PSNs from `psn` on.
-fn send_read_responses(hca: &mut Hca, qp: QpHandle, psn: Psn, va: u64, len: u32) {
-    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+fn send_read_responses(eng: &mut Engine<'_>, qp: QpHandle, psn: Psn, va: u64, len: u32) {
+    let Some(q) = eng.store.get(qp) else {
         return;
     };
     let mtu = q.attr.path_mtu.bytes() as u64;
     let dest = Qpn::from_wire(q.attr.dest_qp_num);
     let msn = Msn::new(q.transport.msn);
-    let Some(dst) = hca.qp_peer(qp) else {
+    let Some(dst) = eng.qp_peer(qp) else {
         return;
     };
     let n = u64::from(len).div_ceil(mtu).max(1) as u32;
@@ -493,7 +508,7 @@ fn send_read_responses(hca: &mut Hca, qp: QpHandle, psn: Psn, va: u64, len: u32)
         let off = u64::from(i) * mtu;
         let chunk = (u64::from(len) - off).min(mtu) as usize;
         buf.resize(chunk, 0);
-        hca.read_remote(va + off, &mut buf);
+        eng.store.read_remote(va + off, &mut buf);
         let opcode = match (n, i) {
             (1, _) => Opcode::RC_RDMA_READ_RESPONSE_ONLY,
             (_, 0) => Opcode::RC_RDMA_READ_RESPONSE_FIRST,
@@ -512,17 +527,17 @@ fn send_read_responses(hca: &mut Hca, qp: QpHandle, psn: Psn, va: u64, len: u32)
             },
             chunk,
         );
-        hca.queue_packet(dst, &repr, &buf);
+        eng.queue_packet(dst, &repr, &buf);
     }
 }
 
 fn on_atomic(
-    hca: &mut Hca,
+    eng: &mut Engine<'_>,
     qp: QpHandle,
     packet: &RocePacket<&[u8]>,
     bth: &BthRepr,
 ) -> Result<(), Failure> {
-    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+    let Some(q) = eng.store.get(qp) else {
         return Ok(());
     };
     if q.attr.max_dest_rd_atomic == 0 {
@@ -531,30 +546,31 @@ fn on_atomic(
     let Some(a) = packet.atomic_eth() else {
         return Err(invalid_request());
     };
-    hca.check_remote(
-        q.pd,
-        q.attr.qp_access_flags,
-        a.rkey(),
-        a.va(),
-        8,
-        AccessFlags::REMOTE_ATOMIC,
-    )
-    .map_err(remote_fault_to_failure)?;
+    eng.store
+        .check_remote(
+            q.pd,
+            q.attr.qp_access_flags,
+            a.rkey(),
+            a.va(),
+            8,
+            AccessFlags::REMOTE_ATOMIC,
+        )
+        .map_err(remote_fault_to_failure)?;
     let compare = (bth.opcode == Opcode::RC_COMPARE_SWAP).then_some(a.compare());
-    let orig = hca.atomic_remote(a.va(), a.swap_add(), compare);
-    remember(hca, qp, Resource::Atomic { psn: bth.psn, orig });
-    advance(hca, qp, 1, true);
-    send_atomic_ack(hca, qp, bth.psn, orig);
+    let orig = eng.store.atomic_remote(a.va(), a.swap_add(), compare);
+    remember(eng, qp, Resource::Atomic { psn: bth.psn, orig });
+    advance(eng, qp, 1, true);
+    send_atomic_ack(eng, qp, bth.psn, orig);
     Ok(())
 }
 
-fn send_atomic_ack(hca: &mut Hca, qp: QpHandle, psn: Psn, orig: u64) {
-    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+fn send_atomic_ack(eng: &mut Engine<'_>, qp: QpHandle, psn: Psn, orig: u64) {
+    let Some(q) = eng.store.get(qp) else {
         return;
     };
     let dest = Qpn::from_wire(q.attr.dest_qp_num);
     let msn = Msn::new(q.transport.msn);
-    let Some(dst) = hca.qp_peer(qp) else {
+    let Some(dst) = eng.qp_peer(qp) else {
         return;
     };
     let repr = RoceRepr::new(
@@ -569,13 +585,13 @@ fn send_atomic_ack(hca: &mut Hca, qp: QpHandle, psn: Psn, orig: u64) {
         },
         0,
     );
-    hca.queue_packet(dst, &repr, &[]);
+    eng.queue_packet(dst, &repr, &[]);
 }
 
 /// A request we already executed: re-ACK SEND/WRITE, replay READ data, answer atomics from
 /// the cache (never executing them twice).
-fn on_duplicate(hca: &mut Hca, qp: QpHandle, packet: &RocePacket<&[u8]>, bth: &BthRepr) {
-    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+fn on_duplicate(eng: &mut Engine<'_>, qp: QpHandle, packet: &RocePacket<&[u8]>, bth: &BthRepr) {
+    let Some(q) = eng.store.get(qp) else {
         return;
     };
     let psn = bth.psn;
@@ -595,7 +611,7 @@ fn on_duplicate(hca: &mut Hca, qp: QpHandle, packet: &RocePacket<&[u8]>, bth: &B
                 _ => None,
             });
             let Some((va, rkey, len)) = found else {
-                hca.counters.drop(DropReason::UnexpectedResponse);
+                eng.counters.drop(DropReason::UnexpectedResponse);
                 return;
             };
             // A re-read may ask for a tail of the original range, never more.
@@ -603,7 +619,8 @@ fn on_duplicate(hca: &mut Hca, qp: QpHandle, packet: &RocePacket<&[u8]>, bth: &B
             let inside =
                 reth.rkey() == rkey && rva >= va && rva + u64::from(rlen) <= va + u64::from(len);
             let still_valid = rlen == 0
-                || hca
+                || eng
+                    .store
                     .check_remote(
                         q.pd,
                         q.attr.qp_access_flags,
@@ -614,7 +631,7 @@ fn on_duplicate(hca: &mut Hca, qp: QpHandle, packet: &RocePacket<&[u8]>, bth: &B
                     )
                     .is_ok();
             if inside && still_valid {
-                send_read_responses(hca, qp, psn, rva, rlen);
+                send_read_responses(eng, qp, psn, rva, rlen);
             }
         }
         Some(Operation::CompareSwap | Operation::FetchAdd) => {
@@ -623,18 +640,24 @@ fn on_duplicate(hca: &mut Hca, qp: QpHandle, packet: &RocePacket<&[u8]>, bth: &B
                 _ => None,
             });
             if let Some(orig) = orig {
-                send_atomic_ack(hca, qp, psn, orig);
+                send_atomic_ack(eng, qp, psn, orig);
             }
         }
         _ => {
             let last = q.transport.rq_psn.sub(1);
-            hca.queue_ack(qp, last, Syndrome::ACK);
+            eng.queue_ack(qp, last, Syndrome::ACK);
         }
     }
 }
 
-fn uc_receive(hca: &mut Hca, qp: QpHandle, packet: &RocePacket<&[u8]>, bth: &BthRepr) {
-    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+fn uc_receive(
+    eng: &mut Engine<'_>,
+    now: Instant,
+    qp: QpHandle,
+    packet: &RocePacket<&[u8]>,
+    bth: &BthRepr,
+) {
+    let Some(q) = eng.store.get(qp) else {
         return;
     };
     let Some(info) = bth.opcode.info() else {
@@ -644,8 +667,8 @@ fn uc_receive(hca: &mut Hca, qp: QpHandle, packet: &RocePacket<&[u8]>, bth: &Bth
     let psn = bth.psn;
     if psn != q.transport.rq_psn || (q.transport.uc_resync && !starts) {
         // UC: a gap loses the rest of the message; resynchronise on the next FIRST/ONLY.
-        abandon_in_progress(hca, qp);
-        if let Some(q) = hca.qps.get_mut(qp.index, qp.generation) {
+        abandon_in_progress(eng, qp);
+        if let Some(q) = eng.store.get_mut(qp) {
             q.transport.in_progress = InProgress::None;
             if starts {
                 q.transport.uc_resync = false;
@@ -653,29 +676,29 @@ fn uc_receive(hca: &mut Hca, qp: QpHandle, packet: &RocePacket<&[u8]>, bth: &Bth
             } else {
                 q.transport.uc_resync = true;
                 q.transport.rq_psn = psn.next();
-                hca.counters.drop(DropReason::OutOfSequence);
+                eng.counters.drop(DropReason::OutOfSequence);
                 return;
             }
         }
     }
     let result = match info.operation {
-        Operation::Send => on_send(hca, qp, packet, bth, info.position, false),
-        Operation::Write => on_write(hca, qp, packet, bth, info.position, false),
+        Operation::Send => on_send(eng, now, qp, packet, bth, info.position, false),
+        Operation::Write => on_write(eng, now, qp, packet, bth, info.position, false),
         _ => Err(invalid_request()),
     };
     if result.is_err() {
         // UC never NAKs: the message is dropped and the QP resynchronises.
-        abandon_in_progress(hca, qp);
-        if let Some(q) = hca.qps.get_mut(qp.index, qp.generation) {
+        abandon_in_progress(eng, qp);
+        if let Some(q) = eng.store.get_mut(qp) {
             q.transport.uc_resync = !info.ends_message();
             q.transport.rq_psn = psn.next();
         }
-        hca.counters.drop(DropReason::Unsupported);
+        eng.counters.drop(DropReason::Unsupported);
     }
 }
 
 fn ud_receive(
-    hca: &mut Hca,
+    eng: &mut Engine<'_>,
     qp: QpHandle,
     packet: &RocePacket<&[u8]>,
     bth: &BthRepr,
@@ -683,14 +706,14 @@ fn ud_receive(
     ip_id: u16,
 ) {
     let Some(deth) = packet.deth() else {
-        hca.counters.drop(DropReason::Malformed);
+        eng.counters.drop(DropReason::Malformed);
         return;
     };
-    let Some((wqe, _)) = take_recv_wqe(hca, qp) else {
-        hca.counters.drop(DropReason::NoReceiveWqe);
+    let Some((wqe, _)) = take_recv_wqe(eng, qp) else {
+        eng.counters.drop(DropReason::NoReceiveWqe);
         return;
     };
-    let Some(q) = hca.qps.get(qp.index, qp.generation) else {
+    let Some(q) = eng.store.get(qp) else {
         return;
     };
     let pd = q.pd;
@@ -729,8 +752,9 @@ fn ud_receive(
     let total = (GRH_LEN + payload.len()) as u64;
     let fits = wqe.total_len() >= total;
     let written = fits
-        && hca.scatter(pd, &wqe.sg_list, 0, &grh).is_ok()
-        && hca
+        && eng.store.scatter(pd, &wqe.sg_list, 0, &grh).is_ok()
+        && eng
+            .store
             .scatter(pd, &wqe.sg_list, GRH_LEN as u64, payload)
             .is_ok();
     let mut wc = if written {
@@ -751,5 +775,5 @@ fn ud_receive(
             wc.wc_flags |= WcFlags::WITH_IMM;
         }
     }
-    hca.push_recv_completion(qp, cq, wc, bth.solicited);
+    eng.push_recv_completion(qp, cq, wc, bth.solicited);
 }

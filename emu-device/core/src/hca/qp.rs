@@ -1,26 +1,19 @@
-//! Queue pairs and shared receive queues: creation, the state machine, posting and flushing.
+//! The QP and SRQ verbs: creation, the state machine, posting, destruction.
 
 use softroce_wire::Qpn;
 
-use super::error::{PostError, VerbsError, VerbsResult};
-use super::handles::{CqHandle, PdHandle, QpHandle, SrqHandle};
-use super::hca::{EventElement, Hca};
-use super::objects::{Qp, QpAttr, QpCap, QpInitAttr, SendWqe, Srq, SrqAttr};
-use super::qp_state::check_transition;
-use super::types::{
-    AccessFlags, EventType, QpAttrMask as M, QpState, QpType, SendFlags, WcOpcode, WcStatus,
-    WrOpcode,
+use super::super::error::{PostError, VerbsError, VerbsResult};
+use super::super::events::EventElement;
+use super::super::handles::{PdHandle, QpHandle, SrqHandle};
+use super::super::memory;
+use super::super::objects::{Qp, QpAttr, QpCap, QpInitAttr, SendWqe, Srq, SrqAttr, SrqAttrMask};
+use super::super::qp_state::{TransitionError, check_transition};
+use super::super::transport;
+use super::super::types::{
+    AccessFlags, EventType, QpAttrMask as M, QpState, QpType, SendFlags, WrOpcode,
 };
-use super::wr::{RecvWr, SendWr, Sge, VendorErr, WorkCompletion};
-
-/// Which SRQ attributes `modify_srq` changes (`enum ibv_srq_attr_mask`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct SrqAttrMask {
-    /// Resize to `max_wr`.
-    pub max_wr: bool,
-    /// Arm the limit event at `srq_limit`.
-    pub limit: bool,
-}
+use super::super::wr::{RecvWr, SendWr, Sge};
+use super::Hca;
 
 impl Hca {
     // ---- SRQ ----------------------------------------------------------------------------
@@ -33,33 +26,35 @@ impl Hca {
         context: u64,
     ) -> VerbsResult<(SrqHandle, SrqAttr)> {
         const VERB: &str = "create_srq";
-        self.pd(VERB, pd)?;
-        if attr.max_wr == 0 || attr.max_wr > self.attr.max_srq_wr {
+        self.store.lookup(VERB, pd)?;
+        if attr.max_wr == 0 || attr.max_wr > self.device.attr().max_srq_wr {
             return Err(VerbsError::invalid(
                 VERB,
                 format!(
                     "max_wr {} outside 1..={}",
-                    attr.max_wr, self.attr.max_srq_wr
+                    attr.max_wr,
+                    self.device.attr().max_srq_wr
                 ),
             ));
         }
-        if attr.max_sge == 0 || attr.max_sge > self.attr.max_srq_sge {
+        if attr.max_sge == 0 || attr.max_sge > self.device.attr().max_srq_sge {
             return Err(VerbsError::invalid(
                 VERB,
                 format!(
                     "max_sge {} outside 1..={}",
-                    attr.max_sge, self.attr.max_srq_sge
+                    attr.max_sge,
+                    self.device.attr().max_srq_sge
                 ),
             ));
         }
-        if self.srqs.len() >= self.attr.max_srq as usize {
+        if self.store.count::<SrqHandle>() >= self.device.attr().max_srq as usize {
             return Err(VerbsError::no_resources(VERB, "max_srq reached"));
         }
         let real = SrqAttr {
             srq_limit: 0,
             ..attr
         };
-        let (index, generation) = self.srqs.insert(Srq {
+        let handle = self.store.insert_srq(Srq {
             pd,
             attr: real,
             queue: std::collections::VecDeque::new(),
@@ -67,17 +62,8 @@ impl Hca {
             async_unacked: 0,
             context,
         });
-        self.pd_ref(VERB, pd, 1)?;
-        Ok((SrqHandle { index, generation }, real))
-    }
-
-    fn srq_mut(&mut self, verb: &'static str, srq: SrqHandle) -> VerbsResult<&mut Srq> {
-        self.srqs
-            .get_mut(srq.index, srq.generation)
-            .ok_or(VerbsError::StaleHandle {
-                verb,
-                kind: SrqHandle::KIND,
-            })
+        self.store.add_pd_users(VERB, pd, 1)?;
+        Ok((handle, real))
     }
 
     /// `ibv_modify_srq`: resize (not below the WRs held) and/or arm the limit (which must
@@ -89,8 +75,8 @@ impl Hca {
         mask: SrqAttrMask,
     ) -> VerbsResult<()> {
         const VERB: &str = "modify_srq";
-        let max_srq_wr = self.attr.max_srq_wr;
-        let s = self.srq_mut(VERB, srq)?;
+        let max_srq_wr = self.device.attr().max_srq_wr;
+        let s = self.store.lookup_mut(VERB, srq)?;
         let new_max = if mask.max_wr {
             attr.max_wr
         } else {
@@ -122,41 +108,23 @@ impl Hca {
 
     /// `ibv_query_srq`.
     pub fn query_srq(&self, srq: SrqHandle) -> VerbsResult<SrqAttr> {
-        self.srqs
-            .get(srq.index, srq.generation)
-            .map(|s| s.attr)
-            .ok_or(VerbsError::StaleHandle {
-                verb: "query_srq",
-                kind: SrqHandle::KIND,
-            })
+        Ok(self.store.lookup("query_srq", srq)?.attr)
     }
 
     /// The context value given to `create_srq`.
     pub fn srq_context(&self, srq: SrqHandle) -> VerbsResult<u64> {
-        self.srqs
-            .get(srq.index, srq.generation)
-            .map(|s| s.context)
-            .ok_or(VerbsError::StaleHandle {
-                verb: "srq_context",
-                kind: SrqHandle::KIND,
-            })
+        Ok(self.store.lookup("srq_context", srq)?.context)
     }
 
     /// Receive WRs waiting in an SRQ.
     pub fn srq_len(&self, srq: SrqHandle) -> VerbsResult<usize> {
-        self.srqs
-            .get(srq.index, srq.generation)
-            .map(|s| s.queue.len())
-            .ok_or(VerbsError::StaleHandle {
-                verb: "srq_len",
-                kind: SrqHandle::KIND,
-            })
+        Ok(self.store.lookup("srq_len", srq)?.queue.len())
     }
 
     /// `ibv_destroy_srq`: EBUSY while QPs use it or its async events are unacknowledged.
     pub fn destroy_srq(&mut self, srq: SrqHandle) -> VerbsResult<()> {
         const VERB: &str = "destroy_srq";
-        let s = self.srq_mut(VERB, srq)?;
+        let s = self.store.lookup_mut(VERB, srq)?;
         if s.users > 0 {
             return Err(VerbsError::busy(
                 VERB,
@@ -173,9 +141,9 @@ impl Hca {
             ));
         }
         let pd = s.pd;
-        self.srqs.remove(srq.index, srq.generation);
-        self.purge_async(EventElement::Srq(srq));
-        self.pd_ref(VERB, pd, -1)
+        self.store.remove_srq(VERB, srq)?;
+        self.events.purge(EventElement::Srq(srq));
+        self.store.add_pd_users(VERB, pd, -1)
     }
 
     /// `ibv_post_srq_recv`.
@@ -183,13 +151,7 @@ impl Hca {
         const VERB: &str = "post_srq_recv";
         for (index, wr) in wrs.iter().enumerate() {
             let fail = |error| PostError { index, error };
-            let stale = VerbsError::StaleHandle {
-                verb: VERB,
-                kind: SrqHandle::KIND,
-            };
-            let Some(s) = self.srqs.get(srq.index, srq.generation) else {
-                return Err(fail(stale));
-            };
+            let s = self.store.lookup(VERB, srq).map_err(fail)?;
             if s.queue.len() >= s.attr.max_wr as usize {
                 return Err(fail(VerbsError::no_resources(
                     VERB,
@@ -208,23 +170,11 @@ impl Hca {
             }
             let pd = s.pd;
             self.check_sges(VERB, pd, &wr.sg_list, true).map_err(fail)?;
-            if let Some(s) = self.srqs.get_mut(srq.index, srq.generation) {
+            if let Some(s) = self.store.get_mut(srq) {
                 s.queue.push_back(wr.clone());
             }
         }
         Ok(())
-    }
-
-    /// Take the next receive WR of an SRQ, raising SRQ_LIMIT_REACHED once when the count
-    /// drops below an armed limit (the limit is then disarmed).
-    pub(crate) fn take_srq_wqe(&mut self, srq: SrqHandle) -> Option<RecvWr> {
-        let s = self.srqs.get_mut(srq.index, srq.generation)?;
-        let wr = s.queue.pop_front()?;
-        if s.attr.srq_limit > 0 && (s.queue.len() as u32) < s.attr.srq_limit {
-            s.attr.srq_limit = 0;
-            self.raise_async(EventType::SrqLimitReached, EventElement::Srq(srq));
-        }
-        Some(wr)
     }
 
     // ---- QP -----------------------------------------------------------------------------
@@ -236,22 +186,16 @@ impl Hca {
         init: QpInitAttr,
     ) -> VerbsResult<(QpHandle, Qpn, QpCap)> {
         const VERB: &str = "create_qp";
-        self.pd(VERB, pd)?;
-        self.cq(VERB, init.send_cq)?;
-        self.cq(VERB, init.recv_cq)?;
+        self.store.lookup(VERB, pd)?;
+        self.cqs.lookup(VERB, init.send_cq)?;
+        self.cqs.lookup(VERB, init.recv_cq)?;
         if let Some(srq) = init.srq {
-            let s = self
-                .srqs
-                .get(srq.index, srq.generation)
-                .ok_or(VerbsError::StaleHandle {
-                    verb: VERB,
-                    kind: SrqHandle::KIND,
-                })?;
+            let s = self.store.lookup(VERB, srq)?;
             if s.pd != pd {
                 return Err(VerbsError::invalid(VERB, "the SRQ belongs to another PD"));
             }
         }
-        let a = &self.attr;
+        let a = self.device.attr();
         let cap = init.cap;
         let limits = [
             ("max_send_wr", cap.max_send_wr, a.max_qp_wr),
@@ -279,10 +223,11 @@ impl Hca {
                 }
             }
         }
-        if self.qps.len() >= self.attr.max_qp as usize {
+        if self.store.count::<QpHandle>() >= self.device.attr().max_qp as usize {
             return Err(VerbsError::no_resources(VERB, "max_qp reached"));
         }
         let qpn = self
+            .store
             .alloc_qpn()
             .ok_or_else(|| VerbsError::no_resources(VERB, "no free QP number"))?;
         let granted = QpCap {
@@ -304,7 +249,7 @@ impl Hca {
             cap: granted,
             ..QpAttr::default()
         };
-        let (index, generation) = self.qps.insert(Qp {
+        let handle = self.store.insert_qp(Qp {
             qpn,
             pd,
             init,
@@ -315,68 +260,46 @@ impl Hca {
             sqd_notify_pending: false,
             transport: Default::default(),
         });
-        let handle = QpHandle { index, generation };
-        self.qp_by_qpn.insert(qpn.value(), handle);
-        self.pd_ref(VERB, pd, 1)?;
+        self.store.add_pd_users(VERB, pd, 1)?;
         for cq in [init.send_cq, init.recv_cq] {
-            if let Some(c) = self.cqs.get_mut(cq.index, cq.generation) {
-                c.users += 1;
-            }
+            self.cqs.add_users(cq, 1);
         }
         if let Some(srq) = init.srq
-            && let Some(s) = self.srqs.get_mut(srq.index, srq.generation)
+            && let Some(s) = self.store.get_mut(srq)
         {
             s.users += 1;
         }
         Ok((handle, qpn, granted))
     }
 
-    pub(crate) fn qp(&self, verb: &'static str, qp: QpHandle) -> VerbsResult<&Qp> {
-        self.qps
-            .get(qp.index, qp.generation)
-            .ok_or(VerbsError::StaleHandle {
-                verb,
-                kind: QpHandle::KIND,
-            })
-    }
-
-    pub(crate) fn qp_mut(&mut self, verb: &'static str, qp: QpHandle) -> VerbsResult<&mut Qp> {
-        self.qps
-            .get_mut(qp.index, qp.generation)
-            .ok_or(VerbsError::StaleHandle {
-                verb,
-                kind: QpHandle::KIND,
-            })
-    }
-
     /// The QP with this number, if any.
     pub fn qp_by_number(&self, qpn: Qpn) -> Option<QpHandle> {
-        self.qp_by_qpn.get(&qpn.value()).copied()
+        self.store.qp_by_number(qpn)
     }
 
     /// `ibv_query_qp`: the current attributes and the creation attributes.
     pub fn query_qp(&self, qp: QpHandle) -> VerbsResult<(QpAttr, QpInitAttr)> {
-        let q = self.qp("query_qp", qp)?;
+        let q = self.store.lookup("query_qp", qp)?;
         let mut attr = q.attr;
         attr.cur_qp_state = attr.qp_state;
-        attr.sq_draining = q.attr.qp_state == QpState::Sqd && !self.sq_drained(q);
+        attr.sq_draining = q.attr.qp_state == QpState::Sqd && !q.sq_drained();
         Ok((attr, q.init))
     }
 
     /// The QP's number.
     pub fn qp_num(&self, qp: QpHandle) -> VerbsResult<Qpn> {
-        Ok(self.qp("qp_num", qp)?.qpn)
+        Ok(self.store.lookup("qp_num", qp)?.qpn)
     }
 
     /// The QP's state.
     pub fn qp_state(&self, qp: QpHandle) -> VerbsResult<QpState> {
-        Ok(self.qp("qp_state", qp)?.attr.qp_state)
+        Ok(self.store.lookup("qp_state", qp)?.attr.qp_state)
     }
 
     /// `ibv_modify_qp`: checked against the state table, then attribute values.
     pub fn modify_qp(&mut self, qp: QpHandle, attr: &QpAttr, mask: M) -> VerbsResult<()> {
         const VERB: &str = "modify_qp";
-        let q = self.qp(VERB, qp)?;
+        let q = self.store.lookup(VERB, qp)?;
         let qpn = q.qpn.value();
         let cur = q.attr.qp_state;
         let next = if mask.contains(M::STATE) {
@@ -393,7 +316,7 @@ impl Hca {
         if mask.contains(M::CUR_STATE) && attr.cur_qp_state != cur {
             return Err(VerbsError::Transition {
                 qpn,
-                source: super::qp_state::TransitionError::CurrentStateMismatch {
+                source: TransitionError::CurrentStateMismatch {
                     claimed: attr.cur_qp_state,
                     actual: cur,
                 },
@@ -404,9 +327,9 @@ impl Hca {
         self.check_qp_values(qpn, attr, mask)?;
         if next != cur {
             // Leaving the current state: what was received is acknowledged first.
-            self.flush_deferred_ack(qp);
+            self.engine().flush_deferred_ack(qp);
         }
-        let q = self.qp_mut(VERB, qp)?;
+        let q = self.store.lookup_mut(VERB, qp)?;
         let a = &mut q.attr;
         if mask.contains(M::ACCESS_FLAGS) {
             a.qp_access_flags = attr.qp_access_flags;
@@ -483,9 +406,9 @@ impl Hca {
             QpState::Sqd if entering => {
                 q.sqd_notify_pending =
                     mask.contains(M::EN_SQD_ASYNC_NOTIFY) && attr.en_sqd_async_notify;
-                self.check_sq_drained(qp);
+                self.engine().check_sq_drained(qp);
             }
-            QpState::Err if entering => self.flush_qp(qp),
+            QpState::Err if entering => self.engine().flush_qp(qp),
             _ => {}
         }
         Ok(())
@@ -518,7 +441,7 @@ impl Hca {
             }
         }
         if mask.contains(M::AV) {
-            self.check_ah_attr("modify_qp", &attr.ah_attr)?;
+            self.device.check_ah_attr("modify_qp", &attr.ah_attr)?;
         }
         if mask.contains(M::TIMEOUT) && attr.timeout > 31 {
             return bad(format!("timeout {} exceeds 31", attr.timeout));
@@ -533,19 +456,21 @@ impl Hca {
             return bad(format!("min_rnr_timer {} exceeds 31", attr.min_rnr_timer));
         }
         if mask.contains(M::MAX_QP_RD_ATOMIC)
-            && u32::from(attr.max_rd_atomic) > self.attr.max_qp_init_rd_atom
+            && u32::from(attr.max_rd_atomic) > self.device.attr().max_qp_init_rd_atom
         {
             return bad(format!(
                 "max_rd_atomic {} exceeds max_qp_init_rd_atom {}",
-                attr.max_rd_atomic, self.attr.max_qp_init_rd_atom
+                attr.max_rd_atomic,
+                self.device.attr().max_qp_init_rd_atom
             ));
         }
         if mask.contains(M::MAX_DEST_RD_ATOMIC)
-            && u32::from(attr.max_dest_rd_atomic) > self.attr.max_qp_rd_atom
+            && u32::from(attr.max_dest_rd_atomic) > self.device.attr().max_qp_rd_atom
         {
             return bad(format!(
                 "max_dest_rd_atomic {} exceeds max_qp_rd_atom {}",
-                attr.max_dest_rd_atomic, self.attr.max_qp_rd_atom
+                attr.max_dest_rd_atomic,
+                self.device.attr().max_qp_rd_atom
             ));
         }
         if mask.contains(M::DEST_QPN) && attr.dest_qp_num > 0xFF_FFFF {
@@ -579,7 +504,7 @@ impl Hca {
     /// work requests are discarded without completions.
     pub fn destroy_qp(&mut self, qp: QpHandle) -> VerbsResult<()> {
         const VERB: &str = "destroy_qp";
-        let q = self.qp(VERB, qp)?;
+        let q = self.store.lookup(VERB, qp)?;
         if q.async_unacked > 0 {
             return Err(VerbsError::busy(
                 VERB,
@@ -591,26 +516,18 @@ impl Hca {
         }
         // The peer is owed the ACK of what this QP received (hardware would have sent it
         // already); it leaves with the next transmit.
-        self.flush_deferred_ack(qp);
-        let Some(q) = self.qps.remove(qp.index, qp.generation) else {
-            return Err(VerbsError::StaleHandle {
-                verb: VERB,
-                kind: QpHandle::KIND,
-            });
-        };
-        self.qp_by_qpn.remove(&q.qpn.value());
+        self.engine().flush_deferred_ack(qp);
+        let q = self.store.remove_qp(VERB, qp)?;
         for cq in [q.init.send_cq, q.init.recv_cq] {
-            if let Some(c) = self.cqs.get_mut(cq.index, cq.generation) {
-                c.users = c.users.saturating_sub(1);
-            }
+            self.cqs.add_users(cq, -1);
         }
         if let Some(srq) = q.init.srq
-            && let Some(s) = self.srqs.get_mut(srq.index, srq.generation)
+            && let Some(s) = self.store.get_mut(srq)
         {
             s.users = s.users.saturating_sub(1);
         }
-        self.purge_async(EventElement::Qp(qp));
-        self.pd_ref(VERB, q.pd, -1)
+        self.events.purge(EventElement::Qp(qp));
+        self.store.add_pd_users(VERB, q.pd, -1)
     }
 
     /// Check a scatter/gather list against registered memory: every lkey must name a region
@@ -623,7 +540,7 @@ impl Hca {
         write: bool,
     ) -> VerbsResult<()> {
         for (i, sge) in sges.iter().enumerate() {
-            let Some((_, mr)) = self.mr_by_key(sge.lkey) else {
+            let Some(mr) = self.store.mr_by_key(sge.lkey) else {
                 return Err(VerbsError::invalid(
                     verb,
                     format!(
@@ -671,140 +588,161 @@ impl Hca {
         const VERB: &str = "post_send";
         for (index, wr) in wrs.iter().enumerate() {
             let fail = |error| PostError { index, error };
-            let q = self.qp(VERB, qp).map_err(fail)?;
+            let q = self.store.lookup(VERB, qp).map_err(fail)?;
             let state = q.attr.qp_state;
-            if matches!(state, QpState::Reset | QpState::Init | QpState::Rtr) {
-                return Err(fail(VerbsError::BadQpState {
-                    verb: VERB,
-                    qpn: q.qpn.value(),
-                    state,
-                }));
-            }
-            let qp_type = q.init.qp_type;
-            if !wr.opcode.valid_for(qp_type) {
-                return Err(fail(VerbsError::invalid(
-                    VERB,
-                    format!("{} is not valid on a {qp_type} QP", wr.opcode),
-                )));
-            }
-            if matches!(wr.opcode, WrOpcode::LocalInv | WrOpcode::BindMw) {
-                return Err(fail(VerbsError::Unsupported {
-                    verb: VERB,
-                    what: format!("{} (memory windows / local invalidate)", wr.opcode),
-                }));
-            }
-            if q.sq.len() >= q.init.cap.max_send_wr as usize {
-                return Err(fail(VerbsError::no_resources(
-                    VERB,
-                    format!("send queue full ({} WRs)", q.init.cap.max_send_wr),
-                )));
-            }
-            let inline = wr.send_flags.contains(SendFlags::INLINE);
-            let total = wr.total_len();
-            if inline {
-                if total > u64::from(q.init.cap.max_inline_data) {
-                    return Err(fail(VerbsError::invalid(
-                        VERB,
-                        format!(
-                            "{total} inline bytes exceed max_inline_data {}",
-                            q.init.cap.max_inline_data
-                        ),
-                    )));
-                }
-                if matches!(
-                    wr.opcode,
-                    WrOpcode::RdmaRead | WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
-                ) {
-                    return Err(fail(VerbsError::invalid(
-                        VERB,
-                        format!("{} cannot be inline", wr.opcode),
-                    )));
-                }
-            } else if wr.sg_list.len() > q.init.cap.max_send_sge as usize {
-                return Err(fail(VerbsError::invalid(
-                    VERB,
-                    format!(
-                        "num_sge {} exceeds max_send_sge {}",
-                        wr.sg_list.len(),
-                        q.init.cap.max_send_sge
-                    ),
-                )));
-            }
-            if total > u64::from(self.attr.max_msg_sz) {
-                return Err(fail(VerbsError::invalid(
-                    VERB,
-                    format!(
-                        "message of {total} bytes exceeds max_msg_sz {}",
-                        self.attr.max_msg_sz
-                    ),
-                )));
-            }
-            let is_atomic = matches!(
-                wr.opcode,
-                WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
-            );
-            if is_atomic && (wr.sg_list.len() != 1 || total != 8) {
-                return Err(fail(VerbsError::invalid(
-                    VERB,
-                    "an atomic needs exactly one 8-byte scatter/gather element for the result",
-                )));
-            }
-            if qp_type == QpType::Ud {
-                let Some(ud) = wr.ud else {
-                    return Err(fail(VerbsError::invalid(
-                        VERB,
-                        "a UD send needs an address handle (wr.ud)",
-                    )));
-                };
-                let ah = self.ah(VERB, ud.ah).map_err(fail)?;
-                if ah.pd != q.pd {
-                    return Err(fail(VerbsError::invalid(
-                        VERB,
-                        "the address handle belongs to another PD",
-                    )));
-                }
-                if ud.remote_qpn > 0xFF_FFFF {
-                    return Err(fail(VerbsError::invalid(
-                        VERB,
-                        "remote_qpn exceeds 24 bits",
-                    )));
-                }
-            }
-            let pd = q.pd;
-            let signaled = q.init.sq_sig_all || wr.send_flags.contains(SendFlags::SIGNALED);
-            let inline_data = if inline {
-                let mut data = vec![0u8; total as usize];
-                let mut off = 0;
-                for sge in &wr.sg_list {
-                    let n = sge.length as usize;
-                    // SAFETY: the caller guarantees inline SGE ranges are readable.
-                    unsafe { super::memory::read_app(sge.addr, &mut data[off..off + n]) };
-                    off += n;
-                }
-                Some(data)
-            } else {
-                let write = matches!(wr.opcode, WrOpcode::RdmaRead) || is_atomic;
-                self.check_sges(VERB, pd, &wr.sg_list, write)
-                    .map_err(fail)?;
-                None
-            };
-            let wqe = SendWqe {
-                wr: wr.clone(),
-                inline: inline_data,
-                signaled,
-                first_psn: None,
-                npkts: 0,
-                next_pkt: 0,
-                all_sent: false,
-            };
-            let q = self.qp_mut(VERB, qp).map_err(fail)?;
+            self.check_send_wr(q, wr).map_err(fail)?;
+            // SAFETY: the caller's guarantee for inline SGE ranges is passed on.
+            let wqe = unsafe { self.send_wqe(q, wr) }.map_err(fail)?;
+            let q = self.store.lookup_mut(VERB, qp).map_err(fail)?;
             q.sq.push_back(wqe);
             if state == QpState::Err {
-                self.flush_qp(qp);
+                self.engine().flush_qp(qp);
             }
         }
-        super::transport::on_post_send(self, qp);
+        transport::on_post_send(&mut self.engine(), qp);
         Ok(())
+    }
+
+    /// The checks `post_send` makes of one work request before queueing it.
+    fn check_send_wr(&self, q: &Qp, wr: &SendWr) -> VerbsResult<()> {
+        const VERB: &str = "post_send";
+        let state = q.attr.qp_state;
+        if matches!(state, QpState::Reset | QpState::Init | QpState::Rtr) {
+            return Err(VerbsError::BadQpState {
+                verb: VERB,
+                qpn: q.qpn.value(),
+                state,
+            });
+        }
+        let qp_type = q.init.qp_type;
+        if !wr.opcode.valid_for(qp_type) {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!("{} is not valid on a {qp_type} QP", wr.opcode),
+            ));
+        }
+        if matches!(wr.opcode, WrOpcode::LocalInv | WrOpcode::BindMw) {
+            return Err(VerbsError::Unsupported {
+                verb: VERB,
+                what: format!("{} (memory windows / local invalidate)", wr.opcode),
+            });
+        }
+        if q.sq.len() >= q.init.cap.max_send_wr as usize {
+            return Err(VerbsError::no_resources(
+                VERB,
+                format!("send queue full ({} WRs)", q.init.cap.max_send_wr),
+            ));
+        }
+        let inline = wr.send_flags.contains(SendFlags::INLINE);
+        let total = wr.total_len();
+        if inline {
+            if total > u64::from(q.init.cap.max_inline_data) {
+                return Err(VerbsError::invalid(
+                    VERB,
+                    format!(
+                        "{total} inline bytes exceed max_inline_data {}",
+                        q.init.cap.max_inline_data
+                    ),
+                ));
+            }
+            if matches!(
+                wr.opcode,
+                WrOpcode::RdmaRead | WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
+            ) {
+                return Err(VerbsError::invalid(
+                    VERB,
+                    format!("{} cannot be inline", wr.opcode),
+                ));
+            }
+        } else if wr.sg_list.len() > q.init.cap.max_send_sge as usize {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!(
+                    "num_sge {} exceeds max_send_sge {}",
+                    wr.sg_list.len(),
+                    q.init.cap.max_send_sge
+                ),
+            ));
+        }
+        if total > u64::from(self.device.attr().max_msg_sz) {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!(
+                    "message of {total} bytes exceeds max_msg_sz {}",
+                    self.device.attr().max_msg_sz
+                ),
+            ));
+        }
+        let is_atomic = matches!(
+            wr.opcode,
+            WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
+        );
+        if is_atomic && (wr.sg_list.len() != 1 || total != 8) {
+            return Err(VerbsError::invalid(
+                VERB,
+                "an atomic needs exactly one 8-byte scatter/gather element for the result",
+            ));
+        }
+        if qp_type == QpType::Ud {
+            let Some(ud) = wr.ud else {
+                return Err(VerbsError::invalid(
+                    VERB,
+                    "a UD send needs an address handle (wr.ud)",
+                ));
+            };
+            let ah = self.store.lookup(VERB, ud.ah)?;
+            if ah.pd != q.pd {
+                return Err(VerbsError::invalid(
+                    VERB,
+                    "the address handle belongs to another PD",
+                ));
+            }
+            if ud.remote_qpn > 0xFF_FFFF {
+                return Err(VerbsError::invalid(VERB, "remote_qpn exceeds 24 bits"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The send queue entry for a checked work request: inline data copied now, or the
+    /// scatter/gather list checked against registered memory.
+    ///
+    /// # Safety
+    /// As [`Hca::post_send`]: inline SGE ranges must be readable.
+    unsafe fn send_wqe(&self, q: &Qp, wr: &SendWr) -> VerbsResult<SendWqe> {
+        const VERB: &str = "post_send";
+        let inline = wr.send_flags.contains(SendFlags::INLINE);
+        let total = wr.total_len();
+        let is_atomic = matches!(
+            wr.opcode,
+            WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
+        );
+        let pd = q.pd;
+        let signaled = q.init.sq_sig_all || wr.send_flags.contains(SendFlags::SIGNALED);
+        let inline_data = if inline {
+            let mut data = vec![0u8; total as usize];
+            let mut off = 0;
+            for sge in &wr.sg_list {
+                let n = sge.length as usize;
+                // SAFETY: the caller guarantees inline SGE ranges are readable.
+                unsafe { memory::read_app(sge.addr, &mut data[off..off + n]) };
+                off += n;
+            }
+            Some(data)
+        } else {
+            let write = matches!(wr.opcode, WrOpcode::RdmaRead) || is_atomic;
+            self.check_sges(VERB, pd, &wr.sg_list, write)?;
+            None
+        };
+        Ok(SendWqe {
+            wr: wr.clone(),
+            inline: inline_data,
+            signaled,
+            first_psn: None,
+            npkts: 0,
+            next_pkt: 0,
+            all_sent: false,
+        })
     }
 
     /// `ibv_post_recv`. Refused for QPs attached to an SRQ (ibv_post_recv(3)).
@@ -812,7 +750,7 @@ impl Hca {
         const VERB: &str = "post_recv";
         for (index, wr) in wrs.iter().enumerate() {
             let fail = |error| PostError { index, error };
-            let q = self.qp(VERB, qp).map_err(fail)?;
+            let q = self.store.lookup(VERB, qp).map_err(fail)?;
             if q.init.srq.is_some() {
                 return Err(fail(VerbsError::invalid(
                     VERB,
@@ -848,40 +786,20 @@ impl Hca {
             }
             let pd = q.pd;
             self.check_sges(VERB, pd, &wr.sg_list, true).map_err(fail)?;
-            let q = self.qp_mut(VERB, qp).map_err(fail)?;
+            let q = self.store.lookup_mut(VERB, qp).map_err(fail)?;
             q.rq.push_back(wr.clone());
             if state == QpState::Err {
-                self.flush_qp(qp);
+                self.engine().flush_qp(qp);
             }
         }
-        super::transport::on_post_recv(self, qp);
         Ok(())
-    }
-
-    /// Move a QP to ERR (raising `event` if given) and flush its queues. Used by the
-    /// transport on fatal errors and by fault injection.
-    pub(crate) fn qp_to_error(&mut self, qp: QpHandle, event: Option<EventType>) {
-        // Messages already received and completed are acknowledged before the QP stops.
-        self.flush_deferred_ack(qp);
-        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
-            return;
-        };
-        let was = q.attr.qp_state;
-        q.attr.qp_state = QpState::Err;
-        q.attr.cur_qp_state = QpState::Err;
-        if let Some(ev) = event {
-            self.raise_async(ev, EventElement::Qp(qp));
-        }
-        if was != QpState::Err {
-            self.flush_qp(qp);
-        }
     }
 
     /// Force a QP into the error state with an affiliated async event (fault injection):
     /// `IBV_EVENT_QP_FATAL`, `IBV_EVENT_QP_REQ_ERR` or `IBV_EVENT_QP_ACCESS_ERR`.
     pub fn force_qp_error(&mut self, qp: QpHandle, event: EventType) -> VerbsResult<()> {
         const VERB: &str = "force_qp_error";
-        self.qp(VERB, qp)?;
+        self.store.lookup(VERB, qp)?;
         if !matches!(
             event,
             EventType::QpFatal | EventType::QpReqErr | EventType::QpAccessErr
@@ -893,87 +811,7 @@ impl Hca {
                 ),
             ));
         }
-        self.qp_to_error(qp, Some(event));
+        self.engine().qp_to_error(qp, Some(event));
         Ok(())
-    }
-
-    /// Complete every outstanding WR of an ERR QP with IBV_WC_WR_FLUSH_ERR, send queue first,
-    /// in posting order. An SRQ-attached QP raises LAST_WQE_REACHED instead of flushing the
-    /// shared queue.
-    pub(crate) fn flush_qp(&mut self, qp: QpHandle) {
-        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
-            return;
-        };
-        let qpn = q.qpn.value();
-        let send_cq = q.init.send_cq;
-        let recv_cq = q.init.recv_cq;
-        let srq = q.init.srq;
-        if let super::transport::InProgress::Send {
-            wqe,
-            from_srq: false,
-            ..
-        } = std::mem::take(&mut q.transport.in_progress)
-        {
-            q.rq.push_front(wqe);
-        }
-        let sq: Vec<SendWqe> = q.sq.drain(..).collect();
-        let rq: Vec<RecvWr> = q.rq.drain(..).collect();
-        q.transport.on_flush();
-        let flushed = VendorErr::Flushed as u32;
-        for wqe in sq {
-            let wc = WorkCompletion::error(
-                wqe.wr.wr_id,
-                qpn,
-                WcStatus::WrFlushErr,
-                WcOpcode::for_send(wqe.wr.opcode),
-                flushed,
-            );
-            let _ = self.push_completion(send_cq, wc, false);
-        }
-        for wr in rq {
-            let wc =
-                WorkCompletion::error(wr.wr_id, qpn, WcStatus::WrFlushErr, WcOpcode::Recv, flushed);
-            self.push_recv_completion(qp, recv_cq, wc, false);
-        }
-        if srq.is_some() {
-            self.raise_async(EventType::QpLastWqeReached, EventElement::Qp(qp));
-        }
-    }
-
-    /// Store a receive completion; an overrun moves the QP to ERR, as rxe's responder does.
-    pub(crate) fn push_recv_completion(
-        &mut self,
-        qp: QpHandle,
-        cq: CqHandle,
-        wc: WorkCompletion,
-        solicited: bool,
-    ) {
-        if self.push_completion(cq, wc, solicited) == super::cq::PushOutcome::Overrun {
-            let in_err = self
-                .qps
-                .get(qp.index, qp.generation)
-                .is_some_and(|q| q.attr.qp_state == QpState::Err);
-            if !in_err {
-                self.qp_to_error(qp, Some(EventType::QpFatal));
-            }
-        }
-    }
-
-    pub(crate) fn sq_drained(&self, q: &Qp) -> bool {
-        q.sq.iter().all(|w| w.first_psn.is_none())
-    }
-
-    /// Raise SQ_DRAINED if the QP is in SQD, asked for the notification, and has nothing in
-    /// flight.
-    pub(crate) fn check_sq_drained(&mut self, qp: QpHandle) {
-        let Some(q) = self.qps.get(qp.index, qp.generation) else {
-            return;
-        };
-        if q.attr.qp_state == QpState::Sqd && q.sqd_notify_pending && self.sq_drained(q) {
-            if let Some(q) = self.qps.get_mut(qp.index, qp.generation) {
-                q.sqd_notify_pending = false;
-            }
-            self.raise_async(EventType::SqDrained, EventElement::Qp(qp));
-        }
     }
 }

@@ -1,0 +1,317 @@
+//! Device identity: owns the configuration, the attributes, the port state, the GID table
+//! and the random source of keys.
+
+use std::net::{IpAddr, SocketAddr};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use softroce_wire::{Gid, Mtu};
+
+use super::error::{VerbsError, VerbsResult};
+use super::objects::AhAttr;
+
+/// How a device is set up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HcaConfig {
+    /// Device name (`softroce0`).
+    pub name: String,
+    /// The address the device's RoCEv2 GID is made from.
+    pub ip: IpAddr,
+    /// UDP port it receives on (4791 unless a private setup needs another).
+    pub udp_port: u16,
+    /// Ethernet/IP MTU of the link; the active IBTA MTU follows from it as in rxe.
+    pub link_mtu: usize,
+    /// MAC address for the link-local GID at index 0 (`None`: no link-local GID, so the
+    /// IP GID is index 0).
+    pub mac: Option<[u8; 6]>,
+    /// Seed of every random choice (keys, initial QPNs).
+    pub seed: u64,
+    /// Completion vectors offered.
+    pub num_comp_vectors: u32,
+    /// Treat `retry_cnt` 7 as "retry forever", as rxe does (IBTA reserves that meaning for
+    /// `rnr_retry` only). On by default for rxe compatibility; off gives exactly seven
+    /// retries.
+    pub retry_cnt_7_is_infinite: bool,
+    /// The first QP number handed out (rxe starts at 0x11; 0 and 1 are the special QPs).
+    pub first_qpn: u32,
+    /// How long the responder may hold a positive ACK back to send it with the QP's next
+    /// packet (zero: at once). Later ACKs replace a held one (an ACK covers every earlier
+    /// PSN), and the QP's next request, NAK or re-ACK takes it along, so a request/response
+    /// exchange costs one datagram per turn instead of two.
+    pub ack_defer: std::time::Duration,
+}
+
+impl HcaConfig {
+    /// A device on `ip`, UDP 4791, link MTU 1500 (active MTU 1024 like rxe), with a
+    /// link-local GID at index 0 and the IP GID at index 1 (rxe's layout).
+    pub fn new(name: impl Into<String>, ip: IpAddr) -> Self {
+        let o = match ip {
+            IpAddr::V4(v4) => v4.octets(),
+            IpAddr::V6(v6) => {
+                let b = v6.octets();
+                [b[12], b[13], b[14], b[15]]
+            }
+        };
+        Self {
+            name: name.into(),
+            ip,
+            udp_port: softroce_wire::icrc::ROCE_V2_PORT,
+            link_mtu: 1500,
+            mac: Some([0x02, 0x00, o[0], o[1], o[2], o[3]]),
+            seed: 0x5eed,
+            num_comp_vectors: 1,
+            retry_cnt_7_is_infinite: true,
+            first_qpn: FIRST_QPN,
+            ack_defer: std::time::Duration::ZERO,
+        }
+    }
+}
+
+/// Device attributes (`ibv_device_attr`), with rxe's values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceAttr {
+    /// Firmware version string.
+    pub fw_ver: String,
+    /// Node GUID (EUI-64 of the MAC).
+    pub node_guid: u64,
+    /// System image GUID.
+    pub sys_image_guid: u64,
+    /// Largest MR.
+    pub max_mr_size: u64,
+    /// Supported page sizes.
+    pub page_size_cap: u64,
+    /// Vendor ID.
+    pub vendor_id: u32,
+    /// Vendor part ID.
+    pub vendor_part_id: u32,
+    /// Hardware version.
+    pub hw_ver: u32,
+    /// Maximum QPs.
+    pub max_qp: u32,
+    /// Maximum outstanding WRs per queue.
+    pub max_qp_wr: u32,
+    /// Device capability flags (rxe's set).
+    pub device_cap_flags: u32,
+    /// Maximum SGEs per WR.
+    pub max_sge: u32,
+    /// Maximum SGEs per READ.
+    pub max_sge_rd: u32,
+    /// Maximum CQs.
+    pub max_cq: u32,
+    /// Maximum entries per CQ.
+    pub max_cqe: u32,
+    /// Maximum MRs.
+    pub max_mr: u32,
+    /// Maximum PDs.
+    pub max_pd: u32,
+    /// Maximum outstanding READ/atomic as responder, per QP.
+    pub max_qp_rd_atom: u32,
+    /// Maximum outstanding READ/atomic as requester, per QP.
+    pub max_qp_init_rd_atom: u32,
+    /// Atomic guarantees (`IBV_ATOMIC_HCA` = 1).
+    pub atomic_cap: u32,
+    /// Maximum AHs.
+    pub max_ah: u32,
+    /// Maximum SRQs.
+    pub max_srq: u32,
+    /// Maximum WRs per SRQ.
+    pub max_srq_wr: u32,
+    /// Maximum SGEs per SRQ WR.
+    pub max_srq_sge: u32,
+    /// Maximum P_Keys.
+    pub max_pkeys: u16,
+    /// Local CA ACK delay.
+    pub local_ca_ack_delay: u8,
+    /// Physical ports.
+    pub phys_port_cnt: u8,
+    /// Maximum inline data per send WR.
+    pub max_inline_data: u32,
+    /// Maximum message size.
+    pub max_msg_sz: u32,
+    /// Completion vectors.
+    pub num_comp_vectors: u32,
+}
+
+/// Port state (`enum ibv_port_state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PortState {
+    /// Link down.
+    Down = 1,
+    /// Active.
+    Active = 4,
+}
+
+/// Port attributes (`ibv_port_attr`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortAttr {
+    /// State.
+    pub state: PortState,
+    /// Largest MTU.
+    pub max_mtu: Mtu,
+    /// Active MTU.
+    pub active_mtu: Mtu,
+    /// GID table length.
+    pub gid_tbl_len: u32,
+    /// Port capability flags.
+    pub port_cap_flags: u32,
+    /// Maximum message size.
+    pub max_msg_sz: u32,
+    /// Bad P_Key counter.
+    pub bad_pkey_cntr: u32,
+    /// Q_Key violation counter.
+    pub qkey_viol_cntr: u32,
+    /// P_Key table length.
+    pub pkey_tbl_len: u16,
+    /// Link layer is Ethernet.
+    pub link_layer_ethernet: bool,
+}
+
+/// The first QPN handed out (rxe starts at 0x11; 0 and 1 are the special QPs).
+pub(crate) const FIRST_QPN: u32 = 0x11;
+
+/// What the device is: its setup, limits, port and GIDs.
+#[derive(Debug)]
+pub(crate) struct Device {
+    config: HcaConfig,
+    attr: DeviceAttr,
+    port_state: PortState,
+    gids: Vec<Gid>,
+    rng: ChaCha8Rng,
+}
+
+impl Device {
+    pub(crate) fn new(config: HcaConfig) -> Self {
+        let mut gids = Vec::new();
+        if let Some(mac) = config.mac {
+            gids.push(Gid::link_local_from_mac(mac));
+        }
+        gids.push(Gid::from_ip(config.ip));
+        let node_guid = config.mac.map_or(0, |m| {
+            u64::from_be_bytes([m[0] ^ 2, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]])
+        });
+        let attr = DeviceAttr {
+            fw_ver: "softroce-0.1".into(),
+            node_guid,
+            sys_image_guid: node_guid,
+            max_mr_size: u64::MAX,
+            page_size_cap: 0xFFFF_F000,
+            vendor_id: 0xFFFFFF,
+            vendor_part_id: 0,
+            hw_ver: 0,
+            max_qp: 0x10_0000 - FIRST_QPN,
+            max_qp_wr: 0x4000,
+            device_cap_flags: 0x0122_3C76,
+            max_sge: 32,
+            max_sge_rd: 32,
+            max_cq: 0x10_0000,
+            max_cqe: 32767,
+            max_mr: 0x7_FFFF,
+            max_pd: 0x10_0000,
+            max_qp_rd_atom: 128,
+            max_qp_init_rd_atom: 128,
+            atomic_cap: 1,
+            max_ah: 32767,
+            max_srq: 0xD_FFFF,
+            max_srq_wr: 0x4000,
+            max_srq_sge: 27,
+            max_pkeys: 1,
+            local_ca_ack_delay: 15,
+            phys_port_cnt: 1,
+            max_inline_data: 256,
+            max_msg_sz: 0x80_0000,
+            num_comp_vectors: config.num_comp_vectors.max(1),
+        };
+        let rng = ChaCha8Rng::seed_from_u64(config.seed);
+        Self {
+            config,
+            attr,
+            port_state: PortState::Active,
+            gids,
+            rng,
+        }
+    }
+
+    pub(crate) fn config(&self) -> &HcaConfig {
+        &self.config
+    }
+
+    pub(crate) fn attr(&self) -> &DeviceAttr {
+        &self.attr
+    }
+
+    pub(crate) fn port_state(&self) -> PortState {
+        self.port_state
+    }
+
+    /// Set the port state; whether it changed.
+    pub(crate) fn set_port_state(&mut self, state: PortState) -> bool {
+        let changed = state != self.port_state;
+        self.port_state = state;
+        changed
+    }
+
+    pub(crate) fn gids(&self) -> &[Gid] {
+        &self.gids
+    }
+
+    /// The active IBTA MTU of the port.
+    pub(crate) fn active_mtu(&self) -> Mtu {
+        Mtu::for_link_mtu(self.config.link_mtu, self.config.ip.is_ipv6()).unwrap_or(Mtu::Mtu256)
+    }
+
+    /// The address and port this device receives on.
+    pub(crate) fn local_addr(&self) -> SocketAddr {
+        SocketAddr::new(self.config.ip, self.config.udp_port)
+    }
+
+    /// A random key for which `in_use` is false: 24 random index bits and an 8-bit key
+    /// byte, never 0.
+    pub(crate) fn draw_key(&mut self, in_use: impl Fn(u32) -> bool) -> u32 {
+        loop {
+            let k: u32 = self.rng.r#gen();
+            if k != 0 && !in_use(k) {
+                return k;
+            }
+        }
+    }
+
+    pub(crate) fn check_port(&self, verb: &'static str, port: u8) -> VerbsResult<()> {
+        if port == 1 {
+            Ok(())
+        } else {
+            Err(VerbsError::invalid(
+                verb,
+                format!("port {port} does not exist (the device has port 1)"),
+            ))
+        }
+    }
+
+    pub(crate) fn check_ah_attr(&self, verb: &'static str, attr: &AhAttr) -> VerbsResult<()> {
+        if !attr.is_global {
+            return Err(VerbsError::invalid(
+                verb,
+                "RoCE address vectors need a GRH: set is_global and the destination GID",
+            ));
+        }
+        if usize::from(attr.sgid_index) >= self.gids.len() {
+            return Err(VerbsError::invalid(
+                verb,
+                format!(
+                    "sgid_index {} beyond the GID table of {}",
+                    attr.sgid_index,
+                    self.gids.len()
+                ),
+            ));
+        }
+        if attr.port_num != 1 {
+            return Err(VerbsError::invalid(
+                verb,
+                format!("port_num {} does not exist", attr.port_num),
+            ));
+        }
+        if attr.dgid == Gid::ZERO {
+            return Err(VerbsError::invalid(verb, "destination GID is zero"));
+        }
+        Ok(())
+    }
+}

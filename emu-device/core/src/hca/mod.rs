@@ -1,0 +1,483 @@
+//! The device as the application and the driver see it: [`Hca`] composes the pieces (device
+//! identity, object store, completions, events, the transport's outbox, counters) and keeps
+//! the public verbs. QP and SRQ verbs are in `qp`.
+
+mod qp;
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use softroce_wire::{Gid, Mtu};
+
+use super::counters::Counters;
+use super::cq::Completions;
+use super::device::{Device, DeviceAttr, HcaConfig, PortAttr, PortState};
+use super::error::{VerbsError, VerbsResult};
+use super::events::{AsyncEvent, EventElement, Events, HcaEvent};
+use super::handles::{AhHandle, ChannelHandle, CqHandle, MrHandle, PdHandle, QpHandle};
+use super::objects::{Ah, AhAttr, Mr};
+use super::store::Store;
+use super::transport::{self, Engine, IncomingDatagram, Outbox, Transmit};
+use super::types::{AccessFlags, EventType};
+use super::wr::WorkCompletion;
+
+/// Keys of a registered memory region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MrKeys {
+    /// Local key.
+    pub lkey: u32,
+    /// Remote key.
+    pub rkey: u32,
+}
+
+/// One emulated HCA, as a sans-IO state machine.
+///
+/// Methods come in four kinds (the quinn-proto taxonomy):
+/// - **A. Getters** (`&self`): [`Hca::query_device`], [`Hca::query_port`], [`Hca::query_qp`],
+///   [`Hca::counters`] …
+/// - **B. Inputs from the network or the clock**, named `handle_*`:
+///   [`Hca::handle_datagram`], [`Hca::handle_timeout`].
+/// - **C. Verbs**, the application's commands: `create_*`, `destroy_*`, `modify_qp`,
+///   `post_send`, `post_recv`, `req_notify_cq`, `ack_*` …
+/// - **D. Outputs**, named `poll_*`: [`Hca::poll_transmit`], [`Hca::poll_timeout`],
+///   [`Hca::poll_event`], [`Hca::poll_cq`], plus [`Hca::get_cq_event`] and
+///   [`Hca::get_async_event`].
+///
+/// After each B or C call, a driver calls, in this order: `poll_transmit` until it returns
+/// `None` (send each datagram), `poll_timeout` (arm one timer), `poll_event` until `None`
+/// (signal the completion-channel and async-event fds). Nothing inside reads a clock,
+/// touches a socket or spawns a thread; time arrives as the `now` arguments.
+#[derive(Debug)]
+pub struct Hca {
+    device: Device,
+    store: Store,
+    cqs: Completions,
+    events: Events,
+    outbox: Outbox,
+    counters: Counters,
+}
+
+impl Hca {
+    /// A new device.
+    pub fn new(config: HcaConfig) -> Self {
+        Self {
+            store: Store::new(config.first_qpn),
+            device: Device::new(config),
+            cqs: Completions::default(),
+            events: Events::default(),
+            outbox: Outbox::default(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// The transport engine over this device's pieces.
+    pub(crate) fn engine(&mut self) -> Engine<'_> {
+        Engine {
+            device: &self.device,
+            store: &mut self.store,
+            cqs: &mut self.cqs,
+            events: &mut self.events,
+            outbox: &mut self.outbox,
+            counters: &mut self.counters,
+        }
+    }
+
+    // ---- A. getters ---------------------------------------------------------------------
+
+    /// The configuration.
+    pub fn config(&self) -> &HcaConfig {
+        self.device.config()
+    }
+
+    /// `ibv_query_device`.
+    pub fn query_device(&self) -> &DeviceAttr {
+        self.device.attr()
+    }
+
+    /// `ibv_query_port` (port 1 only).
+    pub fn query_port(&self, port: u8) -> VerbsResult<PortAttr> {
+        self.device.check_port("query_port", port)?;
+        Ok(PortAttr {
+            state: self.device.port_state(),
+            max_mtu: Mtu::Mtu4096,
+            active_mtu: self.active_mtu(),
+            gid_tbl_len: self.gids().len() as u32,
+            port_cap_flags: 0x0001_0000,
+            max_msg_sz: self.device.attr().max_msg_sz,
+            bad_pkey_cntr: self.counters.bad_pkey as u32,
+            qkey_viol_cntr: self.counters.qkey_violation as u32,
+            pkey_tbl_len: 1,
+            link_layer_ethernet: true,
+        })
+    }
+
+    /// The active IBTA MTU of the port.
+    pub fn active_mtu(&self) -> Mtu {
+        self.device.active_mtu()
+    }
+
+    /// `ibv_query_gid`.
+    pub fn query_gid(&self, port: u8, index: usize) -> VerbsResult<Gid> {
+        self.device.check_port("query_gid", port)?;
+        let gids = self.gids();
+        gids.get(index).copied().ok_or_else(|| {
+            VerbsError::invalid(
+                "query_gid",
+                format!("GID index {index} beyond the table of {}", gids.len()),
+            )
+        })
+    }
+
+    /// The GID table of port 1.
+    pub fn gids(&self) -> &[Gid] {
+        self.device.gids()
+    }
+
+    /// Index of the RoCEv2 GID made from the device's IP address.
+    pub fn ip_gid_index(&self) -> usize {
+        self.gids().len() - 1
+    }
+
+    /// `ibv_query_pkey`: the table holds the default P_Key only.
+    pub fn query_pkey(&self, port: u8, index: u16) -> VerbsResult<u16> {
+        self.device.check_port("query_pkey", port)?;
+        if index != 0 {
+            return Err(VerbsError::invalid(
+                "query_pkey",
+                format!("P_Key index {index} beyond the table of 1"),
+            ));
+        }
+        Ok(0xFFFF)
+    }
+
+    /// The address and port this device receives on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.device.local_addr()
+    }
+
+    /// Counters like rxe's hw_counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    // ---- PD ---------------------------------------------------------------------------
+
+    /// `ibv_alloc_pd`.
+    pub fn alloc_pd(&mut self) -> VerbsResult<PdHandle> {
+        if self.store.count::<PdHandle>() >= self.device.attr().max_pd as usize {
+            return Err(VerbsError::no_resources("alloc_pd", "max_pd reached"));
+        }
+        Ok(self.store.insert_pd())
+    }
+
+    /// `ibv_dealloc_pd`: refused with EBUSY while MRs, AHs, QPs or SRQs use it.
+    pub fn dealloc_pd(&mut self, pd: PdHandle) -> VerbsResult<()> {
+        const VERB: &str = "dealloc_pd";
+        let p = self.store.lookup(VERB, pd)?;
+        if p.users > 0 {
+            return Err(VerbsError::busy(
+                VERB,
+                format!("{} MRs/AHs/QPs/SRQs still use the PD", p.users),
+            ));
+        }
+        self.store.remove_pd(VERB, pd)?;
+        Ok(())
+    }
+
+    // ---- MR ---------------------------------------------------------------------------
+
+    /// `ibv_reg_mr`: register `len` bytes at `addr` with `access` rights.
+    ///
+    /// IBTA (and ibv_reg_mr(3)): REMOTE_WRITE or REMOTE_ATOMIC require LOCAL_WRITE.
+    /// Keys are unpredictable: random index bits above an 8-bit key byte.
+    ///
+    /// # Safety
+    /// `addr..addr+len` must be memory of this process that stays valid — not freed, not
+    /// moved, not unmapped — until [`Hca::dereg_mr`] returns for this region. The device reads
+    /// and writes it at any time in between (as an HCA's DMA would), including while the
+    /// application accesses it; coordinating those accesses is the application's job, as
+    /// with real hardware.
+    pub unsafe fn reg_mr(
+        &mut self,
+        pd: PdHandle,
+        addr: *mut u8,
+        len: usize,
+        access: AccessFlags,
+    ) -> VerbsResult<(MrHandle, MrKeys)> {
+        const VERB: &str = "reg_mr";
+        self.store.lookup(VERB, pd)?;
+        if access.unknown_bits() != 0 {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!("unknown access bits {:#x}", access.unknown_bits()),
+            ));
+        }
+        if access.intersects(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC)
+            && !access.contains(AccessFlags::LOCAL_WRITE)
+        {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!("{access} requires IBV_ACCESS_LOCAL_WRITE (IBTA 10.6.3.1)"),
+            ));
+        }
+        if access
+            .intersects(AccessFlags::ZERO_BASED | AccessFlags::ON_DEMAND | AccessFlags::MW_BIND)
+        {
+            return Err(VerbsError::Unsupported {
+                verb: VERB,
+                what: format!("access flags {access}"),
+            });
+        }
+        if addr.is_null() && len > 0 {
+            return Err(VerbsError::invalid(VERB, "null address"));
+        }
+        if (addr as u64).checked_add(len as u64).is_none() {
+            return Err(VerbsError::invalid(VERB, "address range wraps around"));
+        }
+        if self.store.count::<MrHandle>() >= self.device.attr().max_mr as usize {
+            return Err(VerbsError::no_resources(VERB, "max_mr reached"));
+        }
+        let store = &self.store;
+        let key = self.device.draw_key(|k| store.key_in_use(k));
+        let mr = Mr {
+            pd,
+            addr: addr as u64,
+            len: len as u64,
+            access,
+            lkey: key,
+            rkey: key,
+            remote_valid: true,
+        };
+        let handle = self.store.insert_mr(mr);
+        self.store.add_pd_users(VERB, pd, 1)?;
+        Ok((
+            handle,
+            MrKeys {
+                lkey: key,
+                rkey: key,
+            },
+        ))
+    }
+
+    /// `ibv_dereg_mr`. Work requests posted earlier that still reference the region fail
+    /// with a protection error when processed; remote accesses with its rkey are refused.
+    pub fn dereg_mr(&mut self, mr: MrHandle) -> VerbsResult<()> {
+        const VERB: &str = "dereg_mr";
+        let m = self.store.remove_mr(VERB, mr)?;
+        self.store.add_pd_users(VERB, m.pd, -1)
+    }
+
+    // ---- AH ---------------------------------------------------------------------------
+
+    /// `ibv_create_ah`. On RoCE an address vector needs a GRH (`is_global`) whose source GID
+    /// index exists.
+    pub fn create_ah(&mut self, pd: PdHandle, attr: AhAttr) -> VerbsResult<AhHandle> {
+        const VERB: &str = "create_ah";
+        self.store.lookup(VERB, pd)?;
+        self.device.check_ah_attr(VERB, &attr)?;
+        let handle = self.store.insert_ah(Ah { pd, attr });
+        self.store.add_pd_users(VERB, pd, 1)?;
+        Ok(handle)
+    }
+
+    /// `ibv_destroy_ah`.
+    pub fn destroy_ah(&mut self, ah: AhHandle) -> VerbsResult<()> {
+        const VERB: &str = "destroy_ah";
+        let a = self.store.remove_ah(VERB, ah)?;
+        self.store.add_pd_users(VERB, a.pd, -1)
+    }
+
+    // ---- CQ and completion channel ------------------------------------------------------
+
+    /// `ibv_create_comp_channel`.
+    pub fn create_comp_channel(&mut self) -> ChannelHandle {
+        self.cqs.create_channel()
+    }
+
+    /// `ibv_destroy_comp_channel`: EBUSY while CQs use it.
+    pub fn destroy_comp_channel(&mut self, ch: ChannelHandle) -> VerbsResult<()> {
+        self.cqs.destroy_channel(ch)
+    }
+
+    /// `ibv_create_cq`: at least `cqe` entries. The real size (reported to the caller) is the
+    /// next power of two minus one, as rxe's queues are sized.
+    pub fn create_cq(
+        &mut self,
+        cqe: u32,
+        channel: Option<ChannelHandle>,
+        comp_vector: u32,
+        context: u64,
+    ) -> VerbsResult<(CqHandle, u32)> {
+        self.cqs
+            .create(self.device.attr(), cqe, channel, comp_vector, context)
+    }
+
+    /// Fault injection: make `cq` overrun once it holds `depth` completions (`None`: at its
+    /// real capacity again), to produce IBV_EVENT_CQ_ERR on demand.
+    pub fn limit_cq_depth(&mut self, cq: CqHandle, depth: Option<u32>) -> VerbsResult<()> {
+        self.cqs.lookup_mut("limit_cq_depth", cq)?.depth_limit = depth;
+        Ok(())
+    }
+
+    /// Entries the CQ holds at most (`ibv_cq.cqe`).
+    pub fn cq_capacity(&self, cq: CqHandle) -> VerbsResult<u32> {
+        Ok(self.cqs.lookup("cq_capacity", cq)?.capacity)
+    }
+
+    /// Completions waiting in a CQ.
+    pub fn cq_len(&self, cq: CqHandle) -> VerbsResult<usize> {
+        Ok(self.cqs.lookup("cq_len", cq)?.entries.len())
+    }
+
+    /// `ibv_resize_cq`: cannot shrink below the completions it holds.
+    pub fn resize_cq(&mut self, cq: CqHandle, cqe: u32) -> VerbsResult<u32> {
+        self.cqs.resize(cq, cqe, self.device.attr().max_cqe)
+    }
+
+    /// `ibv_destroy_cq`: EBUSY while QPs or SRQs use the CQ, or while completion events
+    /// retrieved from its channel are unacknowledged, or while its async events are
+    /// unacknowledged. Events queued but never retrieved are discarded.
+    pub fn destroy_cq(&mut self, cq: CqHandle) -> VerbsResult<()> {
+        self.cqs.destroy(cq)?;
+        self.events.purge(EventElement::Cq(cq));
+        Ok(())
+    }
+
+    /// `ibv_req_notify_cq`: arm the CQ for one completion event: the next completion, or with
+    /// `solicited_only` the next solicited or error completion.
+    pub fn req_notify_cq(&mut self, cq: CqHandle, solicited_only: bool) -> VerbsResult<()> {
+        self.cqs.req_notify(cq, solicited_only)
+    }
+
+    /// `ibv_poll_cq`: move up to `out.len()` completions into `out`, oldest first.
+    pub fn poll_cq(&mut self, cq: CqHandle, out: &mut [WorkCompletion]) -> VerbsResult<usize> {
+        self.cqs.poll(cq, out)
+    }
+
+    /// `ibv_get_cq_event` without blocking: the CQ (and its context) of the oldest event on
+    /// the channel, or EAGAIN. Each event must be acknowledged with [`Hca::ack_cq_events`].
+    pub fn get_cq_event(&mut self, ch: ChannelHandle) -> VerbsResult<(CqHandle, u64)> {
+        self.cqs.take_event(ch)
+    }
+
+    /// Events waiting on a channel (what its fd's readiness reflects).
+    pub fn channel_pending(&self, ch: ChannelHandle) -> VerbsResult<usize> {
+        self.cqs.channel_pending(ch)
+    }
+
+    /// `ibv_ack_cq_events`: acknowledge `n` events retrieved for `cq`.
+    pub fn ack_cq_events(&mut self, cq: CqHandle, n: u32) -> VerbsResult<()> {
+        self.cqs.ack_events(cq, n)
+    }
+
+    // ---- async events ----------------------------------------------------------------
+
+    /// `ibv_get_async_event` without blocking: the oldest queued event. Each event returned
+    /// must be acknowledged with [`Hca::ack_async_event`]; until then the object it names
+    /// cannot be destroyed.
+    pub fn get_async_event(&mut self) -> VerbsResult<AsyncEvent> {
+        let ev = self.events.take_async().ok_or(VerbsError::WouldBlock {
+            verb: "get_async_event",
+        })?;
+        if let Some(unacked) = self.async_unacked(ev.element) {
+            *unacked += 1;
+        }
+        Ok(ev)
+    }
+
+    /// Whether an async event is waiting.
+    pub fn async_event_pending(&self) -> bool {
+        self.events.async_pending()
+    }
+
+    /// `ibv_ack_async_event`: acknowledge one event returned by [`Hca::get_async_event`].
+    pub fn ack_async_event(&mut self, event: &AsyncEvent) -> VerbsResult<()> {
+        const VERB: &str = "ack_async_event";
+        let Some(counter) = self.async_unacked(event.element) else {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!("{} names an object that no longer exists", event.event_type),
+            ));
+        };
+        if *counter == 0 {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!(
+                    "{} was not retrieved or is already acknowledged",
+                    event.event_type
+                ),
+            ));
+        }
+        *counter -= 1;
+        Ok(())
+    }
+
+    /// The count of retrieved, unacknowledged async events about `element` (`None`: the
+    /// object no longer exists). Port and device events are counted by [`Events`]; the
+    /// others on their objects, which cannot be destroyed while it is non-zero.
+    fn async_unacked(&mut self, element: EventElement) -> Option<&mut u32> {
+        match element {
+            EventElement::Cq(h) => self.cqs.get_mut(h).map(|c| &mut c.async_unacked),
+            EventElement::Qp(h) => self.store.get_mut(h).map(|q| &mut q.async_unacked),
+            EventElement::Srq(h) => self.store.get_mut(h).map(|s| &mut s.async_unacked),
+            EventElement::Port(_) | EventElement::Device => Some(self.events.device_unacked_mut()),
+        }
+    }
+
+    /// What the driver must react to next.
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<HcaEvent> {
+        self.events.poll()
+    }
+
+    // ---- port / device state ------------------------------------------------------------
+
+    /// Take the port down or up, raising PORT_ERR or PORT_ACTIVE (fault injection and
+    /// tests). While down, nothing is sent or received.
+    pub fn set_port_active(&mut self, active: bool) {
+        let (state, event) = if active {
+            (PortState::Active, EventType::PortActive)
+        } else {
+            (PortState::Down, EventType::PortErr)
+        };
+        if self.device.set_port_state(state) {
+            self.events.raise(event, EventElement::Port(1));
+        }
+    }
+
+    /// A catastrophic device error (fault injection): DEVICE_FATAL is raised and every QP
+    /// moves to ERR, flushing its work requests.
+    pub fn inject_device_fatal(&mut self) {
+        self.events
+            .raise(EventType::DeviceFatal, EventElement::Device);
+        let qps: Vec<QpHandle> = self.store.qp_handles().collect();
+        let mut engine = self.engine();
+        for qp in qps {
+            engine.qp_to_error(qp, None);
+        }
+    }
+
+    // ---- B / D: transport entry points -------------------------------------------------
+
+    /// B: a datagram arrived for this device.
+    pub fn handle_datagram(&mut self, now: Instant, datagram: IncomingDatagram<'_>) {
+        transport::handle_datagram(&mut self.engine(), now, datagram);
+    }
+
+    /// D: the next datagram to send, written into `buf` (cleared first).
+    #[must_use]
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        transport::poll_transmit(&mut self.engine(), now, buf)
+    }
+
+    /// D: when [`Hca::handle_timeout`] must next be called.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        transport::poll_timeout(&self.store)
+    }
+
+    /// B: timers due at or before `now` fire. Spurious calls are harmless.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        transport::handle_timeout(&mut self.engine(), now);
+    }
+}

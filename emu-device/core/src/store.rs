@@ -1,0 +1,202 @@
+//! The object store: owns the PDs, MRs (with their key index), AHs, SRQs and QPs (with the
+//! QPN index and the next QPN to hand out), and answers typed lookups by handle.
+
+use std::collections::HashMap;
+
+use softroce_wire::Qpn;
+
+use super::device::FIRST_QPN;
+use super::error::VerbsResult;
+use super::handles::{AhHandle, Handle, MrHandle, PdHandle, QpHandle, SrqHandle, Table};
+use super::objects::{Ah, Mr, Pd, Qp, Srq};
+
+/// A handle whose objects live in the [`Store`].
+pub(crate) trait Stored: Handle {
+    type Object: 'static;
+    fn table(store: &Store) -> &Table<Self, Self::Object>;
+    fn table_mut(store: &mut Store) -> &mut Table<Self, Self::Object>;
+}
+
+macro_rules! stored {
+    ($handle:ty, $object:ty, $field:ident) => {
+        impl Stored for $handle {
+            type Object = $object;
+            fn table(store: &Store) -> &Table<Self, $object> {
+                &store.$field
+            }
+            fn table_mut(store: &mut Store) -> &mut Table<Self, $object> {
+                &mut store.$field
+            }
+        }
+    };
+}
+
+stored!(PdHandle, Pd, pds);
+stored!(MrHandle, Mr, mrs);
+stored!(AhHandle, Ah, ahs);
+stored!(SrqHandle, Srq, srqs);
+stored!(QpHandle, Qp, qps);
+
+/// Every object but CQs and channels (those are the completion machinery's).
+#[derive(Debug)]
+pub(crate) struct Store {
+    pds: Table<PdHandle, Pd>,
+    mrs: Table<MrHandle, Mr>,
+    mr_by_key: HashMap<u32, MrHandle>,
+    ahs: Table<AhHandle, Ah>,
+    srqs: Table<SrqHandle, Srq>,
+    qps: Table<QpHandle, Qp>,
+    qp_by_qpn: HashMap<u32, QpHandle>,
+    next_qpn: u32,
+}
+
+impl Store {
+    pub(crate) fn new(first_qpn: u32) -> Self {
+        Self {
+            pds: Table::default(),
+            mrs: Table::default(),
+            mr_by_key: HashMap::new(),
+            ahs: Table::default(),
+            srqs: Table::default(),
+            qps: Table::default(),
+            qp_by_qpn: HashMap::new(),
+            next_qpn: first_qpn.clamp(2, 0xFF_FFFE),
+        }
+    }
+
+    /// The object `h` names, if it still exists.
+    pub(crate) fn get<H: Stored>(&self, h: H) -> Option<&H::Object> {
+        H::table(self).get(h)
+    }
+
+    pub(crate) fn get_mut<H: Stored>(&mut self, h: H) -> Option<&mut H::Object> {
+        H::table_mut(self).get_mut(h)
+    }
+
+    /// The object `h` names, or the stale-handle error `verb` reports.
+    pub(crate) fn lookup<H: Stored>(&self, verb: &'static str, h: H) -> VerbsResult<&H::Object> {
+        H::table(self).lookup(verb, h)
+    }
+
+    pub(crate) fn lookup_mut<H: Stored>(
+        &mut self,
+        verb: &'static str,
+        h: H,
+    ) -> VerbsResult<&mut H::Object> {
+        H::table_mut(self).lookup_mut(verb, h)
+    }
+
+    /// How many objects of this kind exist.
+    pub(crate) fn count<H: Stored>(&self) -> usize {
+        H::table(self).len()
+    }
+
+    pub(crate) fn insert_pd(&mut self) -> PdHandle {
+        self.pds.insert(Pd::default())
+    }
+
+    pub(crate) fn remove_pd(&mut self, verb: &'static str, pd: PdHandle) -> VerbsResult<Pd> {
+        self.pds.remove(verb, pd)
+    }
+
+    /// Count one more (`delta` 1) or one fewer (-1) object using the PD.
+    pub(crate) fn add_pd_users(
+        &mut self,
+        verb: &'static str,
+        pd: PdHandle,
+        delta: i32,
+    ) -> VerbsResult<()> {
+        let p = self.pds.lookup_mut(verb, pd)?;
+        p.users = p.users.saturating_add_signed(delta);
+        Ok(())
+    }
+
+    pub(crate) fn key_in_use(&self, key: u32) -> bool {
+        self.mr_by_key.contains_key(&key)
+    }
+
+    /// Store a region under its key (lkey and rkey are the same).
+    pub(crate) fn insert_mr(&mut self, mr: Mr) -> MrHandle {
+        let key = mr.lkey;
+        let handle = self.mrs.insert(mr);
+        self.mr_by_key.insert(key, handle);
+        handle
+    }
+
+    pub(crate) fn remove_mr(&mut self, verb: &'static str, mr: MrHandle) -> VerbsResult<Mr> {
+        let m = self.mrs.remove(verb, mr)?;
+        self.mr_by_key.remove(&m.lkey);
+        Ok(m)
+    }
+
+    /// The region a key names, if any.
+    pub(crate) fn mr_by_key(&self, key: u32) -> Option<&Mr> {
+        self.mrs.get(*self.mr_by_key.get(&key)?)
+    }
+
+    /// Invalidate the region with this rkey (SEND_WITH_INV) if it belongs to `pd`.
+    pub(crate) fn invalidate_rkey(&mut self, pd: PdHandle, rkey: u32) -> bool {
+        let Some(&h) = self.mr_by_key.get(&rkey) else {
+            return false;
+        };
+        match self.mrs.get_mut(h) {
+            Some(mr) if mr.pd == pd => {
+                mr.remote_valid = false;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub(crate) fn insert_ah(&mut self, ah: Ah) -> AhHandle {
+        self.ahs.insert(ah)
+    }
+
+    pub(crate) fn remove_ah(&mut self, verb: &'static str, ah: AhHandle) -> VerbsResult<Ah> {
+        self.ahs.remove(verb, ah)
+    }
+
+    pub(crate) fn insert_srq(&mut self, srq: Srq) -> SrqHandle {
+        self.srqs.insert(srq)
+    }
+
+    pub(crate) fn remove_srq(&mut self, verb: &'static str, srq: SrqHandle) -> VerbsResult<Srq> {
+        self.srqs.remove(verb, srq)
+    }
+
+    /// Store a QP under its number.
+    pub(crate) fn insert_qp(&mut self, qp: Qp) -> QpHandle {
+        let qpn = qp.qpn.value();
+        let handle = self.qps.insert(qp);
+        self.qp_by_qpn.insert(qpn, handle);
+        handle
+    }
+
+    pub(crate) fn remove_qp(&mut self, verb: &'static str, qp: QpHandle) -> VerbsResult<Qp> {
+        let q = self.qps.remove(verb, qp)?;
+        self.qp_by_qpn.remove(&q.qpn.value());
+        Ok(q)
+    }
+
+    /// The QP with this number, if any.
+    pub(crate) fn qp_by_number(&self, qpn: Qpn) -> Option<QpHandle> {
+        self.qp_by_qpn.get(&qpn.value()).copied()
+    }
+
+    /// Every QP, in the QPN index's order.
+    pub(crate) fn qp_handles(&self) -> impl Iterator<Item = QpHandle> + '_ {
+        self.qp_by_qpn.values().copied()
+    }
+
+    /// Allocate the next QP number (24 bits, skipping numbers in use).
+    pub(crate) fn alloc_qpn(&mut self) -> Option<Qpn> {
+        for _ in 0..0x10_0000 {
+            let n = self.next_qpn;
+            self.next_qpn = if n >= 0xFF_FFFE { FIRST_QPN } else { n + 1 };
+            if !self.qp_by_qpn.contains_key(&n) {
+                return Qpn::new(n);
+            }
+        }
+        None
+    }
+}

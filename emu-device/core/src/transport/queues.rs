@@ -1,0 +1,150 @@
+//! What work requests come to: completions into CQs, receive WQEs taken from SRQs, and the
+//! error states that flush a QP's queues.
+
+use super::super::cq::PushOutcome;
+use super::super::events::EventElement;
+use super::super::handles::{CqHandle, QpHandle, SrqHandle};
+use super::super::objects::SendWqe;
+use super::super::qp_transport::InProgress;
+use super::super::types::{EventType, QpState, WcOpcode, WcStatus};
+use super::super::wr::{RecvWr, VendorErr, WorkCompletion};
+use super::Engine;
+
+impl Engine<'_> {
+    /// Store a completion (see [`Completions::push`](super::super::cq::Completions::push)).
+    pub(crate) fn push_completion(
+        &mut self,
+        cq: CqHandle,
+        wc: WorkCompletion,
+        solicited: bool,
+    ) -> PushOutcome {
+        self.cqs.push(self.events, self.counters, cq, wc, solicited)
+    }
+
+    /// Store a receive completion; an overrun moves the QP to ERR, as rxe's responder does.
+    pub(crate) fn push_recv_completion(
+        &mut self,
+        qp: QpHandle,
+        cq: CqHandle,
+        wc: WorkCompletion,
+        solicited: bool,
+    ) {
+        if self.push_completion(cq, wc, solicited) == PushOutcome::Overrun {
+            let in_err = self
+                .store
+                .get(qp)
+                .is_some_and(|q| q.attr.qp_state == QpState::Err);
+            if !in_err {
+                self.qp_to_error(qp, Some(EventType::QpFatal));
+            }
+        }
+    }
+
+    /// Take the next receive WR of an SRQ, raising SRQ_LIMIT_REACHED once when the count
+    /// drops below an armed limit (the limit is then disarmed).
+    pub(crate) fn take_srq_wqe(&mut self, srq: SrqHandle) -> Option<RecvWr> {
+        let s = self.store.get_mut(srq)?;
+        let wr = s.queue.pop_front()?;
+        if s.attr.srq_limit > 0 && (s.queue.len() as u32) < s.attr.srq_limit {
+            s.attr.srq_limit = 0;
+            self.events
+                .raise(EventType::SrqLimitReached, EventElement::Srq(srq));
+        }
+        Some(wr)
+    }
+
+    /// Move a QP to ERR (raising `event` if given) and flush its queues. Used by the
+    /// transport on fatal errors and by fault injection.
+    pub(crate) fn qp_to_error(&mut self, qp: QpHandle, event: Option<EventType>) {
+        // Messages already received and completed are acknowledged before the QP stops.
+        self.flush_deferred_ack(qp);
+        let Some(q) = self.store.get_mut(qp) else {
+            return;
+        };
+        let was = q.attr.qp_state;
+        q.attr.qp_state = QpState::Err;
+        q.attr.cur_qp_state = QpState::Err;
+        if let Some(ev) = event {
+            self.events.raise(ev, EventElement::Qp(qp));
+        }
+        if was != QpState::Err {
+            self.flush_qp(qp);
+        }
+    }
+
+    /// UC/UD send error: the QP enters SQE and its send queue is flushed; receives go on.
+    pub(crate) fn qp_to_sqe(&mut self, qp: QpHandle) {
+        let Some(q) = self.store.get_mut(qp) else {
+            return;
+        };
+        q.attr.qp_state = QpState::Sqe;
+        q.attr.cur_qp_state = QpState::Sqe;
+        let qpn = q.qpn.value();
+        let cq = q.init.send_cq;
+        let rest: Vec<SendWqe> = q.sq.drain(..).collect();
+        q.transport.send_index = 0;
+        self.flush_sends(qpn, cq, rest);
+    }
+
+    /// Complete send WQEs with IBV_WC_WR_FLUSH_ERR, in order.
+    fn flush_sends(&mut self, qpn: u32, cq: CqHandle, wqes: Vec<SendWqe>) {
+        for wqe in wqes {
+            let wc = WorkCompletion::error(
+                wqe.wr.wr_id,
+                qpn,
+                WcStatus::WrFlushErr,
+                WcOpcode::for_send(wqe.wr.opcode),
+                VendorErr::Flushed as u32,
+            );
+            let _ = self.push_completion(cq, wc, false);
+        }
+    }
+
+    /// Complete every outstanding WR of an ERR QP with IBV_WC_WR_FLUSH_ERR, send queue first,
+    /// in posting order. An SRQ-attached QP raises LAST_WQE_REACHED instead of flushing the
+    /// shared queue.
+    pub(crate) fn flush_qp(&mut self, qp: QpHandle) {
+        let Some(q) = self.store.get_mut(qp) else {
+            return;
+        };
+        let qpn = q.qpn.value();
+        let send_cq = q.init.send_cq;
+        let recv_cq = q.init.recv_cq;
+        let srq = q.init.srq;
+        if let InProgress::Send {
+            wqe,
+            from_srq: false,
+            ..
+        } = std::mem::take(&mut q.transport.in_progress)
+        {
+            q.rq.push_front(wqe);
+        }
+        let sq: Vec<SendWqe> = q.sq.drain(..).collect();
+        let rq: Vec<RecvWr> = q.rq.drain(..).collect();
+        q.transport.on_flush();
+        self.flush_sends(qpn, send_cq, sq);
+        let flushed = VendorErr::Flushed as u32;
+        for wr in rq {
+            let wc =
+                WorkCompletion::error(wr.wr_id, qpn, WcStatus::WrFlushErr, WcOpcode::Recv, flushed);
+            self.push_recv_completion(qp, recv_cq, wc, false);
+        }
+        if srq.is_some() {
+            self.events
+                .raise(EventType::QpLastWqeReached, EventElement::Qp(qp));
+        }
+    }
+
+    /// Raise SQ_DRAINED if the QP is in SQD, asked for the notification, and has nothing in
+    /// flight.
+    pub(crate) fn check_sq_drained(&mut self, qp: QpHandle) {
+        let Some(q) = self.store.get_mut(qp) else {
+            return;
+        };
+        if q.attr.qp_state == QpState::Sqd && q.sqd_notify_pending && q.sq_drained() {
+            q.sqd_notify_pending = false;
+            self.events
+                .raise(EventType::SqDrained, EventElement::Qp(qp));
+        }
+    }
+}
