@@ -28,6 +28,7 @@ mod consts;
 mod layout;
 
 pub use consts::*;
+pub use layout::{FIELD_OFFSETS, STRUCT_SIZES};
 
 /// A `__be64` field: stored big-endian.
 pub type __be64 = u64;
@@ -1571,8 +1572,3 @@ impl core::fmt::Debug for ibv_async_event {
             .finish_non_exhaustive()
     }
 }
-
-/// Every mirrored struct, as `(C name, size, alignment)`: what the C comparison test checks.
-pub static STRUCT_SIZES: &[(&str, usize, usize)] = &layout::STRUCT_SIZES;
-/// Every checked field, as `(C struct name, C field path, offset, size)`.
-pub static FIELD_OFFSETS: &[(&str, &str, usize, usize)] = &layout::FIELD_OFFSETS;
