@@ -10,7 +10,10 @@
 //!
 //! Layout is checked twice: at compile time (`const` assertions of every size and offset in
 //! `layout.rs`, taken from the x86_64 rdma-core 44 headers) and by a test that compiles a C
-//! program against the installed `<infiniband/verbs.h>` and compares every figure.
+//! program against the installed `<infiniband/verbs.h>` and compares every figure. The same
+//! test compares every constant; those the emulator's core also defines (QP states, WC
+//! statuses, access flags …) are taken from `softroce_emu::core`, so the test proves the core
+//! speaks the C values.
 //!
 //! The verbs ABI is append-only: structs grow at the end (and `verbs_context` grows
 //! downwards, guarded by its `sz` field), so these mirrors stay valid for newer rdma-core
