@@ -10,7 +10,7 @@ use softroce_emu::core::{
     AccessFlags, EventType, PortState, QpAttrMask, QpState, QpType, SendFlags, WcFlags, WcOpcode,
     WcStatus, WrOpcode,
 };
-use softroce_wire::mtu::Mtu;
+use softroce_wire::Mtu;
 
 /// `NAME = value` items grouped by type; every item is also listed in [`CONSTANTS`].
 macro_rules! consts {

@@ -2,8 +2,9 @@
 //! rdma-core 44 (`<infiniband/verbs.h>`), for LP64 Linux with glibc.
 //!
 //! Two users: a replacement `libibverbs.so.1` (which hands these structs to unmodified C
-//! programs) and code that calls the real libibverbs (through `libloading` or similar). The
-//! mirror is therefore general: names are the C names, enum types are plain integers with
+//! programs) and code that calls the real libibverbs (through `libloading` or similar). Both
+//! translate between these structs and the emulator core's types with [`convert`], the one
+//! place that knows how each C field maps. The mirror itself is general: names are the C names, enum types are plain integers with
 //! the enumerators as `pub const`s, and function-pointer fields are
 //! `Option<unsafe extern "C" fn(...)>` with the C signatures (pointers to structs this crate
 //! does not mirror are `*mut c_void`).
@@ -28,6 +29,7 @@ use core::ffi::{c_char, c_int, c_uint, c_void};
 use libc::{pthread_cond_t, pthread_mutex_t};
 
 mod consts;
+pub mod convert;
 mod layout;
 
 pub use consts::*;

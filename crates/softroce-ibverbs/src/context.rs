@@ -8,13 +8,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use softroce_emu::Hca;
-use softroce_emu::core::{AsyncEvent, EventElement, HcaConfig};
+use softroce_emu::core::{AsyncEvent, DeviceAttr, EventElement, HcaConfig};
 use softroce_emu::driver::{Device, DeviceConfig, EventFd};
+use softroce_ibverbs_abi::convert::{self, gid_to_c};
 use softroce_ibverbs_abi::*;
 
-use crate::convert::{self, gid_to_c, zeroed};
 use crate::devices::{self, DeviceEntry};
-use crate::ffi::{fail, fail_null, guard, set_errno};
+use crate::ffi::{fail, fail_null, guard, set_errno, zeroed};
 use crate::objects;
 
 const CONTEXT_MAGIC: u64 = u64::from_be_bytes(*b"softroce");
@@ -211,6 +211,22 @@ unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
     })
 }
 
+/// IBV_DEVICE_MEM_WINDOW, MEM_MGT_EXTENSIONS, MEM_WINDOW_TYPE_2A and _2B.
+const NOT_EMULATED_CAPS: u32 = (1 << 17) | (1 << 21) | (1 << 23) | (1 << 24);
+
+/// Responder resources, as rxe reports them.
+const MAX_RES_RD_ATOM: i32 = 0x3f80;
+
+/// The device attributes this library reports. (The core's vendor_part_id is 0: perftest
+/// then uses its generic, legacy `ibv_post_send` path.)
+fn reported_device_attr(a: &DeviceAttr) -> ibv_device_attr {
+    let mut d = convert::device_attr_to_c(a);
+    // Memory windows and fast-registration work requests are not emulated.
+    d.device_cap_flags &= !NOT_EMULATED_CAPS;
+    d.max_res_rd_atom = MAX_RES_RD_ATOM;
+    d
+}
+
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_query_device(
     context: *mut ibv_context,
@@ -226,7 +242,7 @@ unsafe extern "C" fn ibv_query_device(
         if device_attr.is_null() {
             return fail(VERB, libc::EINVAL, "device_attr is NULL");
         }
-        let a = ctx.query(|h| convert::device_attr(h.query_device()));
+        let a = ctx.query(|h| reported_device_attr(h.query_device()));
         // SAFETY: non-NULL attribute struct from the caller.
         unsafe { *device_attr = a };
         0
@@ -258,7 +274,7 @@ unsafe extern "C" fn vctx_query_device_ex(
             );
         }
         let mut ex: ibv_device_attr_ex = zeroed();
-        ex.orig_attr = ctx.query(|h| convert::device_attr(h.query_device()));
+        ex.orig_attr = ctx.query(|h| reported_device_attr(h.query_device()));
         ex.phys_port_cnt_ex = u32::from(ex.orig_attr.phys_port_cnt);
         let n = attr_size.min(size_of::<ibv_device_attr_ex>());
         // SAFETY: the caller's struct holds attr_size bytes; we write at most that.
@@ -274,7 +290,7 @@ unsafe extern "C" fn vctx_query_device_ex(
 }
 
 fn port_attr_of(ctx: &EmuContext, port: u8) -> Result<ibv_port_attr, String> {
-    ctx.query(|h| h.query_port(port).map(|p| convert::port_attr(&p)))
+    ctx.query(|h| h.query_port(port).map(|p| convert::port_attr_to_c(&p)))
         .map_err(|e| e.to_string())
 }
 

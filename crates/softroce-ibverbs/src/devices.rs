@@ -6,12 +6,15 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use softroce_emu::Hca;
-use softroce_emu::core::HcaConfig;
+use softroce_emu::core::{AhAttr, HcaConfig};
 use softroce_emu::driver::Device;
 use softroce_ibverbs_abi::*;
+use softroce_wire::Gid;
 
 use crate::config::{self, DeviceSpec};
-use crate::ffi::{copy_cstr, fail, fail_null, guard, set_errno};
+use softroce_ibverbs_abi::convert::copy_cstr;
+
+use crate::ffi::{fail, fail_null, guard, set_errno};
 
 /// One device as applications see it. `dev` is first, so a `*mut ibv_device` handed out is
 /// also a pointer to its entry.
@@ -102,9 +105,18 @@ pub(crate) fn entry(device: *mut ibv_device) -> Option<&'static DeviceEntry> {
         .map(|&e| unsafe { &*e })
 }
 
-/// The UDP port of a configured device with this address: lets address vectors reach devices
-/// that share an address on different ports when every process lists all of them.
-pub(crate) fn udp_port_for(ip: IpAddr) -> Option<u16> {
+/// The core's address vector of a C one, with the UDP port of the configured device that has
+/// the destination's address: lets address vectors reach devices that share an address on
+/// different ports when every process lists all of them.
+pub(crate) fn address_vector(a: &ibv_ah_attr) -> AhAttr {
+    let mut av = convert::ah_attr_from_c(a);
+    if av.dgid != Gid::ZERO {
+        av.udp_port = udp_port_for(av.dgid.to_ip()).unwrap_or(0);
+    }
+    av
+}
+
+fn udp_port_for(ip: IpAddr) -> Option<u16> {
     let list = devices().ok()?;
     list.iter()
         // SAFETY: entries are leaked and never freed.

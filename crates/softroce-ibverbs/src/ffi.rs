@@ -42,13 +42,9 @@ pub(crate) fn fail_null<T>(verb: &str, errno: i32, why: impl std::fmt::Display) 
     std::ptr::null_mut()
 }
 
-/// Copy `s` into a fixed C char array, truncated and NUL-terminated.
-pub(crate) fn copy_cstr(dst: &mut [libc::c_char], s: &str) {
-    let n = s.len().min(dst.len().saturating_sub(1));
-    for (d, b) in dst.iter_mut().zip(s.as_bytes()[..n].iter()) {
-        *d = *b as libc::c_char;
-    }
-    if let Some(d) = dst.get_mut(n) {
-        *d = 0;
-    }
+/// An all-zero C struct.
+pub(crate) fn zeroed<T: Copy>() -> T {
+    // SAFETY: only used for the plain-data verbs structs (integers, raw pointers, optional
+    // function pointers and unions of those), for which all-zero bytes are valid.
+    unsafe { std::mem::zeroed() }
 }

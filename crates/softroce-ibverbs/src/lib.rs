@@ -21,7 +21,6 @@
 
 mod config;
 mod context;
-mod convert;
 mod cq_ex;
 mod devices;
 mod ffi;

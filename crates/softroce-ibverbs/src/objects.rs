@@ -11,16 +11,16 @@ use std::time::Duration;
 
 use softroce_emu::Hca;
 use softroce_emu::core::{
-    AccessFlags, AhHandle, AtomicTarget, ChannelHandle, CqHandle, MrHandle, PdHandle, QpCap,
-    QpHandle, QpInitAttr, QpType, RdmaTarget, RecvWr, SendFlags, SendWr, SrqAttr, SrqAttrMask,
-    SrqHandle, UdTarget, WcOpcode, WorkCompletion, WrOpcode,
+    AccessFlags, AhHandle, ChannelHandle, CqHandle, MrHandle, PdHandle, QpAttrMask, QpHandle,
+    QpType, RecvWr, SendWr, SrqHandle, WcOpcode, WorkCompletion,
 };
 use softroce_emu::driver::{Device, EventFd};
+use softroce_ibverbs_abi::convert::{self, ConvertError};
 use softroce_ibverbs_abi::*;
 
 use crate::context::{EmuContext, ctx_of, fd_is_nonblocking};
-use crate::convert::{self, zeroed};
-use crate::ffi::{fail, fail_null, guard, set_errno};
+use crate::devices;
+use crate::ffi::{fail, fail_null, guard, set_errno, zeroed};
 
 #[repr(C)]
 struct EmuPd {
@@ -157,6 +157,11 @@ macro_rules! ctx_dev {
             Err(e) => return Err(e),
         }
     }};
+}
+
+/// Report a C value the core has no form for.
+fn fail_convert(verb: &str, e: ConvertError) -> c_int {
+    fail(verb, e.errno, e.why)
 }
 
 /// Turn `Result<*mut T, errno>` into a pointer (NULL with errno set on failure).
@@ -654,11 +659,7 @@ unsafe extern "C" fn ibv_create_srq(pd: *mut ibv_pd, init: *mut ibv_srq_init_att
             }
             // SAFETY: non-NULL from the caller.
             let ia = unsafe { &mut *init };
-            let attr = SrqAttr {
-                max_wr: ia.attr.max_wr,
-                max_sge: ia.attr.max_sge,
-                srq_limit: ia.attr.srq_limit,
-            };
+            let attr = convert::srq_attr_from_c(&ia.attr);
             let mut srq = Box::new(EmuSrq {
                 srq: ibv_srq {
                     context: ctx.ctx_ptr(),
@@ -719,25 +720,9 @@ unsafe extern "C" fn ibv_modify_srq(
             if attr.is_null() {
                 return Err(fail(VERB, libc::EINVAL, "srq_attr is NULL"));
             }
-            let mask = mask as u32;
-            if mask & !(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT) != 0 {
-                return Err(fail(
-                    VERB,
-                    libc::EINVAL,
-                    format!("unknown mask bits {mask:#x}"),
-                ));
-            }
+            let m = convert::srq_attr_mask_from_c(mask).map_err(|e| fail_convert(VERB, e))?;
             // SAFETY: non-NULL from the caller.
-            let a = unsafe { *attr };
-            let attr = SrqAttr {
-                max_wr: a.max_wr,
-                max_sge: a.max_sge,
-                srq_limit: a.srq_limit,
-            };
-            let m = SrqAttrMask {
-                max_wr: mask & IBV_SRQ_MAX_WR != 0,
-                limit: mask & IBV_SRQ_LIMIT != 0,
-            };
+            let attr = convert::srq_attr_from_c(unsafe { &*attr });
             dev.with(|h| h.modify_srq(handle, attr, m))
                 .map_err(|e| fail(VERB, e.errno(), e))
         })())
@@ -758,13 +743,7 @@ unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_attr) -
                 .with(|h| h.query_srq(handle))
                 .map_err(|e| fail(VERB, e.errno(), e))?;
             // SAFETY: non-NULL from the caller.
-            unsafe {
-                *attr = ibv_srq_attr {
-                    max_wr: a.max_wr,
-                    max_sge: a.max_sge,
-                    srq_limit: a.srq_limit,
-                }
-            };
+            unsafe { *attr = convert::srq_attr_to_c(&a) };
             Ok(())
         })())
     })
@@ -820,13 +799,6 @@ pub(crate) unsafe fn create_qp(
     if ia.send_cq.is_null() || ia.recv_cq.is_null() {
         return Err(fail(verb, libc::EINVAL, "send_cq and recv_cq are required"));
     }
-    let Some(qp_type) = QpType::from_raw(ia.qp_type) else {
-        return Err(fail(
-            verb,
-            libc::EOPNOTSUPP,
-            format!("QP type {} (the emulator has RC, UC and UD)", ia.qp_type),
-        ));
-    };
     // SAFETY: CQs from ibv_create_cq, SRQ from ibv_create_srq.
     let (send_cq, recv_cq, srq) = unsafe {
         (
@@ -835,31 +807,13 @@ pub(crate) unsafe fn create_qp(
             (!ia.srq.is_null()).then(|| (*ia.srq.cast::<EmuSrq>()).handle),
         )
     };
-    let attr = QpInitAttr {
-        send_cq,
-        recv_cq,
-        srq,
-        cap: QpCap {
-            max_send_wr: ia.cap.max_send_wr,
-            max_recv_wr: ia.cap.max_recv_wr,
-            max_send_sge: ia.cap.max_send_sge,
-            max_recv_sge: ia.cap.max_recv_sge,
-            max_inline_data: ia.cap.max_inline_data,
-        },
-        qp_type,
-        sq_sig_all: ia.sq_sig_all != 0,
-        qp_context: ia.qp_context as u64,
-    };
+    let attr = convert::qp_init_attr_from_c(ia, send_cq, recv_cq, srq)
+        .map_err(|e| fail_convert(verb, e))?;
+    let qp_type = attr.qp_type;
     let (handle, qpn, cap) = dev
         .with(|h| h.create_qp(pdh, attr))
         .map_err(|e| fail(verb, e.errno(), e))?;
-    ia.cap = ibv_qp_cap {
-        max_send_wr: cap.max_send_wr,
-        max_recv_wr: cap.max_recv_wr,
-        max_send_sge: cap.max_send_sge,
-        max_recv_sge: cap.max_recv_sge,
-        max_inline_data: cap.max_inline_data,
-    };
+    ia.cap = convert::qp_cap_to_c(&cap);
     // SAFETY: ibv_qp_ex is plain data (pointers, integers, optional fn pointers, pthread
     // objects initialised below) for which all-zero bytes are valid.
     let mut qpx: ibv_qp_ex = unsafe { std::mem::zeroed() };
@@ -943,14 +897,17 @@ unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, mask
             if attr.is_null() {
                 return Err(fail(VERB, libc::EINVAL, "qp_attr is NULL"));
             }
-            let mask = softroce_emu::core::QpAttrMask(mask as u32);
+            let mask = QpAttrMask(mask as u32);
             // SAFETY: non-NULL from the caller.
-            let a = convert::qp_attr_from_c(unsafe { &*attr }, mask)
-                .map_err(|e| fail(VERB, libc::EINVAL, e))?;
+            let c = unsafe { &*attr };
+            let mut a = convert::qp_attr_from_c(c, mask).map_err(|e| fail_convert(VERB, e))?;
+            if mask.contains(QpAttrMask::AV) {
+                a.ah_attr = devices::address_vector(&c.ah_attr);
+            }
             let handle = q.handle;
             dev.with(|h| h.modify_qp(handle, &a, mask))
                 .map_err(|e| fail(VERB, e.errno(), e))?;
-            if mask.contains(softroce_emu::core::QpAttrMask::STATE) {
+            if mask.contains(QpAttrMask::STATE) {
                 q.set_state(a.qp_state.raw());
             }
             Ok(())
@@ -1050,51 +1007,9 @@ unsafe extern "C" fn ibv_query_qp_data_in_order(_qp: *mut ibv_qp, _op: u32, _fla
 ///
 /// # Safety
 /// `wr` must be a valid `ibv_send_wr` (its lists readable, its AH from ibv_create_ah).
-pub(crate) unsafe fn send_wr(wr: &ibv_send_wr, qp_type: QpType) -> Result<SendWr, String> {
-    let opcode = WrOpcode::from_raw(wr.opcode)
-        .ok_or_else(|| format!("opcode {} is not supported by the emulator", wr.opcode))?;
-    // SAFETY: forwarded.
-    let sg_list = unsafe { convert::sges(wr.sg_list, wr.num_sge) }?;
-    let mut out = SendWr::new(wr.wr_id, opcode);
-    out.sg_list = sg_list;
-    out.send_flags = SendFlags(wr.send_flags);
-    out.imm_data = wr.imm_data;
-    out.invalidate_rkey = wr.imm_data;
-    match opcode {
-        WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm | WrOpcode::RdmaRead => {
-            // SAFETY: the rdma member is the one these opcodes use.
-            let r = unsafe { wr.wr.rdma };
-            out.rdma = RdmaTarget {
-                remote_addr: r.remote_addr,
-                rkey: r.rkey,
-            };
-        }
-        WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => {
-            // SAFETY: the atomic member is the one these opcodes use.
-            let a = unsafe { wr.wr.atomic };
-            out.atomic = AtomicTarget {
-                remote_addr: a.remote_addr,
-                compare_add: a.compare_add,
-                swap: a.swap,
-                rkey: a.rkey,
-            };
-        }
-        _ => {}
-    }
-    if qp_type == QpType::Ud {
-        // SAFETY: UD QPs use the ud member.
-        let ud = unsafe { wr.wr.ud };
-        if ud.ah.is_null() {
-            return Err("UD work request without an address handle".into());
-        }
-        out.ud = Some(UdTarget {
-            // SAFETY: an AH from ibv_create_ah.
-            ah: unsafe { (*ud.ah.cast::<EmuAh>()).handle },
-            remote_qpn: ud.remote_qpn,
-            remote_qkey: ud.remote_qkey,
-        });
-    }
-    Ok(out)
+unsafe fn send_wr(wr: &ibv_send_wr, qp_type: QpType) -> Result<SendWr, ConvertError> {
+    // SAFETY: forwarded; an AH from ibv_create_ah is the first field of an EmuAh.
+    unsafe { convert::send_wr_from_c(wr, qp_type, |ah| (*ah.cast::<EmuAh>()).handle) }
 }
 
 /// Walk a C list of work requests, bounded (a cyclic list must not hang us).
@@ -1146,7 +1061,7 @@ unsafe extern "C" fn op_post_send(
         }
         if let Some((p, e)) = convert_err {
             set_bad(p);
-            return fail(VERB, libc::EINVAL, e);
+            return fail_convert(VERB, e);
         }
         0
     })
@@ -1172,7 +1087,7 @@ fn post_recv_list(
     let mut convert_err = None;
     while !cur.is_null() && ptrs.len() < MAX_WR_LIST {
         // SAFETY: a list of valid WRs from the caller.
-        match unsafe { convert::recv_wr(&*cur) } {
+        match unsafe { convert::recv_wr_from_c(&*cur) } {
             Ok(w) => wrs.push(w),
             Err(e) => {
                 convert_err = Some((cur, e));
@@ -1193,7 +1108,7 @@ fn post_recv_list(
     }
     if let Some((p, e)) = convert_err {
         set_bad(p);
-        return fail(verb, libc::EINVAL, e);
+        return fail_convert(verb, e);
     }
     0
 }
@@ -1241,7 +1156,7 @@ unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *
                 return Err(fail(VERB, libc::EINVAL, "ah_attr is NULL"));
             }
             // SAFETY: non-NULL from the caller.
-            let a = convert::ah_attr_from_c(unsafe { &*attr });
+            let a = devices::address_vector(unsafe { &*attr });
             let handle = dev
                 .with(|h| h.create_ah(pdh, a))
                 .map_err(|e| fail(VERB, e.errno(), e))?;

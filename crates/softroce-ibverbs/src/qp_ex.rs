@@ -266,10 +266,10 @@ unsafe extern "C" fn wr_set_sge_list(qpx: *mut ibv_qp_ex, num_sge: usize, sg_lis
         return;
     };
     // SAFETY: the caller passes num_sge readable entries.
-    match unsafe { crate::convert::sges(sg_list, n) } {
+    match unsafe { convert::sges_from_c(sg_list, n) } {
         Ok(list) => set_last("ibv_wr_set_sge_list", qpx, |w, _| w.sg_list = list),
-        Err(why) => with_batch("ibv_wr_set_sge_list", qpx, |b, _| {
-            b.record(libc::EINVAL, || why);
+        Err(e) => with_batch("ibv_wr_set_sge_list", qpx, |b, _| {
+            b.record(e.errno, || e.why);
         }),
     }
 }
