@@ -628,6 +628,8 @@ pub fn send_wr_to_c(w: &SendWr, ah_ptr: impl FnOnce(AhHandle) -> *mut ibv_ah) ->
 
 /// A C work request with a `next` pointer and a scatter/gather list.
 pub trait CWorkRequest: Sized {
+    /// The next request, or NULL.
+    fn next(&self) -> *mut Self;
     /// Point at the next request.
     fn set_next(&mut self, next: *mut Self);
     /// Point at the scatter/gather list.
@@ -635,6 +637,9 @@ pub trait CWorkRequest: Sized {
 }
 
 impl CWorkRequest for ibv_send_wr {
+    fn next(&self) -> *mut Self {
+        self.next
+    }
     fn set_next(&mut self, next: *mut Self) {
         self.next = next;
     }
@@ -645,6 +650,9 @@ impl CWorkRequest for ibv_send_wr {
 }
 
 impl CWorkRequest for ibv_recv_wr {
+    fn next(&self) -> *mut Self {
+        self.next
+    }
     fn set_next(&mut self, next: *mut Self) {
         self.next = next;
     }

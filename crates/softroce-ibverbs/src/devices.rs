@@ -12,9 +12,7 @@ use softroce_ibverbs_abi::*;
 use softroce_wire::Gid;
 
 use crate::config::{self, DeviceSpec};
-use softroce_ibverbs_abi::convert::copy_cstr;
-
-use crate::ffi::{fail, fail_null, guard, set_errno};
+use crate::ffi::{fail_null, guard, set_errno};
 
 /// One device as applications see it. `dev` is first, so a `*mut ibv_device` handed out is
 /// also a pointer to its entry.
@@ -66,13 +64,13 @@ fn devices() -> Result<&'static [*mut DeviceEntry], &'static str> {
                 let mut dev: ibv_device = unsafe { std::mem::zeroed() };
                 dev.node_type = IBV_NODE_CA;
                 dev.transport_type = IBV_TRANSPORT_IB;
-                copy_cstr(&mut dev.name, &spec.name);
-                copy_cstr(&mut dev.dev_name, &format!("uverbs{i}"));
-                copy_cstr(
+                convert::copy_cstr(&mut dev.name, &spec.name);
+                convert::copy_cstr(&mut dev.dev_name, &format!("uverbs{i}"));
+                convert::copy_cstr(
                     &mut dev.dev_path,
                     &format!("/sys/class/infiniband_verbs/uverbs{i}"),
                 );
-                copy_cstr(
+                convert::copy_cstr(
                     &mut dev.ibdev_path,
                     &format!("/sys/class/infiniband/{}", spec.name),
                 );
@@ -312,13 +310,3 @@ unsafe extern "C" fn verbs_register_driver_34(_ops: *const c_void) {}
 /// rdma-core's `bool verbs_allow_disassociate_destroy` (imported by providers).
 #[unsafe(no_mangle)]
 static mut verbs_allow_disassociate_destroy: bool = false;
-
-/// For messages about a device pointer that is not ours.
-pub(crate) fn unknown_device(verb: &str) -> *mut c_void {
-    fail(
-        verb,
-        libc::EINVAL,
-        "the device pointer is not from ibv_get_device_list",
-    );
-    std::ptr::null_mut()
-}

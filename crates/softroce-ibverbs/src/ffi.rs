@@ -1,5 +1,6 @@
 //! The C boundary: panics stop here, errno is set here, failures are reported here.
 
+use std::ffi::c_int;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 /// Run `f`, turning a panic into `on_panic` (after saying so on stderr) so that it never
@@ -18,6 +19,40 @@ pub(crate) fn guard<T>(verb: &str, on_panic: T, f: impl FnOnce() -> T) -> T {
             on_panic
         }
     }
+}
+
+/// A verb returning 0 or an errno value (errno set as well).
+pub(crate) fn guard_errno(verb: &str, f: impl FnOnce() -> Result<(), c_int>) -> c_int {
+    guard(verb, libc::EIO, || match f() {
+        Ok(()) => 0,
+        Err(e) => {
+            set_errno(e);
+            e
+        }
+    })
+}
+
+/// A verb returning 0, or -1 with errno set (as rdma-core's `ibv_destroy_comp_channel`,
+/// `ibv_get_cq_event`, `ibv_query_gid` … do).
+pub(crate) fn guard_status(verb: &str, f: impl FnOnce() -> Result<(), c_int>) -> c_int {
+    guard(verb, -1, || match f() {
+        Ok(()) => 0,
+        Err(e) => {
+            set_errno(e);
+            -1
+        }
+    })
+}
+
+/// A verb returning a pointer: NULL with errno set on failure.
+pub(crate) fn guard_ptr<T>(verb: &str, f: impl FnOnce() -> Result<*mut T, c_int>) -> *mut T {
+    guard(verb, std::ptr::null_mut(), || match f() {
+        Ok(p) => p,
+        Err(e) => {
+            set_errno(e);
+            std::ptr::null_mut()
+        }
+    })
 }
 
 /// Set the calling thread's errno.
