@@ -277,35 +277,39 @@ unsafe extern "C" fn ibv_read_sysfs_file(
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_get_sysfs_path() -> *const c_char {
-    c"/sys".as_ptr()
+    guard("ibv_get_sysfs_path", std::ptr::null(), || c"/sys".as_ptr())
 }
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_fork_init() -> c_int {
     // Nothing to protect: the emulator reads and writes memory by address, never by DMA
     // mappings a fork could copy-on-write away.
-    0
+    guard("ibv_fork_init", 0, || 0)
 }
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_is_fork_initialized() -> u32 {
-    IBV_FORK_UNNEEDED
+    guard("ibv_is_fork_initialized", IBV_FORK_UNNEEDED, || {
+        IBV_FORK_UNNEEDED
+    })
 }
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_dontfork_range(_base: *mut c_void, _size: usize) -> c_int {
-    0
+    guard("ibv_dontfork_range", 0, || 0)
 }
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_dofork_range(_base: *mut c_void, _size: usize) -> c_int {
-    0
+    guard("ibv_dofork_range", 0, || 0)
 }
 
 /// libmlx5's and libefa's constructors register their providers here when perftest loads
 /// them; there is nothing to register with.
 #[unsafe(no_mangle)]
-unsafe extern "C" fn verbs_register_driver_34(_ops: *const c_void) {}
+unsafe extern "C" fn verbs_register_driver_34(_ops: *const c_void) {
+    guard("verbs_register_driver_34", (), || {});
+}
 
 /// rdma-core's `bool verbs_allow_disassociate_destroy` (imported by providers).
 #[unsafe(no_mangle)]

@@ -17,7 +17,9 @@
 //!   `verbs_context` in front of it; both are filled here (`query_port`, `query_device_ex`,
 //!   `create_qp_ex` with the `ibv_wr_*` send API, `create_cq_ex` with the `ibv_start_poll`
 //!   API; the rest are NULL, which the header turns into EOPNOTSUPP).
-//! - No panic crosses the C boundary: every export runs inside `ffi::guard` (`catch_unwind`).
+//! - No panic crosses the C boundary: every `extern "C" fn` (exports and the entry points
+//!   installed in C structs) is one call of `ffi::guard` (`catch_unwind`) or of a `guard_*`
+//!   form of it; a unit test in `ffi` checks the source for it.
 //! - Values cross between C and the emulator through `softroce_ibverbs_abi::convert`, the
 //!   converter the libibverbs backend of `softroce-verbs` uses too.
 //!
