@@ -2,15 +2,19 @@
 //! rdma-core 44 (`<infiniband/verbs.h>`), for LP64 Linux with glibc.
 //!
 //! Two users: a replacement `libibverbs.so.1` (which hands these structs to unmodified C
-//! programs) and code that calls the real libibverbs (through `libloading` or similar). The
-//! mirror is therefore general: names are the C names, enum types are plain integers with
+//! programs) and code that calls the real libibverbs (through `libloading` or similar). Both
+//! translate between these structs and the emulator core's types with [`convert`], the one
+//! place that knows how each C field maps. The mirror itself is general: names are the C names, enum types are plain integers with
 //! the enumerators as `pub const`s, and function-pointer fields are
 //! `Option<unsafe extern "C" fn(...)>` with the C signatures (pointers to structs this crate
 //! does not mirror are `*mut c_void`).
 //!
 //! Layout is checked twice: at compile time (`const` assertions of every size and offset in
 //! `layout.rs`, taken from the x86_64 rdma-core 44 headers) and by a test that compiles a C
-//! program against the installed `<infiniband/verbs.h>` and compares every figure.
+//! program against the installed `<infiniband/verbs.h>` and compares every figure. The same
+//! test compares every constant; those the emulator's core also defines (QP states, WC
+//! statuses, access flags …) are taken from `softroce_emu_core`, so the test proves the core
+//! speaks the C values.
 //!
 //! The verbs ABI is append-only: structs grow at the end (and `verbs_context` grows
 //! downwards, guarded by its `sz` field), so these mirrors stay valid for newer rdma-core
@@ -25,9 +29,11 @@ use core::ffi::{c_char, c_int, c_uint, c_void};
 use libc::{pthread_cond_t, pthread_mutex_t};
 
 mod consts;
+pub mod convert;
 mod layout;
 
 pub use consts::*;
+pub use layout::{FIELD_OFFSETS, STRUCT_SIZES};
 
 /// A `__be64` field: stored big-endian.
 pub type __be64 = u64;
@@ -1571,8 +1577,3 @@ impl core::fmt::Debug for ibv_async_event {
             .finish_non_exhaustive()
     }
 }
-
-/// Every mirrored struct, as `(C name, size, alignment)`: what the C comparison test checks.
-pub static STRUCT_SIZES: &[(&str, usize, usize)] = &layout::STRUCT_SIZES;
-/// Every checked field, as `(C struct name, C field path, offset, size)`.
-pub static FIELD_OFFSETS: &[(&str, &str, usize, usize)] = &layout::FIELD_OFFSETS;

@@ -1,68 +1,39 @@
-//! Every size, alignment and offset of the Rust mirror equals what gcc computes from the
-//! installed `<infiniband/verbs.h>` (libibverbs-dev; `scripts/test-all.sh` installs it).
+//! Every size, alignment, offset and constant of the Rust mirror equals what gcc computes
+//! from the installed `<infiniband/verbs.h>` (libibverbs-dev; `scripts/test-all.sh` installs
+//! it).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::Command;
 
-use softroce_ibverbs_abi::{FIELD_OFFSETS, STRUCT_SIZES};
+use softroce_ibverbs_abi::{CONSTANTS, FIELD_OFFSETS, STRUCT_SIZES};
 
 const HEADER: &str = "/usr/include/infiniband/verbs.h";
 
-/// Install libibverbs-dev when missing (as root, like scripts/test-all.sh), else fail loudly.
+/// The header and gcc come from Debian's libibverbs-dev and gcc, which
+/// `scripts/test-all.sh` installs; tests never install packages themselves.
 fn ensure_header() {
-    if std::path::Path::new(HEADER).exists() {
-        return;
-    }
-    let status = Command::new("sh")
-        .arg("-c")
-        .arg(
-            "export DEBIAN_FRONTEND=noninteractive; \
-             apt-get -o DPkg::Lock::Timeout=600 install -y -qq libibverbs-dev gcc >/dev/null \
-             || (apt-get -o DPkg::Lock::Timeout=600 update -qq && \
-                 apt-get -o DPkg::Lock::Timeout=600 install -y -qq libibverbs-dev gcc >/dev/null)",
-        )
-        .status()
-        .expect("running apt-get");
     assert!(
-        status.success() && std::path::Path::new(HEADER).exists(),
-        "{HEADER} is missing and installing libibverbs-dev failed: run scripts/test-all.sh as root"
+        std::path::Path::new(HEADER).exists(),
+        "{HEADER} is missing: run scripts/test-all.sh as root (it installs libibverbs-dev and gcc)"
     );
 }
 
-fn c_program() -> String {
-    let mut c = String::from(
+/// Compile `body` (statements of `main` after the header's includes) with gcc, run it and
+/// return its output.
+fn run_c(name: &str, body: &str) -> String {
+    ensure_header();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("abi-check");
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join(format!("{name}.c"));
+    let exe = dir.join(name);
+    let program = format!(
         "#include <stdio.h>\n#include <stddef.h>\n#include <stdalign.h>\n\
          #include <infiniband/verbs.h>\n\
          #define FSIZE(s, f) sizeof(((struct s *)0)->f)\n\
-         int main(void) {\n",
+         int main(void) {{\n{body}  return 0;\n}}\n"
     );
-    for (name, _, _) in STRUCT_SIZES {
-        writeln!(
-            c,
-            "  printf(\"{name} %zu %zu\\n\", sizeof(struct {name}), alignof(struct {name}));"
-        )
-        .unwrap();
-    }
-    for (name, field, _, _) in FIELD_OFFSETS {
-        writeln!(
-            c,
-            "  printf(\"{name}.{field} %zu %zu\\n\", offsetof(struct {name}, {field}), FSIZE({name}, {field}));"
-        )
-        .unwrap();
-    }
-    c.push_str("  return 0;\n}\n");
-    c
-}
-
-#[test]
-fn rust_mirror_layout_equals_the_installed_header() {
-    ensure_header();
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("abi-layout");
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = dir.join("layout.c");
-    let exe = dir.join("layout");
-    std::fs::write(&src, c_program()).unwrap();
+    std::fs::write(&src, program).unwrap();
     let out = Command::new("gcc")
         .arg("-std=c11")
         .arg("-o")
@@ -77,30 +48,76 @@ fn rust_mirror_layout_equals_the_installed_header() {
     );
     let out = Command::new(&exe).output().unwrap();
     assert!(out.status.success());
-    let text = String::from_utf8(out.stdout).unwrap();
-    let mut lines = text.lines();
-    let mut mismatches = Vec::new();
-    for (name, size, align) in STRUCT_SIZES {
-        let want = format!("{name} {size} {align}");
-        let got = lines.next().unwrap_or_default();
-        if got != want {
-            mismatches.push(format!("C: {got:40} Rust: {want}"));
-        }
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The lines of C output that differ from the Rust side's.
+fn mismatches(c: &str, rust: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut lines = c.lines();
+    rust.into_iter()
+        .filter_map(|want| {
+            let got = lines.next().unwrap_or_default();
+            (got != want).then(|| format!("C: {got:40} Rust: {want}"))
+        })
+        .collect()
+}
+
+#[test]
+fn rust_mirror_layout_equals_the_installed_header() {
+    let mut body = String::new();
+    for (name, _, _) in STRUCT_SIZES {
+        writeln!(
+            body,
+            "  printf(\"{name} %zu %zu\\n\", sizeof(struct {name}), alignof(struct {name}));"
+        )
+        .unwrap();
     }
-    for (name, field, offset, size) in FIELD_OFFSETS {
-        let want = format!("{name}.{field} {offset} {size}");
-        let got = lines.next().unwrap_or_default();
-        if got != want {
-            mismatches.push(format!("C: {got:40} Rust: {want}"));
-        }
+    for (name, field, _, _) in FIELD_OFFSETS {
+        writeln!(
+            body,
+            "  printf(\"{name}.{field} %zu %zu\\n\", offsetof(struct {name}, {field}), FSIZE({name}, {field}));"
+        )
+        .unwrap();
     }
+    let c = run_c("layout", &body);
+    let rust = STRUCT_SIZES
+        .iter()
+        .map(|(name, size, align)| format!("{name} {size} {align}"))
+        .chain(
+            FIELD_OFFSETS
+                .iter()
+                .map(|(name, field, offset, size)| format!("{name}.{field} {offset} {size}")),
+        );
+    let wrong = mismatches(&c, rust);
     assert!(
-        mismatches.is_empty(),
+        wrong.is_empty(),
         "layout differs from {HEADER}:\n{}",
-        mismatches.join("\n")
+        wrong.join("\n")
     );
     assert!(
         STRUCT_SIZES.len() >= 30 && FIELD_OFFSETS.len() >= 400,
         "the comparison covers every mirrored struct"
+    );
+}
+
+#[test]
+fn constants_equal_the_installed_header() {
+    let mut body = String::new();
+    for (name, _) in CONSTANTS {
+        writeln!(body, "  printf(\"{name} %lld\\n\", (long long){name});").unwrap();
+    }
+    let c = run_c("constants", &body);
+    let rust = CONSTANTS
+        .iter()
+        .map(|(name, value)| format!("{name} {value}"));
+    let wrong = mismatches(&c, rust);
+    assert!(
+        wrong.is_empty(),
+        "constants differ from {HEADER}:\n{}",
+        wrong.join("\n")
+    );
+    assert!(
+        CONSTANTS.len() >= 200,
+        "the comparison covers every constant"
     );
 }

@@ -2,13 +2,13 @@
 //! `ibv_wc_read_*` polling API of `ibv_cq_ex`, for the fields of `ibv_wc`.
 
 use std::ffi::{c_int, c_uint, c_void};
-use std::sync::MutexGuard;
+use std::sync::{Mutex, MutexGuard};
 
-use softroce_emu::core::WorkCompletion;
+use softroce_emu::core::{WcOpcode, WorkCompletion};
 use softroce_ibverbs_abi::*;
 
-use crate::ffi::{fail, fail_null, guard, set_errno};
-use crate::objects::{EmuCq, cq_parts, create_cq, peek};
+use crate::ffi::{fail, guard, guard_ptr};
+use crate::objects::{EmuCq, create_cq, peek, resolve};
 
 /// `verbs_context.create_cq_ex`: completions carry the fields of `ibv_wc` (no timestamps,
 /// flow tags or tag matching).
@@ -17,21 +17,21 @@ pub(crate) unsafe extern "C" fn vctx_create_cq_ex(
     attr: *mut ibv_cq_init_attr_ex,
 ) -> *mut ibv_cq_ex {
     const VERB: &str = "ibv_create_cq_ex";
-    guard(VERB, std::ptr::null_mut(), || {
+    guard_ptr(VERB, || {
         if attr.is_null() {
-            return fail_null(VERB, libc::EINVAL, "cq_init_attr_ex is NULL");
+            return Err(fail(VERB, libc::EINVAL, "cq_init_attr_ex is NULL"));
         }
         // SAFETY: non-NULL from the caller.
         let a = unsafe { &*attr };
         if a.wc_flags & !u64::from(IBV_WC_STANDARD_FLAGS) != 0 {
-            return fail_null(
+            return Err(fail(
                 VERB,
                 libc::EOPNOTSUPP,
                 format!(
                     "wc_flags {:#x}: completion timestamps, CVLAN, flow tags and tag matching are not emulated",
                     a.wc_flags & !u64::from(IBV_WC_STANDARD_FLAGS)
                 ),
-            );
+            ));
         }
         let flags = if a.comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS != 0 {
             a.flags
@@ -41,111 +41,106 @@ pub(crate) unsafe extern "C" fn vctx_create_cq_ex(
         if a.comp_mask & !IBV_CQ_INIT_ATTR_MASK_FLAGS != 0
             || flags & !IBV_CREATE_CQ_ATTR_SINGLE_THREADED != 0
         {
-            return fail_null(
+            return Err(fail(
                 VERB,
                 libc::EOPNOTSUPP,
                 format!(
                     "comp_mask {:#x} / flags {flags:#x}: parent domains and ignoring overruns are not emulated",
                     a.comp_mask
                 ),
-            );
+            ));
         }
         // SAFETY: context and channel from this library, or rejected.
-        match unsafe { create_cq(VERB, context, a.cqe, a.cq_context, a.channel, a.comp_vector) } {
-            Ok(p) => {
-                // SAFETY: freshly created, not yet handed out.
-                let cqx = unsafe { &mut (*p).cqx };
-                cqx.start_poll = Some(start_poll);
-                cqx.next_poll = Some(next_poll);
-                cqx.end_poll = Some(end_poll);
-                cqx.read_opcode = Some(read_opcode);
-                cqx.read_vendor_err = Some(read_vendor_err);
-                cqx.read_byte_len = Some(read_byte_len);
-                cqx.read_imm_data = Some(read_imm_data);
-                cqx.read_qp_num = Some(read_qp_num);
-                cqx.read_src_qp = Some(read_src_qp);
-                cqx.read_wc_flags = Some(read_wc_flags);
-                cqx.read_slid = Some(read_slid);
-                cqx.read_sl = Some(read_sl);
-                cqx.read_dlid_path_bits = Some(read_dlid_path_bits);
-                // Not requestable (refused above), set anyway so a stray call reads 0.
-                cqx.read_completion_ts = Some(read_zero_u64);
-                cqx.read_completion_wallclock_ns = Some(read_zero_u64);
-                cqx.read_cvlan = Some(read_zero_u16);
-                cqx.read_flow_tag = Some(read_zero_u32);
-                cqx.read_tm_info = Some(read_tm_info);
-                p.cast::<ibv_cq_ex>()
-            }
-            Err(e) => {
-                set_errno(e);
-                std::ptr::null_mut()
-            }
-        }
+        let p = unsafe { create_cq(VERB, context, a.cqe, a.cq_context, a.channel, a.comp_vector) }?;
+        // SAFETY: freshly created, not yet handed out.
+        let cqx = unsafe { &mut (*p).cqx };
+        cqx.start_poll = Some(start_poll);
+        cqx.next_poll = Some(next_poll);
+        cqx.end_poll = Some(end_poll);
+        cqx.read_opcode = Some(read_opcode);
+        cqx.read_vendor_err = Some(read_vendor_err);
+        cqx.read_byte_len = Some(read_byte_len);
+        cqx.read_imm_data = Some(read_imm_data);
+        cqx.read_qp_num = Some(read_qp_num);
+        cqx.read_src_qp = Some(read_src_qp);
+        cqx.read_wc_flags = Some(read_wc_flags);
+        cqx.read_slid = Some(read_slid);
+        cqx.read_sl = Some(read_sl);
+        cqx.read_dlid_path_bits = Some(read_dlid_path_bits);
+        // Not requestable (refused above), set anyway so a stray call reads 0.
+        cqx.read_completion_ts = Some(read_zero_u64);
+        cqx.read_completion_wallclock_ns = Some(read_zero_u64);
+        cqx.read_cvlan = Some(read_zero_u16);
+        cqx.read_flow_tag = Some(read_zero_u32);
+        cqx.read_tm_info = Some(read_tm_info);
+        Ok(p.cast::<ibv_cq_ex>())
     })
 }
 
-fn current(cq: &EmuCq) -> MutexGuard<'_, Option<WorkCompletion>> {
-    cq.current.lock().unwrap_or_else(|e| e.into_inner())
+/// The completion an extended CQ's poll is at.
+///
+/// # Safety
+/// `cq` must be a CQ from ibv_create_cq_ex.
+unsafe fn current<'a>(cq: *mut ibv_cq_ex) -> MutexGuard<'a, Option<WorkCompletion>> {
+    // SAFETY: such a CQ is the first field of an EmuCq. Only this field is borrowed: the
+    // library writes `wr_id` and `status` for the application to read.
+    let m: &Mutex<_> = unsafe { &*std::ptr::addr_of!((*cq.cast::<EmuCq>()).current) };
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Move to the next completion: 0, ENOENT when there is none, another errno on error.
-fn advance(verb: &str, cq: *mut ibv_cq_ex) -> c_int {
-    guard(verb, libc::EIO, || {
-        // SAFETY: a CQ from ibv_create_cq_ex (its ibv_cq is the prefix), or rejected.
-        let (_, dev, handle) = match unsafe { cq_parts(verb, cq.cast()) } {
-            Ok(p) => p,
-            Err(e) => return e,
-        };
-        let mut buf = [WorkCompletion::success(
-            0,
-            0,
-            softroce_emu::core::WcOpcode::Send,
-            0,
-        )];
-        let r = peek(dev, |h| h.poll_cq(handle, &mut buf)).unwrap_or(Ok(0));
-        // SAFETY: as above.
-        let emu = unsafe { &*cq.cast::<EmuCq>() };
-        match r {
-            Ok(1) => {
-                let w = buf[0];
-                // SAFETY: the application reads these two fields directly.
-                unsafe {
-                    std::ptr::addr_of_mut!((*cq).wr_id).write(w.wr_id);
-                    std::ptr::addr_of_mut!((*cq).status).write(w.status.raw());
-                }
-                *current(emu) = Some(w);
-                0
+///
+/// # Safety
+/// `cq` must be NULL or a CQ from ibv_create_cq_ex.
+unsafe fn advance(verb: &str, cq: *mut ibv_cq_ex) -> c_int {
+    // SAFETY: forwarded; its ibv_cq is the prefix.
+    let c = match unsafe { resolve::<EmuCq>(verb, cq.cast()) } {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    let mut buf = [WorkCompletion::success(0, 0, WcOpcode::Send, 0)];
+    match peek(c.dev, |h| h.poll_cq(c.handle, &mut buf)).unwrap_or(Ok(0)) {
+        Ok(1) => {
+            let w = buf[0];
+            // SAFETY: as above; the application reads these two fields directly.
+            unsafe {
+                std::ptr::addr_of_mut!((*cq).wr_id).write(w.wr_id);
+                std::ptr::addr_of_mut!((*cq).status).write(w.status.raw());
+                *current(cq) = Some(w);
             }
-            Ok(_) => {
-                std::thread::yield_now();
-                libc::ENOENT
-            }
-            Err(e) => fail(verb, e.errno(), e),
+            0
         }
-    })
+        Ok(_) => {
+            std::thread::yield_now();
+            libc::ENOENT
+        }
+        Err(e) => fail(verb, e.errno(), e),
+    }
 }
 
 unsafe extern "C" fn start_poll(cq: *mut ibv_cq_ex, attr: *mut ibv_poll_cq_attr) -> c_int {
-    // SAFETY: the attribute struct, if given, is readable.
-    if !attr.is_null() && unsafe { (*attr).comp_mask } != 0 {
-        return fail(
-            "ibv_start_poll",
-            libc::EINVAL,
-            "poll attr comp_mask must be 0",
-        );
-    }
-    advance("ibv_start_poll", cq)
+    const VERB: &str = "ibv_start_poll";
+    guard(VERB, libc::EIO, || {
+        // SAFETY: the attribute struct, if given, is readable.
+        if !attr.is_null() && unsafe { (*attr).comp_mask } != 0 {
+            return fail(VERB, libc::EINVAL, "poll attr comp_mask must be 0");
+        }
+        // SAFETY: the CQ this entry point was installed on.
+        unsafe { advance(VERB, cq) }
+    })
 }
 
 unsafe extern "C" fn next_poll(cq: *mut ibv_cq_ex) -> c_int {
-    advance("ibv_next_poll", cq)
+    const VERB: &str = "ibv_next_poll";
+    // SAFETY: the CQ this entry point was installed on.
+    guard(VERB, libc::EIO, || unsafe { advance(VERB, cq) })
 }
 
 unsafe extern "C" fn end_poll(cq: *mut ibv_cq_ex) {
     guard("ibv_end_poll", (), || {
         if !cq.is_null() {
-            // SAFETY: a CQ from ibv_create_cq_ex.
-            *current(unsafe { &*cq.cast::<EmuCq>() }) = None;
+            // SAFETY: the CQ this entry point was installed on.
+            *unsafe { current(cq) } = None;
         }
     })
 }
@@ -156,11 +151,8 @@ fn read<T: Default>(cq: *mut ibv_cq_ex, f: impl FnOnce(&WorkCompletion) -> T) ->
         if cq.is_null() {
             return T::default();
         }
-        // SAFETY: a CQ from ibv_create_cq_ex.
-        current(unsafe { &*cq.cast::<EmuCq>() })
-            .as_ref()
-            .map(f)
-            .unwrap_or_default()
+        // SAFETY: the CQ the reading entry point was installed on.
+        unsafe { current(cq) }.as_ref().map(f).unwrap_or_default()
     })
 }
 
@@ -204,16 +196,18 @@ unsafe extern "C" fn read_dlid_path_bits(cq: *mut ibv_cq_ex) -> u8 {
     read(cq, |w| w.dlid_path_bits)
 }
 
-unsafe extern "C" fn read_zero_u64(_cq: *mut ibv_cq_ex) -> u64 {
-    0
+unsafe extern "C" fn read_zero_u64(cq: *mut ibv_cq_ex) -> u64 {
+    read(cq, |_| 0)
 }
 
-unsafe extern "C" fn read_zero_u32(_cq: *mut ibv_cq_ex) -> u32 {
-    0
+unsafe extern "C" fn read_zero_u32(cq: *mut ibv_cq_ex) -> u32 {
+    read(cq, |_| 0)
 }
 
-unsafe extern "C" fn read_zero_u16(_cq: *mut ibv_cq_ex) -> u16 {
-    0
+unsafe extern "C" fn read_zero_u16(cq: *mut ibv_cq_ex) -> u16 {
+    read(cq, |_| 0)
 }
 
-unsafe extern "C" fn read_tm_info(_cq: *mut ibv_cq_ex, _tm_info: *mut c_void) {}
+unsafe extern "C" fn read_tm_info(_cq: *mut ibv_cq_ex, _tm_info: *mut c_void) {
+    guard("ibv_wc_read_tm_info", (), || {});
+}

@@ -6,12 +6,13 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use softroce_emu::Hca;
-use softroce_emu::core::HcaConfig;
+use softroce_emu::core::{AhAttr, HcaConfig};
 use softroce_emu::driver::Device;
 use softroce_ibverbs_abi::*;
+use softroce_wire::Gid;
 
 use crate::config::{self, DeviceSpec};
-use crate::ffi::{copy_cstr, fail, fail_null, guard, set_errno};
+use crate::ffi::{fail_null, guard, set_errno};
 
 /// One device as applications see it. `dev` is first, so a `*mut ibv_device` handed out is
 /// also a pointer to its entry.
@@ -63,13 +64,13 @@ fn devices() -> Result<&'static [*mut DeviceEntry], &'static str> {
                 let mut dev: ibv_device = unsafe { std::mem::zeroed() };
                 dev.node_type = IBV_NODE_CA;
                 dev.transport_type = IBV_TRANSPORT_IB;
-                copy_cstr(&mut dev.name, &spec.name);
-                copy_cstr(&mut dev.dev_name, &format!("uverbs{i}"));
-                copy_cstr(
+                convert::copy_cstr(&mut dev.name, &spec.name);
+                convert::copy_cstr(&mut dev.dev_name, &format!("uverbs{i}"));
+                convert::copy_cstr(
                     &mut dev.dev_path,
                     &format!("/sys/class/infiniband_verbs/uverbs{i}"),
                 );
-                copy_cstr(
+                convert::copy_cstr(
                     &mut dev.ibdev_path,
                     &format!("/sys/class/infiniband/{}", spec.name),
                 );
@@ -102,9 +103,18 @@ pub(crate) fn entry(device: *mut ibv_device) -> Option<&'static DeviceEntry> {
         .map(|&e| unsafe { &*e })
 }
 
-/// The UDP port of a configured device with this address: lets address vectors reach devices
-/// that share an address on different ports when every process lists all of them.
-pub(crate) fn udp_port_for(ip: IpAddr) -> Option<u16> {
+/// The core's address vector of a C one, with the UDP port of the configured device that has
+/// the destination's address: lets address vectors reach devices that share an address on
+/// different ports when every process lists all of them.
+pub(crate) fn address_vector(a: &ibv_ah_attr) -> AhAttr {
+    let mut av = convert::ah_attr_from_c(a);
+    if av.dgid != Gid::ZERO {
+        av.udp_port = udp_port_for(av.dgid.to_ip()).unwrap_or(0);
+    }
+    av
+}
+
+fn udp_port_for(ip: IpAddr) -> Option<u16> {
     let list = devices().ok()?;
     list.iter()
         // SAFETY: entries are leaked and never freed.
@@ -267,46 +277,40 @@ unsafe extern "C" fn ibv_read_sysfs_file(
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_get_sysfs_path() -> *const c_char {
-    c"/sys".as_ptr()
+    guard("ibv_get_sysfs_path", std::ptr::null(), || c"/sys".as_ptr())
 }
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_fork_init() -> c_int {
     // Nothing to protect: the emulator reads and writes memory by address, never by DMA
     // mappings a fork could copy-on-write away.
-    0
+    guard("ibv_fork_init", 0, || 0)
 }
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_is_fork_initialized() -> u32 {
-    IBV_FORK_UNNEEDED
+    guard("ibv_is_fork_initialized", IBV_FORK_UNNEEDED, || {
+        IBV_FORK_UNNEEDED
+    })
 }
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_dontfork_range(_base: *mut c_void, _size: usize) -> c_int {
-    0
+    guard("ibv_dontfork_range", 0, || 0)
 }
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_dofork_range(_base: *mut c_void, _size: usize) -> c_int {
-    0
+    guard("ibv_dofork_range", 0, || 0)
 }
 
 /// libmlx5's and libefa's constructors register their providers here when perftest loads
 /// them; there is nothing to register with.
 #[unsafe(no_mangle)]
-unsafe extern "C" fn verbs_register_driver_34(_ops: *const c_void) {}
+unsafe extern "C" fn verbs_register_driver_34(_ops: *const c_void) {
+    guard("verbs_register_driver_34", (), || {});
+}
 
 /// rdma-core's `bool verbs_allow_disassociate_destroy` (imported by providers).
 #[unsafe(no_mangle)]
 static mut verbs_allow_disassociate_destroy: bool = false;
-
-/// For messages about a device pointer that is not ours.
-pub(crate) fn unknown_device(verb: &str) -> *mut c_void {
-    fail(
-        verb,
-        libc::EINVAL,
-        "the device pointer is not from ibv_get_device_list",
-    );
-    std::ptr::null_mut()
-}

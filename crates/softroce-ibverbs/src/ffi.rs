@@ -1,5 +1,11 @@
 //! The C boundary: panics stop here, errno is set here, failures are reported here.
+//!
+//! Every `extern "C" fn` of the crate (exports and the entry points it installs in C
+//! structs) consists of one call to [`guard`], or to a function that itself consists of one
+//! such call (the `guard_*` forms below, …); the test at the end of this file checks the
+//! source for it.
 
+use std::ffi::c_int;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 /// Run `f`, turning a panic into `on_panic` (after saying so on stderr) so that it never
@@ -18,6 +24,40 @@ pub(crate) fn guard<T>(verb: &str, on_panic: T, f: impl FnOnce() -> T) -> T {
             on_panic
         }
     }
+}
+
+/// A verb returning 0 or an errno value (errno set as well).
+pub(crate) fn guard_errno(verb: &str, f: impl FnOnce() -> Result<(), c_int>) -> c_int {
+    guard(verb, libc::EIO, || match f() {
+        Ok(()) => 0,
+        Err(e) => {
+            set_errno(e);
+            e
+        }
+    })
+}
+
+/// A verb returning 0, or -1 with errno set (as rdma-core's `ibv_destroy_comp_channel`,
+/// `ibv_get_cq_event`, `ibv_query_gid` … do).
+pub(crate) fn guard_status(verb: &str, f: impl FnOnce() -> Result<(), c_int>) -> c_int {
+    guard(verb, -1, || match f() {
+        Ok(()) => 0,
+        Err(e) => {
+            set_errno(e);
+            -1
+        }
+    })
+}
+
+/// A verb returning a pointer: NULL with errno set on failure.
+pub(crate) fn guard_ptr<T>(verb: &str, f: impl FnOnce() -> Result<*mut T, c_int>) -> *mut T {
+    guard(verb, std::ptr::null_mut(), || match f() {
+        Ok(p) => p,
+        Err(e) => {
+            set_errno(e);
+            std::ptr::null_mut()
+        }
+    })
 }
 
 /// Set the calling thread's errno.
@@ -42,13 +82,186 @@ pub(crate) fn fail_null<T>(verb: &str, errno: i32, why: impl std::fmt::Display) 
     std::ptr::null_mut()
 }
 
-/// Copy `s` into a fixed C char array, truncated and NUL-terminated.
-pub(crate) fn copy_cstr(dst: &mut [libc::c_char], s: &str) {
-    let n = s.len().min(dst.len().saturating_sub(1));
-    for (d, b) in dst.iter_mut().zip(s.as_bytes()[..n].iter()) {
-        *d = *b as libc::c_char;
+/// An all-zero C struct.
+pub(crate) fn zeroed<T: Copy>() -> T {
+    // SAFETY: only used for the plain-data verbs structs (integers, raw pointers, optional
+    // function pointers and unions of those), for which all-zero bytes are valid.
+    unsafe { std::mem::zeroed() }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{HashMap, HashSet};
+
+    /// The crate's sources, as (file name, text).
+    fn sources() -> Vec<(String, String)> {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
+        let mut files: Vec<(String, String)> = std::fs::read_dir(dir)
+            .expect("reading src/")
+            .map(|e| e.expect("a directory entry").path())
+            .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+            .map(|p| {
+                let text = std::fs::read_to_string(&p).expect("reading a source file");
+                (p.file_name().unwrap().to_string_lossy().into_owned(), text)
+            })
+            .collect();
+        files.sort();
+        files
     }
-    if let Some(d) = dst.get_mut(n) {
-        *d = 0;
+
+    /// The index just past the bracket matching the one at `open`, skipping string and
+    /// character literals and line comments.
+    fn past_match(text: &str, open: usize) -> usize {
+        let b = text.as_bytes();
+        let (o, c) = (b[open], if b[open] == b'{' { b'}' } else { b')' });
+        let (mut depth, mut i) = (0usize, open);
+        while i < b.len() {
+            match b[i] {
+                b'"' => {
+                    i += 1;
+                    while b[i] != b'"' {
+                        i += if b[i] == b'\\' { 2 } else { 1 };
+                    }
+                }
+                b'\'' if b.get(i + 1) == Some(&b'\\') => {
+                    i += 3;
+                    while b[i] != b'\'' {
+                        i += 1;
+                    }
+                }
+                b'\'' if b.get(i + 2) == Some(&b'\'') => i += 2,
+                b'/' if b[i + 1] == b'/' => {
+                    while b[i] != b'\n' {
+                        i += 1;
+                    }
+                }
+                x if x == o => depth += 1,
+                x if x == c => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return i + 1;
+                    }
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        panic!("unbalanced brackets");
+    }
+
+    /// A function definition: its name, whether it is `extern "C"`, and the function its
+    /// body is one call of (ignoring comments and `const` items), if it is one.
+    struct Function {
+        file: String,
+        name: String,
+        extern_c: bool,
+        single_call: Option<String>,
+    }
+
+    fn functions() -> Vec<Function> {
+        let mut out = Vec::new();
+        for (file, text) in sources() {
+            let mut at = 0;
+            while let Some(found) = text[at..].find("fn ") {
+                let start = at + found;
+                at = start + 3;
+                let line_start = text[..start].rfind('\n').map_or(0, |n| n + 1);
+                let before = &text[line_start..start];
+                let name: String = text[at..]
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$')
+                    .collect();
+                let word_start = start == 0 || !text.as_bytes()[start - 1].is_ascii_alphanumeric();
+                if name.is_empty() || !word_start || before.trim_start().starts_with("//") {
+                    continue;
+                }
+                let Some(params) = text[at..].find('(').map(|p| at + p) else {
+                    continue;
+                };
+                let after = past_match(&text, params);
+                let Some(stop) = text[after..].find(['{', ';']).map(|p| after + p) else {
+                    continue;
+                };
+                if text.as_bytes()[stop] == b';' {
+                    continue;
+                }
+                let end = past_match(&text, stop);
+                let body: String = text[stop + 1..end - 1]
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.starts_with("//") && !l.starts_with("const "))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                out.push(Function {
+                    file: file.clone(),
+                    name,
+                    extern_c: before.contains("extern \"C\""),
+                    single_call: single_call(&body),
+                });
+            }
+        }
+        out
+    }
+
+    /// `f` when `body` is exactly `f(…)` or `f::<…>(…)`, with an optional `;`.
+    fn single_call(body: &str) -> Option<String> {
+        let body = body.trim();
+        let callee: String = body
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let open = body.find('(')?;
+        let between = &body[callee.len()..open];
+        if callee.is_empty() || !(between.is_empty() || between.starts_with("::<")) {
+            return None;
+        }
+        matches!(body[past_match(body, open)..].trim(), "" | ";").then_some(callee)
+    }
+
+    /// Every `extern "C" fn` body is one call of `guard`, or of a function whose body is one
+    /// such call: nothing runs outside the panic guard, not even reading an argument.
+    #[test]
+    fn every_c_entry_point_runs_inside_the_panic_guard() {
+        let fns = functions();
+        let mut bodies: HashMap<&str, Vec<Option<&str>>> = HashMap::new();
+        for f in &fns {
+            bodies
+                .entry(f.name.as_str())
+                .or_default()
+                .push(f.single_call.as_deref());
+        }
+        let mut guarding: HashSet<&str> = HashSet::from(["guard"]);
+        loop {
+            let more: Vec<&str> = bodies
+                .iter()
+                .filter(|(name, calls)| {
+                    !guarding.contains(*name)
+                        && calls
+                            .iter()
+                            .all(|c| c.is_some_and(|callee| guarding.contains(callee)))
+                })
+                .map(|(name, _)| *name)
+                .collect();
+            if more.is_empty() {
+                break;
+            }
+            guarding.extend(more);
+        }
+        let entry_points: Vec<&Function> = fns.iter().filter(|f| f.extern_c).collect();
+        let unguarded: Vec<String> = entry_points
+            .iter()
+            .filter(|f| {
+                !f.single_call
+                    .as_deref()
+                    .is_some_and(|c| guarding.contains(c))
+            })
+            .map(|f| format!("{}: {}", f.file, f.name))
+            .collect();
+        assert!(
+            entry_points.len() > 100,
+            "found only {} C entry points",
+            entry_points.len()
+        );
+        assert!(unguarded.is_empty(), "not inside the guard: {unguarded:#?}");
     }
 }

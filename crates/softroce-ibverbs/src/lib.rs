@@ -17,15 +17,33 @@
 //!   `verbs_context` in front of it; both are filled here (`query_port`, `query_device_ex`,
 //!   `create_qp_ex` with the `ibv_wr_*` send API, `create_cq_ex` with the `ibv_start_poll`
 //!   API; the rest are NULL, which the header turns into EOPNOTSUPP).
-//! - No panic crosses the C boundary: every export runs inside `ffi::guard` (`catch_unwind`).
+//! - No panic crosses the C boundary: every `extern "C" fn` (exports and the entry points
+//!   installed in C structs) is one call of `ffi::guard` (`catch_unwind`) or of a `guard_*`
+//!   form of it; a unit test in `ffi` checks the source for it.
+//! - Values cross between C and the emulator through `softroce_ibverbs_abi::convert`, the
+//!   converter the libibverbs backend of `softroce-verbs` uses too.
+//!
+//! The modules are layers, each using only those above it in this list:
+//! 1. `ffi`: the panic guard and failure reports at the C boundary;
+//! 2. `config`, `devices`: the configured devices and the device list; `strings` and
+//!    `stubs`, exports that need nothing else;
+//! 3. `context`: an open device's state. An `ibv_context` pointer is the tail of our
+//!    `EmuContext`, so the state is found from the pointer alone; the context keeps the
+//!    addresses of its CQs, QPs and SRQs by device handle for async events, without
+//!    knowing their types;
+//! 4. `objects`: PDs, MRs, channels, CQs, QPs, SRQs, AHs and the data path, one template
+//!    for all; each object reaches its context through its C struct's `context` field;
+//! 5. `qp_ex`, `cq_ex`: the `ibv_wr_*` and `ibv_start_poll` APIs on those QPs and CQs;
+//! 6. `open`: `ibv_open_device`/`ibv_close_device`, which give a new context the entry
+//!    points of layers 4 and 5.
 
 mod config;
 mod context;
-mod convert;
 mod cq_ex;
 mod devices;
 mod ffi;
 mod objects;
+mod open;
 mod qp_ex;
 mod strings;
 mod stubs;

@@ -1,130 +1,158 @@
 //! PDs, MRs, completion channels, CQs, QPs, SRQs, AHs and the data path (`ctx->ops`).
 //!
 //! Each object is a `#[repr(C)]` struct whose first field is the C struct applications see,
-//! so the pointer handed out is also a pointer to ours.
+//! so the pointer handed out is also a pointer to ours, and it reaches its context through
+//! that C struct's `context` field. Every kind follows one template: [`Object`] says where
+//! its context and handle are and how the device frees it, [`resolve`] checks a pointer
+//! from the application and [`destroy`] is every `ibv_destroy_*`/`ibv_dealloc_*`.
 
-use std::collections::HashMap;
 use std::ffi::{c_int, c_uint, c_void};
 use std::os::fd::AsRawFd;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use softroce_emu::Hca;
 use softroce_emu::core::{
-    AccessFlags, AhHandle, AtomicTarget, ChannelHandle, CqHandle, MrHandle, PdHandle, QpCap,
-    QpHandle, QpInitAttr, QpType, RdmaTarget, RecvWr, SendFlags, SendWr, SrqAttr, SrqAttrMask,
-    SrqHandle, UdTarget, WcOpcode, WorkCompletion, WrOpcode,
+    AccessFlags, AhHandle, ChannelHandle, CqHandle, MrHandle, PdHandle, PostError, QpAttrMask,
+    QpHandle, QpType, RecvWr, SendWr, SrqHandle, VerbsResult, WcOpcode, WorkCompletion,
 };
 use softroce_emu::driver::{Device, EventFd};
+use softroce_ibverbs_abi::convert::{CWorkRequest, ConvertError};
 use softroce_ibverbs_abi::*;
 
-use crate::context::{EmuContext, ctx_of, fd_is_nonblocking};
-use crate::convert::{self, zeroed};
-use crate::ffi::{fail, fail_null, guard, set_errno};
+use crate::context::{
+    EmuContext, ObjectKind, ctx_and_device, ctx_of, fd_is_nonblocking, on_device,
+};
+use crate::devices;
+use crate::ffi::{fail, guard, guard_errno, guard_ptr, guard_status, zeroed};
 
-#[repr(C)]
-struct EmuPd {
-    pd: ibv_pd,
-    handle: PdHandle,
+/// One of this library's objects.
+///
+/// # Safety
+/// Implementors are `#[repr(C)]` with the C struct applications hold (`C`) as their first
+/// field, and are only ever allocated by [`publish`].
+pub(crate) unsafe trait Object: Sized {
+    /// The C struct at the start: what the application's pointer points to.
+    type C;
+    /// The device's name for the object.
+    type Handle: Copy;
+    /// What the argument is called in messages.
+    const ARG: &'static str;
+
+    /// The C struct's `context` field.
+    ///
+    /// # Safety
+    /// `p` must point to a live object.
+    unsafe fn context(p: *const Self) -> *mut ibv_context;
+
+    /// The device's handle.
+    ///
+    /// # Safety
+    /// `p` must point to a live object.
+    unsafe fn handle(p: *const Self) -> Self::Handle;
+
+    /// Free the device's object.
+    fn destroy_on(dev: &Device, handle: Self::Handle) -> VerbsResult<()>;
+
+    /// Undo what creation set up besides the allocation and the device's object.
+    ///
+    /// # Safety
+    /// `p` must point to a live object the application no longer uses.
+    unsafe fn release(_ctx: &EmuContext, _p: *mut Self) {}
 }
 
-#[repr(C)]
-struct EmuMr {
-    mr: ibv_mr,
-    handle: MrHandle,
+/// [`Object::context`] and [`Object::handle`] for an object whose C struct is the field
+/// path given and whose handle is the field `handle`. Both are set once, at creation, so
+/// they are read without a reference to the whole object (applications write other fields
+/// of the C struct from any thread).
+macro_rules! object_fields {
+    ($($c:ident).+) => {
+        unsafe fn context(p: *const Self) -> *mut ibv_context {
+            // SAFETY: the caller passes a live object.
+            unsafe { std::ptr::addr_of!((*p).$($c).+.context).read() }
+        }
+        unsafe fn handle(p: *const Self) -> Self::Handle {
+            // SAFETY: the caller passes a live object.
+            unsafe { std::ptr::addr_of!((*p).handle).read() }
+        }
+    };
 }
 
-#[repr(C)]
-struct EmuChannel {
-    ch: ibv_comp_channel,
-    handle: ChannelHandle,
-    fd: Arc<EventFd>,
+/// An application's object pointer, checked: the object, its context and running device.
+pub(crate) struct Resolved<'a, O: Object> {
+    pub(crate) ctx: &'a EmuContext,
+    pub(crate) dev: &'a Device,
+    pub(crate) handle: O::Handle,
+    pub(crate) ptr: *mut O,
 }
 
-/// A CQ. Every CQ carries an `ibv_cq_ex` (whose first 128 bytes are the `ibv_cq`); CQs made
-/// by `ibv_create_cq_ex` have its polling entry points set.
-#[repr(C)]
-pub(crate) struct EmuCq {
-    pub(crate) cqx: ibv_cq_ex,
-    pub(crate) handle: CqHandle,
-    /// The completion `ibv_start_poll`/`ibv_next_poll` moved to (`ibv_wc_read_*` read it).
-    pub(crate) current: Mutex<Option<WorkCompletion>>,
+/// Check an object pointer from the application.
+///
+/// # Safety
+/// `c` must be NULL or a pointer this library handed out as an `O` that is still live.
+pub(crate) unsafe fn resolve<'a, O: Object>(
+    verb: &str,
+    c: *mut O::C,
+) -> Result<Resolved<'a, O>, c_int> {
+    if c.is_null() {
+        return Err(fail(verb, libc::EINVAL, format!("{} is NULL", O::ARG)));
+    }
+    let ptr = c.cast::<O>();
+    // SAFETY: a live object (as documented), whose context field was set at creation.
+    let (ctx, dev) = unsafe { ctx_and_device(verb, O::context(ptr)) }?;
+    Ok(Resolved {
+        ctx,
+        dev,
+        // SAFETY: as above.
+        handle: unsafe { O::handle(ptr) },
+        ptr,
+    })
 }
 
-/// A QP. Every QP carries an `ibv_qp_ex` (whose first member is the `ibv_qp`); only QPs
-/// made by `ibv_create_qp_ex` with send ops hand it out (`ibv_qp_to_qp_ex`).
-#[repr(C)]
-pub(crate) struct EmuQp {
-    pub(crate) qpx: ibv_qp_ex,
-    pub(crate) handle: QpHandle,
-    pub(crate) qp_type: QpType,
-    /// Created with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`: the `ibv_wr_*` API is set up.
-    pub(crate) extended: bool,
-    /// Work requests built with `ibv_wr_*` between `ibv_wr_start` and `ibv_wr_complete`.
-    pub(crate) batch: Mutex<crate::qp_ex::Batch>,
+/// Allocate a new object for the application (its address stays put until [`destroy`]).
+fn publish<O: Object>(object: Box<O>) -> *mut O {
+    Box::into_raw(object)
 }
 
-#[repr(C)]
-struct EmuSrq {
-    srq: ibv_srq,
-    handle: SrqHandle,
+/// `ibv_destroy_*`: the device's object first (when it refuses, the application keeps a
+/// working object), then ours.
+///
+/// # Safety
+/// As [`resolve`]; after success the application no longer uses the object.
+unsafe fn destroy<O: Object>(verb: &str, c: *mut O::C) -> Result<(), c_int> {
+    // SAFETY: forwarded.
+    let o = unsafe { resolve::<O>(verb, c) }?;
+    O::destroy_on(o.dev, o.handle).map_err(|e| fail(verb, e.errno(), e))?;
+    // SAFETY: allocated by publish, no longer used.
+    unsafe {
+        O::release(o.ctx, o.ptr);
+        drop(Box::from_raw(o.ptr));
+    }
+    Ok(())
 }
 
-#[repr(C)]
-pub(crate) struct EmuAh {
-    ah: ibv_ah,
-    pub(crate) handle: AhHandle,
-}
-
-/// Object pointers by device handle, for async events (which name objects by handle).
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-enum Kind {
-    Cq,
-    Qp,
-    Srq,
-}
-
-/// (context address, kind, raw handle) → object address.
-type Registry = HashMap<(usize, Kind, u64), usize>;
-
-static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn register(ctx: &EmuContext, kind: Kind, raw: u64, ptr: usize) {
-    lock(&REGISTRY)
-        .get_or_insert_with(HashMap::new)
-        .insert((std::ptr::from_ref(ctx) as usize, kind, raw), ptr);
-}
-
-fn unregister(ctx: &EmuContext, kind: Kind, raw: u64) {
-    if let Some(m) = lock(&REGISTRY).as_mut() {
-        m.remove(&(std::ptr::from_ref(ctx) as usize, kind, raw));
+/// Initialise the pthread objects of a C struct in place, where they stay.
+fn init_sync(mutex: &mut libc::pthread_mutex_t, cond: &mut libc::pthread_cond_t) {
+    // SAFETY: library-owned pthread objects, initialised where they stay.
+    unsafe {
+        libc::pthread_mutex_init(mutex, std::ptr::null());
+        libc::pthread_cond_init(cond, std::ptr::null());
     }
 }
 
-fn lookup(ctx: &EmuContext, kind: Kind, raw: u64) -> usize {
-    lock(&REGISTRY)
-        .as_ref()
-        .and_then(|m| {
-            m.get(&(std::ptr::from_ref(ctx) as usize, kind, raw))
-                .copied()
-        })
-        .unwrap_or(0)
+/// # Safety
+/// Objects initialised by [`init_sync`], no longer used.
+unsafe fn destroy_sync(mutex: *mut libc::pthread_mutex_t, cond: *mut libc::pthread_cond_t) {
+    // SAFETY: as documented.
+    unsafe {
+        libc::pthread_mutex_destroy(mutex);
+        libc::pthread_cond_destroy(cond);
+    }
 }
 
-pub(crate) fn cq_ptr(ctx: &EmuContext, h: CqHandle) -> usize {
-    lookup(ctx, Kind::Cq, h.to_raw())
-}
-
-pub(crate) fn qp_ptr(ctx: &EmuContext, h: QpHandle) -> usize {
-    lookup(ctx, Kind::Qp, h.to_raw())
-}
-
-pub(crate) fn srq_ptr(ctx: &EmuContext, h: SrqHandle) -> usize {
-    lookup(ctx, Kind::Srq, h.to_raw())
+/// Report a C value the core has no form for.
+fn fail_convert(verb: &str, e: ConvertError) -> c_int {
+    fail(verb, e.errno, e.why)
 }
 
 /// Fill the data-path entry points the inline wrappers of verbs.h call.
@@ -143,125 +171,107 @@ pub(crate) fn peek<R>(dev: &Device, f: impl FnOnce(&mut Hca) -> R) -> Option<R> 
     dev.wait_for(Duration::ZERO, |h| f.take().map(|f| f(h)))
 }
 
-/// Resolve `(context, device)` of an object's context pointer, or return the errno.
-macro_rules! ctx_dev {
-    ($verb:expr, $ctxptr:expr) => {{
-        let ctx_ptr: *mut ibv_context = $ctxptr;
-        // SAFETY: the object's context field, set by us at creation.
-        let ctx = match unsafe { ctx_of($verb, ctx_ptr) } {
-            Ok(c) => c,
-            Err(e) => return Err(e),
-        };
-        match ctx.device($verb) {
-            Ok(d) => (ctx, d),
-            Err(e) => return Err(e),
-        }
-    }};
-}
-
-/// Turn `Result<*mut T, errno>` into a pointer (NULL with errno set on failure).
-fn ptr_or_null<T>(r: Result<*mut T, c_int>) -> *mut T {
-    match r {
-        Ok(p) => p,
-        Err(e) => {
-            set_errno(e);
-            std::ptr::null_mut()
-        }
-    }
-}
-
-fn errno_of(r: Result<(), c_int>) -> c_int {
-    match r {
-        Ok(()) => 0,
-        Err(e) => {
-            set_errno(e);
-            e
-        }
-    }
-}
-
-fn init_sync(mutex: &mut libc::pthread_mutex_t, cond: Option<&mut libc::pthread_cond_t>) {
-    // SAFETY: initialising library-owned pthread objects in place, where they stay.
-    unsafe {
-        libc::pthread_mutex_init(mutex, std::ptr::null());
-        if let Some(c) = cond {
-            libc::pthread_cond_init(c, std::ptr::null());
-        }
-    }
-}
-
-fn destroy_sync(mutex: &mut libc::pthread_mutex_t, cond: &mut libc::pthread_cond_t) {
-    // SAFETY: objects initialised by init_sync, no longer used.
-    unsafe {
-        libc::pthread_mutex_destroy(mutex);
-        libc::pthread_cond_destroy(cond);
-    }
-}
-
 // ---- PD ------------------------------------------------------------------------------
+
+#[repr(C)]
+struct EmuPd {
+    pd: ibv_pd,
+    handle: PdHandle,
+}
+
+// SAFETY: repr(C), ibv_pd first, allocated by publish.
+unsafe impl Object for EmuPd {
+    type C = ibv_pd;
+    type Handle = PdHandle;
+    const ARG: &'static str = "pd";
+    object_fields!(pd);
+    fn destroy_on(dev: &Device, handle: PdHandle) -> VerbsResult<()> {
+        dev.with(|h| h.dealloc_pd(handle))
+    }
+}
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
     const VERB: &str = "ibv_alloc_pd";
-    guard(VERB, std::ptr::null_mut(), || {
-        ptr_or_null((|| {
-            let (ctx, dev) = ctx_dev!(VERB, context);
-            let handle = dev
-                .with(|h| h.alloc_pd())
-                .map_err(|e| fail(VERB, e.errno(), e))?;
-            let pd = Box::new(EmuPd {
-                pd: ibv_pd {
-                    context: ctx.ctx_ptr(),
-                    handle: handle.to_raw() as u32,
-                },
-                handle,
-            });
-            Ok(Box::into_raw(pd).cast::<ibv_pd>())
-        })())
+    guard_ptr(VERB, || {
+        // SAFETY: an ibv_context from ibv_open_device, or rejected.
+        let (ctx, dev) = unsafe { ctx_and_device(VERB, context) }?;
+        let handle = on_device(VERB, dev, |h| h.alloc_pd())?;
+        let pd = ibv_pd {
+            context: ctx.ctx_ptr(),
+            handle: handle.to_raw() as u32,
+        };
+        Ok(publish(Box::new(EmuPd { pd, handle })).cast())
     })
 }
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
     const VERB: &str = "ibv_dealloc_pd";
-    guard(VERB, libc::EIO, || {
-        errno_of((|| {
-            if pd.is_null() {
-                return Err(fail(VERB, libc::EINVAL, "pd is NULL"));
-            }
-            let p = pd.cast::<EmuPd>();
-            // SAFETY: a PD from ibv_alloc_pd.
-            let (_, dev) = ctx_dev!(VERB, unsafe { (*p).pd.context });
-            // SAFETY: as above.
-            let handle = unsafe { (*p).handle };
-            dev.with(|h| h.dealloc_pd(handle))
-                .map_err(|e| fail(VERB, e.errno(), e))?;
-            // SAFETY: the box from ibv_alloc_pd, now unused.
-            drop(unsafe { Box::from_raw(p) });
-            Ok(())
-        })())
-    })
-}
-
-/// The PD handle and context of a PD pointer.
-///
-/// # Safety
-/// `pd` must be NULL or from ibv_alloc_pd.
-unsafe fn pd_parts<'a>(
-    verb: &str,
-    pd: *mut ibv_pd,
-) -> Result<(&'a EmuContext, &'a Device, PdHandle), c_int> {
-    if pd.is_null() {
-        return Err(fail(verb, libc::EINVAL, "pd is NULL"));
-    }
-    let p = pd.cast::<EmuPd>();
-    // SAFETY: as documented.
-    let (ctx, dev) = ctx_dev!(verb, unsafe { (*p).pd.context });
-    // SAFETY: as documented.
-    Ok((ctx, dev, unsafe { (*p).handle }))
+    // SAFETY: a PD from ibv_alloc_pd, or rejected.
+    guard_errno(VERB, || unsafe { destroy::<EmuPd>(VERB, pd) })
 }
 
 // ---- MR ------------------------------------------------------------------------------
+
+#[repr(C)]
+struct EmuMr {
+    mr: ibv_mr,
+    handle: MrHandle,
+}
+
+// SAFETY: repr(C), ibv_mr first, allocated by publish.
+unsafe impl Object for EmuMr {
+    type C = ibv_mr;
+    type Handle = MrHandle;
+    const ARG: &'static str = "mr";
+    object_fields!(mr);
+    fn destroy_on(dev: &Device, handle: MrHandle) -> VerbsResult<()> {
+        dev.with(|h| h.dereg_mr(handle))
+    }
+}
+
+/// Every `ibv_reg_mr*` export.
+///
+/// # Safety
+/// `pd` must be NULL or from ibv_alloc_pd; `addr..addr+length` stays valid until
+/// ibv_dereg_mr (ibv_reg_mr(3)).
+unsafe fn reg_mr(
+    pd: *mut ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    iova: u64,
+    access: c_uint,
+) -> Result<*mut ibv_mr, c_int> {
+    const VERB: &str = "ibv_reg_mr";
+    // SAFETY: forwarded.
+    let p = unsafe { resolve::<EmuPd>(VERB, pd) }?;
+    if iova != addr as u64 {
+        return Err(fail(
+            VERB,
+            libc::EOPNOTSUPP,
+            format!(
+                "iova {iova:#x} differs from the address {addr:p}: the emulator addresses regions by their virtual address"
+            ),
+        ));
+    }
+    // Optional bits (relaxed ordering …) may be ignored by a device (verbs.h).
+    let access = AccessFlags(access & !IBV_ACCESS_OPTIONAL_RANGE);
+    // SAFETY: forwarded: the application keeps the memory valid until dereg; the device
+    // checks the pages are mapped with the access the flags need.
+    let (handle, keys) = unsafe { p.dev.reg_mr(p.handle, addr.cast(), length, access) }
+        .map_err(|e| fail(VERB, e.errno(), e))?;
+    let mr = ibv_mr {
+        context: p.ctx.ctx_ptr(),
+        pd,
+        addr,
+        length,
+        handle: handle.to_raw() as u32,
+        lkey: keys.lkey,
+        rkey: keys.rkey,
+    };
+    Ok(publish(Box::new(EmuMr { mr, handle })).cast())
+}
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_reg_mr(
@@ -270,8 +280,10 @@ unsafe extern "C" fn ibv_reg_mr(
     length: usize,
     access: c_int,
 ) -> *mut ibv_mr {
-    // SAFETY: forwarded.
-    unsafe { ibv_reg_mr_iova2(pd, addr, length, addr as u64, access as c_uint) }
+    // SAFETY: the caller's PD and memory (ibv_reg_mr(3)).
+    guard_ptr("ibv_reg_mr", || unsafe {
+        reg_mr(pd, addr, length, addr as u64, access as c_uint)
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -282,8 +294,10 @@ unsafe extern "C" fn ibv_reg_mr_iova(
     iova: u64,
     access: c_int,
 ) -> *mut ibv_mr {
-    // SAFETY: forwarded.
-    unsafe { ibv_reg_mr_iova2(pd, addr, length, iova, access as c_uint) }
+    // SAFETY: the caller's PD and memory (ibv_reg_mr(3)).
+    guard_ptr("ibv_reg_mr", || unsafe {
+        reg_mr(pd, addr, length, iova, access as c_uint)
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -294,111 +308,96 @@ unsafe extern "C" fn ibv_reg_mr_iova2(
     iova: u64,
     access: c_uint,
 ) -> *mut ibv_mr {
-    const VERB: &str = "ibv_reg_mr";
-    guard(VERB, std::ptr::null_mut(), || {
-        ptr_or_null((|| {
-            // SAFETY: pd from ibv_alloc_pd or rejected.
-            let (ctx, dev, pdh) = unsafe { pd_parts(VERB, pd) }?;
-            if iova != addr as u64 {
-                return Err(fail(
-                    VERB,
-                    libc::EOPNOTSUPP,
-                    format!(
-                        "iova {iova:#x} differs from the address {addr:p}: the emulator addresses regions by their virtual address"
-                    ),
-                ));
-            }
-            // Optional bits (relaxed ordering …) may be ignored by a device (verbs.h).
-            let access = AccessFlags(access & !IBV_ACCESS_OPTIONAL_RANGE);
-            // SAFETY: ibv_reg_mr(3): the application keeps the memory valid until dereg.
-            let (handle, keys) = unsafe { dev.reg_mr(pdh, addr.cast(), length, access) }
-                .map_err(|e| fail(VERB, e.errno(), e))?;
-            let mr = Box::new(EmuMr {
-                mr: ibv_mr {
-                    context: ctx.ctx_ptr(),
-                    pd,
-                    addr,
-                    length,
-                    handle: handle.to_raw() as u32,
-                    lkey: keys.lkey,
-                    rkey: keys.rkey,
-                },
-                handle,
-            });
-            Ok(Box::into_raw(mr).cast::<ibv_mr>())
-        })())
+    // SAFETY: the caller's PD and memory (ibv_reg_mr(3)).
+    guard_ptr("ibv_reg_mr", || unsafe {
+        reg_mr(pd, addr, length, iova, access)
     })
 }
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
     const VERB: &str = "ibv_dereg_mr";
-    guard(VERB, libc::EIO, || {
-        errno_of((|| {
-            if mr.is_null() {
-                return Err(fail(VERB, libc::EINVAL, "mr is NULL"));
-            }
-            let m = mr.cast::<EmuMr>();
-            // SAFETY: an MR from ibv_reg_mr.
-            let (_, dev) = ctx_dev!(VERB, unsafe { (*m).mr.context });
-            // SAFETY: as above.
-            let handle = unsafe { (*m).handle };
-            dev.with(|h| h.dereg_mr(handle))
-                .map_err(|e| fail(VERB, e.errno(), e))?;
-            // SAFETY: the box from ibv_reg_mr, now unused.
-            drop(unsafe { Box::from_raw(m) });
-            Ok(())
-        })())
-    })
+    // SAFETY: an MR from ibv_reg_mr, or rejected.
+    guard_errno(VERB, || unsafe { destroy::<EmuMr>(VERB, mr) })
 }
 
-// ---- completion channels and CQs ---------------------------------------------------------
+// ---- completion channels --------------------------------------------------------------
+
+#[repr(C)]
+struct EmuChannel {
+    ch: ibv_comp_channel,
+    handle: ChannelHandle,
+    fd: Arc<EventFd>,
+}
+
+// SAFETY: repr(C), ibv_comp_channel first, allocated by publish.
+unsafe impl Object for EmuChannel {
+    type C = ibv_comp_channel;
+    type Handle = ChannelHandle;
+    const ARG: &'static str = "channel";
+    object_fields!(ch);
+    fn destroy_on(dev: &Device, handle: ChannelHandle) -> VerbsResult<()> {
+        dev.destroy_comp_channel(handle)
+    }
+}
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_create_comp_channel(context: *mut ibv_context) -> *mut ibv_comp_channel {
     const VERB: &str = "ibv_create_comp_channel";
-    guard(VERB, std::ptr::null_mut(), || {
-        ptr_or_null((|| {
-            let (ctx, dev) = ctx_dev!(VERB, context);
-            let (handle, fd) = dev
-                .create_comp_channel()
-                .map_err(|e| fail(VERB, e.raw_os_error().unwrap_or(libc::EMFILE), e))?;
-            let ch = Box::new(EmuChannel {
-                ch: ibv_comp_channel {
-                    context: ctx.ctx_ptr(),
-                    fd: fd.as_raw_fd(),
-                    refcnt: 0,
-                },
-                handle,
-                fd,
-            });
-            Ok(Box::into_raw(ch).cast::<ibv_comp_channel>())
-        })())
+    guard_ptr(VERB, || {
+        // SAFETY: an ibv_context from ibv_open_device, or rejected.
+        let (ctx, dev) = unsafe { ctx_and_device(VERB, context) }?;
+        let (handle, fd) = dev
+            .create_comp_channel()
+            .map_err(|e| fail(VERB, e.raw_os_error().unwrap_or(libc::EMFILE), e))?;
+        let ch = ibv_comp_channel {
+            context: ctx.ctx_ptr(),
+            fd: fd.as_raw_fd(),
+            refcnt: 0,
+        };
+        Ok(publish(Box::new(EmuChannel { ch, handle, fd })).cast())
     })
 }
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel) -> c_int {
     const VERB: &str = "ibv_destroy_comp_channel";
-    guard(VERB, -1, || {
-        let r = (|| {
-            if channel.is_null() {
-                return Err(fail(VERB, libc::EINVAL, "channel is NULL"));
+    // SAFETY: a channel from ibv_create_comp_channel, or rejected.
+    guard_status(VERB, || unsafe { destroy::<EmuChannel>(VERB, channel) })
+}
+
+// ---- CQ -------------------------------------------------------------------------------
+
+/// A CQ. Every CQ carries an `ibv_cq_ex` (whose first 128 bytes are the `ibv_cq`); CQs made
+/// by `ibv_create_cq_ex` have its polling entry points set.
+#[repr(C)]
+pub(crate) struct EmuCq {
+    pub(crate) cqx: ibv_cq_ex,
+    handle: CqHandle,
+    /// The completion `ibv_start_poll`/`ibv_next_poll` moved to (`ibv_wc_read_*` read it).
+    pub(crate) current: Mutex<Option<WorkCompletion>>,
+}
+
+// SAFETY: repr(C), ibv_cq_ex (which starts with the ibv_cq) first, allocated by publish.
+unsafe impl Object for EmuCq {
+    type C = ibv_cq;
+    type Handle = CqHandle;
+    const ARG: &'static str = "cq";
+    object_fields!(cqx);
+    fn destroy_on(dev: &Device, handle: CqHandle) -> VerbsResult<()> {
+        dev.with(|h| h.destroy_cq(handle))
+    }
+    unsafe fn release(ctx: &EmuContext, p: *mut Self) {
+        // SAFETY: a live CQ no longer used (as documented).
+        unsafe {
+            ctx.unregister(ObjectKind::Cq, (*p).handle.to_raw());
+            let channel = (*p).cqx.channel;
+            if !channel.is_null() {
+                (*channel).refcnt -= 1;
             }
-            let c = channel.cast::<EmuChannel>();
-            // SAFETY: a channel from ibv_create_comp_channel.
-            let (_, dev) = ctx_dev!(VERB, unsafe { (*c).ch.context });
-            // SAFETY: as above.
-            let handle = unsafe { (*c).handle };
-            dev.destroy_comp_channel(handle)
-                .map_err(|e| fail(VERB, e.errno(), e))?;
-            // SAFETY: the box from ibv_create_comp_channel, now unused.
-            drop(unsafe { Box::from_raw(c) });
-            Ok(())
-        })();
-        // rdma-core returns -1 with errno here.
-        if errno_of(r) == 0 { 0 } else { -1 }
-    })
+            destroy_sync(&mut (*p).cqx.mutex, &mut (*p).cqx.cond);
+        }
+    }
 }
 
 #[unsafe(no_mangle)]
@@ -410,13 +409,13 @@ unsafe extern "C" fn ibv_create_cq(
     comp_vector: c_int,
 ) -> *mut ibv_cq {
     const VERB: &str = "ibv_create_cq";
-    guard(VERB, std::ptr::null_mut(), || {
+    guard_ptr(VERB, || {
         let (Ok(cqe), Ok(comp_vector)) = (u32::try_from(cqe), u32::try_from(comp_vector)) else {
-            return fail_null(VERB, libc::EINVAL, "cqe or comp_vector is negative");
+            return Err(fail(VERB, libc::EINVAL, "cqe or comp_vector is negative"));
         };
         // SAFETY: context and channel from this library, or rejected.
-        ptr_or_null(unsafe { create_cq(VERB, context, cqe, cq_context, channel, comp_vector) })
-            .cast::<ibv_cq>()
+        let cq = unsafe { create_cq(VERB, context, cqe, cq_context, channel, comp_vector) }?;
+        Ok(cq.cast())
     })
 }
 
@@ -433,13 +432,10 @@ pub(crate) unsafe fn create_cq(
     channel: *mut ibv_comp_channel,
     comp_vector: u32,
 ) -> Result<*mut EmuCq, c_int> {
-    let (ctx, dev) = ctx_dev!(verb, context);
-    let ch = if channel.is_null() {
-        None
-    } else {
-        // SAFETY: a channel from ibv_create_comp_channel.
-        Some(unsafe { (*channel.cast::<EmuChannel>()).handle })
-    };
+    // SAFETY: forwarded.
+    let (ctx, dev) = unsafe { ctx_and_device(verb, context) }?;
+    // SAFETY: a channel from ibv_create_comp_channel, or NULL.
+    let ch = (!channel.is_null()).then(|| unsafe { EmuChannel::handle(channel.cast()) });
     // SAFETY: ibv_cq_ex is plain data (pointers, integers, optional fn pointers, pthread
     // objects initialised below) for which all-zero bytes are valid.
     let mut cqx: ibv_cq_ex = unsafe { std::mem::zeroed() };
@@ -453,79 +449,38 @@ pub(crate) unsafe fn create_cq(
     });
     // The device hands this pointer back with each completion event.
     let me = std::ptr::from_mut(cq.as_mut()) as u64;
-    let (handle, real) = dev
-        .with(|h| h.create_cq(cqe, ch, comp_vector, me))
-        .map_err(|e| fail(verb, e.errno(), e))?;
+    let (handle, real) = on_device(verb, dev, |h| h.create_cq(cqe, ch, comp_vector, me))?;
     cq.handle = handle;
     cq.cqx.handle = handle.to_raw() as u32;
     cq.cqx.cqe = i32::try_from(real).unwrap_or(i32::MAX);
-    init_sync(&mut cq.cqx.mutex, Some(&mut cq.cqx.cond));
+    init_sync(&mut cq.cqx.mutex, &mut cq.cqx.cond);
     if !channel.is_null() {
-        // SAFETY: as above.
+        // SAFETY: a channel from ibv_create_comp_channel.
         unsafe { (*channel).refcnt += 1 };
     }
-    let p = Box::into_raw(cq);
-    register(ctx, Kind::Cq, handle.to_raw(), p as usize);
-    Ok(p)
-}
-
-/// CQ handle and device of a CQ pointer.
-///
-/// # Safety
-/// `cq` must be NULL or from ibv_create_cq.
-pub(crate) unsafe fn cq_parts<'a>(
-    verb: &str,
-    cq: *mut ibv_cq,
-) -> Result<(&'a EmuContext, &'a Device, CqHandle), c_int> {
-    if cq.is_null() {
-        return Err(fail(verb, libc::EINVAL, "cq is NULL"));
-    }
-    // SAFETY: as documented.
-    let (ctx, dev) = ctx_dev!(verb, unsafe { (*cq).context });
-    // SAFETY: as documented.
-    Ok((ctx, dev, unsafe { (*cq.cast::<EmuCq>()).handle }))
+    let cq = publish(cq);
+    ctx.register(ObjectKind::Cq, handle.to_raw(), cq as usize);
+    Ok(cq)
 }
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
     const VERB: &str = "ibv_destroy_cq";
-    guard(VERB, libc::EIO, || {
-        errno_of((|| {
-            // SAFETY: cq from ibv_create_cq or rejected.
-            let (ctx, dev, handle) = unsafe { cq_parts(VERB, cq) }?;
-            dev.with(|h| h.destroy_cq(handle))
-                .map_err(|e| fail(VERB, e.errno(), e))?;
-            unregister(ctx, Kind::Cq, handle.to_raw());
-            let c = cq.cast::<EmuCq>();
-            // SAFETY: the box from ibv_create_cq, now unused.
-            unsafe {
-                let channel = (*c).cqx.channel;
-                if !channel.is_null() {
-                    (*channel).refcnt -= 1;
-                }
-                destroy_sync(&mut (*c).cqx.mutex, &mut (*c).cqx.cond);
-                drop(Box::from_raw(c));
-            }
-            Ok(())
-        })())
-    })
+    // SAFETY: a CQ from ibv_create_cq(_ex), or rejected.
+    guard_errno(VERB, || unsafe { destroy::<EmuCq>(VERB, cq) })
 }
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
     const VERB: &str = "ibv_resize_cq";
-    guard(VERB, libc::EIO, || {
-        errno_of((|| {
-            // SAFETY: cq from ibv_create_cq or rejected.
-            let (_, dev, handle) = unsafe { cq_parts(VERB, cq) }?;
-            let cqe = u32::try_from(cqe).map_err(|_| fail(VERB, libc::EINVAL, "cqe < 0"))?;
-            let real = dev
-                .with(|h| h.resize_cq(handle, cqe))
-                .map_err(|e| fail(VERB, e.errno(), e))?;
-            // SAFETY: as above.
-            unsafe { (*cq).cqe = i32::try_from(real).unwrap_or(i32::MAX) };
-            Ok(())
-        })())
+    guard_errno(VERB, || {
+        // SAFETY: a CQ from ibv_create_cq, or rejected.
+        let c = unsafe { resolve::<EmuCq>(VERB, cq) }?;
+        let cqe = u32::try_from(cqe).map_err(|_| fail(VERB, libc::EINVAL, "cqe < 0"))?;
+        let real = on_device(VERB, c.dev, |h| h.resize_cq(c.handle, cqe))?;
+        // SAFETY: as above.
+        unsafe { (*cq).cqe = i32::try_from(real).unwrap_or(i32::MAX) };
+        Ok(())
     })
 }
 
@@ -536,32 +491,28 @@ unsafe extern "C" fn ibv_get_cq_event(
     cq_context: *mut *mut c_void,
 ) -> c_int {
     const VERB: &str = "ibv_get_cq_event";
-    guard(VERB, -1, || {
-        let r = (|| {
-            if channel.is_null() || cq.is_null() || cq_context.is_null() {
-                return Err(fail(VERB, libc::EINVAL, "a NULL argument"));
-            }
-            let c = channel.cast::<EmuChannel>();
-            // SAFETY: a channel from ibv_create_comp_channel.
-            let (_, dev) = ctx_dev!(VERB, unsafe { (*c).ch.context });
-            // SAFETY: as above.
-            let (handle, fd) = unsafe { ((*c).handle, (*c).fd.as_raw_fd()) };
-            // A non-blocking channel fd (the ibv_get_cq_event(3) example) must not block.
-            let timeout = fd_is_nonblocking(fd).then_some(Duration::ZERO);
-            let (_, me) = dev.get_cq_event(handle, timeout).map_err(|e| {
-                set_errno(e.errno());
-                e.errno()
-            })?;
-            let emu = me as usize as *mut EmuCq;
-            // SAFETY: the pointer given to create_cq; the CQ cannot be destroyed while
-            // events are unacknowledged.
-            unsafe {
-                *cq = emu.cast();
-                *cq_context = (*emu).cqx.cq_context;
-            }
-            Ok(())
-        })();
-        if r.is_ok() { 0 } else { -1 }
+    guard_status(VERB, || {
+        if cq.is_null() || cq_context.is_null() {
+            return Err(fail(VERB, libc::EINVAL, "a NULL argument"));
+        }
+        // SAFETY: a channel from ibv_create_comp_channel, or rejected.
+        let ch = unsafe { resolve::<EmuChannel>(VERB, channel) }?;
+        // SAFETY: as above; the fd is set once at creation.
+        let fd = unsafe { (*ch.ptr).fd.as_raw_fd() };
+        // A non-blocking channel fd (the ibv_get_cq_event(3) example) must not block.
+        let timeout = fd_is_nonblocking(fd).then_some(Duration::ZERO);
+        let (_, me) = ch
+            .dev
+            .get_cq_event(ch.handle, timeout)
+            .map_err(|e| e.errno())?;
+        let emu = me as usize as *mut EmuCq;
+        // SAFETY: the pointer given to create_cq; the CQ cannot be destroyed while
+        // events are unacknowledged.
+        unsafe {
+            *cq = emu.cast();
+            *cq_context = (*emu).cqx.cq_context;
+        }
+        Ok(())
     })
 }
 
@@ -569,26 +520,25 @@ unsafe extern "C" fn ibv_get_cq_event(
 unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: c_uint) {
     const VERB: &str = "ibv_ack_cq_events";
     guard(VERB, (), || {
-        let _ = (|| {
-            // SAFETY: cq from ibv_create_cq or rejected.
-            let (_, dev, handle) = unsafe { cq_parts(VERB, cq) }?;
-            dev.with(|h| h.ack_cq_events(handle, nevents))
-                .map_err(|e| fail(VERB, e.errno(), e))?;
+        // SAFETY: a CQ from ibv_create_cq, or rejected.
+        let Ok(c) = (unsafe { resolve::<EmuCq>(VERB, cq) }) else {
+            return;
+        };
+        if on_device(VERB, c.dev, |h| h.ack_cq_events(c.handle, nevents)).is_ok() {
             // SAFETY: as above; the field is the library's.
             unsafe {
                 (*cq).comp_events_completed = (*cq).comp_events_completed.wrapping_add(nevents)
             };
-            Ok::<(), c_int>(())
-        })();
+        }
     })
 }
 
 unsafe extern "C" fn op_poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_wc) -> c_int {
     const VERB: &str = "ibv_poll_cq";
     guard(VERB, -libc::EIO, || {
-        // SAFETY: cq from ibv_create_cq or rejected.
-        let (_, dev, handle) = match unsafe { cq_parts(VERB, cq) } {
-            Ok(p) => p,
+        // SAFETY: a CQ from ibv_create_cq, or rejected.
+        let c = match unsafe { resolve::<EmuCq>(VERB, cq) } {
+            Ok(c) => c,
             Err(e) => return -e,
         };
         if num_entries < 0 || (num_entries > 0 && wc.is_null()) {
@@ -597,11 +547,11 @@ unsafe extern "C" fn op_poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ib
         let want = num_entries as usize;
         const CHUNK: usize = 32;
         let mut buf = [WorkCompletion::success(0, 0, WcOpcode::Send, 0); CHUNK];
-        let got = peek(dev, |h| {
+        let got = peek(c.dev, |h| {
             let mut total = 0usize;
             while total < want {
                 let n = CHUNK.min(want - total);
-                match h.poll_cq(handle, &mut buf[..n]) {
+                match h.poll_cq(c.handle, &mut buf[..n]) {
                     Ok(k) => {
                         for (i, w) in buf[..k].iter().enumerate() {
                             // SAFETY: the caller's array holds num_entries entries.
@@ -629,79 +579,71 @@ unsafe extern "C" fn op_poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ib
 
 unsafe extern "C" fn op_req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
     const VERB: &str = "ibv_req_notify_cq";
-    guard(VERB, libc::EIO, || {
-        errno_of((|| {
-            // SAFETY: cq from ibv_create_cq or rejected.
-            let (_, dev, handle) = unsafe { cq_parts(VERB, cq) }?;
-            dev.with(|h| h.req_notify_cq(handle, solicited_only != 0))
-                .map_err(|e| fail(VERB, e.errno(), e))
-        })())
+    guard_errno(VERB, || {
+        // SAFETY: a CQ from ibv_create_cq, or rejected.
+        let c = unsafe { resolve::<EmuCq>(VERB, cq) }?;
+        on_device(VERB, c.dev, |h| {
+            h.req_notify_cq(c.handle, solicited_only != 0)
+        })
     })
 }
 
 // ---- SRQ ------------------------------------------------------------------------------
 
+#[repr(C)]
+struct EmuSrq {
+    srq: ibv_srq,
+    handle: SrqHandle,
+}
+
+// SAFETY: repr(C), ibv_srq first, allocated by publish.
+unsafe impl Object for EmuSrq {
+    type C = ibv_srq;
+    type Handle = SrqHandle;
+    const ARG: &'static str = "srq";
+    object_fields!(srq);
+    fn destroy_on(dev: &Device, handle: SrqHandle) -> VerbsResult<()> {
+        dev.with(|h| h.destroy_srq(handle))
+    }
+    unsafe fn release(ctx: &EmuContext, p: *mut Self) {
+        // SAFETY: a live SRQ no longer used (as documented).
+        unsafe {
+            ctx.unregister(ObjectKind::Srq, (*p).handle.to_raw());
+            destroy_sync(&mut (*p).srq.mutex, &mut (*p).srq.cond);
+        }
+    }
+}
+
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_create_srq(pd: *mut ibv_pd, init: *mut ibv_srq_init_attr) -> *mut ibv_srq {
     const VERB: &str = "ibv_create_srq";
-    guard(VERB, std::ptr::null_mut(), || {
-        ptr_or_null((|| {
-            // SAFETY: pd from ibv_alloc_pd or rejected.
-            let (ctx, dev, pdh) = unsafe { pd_parts(VERB, pd) }?;
-            if init.is_null() {
-                return Err(fail(VERB, libc::EINVAL, "srq_init_attr is NULL"));
-            }
-            // SAFETY: non-NULL from the caller.
-            let ia = unsafe { &mut *init };
-            let attr = SrqAttr {
-                max_wr: ia.attr.max_wr,
-                max_sge: ia.attr.max_sge,
-                srq_limit: ia.attr.srq_limit,
-            };
-            let mut srq = Box::new(EmuSrq {
-                srq: ibv_srq {
-                    context: ctx.ctx_ptr(),
-                    srq_context: ia.srq_context,
-                    pd,
-                    handle: 0,
-                    // SAFETY: zeroed pthread objects are initialised below.
-                    mutex: unsafe { std::mem::zeroed() },
-                    // SAFETY: as above.
-                    cond: unsafe { std::mem::zeroed() },
-                    events_completed: 0,
-                },
-                handle: SrqHandle::from_raw(0),
-            });
-            let (handle, real) = dev
-                .with(|h| h.create_srq(pdh, attr, ia.srq_context as u64))
-                .map_err(|e| fail(VERB, e.errno(), e))?;
-            ia.attr.max_wr = real.max_wr;
-            ia.attr.max_sge = real.max_sge;
-            srq.handle = handle;
-            srq.srq.handle = handle.to_raw() as u32;
-            init_sync(&mut srq.srq.mutex, Some(&mut srq.srq.cond));
-            let p = Box::into_raw(srq);
-            register(ctx, Kind::Srq, handle.to_raw(), p as usize);
-            Ok(p.cast::<ibv_srq>())
-        })())
+    guard_ptr(VERB, || {
+        // SAFETY: a PD from ibv_alloc_pd, or rejected.
+        let p = unsafe { resolve::<EmuPd>(VERB, pd) }?;
+        if init.is_null() {
+            return Err(fail(VERB, libc::EINVAL, "srq_init_attr is NULL"));
+        }
+        // SAFETY: non-NULL from the caller.
+        let ia = unsafe { &mut *init };
+        let attr = convert::srq_attr_from_c(&ia.attr);
+        let (handle, real) = on_device(VERB, p.dev, |h| {
+            h.create_srq(p.handle, attr, ia.srq_context as u64)
+        })?;
+        ia.attr.max_wr = real.max_wr;
+        ia.attr.max_sge = real.max_sge;
+        // SAFETY: ibv_srq is plain data (pointers, integers, optional fn pointers, pthread
+        // objects initialised below) for which all-zero bytes are valid.
+        let mut srq: ibv_srq = unsafe { std::mem::zeroed() };
+        srq.context = p.ctx.ctx_ptr();
+        srq.srq_context = ia.srq_context;
+        srq.pd = pd;
+        srq.handle = handle.to_raw() as u32;
+        let s = publish(Box::new(EmuSrq { srq, handle }));
+        // SAFETY: allocated above and not handed out yet.
+        unsafe { init_sync(&mut (*s).srq.mutex, &mut (*s).srq.cond) };
+        p.ctx.register(ObjectKind::Srq, handle.to_raw(), s as usize);
+        Ok(s.cast())
     })
-}
-
-/// SRQ handle and device of an SRQ pointer.
-///
-/// # Safety
-/// `srq` must be NULL or from ibv_create_srq.
-unsafe fn srq_parts<'a>(
-    verb: &str,
-    srq: *mut ibv_srq,
-) -> Result<(&'a EmuContext, &'a Device, SrqHandle), c_int> {
-    if srq.is_null() {
-        return Err(fail(verb, libc::EINVAL, "srq is NULL"));
-    }
-    // SAFETY: as documented.
-    let (ctx, dev) = ctx_dev!(verb, unsafe { (*srq).context });
-    // SAFETY: as documented.
-    Ok((ctx, dev, unsafe { (*srq.cast::<EmuSrq>()).handle }))
 }
 
 #[unsafe(no_mangle)]
@@ -711,100 +653,121 @@ unsafe extern "C" fn ibv_modify_srq(
     mask: c_int,
 ) -> c_int {
     const VERB: &str = "ibv_modify_srq";
-    guard(VERB, libc::EIO, || {
-        errno_of((|| {
-            // SAFETY: srq from ibv_create_srq or rejected.
-            let (_, dev, handle) = unsafe { srq_parts(VERB, srq) }?;
-            if attr.is_null() {
-                return Err(fail(VERB, libc::EINVAL, "srq_attr is NULL"));
-            }
-            let mask = mask as u32;
-            if mask & !(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT) != 0 {
-                return Err(fail(
-                    VERB,
-                    libc::EINVAL,
-                    format!("unknown mask bits {mask:#x}"),
-                ));
-            }
-            // SAFETY: non-NULL from the caller.
-            let a = unsafe { *attr };
-            let attr = SrqAttr {
-                max_wr: a.max_wr,
-                max_sge: a.max_sge,
-                srq_limit: a.srq_limit,
-            };
-            let m = SrqAttrMask {
-                max_wr: mask & IBV_SRQ_MAX_WR != 0,
-                limit: mask & IBV_SRQ_LIMIT != 0,
-            };
-            dev.with(|h| h.modify_srq(handle, attr, m))
-                .map_err(|e| fail(VERB, e.errno(), e))
-        })())
+    guard_errno(VERB, || {
+        // SAFETY: an SRQ from ibv_create_srq, or rejected.
+        let s = unsafe { resolve::<EmuSrq>(VERB, srq) }?;
+        if attr.is_null() {
+            return Err(fail(VERB, libc::EINVAL, "srq_attr is NULL"));
+        }
+        let m = convert::srq_attr_mask_from_c(mask).map_err(|e| fail_convert(VERB, e))?;
+        // SAFETY: non-NULL from the caller.
+        let a = convert::srq_attr_from_c(unsafe { &*attr });
+        on_device(VERB, s.dev, |h| h.modify_srq(s.handle, a, m))
     })
 }
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_attr) -> c_int {
     const VERB: &str = "ibv_query_srq";
-    guard(VERB, libc::EIO, || {
-        errno_of((|| {
-            // SAFETY: srq from ibv_create_srq or rejected.
-            let (_, dev, handle) = unsafe { srq_parts(VERB, srq) }?;
-            if attr.is_null() {
-                return Err(fail(VERB, libc::EINVAL, "srq_attr is NULL"));
-            }
-            let a = dev
-                .with(|h| h.query_srq(handle))
-                .map_err(|e| fail(VERB, e.errno(), e))?;
-            // SAFETY: non-NULL from the caller.
-            unsafe {
-                *attr = ibv_srq_attr {
-                    max_wr: a.max_wr,
-                    max_sge: a.max_sge,
-                    srq_limit: a.srq_limit,
-                }
-            };
-            Ok(())
-        })())
+    guard_errno(VERB, || {
+        // SAFETY: an SRQ from ibv_create_srq, or rejected.
+        let s = unsafe { resolve::<EmuSrq>(VERB, srq) }?;
+        if attr.is_null() {
+            return Err(fail(VERB, libc::EINVAL, "srq_attr is NULL"));
+        }
+        let a = on_device(VERB, s.dev, |h| h.query_srq(s.handle))?;
+        // SAFETY: non-NULL from the caller.
+        unsafe { *attr = convert::srq_attr_to_c(&a) };
+        Ok(())
     })
 }
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
     const VERB: &str = "ibv_destroy_srq";
-    guard(VERB, libc::EIO, || {
-        errno_of((|| {
-            // SAFETY: srq from ibv_create_srq or rejected.
-            let (ctx, dev, handle) = unsafe { srq_parts(VERB, srq) }?;
-            dev.with(|h| h.destroy_srq(handle))
-                .map_err(|e| fail(VERB, e.errno(), e))?;
-            unregister(ctx, Kind::Srq, handle.to_raw());
-            let s = srq.cast::<EmuSrq>();
-            // SAFETY: the box from ibv_create_srq, now unused.
-            unsafe {
-                destroy_sync(&mut (*s).srq.mutex, &mut (*s).srq.cond);
-                drop(Box::from_raw(s));
-            }
-            Ok(())
-        })())
-    })
+    // SAFETY: an SRQ from ibv_create_srq, or rejected.
+    guard_errno(VERB, || unsafe { destroy::<EmuSrq>(VERB, srq) })
 }
 
 // ---- QP -------------------------------------------------------------------------------
 
+/// Send work requests built with the `ibv_wr_*` API (`qp_ex`) between `ibv_wr_start` and
+/// `ibv_wr_complete`.
+#[derive(Debug, Default)]
+pub(crate) struct WrBatch {
+    pub(crate) wrs: Vec<SendWr>,
+    /// Copies of inline data (`ibv_wr_set_inline_data` lets the caller reuse its buffer at
+    /// once); the SGEs of inline WRs point here until the post copies them.
+    pub(crate) inline: Vec<Vec<u8>>,
+    /// The first builder call that failed: `ibv_wr_complete` reports it.
+    pub(crate) error: Option<(c_int, String)>,
+}
+
+/// A QP. Every QP carries an `ibv_qp_ex` (whose first member is the `ibv_qp`); only QPs
+/// made by `ibv_create_qp_ex` with send ops hand it out (`ibv_qp_to_qp_ex`).
+#[repr(C)]
+pub(crate) struct EmuQp {
+    pub(crate) qpx: ibv_qp_ex,
+    handle: QpHandle,
+    qp_type: QpType,
+    /// Created with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`: the `ibv_wr_*` API is set up.
+    extended: bool,
+    pub(crate) batch: Mutex<WrBatch>,
+}
+
+impl EmuQp {
+    /// The transport, set once at creation.
+    ///
+    /// # Safety
+    /// `p` must point to a live QP.
+    unsafe fn qp_type(p: *const Self) -> QpType {
+        // SAFETY: as documented; read without a reference (see object_fields).
+        unsafe { std::ptr::addr_of!((*p).qp_type).read() }
+    }
+
+    /// Record the state set through the library in `qp->state`, as rdma-core does.
+    ///
+    /// # Safety
+    /// `p` must point to a live QP.
+    unsafe fn set_state(p: *mut Self, state: u32) {
+        // SAFETY: as documented; a plain field write.
+        unsafe { std::ptr::addr_of_mut!((*p).qpx.qp_base.state).write(state) };
+    }
+}
+
+// SAFETY: repr(C), ibv_qp_ex (which starts with the ibv_qp) first, allocated by publish.
+unsafe impl Object for EmuQp {
+    type C = ibv_qp;
+    type Handle = QpHandle;
+    const ARG: &'static str = "qp";
+    object_fields!(qpx.qp_base);
+    fn destroy_on(dev: &Device, handle: QpHandle) -> VerbsResult<()> {
+        dev.with(|h| h.destroy_qp(handle))
+    }
+    unsafe fn release(ctx: &EmuContext, p: *mut Self) {
+        // SAFETY: a live QP no longer used (as documented).
+        unsafe {
+            ctx.unregister(ObjectKind::Qp, (*p).handle.to_raw());
+            destroy_sync(&mut (*p).qpx.qp_base.mutex, &mut (*p).qpx.qp_base.cond);
+        }
+    }
+}
+
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> *mut ibv_qp {
     const VERB: &str = "ibv_create_qp";
-    guard(VERB, std::ptr::null_mut(), || {
+    guard_ptr(VERB, || {
         if init.is_null() {
-            return fail_null(VERB, libc::EINVAL, "qp_init_attr is NULL");
+            return Err(fail(VERB, libc::EINVAL, "qp_init_attr is NULL"));
         }
         // SAFETY: pd from ibv_alloc_pd or rejected; init non-NULL from the caller.
-        ptr_or_null(unsafe { create_qp(VERB, pd, &mut *init, false) })
+        let qp = unsafe { create_qp(VERB, pd, &mut *init, false) }?;
+        Ok(qp.cast())
     })
 }
 
-/// Create a QP; `extended` sets up the `ibv_wr_*` entry points.
+/// Create a QP; `extended` lets `ibv_qp_to_qp_ex` hand out its `ibv_qp_ex` (whose
+/// `ibv_wr_*` entry points the caller sets).
 ///
 /// # Safety
 /// `pd` must be NULL or from ibv_alloc_pd; the CQs and SRQ of `ia` from this library.
@@ -813,147 +776,73 @@ pub(crate) unsafe fn create_qp(
     pd: *mut ibv_pd,
     ia: &mut ibv_qp_init_attr,
     extended: bool,
-) -> Result<*mut ibv_qp, c_int> {
-    // SAFETY: pd from ibv_alloc_pd or rejected.
-    let (ctx, dev, pdh) = unsafe { pd_parts(verb, pd) }?;
+) -> Result<*mut EmuQp, c_int> {
+    // SAFETY: forwarded.
+    let p = unsafe { resolve::<EmuPd>(verb, pd) }?;
     if ia.send_cq.is_null() || ia.recv_cq.is_null() {
         return Err(fail(verb, libc::EINVAL, "send_cq and recv_cq are required"));
     }
-    let Some(qp_type) = QpType::from_raw(ia.qp_type) else {
-        return Err(fail(
-            verb,
-            libc::EOPNOTSUPP,
-            format!("QP type {} (the emulator has RC, UC and UD)", ia.qp_type),
-        ));
-    };
-    // SAFETY: CQs from ibv_create_cq, SRQ from ibv_create_srq.
+    // SAFETY: CQs from ibv_create_cq, SRQ from ibv_create_srq (as documented).
     let (send_cq, recv_cq, srq) = unsafe {
         (
-            (*ia.send_cq.cast::<EmuCq>()).handle,
-            (*ia.recv_cq.cast::<EmuCq>()).handle,
-            (!ia.srq.is_null()).then(|| (*ia.srq.cast::<EmuSrq>()).handle),
+            EmuCq::handle(ia.send_cq.cast()),
+            EmuCq::handle(ia.recv_cq.cast()),
+            (!ia.srq.is_null()).then(|| EmuSrq::handle(ia.srq.cast())),
         )
     };
-    let attr = QpInitAttr {
-        send_cq,
-        recv_cq,
-        srq,
-        cap: QpCap {
-            max_send_wr: ia.cap.max_send_wr,
-            max_recv_wr: ia.cap.max_recv_wr,
-            max_send_sge: ia.cap.max_send_sge,
-            max_recv_sge: ia.cap.max_recv_sge,
-            max_inline_data: ia.cap.max_inline_data,
-        },
-        qp_type,
-        sq_sig_all: ia.sq_sig_all != 0,
-        qp_context: ia.qp_context as u64,
-    };
-    let (handle, qpn, cap) = dev
-        .with(|h| h.create_qp(pdh, attr))
-        .map_err(|e| fail(verb, e.errno(), e))?;
-    ia.cap = ibv_qp_cap {
-        max_send_wr: cap.max_send_wr,
-        max_recv_wr: cap.max_recv_wr,
-        max_send_sge: cap.max_send_sge,
-        max_recv_sge: cap.max_recv_sge,
-        max_inline_data: cap.max_inline_data,
-    };
+    let attr = convert::qp_init_attr_from_c(ia, send_cq, recv_cq, srq)
+        .map_err(|e| fail_convert(verb, e))?;
+    let (handle, qpn, cap) = on_device(verb, p.dev, |h| h.create_qp(p.handle, attr))?;
+    ia.cap = convert::qp_cap_to_c(&cap);
     // SAFETY: ibv_qp_ex is plain data (pointers, integers, optional fn pointers, pthread
     // objects initialised below) for which all-zero bytes are valid.
     let mut qpx: ibv_qp_ex = unsafe { std::mem::zeroed() };
-    qpx.qp_base.context = ctx.ctx_ptr();
-    qpx.qp_base.qp_context = ia.qp_context;
-    qpx.qp_base.pd = pd;
-    qpx.qp_base.send_cq = ia.send_cq;
-    qpx.qp_base.recv_cq = ia.recv_cq;
-    qpx.qp_base.srq = ia.srq;
-    qpx.qp_base.handle = handle.to_raw() as u32;
-    qpx.qp_base.qp_num = qpn.value();
-    qpx.qp_base.state = IBV_QPS_RESET;
-    qpx.qp_base.qp_type = ia.qp_type;
-    if extended {
-        crate::qp_ex::fill_wr_ops(&mut qpx);
-    }
-    let mut qp = Box::new(EmuQp {
+    let base = &mut qpx.qp_base;
+    base.context = p.ctx.ctx_ptr();
+    base.qp_context = ia.qp_context;
+    base.pd = pd;
+    base.send_cq = ia.send_cq;
+    base.recv_cq = ia.recv_cq;
+    base.srq = ia.srq;
+    base.handle = handle.to_raw() as u32;
+    base.qp_num = qpn.value();
+    base.state = IBV_QPS_RESET;
+    base.qp_type = ia.qp_type;
+    let q = publish(Box::new(EmuQp {
         qpx,
         handle,
-        qp_type,
+        qp_type: attr.qp_type,
         extended,
-        batch: Mutex::new(crate::qp_ex::Batch::default()),
-    });
-    init_sync(&mut qp.qpx.qp_base.mutex, Some(&mut qp.qpx.qp_base.cond));
-    let p = Box::into_raw(qp);
-    register(ctx, Kind::Qp, handle.to_raw(), p as usize);
-    Ok(p.cast::<ibv_qp>())
-}
-
-/// What the library keeps of a QP, copied out (the QP struct itself may be read and written
-/// by several application threads at once, so no reference to it is held).
-#[derive(Clone, Copy)]
-struct QpInfo {
-    handle: QpHandle,
-    qp_type: QpType,
-    ptr: *mut EmuQp,
-}
-
-impl QpInfo {
-    /// Record the state set through the library in `qp->state`.
-    fn set_state(&self, state: u32) {
-        // SAFETY: a live QP from ibv_create_qp; a plain field write, as rdma-core does.
-        unsafe { std::ptr::addr_of_mut!((*self.ptr).qpx.qp_base.state).write(state) };
-    }
-}
-
-/// QP parts of a QP pointer.
-///
-/// # Safety
-/// `qp` must be NULL or from ibv_create_qp.
-unsafe fn qp_parts<'a>(
-    verb: &str,
-    qp: *mut ibv_qp,
-) -> Result<(&'a EmuContext, &'a Device, QpInfo), c_int> {
-    if qp.is_null() {
-        return Err(fail(verb, libc::EINVAL, "qp is NULL"));
-    }
-    // SAFETY: as documented.
-    let (ctx, dev) = ctx_dev!(verb, unsafe { (*qp).context });
-    let ptr = qp.cast::<EmuQp>();
-    // SAFETY: as documented; fields set once at creation.
-    let (handle, qp_type) = unsafe { ((*ptr).handle, (*ptr).qp_type) };
-    Ok((
-        ctx,
-        dev,
-        QpInfo {
-            handle,
-            qp_type,
-            ptr,
-        },
-    ))
+        batch: Mutex::new(WrBatch::default()),
+    }));
+    // SAFETY: allocated above and not handed out yet.
+    unsafe { init_sync(&mut (*q).qpx.qp_base.mutex, &mut (*q).qpx.qp_base.cond) };
+    p.ctx.register(ObjectKind::Qp, handle.to_raw(), q as usize);
+    Ok(q)
 }
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_int) -> c_int {
     const VERB: &str = "ibv_modify_qp";
-    guard(VERB, libc::EIO, || {
-        errno_of((|| {
-            // SAFETY: qp from ibv_create_qp or rejected.
-            let (_, dev, q) = unsafe { qp_parts(VERB, qp) }?;
-            if attr.is_null() {
-                return Err(fail(VERB, libc::EINVAL, "qp_attr is NULL"));
-            }
-            let mask = softroce_emu::core::QpAttrMask(mask as u32);
-            // SAFETY: non-NULL from the caller.
-            let a = convert::qp_attr_from_c(unsafe { &*attr }, mask)
-                .map_err(|e| fail(VERB, libc::EINVAL, e))?;
-            let handle = q.handle;
-            dev.with(|h| h.modify_qp(handle, &a, mask))
-                .map_err(|e| fail(VERB, e.errno(), e))?;
-            if mask.contains(softroce_emu::core::QpAttrMask::STATE) {
-                q.set_state(a.qp_state.raw());
-            }
-            Ok(())
-        })())
+    guard_errno(VERB, || {
+        // SAFETY: a QP from ibv_create_qp, or rejected.
+        let q = unsafe { resolve::<EmuQp>(VERB, qp) }?;
+        if attr.is_null() {
+            return Err(fail(VERB, libc::EINVAL, "qp_attr is NULL"));
+        }
+        let mask = QpAttrMask(mask as u32);
+        // SAFETY: non-NULL from the caller.
+        let c = unsafe { &*attr };
+        let mut a = convert::qp_attr_from_c(c, mask).map_err(|e| fail_convert(VERB, e))?;
+        if mask.contains(QpAttrMask::AV) {
+            a.ah_attr = devices::address_vector(&c.ah_attr);
+        }
+        on_device(VERB, q.dev, |h| h.modify_qp(q.handle, &a, mask))?;
+        if mask.contains(QpAttrMask::STATE) {
+            // SAFETY: as above.
+            unsafe { EmuQp::set_state(q.ptr, a.qp_state.raw()) };
+        }
+        Ok(())
     })
 }
 
@@ -965,76 +854,54 @@ unsafe extern "C" fn ibv_query_qp(
     init_attr: *mut ibv_qp_init_attr,
 ) -> c_int {
     const VERB: &str = "ibv_query_qp";
-    guard(VERB, libc::EIO, || {
-        errno_of((|| {
-            // SAFETY: qp from ibv_create_qp or rejected.
-            let (_, dev, q) = unsafe { qp_parts(VERB, qp) }?;
-            if attr.is_null() || init_attr.is_null() {
-                return Err(fail(VERB, libc::EINVAL, "qp_attr or init_attr is NULL"));
-            }
-            let handle = q.handle;
-            let (a, init) = dev
-                .with(|h| h.query_qp(handle))
-                .map_err(|e| fail(VERB, e.errno(), e))?;
-            let ca = convert::qp_attr_to_c(&a);
-            q.set_state(ca.qp_state);
-            // SAFETY: non-NULL from the caller; the QP's pointer fields are set at creation.
-            unsafe {
-                *attr = ca;
-                *init_attr = ibv_qp_init_attr {
-                    qp_context: (*q.ptr).qpx.qp_base.qp_context,
-                    send_cq: (*q.ptr).qpx.qp_base.send_cq,
-                    recv_cq: (*q.ptr).qpx.qp_base.recv_cq,
-                    srq: (*q.ptr).qpx.qp_base.srq,
-                    cap: ca.cap,
-                    qp_type: init.qp_type.raw(),
-                    sq_sig_all: c_int::from(init.sq_sig_all),
-                };
-            }
-            Ok(())
-        })())
+    guard_errno(VERB, || {
+        // SAFETY: a QP from ibv_create_qp, or rejected.
+        let q = unsafe { resolve::<EmuQp>(VERB, qp) }?;
+        if attr.is_null() || init_attr.is_null() {
+            return Err(fail(VERB, libc::EINVAL, "qp_attr or init_attr is NULL"));
+        }
+        let (a, init) = on_device(VERB, q.dev, |h| h.query_qp(q.handle))?;
+        let ca = convert::qp_attr_to_c(&a);
+        // SAFETY: non-NULL from the caller; the QP's pointer fields are set at creation.
+        unsafe {
+            EmuQp::set_state(q.ptr, ca.qp_state);
+            *attr = ca;
+            *init_attr = ibv_qp_init_attr {
+                qp_context: (*qp).qp_context,
+                send_cq: (*qp).send_cq,
+                recv_cq: (*qp).recv_cq,
+                srq: (*qp).srq,
+                cap: ca.cap,
+                qp_type: init.qp_type.raw(),
+                sq_sig_all: c_int::from(init.sq_sig_all),
+            };
+        }
+        Ok(())
     })
 }
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
     const VERB: &str = "ibv_destroy_qp";
-    guard(VERB, libc::EIO, || {
-        errno_of((|| {
-            // SAFETY: qp from ibv_create_qp or rejected.
-            let (ctx, dev, q) = unsafe { qp_parts(VERB, qp) }?;
-            let handle = q.handle;
-            dev.with(|h| h.destroy_qp(handle))
-                .map_err(|e| fail(VERB, e.errno(), e))?;
-            unregister(ctx, Kind::Qp, handle.to_raw());
-            let p = qp.cast::<EmuQp>();
-            // SAFETY: the box from ibv_create_qp, now unused.
-            unsafe {
-                destroy_sync(&mut (*p).qpx.qp_base.mutex, &mut (*p).qpx.qp_base.cond);
-                drop(Box::from_raw(p));
-            }
-            Ok(())
-        })())
-    })
+    // SAFETY: a QP from ibv_create_qp(_ex), or rejected.
+    guard_errno(VERB, || unsafe { destroy::<EmuQp>(VERB, qp) })
 }
 
 /// The `ibv_qp_ex` of a QP made by `ibv_create_qp_ex` with send ops; NULL for others (as
 /// rdma-core).
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex {
-    guard("ibv_qp_to_qp_ex", std::ptr::null_mut(), || {
+    guard_ptr("ibv_qp_to_qp_ex", || {
         if qp.is_null() {
-            set_errno(libc::EINVAL);
-            return std::ptr::null_mut();
+            return Err(libc::EINVAL);
         }
         let p = qp.cast::<EmuQp>();
         // SAFETY: a QP from ibv_create_qp(_ex); `extended` is set once at creation.
-        if unsafe { (*p).extended } {
+        if unsafe { std::ptr::addr_of!((*p).extended).read() } {
             // SAFETY: as above.
-            unsafe { std::ptr::addr_of_mut!((*p).qpx) }
+            Ok(unsafe { std::ptr::addr_of_mut!((*p).qpx) })
         } else {
-            set_errno(libc::EOPNOTSUPP);
-            std::ptr::null_mut()
+            Err(libc::EOPNOTSUPP)
         }
     })
 }
@@ -1042,62 +909,58 @@ unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex {
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_query_qp_data_in_order(_qp: *mut ibv_qp, _op: u32, _flags: u32) -> c_int {
     // 0: no in-order guarantee beyond what the transport gives.
-    0
+    guard("ibv_query_qp_data_in_order", 0, || 0)
 }
 
-/// A send WR in the emulator's form.
-///
-/// # Safety
-/// `wr` must be a valid `ibv_send_wr` (its lists readable, its AH from ibv_create_ah).
-pub(crate) unsafe fn send_wr(wr: &ibv_send_wr, qp_type: QpType) -> Result<SendWr, String> {
-    let opcode = WrOpcode::from_raw(wr.opcode)
-        .ok_or_else(|| format!("opcode {} is not supported by the emulator", wr.opcode))?;
-    // SAFETY: forwarded.
-    let sg_list = unsafe { convert::sges(wr.sg_list, wr.num_sge) }?;
-    let mut out = SendWr::new(wr.wr_id, opcode);
-    out.sg_list = sg_list;
-    out.send_flags = SendFlags(wr.send_flags);
-    out.imm_data = wr.imm_data;
-    out.invalidate_rkey = wr.imm_data;
-    match opcode {
-        WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm | WrOpcode::RdmaRead => {
-            // SAFETY: the rdma member is the one these opcodes use.
-            let r = unsafe { wr.wr.rdma };
-            out.rdma = RdmaTarget {
-                remote_addr: r.remote_addr,
-                rkey: r.rkey,
-            };
-        }
-        WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => {
-            // SAFETY: the atomic member is the one these opcodes use.
-            let a = unsafe { wr.wr.atomic };
-            out.atomic = AtomicTarget {
-                remote_addr: a.remote_addr,
-                compare_add: a.compare_add,
-                swap: a.swap,
-                rkey: a.rkey,
-            };
-        }
-        _ => {}
-    }
-    if qp_type == QpType::Ud {
-        // SAFETY: UD QPs use the ud member.
-        let ud = unsafe { wr.wr.ud };
-        if ud.ah.is_null() {
-            return Err("UD work request without an address handle".into());
-        }
-        out.ud = Some(UdTarget {
-            // SAFETY: an AH from ibv_create_ah.
-            ah: unsafe { (*ud.ah.cast::<EmuAh>()).handle },
-            remote_qpn: ud.remote_qpn,
-            remote_qkey: ud.remote_qkey,
-        });
-    }
-    Ok(out)
-}
+// ---- posting work requests ----------------------------------------------------------------
 
 /// Walk a C list of work requests, bounded (a cyclic list must not hang us).
 const MAX_WR_LIST: usize = 1 << 20;
+
+/// Post a C list of work requests: those before the first that does not convert go to the
+/// device; `bad_wr` names the first that was not posted (ibv_post_send(3)).
+///
+/// # Safety
+/// `first` must be NULL or a list of valid work requests; `bad_wr` NULL or writable.
+unsafe fn post_list<W: CWorkRequest, T>(
+    verb: &str,
+    first: *mut W,
+    bad_wr: *mut *mut W,
+    mut convert: impl FnMut(&W) -> Result<T, ConvertError>,
+    post: impl FnOnce(&[T]) -> Result<(), PostError>,
+) -> c_int {
+    let set_bad = |p: *mut W| {
+        if !bad_wr.is_null() {
+            // SAFETY: the caller's bad_wr slot.
+            unsafe { *bad_wr = p };
+        }
+    };
+    let (mut wrs, mut ptrs) = (Vec::new(), Vec::new());
+    let mut convert_err = None;
+    let mut cur = first;
+    while !cur.is_null() && ptrs.len() < MAX_WR_LIST {
+        // SAFETY: a list of valid WRs from the caller.
+        let w = unsafe { &*cur };
+        match convert(w) {
+            Ok(t) => wrs.push(t),
+            Err(e) => {
+                convert_err = Some((cur, e));
+                break;
+            }
+        }
+        ptrs.push(cur);
+        cur = w.next();
+    }
+    if let Err(e) = post(&wrs) {
+        set_bad(ptrs.get(e.index).copied().unwrap_or(first));
+        return fail(verb, e.error.errno(), e);
+    }
+    if let Some((p, e)) = convert_err {
+        set_bad(p);
+        return fail_convert(verb, e);
+    }
+    0
+}
 
 unsafe extern "C" fn op_post_send(
     qp: *mut ibv_qp,
@@ -1105,96 +968,60 @@ unsafe extern "C" fn op_post_send(
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
     const VERB: &str = "ibv_post_send";
-    let set_bad = |p: *mut ibv_send_wr| {
-        if !bad_wr.is_null() {
-            // SAFETY: the caller's bad_wr slot.
-            unsafe { *bad_wr = p };
-        }
-    };
     guard(VERB, libc::EIO, || {
-        // SAFETY: qp from ibv_create_qp or rejected.
-        let (_, dev, q) = match unsafe { qp_parts(VERB, qp) } {
-            Ok(p) => p,
+        // SAFETY: a QP from ibv_create_qp, or rejected.
+        let q = match unsafe { resolve::<EmuQp>(VERB, qp) } {
+            Ok(q) => q,
             Err(e) => {
-                set_bad(wr);
+                if !bad_wr.is_null() {
+                    // SAFETY: the caller's bad_wr slot.
+                    unsafe { *bad_wr = wr };
+                }
                 return e;
             }
         };
-        let mut wrs = Vec::new();
-        let mut ptrs = Vec::new();
-        let mut cur = wr;
-        let mut convert_err = None;
-        while !cur.is_null() && ptrs.len() < MAX_WR_LIST {
-            // SAFETY: a list of valid WRs from the caller.
-            match unsafe { send_wr(&*cur, q.qp_type) } {
-                Ok(w) => wrs.push(w),
-                Err(e) => {
-                    convert_err = Some((cur, e));
-                    break;
-                }
-            }
-            ptrs.push(cur);
-            // SAFETY: as above.
-            cur = unsafe { (*cur).next };
+        // SAFETY: as above.
+        let qp_type = unsafe { EmuQp::qp_type(q.ptr) };
+        // SAFETY: the caller's list of valid WRs; their AHs from ibv_create_ah, which are
+        // EmuAhs; inline data is read during the post (ibv_post_send(3)).
+        unsafe {
+            post_list(
+                VERB,
+                wr,
+                bad_wr,
+                |w| convert::send_wr_from_c(w, qp_type, |ah| EmuAh::handle(ah.cast())),
+                |wrs| q.dev.with(|h| h.post_send(q.handle, wrs)),
+            )
         }
-        let handle = q.handle;
-        // SAFETY: inline data is read now from the caller's buffers (ibv_post_send(3)).
-        if let Err(e) = dev.with(|h| unsafe { h.post_send(handle, &wrs) }) {
-            set_bad(ptrs.get(e.index).copied().unwrap_or(wr));
-            return fail(VERB, e.error.errno(), e);
-        }
-        if let Some((p, e)) = convert_err {
-            set_bad(p);
-            return fail(VERB, libc::EINVAL, e);
-        }
-        0
     })
 }
 
-/// Post receive WRs to a QP (`Some(qp)`) or an SRQ.
-fn post_recv_list(
+/// `ibv_post_recv` and `ibv_post_srq_recv`: `post` the list on the QP or SRQ `target`.
+///
+/// # Safety
+/// `target` must be NULL or from this library; the list as [`post_list`].
+unsafe fn post_recv_list<O: Object>(
     verb: &str,
-    dev: &Device,
-    target: Result<QpHandle, SrqHandle>,
+    target: *mut O::C,
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
+    post: impl FnOnce(&mut Hca, O::Handle, &[RecvWr]) -> Result<(), PostError>,
 ) -> c_int {
-    let set_bad = |p: *mut ibv_recv_wr| {
-        if !bad_wr.is_null() {
-            // SAFETY: the caller's bad_wr slot.
-            unsafe { *bad_wr = p };
-        }
+    // SAFETY: forwarded.
+    let t = match unsafe { resolve::<O>(verb, target) } {
+        Ok(t) => t,
+        Err(e) => return e,
     };
-    let mut wrs: Vec<RecvWr> = Vec::new();
-    let mut ptrs = Vec::new();
-    let mut cur = wr;
-    let mut convert_err = None;
-    while !cur.is_null() && ptrs.len() < MAX_WR_LIST {
-        // SAFETY: a list of valid WRs from the caller.
-        match unsafe { convert::recv_wr(&*cur) } {
-            Ok(w) => wrs.push(w),
-            Err(e) => {
-                convert_err = Some((cur, e));
-                break;
-            }
-        }
-        ptrs.push(cur);
-        // SAFETY: as above.
-        cur = unsafe { (*cur).next };
+    // SAFETY: forwarded.
+    unsafe {
+        post_list(
+            verb,
+            wr,
+            bad_wr,
+            |w| convert::recv_wr_from_c(w),
+            |wrs| t.dev.with(|h| post(h, t.handle, wrs)),
+        )
     }
-    let r = dev.with(|h| match target {
-        Ok(qp) => h.post_recv(qp, &wrs),
-        Err(srq) => h.post_srq_recv(srq, &wrs),
-    });
-    if let Err(e) = r {
-        set_bad(ptrs.get(e.index).copied().unwrap_or(wr));
-        return fail(verb, e.error.errno(), e);
-    }
-    if let Some((p, e)) = convert_err {
-        set_bad(p);
-        return fail(verb, libc::EINVAL, e);
-    }
-    0
 }
 
 unsafe extern "C" fn op_post_recv(
@@ -1203,12 +1030,9 @@ unsafe extern "C" fn op_post_recv(
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
     const VERB: &str = "ibv_post_recv";
-    guard(VERB, libc::EIO, || {
-        // SAFETY: qp from ibv_create_qp or rejected.
-        match unsafe { qp_parts(VERB, qp) } {
-            Ok((_, dev, q)) => post_recv_list(VERB, dev, Ok(q.handle), wr, bad_wr),
-            Err(e) => e,
-        }
+    // SAFETY: a QP from ibv_create_qp and the caller's list, or rejected.
+    guard(VERB, libc::EIO, || unsafe {
+        post_recv_list::<EmuQp>(VERB, qp, wr, bad_wr, Hca::post_recv)
     })
 }
 
@@ -1218,65 +1042,112 @@ unsafe extern "C" fn op_post_srq_recv(
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
     const VERB: &str = "ibv_post_srq_recv";
-    guard(VERB, libc::EIO, || {
-        // SAFETY: srq from ibv_create_srq or rejected.
-        match unsafe { srq_parts(VERB, srq) } {
-            Ok((_, dev, h)) => post_recv_list(VERB, dev, Err(h), wr, bad_wr),
-            Err(e) => e,
-        }
+    // SAFETY: an SRQ from ibv_create_srq and the caller's list, or rejected.
+    guard(VERB, libc::EIO, || unsafe {
+        post_recv_list::<EmuSrq>(VERB, srq, wr, bad_wr, Hca::post_srq_recv)
     })
 }
 
 // ---- AH -------------------------------------------------------------------------------
 
+#[repr(C)]
+pub(crate) struct EmuAh {
+    ah: ibv_ah,
+    handle: AhHandle,
+}
+
+// SAFETY: repr(C), ibv_ah first, allocated by publish.
+unsafe impl Object for EmuAh {
+    type C = ibv_ah;
+    type Handle = AhHandle;
+    const ARG: &'static str = "ah";
+    object_fields!(ah);
+    fn destroy_on(dev: &Device, handle: AhHandle) -> VerbsResult<()> {
+        dev.with(|h| h.destroy_ah(handle))
+    }
+}
+
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah {
     const VERB: &str = "ibv_create_ah";
-    guard(VERB, std::ptr::null_mut(), || {
-        ptr_or_null((|| {
-            // SAFETY: pd from ibv_alloc_pd or rejected.
-            let (ctx, dev, pdh) = unsafe { pd_parts(VERB, pd) }?;
-            if attr.is_null() {
-                return Err(fail(VERB, libc::EINVAL, "ah_attr is NULL"));
-            }
-            // SAFETY: non-NULL from the caller.
-            let a = convert::ah_attr_from_c(unsafe { &*attr });
-            let handle = dev
-                .with(|h| h.create_ah(pdh, a))
-                .map_err(|e| fail(VERB, e.errno(), e))?;
-            let ah = Box::new(EmuAh {
-                ah: ibv_ah {
-                    context: ctx.ctx_ptr(),
-                    pd,
-                    handle: handle.to_raw() as u32,
-                },
-                handle,
-            });
-            Ok(Box::into_raw(ah).cast::<ibv_ah>())
-        })())
-    })
+    // SAFETY: a PD from ibv_alloc_pd, or rejected; the attributes are the caller's.
+    guard_ptr(VERB, || unsafe { create_ah(VERB, pd, attr) })
+}
+
+/// # Safety
+/// `pd` must be NULL or from ibv_alloc_pd, `attr` NULL or readable.
+unsafe fn create_ah(
+    verb: &str,
+    pd: *mut ibv_pd,
+    attr: *mut ibv_ah_attr,
+) -> Result<*mut ibv_ah, c_int> {
+    // SAFETY: forwarded.
+    let p = unsafe { resolve::<EmuPd>(verb, pd) }?;
+    if attr.is_null() {
+        return Err(fail(verb, libc::EINVAL, "ah_attr is NULL"));
+    }
+    // SAFETY: non-NULL from the caller.
+    let a = devices::address_vector(unsafe { &*attr });
+    let handle = on_device(verb, p.dev, |h| h.create_ah(p.handle, a))?;
+    let ah = ibv_ah {
+        context: p.ctx.ctx_ptr(),
+        pd,
+        handle: handle.to_raw() as u32,
+    };
+    Ok(publish(Box::new(EmuAh { ah, handle })).cast())
 }
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_destroy_ah(ah: *mut ibv_ah) -> c_int {
     const VERB: &str = "ibv_destroy_ah";
-    guard(VERB, libc::EIO, || {
-        errno_of((|| {
-            if ah.is_null() {
-                return Err(fail(VERB, libc::EINVAL, "ah is NULL"));
-            }
-            let a = ah.cast::<EmuAh>();
-            // SAFETY: an AH from ibv_create_ah.
-            let (_, dev) = ctx_dev!(VERB, unsafe { (*a).ah.context });
-            // SAFETY: as above.
-            let handle = unsafe { (*a).handle };
-            dev.with(|h| h.destroy_ah(handle))
-                .map_err(|e| fail(VERB, e.errno(), e))?;
-            // SAFETY: the box from ibv_create_ah, now unused.
-            drop(unsafe { Box::from_raw(a) });
-            Ok(())
-        })())
-    })
+    // SAFETY: an AH from ibv_create_ah, or rejected.
+    guard_errno(VERB, || unsafe { destroy::<EmuAh>(VERB, ah) })
+}
+
+/// The address vector answering the sender of a UD completion (ibv_init_ah_from_wc(3)).
+///
+/// # Safety
+/// `context` must be NULL or from ibv_open_device; the others NULL or readable/writable.
+unsafe fn init_ah_from_wc(
+    verb: &str,
+    context: *mut ibv_context,
+    port_num: u8,
+    wc: *const ibv_wc,
+    grh: *const ibv_grh,
+    ah_attr: *mut ibv_ah_attr,
+) -> Result<(), c_int> {
+    // SAFETY: forwarded.
+    let ctx = unsafe { ctx_of(verb, context) }?;
+    if wc.is_null() || grh.is_null() || ah_attr.is_null() {
+        return Err(fail(verb, libc::EINVAL, "wc, grh or ah_attr is NULL"));
+    }
+    // SAFETY: non-NULL from the caller.
+    let (wc, grh) = unsafe { (*wc, *grh) };
+    if wc.wc_flags & IBV_WC_GRH == 0 {
+        return Err(fail(
+            verb,
+            libc::EINVAL,
+            "RoCE needs the GRH of the completion (IBV_WC_GRH)",
+        ));
+    }
+    // Reply from the GID the request was sent to.
+    let to = convert::gid_from_c(&grh.dgid);
+    let sgid_index = ctx
+        .query(|h| h.gids().iter().position(|g| *g == to))
+        .unwrap_or_else(|| ctx.query(|h| h.ip_gid_index()));
+    let flow = u32::from_be(grh.version_tclass_flow);
+    let mut a: ibv_ah_attr = zeroed();
+    a.grh.dgid = grh.sgid;
+    a.grh.flow_label = flow & 0xfffff;
+    a.grh.sgid_index = u8::try_from(sgid_index).unwrap_or(0);
+    a.grh.hop_limit = 0xff;
+    a.grh.traffic_class = ((flow >> 20) & 0xff) as u8;
+    a.is_global = 1;
+    a.sl = wc.sl;
+    a.port_num = port_num;
+    // SAFETY: non-NULL from the caller.
+    unsafe { *ah_attr = a };
+    Ok(())
 }
 
 #[unsafe(no_mangle)]
@@ -1288,43 +1159,9 @@ unsafe extern "C" fn ibv_init_ah_from_wc(
     ah_attr: *mut ibv_ah_attr,
 ) -> c_int {
     const VERB: &str = "ibv_init_ah_from_wc";
-    guard(VERB, -1, || {
-        // SAFETY: checked by ctx_of.
-        let Ok(ctx) = (unsafe { ctx_of(VERB, context) }) else {
-            return -1;
-        };
-        if wc.is_null() || grh.is_null() || ah_attr.is_null() {
-            fail(VERB, libc::EINVAL, "wc, grh or ah_attr is NULL");
-            return -1;
-        }
-        // SAFETY: non-NULL from the caller.
-        let (wc, grh) = unsafe { (*wc, *grh) };
-        if wc.wc_flags & IBV_WC_GRH == 0 {
-            fail(
-                VERB,
-                libc::EINVAL,
-                "RoCE needs the GRH of the completion (IBV_WC_GRH)",
-            );
-            return -1;
-        }
-        // Reply from the GID the request was sent to.
-        let to = convert::gid_from_c(&grh.dgid);
-        let sgid_index = ctx
-            .query(|h| h.gids().iter().position(|g| *g == to))
-            .unwrap_or_else(|| ctx.query(|h| h.ip_gid_index()));
-        let flow = u32::from_be(grh.version_tclass_flow);
-        let mut a: ibv_ah_attr = zeroed();
-        a.grh.dgid = grh.sgid;
-        a.grh.flow_label = flow & 0xfffff;
-        a.grh.sgid_index = u8::try_from(sgid_index).unwrap_or(0);
-        a.grh.hop_limit = 0xff;
-        a.grh.traffic_class = ((flow >> 20) & 0xff) as u8;
-        a.is_global = 1;
-        a.sl = wc.sl;
-        a.port_num = port_num;
-        // SAFETY: non-NULL from the caller.
-        unsafe { *ah_attr = a };
-        0
+    // SAFETY: the caller's context and structs, checked for NULL.
+    guard_status(VERB, || unsafe {
+        init_ah_from_wc(VERB, context, port_num, wc, grh, ah_attr)
     })
 }
 
@@ -1336,17 +1173,15 @@ unsafe extern "C" fn ibv_create_ah_from_wc(
     port_num: u8,
 ) -> *mut ibv_ah {
     const VERB: &str = "ibv_create_ah_from_wc";
-    guard(VERB, std::ptr::null_mut(), || {
+    guard_ptr(VERB, || {
         if pd.is_null() {
-            return fail_null(VERB, libc::EINVAL, "pd is NULL");
+            return Err(fail(VERB, libc::EINVAL, "pd is NULL"));
         }
         let mut a: ibv_ah_attr = zeroed();
-        // SAFETY: pd from ibv_alloc_pd; the rest is checked by the callees.
+        // SAFETY: a PD from ibv_alloc_pd; the caller's structs, checked for NULL.
         unsafe {
-            if ibv_init_ah_from_wc((*pd).context, port_num, wc, grh, &mut a) != 0 {
-                return std::ptr::null_mut();
-            }
-            ibv_create_ah(pd, &mut a)
+            init_ah_from_wc(VERB, EmuPd::context(pd.cast()), port_num, wc, grh, &mut a)?;
+            create_ah(VERB, pd, &mut a)
         }
     })
 }

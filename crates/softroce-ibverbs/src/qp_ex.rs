@@ -9,9 +9,8 @@ use softroce_emu::core::{
 };
 use softroce_ibverbs_abi::*;
 
-use crate::context::ctx_of;
-use crate::ffi::{fail, fail_null, guard, set_errno};
-use crate::objects::{EmuAh, EmuQp, create_qp};
+use crate::ffi::{fail, guard, guard_ptr};
+use crate::objects::{EmuAh, EmuQp, Object, WrBatch, create_qp, resolve};
 
 /// Send ops the emulator carries out.
 const SUPPORTED_SEND_OPS: u64 = (IBV_QP_EX_WITH_RDMA_WRITE
@@ -23,32 +22,53 @@ const SUPPORTED_SEND_OPS: u64 = (IBV_QP_EX_WITH_RDMA_WRITE
     | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
     | IBV_QP_EX_WITH_SEND_WITH_INV) as u64;
 
-/// The work requests being built on a QP.
-#[derive(Debug, Default)]
-pub(crate) struct Batch {
-    wrs: Vec<SendWr>,
-    /// Copies of inline data (`ibv_wr_set_inline_data` lets the caller reuse its buffer at
-    /// once); the SGEs of inline WRs point here until the post copies them.
-    inline: Vec<Vec<u8>>,
-    /// The first builder call that failed: `ibv_wr_complete` reports it.
-    error: Option<(c_int, String)>,
-}
-
-impl Batch {
+impl WrBatch {
     /// Remember the first failure of this batch.
     fn record(&mut self, errno: c_int, why: impl FnOnce() -> String) {
         if self.error.is_none() {
             self.error = Some((errno, why()));
         }
     }
+
+    /// Change the last work request (a setter called before any opcode call is an error).
+    fn set_last(&mut self, verb: &str, f: impl FnOnce(&mut SendWr, &mut Vec<Vec<u8>>)) {
+        match self.wrs.last_mut() {
+            Some(wr) => f(wr, &mut self.inline),
+            None => self.record(libc::EINVAL, || {
+                format!("{verb} before an opcode (ibv_wr_send, ibv_wr_rdma_write …)")
+            }),
+        }
+    }
+
+    /// Record an operation the emulator does not carry out.
+    fn unsupported(&mut self, verb: &str) {
+        self.record(libc::EOPNOTSUPP, || {
+            format!("{verb} is not supported by the emulator")
+        });
+    }
+
+    /// Set the last work request's data: a copy, as the caller may reuse its buffers at
+    /// once.
+    fn set_inline(&mut self, verb: &str, data: Vec<u8>) {
+        self.set_last(verb, |w, keep| {
+            w.sg_list = vec![Sge {
+                addr: data.as_ptr() as u64,
+                length: u32::try_from(data.len()).unwrap_or(u32::MAX),
+                lkey: 0,
+            }];
+            w.send_flags = SendFlags(w.send_flags.0 | IBV_SEND_INLINE);
+            // Moving the Vec keeps its heap buffer where the SGE points.
+            keep.push(data);
+        });
+    }
 }
 
-fn lock(m: &Mutex<Batch>) -> MutexGuard<'_, Batch> {
+fn lock(m: &Mutex<WrBatch>) -> MutexGuard<'_, WrBatch> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Point the `ibv_wr_*` slots of a new extended QP at this module.
-pub(crate) fn fill_wr_ops(q: &mut ibv_qp_ex) {
+fn fill_wr_ops(q: &mut ibv_qp_ex) {
     q.wr_start = Some(wr_start);
     q.wr_complete = Some(wr_complete);
     q.wr_abort = Some(wr_abort);
@@ -72,21 +92,30 @@ pub(crate) fn fill_wr_ops(q: &mut ibv_qp_ex) {
     q.wr_atomic_write = Some(wr_atomic_write);
 }
 
+/// The batch of an extended QP.
+///
+/// # Safety
+/// `qpx` must be an `ibv_qp_ex` from `ibv_qp_to_qp_ex`.
+unsafe fn batch<'a>(qpx: *mut ibv_qp_ex) -> &'a Mutex<WrBatch> {
+    // SAFETY: such an ibv_qp_ex is the first field of an EmuQp. Only the batch is borrowed:
+    // the application writes the other fields (wr_id …).
+    unsafe { &*std::ptr::addr_of!((*qpx.cast::<EmuQp>()).batch) }
+}
+
 /// Run `f` on the batch of an extended QP.
-fn with_batch(verb: &str, qpx: *mut ibv_qp_ex, f: impl FnOnce(&mut Batch, &EmuQp)) {
+fn with_batch(verb: &str, qpx: *mut ibv_qp_ex, f: impl FnOnce(&mut WrBatch)) {
     guard(verb, (), || {
         if qpx.is_null() {
             return;
         }
-        // SAFETY: an ibv_qp_ex from ibv_qp_to_qp_ex is the first field of an EmuQp.
-        let q = unsafe { &*qpx.cast::<EmuQp>() };
-        f(&mut lock(&q.batch), q);
+        // SAFETY: the ibv_wr_* entry points are only set on QPs from ibv_create_qp_ex.
+        f(&mut lock(unsafe { batch(qpx) }));
     })
 }
 
 /// Start a new work request with the `wr_id` and `wr_flags` the application set.
 fn new_wr(verb: &str, qpx: *mut ibv_qp_ex, opcode: WrOpcode, fill: impl FnOnce(&mut SendWr)) {
-    with_batch(verb, qpx, |b, _| {
+    with_batch(verb, qpx, |b| {
         // SAFETY: the application writes these fields before each builder call; read them
         // as plain values.
         let (wr_id, flags) = unsafe {
@@ -102,37 +131,22 @@ fn new_wr(verb: &str, qpx: *mut ibv_qp_ex, opcode: WrOpcode, fill: impl FnOnce(&
     });
 }
 
-/// Change the last work request (a setter called before any opcode call is an error).
-fn set_last(
-    verb: &'static str,
-    qpx: *mut ibv_qp_ex,
-    f: impl FnOnce(&mut SendWr, &mut Vec<Vec<u8>>),
-) {
-    with_batch(verb, qpx, |b, _| match b.wrs.last_mut() {
-        Some(wr) => f(wr, &mut b.inline),
-        None => {
-            b.record(libc::EINVAL, || {
-                format!("{verb} before an opcode (ibv_wr_send, ibv_wr_rdma_write …)")
-            });
-        }
-    });
+/// Change the last work request.
+fn set_last_wr(verb: &str, qpx: *mut ibv_qp_ex, f: impl FnOnce(&mut SendWr, &mut Vec<Vec<u8>>)) {
+    with_batch(verb, qpx, |b| b.set_last(verb, f));
 }
 
 /// Record an operation the emulator does not carry out; `ibv_wr_complete` fails with it.
-fn unsupported(verb: &'static str, qpx: *mut ibv_qp_ex) {
-    with_batch(verb, qpx, |b, _| {
-        b.record(libc::EOPNOTSUPP, || {
-            format!("{verb} is not supported by the emulator")
-        });
-    });
+fn record_unsupported(verb: &str, qpx: *mut ibv_qp_ex) {
+    with_batch(verb, qpx, |b| b.unsupported(verb));
 }
 
 unsafe extern "C" fn wr_start(qpx: *mut ibv_qp_ex) {
-    with_batch("ibv_wr_start", qpx, |b, _| *b = Batch::default());
+    with_batch("ibv_wr_start", qpx, |b| *b = WrBatch::default());
 }
 
 unsafe extern "C" fn wr_abort(qpx: *mut ibv_qp_ex) {
-    with_batch("ibv_wr_abort", qpx, |b, _| *b = Batch::default());
+    with_batch("ibv_wr_abort", qpx, |b| *b = WrBatch::default());
 }
 
 unsafe extern "C" fn wr_complete(qpx: *mut ibv_qp_ex) -> c_int {
@@ -141,25 +155,19 @@ unsafe extern "C" fn wr_complete(qpx: *mut ibv_qp_ex) -> c_int {
         if qpx.is_null() {
             return fail(VERB, libc::EINVAL, "qp is NULL");
         }
-        // SAFETY: an ibv_qp_ex from ibv_qp_to_qp_ex is the first field of an EmuQp.
-        let q = unsafe { &*qpx.cast::<EmuQp>() };
-        let batch = std::mem::take(&mut *lock(&q.batch));
+        // SAFETY: the ibv_wr_* entry points are only set on QPs from ibv_create_qp_ex.
+        let batch = std::mem::take(&mut *lock(unsafe { batch(qpx) }));
         if let Some((errno, why)) = batch.error {
             return fail(VERB, errno, why);
         }
-        // SAFETY: the QP's context, set at creation.
-        let ctx = match unsafe { ctx_of(VERB, q.qpx.qp_base.context) } {
-            Ok(c) => c,
+        // SAFETY: as above; its ibv_qp is the first member.
+        let q = match unsafe { resolve::<EmuQp>(VERB, qpx.cast()) } {
+            Ok(q) => q,
             Err(e) => return e,
         };
-        let dev = match ctx.device(VERB) {
-            Ok(d) => d,
-            Err(e) => return e,
-        };
-        let handle = q.handle;
         // SAFETY: inline SGEs point into `batch.inline`, alive until this returns; other
         // SGEs name registered memory.
-        match dev.with(|h| unsafe { h.post_send(handle, &batch.wrs) }) {
+        match q.dev.with(|h| unsafe { h.post_send(q.handle, &batch.wrs) }) {
             Ok(()) => 0,
             Err(e) => fail(VERB, e.error.errno(), e),
         }
@@ -255,47 +263,36 @@ unsafe extern "C" fn wr_atomic_fetch_add(
 }
 
 unsafe extern "C" fn wr_set_sge(qpx: *mut ibv_qp_ex, lkey: u32, addr: u64, length: u32) {
-    set_last("ibv_wr_set_sge", qpx, |w, _| {
+    set_last_wr("ibv_wr_set_sge", qpx, |w, _| {
         w.sg_list = vec![Sge { addr, length, lkey }]
     });
 }
 
 unsafe extern "C" fn wr_set_sge_list(qpx: *mut ibv_qp_ex, num_sge: usize, sg_list: *const ibv_sge) {
-    let Ok(n) = i32::try_from(num_sge) else {
-        unsupported("ibv_wr_set_sge_list", qpx);
-        return;
-    };
-    // SAFETY: the caller passes num_sge readable entries.
-    match unsafe { crate::convert::sges(sg_list, n) } {
-        Ok(list) => set_last("ibv_wr_set_sge_list", qpx, |w, _| w.sg_list = list),
-        Err(why) => with_batch("ibv_wr_set_sge_list", qpx, |b, _| {
-            b.record(libc::EINVAL, || why);
-        }),
-    }
-}
-
-/// Copy inline data now (the caller may reuse its buffers at once).
-fn set_inline(verb: &'static str, qpx: *mut ibv_qp_ex, data: Vec<u8>) {
-    set_last(verb, qpx, |w, keep| {
-        w.sg_list = vec![Sge {
-            addr: data.as_ptr() as u64,
-            length: u32::try_from(data.len()).unwrap_or(u32::MAX),
-            lkey: 0,
-        }];
-        w.send_flags = SendFlags(w.send_flags.0 | IBV_SEND_INLINE);
-        // Moving the Vec keeps its heap buffer where the SGE points.
-        keep.push(data);
+    const VERB: &str = "ibv_wr_set_sge_list";
+    with_batch(VERB, qpx, |b| {
+        let Ok(n) = i32::try_from(num_sge) else {
+            return b.unsupported(VERB);
+        };
+        // SAFETY: the caller passes num_sge readable entries.
+        match unsafe { convert::sges_from_c(sg_list, n) } {
+            Ok(list) => b.set_last(VERB, |w, _| w.sg_list = list),
+            Err(e) => b.record(e.errno, || e.why),
+        }
     });
 }
 
 unsafe extern "C" fn wr_set_inline_data(qpx: *mut ibv_qp_ex, addr: *mut c_void, length: usize) {
-    let data = if length == 0 || addr.is_null() {
-        Vec::new()
-    } else {
-        // SAFETY: the caller passes `length` readable bytes.
-        unsafe { std::slice::from_raw_parts(addr.cast::<u8>(), length) }.to_vec()
-    };
-    set_inline("ibv_wr_set_inline_data", qpx, data);
+    const VERB: &str = "ibv_wr_set_inline_data";
+    with_batch(VERB, qpx, |b| {
+        let data = if length == 0 || addr.is_null() {
+            Vec::new()
+        } else {
+            // SAFETY: the caller passes `length` readable bytes.
+            unsafe { std::slice::from_raw_parts(addr.cast::<u8>(), length) }.to_vec()
+        };
+        b.set_inline(VERB, data);
+    });
 }
 
 unsafe extern "C" fn wr_set_inline_data_list(
@@ -303,19 +300,22 @@ unsafe extern "C" fn wr_set_inline_data_list(
     num_buf: usize,
     buf_list: *const ibv_data_buf,
 ) {
-    let mut data = Vec::new();
-    if num_buf > 0 && !buf_list.is_null() {
-        // SAFETY: the caller passes num_buf readable entries, each naming readable bytes.
-        for b in unsafe { std::slice::from_raw_parts(buf_list, num_buf) } {
-            if !b.addr.is_null() && b.length > 0 {
-                // SAFETY: as above.
-                data.extend_from_slice(unsafe {
-                    std::slice::from_raw_parts(b.addr.cast::<u8>(), b.length)
-                });
+    const VERB: &str = "ibv_wr_set_inline_data_list";
+    with_batch(VERB, qpx, |b| {
+        let mut data = Vec::new();
+        if num_buf > 0 && !buf_list.is_null() {
+            // SAFETY: the caller passes num_buf readable entries, each naming readable bytes.
+            for d in unsafe { std::slice::from_raw_parts(buf_list, num_buf) } {
+                if !d.addr.is_null() && d.length > 0 {
+                    // SAFETY: as above.
+                    data.extend_from_slice(unsafe {
+                        std::slice::from_raw_parts(d.addr.cast::<u8>(), d.length)
+                    });
+                }
             }
         }
-    }
-    set_inline("ibv_wr_set_inline_data_list", qpx, data);
+        b.set_inline(VERB, data);
+    });
 }
 
 unsafe extern "C" fn wr_set_ud_addr(
@@ -324,25 +324,25 @@ unsafe extern "C" fn wr_set_ud_addr(
     remote_qpn: u32,
     remote_qkey: u32,
 ) {
-    if ah.is_null() {
-        with_batch("ibv_wr_set_ud_addr", qpx, |b, _| {
-            b.record(libc::EINVAL, || "ibv_wr_set_ud_addr: ah is NULL".into());
+    const VERB: &str = "ibv_wr_set_ud_addr";
+    with_batch(VERB, qpx, |b| {
+        if ah.is_null() {
+            return b.record(libc::EINVAL, || format!("{VERB}: ah is NULL"));
+        }
+        // SAFETY: an AH from ibv_create_ah.
+        let ah = unsafe { EmuAh::handle(ah.cast()) };
+        b.set_last(VERB, |w, _| {
+            w.ud = Some(UdTarget {
+                ah,
+                remote_qpn,
+                remote_qkey,
+            })
         });
-        return;
-    }
-    // SAFETY: an AH from ibv_create_ah.
-    let ah = unsafe { (*ah.cast::<EmuAh>()).handle };
-    set_last("ibv_wr_set_ud_addr", qpx, |w, _| {
-        w.ud = Some(UdTarget {
-            ah,
-            remote_qpn,
-            remote_qkey,
-        })
     });
 }
 
 unsafe extern "C" fn wr_set_xrc_srqn(qpx: *mut ibv_qp_ex, _remote_srqn: u32) {
-    unsupported("ibv_wr_set_xrc_srqn", qpx);
+    record_unsupported("ibv_wr_set_xrc_srqn", qpx);
 }
 
 unsafe extern "C" fn wr_bind_mw(
@@ -351,15 +351,15 @@ unsafe extern "C" fn wr_bind_mw(
     _rkey: u32,
     _bind_info: *const ibv_mw_bind_info,
 ) {
-    unsupported("ibv_wr_bind_mw", qpx);
+    record_unsupported("ibv_wr_bind_mw", qpx);
 }
 
 unsafe extern "C" fn wr_local_inv(qpx: *mut ibv_qp_ex, _invalidate_rkey: u32) {
-    unsupported("ibv_wr_local_inv", qpx);
+    record_unsupported("ibv_wr_local_inv", qpx);
 }
 
 unsafe extern "C" fn wr_send_tso(qpx: *mut ibv_qp_ex, _hdr: *mut c_void, _hdr_sz: u16, _mss: u16) {
-    unsupported("ibv_wr_send_tso", qpx);
+    record_unsupported("ibv_wr_send_tso", qpx);
 }
 
 unsafe extern "C" fn wr_atomic_write(
@@ -368,7 +368,7 @@ unsafe extern "C" fn wr_atomic_write(
     _remote_addr: u64,
     _atomic_wr: *const c_void,
 ) {
-    unsupported("ibv_wr_atomic_write", qpx);
+    record_unsupported("ibv_wr_atomic_write", qpx);
 }
 
 /// `verbs_context.create_qp_ex`: what `ibv_create_qp_ex` calls for anything beyond a plain
@@ -378,50 +378,58 @@ pub(crate) unsafe extern "C" fn vctx_create_qp_ex(
     attr: *mut ibv_qp_init_attr_ex,
 ) -> *mut ibv_qp {
     const VERB: &str = "ibv_create_qp_ex";
-    guard(VERB, std::ptr::null_mut(), || {
+    guard_ptr(VERB, || {
         if attr.is_null() {
-            return fail_null(VERB, libc::EINVAL, "qp_init_attr_ex is NULL");
+            return Err(fail(VERB, libc::EINVAL, "qp_init_attr_ex is NULL"));
         }
         // SAFETY: non-NULL from the caller.
         let a = unsafe { &mut *attr };
         let known =
             IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
         if a.comp_mask & IBV_QP_INIT_ATTR_PD == 0 || a.pd.is_null() {
-            return fail_null(
+            return Err(fail(
                 VERB,
                 libc::EINVAL,
                 "a PD is required (XRC target QPs are not emulated)",
-            );
+            ));
         }
         if a.comp_mask & !known != 0
             || (a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS != 0 && a.create_flags != 0)
         {
-            return fail_null(
+            return Err(fail(
                 VERB,
                 libc::EOPNOTSUPP,
                 format!(
                     "comp_mask {:#x} / create_flags {:#x}: XRC, RSS, TSO and creation flags are not emulated",
                     a.comp_mask, a.create_flags
                 ),
-            );
+            ));
         }
         // SAFETY: a PD from ibv_alloc_pd.
         if unsafe { (*a.pd).context } != context {
-            return fail_null(VERB, libc::EINVAL, "the PD belongs to another context");
+            return Err(fail(
+                VERB,
+                libc::EINVAL,
+                "the PD belongs to another context",
+            ));
         }
         let extended = a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0;
         if extended && a.send_ops_flags & !SUPPORTED_SEND_OPS != 0 {
-            return fail_null(
+            return Err(fail(
                 VERB,
                 libc::EOPNOTSUPP,
                 format!(
                     "send_ops_flags {:#x}: memory windows, local invalidate, TSO and atomic write are not emulated",
                     a.send_ops_flags & !SUPPORTED_SEND_OPS
                 ),
-            );
+            ));
         }
         if QpType::from_raw(a.qp_type).is_none() {
-            return fail_null(VERB, libc::EOPNOTSUPP, format!("QP type {}", a.qp_type));
+            return Err(fail(
+                VERB,
+                libc::EOPNOTSUPP,
+                format!("QP type {}", a.qp_type),
+            ));
         }
         let mut ia = ibv_qp_init_attr {
             qp_context: a.qp_context,
@@ -435,12 +443,11 @@ pub(crate) unsafe extern "C" fn vctx_create_qp_ex(
         // SAFETY: PD, CQs and SRQ from this library (checked where possible).
         let r = unsafe { create_qp(VERB, a.pd, &mut ia, extended) };
         a.cap = ia.cap;
-        match r {
-            Ok(p) => p,
-            Err(e) => {
-                set_errno(e);
-                std::ptr::null_mut()
-            }
+        let qp = r?;
+        if extended {
+            // SAFETY: created above, not handed out yet.
+            fill_wr_ops(unsafe { &mut (*qp).qpx });
         }
+        Ok(qp.cast())
     })
 }

@@ -3,17 +3,25 @@
 use std::ffi::{CStr, c_char, c_int};
 
 use softroce_emu::core::{EventType, WcStatus};
+use softroce_ibverbs_abi::*;
 
-fn c(s: &'static CStr) -> *const c_char {
-    s.as_ptr()
+use crate::ffi::guard;
+
+/// A static string export: its text, "unknown" should it panic.
+fn guard_str(verb: &str, f: impl FnOnce() -> &'static CStr) -> *const c_char {
+    guard(verb, c"unknown".as_ptr(), || f().as_ptr())
 }
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_wc_status_str(status: u32) -> *const c_char {
+    guard_str("ibv_wc_status_str", || wc_status_str(status))
+}
+
+fn wc_status_str(status: u32) -> &'static CStr {
     let Some(s) = WcStatus::from_raw(status) else {
-        return c(c"unknown");
+        return c"unknown";
     };
-    c(match s {
+    match s {
         WcStatus::Success => c"success",
         WcStatus::LocLenErr => c"local length error",
         WcStatus::LocQpOpErr => c"local QP operation error",
@@ -36,15 +44,19 @@ unsafe extern "C" fn ibv_wc_status_str(status: u32) -> *const c_char {
         WcStatus::FatalErr => c"fatal error",
         WcStatus::RespTimeoutErr => c"response timeout error",
         WcStatus::GeneralErr => c"general error",
-    })
+    }
 }
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_event_type_str(event: u32) -> *const c_char {
+    guard_str("ibv_event_type_str", || event_type_str(event))
+}
+
+fn event_type_str(event: u32) -> &'static CStr {
     let Some(e) = EventType::from_raw(event) else {
-        return c(c"unknown");
+        return c"unknown";
     };
-    c(match e {
+    match e {
         EventType::CqErr => c"CQ error",
         EventType::QpFatal => c"local work queue catastrophic error",
         EventType::QpReqErr => c"invalid request local work queue error",
@@ -65,32 +77,32 @@ unsafe extern "C" fn ibv_event_type_str(event: u32) -> *const c_char {
         EventType::ClientReregister => c"client reregistration",
         EventType::GidChange => c"GID table change",
         EventType::WqFatal => c"WQ fatal",
-    })
+    }
 }
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_node_type_str(node_type: c_int) -> *const c_char {
-    c(match node_type {
-        1 => c"InfiniBand channel adapter",
-        2 => c"InfiniBand switch",
-        3 => c"InfiniBand router",
-        4 => c"iWARP NIC",
-        5 => c"usNIC",
-        6 => c"usNIC UDP",
-        7 => c"unspecified",
+    guard_str("ibv_node_type_str", || match node_type {
+        IBV_NODE_CA => c"InfiniBand channel adapter",
+        IBV_NODE_SWITCH => c"InfiniBand switch",
+        IBV_NODE_ROUTER => c"InfiniBand router",
+        IBV_NODE_RNIC => c"iWARP NIC",
+        IBV_NODE_USNIC => c"usNIC",
+        IBV_NODE_USNIC_UDP => c"usNIC UDP",
+        IBV_NODE_UNSPECIFIED => c"unspecified",
         _ => c"unknown",
     })
 }
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_port_state_str(state: u32) -> *const c_char {
-    c(match state {
-        0 => c"PORT_NOP",
-        1 => c"PORT_DOWN",
-        2 => c"PORT_INIT",
-        3 => c"PORT_ARMED",
-        4 => c"PORT_ACTIVE",
-        5 => c"PORT_ACTIVE_DEFER",
+    guard_str("ibv_port_state_str", || match state {
+        IBV_PORT_NOP => c"PORT_NOP",
+        IBV_PORT_DOWN => c"PORT_DOWN",
+        IBV_PORT_INIT => c"PORT_INIT",
+        IBV_PORT_ARMED => c"PORT_ARMED",
+        IBV_PORT_ACTIVE => c"PORT_ACTIVE",
+        IBV_PORT_ACTIVE_DEFER => c"PORT_ACTIVE_DEFER",
         _ => c"invalid state",
     })
 }
@@ -122,23 +134,31 @@ const RATES: &[(c_int, c_int, c_int)] = &[
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_rate_to_mult(rate: c_int) -> c_int {
-    RATES.iter().find(|r| r.0 == rate).map_or(-1, |r| r.1)
+    guard("ibv_rate_to_mult", -1, || {
+        RATES.iter().find(|r| r.0 == rate).map_or(-1, |r| r.1)
+    })
 }
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn mult_to_ibv_rate(mult: c_int) -> c_int {
-    RATES
-        .iter()
-        .find(|r| r.1 == mult && mult > 0)
-        .map_or(0, |r| r.0)
+    guard("mult_to_ibv_rate", 0, || {
+        RATES
+            .iter()
+            .find(|r| r.1 == mult && mult > 0)
+            .map_or(0, |r| r.0)
+    })
 }
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_rate_to_mbps(rate: c_int) -> c_int {
-    RATES.iter().find(|r| r.0 == rate).map_or(-1, |r| r.2)
+    guard("ibv_rate_to_mbps", -1, || {
+        RATES.iter().find(|r| r.0 == rate).map_or(-1, |r| r.2)
+    })
 }
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn mbps_to_ibv_rate(mbps: c_int) -> c_int {
-    RATES.iter().find(|r| r.2 == mbps).map_or(0, |r| r.0)
+    guard("mbps_to_ibv_rate", 0, || {
+        RATES.iter().find(|r| r.2 == mbps).map_or(0, |r| r.0)
+    })
 }

@@ -5,7 +5,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use crate::ffi::fail;
+use crate::ffi::{fail, guard};
 
 fn unsupported(name: &str) -> c_int {
     fail(
@@ -21,7 +21,7 @@ macro_rules! errno_stubs {
         $(
             #[unsafe(no_mangle)]
             unsafe extern "C" fn $name() -> c_int {
-                unsupported(stringify!($name))
+                guard(stringify!($name), libc::EOPNOTSUPP, || unsupported(stringify!($name)))
             }
         )*
     };
@@ -33,8 +33,10 @@ macro_rules! minus_one_stubs {
         $(
             #[unsafe(no_mangle)]
             unsafe extern "C" fn $name() -> c_int {
-                unsupported(stringify!($name));
-                -1
+                guard(stringify!($name), -1, || {
+                    unsupported(stringify!($name));
+                    -1
+                })
             }
         )*
     };
@@ -46,8 +48,10 @@ macro_rules! null_stubs {
         $(
             #[unsafe(no_mangle)]
             unsafe extern "C" fn $name() -> *mut c_void {
-                unsupported(stringify!($name));
-                std::ptr::null_mut()
+                guard(stringify!($name), std::ptr::null_mut(), || {
+                    unsupported(stringify!($name));
+                    std::ptr::null_mut()
+                })
             }
         )*
     };
@@ -59,7 +63,9 @@ macro_rules! void_stubs {
         $(
             #[unsafe(no_mangle)]
             unsafe extern "C" fn $name() {
-                unsupported(stringify!($name));
+                guard(stringify!($name), (), || {
+                    unsupported(stringify!($name));
+                })
             }
         )*
     };

@@ -4,8 +4,10 @@
 //!
 //! The object tokens ([`PdHandle`] and friends) carry the C object pointers. Calls the
 //! header makes inline (`ibv_post_send`, `ibv_poll_cq`, …) go through the context's `ops`
-//! table exactly as `<infiniband/verbs.h>` compiles them. Struct mirrors follow rdma-core's
-//! public, append-only ABI (x86_64 layouts checked at compile time below).
+//! table exactly as `<infiniband/verbs.h>` compiles them. The structs are the mirrors of
+//! `softroce-ibverbs-abi` (whose layout and constants are checked against the header there),
+//! and its `convert` module translates them to and from the core's types, the same
+//! translation the drop-in `libibverbs.so.1` uses in the other direction.
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::os::fd::RawFd;
@@ -15,12 +17,12 @@ use std::time::Duration;
 use libloading::Library;
 use softroce_emu::core::{
     AccessFlags, AhAttr, AhHandle, AsyncEvent, ChannelHandle, CqHandle, DeviceAttr, EventElement,
-    EventType, MrHandle, MrKeys, PdHandle, PortAttr, PortState, QpAttr, QpAttrMask, QpHandle,
-    QpInitAttr, QpState, RecvWr, SendWr, SrqAttr, SrqAttrMask, SrqHandle, WcFlags, WcOpcode,
-    WcStatus, WorkCompletion, WrOpcode,
+    EventType, MrHandle, MrKeys, PdHandle, PortAttr, QpAttr, QpAttrMask, QpHandle, QpInitAttr,
+    QpState, RecvWr, SendWr, SrqAttr, SrqAttrMask, SrqHandle, WorkCompletion,
 };
 use softroce_ibverbs_abi as sys;
-use softroce_wire::{Gid, Mtu, Qpn};
+use softroce_ibverbs_abi::convert::{self, CEventElement, WrChain};
+use softroce_wire::{Gid, Qpn};
 
 use super::{Backend, BackendKind};
 use crate::error::{Error, Result};
@@ -37,7 +39,7 @@ struct Fns {
     close_device: unsafe extern "C" fn(*mut sys::ibv_context) -> c_int,
     query_device: unsafe extern "C" fn(*mut sys::ibv_context, *mut sys::ibv_device_attr) -> c_int,
     query_port: unsafe extern "C" fn(*mut sys::ibv_context, u8, *mut sys::ibv_port_attr) -> c_int,
-    query_gid: unsafe extern "C" fn(*mut sys::ibv_context, u8, c_int, *mut [u8; 16]) -> c_int,
+    query_gid: unsafe extern "C" fn(*mut sys::ibv_context, u8, c_int, *mut sys::ibv_gid) -> c_int,
     query_gid_ex: Option<
         unsafe extern "C" fn(
             *mut sys::ibv_context,
@@ -323,80 +325,16 @@ impl Drop for Ibverbs {
     }
 }
 
+/// The C address vector of `a`: C has no destination UDP port, so only the standard one can
+/// be reached.
 fn to_c_ah(a: &AhAttr) -> Result<sys::ibv_ah_attr> {
-    if a.udp_port != 0 && a.udp_port != 4791 {
+    if a.udp_port != 0 && a.udp_port != softroce_wire::ROCE_V2_PORT {
         return Err(Error::Unsupported {
             what: "a destination UDP port other than 4791",
             backend: BackendKind::Ibverbs,
         });
     }
-    // SAFETY: plain-old-data; all-zero is a valid attribute set.
-    let mut c: sys::ibv_ah_attr = unsafe { std::mem::zeroed() };
-    c.grh.dgid.raw = a.dgid.to_bytes();
-    c.grh.flow_label = a.flow_label;
-    c.grh.sgid_index = a.sgid_index;
-    c.grh.hop_limit = a.hop_limit;
-    c.grh.traffic_class = a.traffic_class;
-    c.sl = a.sl;
-    c.is_global = 1;
-    c.port_num = a.port_num.max(1);
-    Ok(c)
-}
-
-fn from_c_wc(w: &sys::ibv_wc) -> WorkCompletion {
-    let status = WcStatus::from_raw(w.status).unwrap_or(WcStatus::GeneralErr);
-    // ibv_poll_cq(3): for an error status only wr_id, status, qp_num and vendor_err are
-    // valid; the opcode may be anything, so it is not trusted then.
-    let opcode = WcOpcode::from_raw(w.opcode).unwrap_or(WcOpcode::Send);
-    WorkCompletion {
-        wr_id: w.wr_id,
-        status,
-        opcode,
-        vendor_err: w.vendor_err,
-        byte_len: w.byte_len,
-        imm_data: w.imm_data,
-        qp_num: w.qp_num,
-        src_qp: w.src_qp,
-        wc_flags: WcFlags(w.wc_flags),
-        pkey_index: w.pkey_index,
-        slid: w.slid,
-        sl: w.sl,
-        dlid_path_bits: w.dlid_path_bits,
-    }
-}
-
-fn sges(list: &[softroce_emu::core::Sge]) -> Vec<sys::ibv_sge> {
-    list.iter()
-        .map(|s| sys::ibv_sge {
-            addr: s.addr,
-            length: s.length,
-            lkey: s.lkey,
-        })
-        .collect()
-}
-
-/// Receive work requests as a C chain; the Vecs own the memory the chain points into.
-fn recv_chain(wrs: &[RecvWr]) -> (Vec<sys::ibv_recv_wr>, Vec<Vec<sys::ibv_sge>>) {
-    let mut lists: Vec<Vec<sys::ibv_sge>> = wrs.iter().map(|w| sges(&w.sg_list)).collect();
-    let mut chain: Vec<sys::ibv_recv_wr> = wrs
-        .iter()
-        .zip(lists.iter_mut())
-        .map(|(w, l)| sys::ibv_recv_wr {
-            wr_id: w.wr_id,
-            next: ptr::null_mut(),
-            sg_list: if l.is_empty() {
-                ptr::null_mut()
-            } else {
-                l.as_mut_ptr()
-            },
-            num_sge: l.len() as c_int,
-        })
-        .collect();
-    for i in 1..chain.len() {
-        let next: *mut sys::ibv_recv_wr = &mut chain[i];
-        chain[i - 1].next = next;
-    }
-    (chain, lists)
+    Ok(convert::ah_attr_to_c(a))
 }
 
 impl Backend for Ibverbs {
@@ -412,43 +350,11 @@ impl Backend for Ibverbs {
         // SAFETY: valid context and out pointer.
         let rc = unsafe { (self.fns.query_device)(self.ctx, &mut a) };
         check("ibv_query_device", || self.name.clone(), rc)?;
-        // SAFETY: fw_ver is NUL-terminated within its 64 bytes (zeroed beforehand).
-        let fw_ver = unsafe { CStr::from_ptr(a.fw_ver.as_ptr()) }
-            .to_string_lossy()
-            .into_owned();
-        let u = |v: c_int| u32::try_from(v).unwrap_or(0);
         Ok(DeviceAttr {
-            fw_ver,
-            node_guid: u64::from_be(a.node_guid),
-            sys_image_guid: u64::from_be(a.sys_image_guid),
-            max_mr_size: a.max_mr_size,
-            page_size_cap: a.page_size_cap,
-            vendor_id: a.vendor_id,
-            vendor_part_id: a.vendor_part_id,
-            hw_ver: a.hw_ver,
-            max_qp: u(a.max_qp),
-            max_qp_wr: u(a.max_qp_wr),
-            device_cap_flags: a.device_cap_flags,
-            max_sge: u(a.max_sge),
-            max_sge_rd: u(a.max_sge_rd),
-            max_cq: u(a.max_cq),
-            max_cqe: u(a.max_cqe),
-            max_mr: u(a.max_mr),
-            max_pd: u(a.max_pd),
-            max_qp_rd_atom: u(a.max_qp_rd_atom),
-            max_qp_init_rd_atom: u(a.max_qp_init_rd_atom),
-            atomic_cap: a.atomic_cap,
-            max_ah: u(a.max_ah),
-            max_srq: u(a.max_srq),
-            max_srq_wr: u(a.max_srq_wr),
-            max_srq_sge: u(a.max_srq_sge),
-            max_pkeys: a.max_pkeys,
-            local_ca_ack_delay: a.local_ca_ack_delay,
-            phys_port_cnt: a.phys_port_cnt,
-            max_inline_data: 0,
             max_msg_sz: self.query_port(1).map_or(0, |p| p.max_msg_sz),
             // SAFETY: the context lives as long as `self`.
-            num_comp_vectors: u(unsafe { (*self.ctx).num_comp_vectors }),
+            num_comp_vectors: u32::try_from(unsafe { (*self.ctx).num_comp_vectors }).unwrap_or(0),
+            ..convert::device_attr_from_c(&a)
         })
     }
     fn query_port(&self, port: u8) -> Result<PortAttr> {
@@ -457,32 +363,16 @@ impl Backend for Ibverbs {
         // SAFETY: valid context; the export fills at most the 52 bytes given.
         let rc = unsafe { (self.fns.query_port)(self.ctx, port, &mut p) };
         check("ibv_query_port", || format!("port {port}"), rc)?;
-        let mtu = |code: u32| Mtu::from_code(code as u8).unwrap_or(Mtu::Mtu1024);
-        Ok(PortAttr {
-            state: if p.state == 4 {
-                PortState::Active
-            } else {
-                PortState::Down
-            },
-            max_mtu: mtu(p.max_mtu),
-            active_mtu: mtu(p.active_mtu),
-            gid_tbl_len: u32::try_from(p.gid_tbl_len).unwrap_or(0),
-            port_cap_flags: p.port_cap_flags,
-            max_msg_sz: p.max_msg_sz,
-            bad_pkey_cntr: p.bad_pkey_cntr,
-            qkey_viol_cntr: p.qkey_viol_cntr,
-            pkey_tbl_len: p.pkey_tbl_len,
-            link_layer_ethernet: p.link_layer == sys::IBV_LINK_LAYER_ETHERNET,
-        })
+        Ok(convert::port_attr_from_c(&p))
     }
     fn query_gid(&self, port: u8, index: usize) -> Result<Gid> {
-        let mut gid = [0u8; 16];
+        let mut gid = sys::ibv_gid { raw: [0; 16] };
         let idx = c_int::try_from(index)
             .map_err(|_| fail("ibv_query_gid", format!("index {index}"), libc::EINVAL))?;
-        // SAFETY: valid context and 16-byte out buffer.
+        // SAFETY: valid context and out pointer.
         let rc = unsafe { (self.fns.query_gid)(self.ctx, port, idx, &mut gid) };
         check("ibv_query_gid", || format!("port {port} index {index}"), rc)?;
-        Ok(Gid::from_bytes(gid))
+        Ok(convert::gid_from_c(&gid))
     }
     fn sgid_index(&self) -> usize {
         self.sgid_index
@@ -590,7 +480,7 @@ impl Backend for Ibverbs {
         }
         let n = n as usize;
         for (o, w) in out.iter_mut().zip(&buf[..n]) {
-            *o = from_c_wc(w);
+            *o = convert::wc_from_c(w);
         }
         Ok(n)
     }
@@ -615,11 +505,7 @@ impl Backend for Ibverbs {
     fn create_srq(&self, pd: PdHandle, attr: SrqAttr) -> Result<SrqHandle> {
         let mut init = sys::ibv_srq_init_attr {
             srq_context: ptr::null_mut(),
-            attr: sys::ibv_srq_attr {
-                max_wr: attr.max_wr,
-                max_sge: attr.max_sge,
-                srq_limit: attr.srq_limit,
-            },
+            attr: convert::srq_attr_to_c(&attr),
         };
         // SAFETY: a live PD and a valid attribute struct.
         let srq = unsafe { (self.fns.create_srq)(ptr_of(pd.to_raw()), &mut init) };
@@ -627,20 +513,8 @@ impl Backend for Ibverbs {
         Ok(SrqHandle::from_raw(srq as u64))
     }
     fn modify_srq(&self, srq: SrqHandle, attr: SrqAttr, mask: SrqAttrMask) -> Result<()> {
-        let mut a = sys::ibv_srq_attr {
-            max_wr: attr.max_wr,
-            max_sge: attr.max_sge,
-            srq_limit: attr.srq_limit,
-        };
-        let m = if mask.max_wr {
-            sys::IBV_SRQ_MAX_WR as c_int
-        } else {
-            0
-        } | if mask.limit {
-            sys::IBV_SRQ_LIMIT as c_int
-        } else {
-            0
-        };
+        let mut a = convert::srq_attr_to_c(&attr);
+        let m = convert::srq_attr_mask_to_c(mask);
         // SAFETY: a live SRQ and a valid attribute struct.
         let rc = unsafe { (self.fns.modify_srq)(ptr_of(srq.to_raw()), &mut a, m) };
         check("ibv_modify_srq", || format!("{attr:?}"), rc)
@@ -663,21 +537,12 @@ impl Backend for Ibverbs {
     }
 
     fn create_qp(&self, pd: PdHandle, init: QpInitAttr) -> Result<(QpHandle, Qpn)> {
-        let mut a = sys::ibv_qp_init_attr {
-            qp_context: init.qp_context as usize as *mut c_void,
-            send_cq: ptr_of(init.send_cq.to_raw()),
-            recv_cq: ptr_of(init.recv_cq.to_raw()),
-            srq: init.srq.map_or(ptr::null_mut(), |s| ptr_of(s.to_raw())),
-            cap: sys::ibv_qp_cap {
-                max_send_wr: init.cap.max_send_wr,
-                max_recv_wr: init.cap.max_recv_wr,
-                max_send_sge: init.cap.max_send_sge,
-                max_recv_sge: init.cap.max_recv_sge,
-                max_inline_data: init.cap.max_inline_data,
-            },
-            qp_type: init.qp_type.raw(),
-            sq_sig_all: c_int::from(init.sq_sig_all),
-        };
+        let mut a = convert::qp_init_attr_to_c(
+            &init,
+            ptr_of(init.send_cq.to_raw()),
+            ptr_of(init.recv_cq.to_raw()),
+            init.srq.map_or(ptr::null_mut(), |s| ptr_of(s.to_raw())),
+        );
         // SAFETY: a live PD; CQ/SRQ tokens from this backend.
         let qp = unsafe { (self.fns.create_qp)(ptr_of(pd.to_raw()), &mut a) };
         let qp = non_null(
@@ -697,42 +562,8 @@ impl Backend for Ibverbs {
         Ok((QpHandle::from_raw(qp as u64), qpn))
     }
     fn modify_qp(&self, qp: QpHandle, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
-        let ah = to_c_ah(&attr.ah_attr)?;
-        let cap = sys::ibv_qp_cap {
-            max_send_wr: attr.cap.max_send_wr,
-            max_recv_wr: attr.cap.max_recv_wr,
-            max_send_sge: attr.cap.max_send_sge,
-            max_recv_sge: attr.cap.max_recv_sge,
-            max_inline_data: attr.cap.max_inline_data,
-        };
-        let mut a = sys::ibv_qp_attr {
-            qp_state: attr.qp_state.raw(),
-            cur_qp_state: attr.cur_qp_state.raw(),
-            path_mtu: u32::from(attr.path_mtu.code()),
-            path_mig_state: u32::from(attr.path_mig_state),
-            qkey: attr.qkey,
-            rq_psn: attr.rq_psn.value(),
-            sq_psn: attr.sq_psn.value(),
-            dest_qp_num: attr.dest_qp_num,
-            qp_access_flags: attr.qp_access_flags.0,
-            cap,
-            ah_attr: ah,
-            alt_ah_attr: ah,
-            pkey_index: attr.pkey_index,
-            alt_pkey_index: 0,
-            en_sqd_async_notify: u8::from(attr.en_sqd_async_notify),
-            sq_draining: 0,
-            max_rd_atomic: attr.max_rd_atomic,
-            max_dest_rd_atomic: attr.max_dest_rd_atomic,
-            min_rnr_timer: attr.min_rnr_timer,
-            port_num: attr.port_num.max(1),
-            timeout: attr.timeout,
-            retry_cnt: attr.retry_cnt,
-            rnr_retry: attr.rnr_retry,
-            alt_port_num: 0,
-            alt_timeout: 0,
-            rate_limit: 0,
-        };
+        let mut a = convert::qp_attr_to_c(attr);
+        a.ah_attr = to_c_ah(&attr.ah_attr)?;
         // SAFETY: a live QP and a valid attribute struct.
         let rc = unsafe { (self.fns.modify_qp)(ptr_of(qp.to_raw()), &mut a, mask.0 as c_int) };
         check(
@@ -776,67 +607,17 @@ impl Backend for Ibverbs {
         if wrs.is_empty() {
             return Ok(());
         }
-        let mut lists: Vec<Vec<sys::ibv_sge>> = wrs.iter().map(|w| sges(&w.sg_list)).collect();
-        let mut chain: Vec<sys::ibv_send_wr> = wrs
-            .iter()
-            .zip(lists.iter_mut())
-            .map(|(w, l)| {
-                // SAFETY: plain-old-data; all-zero is a valid work request.
-                let mut c: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
-                c.wr_id = w.wr_id;
-                if !l.is_empty() {
-                    c.sg_list = l.as_mut_ptr();
-                }
-                c.num_sge = l.len() as c_int;
-                c.opcode = w.opcode.raw();
-                c.send_flags = w.send_flags.0;
-                // SEND_WITH_INV carries the rkey in the same union slot.
-                c.imm_data = if w.opcode == WrOpcode::SendWithInv {
-                    w.invalidate_rkey
-                } else {
-                    w.imm_data
-                };
-                match (w.ud, w.opcode) {
-                    (Some(ud), _) => {
-                        c.wr.ud = sys::ibv_send_wr_ud {
-                            ah: ptr_of(ud.ah.to_raw()),
-                            remote_qpn: ud.remote_qpn,
-                            remote_qkey: ud.remote_qkey,
-                        }
-                    }
-                    (None, WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd) => {
-                        c.wr.atomic = sys::ibv_send_wr_atomic {
-                            remote_addr: w.atomic.remote_addr,
-                            compare_add: w.atomic.compare_add,
-                            swap: w.atomic.swap,
-                            rkey: w.atomic.rkey,
-                        }
-                    }
-                    (None, _) => {
-                        c.wr.rdma = sys::ibv_send_wr_rdma {
-                            remote_addr: w.rdma.remote_addr,
-                            rkey: w.rdma.rkey,
-                        }
-                    }
-                }
-                c
-            })
-            .collect();
-        for i in 1..chain.len() {
-            let next: *mut sys::ibv_send_wr = &mut chain[i];
-            chain[i - 1].next = next;
-        }
-        let first: *mut sys::ibv_send_wr = &mut chain[0];
+        let mut chain = WrChain::send(wrs, |ah| ptr_of(ah.to_raw()));
         let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
         // SAFETY: a live QP; the chain and its SGE lists live across the call; buffers
         // are the caller's contract.
-        let rc = unsafe { post(ptr_of(qp.to_raw()), first, &mut bad) };
+        let rc = unsafe { post(ptr_of(qp.to_raw()), chain.first(), &mut bad) };
         if rc == 0 {
             return Ok(());
         }
         Err(Error::IbverbsPost {
             verb: "ibv_post_send",
-            index: chain_index(first, bad, chain.len()),
+            index: chain.index_of(bad),
             errno: if rc < 0 { errno() } else { rc },
         })
     }
@@ -869,30 +650,22 @@ impl Backend for Ibverbs {
         // SAFETY: valid context and out pointer.
         let rc = unsafe { (self.fns.get_async_event)(self.ctx, &mut ev) };
         check("ibv_get_async_event", String::new, rc)?;
-        let event_type = EventType::from_raw(ev.event_type).ok_or_else(|| {
-            fail(
-                "ibv_get_async_event",
-                format!("unknown event type {}", ev.event_type),
-                libc::EPROTO,
-            )
-        })?;
-        // SAFETY: the union holds a pointer or, for port events, a port number; reading the
-        // pointer-sized member and then the int for port events follows the event type.
-        let (raw, port) = unsafe { (ev.element.cq as u64, ev.element.port_num) };
-        let element = match event_type {
-            EventType::CqErr => EventElement::Cq(CqHandle::from_raw(raw)),
-            EventType::SrqErr | EventType::SrqLimitReached => {
-                EventElement::Srq(SrqHandle::from_raw(raw))
+        let (event_type, element) = convert::async_event_from_c(&ev)
+            .map_err(|e| fail("ibv_get_async_event", e.why, libc::EPROTO))?;
+        // The object's address is its handle here; the event type says which object it is.
+        let element = match element {
+            CEventElement::Port(p) => EventElement::Port(p),
+            CEventElement::Device => EventElement::Device,
+            CEventElement::Object(addr) => {
+                let raw = addr as u64;
+                match event_type {
+                    EventType::CqErr => EventElement::Cq(CqHandle::from_raw(raw)),
+                    EventType::SrqErr | EventType::SrqLimitReached => {
+                        EventElement::Srq(SrqHandle::from_raw(raw))
+                    }
+                    _ => EventElement::Qp(QpHandle::from_raw(raw)),
+                }
             }
-            EventType::PortActive
-            | EventType::PortErr
-            | EventType::LidChange
-            | EventType::PkeyChange
-            | EventType::SmChange
-            | EventType::ClientReregister
-            | EventType::GidChange => EventElement::Port(u8::try_from(port).unwrap_or(0)),
-            EventType::DeviceFatal => EventElement::Device,
-            _ => EventElement::Qp(QpHandle::from_raw(raw)),
         };
         Ok(AsyncEvent {
             event_type,
@@ -900,16 +673,15 @@ impl Backend for Ibverbs {
         })
     }
     fn ack_async_event(&self, event: &AsyncEvent) -> Result<()> {
-        // SAFETY: plain-old-data; rebuilt field for field below.
-        let mut ev: sys::ibv_async_event = unsafe { std::mem::zeroed() };
-        ev.event_type = event.event_type.raw();
-        match event.element {
-            EventElement::Cq(h) => ev.element.cq = ptr_of(h.to_raw()),
-            EventElement::Qp(h) => ev.element.qp = ptr_of(h.to_raw()),
-            EventElement::Srq(h) => ev.element.srq = ptr_of(h.to_raw()),
-            EventElement::Port(p) => ev.element.port_num = c_int::from(p),
-            EventElement::Device => {}
-        }
+        let address = |raw: u64| CEventElement::Object(raw as usize);
+        let element = match event.element {
+            EventElement::Cq(h) => address(h.to_raw()),
+            EventElement::Qp(h) => address(h.to_raw()),
+            EventElement::Srq(h) => address(h.to_raw()),
+            EventElement::Port(p) => CEventElement::Port(p),
+            EventElement::Device => CEventElement::Device,
+        };
+        let mut ev = convert::async_event_to_c(event.event_type, element);
         // SAFETY: an event this backend returned, rebuilt field for field.
         unsafe { (self.fns.ack_async_event)(&mut ev) };
         Ok(())
@@ -933,28 +705,18 @@ unsafe fn post_recv_chain<T>(
     if wrs.is_empty() {
         return Ok(());
     }
-    let (mut chain, _lists) = recv_chain(wrs);
-    let first: *mut sys::ibv_recv_wr = &mut chain[0];
+    let mut chain = WrChain::recv(wrs);
     let mut bad: *mut sys::ibv_recv_wr = ptr::null_mut();
     // SAFETY: the chain and SGE lists live across the call.
-    let rc = unsafe { post(target, first, &mut bad) };
+    let rc = unsafe { post(target, chain.first(), &mut bad) };
     if rc == 0 {
         return Ok(());
     }
     Err(Error::IbverbsPost {
         verb,
-        index: chain_index(first, bad, chain.len()),
+        index: chain.index_of(bad),
         errno: if rc < 0 { errno() } else { rc },
     })
-}
-
-/// Which element of a chain `bad` points at (`bad_wr`); the first one if it is unknown.
-fn chain_index<T>(first: *mut T, bad: *mut T, len: usize) -> usize {
-    if bad.is_null() {
-        return 0;
-    }
-    let offset = (bad as usize).wrapping_sub(first as usize) / size_of::<T>().max(1);
-    if offset < len { offset } else { 0 }
 }
 
 /// Wait until `fd` is readable for at most `timeout` (`None`: forever): the verbs

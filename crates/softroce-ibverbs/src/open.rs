@@ -1,0 +1,30 @@
+//! `ibv_open_device` and `ibv_close_device`: the top layer of the crate (see its
+//! documentation), where a new context gets the entry points of the layers below.
+
+use std::ffi::c_int;
+
+use softroce_ibverbs_abi::*;
+
+use crate::context::EmuContext;
+use crate::ffi::{guard_errno, guard_ptr};
+use crate::{cq_ex, objects, qp_ex};
+
+#[unsafe(no_mangle)]
+unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
+    const VERB: &str = "ibv_open_device";
+    guard_ptr(VERB, || {
+        EmuContext::open(VERB, device, |vctx| {
+            objects::fill_ops(&mut vctx.context.ops);
+            vctx.create_qp_ex = Some(qp_ex::vctx_create_qp_ex);
+            vctx.create_cq_ex = Some(cq_ex::vctx_create_cq_ex);
+        })
+    })
+}
+
+#[unsafe(no_mangle)]
+unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
+    const VERB: &str = "ibv_close_device";
+    // SAFETY: an ibv_context from ibv_open_device, or rejected; the application promises not
+    // to use it (or objects of it) any more.
+    guard_errno(VERB, || unsafe { EmuContext::close(VERB, context) })
+}
