@@ -10,16 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-static int failures;
-#define CHECK(cond, ...)                                                        \
-	do {                                                                    \
-		if (!(cond)) {                                                  \
-			fprintf(stderr, "FAIL line %d: %s: ", __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                           \
-			fprintf(stderr, "\n");                                  \
-			failures++;                                             \
-		}                                                               \
-	} while (0)
+#include "check.h"
 
 #define RW (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
 

@@ -13,16 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-static int failures;
-#define CHECK(cond, ...)                                                        \
-	do {                                                                    \
-		if (!(cond)) {                                                  \
-			fprintf(stderr, "FAIL line %d: %s: ", __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                           \
-			fprintf(stderr, "\n");                                  \
-			failures++;                                             \
-		}                                                               \
-	} while (0)
+#include "check.h"
 
 static int to_rts(struct ibv_qp *qp, uint32_t dest, union ibv_gid gid)
 {
