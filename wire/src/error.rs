@@ -42,6 +42,10 @@ pub enum Header {
     Link,
     /// The 40-byte GRH area of a UD receive buffer.
     Grh,
+    /// A 256-byte management datagram (MAD).
+    Mad,
+    /// The 36-byte rdma_cm private-data header (`struct cma_hdr`).
+    CmaHdr,
 }
 
 impl Header {
@@ -66,6 +70,8 @@ impl Header {
             Self::Udp => "UDP",
             Self::Link => "link header",
             Self::Grh => "GRH",
+            Self::Mad => "MAD",
+            Self::CmaHdr => "rdma_cm header",
         }
     }
 }
@@ -133,6 +139,19 @@ pub enum WireError {
         /// Bytes available.
         got: usize,
     },
+    /// A MAD whose base version is not 1 (IBTA; OPA's 0x80 is not spoken here).
+    BadMadBaseVersion(u8),
+    /// A MAD that is not Communication Management (class 0x07, class version 2).
+    NotCmMad {
+        /// The management class byte.
+        mgmt_class: u8,
+        /// The class version byte.
+        class_version: u8,
+    },
+    /// A CM MAD whose attribute ID names no CM message.
+    UnknownCmAttribute(u16),
+    /// An rdma_cm private-data header whose `cma_version` is not 0.
+    BadCmaVersion(u8),
     /// A message larger than fits in the buffer given to emit into.
     BufferTooSmall {
         /// Bytes needed.
@@ -178,6 +197,16 @@ impl fmt::Display for WireError {
             Self::BadUdpLength { claimed, got } => {
                 write!(f, "UDP length field says {claimed} bytes, {got} present")
             }
+            Self::BadMadBaseVersion(v) => write!(f, "MAD base version {v} is not 1"),
+            Self::NotCmMad {
+                mgmt_class,
+                class_version,
+            } => write!(
+                f,
+                "MAD class {mgmt_class:#04x} version {class_version} is not CM (0x07 version 2)"
+            ),
+            Self::UnknownCmAttribute(id) => write!(f, "CM attribute ID {id:#06x} is unknown"),
+            Self::BadCmaVersion(v) => write!(f, "rdma_cm header version {v} is not 0"),
             Self::BufferTooSmall { need, got } => {
                 write!(f, "buffer too small: need {need} bytes, got {got}")
             }

@@ -3,10 +3,12 @@
 
 use std::fmt::Write as _;
 
+use crate::cm::{CmMadRepr, CmaHdr, CmaHdrRepr};
 use crate::icrc::{self, UdpEndpoints};
 use crate::ip::parse_ip_udp;
+use crate::mad::{MAD_LEN, Mad, MadRepr};
 use crate::pcap::{CaptureReader, FrameKind};
-use crate::pretty::Summary;
+use crate::pretty::{GsiSummary, Summary};
 use crate::{RocePacket, RoceRepr, grh};
 
 /// Feed arbitrary bytes, as an IP datagram and as a bare RoCE packet, through every parser,
@@ -19,6 +21,48 @@ pub fn packet(data: &[u8]) {
     }
     roce(data);
     let _ = grh::parse_grh(data);
+    mad(data);
+}
+
+/// Feed arbitrary bytes as a MAD (the payload of a UD SEND to QP1) through the MAD and CM
+/// parsers, the rdma_cm header parser and the summary. Panics only if an invariant breaks:
+/// whatever parses must emit to bytes that parse back to the same repr, and the common
+/// header must come back byte for byte.
+pub fn mad(data: &[u8]) {
+    let _ = GsiSummary(data).to_string();
+    if let Ok(h) = CmaHdr::new_checked(data).and_then(|v| CmaHdrRepr::parse(&v)) {
+        let mut out = [0u8; crate::cm::CMA_HDR_LEN];
+        h.emit(&mut CmaHdr::new_unchecked(&mut out[..]));
+        assert_eq!(
+            CmaHdrRepr::parse(&CmaHdr::new_unchecked(&out[..])),
+            Ok(h),
+            "cma_hdr parse -> emit -> parse changed it"
+        );
+    }
+    let Ok(view) = Mad::new_checked(data) else {
+        return;
+    };
+    if let Ok(header) = MadRepr::parse(&view) {
+        let mut out = [0u8; MAD_LEN];
+        header.emit(&mut Mad::new_unchecked(&mut out[..]));
+        assert_eq!(out[..18], data[..18], "MAD header parse -> emit changed it");
+        assert_eq!(
+            out[20..24],
+            data[20..24],
+            "MAD header parse -> emit changed it"
+        );
+    }
+    let Ok(cm) = CmMadRepr::parse(&view) else {
+        return;
+    };
+    let _ = cm.message.to_string();
+    let mut out = [0u8; MAD_LEN];
+    cm.emit(&mut Mad::new_unchecked(&mut out[..]));
+    assert_eq!(
+        CmMadRepr::parse(&Mad::new_unchecked(&out[..])),
+        Ok(cm),
+        "CM parse -> emit -> parse changed the message"
+    );
 }
 
 fn roce(data: &[u8]) {

@@ -31,6 +31,7 @@
 )]
 
 pub mod bth;
+pub mod cm;
 pub mod error;
 pub mod ext;
 mod field;
@@ -40,6 +41,7 @@ pub mod gid;
 pub mod grh;
 pub mod icrc;
 pub mod ip;
+pub mod mad;
 pub mod mtu;
 pub mod opcode;
 pub mod packet;
@@ -49,6 +51,7 @@ pub mod psn;
 pub mod udp_port;
 
 pub use bth::{Bth, BthRepr};
+pub use cm::{CmAttr, CmMadRepr, CmMessage, CmaHdrRepr, PortSpace};
 pub use error::{Header, Result, WireError};
 pub use ext::{
     Aeth, AethRepr, AtomicAckEth, AtomicEth, AtomicEthRepr, Deth, DethRepr, Feth, Ieth, ImmDt,
@@ -56,6 +59,7 @@ pub use ext::{
 };
 pub use gid::Gid;
 pub use icrc::{IcrcCheck, ROCE_V2_PORT, UdpEndpoints};
+pub use mad::{Mad, MadRepr};
 pub use mtu::Mtu;
 pub use opcode::{ExtHeaders, Opcode, OpcodeInfo, Operation, Position, Transport};
 pub use packet::{BTH_LEN, ExtRepr, ICRC_LEN, RocePacket, RoceRepr};

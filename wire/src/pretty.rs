@@ -12,11 +12,19 @@
 //! let p = RocePacket::new_checked(&buf[..]).unwrap();
 //! assert_eq!(Summary(&p).to_string(), "RC_SEND_ONLY dqpn=0x11 psn=42 ackreq payload=3 pad=1");
 //! ```
+//!
+//! A UD SEND to QP1 also shows the management datagram it carries: `cm{REQ lcid=… sid=…
+//! qpn=… psn=… pd=92 …}` for Communication Management MADs (see [`crate::cm`]),
+//! `mad{class=… attr=…}` for other classes, `mad=malformed(…)` when it does not parse.
 
 use core::fmt;
 
+use crate::cm::CmMadRepr;
+use crate::error::WireError;
 use crate::ext::Syndrome;
+use crate::mad::{Mad, MadRepr};
 use crate::packet::RocePacket;
+use crate::psn::Qpn;
 
 /// Formats a checked packet on one line.
 #[derive(Debug, Clone, Copy)]
@@ -100,6 +108,35 @@ impl<T: AsRef<[u8]>> fmt::Display for Summary<'_, T> {
         if p.pad_len() > 0 {
             write!(f, " pad={}", p.pad_len())?;
         }
+        if bth.dest_qpn() == Qpn::GSI && p.deth().is_some() {
+            write!(f, " {}", GsiSummary(p.payload()))?;
+        }
         Ok(())
+    }
+}
+
+/// Formats the MAD in the payload of a UD SEND to QP1 (the general services interface).
+#[derive(Debug, Clone, Copy)]
+pub struct GsiSummary<'a>(pub &'a [u8]);
+
+impl fmt::Display for GsiSummary<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mad = match Mad::new_checked(self.0) {
+            Ok(m) => m,
+            Err(e) => return write!(f, "mad=malformed({e})"),
+        };
+        match CmMadRepr::parse(&mad) {
+            Ok(cm) => write!(f, "cm{{{}}}", cm.message),
+            // Another management class on QP1 (SA, performance, …): name it and move on.
+            Err(WireError::NotCmMad { .. }) => match MadRepr::parse(&mad) {
+                Ok(h) => write!(
+                    f,
+                    "mad{{class={:#04x} version={} method={:#04x} attr={:#06x}}}",
+                    h.mgmt_class, h.class_version, h.method, h.attr_id
+                ),
+                Err(e) => write!(f, "mad=malformed({e})"),
+            },
+            Err(e) => write!(f, "mad=malformed({e})"),
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! Replays the cargo-fuzz corpora (fuzz/corpus/packet and fuzz/corpus/capture) on stable,
+//! Replays the cargo-fuzz corpora (fuzz/corpus/packet, capture and mad) on stable,
 //! plus truncations and single-byte mutations of each seed, through the same entry points
 //! the fuzz targets use, so CI exercises them without nightly.
 
@@ -43,6 +43,28 @@ fn packet_corpus_replays_without_panics() {
     );
     for (_, data) in &seeds {
         for input in variants(data, 128) {
+            softroce_wire::fuzzing::packet(&input);
+        }
+    }
+}
+
+#[test]
+fn mad_corpus_replays_without_panics() {
+    let seeds = seeds("mad");
+    let names: Vec<&str> = seeds.iter().map(|(n, _)| n.as_str()).collect();
+    // Every modelled CM message, plus the attributes kept verbatim.
+    for needed in [
+        "req", "mra", "rej", "rep", "rtu", "dreq", "drep", "sidr_req", "sidr_rep", "lap",
+    ] {
+        assert!(
+            names.iter().any(|n| n.starts_with(&format!("cm_{needed}"))),
+            "no cm_{needed} seed in {names:?}"
+        );
+    }
+    for (_, data) in &seeds {
+        // Every byte of a MAD is a field or private data: mutate each one.
+        for input in variants(data, 256) {
+            softroce_wire::fuzzing::mad(&input);
             softroce_wire::fuzzing::packet(&input);
         }
     }

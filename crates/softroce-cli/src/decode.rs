@@ -1,4 +1,6 @@
-//! `softroce decode`: a tcpdump-style RoCEv2 decoder with ICRC verification.
+//! `softroce decode`: a tcpdump-style RoCEv2 decoder with ICRC verification. UD SENDs to
+//! QP1 also show the CM MAD they carry (message type, comm IDs, QPNs, PSN, service ID,
+//! private data length), through the wire crate's summary.
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -10,12 +12,13 @@ use clap::Args;
 use softroce_wire::icrc;
 use softroce_wire::pcap::{CaptureReader, FrameKind};
 use softroce_wire::pretty::Summary;
-use softroce_wire::{Opcode, RocePacket};
+use softroce_wire::{CmAttr, CmMadRepr, Mad, Opcode, Qpn, RocePacket};
 
 /// Arguments of `softroce decode`.
 #[derive(Debug, Args)]
 pub(crate) struct DecodeArgs {
-    /// Print one `opcode NAME COUNT` line per opcode seen before the summary.
+    /// Print one `opcode NAME COUNT` line per opcode, then one `cm NAME COUNT` line per CM
+    /// message type, seen before the summary.
     #[arg(long)]
     stats: bool,
     /// Only print the statistics and summary, not every packet.
@@ -34,6 +37,7 @@ struct Totals {
     icrc_bad: u64,
     malformed: u64,
     opcodes: BTreeMap<u8, u64>,
+    cm: BTreeMap<CmAttr, u64>,
 }
 
 pub(crate) fn run(args: &DecodeArgs) -> ExitCode {
@@ -54,6 +58,9 @@ pub(crate) fn run(args: &DecodeArgs) -> ExitCode {
     if args.stats {
         for (&op, &count) in &totals.opcodes {
             let _ = writeln!(out, "opcode {} {count}", Opcode(op));
+        }
+        for (&attr, &count) in &totals.cm {
+            let _ = writeln!(out, "cm {attr} {count}");
         }
     }
     let _ = writeln!(
@@ -105,6 +112,11 @@ fn decode_file(
             }
         };
         *totals.opcodes.entry(packet.opcode().0).or_default() += 1;
+        if packet.bth().dest_qpn() == Qpn::GSI && packet.deth().is_some() {
+            if let Ok(cm) = Mad::new_checked(packet.payload()).and_then(|m| CmMadRepr::parse(&m)) {
+                *totals.cm.entry(cm.message.attr()).or_default() += 1;
+            }
+        }
         let icrc_status = match icrc::verify_exact(d.ip_header, d.udp_header, d.payload) {
             Ok(_) => {
                 totals.icrc_ok += 1;
