@@ -88,12 +88,16 @@ enum Failure {
     Rnr,
 }
 
-fn remote_fault_to_failure(_f: RemoteFault) -> Failure {
-    Failure::Fatal(
-        NakCode::RemoteAccessError,
-        WcStatus::RemAccessErr,
-        Some(EventType::QpAccessErr),
-    )
+fn remote_fault_to_failure(f: RemoteFault) -> Failure {
+    match f {
+        // Class C like rxe: NAK invalid request (the requester sees IBV_WC_REM_INV_REQ_ERR).
+        RemoteFault::Misaligned => invalid_request(),
+        _ => Failure::Fatal(
+            NakCode::RemoteAccessError,
+            WcStatus::RemAccessErr,
+            Some(EventType::QpAccessErr),
+        ),
+    }
 }
 
 fn invalid_request() -> Failure {
@@ -274,8 +278,24 @@ fn on_send(
         }
         return Err(Failure::Fatal(code, status, None));
     }
-    let offset = offset + payload.len() as u64;
     let ends = matches!(pos, Position::Last | Position::Only);
+    if ends
+        && let Some(ieth) = packet.ieth()
+        && !eng.store.invalidate_rkey(pd, ieth.rkey())
+    {
+        // Class J (rxe: RESPST_ERR_INVALIDATE_RKEY): the receive completes with
+        // IBV_WC_REM_INV_REQ_ERR and the QP stops; the requester is told by an
+        // invalid-request NAK.
+        if let Some(q) = eng.store.get_mut(qp) {
+            q.transport.in_progress = InProgress::Send {
+                wqe,
+                from_srq,
+                offset,
+            };
+        }
+        return Err(invalid_request());
+    }
+    let offset = offset + payload.len() as u64;
     advance(eng, qp, 1, ends);
     if ends {
         let mut wc = WorkCompletion::success(wqe.wr_id, qpn, WcOpcode::Recv, offset as u32);
@@ -284,11 +304,8 @@ fn on_send(
             wc.wc_flags |= WcFlags::WITH_IMM;
         }
         if let Some(ieth) = packet.ieth() {
-            let rkey = ieth.rkey();
-            if !eng.store.invalidate_rkey(pd, rkey) {
-                return Err(invalid_request());
-            }
-            wc.imm_data = rkey;
+            // Invalidated above.
+            wc.imm_data = ieth.rkey();
             wc.wc_flags |= WcFlags::WITH_INV;
         }
         eng.push_recv_completion(qp, recv_cq, wc, bth.solicited);
