@@ -65,6 +65,24 @@ impl FakePeer {
         }
     }
 
+    /// Ask the kernel to queue up to `bytes` of datagrams for us (capped by rmem_max), so
+    /// bursts of responses are not dropped before we read them.
+    pub(crate) fn set_recv_buffer(&self, bytes: usize) {
+        use std::os::fd::AsRawFd;
+        let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+        // SAFETY: a live socket and a c_int option value of the right size.
+        let r = unsafe {
+            libc::setsockopt(
+                self.sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUF,
+                (&raw const v).cast(),
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(r, 0, "SO_RCVBUF");
+    }
+
     /// Aim the requests at this QP.
     pub(crate) fn target(&mut self, victim_qpn: u32) {
         self.victim_qpn = victim_qpn;
