@@ -360,7 +360,7 @@ fn remote_access_violations_fail_the_request() {
 }
 
 #[test]
-fn missing_remote_access_right_and_misaligned_atomic_are_remote_access_errors() {
+fn missing_remote_access_right_is_a_remote_access_error() {
     let mut pair = Pair::new(Options {
         access: AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
         ..Options::default()
@@ -371,14 +371,27 @@ fn missing_remote_access_right_and_misaligned_atomic_are_remote_access_errors() 
         pair.completions('a', 1, LONG)[0].status,
         WcStatus::RemAccessErr
     );
+}
 
+#[test]
+fn misaligned_atomic_is_an_invalid_request_and_changes_nothing() {
     let mut pair = Pair::rc(Mtu::Mtu1024);
+    pair.b.mem.write(0, &[0x11; 16]);
     let wr = atomic_wr(&pair, WrOpcode::AtomicFetchAndAdd, 4, 1, 0);
     pair.post_send('a', wr);
+    let a = pair.completions('a', 1, LONG);
     assert_eq!(
-        pair.completions('a', 1, LONG)[0].status,
-        WcStatus::RemAccessErr
+        (a[0].status, a[0].vendor_err),
+        (
+            WcStatus::RemInvReqErr,
+            VendorErr::RemoteInvalidRequest as u32
+        )
     );
+    assert_eq!(pair.b.mem.read(0, 16), [0x11; 16], "nothing was added");
+    let bqp = pair.b.qp;
+    assert_eq!(pair.hca('b').qp_state(bqp).unwrap(), QpState::Err);
+    let ev = pair.hca('b').get_async_event().unwrap();
+    assert_eq!(ev.event_type, EventType::QpReqErr);
 }
 
 #[test]

@@ -106,6 +106,9 @@ pub struct Counters {
     pub qkey_violation: u64,
     /// Completions lost to a CQ overrun.
     pub cqe_overrun_lost: u64,
+    /// Answers (ACKs, NAKs, READ responses) a responder dropped because its QP already owed
+    /// as many as its responder resources allow; the requester retries.
+    pub replies_dropped: u64,
     /// Drops by reason, indexed like [`DropReason::ALL`].
     pub drops: [u64; 13],
 }
@@ -147,6 +150,7 @@ impl Counters {
             ("bad_pkey", self.bad_pkey),
             ("qkey_violation", self.qkey_violation),
             ("cqe_overrun_lost", self.cqe_overrun_lost),
+            ("replies_dropped", self.replies_dropped),
         ]
         .into_iter()
         .chain(

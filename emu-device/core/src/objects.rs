@@ -25,11 +25,20 @@ pub(crate) struct Mr {
     pub(crate) access: AccessFlags,
     pub(crate) lkey: u32,
     pub(crate) rkey: u32,
-    /// Cleared by a SEND_WITH_INV naming the rkey.
+    /// Cleared by a SEND_WITH_INV naming the rkey (only ever for a region
+    /// [`Mr::remotely_invalidatable`] accepts).
     pub(crate) remote_valid: bool,
 }
 
 impl Mr {
+    /// Whether a peer's SEND_WITH_INV may invalidate this region's rkey. IBTA allows it
+    /// only for memory windows and fast-registration regions (rxe_invalidate_mr refuses
+    /// every type but IB_MR_TYPE_MEM_REG); every region here comes from `ibv_reg_mr`, so
+    /// none is yet. The one place to widen when MWs or fast-reg regions arrive.
+    pub(crate) fn remotely_invalidatable(&self) -> bool {
+        false
+    }
+
     /// Whether `addr..addr+len` lies inside the region.
     pub(crate) fn contains(&self, addr: u64, len: u64) -> bool {
         addr >= self.addr

@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use softroce_wire::Psn;
+use softroce_wire::{Psn, Syndrome};
 
 use super::wr::RecvWr;
 
@@ -23,6 +23,45 @@ pub(crate) enum Resource {
         psn: Psn,
         orig: u64,
     },
+}
+
+/// READ response packets still owed: built one at a time when the transmit path asks
+/// (rxe's `read_reply` working from `res->cur_psn`, `read.va`, `read.resid`), so a READ of any
+/// length costs the responder one packet of memory at a time.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadCursor {
+    /// The request (or duplicate) being answered: a failure NAKs this PSN.
+    pub(crate) req_psn: Psn,
+    /// The READ resource answered (its first PSN): a duplicate restarts this cursor.
+    pub(crate) res_psn: Psn,
+    /// PSN of the next response.
+    pub(crate) psn: Psn,
+    /// Address of its first byte.
+    pub(crate) va: u64,
+    pub(crate) rkey: u32,
+    /// Bytes still to send.
+    pub(crate) resid: u32,
+    /// The next response opens the reply (FIRST or ONLY).
+    pub(crate) first: bool,
+    /// The MSN the responses carry (as when the request was answered).
+    pub(crate) msn: u32,
+}
+
+/// An ACK, NAK or atomic ACK owed behind READ responses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AckReply {
+    pub(crate) psn: Psn,
+    pub(crate) syndrome: Syndrome,
+    pub(crate) msn: u32,
+    /// The original value an atomic ACK returns.
+    pub(crate) atomic_orig: Option<u64>,
+}
+
+/// What the responder still owes the peer, in request order.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Reply {
+    Read(ReadCursor),
+    Ack(AckReply),
 }
 
 /// A message being received in several packets.
@@ -72,6 +111,8 @@ pub(crate) struct QpTransport {
     pub(crate) uc_resync: bool,
     pub(crate) in_progress: InProgress,
     pub(crate) resources: VecDeque<Resource>,
+    /// Answers owed while READ responses are being sent (bounded: `replies_cap`).
+    pub(crate) replies: VecDeque<Reply>,
     /// COMM_EST was raised.
     pub(crate) comm_est: bool,
     /// A positive ACK held back (its PSN, and when it must go at the latest).

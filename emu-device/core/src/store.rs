@@ -134,13 +134,14 @@ impl Store {
         self.mrs.get(*self.mr_by_key.get(&key)?)
     }
 
-    /// Invalidate the region with this rkey (SEND_WITH_INV) if it belongs to `pd`.
+    /// Invalidate the region with this rkey (SEND_WITH_INV) if it belongs to `pd` and may be
+    /// invalidated remotely; `false` (nothing changed) otherwise.
     pub(crate) fn invalidate_rkey(&mut self, pd: PdHandle, rkey: u32) -> bool {
         let Some(&h) = self.mr_by_key.get(&rkey) else {
             return false;
         };
         match self.mrs.get_mut(h) {
-            Some(mr) if mr.pd == pd => {
+            Some(mr) if mr.pd == pd && mr.rkey == rkey && mr.remotely_invalidatable() => {
                 mr.remote_valid = false;
                 true
             }

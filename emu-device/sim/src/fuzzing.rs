@@ -111,11 +111,24 @@ impl Target {
     /// Deliver one datagram from the peer; when `repair_icrc`, the packet's ICRC is
     /// recomputed first so it passes the check. Then let the device send and time out.
     pub fn deliver(&mut self, data: &[u8], repair_icrc: bool) {
-        self.deliver_from(SocketAddr::new(PEER, ROCE_V2_PORT), data, repair_icrc);
+        self.deliver_from(self.peer(), data, repair_icrc);
     }
 
     /// [`Target::deliver`] from another source address.
     pub fn deliver_from(&mut self, src: SocketAddr, data: &[u8], repair_icrc: bool) {
+        self.deliver_then_send(src, data, repair_icrc, 10_000);
+    }
+
+    /// Deliver one datagram from `src`, then let the device send at most `sends` datagrams
+    /// before time moves on: answers it still owes (READ responses not yet built) stay owed,
+    /// so the next datagram meets them.
+    pub fn deliver_then_send(
+        &mut self,
+        src: SocketAddr,
+        data: &[u8],
+        repair_icrc: bool,
+        sends: usize,
+    ) {
         let dst = LOCAL;
         let mut data = data.to_vec();
         if repair_icrc {
@@ -136,7 +149,7 @@ impl Target {
                 payload: &data,
             },
         );
-        for _ in 0..10_000 {
+        for _ in 0..sends {
             if self.hca.poll_transmit(self.now, &mut self.buf).is_none() {
                 break;
             }
@@ -144,6 +157,11 @@ impl Target {
         self.now += Duration::from_millis(50);
         self.hca.handle_timeout(self.now);
         while self.hca.poll_event().is_some() {}
+    }
+
+    /// Where [`Target::deliver`]'s datagrams come from.
+    pub fn peer(&self) -> SocketAddr {
+        SocketAddr::new(PEER, ROCE_V2_PORT)
     }
 
     /// The device, to read counters and events.

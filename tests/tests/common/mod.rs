@@ -4,6 +4,8 @@
 // Each test file uses a different part of this helper.
 #![allow(dead_code)]
 
+pub(crate) mod fake_peer;
+
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -470,6 +470,13 @@ impl Hca {
         transport::poll_transmit(&mut self.engine(), now, buf)
     }
 
+    /// Bytes of packets built and waiting for [`Hca::poll_transmit`]. Packets are built a
+    /// bounded batch at a time (a READ of any length included), so this stays small.
+    #[must_use]
+    pub fn transmit_backlog(&self) -> usize {
+        self.outbox.queued_bytes()
+    }
+
     /// D: when [`Hca::handle_timeout`] must next be called.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {

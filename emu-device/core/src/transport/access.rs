@@ -17,7 +17,8 @@ pub(crate) enum LocalFault {
     TooLong,
 }
 
-/// Why a remote access was refused (answered with NAK remote access error).
+/// Why a remote access was refused (answered with NAK remote access error, but for
+/// [`RemoteFault::Misaligned`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RemoteFault {
     /// No region has this rkey, or it was invalidated.
@@ -28,7 +29,8 @@ pub(crate) enum RemoteFault {
     OutOfBounds,
     /// The region or the QP lacks the right.
     NoAccess,
-    /// An atomic target not 8-byte aligned.
+    /// An atomic target not 8-byte aligned: an invalid request (IBTA oA19-28; rxe's
+    /// RESPST_ERR_MISALIGNED_ATOMIC), not an access error.
     Misaligned,
 }
 
@@ -138,11 +140,13 @@ impl Store {
         if !mr.access.contains(need) || !qp_access.contains(need) {
             return Err(RemoteFault::NoAccess);
         }
-        if need.contains(AccessFlags::REMOTE_ATOMIC) && va % 8 != 0 {
-            return Err(RemoteFault::Misaligned);
-        }
         if !mr.contains(va, len) {
             return Err(RemoteFault::OutOfBounds);
+        }
+        // Last, as rxe_mr_do_atomic_op checks it: a bad key or range is an access error
+        // first.
+        if need.contains(AccessFlags::REMOTE_ATOMIC) && va % 8 != 0 {
+            return Err(RemoteFault::Misaligned);
         }
         Ok(())
     }

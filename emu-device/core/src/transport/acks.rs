@@ -1,13 +1,15 @@
-//! Building and queueing packets, and ACKs: the held (deferred) positive ACK of each QP and
-//! the ACKs and NAKs sent at once.
+//! Building and queueing packets, and ACKs: the held (deferred) positive ACK of each QP, the
+//! ACKs and NAKs sent at once, and the bounded queue of answers a QP owes behind READ
+//! responses still to be built.
 
 use std::net::SocketAddr;
 use std::time::Instant;
 
 use softroce_wire::icrc::{self, UdpEndpoints};
-use softroce_wire::{BthRepr, ExtRepr, Opcode, Psn, Qpn, RocePacket, RoceRepr};
+use softroce_wire::{BthRepr, ExtRepr, Opcode, Psn, Qpn, RocePacket, RoceRepr, Syndrome};
 
 use super::super::handles::QpHandle;
+use super::super::qp_transport::{AckReply, Reply};
 use super::super::types::QpState;
 use super::{Engine, OutPacket};
 
@@ -44,7 +46,7 @@ impl Engine<'_> {
     }
 
     /// Queue an ACK or NAK now (a held positive ACK goes first, keeping PSN order).
-    pub(crate) fn queue_ack(&mut self, qp: QpHandle, psn: Psn, syndrome: softroce_wire::Syndrome) {
+    pub(crate) fn queue_ack(&mut self, qp: QpHandle, psn: Psn, syndrome: Syndrome) {
         self.flush_deferred_ack(qp);
         self.queue_ack_now(qp, psn, syndrome);
     }
@@ -54,7 +56,7 @@ impl Engine<'_> {
     pub(crate) fn ack(&mut self, now: Instant, qp: QpHandle, psn: Psn) {
         let defer = self.device.config().ack_defer;
         if defer.is_zero() {
-            return self.queue_ack(qp, psn, softroce_wire::Syndrome::ACK);
+            return self.queue_ack(qp, psn, Syndrome::ACK);
         }
         let Some(q) = self.store.get_mut(qp) else {
             return;
@@ -73,27 +75,99 @@ impl Engine<'_> {
             return;
         };
         if matches!(q.attr.qp_state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
-            self.queue_ack_now(qp, psn, softroce_wire::Syndrome::ACK);
+            self.queue_ack_now(qp, psn, Syndrome::ACK);
         }
     }
 
-    fn queue_ack_now(&mut self, qp: QpHandle, psn: Psn, syndrome: softroce_wire::Syndrome) {
+    fn queue_ack_now(&mut self, qp: QpHandle, psn: Psn, syndrome: Syndrome) {
+        self.queue_response(qp, psn, syndrome, None);
+    }
+
+    /// An ACK, NAK or (with `atomic_orig`) atomic ACK carrying the QP's MSN now: built at
+    /// once, or owed behind the READ responses still to send, so the peer sees answers in
+    /// request order.
+    pub(crate) fn queue_response(
+        &mut self,
+        qp: QpHandle,
+        psn: Psn,
+        syndrome: Syndrome,
+        atomic_orig: Option<u64>,
+    ) {
+        let Some(q) = self.store.get(qp) else {
+            return;
+        };
+        let ack = AckReply {
+            psn,
+            syndrome,
+            msn: q.transport.msn,
+            atomic_orig,
+        };
+        if q.transport.replies.is_empty() {
+            self.emit_response(qp, &ack);
+        } else {
+            self.owe(qp, Reply::Ack(ack));
+        }
+    }
+
+    /// Build and queue an ACK, NAK or atomic ACK.
+    pub(crate) fn emit_response(&mut self, qp: QpHandle, ack: &AckReply) {
         let Some(q) = self.store.get(qp) else {
             return;
         };
         let dest = Qpn::from_wire(q.attr.dest_qp_num);
-        let msn = softroce_wire::Msn::new(q.transport.msn);
         let Some(dst) = self.qp_peer(qp) else {
             return;
         };
+        let opcode = if ack.atomic_orig.is_some() {
+            Opcode::RC_ATOMIC_ACKNOWLEDGE
+        } else {
+            Opcode::RC_ACKNOWLEDGE
+        };
         let repr = RoceRepr::new(
-            BthRepr::new(Opcode::RC_ACKNOWLEDGE, dest, psn),
+            BthRepr::new(opcode, dest, ack.psn),
             ExtRepr {
-                aeth: Some(softroce_wire::AethRepr { syndrome, msn }),
+                aeth: Some(softroce_wire::AethRepr {
+                    syndrome: ack.syndrome,
+                    msn: softroce_wire::Msn::new(ack.msn),
+                }),
+                atomic_ack: ack.atomic_orig,
                 ..ExtRepr::default()
             },
             0,
         );
         self.queue_packet(dst, &repr, &[]);
     }
+
+    /// Owe the peer `reply` after what the QP already owes. A positive ACK replaces one
+    /// just before it (it acknowledges as much and more). The queue is bounded by the
+    /// responder resources: past that the reply is dropped, as if lost on the wire (the
+    /// requester retries; duplicates are answered from the resources), so a peer cannot
+    /// make the queue grow.
+    pub(crate) fn owe(&mut self, qp: QpHandle, reply: Reply) {
+        let Some(q) = self.store.get_mut(qp) else {
+            return;
+        };
+        let replies = &mut q.transport.replies;
+        if let (Reply::Ack(new), Some(Reply::Ack(last))) = (&reply, replies.back_mut())
+            && new.atomic_orig.is_none()
+            && last.atomic_orig.is_none()
+            && new.syndrome == Syndrome::ACK
+            && last.syndrome == Syndrome::ACK
+        {
+            *last = *new;
+            return;
+        }
+        if replies.len() >= replies_cap(q.attr.max_dest_rd_atomic) {
+            self.counters.replies_dropped += 1;
+            return;
+        }
+        replies.push_back(reply);
+        self.outbox.mark_active(qp);
+    }
+}
+
+/// How many answers a QP may owe: a READ or atomic per responder resource, each followed
+/// by an ACK or NAK, and a few more (a requester within its credits never reaches it).
+fn replies_cap(max_dest_rd_atomic: u8) -> usize {
+    2 * usize::from(max_dest_rd_atomic.max(1)) + 8
 }

@@ -75,7 +75,7 @@ pub(crate) fn ack_timeout(timeout: u8) -> Option<Duration> {
 }
 
 /// Packets built and not yet sent, and the QPs that may have more to send (served
-/// round-robin).
+/// round-robin: a turn builds a bounded number of a QP's responses and requests).
 #[derive(Debug, Default)]
 pub(crate) struct Outbox {
     packets: VecDeque<OutPacket>,
@@ -88,6 +88,11 @@ impl Outbox {
         if !self.active_qps.contains(&qp) {
             self.active_qps.push_back(qp);
         }
+    }
+
+    /// Bytes of packets built and not yet handed to the caller.
+    pub(crate) fn queued_bytes(&self) -> usize {
+        self.packets.iter().map(|p| p.data.len()).sum()
     }
 }
 
@@ -222,6 +227,7 @@ pub(crate) fn poll_transmit(
             let Some(qp) = eng.outbox.active_qps.pop_front() else {
                 break;
             };
+            responder::send_replies(eng, qp);
             requester::progress(eng, now, qp);
             if !eng.outbox.packets.is_empty() {
                 break;
@@ -230,6 +236,12 @@ pub(crate) fn poll_transmit(
     }
     if eng.device.port_state() != PortState::Active {
         eng.outbox.packets.clear();
+        // What the responders still owe is lost with the link too, as if already built.
+        for &qp in &eng.outbox.active_qps {
+            if let Some(q) = eng.store.get_mut(qp) {
+                q.transport.replies.clear();
+            }
+        }
         return None;
     }
     let p = eng.outbox.packets.pop_front()?;

@@ -1,6 +1,7 @@
 //! The responder: PSN checks, duplicate handling (re-ACK; READ replay; atomics answered from
 //! the replay cache, never re-executed), receive WQE consumption, remote access checks,
-//! ACK/NAK/RNR generation, UC and UD receive.
+//! ACK/NAK/RNR generation, UC and UD receive. READ responses are built lazily, a packet at
+//! a time, from a cursor the QP keeps (`send_replies`).
 
 use std::net::IpAddr;
 use std::time::Instant;
@@ -8,13 +9,13 @@ use std::time::Instant;
 use softroce_wire::grh::{GRH_LEN, emit_ipv4, emit_ipv6};
 use softroce_wire::ip::{IPV4_DF, Ipv4Fields, Ipv6Fields};
 use softroce_wire::{
-    AethRepr, BthRepr, ExtRepr, Msn, NakCode, Opcode, Operation, Position, Psn, Qpn, RocePacket,
+    AethRepr, BthRepr, ExtRepr, Msn, NakCode, Opcode, Operation, Position, Qpn, RocePacket,
     RoceRepr, Syndrome,
 };
 
 use super::super::counters::DropReason;
 use super::super::handles::QpHandle;
-use super::super::qp_transport::{InProgress, Resource};
+use super::super::qp_transport::{InProgress, ReadCursor, Reply, Resource};
 use super::super::types::{AccessFlags, EventType, QpType, WcFlags, WcOpcode, WcStatus};
 use super::super::wr::{RecvWr, VendorErr, WorkCompletion};
 use super::Engine;
@@ -88,12 +89,16 @@ enum Failure {
     Rnr,
 }
 
-fn remote_fault_to_failure(_f: RemoteFault) -> Failure {
-    Failure::Fatal(
-        NakCode::RemoteAccessError,
-        WcStatus::RemAccessErr,
-        Some(EventType::QpAccessErr),
-    )
+fn remote_fault_to_failure(f: RemoteFault) -> Failure {
+    match f {
+        // Class C like rxe: NAK invalid request (the requester sees IBV_WC_REM_INV_REQ_ERR).
+        RemoteFault::Misaligned => invalid_request(),
+        _ => Failure::Fatal(
+            NakCode::RemoteAccessError,
+            WcStatus::RemAccessErr,
+            Some(EventType::QpAccessErr),
+        ),
+    }
 }
 
 fn invalid_request() -> Failure {
@@ -274,8 +279,24 @@ fn on_send(
         }
         return Err(Failure::Fatal(code, status, None));
     }
-    let offset = offset + payload.len() as u64;
     let ends = matches!(pos, Position::Last | Position::Only);
+    if ends
+        && let Some(ieth) = packet.ieth()
+        && !eng.store.invalidate_rkey(pd, ieth.rkey())
+    {
+        // Class J (rxe: RESPST_ERR_INVALIDATE_RKEY): the receive completes with
+        // IBV_WC_REM_INV_REQ_ERR and the QP stops; the requester is told by an
+        // invalid-request NAK.
+        if let Some(q) = eng.store.get_mut(qp) {
+            q.transport.in_progress = InProgress::Send {
+                wqe,
+                from_srq,
+                offset,
+            };
+        }
+        return Err(invalid_request());
+    }
+    let offset = offset + payload.len() as u64;
     advance(eng, qp, 1, ends);
     if ends {
         let mut wc = WorkCompletion::success(wqe.wr_id, qpn, WcOpcode::Recv, offset as u32);
@@ -284,11 +305,8 @@ fn on_send(
             wc.wc_flags |= WcFlags::WITH_IMM;
         }
         if let Some(ieth) = packet.ieth() {
-            let rkey = ieth.rkey();
-            if !eng.store.invalidate_rkey(pd, rkey) {
-                return Err(invalid_request());
-            }
-            wc.imm_data = rkey;
+            // Invalidated above.
+            wc.imm_data = ieth.rkey();
             wc.wc_flags |= WcFlags::WITH_INV;
         }
         eng.push_recv_completion(qp, recv_cq, wc, bth.solicited);
@@ -487,48 +505,155 @@ fn on_read(
         },
     );
     advance(eng, qp, npkts, true);
-    send_read_responses(eng, qp, bth.psn, va, len);
+    let msn = eng.store.get(qp).map_or(0, |q| q.transport.msn);
+    start_read_reply(
+        eng,
+        qp,
+        ReadCursor {
+            req_psn: bth.psn,
+            res_psn: bth.psn,
+            psn: bth.psn,
+            va,
+            rkey,
+            resid: len,
+            first: true,
+            msn,
+        },
+    );
     Ok(())
 }
 
-/// Send READ responses for `len` bytes at `va`, PSNs from `psn` on.
-fn send_read_responses(eng: &mut Engine<'_>, qp: QpHandle, psn: Psn, va: u64, len: u32) {
-    let Some(q) = eng.store.get(qp) else {
+/// Owe READ responses from `c` on; a cursor already owed for the same resource (a
+/// duplicate arriving while its replay is still being sent) starts over in place instead.
+fn start_read_reply(eng: &mut Engine<'_>, qp: QpHandle, c: ReadCursor) {
+    let Some(q) = eng.store.get_mut(qp) else {
         return;
     };
-    let mtu = q.attr.path_mtu.bytes() as u64;
-    let dest = Qpn::from_wire(q.attr.dest_qp_num);
-    let msn = Msn::new(q.transport.msn);
-    let Some(dst) = eng.qp_peer(qp) else {
-        return;
-    };
-    let n = u64::from(len).div_ceil(mtu).max(1) as u32;
-    let mut buf = Vec::new();
-    for i in 0..n {
-        let off = u64::from(i) * mtu;
-        let chunk = (u64::from(len) - off).min(mtu) as usize;
-        buf.resize(chunk, 0);
-        eng.store.read_remote(va + off, &mut buf);
-        let opcode = match (n, i) {
-            (1, _) => Opcode::RC_RDMA_READ_RESPONSE_ONLY,
-            (_, 0) => Opcode::RC_RDMA_READ_RESPONSE_FIRST,
-            (_, i) if i + 1 == n => Opcode::RC_RDMA_READ_RESPONSE_LAST,
-            _ => Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
-        };
-        let aeth = (opcode != Opcode::RC_RDMA_READ_RESPONSE_MIDDLE).then_some(AethRepr {
-            syndrome: Syndrome::ACK,
-            msn,
-        });
-        let repr = RoceRepr::new(
-            BthRepr::new(opcode, dest, psn.add(i)),
-            ExtRepr {
-                aeth,
-                ..ExtRepr::default()
-            },
-            chunk,
-        );
-        eng.queue_packet(dst, &repr, &buf);
+    let pending = q.transport.replies.iter_mut().find_map(|r| match r {
+        Reply::Read(p) if p.res_psn == c.res_psn => Some(p),
+        _ => None,
+    });
+    match pending {
+        Some(p) => *p = c,
+        None => eng.owe(qp, Reply::Read(c)),
     }
+    eng.outbox.mark_active(qp);
+}
+
+/// Responses built per turn of a QP, so one long READ cannot starve the other QPs.
+const REPLY_BUDGET: usize = 64;
+
+/// Build up to [`REPLY_BUDGET`] of the packets the QP owes, in order: the next READ
+/// response of the cursor at the head, or the ACK/NAK owed behind it.
+pub(super) fn send_replies(eng: &mut Engine<'_>, qp: QpHandle) {
+    for _ in 0..REPLY_BUDGET {
+        let Some(head) = eng
+            .store
+            .get(qp)
+            .and_then(|q| q.transport.replies.front().copied())
+        else {
+            return;
+        };
+        let next = match head {
+            Reply::Ack(ack) => {
+                eng.emit_response(qp, &ack);
+                None
+            }
+            Reply::Read(c) => match send_read_response(eng, qp, c) {
+                Ok(next) => next,
+                Err(()) => return,
+            },
+        };
+        let Some(q) = eng.store.get_mut(qp) else {
+            return;
+        };
+        match next {
+            Some(c) => q.transport.replies[0] = Reply::Read(c),
+            None => {
+                q.transport.replies.pop_front();
+            }
+        }
+    }
+    if eng
+        .store
+        .get(qp)
+        .is_some_and(|q| !q.transport.replies.is_empty())
+    {
+        eng.outbox.mark_active(qp);
+    }
+}
+
+/// Build the READ response at cursor `c`; the cursor after it, or `None` when that was the
+/// last. The region is looked up again for every packet (as rxe_recheck_mr): if it went
+/// away, the READ fails with a remote access error NAK and the QP stops (`Err`).
+fn send_read_response(
+    eng: &mut Engine<'_>,
+    qp: QpHandle,
+    c: ReadCursor,
+) -> Result<Option<ReadCursor>, ()> {
+    let Some(q) = eng.store.get(qp) else {
+        return Err(());
+    };
+    let mtu = q.attr.path_mtu.bytes() as u32;
+    let chunk = c.resid.min(mtu);
+    let live = chunk == 0
+        || eng
+            .store
+            .check_remote(
+                q.pd,
+                q.attr.qp_access_flags,
+                c.rkey,
+                c.va,
+                u64::from(chunk),
+                AccessFlags::REMOTE_READ,
+            )
+            .is_ok();
+    if !live {
+        if let Some(q) = eng.store.get_mut(qp) {
+            q.transport.replies.clear();
+        }
+        eng.queue_ack(qp, c.req_psn, Syndrome::Nak(NakCode::RemoteAccessError));
+        responder_fatal(
+            eng,
+            qp,
+            WcStatus::RemAccessErr,
+            Some(EventType::QpAccessErr),
+        );
+        return Err(());
+    }
+    let dest = Qpn::from_wire(q.attr.dest_qp_num);
+    let Some(dst) = eng.qp_peer(qp) else {
+        return Err(());
+    };
+    let last = c.resid <= mtu;
+    let opcode = match (c.first, last) {
+        (true, true) => Opcode::RC_RDMA_READ_RESPONSE_ONLY,
+        (true, false) => Opcode::RC_RDMA_READ_RESPONSE_FIRST,
+        (false, true) => Opcode::RC_RDMA_READ_RESPONSE_LAST,
+        (false, false) => Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
+    };
+    let aeth = (opcode != Opcode::RC_RDMA_READ_RESPONSE_MIDDLE).then_some(AethRepr {
+        syndrome: Syndrome::ACK,
+        msn: Msn::new(c.msn),
+    });
+    let repr = RoceRepr::new(
+        BthRepr::new(opcode, dest, c.psn),
+        ExtRepr {
+            aeth,
+            ..ExtRepr::default()
+        },
+        chunk as usize,
+    );
+    let mut buf = vec![0u8; chunk as usize];
+    eng.store.read_remote(c.va, &mut buf);
+    eng.queue_packet(dst, &repr, &buf);
+    Ok((!last).then_some(ReadCursor {
+        psn: c.psn.next(),
+        va: c.va + u64::from(chunk),
+        resid: c.resid - chunk,
+        first: false,
+        ..c
+    }))
 }
 
 fn on_atomic(
@@ -560,32 +685,8 @@ fn on_atomic(
     let orig = eng.store.atomic_remote(a.va(), a.swap_add(), compare);
     remember(eng, qp, Resource::Atomic { psn: bth.psn, orig });
     advance(eng, qp, 1, true);
-    send_atomic_ack(eng, qp, bth.psn, orig);
+    eng.queue_response(qp, bth.psn, Syndrome::ACK, Some(orig));
     Ok(())
-}
-
-fn send_atomic_ack(eng: &mut Engine<'_>, qp: QpHandle, psn: Psn, orig: u64) {
-    let Some(q) = eng.store.get(qp) else {
-        return;
-    };
-    let dest = Qpn::from_wire(q.attr.dest_qp_num);
-    let msn = Msn::new(q.transport.msn);
-    let Some(dst) = eng.qp_peer(qp) else {
-        return;
-    };
-    let repr = RoceRepr::new(
-        BthRepr::new(Opcode::RC_ATOMIC_ACKNOWLEDGE, dest, psn),
-        ExtRepr {
-            aeth: Some(AethRepr {
-                syndrome: Syndrome::ACK,
-                msn,
-            }),
-            atomic_ack: Some(orig),
-            ..ExtRepr::default()
-        },
-        0,
-    );
-    eng.queue_packet(dst, &repr, &[]);
 }
 
 /// A request we already executed: re-ACK SEND/WRITE, replay READ data, answer atomics from
@@ -607,10 +708,10 @@ fn on_duplicate(eng: &mut Engine<'_>, qp: QpHandle, packet: &RocePacket<&[u8]>, 
                     va,
                     rkey,
                     len,
-                } if psn.in_range(first_psn, npkts) => Some((va, rkey, len)),
+                } if psn.in_range(first_psn, npkts) => Some((first_psn, va, rkey, len)),
                 _ => None,
             });
-            let Some((va, rkey, len)) = found else {
+            let Some((first_psn, va, rkey, len)) = found else {
                 eng.counters.drop(DropReason::UnexpectedResponse);
                 return;
             };
@@ -631,7 +732,22 @@ fn on_duplicate(eng: &mut Engine<'_>, qp: QpHandle, packet: &RocePacket<&[u8]>, 
                     )
                     .is_ok();
             if inside && still_valid {
-                send_read_responses(eng, qp, psn, rva, rlen);
+                // Generated again from the requested PSN and address, one packet at a time.
+                let msn = q.transport.msn;
+                start_read_reply(
+                    eng,
+                    qp,
+                    ReadCursor {
+                        req_psn: psn,
+                        res_psn: first_psn,
+                        psn,
+                        va: rva,
+                        rkey,
+                        resid: rlen,
+                        first: true,
+                        msn,
+                    },
+                );
             }
         }
         Some(Operation::CompareSwap | Operation::FetchAdd) => {
@@ -640,7 +756,7 @@ fn on_duplicate(eng: &mut Engine<'_>, qp: QpHandle, packet: &RocePacket<&[u8]>, 
                 _ => None,
             });
             if let Some(orig) = orig {
-                send_atomic_ack(eng, qp, psn, orig);
+                eng.queue_response(qp, psn, Syndrome::ACK, Some(orig));
             }
         }
         _ => {
