@@ -215,7 +215,7 @@ fn advance(eng: &mut Engine<'_>, qp: QpHandle, npkts: u32, message_done: bool) {
     if let Some(q) = eng.store.get_mut(qp) {
         q.transport.rq_psn = q.transport.rq_psn.add(npkts);
         if message_done {
-            q.transport.msn = q.transport.msn.wrapping_add(1) & 0xFF_FFFF;
+            q.transport.msn = Msn::new(q.transport.msn).next().value();
         }
     }
 }
