@@ -363,7 +363,7 @@ unsafe extern "C" fn ibv_create_comp_channel(context: *mut ibv_context) -> *mut 
 unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel) -> c_int {
     const VERB: &str = "ibv_destroy_comp_channel";
     // SAFETY: a channel from ibv_create_comp_channel, or rejected.
-    guard_status(VERB, || unsafe { destroy::<EmuChannel>(VERB, channel) })
+    guard_errno(VERB, || unsafe { destroy::<EmuChannel>(VERB, channel) })
 }
 
 // ---- CQ -------------------------------------------------------------------------------
