@@ -200,3 +200,95 @@ fn ibv_create_ah_and_ibv_modify_qp_refuse_destinations_no_packet_can_reach() {
         assert_eq!(hca.qp_state(qp).unwrap(), QpState::Init);
     }
 }
+
+/// ibv_get_cq_event(3): "destroying a CQ will wait for all completion events to be
+/// acknowledged": the core tells that refusal apart from a CQ still in use, so the library
+/// waits for the one and fails the other with EBUSY.
+#[test]
+fn ibv_get_cq_event_unacknowledged_events_are_told_apart_from_users() {
+    let mut hca = device();
+    let pd = hca.alloc_pd().unwrap();
+    let ch = hca.create_comp_channel();
+    let (cq, _) = hca.create_cq(16, Some(ch), 0, 0).unwrap();
+    let (qp, _, _) = hca.create_qp(pd, qp_init(cq, None, QpType::Rc)).unwrap();
+    let err = hca.destroy_cq(cq).unwrap_err();
+    assert!(matches!(err, VerbsError::Busy { .. }), "{err:?}");
+    // A flushed receive completes into the armed CQ and queues an event.
+    let attr = QpAttr {
+        qp_state: QpState::Err,
+        ..QpAttr::default()
+    };
+    hca.req_notify_cq(cq, false).unwrap();
+    let mut mem = vec![0u8; 64];
+    // SAFETY: `mem` outlives the device's use of it (the QP is destroyed below).
+    let (_, keys) =
+        unsafe { hca.reg_mr(pd, mem.as_mut_ptr(), 64, AccessFlags::LOCAL_WRITE) }.unwrap();
+    let wr = RecvWr {
+        wr_id: 1,
+        sg_list: vec![Sge {
+            addr: mem.as_ptr() as u64,
+            length: 64,
+            lkey: keys.lkey,
+        }],
+    };
+    hca.modify_qp(
+        qp,
+        &QpAttr {
+            qp_state: QpState::Init,
+            port_num: 1,
+            ..QpAttr::default()
+        },
+        QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::ACCESS_FLAGS,
+    )
+    .unwrap();
+    hca.post_recv(qp, &[wr]).unwrap();
+    hca.modify_qp(qp, &attr, QpAttrMask::STATE).unwrap();
+    hca.get_cq_event(ch).unwrap();
+    hca.destroy_qp(qp).unwrap();
+    let err = hca.destroy_cq(cq).unwrap_err();
+    assert!(matches!(err, VerbsError::Unacknowledged { .. }), "{err:?}");
+    assert_eq!(err.errno(), libc::EBUSY);
+    hca.ack_cq_events(cq, 1).unwrap();
+    hca.destroy_cq(cq).unwrap();
+}
+
+/// ibv_req_notify_cq(3) states no error for a CQ without a completion channel (rdma-core
+/// and rxe return 0).
+#[test]
+fn ibv_req_notify_cq_accepts_a_cq_without_a_channel() {
+    let mut hca = device();
+    let (cq, _) = hca.create_cq(4, None, 0, 0).unwrap();
+    hca.req_notify_cq(cq, false).unwrap();
+    hca.req_notify_cq(cq, true).unwrap();
+}
+
+/// ibv_modify_srq(3): "If any of the modify attributes is invalid, none of the attributes
+/// will be modified"; an armed limit bounds how far max_wr may shrink.
+#[test]
+fn ibv_modify_srq_max_wr_cannot_drop_below_an_armed_limit() {
+    let mut hca = device();
+    let pd = hca.alloc_pd().unwrap();
+    let attr = SrqAttr {
+        max_wr: 16,
+        max_sge: 1,
+        srq_limit: 0,
+    };
+    let (srq, _) = hca.create_srq(pd, attr, 0).unwrap();
+    let limit = SrqAttrMask {
+        max_wr: false,
+        limit: true,
+    };
+    let resize = SrqAttrMask {
+        max_wr: true,
+        limit: false,
+    };
+    let armed = SrqAttr {
+        srq_limit: 8,
+        ..attr
+    };
+    hca.modify_srq(srq, armed, limit).unwrap();
+    let smaller = SrqAttr { max_wr: 4, ..attr };
+    let err = hca.modify_srq(srq, smaller, resize).unwrap_err();
+    assert_eq!(err.errno(), libc::EINVAL);
+    assert_eq!(hca.query_srq(srq).unwrap(), armed);
+}

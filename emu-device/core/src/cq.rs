@@ -163,7 +163,7 @@ impl Completions {
             ));
         }
         if c.events_unacked > 0 {
-            return Err(VerbsError::busy(
+            return Err(VerbsError::unacknowledged(
                 VERB,
                 format!(
                     "{} completion events retrieved with get_cq_event are not acknowledged",
@@ -172,7 +172,7 @@ impl Completions {
             ));
         }
         if c.async_unacked > 0 {
-            return Err(VerbsError::busy(
+            return Err(VerbsError::unacknowledged(
                 VERB,
                 format!(
                     "{} async events about the CQ are not acknowledged",

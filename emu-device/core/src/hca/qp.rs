@@ -139,7 +139,7 @@ impl Hca {
             ));
         }
         if s.async_unacked > 0 {
-            return Err(VerbsError::busy(
+            return Err(VerbsError::unacknowledged(
                 VERB,
                 format!(
                     "{} async events about the SRQ are not acknowledged",
@@ -520,7 +520,7 @@ impl Hca {
         const VERB: &str = "destroy_qp";
         let q = self.store.lookup(VERB, qp)?;
         if q.async_unacked > 0 {
-            return Err(VerbsError::busy(
+            return Err(VerbsError::unacknowledged(
                 VERB,
                 format!(
                     "{} async events about the QP are not acknowledged",
