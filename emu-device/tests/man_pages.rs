@@ -25,6 +25,17 @@ fn qp_init(cq: CqHandle, srq: Option<SrqHandle>, qp_type: QpType) -> QpInitAttr 
     }
 }
 
+fn to_init(hca: &mut Hca, qp: QpHandle) {
+    let init = QpAttr {
+        qp_state: QpState::Init,
+        port_num: 1,
+        ..QpAttr::default()
+    };
+    let mask =
+        QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::ACCESS_FLAGS;
+    hca.modify_qp(qp, &init, mask).unwrap();
+}
+
 /// ibv_post_send(3): posting "stops processing WRs from this list at the first failure …
 /// and returns this failing WR through bad_wr": the WRs before it were posted, so they
 /// execute and complete.
@@ -161,17 +172,7 @@ fn ibv_create_ah_and_ibv_modify_qp_refuse_destinations_no_packet_can_reach() {
     let pd = hca.alloc_pd().unwrap();
     let (cq, _) = hca.create_cq(16, None, 0, 0).unwrap();
     let (qp, _, _) = hca.create_qp(pd, qp_init(cq, None, QpType::Rc)).unwrap();
-    let init = QpAttr {
-        qp_state: QpState::Init,
-        port_num: 1,
-        ..QpAttr::default()
-    };
-    hca.modify_qp(
-        qp,
-        &init,
-        QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::ACCESS_FLAGS,
-    )
-    .unwrap();
+    to_init(&mut hca, qp);
     let link_local = Gid::link_local_from_mac([0x02, 0, 127, 0, 0, 2]);
     for dgid in [
         link_local,
@@ -231,16 +232,7 @@ fn ibv_get_cq_event_unacknowledged_events_are_told_apart_from_users() {
             lkey: keys.lkey,
         }],
     };
-    hca.modify_qp(
-        qp,
-        &QpAttr {
-            qp_state: QpState::Init,
-            port_num: 1,
-            ..QpAttr::default()
-        },
-        QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::ACCESS_FLAGS,
-    )
-    .unwrap();
+    to_init(&mut hca, qp);
     hca.post_recv(qp, &[wr]).unwrap();
     hca.modify_qp(qp, &attr, QpAttrMask::STATE).unwrap();
     hca.get_cq_event(ch).unwrap();

@@ -1,7 +1,7 @@
 /* ibv_get_cq_event(3) NOTES: "destroying a CQ will wait for all completion events to be
  * acknowledged": ibv_destroy_cq with an unacknowledged event returns 0 once another thread
  * acknowledges it, not before. Prints "N failures". */
-#include "man_common.h"
+#include "common.h"
 #include <pthread.h>
 #include <unistd.h>
 

@@ -3,7 +3,7 @@
  * (ibv_req_notify_cq(3), ibv_get_cq_event(3)). Then the solicited-only rule: an armed
  * "solicited only" CQ stays quiet for an unsolicited receive and fires for a solicited one.
  * Prints "N failures". */
-#include "man_common.h"
+#include "common.h"
 
 int main(void)
 {

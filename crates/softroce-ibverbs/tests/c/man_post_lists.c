@@ -1,7 +1,7 @@
 /* ibv_post_send(3), ibv_post_recv(3), ibv_post_srq_recv(3): a list is processed up to the
  * first WR that fails; that WR comes back through bad_wr with the errno value returned,
  * and the WRs before it were posted: they execute and complete. Prints "N failures". */
-#include "man_common.h"
+#include "common.h"
 
 int main(void)
 {

@@ -1,7 +1,7 @@
 /* Each verb's stated return convention and argument rules, from its man page (rdma-core
  * 44): "0 or the value of errno" verbs return the errno value; "-1 on error" verbs return
  * -1 with errno set; pointer verbs return NULL with errno set. Prints "N failures". */
-#include "man_common.h"
+#include "common.h"
 
 int main(void)
 {

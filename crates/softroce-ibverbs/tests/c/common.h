@@ -1,7 +1,7 @@
-/* Helpers of the man-page programs (man_*.c): a CHECK that counts failures, the device,
- * RC QPs connected to each other on it, and bounded waits. Every wait ends within 10 s. */
-#ifndef MAN_COMMON_H
-#define MAN_COMMON_H
+/* Helpers of the C programs: a CHECK that counts failures, the device, RC QPs connected to
+ * each other on it, and bounded waits. Every wait ends within 10 s. */
+#ifndef SOFTROCE_TEST_COMMON_H
+#define SOFTROCE_TEST_COMMON_H
 #include <errno.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
@@ -46,7 +46,8 @@ static inline int connect_rc(struct ibv_qp *qp, uint32_t dest, union ibv_gid gid
 {
 	struct ibv_qp_attr at = {.qp_state = IBV_QPS_INIT,
 				 .port_num = 1,
-				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE};
+				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
+						    IBV_ACCESS_REMOTE_READ};
 	if (ibv_modify_qp(qp, &at,
 			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
 				  IBV_QP_ACCESS_FLAGS))
