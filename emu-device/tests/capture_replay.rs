@@ -94,7 +94,7 @@ fn server(
     let client = QpPeer {
         qpn: client_qpn,
         psn: first_psn,
-        av: AhAttr::new(Gid::from_ip(client_ip), 1),
+        av: AhAttr::new(Gid::from_ip(client_ip), 0),
     };
     bringup.to_rtr(&mut hca, qp, &client).unwrap();
     for i in 0..receives {

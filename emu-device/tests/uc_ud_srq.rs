@@ -80,11 +80,11 @@ fn ud_pair() -> (Pair, AhHandle, AhHandle) {
     let (pa, pb) = (pair.a.pd, pair.b.pd);
     let ah_ab = pair
         .hca('a')
-        .create_ah(pa, AhAttr::new(Gid::from_ip(B_IP.parse().unwrap()), 1))
+        .create_ah(pa, AhAttr::new(Gid::from_ip(B_IP.parse().unwrap()), 0))
         .unwrap();
     let ah_ba = pair
         .hca('b')
-        .create_ah(pb, AhAttr::new(Gid::from_ip(A_IP.parse().unwrap()), 1))
+        .create_ah(pb, AhAttr::new(Gid::from_ip(A_IP.parse().unwrap()), 0))
         .unwrap();
     (pair, ah_ab, ah_ba)
 }

@@ -57,7 +57,7 @@ fn to_rts(hca: &mut Hca, qp: QpHandle) {
     let peer = QpPeer {
         qpn: 0x22,
         psn: Psn::new(100),
-        av: AhAttr::new(Gid::from_ip("127.0.0.2".parse().unwrap()), 1),
+        av: AhAttr::new(Gid::from_ip("127.0.0.2".parse().unwrap()), 0),
     };
     bringup.to_rts(hca, qp, &peer, Psn::new(200)).unwrap();
 }
@@ -75,7 +75,7 @@ fn empty_wc() -> WorkCompletion {
 }
 
 #[test]
-fn device_looks_like_rxe_with_the_ip_gid_at_index_1() {
+fn device_looks_like_rxe_with_the_ip_gid_at_index_0() {
     let hca = device();
     let a = hca.query_device();
     assert_eq!(
@@ -86,13 +86,12 @@ fn device_looks_like_rxe_with_the_ip_gid_at_index_1() {
     assert_eq!(port.state, PortState::Active);
     assert_eq!(port.active_mtu, Mtu::Mtu1024);
     assert_eq!(port.max_mtu, Mtu::Mtu4096);
+    // Only the GID that carries traffic is listed (no link-local GID: see HcaConfig::new),
+    // at index 0 where programs look first and at rxe's index 1.
+    assert_eq!(port.gid_tbl_len, 2);
+    assert_eq!(hca.query_gid(1, 0).unwrap().to_string(), "::ffff:127.0.0.1");
     assert_eq!(hca.query_gid(1, 1).unwrap().to_string(), "::ffff:127.0.0.1");
-    assert!(
-        hca.query_gid(1, 0)
-            .unwrap()
-            .to_string()
-            .starts_with("fe80::")
-    );
+    assert_eq!(hca.query_gid(1, 2).unwrap_err().errno(), libc::EINVAL);
     assert_eq!(hca.query_pkey(1, 0).unwrap(), 0xFFFF);
     assert_eq!(hca.query_port(2).unwrap_err().errno(), libc::EINVAL);
 }
@@ -610,7 +609,7 @@ fn ud_qp_refuses_rdma_and_needs_an_address_handle() {
     assert!(err.to_string().contains("needs an address handle"), "{err}");
     let no_grh = AhAttr {
         is_global: false,
-        ..AhAttr::new(Gid::from_ip("127.0.0.2".parse().unwrap()), 1)
+        ..AhAttr::new(Gid::from_ip("127.0.0.2".parse().unwrap()), 0)
     };
     assert!(
         hca.create_ah(pd, no_grh)

@@ -261,10 +261,12 @@ cell_ops() {
 # the VM against the same binary on the host running on softroce's drop-in libibverbs.
 cell_perftest() {
   local role=$1 name=$2 t=$3 size=$4 mtu=$5
-  local opts="-x 1 -F -m $mtu -p $SIDE_PORT -n 100"
+  local opts="-F -m $mtu -p $SIDE_PORT -n 100"
   case $t in ib_atomic_*) ;; *) opts="$opts -s $size";; esac
-  local vmcmd="/usr/local/bin/$t -d rxe0 $opts"
-  local host=(env SOFTROCE_QUIET=1 "$S" exec --devices "softroce0=$HOST_IP" -- "$t" -d softroce0 $opts)
+  # The RoCEv2 GID of the IPv4 address: index 1 on rxe (after its link-local GID), index 0
+  # on softroce (which lists only GIDs that carry traffic).
+  local vmcmd="/usr/local/bin/$t -d rxe0 -x 1 $opts"
+  local host=(env SOFTROCE_QUIET=1 "$S" exec --devices "softroce0=$HOST_IP" -- "$t" -d softroce0 -x 0 $opts)
   if [ "$role" = vm-client ]; then
     vmcmd="$vmcmd $HOST_IP"
   else

@@ -476,5 +476,7 @@ consts! {
         IBV_LINK_LAYER_INFINIBAND = 1,
         /// Ethernet (RoCE).
         IBV_LINK_LAYER_ETHERNET = 2,
+        /// `ibv_port_attr.flags`: address handles need a GRH (every RoCE port).
+        IBV_QPF_GRH_REQUIRED = 1,
     }
 }

@@ -189,6 +189,12 @@ pub fn port_attr_to_c(p: &PortAttr) -> ibv_port_attr {
         } else {
             IBV_LINK_LAYER_INFINIBAND
         },
+        // ibv_query_port(3): RoCE ports report that AHs must carry a GRH, as the kernel does.
+        flags: if p.link_layer_ethernet {
+            IBV_QPF_GRH_REQUIRED
+        } else {
+            0
+        },
         ..Default::default()
     }
 }

@@ -37,8 +37,9 @@ pub(crate) fn guard_errno(verb: &str, f: impl FnOnce() -> Result<(), c_int>) -> 
     })
 }
 
-/// A verb returning 0, or -1 with errno set (as rdma-core's `ibv_destroy_comp_channel`,
-/// `ibv_get_cq_event`, `ibv_query_gid` … do).
+/// A verb returning 0, or -1 with errno set: those whose man page says "0 on success, and
+/// -1 on error" (`ibv_get_cq_event`, `ibv_get_async_event`, `ibv_query_gid`,
+/// `ibv_query_pkey`, `ibv_init_ah_from_wc`). The others return the errno value.
 pub(crate) fn guard_status(verb: &str, f: impl FnOnce() -> Result<(), c_int>) -> c_int {
     guard(verb, -1, || match f() {
         Ok(()) => 0,

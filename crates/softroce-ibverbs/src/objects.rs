@@ -14,7 +14,7 @@ use std::time::Duration;
 use softroce_emu::Hca;
 use softroce_emu::core::{
     AccessFlags, AhHandle, ChannelHandle, CqHandle, MrHandle, PdHandle, PostError, QpAttrMask,
-    QpHandle, QpType, RecvWr, SendWr, SrqHandle, VerbsResult, WcOpcode, WorkCompletion,
+    QpHandle, QpType, RecvWr, SendWr, SrqHandle, VerbsError, VerbsResult, WcOpcode, WorkCompletion,
 };
 use softroce_emu::driver::{Device, EventFd};
 use softroce_ibverbs_abi::convert::{CWorkRequest, ConvertError};
@@ -129,6 +129,37 @@ unsafe fn destroy<O: Object>(verb: &str, c: *mut O::C) -> Result<(), c_int> {
         drop(Box::from_raw(o.ptr));
     }
     Ok(())
+}
+
+/// Run a destroy on the device, waiting for as long as it is refused only because events
+/// about the object were retrieved and not acknowledged: libibverbs' destroy verbs wait for
+/// those acknowledgements, which another thread gives (ibv_get_cq_event(3),
+/// ibv_get_async_event(3) NOTES). As there, a program that never acknowledges waits forever.
+fn destroy_after_acks(
+    dev: &Device,
+    verb: &str,
+    mut destroy: impl FnMut(&mut Hca) -> VerbsResult<()>,
+) -> VerbsResult<()> {
+    let mut told = false;
+    loop {
+        let done = dev.wait_for(Duration::from_secs(60), |h| match destroy(h) {
+            Err(e @ VerbsError::Unacknowledged { .. }) => {
+                if !told {
+                    fail(
+                        verb,
+                        e.errno(),
+                        format!("{e}; waiting for the acknowledgements"),
+                    );
+                    told = true;
+                }
+                None
+            }
+            r => Some(r),
+        });
+        if let Some(r) = done {
+            return r;
+        }
+    }
 }
 
 /// Initialise the pthread objects of a C struct in place, where they stay.
@@ -363,7 +394,7 @@ unsafe extern "C" fn ibv_create_comp_channel(context: *mut ibv_context) -> *mut 
 unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel) -> c_int {
     const VERB: &str = "ibv_destroy_comp_channel";
     // SAFETY: a channel from ibv_create_comp_channel, or rejected.
-    guard_status(VERB, || unsafe { destroy::<EmuChannel>(VERB, channel) })
+    guard_errno(VERB, || unsafe { destroy::<EmuChannel>(VERB, channel) })
 }
 
 // ---- CQ -------------------------------------------------------------------------------
@@ -385,7 +416,7 @@ unsafe impl Object for EmuCq {
     const ARG: &'static str = "cq";
     object_fields!(cqx);
     fn destroy_on(dev: &Device, handle: CqHandle) -> VerbsResult<()> {
-        dev.with(|h| h.destroy_cq(handle))
+        destroy_after_acks(dev, "ibv_destroy_cq", |h| h.destroy_cq(handle))
     }
     unsafe fn release(ctx: &EmuContext, p: *mut Self) {
         // SAFETY: a live CQ no longer used (as documented).
@@ -603,7 +634,7 @@ unsafe impl Object for EmuSrq {
     const ARG: &'static str = "srq";
     object_fields!(srq);
     fn destroy_on(dev: &Device, handle: SrqHandle) -> VerbsResult<()> {
-        dev.with(|h| h.destroy_srq(handle))
+        destroy_after_acks(dev, "ibv_destroy_srq", |h| h.destroy_srq(handle))
     }
     unsafe fn release(ctx: &EmuContext, p: *mut Self) {
         // SAFETY: a live SRQ no longer used (as documented).
@@ -742,7 +773,7 @@ unsafe impl Object for EmuQp {
     const ARG: &'static str = "qp";
     object_fields!(qpx.qp_base);
     fn destroy_on(dev: &Device, handle: QpHandle) -> VerbsResult<()> {
-        dev.with(|h| h.destroy_qp(handle))
+        destroy_after_acks(dev, "ibv_destroy_qp", |h| h.destroy_qp(handle))
     }
     unsafe fn release(ctx: &EmuContext, p: *mut Self) {
         // SAFETY: a live QP no longer used (as documented).

@@ -26,3 +26,29 @@ fn c_program_sees_the_documented_verbs_contract() {
 fn registering_memory_that_is_not_there_fails_as_pinning_would() {
     run_c_program("hostile_registration", "softroce0=127.77.30.2");
 }
+
+/// ibv_post_send(3), ibv_post_recv(3), ibv_post_srq_recv(3): the WRs before `bad_wr` are
+/// posted and complete.
+#[test]
+fn man_pages_post_lists_run_the_wrs_before_bad_wr() {
+    run_c_program("man_post_lists", "softroce0=127.77.30.3");
+}
+
+/// Every verb's return convention, argument checks and EBUSY rules, per its man page.
+#[test]
+fn man_pages_return_conventions_and_argument_rules() {
+    run_c_program("man_verb_errors", "softroce0=127.77.30.4");
+}
+
+/// Every advertised GID carries traffic; completion events, solicited-only and one-shot
+/// arming (ibv_req_notify_cq(3)).
+#[test]
+fn man_pages_every_gid_carries_traffic_and_events_follow_arming() {
+    run_c_program("man_gid_traffic", "softroce0=127.77.30.5");
+}
+
+/// ibv_get_cq_event(3): destroying a CQ waits for its events to be acknowledged.
+#[test]
+fn man_pages_destroy_cq_waits_for_event_acknowledgements() {
+    run_c_program("man_destroy_waits", "softroce0=127.77.30.6");
+}

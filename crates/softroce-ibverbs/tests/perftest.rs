@@ -1,5 +1,5 @@
 //! perftest's unmodified `ib_{write,read,send,atomic}_{bw,lat}` between two processes on
-//! loopback, each on its own emulated device (default TCP exchange, GID index 1, `-F`: the
+//! loopback, each on its own emulated device (default TCP exchange, GID index 0, `-F`: the
 //! CPU-frequency check means nothing on a shared machine). The figures must be present and
 //! consistent; how large they are is for benchmarks, not tests.
 
@@ -28,7 +28,7 @@ fn run(tool: &str, pair: u8, iterations: &str) -> (common::Finished, common::Fin
         "-d",
         "softroce0",
         "-x",
-        "1",
+        "0",
         "-F",
         "-p",
         &port_s,

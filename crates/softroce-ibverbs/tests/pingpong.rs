@@ -1,5 +1,6 @@
 //! rdma-core's unmodified `ibv_{rc,uc,ud,srq}_pingpong` between two processes on loopback,
-//! each on its own emulated device (GID index 1: the RoCEv2 GID of its address).
+//! each on its own emulated device (GID index 0, or rxe's 1: both the RoCEv2 GID of its
+//! address).
 
 mod common;
 
@@ -12,7 +13,7 @@ fn pingpong(tool: &str, pair: u8, extra: &[&str]) {
     common::require_tools(&[tool]);
     let (server_dev, client_dev) = common::device_pair(pair);
     let port = common::free_tcp_port().to_string();
-    let mut args = vec!["-d", "softroce0", "-g", "1", "-p", &port, "-n", "500"];
+    let mut args = vec!["-d", "softroce0", "-g", "0", "-p", &port, "-n", "500"];
     args.extend_from_slice(extra);
     let (s, c) = common::run_pair(
         tool,
@@ -82,6 +83,7 @@ fn rc_pingpong_survives_injected_loss_and_is_captured() {
     let pcap = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dropin-rc-loss.pcap");
     let _ = std::fs::remove_file(&pcap);
     let pcap_s = pcap.to_str().expect("UTF-8 path");
+    // GID index 1, where rxe keeps the address GID: scripts written for rxe run unchanged.
     let args = ["-d", "softroce0", "-g", "1", "-p", &port_s, "-n", "200"];
     let (s, c) = common::run_pair_env(
         "ibv_rc_pingpong",

@@ -163,7 +163,7 @@ impl Completions {
             ));
         }
         if c.events_unacked > 0 {
-            return Err(VerbsError::busy(
+            return Err(VerbsError::unacknowledged(
                 VERB,
                 format!(
                     "{} completion events retrieved with get_cq_event are not acknowledged",
@@ -172,7 +172,7 @@ impl Completions {
             ));
         }
         if c.async_unacked > 0 {
-            return Err(VerbsError::busy(
+            return Err(VerbsError::unacknowledged(
                 VERB,
                 format!(
                     "{} async events about the CQ are not acknowledged",
@@ -191,15 +191,11 @@ impl Completions {
     }
 
     /// Arm for the next completion, or with `solicited_only` the next solicited or error one.
+    /// A CQ without a channel may be armed too (ibv_req_notify_cq(3) states no error, and
+    /// rxe and rdma-core accept it); its event has nowhere to go and is not queued.
     pub(crate) fn req_notify(&mut self, cq: CqHandle, solicited_only: bool) -> VerbsResult<()> {
         const VERB: &str = "req_notify_cq";
         let c = self.cqs.lookup_mut(VERB, cq)?;
-        if c.channel.is_none() {
-            return Err(VerbsError::invalid(
-                VERB,
-                "the CQ has no completion channel",
-            ));
-        }
         // Arming for "next" overrides a "solicited only" arming (IBTA 11.4.2.2).
         c.armed = Some(match c.armed {
             Some(prev) => prev && solicited_only,

@@ -21,8 +21,8 @@ pub struct HcaConfig {
     pub udp_port: u16,
     /// Ethernet/IP MTU of the link; the active IBTA MTU follows from it as in rxe.
     pub link_mtu: usize,
-    /// MAC address for the link-local GID at index 0 (`None`: no link-local GID, so the
-    /// IP GID is index 0).
+    /// MAC address the node GUID is made from (EUI-64), as rxe's comes from its netdev
+    /// (`None`: node GUID 0). It makes no GID: see [`HcaConfig::new`].
     pub mac: Option<[u8; 6]>,
     /// Seed of every random choice (keys, initial QPNs).
     pub seed: u64,
@@ -42,8 +42,16 @@ pub struct HcaConfig {
 }
 
 impl HcaConfig {
-    /// A device on `ip`, UDP 4791, link MTU 1500 (active MTU 1024 like rxe), with a
-    /// link-local GID at index 0 and the IP GID at index 1 (rxe's layout).
+    /// A device on `ip`, UDP 4791, link MTU 1500 (active MTU 1024 like rxe), whose GID
+    /// table holds the RoCEv2 GID of `ip` at indexes 0 and 1.
+    ///
+    /// rxe lists the default GID `fe80::<EUI-64 of the MAC>` at index 0 and the address's
+    /// GID at index 1; the link-local one travels as IPv6 link-local traffic on the netdev.
+    /// This device sends from one UDP socket bound to `ip`: a link-local GID could carry
+    /// nothing (no link-local address exists on loopback, and the socket's family is
+    /// `ip`'s), and every GID the port advertises must carry traffic. So both places hold
+    /// the address's GID: programs that take the first GID (rdma-core's defaults, pyverbs)
+    /// and scripts written for rxe's layout (`-g 1`, `-x 1`) both reach the address.
     pub fn new(name: impl Into<String>, ip: IpAddr) -> Self {
         let o = match ip {
             IpAddr::V4(v4) => v4.octets(),
@@ -181,11 +189,8 @@ pub(crate) struct Device {
 
 impl Device {
     pub(crate) fn new(config: HcaConfig) -> Self {
-        let mut gids = Vec::new();
-        if let Some(mac) = config.mac {
-            gids.push(Gid::link_local_from_mac(mac));
-        }
-        gids.push(Gid::from_ip(config.ip));
+        // The one GID that can carry traffic, where programs look for it (HcaConfig::new).
+        let gids = vec![Gid::from_ip(config.ip); 2];
         let node_guid = config.mac.map_or(0, |m| {
             u64::from_be_bytes([m[0] ^ 2, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]])
         });
@@ -311,6 +316,32 @@ impl Device {
         }
         if attr.dgid == Gid::ZERO {
             return Err(VerbsError::invalid(verb, "destination GID is zero"));
+        }
+        self.check_reachable(verb, attr.dgid)
+    }
+
+    /// Whether packets from this device's address can reach `dgid`'s, refused at
+    /// address-vector creation as the kernel's route resolution refuses an unroutable AH:
+    /// a send that cannot leave must never be queued to be lost silently.
+    fn check_reachable(&self, verb: &'static str, dgid: Gid) -> VerbsResult<()> {
+        let (ours, theirs) = (self.config.ip, dgid.to_ip());
+        if ours.is_ipv4() != theirs.is_ipv4() {
+            return Err(VerbsError::invalid(
+                verb,
+                format!(
+                    "destination GID {dgid} is {} but the device sends from {ours}: no route between the address families",
+                    if theirs.is_ipv4() { "IPv4" } else { "IPv6" },
+                ),
+            ));
+        }
+        // The kernel routes nothing from a loopback source to another host (EINVAL).
+        if ours.is_loopback() && !theirs.is_loopback() {
+            return Err(VerbsError::invalid(
+                verb,
+                format!(
+                    "destination GID {dgid} is not a loopback address, which a device on {ours} cannot reach"
+                ),
+            ));
         }
         Ok(())
     }

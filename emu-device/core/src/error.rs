@@ -41,6 +41,16 @@ pub enum VerbsError {
         /// What still uses it.
         reason: String,
     },
+    /// Events about the object were retrieved and not acknowledged (EBUSY). libibverbs'
+    /// destroy verbs wait for the acknowledgements (ibv_get_cq_event(3),
+    /// ibv_get_async_event(3)); callers that wait tell this apart from [`Self::Busy`].
+    #[error("{verb}: busy: {reason}")]
+    Unacknowledged {
+        /// The verb.
+        verb: &'static str,
+        /// Which events.
+        reason: String,
+    },
     /// A capacity would be exceeded (ENOMEM).
     #[error("{verb}: out of resources: {reason}")]
     NoResources {
@@ -117,7 +127,7 @@ impl VerbsError {
             | Self::Invalid { .. }
             | Self::Transition { .. }
             | Self::BadQpState { .. } => errno::EINVAL,
-            Self::Busy { .. } => errno::EBUSY,
+            Self::Busy { .. } | Self::Unacknowledged { .. } => errno::EBUSY,
             Self::NoResources { .. } => errno::ENOMEM,
             Self::WouldBlock { .. } => errno::EAGAIN,
             Self::CqInError { .. } => errno::EIO,
@@ -135,6 +145,13 @@ impl VerbsError {
 
     pub(crate) fn busy(verb: &'static str, reason: impl Into<String>) -> Self {
         Self::Busy {
+            verb,
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn unacknowledged(verb: &'static str, reason: impl Into<String>) -> Self {
+        Self::Unacknowledged {
             verb,
             reason: reason.into(),
         }

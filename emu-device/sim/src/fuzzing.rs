@@ -200,7 +200,7 @@ fn connect(hca: &mut Hca, qp: QpHandle, qp_type: QpType, peer: IpAddr) -> VerbsR
     let peer = QpPeer {
         qpn: 0x33,
         psn: Psn::new(100),
-        av: AhAttr::new(Gid::from_ip(peer), 1),
+        av: AhAttr::new(Gid::from_ip(peer), 0),
     };
     bringup.to_rtr(hca, qp, &peer)
 }

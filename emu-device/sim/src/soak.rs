@@ -199,7 +199,7 @@ pub fn run(cfg: SoakConfig) -> Result<SoakReport, SoakFailure> {
         let peer = QpPeer {
             qpn: sides[1 - i].3,
             psn: first_psn,
-            av: AhAttr::new(Gid::from_ip(ips[1 - i]), 1),
+            av: AhAttr::new(Gid::from_ip(ips[1 - i]), 0),
         };
         bringup
             .to_rts(fabric.node_mut(node), qp, &peer, first_psn)

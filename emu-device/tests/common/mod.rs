@@ -182,7 +182,7 @@ pub fn connect(hca: &mut Hca, qp: QpHandle, remote_ip: &str, remote_qpn: u32, o:
     let peer = QpPeer {
         qpn: remote_qpn,
         psn: first_psn,
-        av: AhAttr::new(Gid::from_ip(remote_ip.parse().unwrap()), 1),
+        av: AhAttr::new(Gid::from_ip(remote_ip.parse().unwrap()), 0),
     };
     bringup.to_rts(hca, qp, &peer, first_psn).unwrap();
 }

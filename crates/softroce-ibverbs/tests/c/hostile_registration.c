@@ -2,15 +2,8 @@
  * mapped, or not mapped with the access the flags allow a peer, is refused with EFAULT, a zero
  * length with EINVAL, so no remote access to a registered region can fault the process.
  * Prints "N failures" and exits non-zero on any. */
-#include <errno.h>
-#include <infiniband/verbs.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "common.h"
 #include <sys/mman.h>
-
-#include "check.h"
 
 #define RW (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
 

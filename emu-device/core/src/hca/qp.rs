@@ -93,10 +93,17 @@ impl Hca {
                 ),
             ));
         }
-        if mask.limit && attr.srq_limit > new_max {
+        // An armed limit must stay within the queue, whether the limit or the size changes
+        // (rxe refuses shrinking max_wr below an armed limit).
+        let limit = if mask.limit {
+            attr.srq_limit
+        } else {
+            s.attr.srq_limit
+        };
+        if limit > new_max {
             return Err(VerbsError::invalid(
                 VERB,
-                format!("srq_limit {} exceeds max_wr {new_max}", attr.srq_limit),
+                format!("srq_limit {limit} exceeds max_wr {new_max}"),
             ));
         }
         s.attr.max_wr = new_max;
@@ -132,7 +139,7 @@ impl Hca {
             ));
         }
         if s.async_unacked > 0 {
-            return Err(VerbsError::busy(
+            return Err(VerbsError::unacknowledged(
                 VERB,
                 format!(
                     "{} async events about the SRQ are not acknowledged",
@@ -193,6 +200,13 @@ impl Hca {
             let s = self.store.lookup(VERB, srq)?;
             if s.pd != pd {
                 return Err(VerbsError::invalid(VERB, "the SRQ belongs to another PD"));
+            }
+            // ibv_create_qp(3) NOTES: only RC and UD QPs can be associated with an SRQ.
+            if !matches!(init.qp_type, QpType::Rc | QpType::Ud) {
+                return Err(VerbsError::invalid(
+                    VERB,
+                    format!("a {} QP cannot use an SRQ (only RC and UD)", init.qp_type),
+                ));
             }
         }
         let a = self.device.attr();
@@ -506,7 +520,7 @@ impl Hca {
         const VERB: &str = "destroy_qp";
         let q = self.store.lookup(VERB, qp)?;
         if q.async_unacked > 0 {
-            return Err(VerbsError::busy(
+            return Err(VerbsError::unacknowledged(
                 VERB,
                 format!(
                     "{} async events about the QP are not acknowledged",
@@ -578,13 +592,31 @@ impl Hca {
     }
 
     /// `ibv_post_send`. Work requests are checked in order; the first failure stops the
-    /// post and is reported with its index (`bad_wr`).
+    /// post and is reported with its index (`bad_wr`). The ones before it are posted and
+    /// execute (ibv_post_send(3): `bad_wr` is the first WR that was not posted).
     ///
     /// # Safety
     /// For work requests with `IBV_SEND_INLINE`, the scatter/gather addresses are read
     /// during this call (not checked against memory regions, as with hardware): each
     /// `addr..addr+length` must be readable memory of this process.
     pub unsafe fn post_send(&mut self, qp: QpHandle, wrs: &[SendWr]) -> Result<(), PostError> {
+        // SAFETY: forwarded.
+        let result = unsafe { self.queue_send_wrs(qp, wrs) };
+        let posted = match &result {
+            Ok(()) => wrs.len(),
+            Err(e) => e.index,
+        };
+        if posted > 0 {
+            transport::on_post_send(&mut self.engine(), qp);
+        }
+        result
+    }
+
+    /// Queue `wrs` on the send queue until the first that fails its checks.
+    ///
+    /// # Safety
+    /// As [`Hca::post_send`].
+    unsafe fn queue_send_wrs(&mut self, qp: QpHandle, wrs: &[SendWr]) -> Result<(), PostError> {
         const VERB: &str = "post_send";
         for (index, wr) in wrs.iter().enumerate() {
             let fail = |error| PostError { index, error };
@@ -599,7 +631,6 @@ impl Hca {
                 self.engine().flush_qp(qp);
             }
         }
-        transport::on_post_send(&mut self.engine(), qp);
         Ok(())
     }
 

@@ -1,0 +1,118 @@
+/* Helpers of the C programs: a CHECK that counts failures, the device, RC QPs connected to
+ * each other on it, and bounded waits. Every wait ends within 10 s. */
+#ifndef SOFTROCE_TEST_COMMON_H
+#define SOFTROCE_TEST_COMMON_H
+#include <errno.h>
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int failures;
+#define CHECK(cond, ...)                                                        \
+	do {                                                                    \
+		if (!(cond)) {                                                  \
+			fprintf(stderr, "FAIL line %d: %s: ", __LINE__, #cond); \
+			fprintf(stderr, __VA_ARGS__);                           \
+			fprintf(stderr, "\n");                                  \
+			failures++;                                             \
+		}                                                               \
+	} while (0)
+
+/* The first (only) device, opened; exits on failure. */
+static inline struct ibv_context *open_first(void)
+{
+	int n = 0;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	if (!list || n < 1) {
+		fprintf(stderr, "no device\n");
+		exit(2);
+	}
+	struct ibv_context *ctx = ibv_open_device(list[0]);
+	ibv_free_device_list(list);
+	if (!ctx) {
+		fprintf(stderr, "open: errno %d\n", errno);
+		exit(2);
+	}
+	return ctx;
+}
+
+/* RESET -> RTS, connected to QP `dest` at `gid`, sending from GID `sgid_index`. */
+static inline int connect_rc(struct ibv_qp *qp, uint32_t dest, union ibv_gid gid, int sgid_index)
+{
+	struct ibv_qp_attr at = {.qp_state = IBV_QPS_INIT,
+				 .port_num = 1,
+				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
+						    IBV_ACCESS_REMOTE_READ};
+	if (ibv_modify_qp(qp, &at,
+			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				  IBV_QP_ACCESS_FLAGS))
+		return 1;
+	memset(&at, 0, sizeof(at));
+	at.qp_state = IBV_QPS_RTR;
+	at.path_mtu = IBV_MTU_1024;
+	at.dest_qp_num = dest;
+	at.max_dest_rd_atomic = 1;
+	at.min_rnr_timer = 1;
+	at.ah_attr.is_global = 1;
+	at.ah_attr.grh.dgid = gid;
+	at.ah_attr.grh.sgid_index = sgid_index;
+	at.ah_attr.grh.hop_limit = 64;
+	at.ah_attr.port_num = 1;
+	if (ibv_modify_qp(qp, &at,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+				  IBV_QP_MIN_RNR_TIMER))
+		return 2;
+	memset(&at, 0, sizeof(at));
+	at.qp_state = IBV_QPS_RTS;
+	at.timeout = 14;
+	at.retry_cnt = 7;
+	at.rnr_retry = 7;
+	at.max_rd_atomic = 1;
+	if (ibv_modify_qp(qp, &at,
+			  IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+		return 3;
+	return 0;
+}
+
+/* Poll until `want` completions arrived (at most 10 s); the count, or < 0 on error. */
+static inline int poll_n(struct ibv_cq *cq, struct ibv_wc *wc, int want)
+{
+	int got = 0;
+	time_t end = time(NULL) + 10;
+	while (got < want && time(NULL) < end) {
+		int n = ibv_poll_cq(cq, want - got, wc + got);
+		if (n < 0)
+			return n;
+		got += n;
+	}
+	return got;
+}
+
+/* Whether the channel's fd becomes readable within `ms` milliseconds. */
+static inline int channel_ready(struct ibv_comp_channel *ch, int ms)
+{
+	struct pollfd pfd = {.fd = ch->fd, .events = POLLIN};
+	return poll(&pfd, 1, ms) == 1;
+}
+
+static inline struct ibv_qp *rc_qp(struct ibv_pd *pd, struct ibv_cq *cq, struct ibv_srq *srq)
+{
+	struct ibv_qp_init_attr ia = {.send_cq = cq,
+				      .recv_cq = cq,
+				      .srq = srq,
+				      .cap = {.max_send_wr = 8,
+					      .max_recv_wr = 8,
+					      .max_send_sge = 2,
+					      .max_recv_sge = 2,
+					      .max_inline_data = 64},
+				      .qp_type = IBV_QPT_RC};
+	return ibv_create_qp(pd, &ia);
+}
+#endif
