@@ -487,7 +487,7 @@ impl Hca {
                 self.device.attr().max_qp_rd_atom
             ));
         }
-        if mask.contains(M::DEST_QPN) && attr.dest_qp_num > 0xFF_FFFF {
+        if mask.contains(M::DEST_QPN) && Qpn::new(attr.dest_qp_num).is_none() {
             return bad(format!(
                 "dest_qp_num {:#x} exceeds 24 bits",
                 attr.dest_qp_num
@@ -728,7 +728,7 @@ impl Hca {
                     "the address handle belongs to another PD",
                 ));
             }
-            if ud.remote_qpn > 0xFF_FFFF {
+            if Qpn::new(ud.remote_qpn).is_none() {
                 return Err(VerbsError::invalid(VERB, "remote_qpn exceeds 24 bits"));
             }
         }
