@@ -112,11 +112,16 @@ impl Device {
     /// Bind the socket and start the engine thread.
     pub fn start(mut config: DeviceConfig) -> io::Result<Self> {
         let faults = match &config.faults {
-            Some(spec) => {
-                Some(FaultInjector::new(FaultPlan::parse(spec).map_err(|e| {
-                    io::Error::new(io::ErrorKind::InvalidInput, e.to_string())
-                })?))
-            }
+            Some(spec) => Some(FaultInjector::new(FaultPlan::parse(spec).map_err(|e| {
+                // Say where the spec came from: a variable set long ago is easy to forget.
+                let from_env = std::env::var("SOFTROCE_FAULTS").is_ok_and(|v| v == *spec);
+                let origin = if from_env {
+                    "SOFTROCE_FAULTS="
+                } else {
+                    "faults "
+                };
+                io::Error::new(io::ErrorKind::InvalidInput, format!("{origin}{spec}: {e}"))
+            })?)),
             None => None,
         };
         let bind = SocketAddr::new(config.hca.ip, config.hca.udp_port);
