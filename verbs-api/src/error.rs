@@ -67,11 +67,9 @@ impl std::fmt::Display for Error {
                 detail,
                 errno,
             } => write!(f, "{verb}: {detail}: {}", os(*errno)),
-            Self::IbverbsPost { verb, index, errno } => write!(
-                f,
-                "{verb}: work request #{index} rejected: {}",
-                os(*errno)
-            ),
+            Self::IbverbsPost { verb, index, errno } => {
+                write!(f, "{verb}: work request #{index} rejected: {}", os(*errno))
+            }
             Self::Invalid { what, reason } => write!(f, "invalid {what}: {reason}"),
             Self::Unsupported { what, backend } => {
                 write!(f, "{what} is not available on the {backend} backend")

@@ -44,10 +44,13 @@ pub struct DeviceConfig {
 
 impl DeviceConfig {
     /// A device on `ip` with the default port (4791) and `SOFTROCE_PCAP` from the
-    /// environment.
+    /// environment. Its key seed (`hca.seed`: lkeys, rkeys, initial QPNs) comes from OS
+    /// entropy, so a peer cannot predict the keys of a region it was never given; set it
+    /// to replay a run.
     pub fn new(name: &str, ip: std::net::IpAddr) -> Self {
         let mut hca = HcaConfig::new(name, ip);
         hca.ack_defer = ACK_DEFER;
+        hca.seed = crate::entropy::random_u64();
         Self {
             hca,
             pcap: std::env::var_os("SOFTROCE_PCAP").map(PathBuf::from),
