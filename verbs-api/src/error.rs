@@ -79,16 +79,9 @@ impl std::fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        // The wrapped core errors stand for this one, as `#[error(transparent)]` would.
-        match self {
-            Self::Verbs(e) => e.source(),
-            Self::Post(e) => e.source(),
-            _ => None,
-        }
-    }
-}
+/// No `source()`: every message already says its cause (the core's `PostError` includes its
+/// `VerbsError` too).
+impl std::error::Error for Error {}
 
 impl From<VerbsError> for Error {
     fn from(e: VerbsError) -> Self {
@@ -145,5 +138,10 @@ mod tests {
         assert_eq!(e.to_string(), "starting device: bad fault spec");
         // A reporter walking the chain must not find the OS error a second time.
         assert!(std::error::Error::source(&e).is_none());
+        let post = Error::from(PostError {
+            index: 0,
+            error: VerbsError::WouldBlock { verb: "post_send" },
+        });
+        assert!(std::error::Error::source(&post).is_none());
     }
 }

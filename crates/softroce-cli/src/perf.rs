@@ -235,9 +235,9 @@ fn requester_bw(
     remote: Remote,
 ) -> anyhow::Result<BwFigures> {
     let nqp = side.qps.len();
-    let post = |i: u64| -> anyhow::Result<()> {
-        let q = (i as usize) % nqp;
-        let slot = (q * depth + (i as usize / nqp) % depth) * side.slot;
+    // Message `k` of QP `q` (request `i` overall) uses slot `k % depth` of the QP's `depth`.
+    let post = |i: u64, q: usize, k: u64| -> anyhow::Result<()> {
+        let slot = (q * depth + (k as usize) % depth) * side.slot;
         let len = if op == WrOpcode::AtomicFetchAndAdd {
             8
         } else {
@@ -262,8 +262,17 @@ fn requester_bw(
     let window = (iters / 10).max(1);
     let mut window_start = start;
     let mut peak_bps = 0.0f64;
+    let mut per_qp = vec![0u64; nqp];
+    let index_of: std::collections::HashMap<u32, usize> = side
+        .qps
+        .iter()
+        .enumerate()
+        .map(|(i, q)| (q.qpn(), i))
+        .collect();
     while posted < (depth * nqp) as u64 && posted < iters {
-        post(posted)?;
+        let q = posted as usize % nqp;
+        post(posted, q, per_qp[q])?;
+        per_qp[q] += 1;
         posted += 1;
     }
     let deadline = start + Duration::from_secs(300);
@@ -285,7 +294,13 @@ fn requester_bw(
                 window_start = now;
             }
             if posted < iters {
-                post(posted)?;
+                // Refill the QP that completed: QPs finish at different paces, and
+                // round-robin refills would overflow the send queue of a slower one.
+                let q = *index_of
+                    .get(&wc.qp_num)
+                    .with_context(|| format!("completion for unknown QPN {:#x}", wc.qp_num))?;
+                post(posted, q, per_qp[q])?;
+                per_qp[q] += 1;
                 posted += 1;
             }
         }
