@@ -30,21 +30,39 @@ fn run(cmd: &mut Command, limit: Duration) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawning softroce");
+    wait_bounded(&mut child, limit);
+    let out = child.wait_with_output().expect("output");
+    assert_clean_exit(out.status, &out.stderr);
+    out
+}
+
+/// Wait for `child` to exit, killing it (and failing) after `limit`.
+fn wait_bounded(child: &mut std::process::Child, limit: Duration) {
     let deadline = Instant::now() + limit;
     while child.try_wait().expect("status").is_none() {
         if Instant::now() > deadline {
             let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
-            panic!(
-                "still running after {limit:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            let _ = child.wait();
+            panic!("softroce still running after {limit:?}");
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let out = child.wait_with_output().expect("output");
-    assert_clean_exit(out.status, &out.stderr);
-    out
+}
+
+/// The exit status, the rest of stdout and stderr of a server whose stdout was partly read.
+fn finish(
+    mut child: std::process::Child,
+    mut stdout: BufReader<std::process::ChildStdout>,
+    limit: Duration,
+) -> (ExitStatus, String, String) {
+    wait_bounded(&mut child, limit);
+    let status = child.wait().expect("status");
+    let mut out = String::new();
+    stdout.read_to_string(&mut out).unwrap();
+    let mut err = Vec::new();
+    child.stderr.take().unwrap().read_to_end(&mut err).unwrap();
+    assert_clean_exit(status, &err);
+    (status, out, String::from_utf8_lossy(&err).into_owned())
 }
 
 fn assert_clean_exit(status: ExitStatus, stderr: &[u8]) {
@@ -242,7 +260,7 @@ fn a_server_on_port_0_says_its_port_and_a_client_uses_it() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("server");
-    let (port, mut server_out) = listening_port(&mut server);
+    let (port, server_out) = listening_port(&mut server);
     assert_ne!(port, 0);
     let client = run(
         softroce()
@@ -258,25 +276,11 @@ fn a_server_on_port_0_says_its_port_and_a_client_uses_it() {
             .arg("127.0.0.182"),
         Duration::from_secs(40),
     );
-    let deadline = Instant::now() + Duration::from_secs(40);
-    while server.try_wait().expect("status").is_none() {
-        if Instant::now() > deadline {
-            let _ = server.kill();
-            panic!("the server did not finish");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let status = server.wait().expect("status");
-    let mut rest = String::new();
-    server_out.read_to_string(&mut rest).unwrap();
-    let mut err = Vec::new();
-    server.stderr.take().unwrap().read_to_end(&mut err).unwrap();
-    assert_clean_exit(status, &err);
+    let (status, rest, err) = finish(server, server_out, Duration::from_secs(40));
     assert!(
         client.status.success() && status.success(),
-        "client: {}\nserver: {rest}{}",
+        "client: {}\nserver: {rest}{err}",
         String::from_utf8_lossy(&client.stderr),
-        String::from_utf8_lossy(&err)
     );
 }
 
@@ -321,24 +325,10 @@ fn drops_are_visible_in_the_counters_and_the_log_of_a_running_device() {
         .spawn()
         .expect("server");
     // Listening means the device runs: a datagram larger than any RoCEv2 packet arrives.
-    let (_, mut stdout) = listening_port(&mut server);
+    let (_, stdout) = listening_port(&mut server);
     let peer = UdpSocket::bind("127.0.0.188:0").unwrap();
     peer.send_to(&[0u8; 5000], "127.0.0.187:47187").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while server.try_wait().expect("status").is_none() {
-        if Instant::now() > deadline {
-            let _ = server.kill();
-            panic!("the server did not give up");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let status = server.wait().expect("status");
-    let mut out = String::new();
-    stdout.read_to_string(&mut out).unwrap();
-    let mut err = Vec::new();
-    server.stderr.take().unwrap().read_to_end(&mut err).unwrap();
-    assert_clean_exit(status, &err);
-    let err = String::from_utf8_lossy(&err);
+    let (status, out, err) = finish(server, stdout, Duration::from_secs(20));
     assert_eq!(status.code(), Some(1), "{err}");
     // --counters prints every counter, also when the run fails.
     let counters = out
