@@ -105,6 +105,13 @@ impl Context {
         self.dev.emulated().and_then(|d| d.fault_counters())
     }
 
+    /// Every counter of an emulated device as one `name=value …` line: rxe's `hw_counters`
+    /// names first, then drops by reason, the driver's `drop_oversize` and, with faults
+    /// configured, what they injected. `None` on other backends.
+    pub fn counters_line(&self) -> Option<String> {
+        self.dev.emulated().map(|d| d.counters_line())
+    }
+
     /// The device's counters, where the backend keeps them (the emulator does).
     pub fn counters(&self) -> Option<Counters> {
         self.dev.counters()

@@ -5,17 +5,17 @@ use softroce_emu::core::{PostError, VerbsError};
 use crate::backend_kind::BackendKind;
 
 /// A failed verb.
-#[derive(Debug, thiserror::Error)]
+///
+/// Every message is complete on its own (an [`Error::Io`] includes the OS error), so none
+/// has a `source()`: reporters that print the chain (anyhow's `{:#}`) would say it twice.
+#[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
     /// The emulated device refused the verb; the message says which check failed.
-    #[error(transparent)]
-    Verbs(#[from] VerbsError),
+    Verbs(VerbsError),
     /// A post was refused at the work request with this index (earlier ones were posted).
-    #[error(transparent)]
-    Post(#[from] PostError),
+    Post(PostError),
     /// A libibverbs call failed (ibverbs backend): the errno it set.
-    #[error("{verb}: {detail}: {}", std::io::Error::from_raw_os_error(*errno))]
     Ibverbs {
         /// The verb.
         verb: &'static str,
@@ -25,7 +25,6 @@ pub enum Error {
         errno: i32,
     },
     /// libibverbs refused a post at the work request with this index (ibverbs backend).
-    #[error("{verb}: work request #{index} rejected: {}", std::io::Error::from_raw_os_error(*errno))]
     IbverbsPost {
         /// The verb.
         verb: &'static str,
@@ -35,7 +34,6 @@ pub enum Error {
         errno: i32,
     },
     /// An argument the API itself refuses (before any device sees it).
-    #[error("invalid {what}: {reason}")]
     Invalid {
         /// What was given.
         what: &'static str,
@@ -43,7 +41,6 @@ pub enum Error {
         reason: String,
     },
     /// The operation exists only on another backend.
-    #[error("{what} is not available on the {backend} backend")]
     Unsupported {
         /// What was asked.
         what: &'static str,
@@ -51,14 +48,51 @@ pub enum Error {
         backend: BackendKind,
     },
     /// The device could not be started or opened, or an fd operation failed.
-    #[error("{what}: {source}")]
     Io {
         /// What was being done.
         what: String,
         /// The OS error.
-        #[source]
         source: std::io::Error,
     },
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let os = |errno: i32| std::io::Error::from_raw_os_error(errno);
+        match self {
+            Self::Verbs(e) => e.fmt(f),
+            Self::Post(e) => e.fmt(f),
+            Self::Ibverbs {
+                verb,
+                detail,
+                errno,
+            } => write!(f, "{verb}: {detail}: {}", os(*errno)),
+            Self::IbverbsPost { verb, index, errno } => {
+                write!(f, "{verb}: work request #{index} rejected: {}", os(*errno))
+            }
+            Self::Invalid { what, reason } => write!(f, "invalid {what}: {reason}"),
+            Self::Unsupported { what, backend } => {
+                write!(f, "{what} is not available on the {backend} backend")
+            }
+            Self::Io { what, source } => write!(f, "{what}: {source}"),
+        }
+    }
+}
+
+/// No `source()`: every message already says its cause (the core's `PostError` includes its
+/// `VerbsError` too).
+impl std::error::Error for Error {}
+
+impl From<VerbsError> for Error {
+    fn from(e: VerbsError) -> Self {
+        Self::Verbs(e)
+    }
+}
+
+impl From<PostError> for Error {
+    fn from(e: PostError) -> Self {
+        Self::Post(e)
+    }
 }
 
 impl Error {
@@ -93,3 +127,21 @@ impl Error {
 
 /// Result of the verbs API.
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_io_error_is_said_once() {
+        let e = Error::io("starting device", std::io::Error::other("bad fault spec"));
+        assert_eq!(e.to_string(), "starting device: bad fault spec");
+        // A reporter walking the chain must not find the OS error a second time.
+        assert!(std::error::Error::source(&e).is_none());
+        let post = Error::from(PostError {
+            index: 0,
+            error: VerbsError::WouldBlock { verb: "post_send" },
+        });
+        assert!(std::error::Error::source(&post).is_none());
+    }
+}

@@ -160,9 +160,9 @@ impl<'a> QueuePairBuilder<'a> {
             ahs: std::sync::Mutex::new(Vec::new()),
         };
         move_to_init(&self.bringup, dev.as_ref(), qp)?;
-        let psn =
-            Psn::new(dev.query_device()?.node_guid as u32 ^ qpn.value().wrapping_mul(0x9E37_79B9))
-                .value();
+        // A random initial PSN (IBTA 9.7.1 asks for one): derived from the address and QPN,
+        // anyone who can send to the port could inject a packet the QP accepts in sequence.
+        let psn = initial_psn();
         let gid = dev.query_gid(1, dev.sgid_index())?;
         let port = dev.udp_port();
         let prepared = PreparedQueuePair {
@@ -177,6 +177,11 @@ impl<'a> QueuePairBuilder<'a> {
         };
         Ok(prepared)
     }
+}
+
+/// A QP's first PSN: 24 bits of OS entropy.
+fn initial_psn() -> u32 {
+    Psn::new(softroce_emu::driver::entropy::random_u64() as u32).value()
 }
 
 #[derive(Debug)]

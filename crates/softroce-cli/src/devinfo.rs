@@ -1,37 +1,42 @@
 //! `softroce devinfo`: what `ibv_devinfo -v` shows, for an emulated device.
+//!
+//! It describes the device that would run on `--bind` without starting one: no port is
+//! bound, so it works while another process owns the device. The counters live in that
+//! process (see `--counters`).
 
 use std::net::IpAddr;
 use std::process::ExitCode;
 
 use clap::Args;
-use softroce_verbs::Context;
+use softroce_emu::{Hca, HcaConfig};
 
 /// Arguments of `softroce devinfo`.
 #[derive(Debug, Args)]
 pub(crate) struct DevinfoArgs {
-    /// Address of the emulated device.
+    /// Address of the emulated device (its GIDs and GUID are made from it).
     #[arg(long, default_value = "127.0.0.1")]
     bind: IpAddr,
-    /// UDP port (0: any free port; devinfo only queries the device).
+    /// UDP port (accepted for compatibility: devinfo binds no port).
     #[arg(long, default_value_t = 0)]
     udp_port: u16,
+    /// Explain where a device's counters are: in the process that runs it, not here.
+    #[arg(long)]
+    counters: bool,
 }
 
+/// Where to find a device's counters: every device lives in the process that started it.
+const COUNTERS_LIVE_ELSEWHERE: &str = "counters live in the process that runs the device: \
+     `softroce pingpong|ops|perf --counters` prints them at its end, and any program \
+     (the drop-in libibverbs too) prints them to stderr when the device closes with \
+     SOFTROCE_COUNTERS=stderr";
+
 pub(crate) fn run(args: &DevinfoArgs) -> ExitCode {
-    let ctx = match Context::open_emulated("softroce0", args.bind, args.udp_port) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("softroce devinfo: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    let a = match ctx.query_device() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("softroce devinfo: {e}");
-            return ExitCode::from(1);
-        }
-    };
+    if args.counters {
+        eprintln!("softroce devinfo: {COUNTERS_LIVE_ELSEWHERE}");
+        return ExitCode::from(1);
+    }
+    let hca = Hca::new(HcaConfig::new("softroce0", args.bind));
+    let a = hca.query_device().clone();
     let g = a.node_guid.to_be_bytes();
     let guid = format!(
         "{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}",
@@ -78,7 +83,7 @@ pub(crate) fn run(args: &DevinfoArgs) -> ExitCode {
     }
     println!("\tatomic_cap:\t\t\tATOMIC_HCA ({})", a.atomic_cap);
     println!("\tnum_comp_vectors:\t\t{}", a.num_comp_vectors);
-    if let Ok(p) = ctx.query_port(1) {
+    if let Ok(p) = hca.query_port(1) {
         println!("\t\tport:\t1");
         println!(
             "\t\t\tstate:\t\t\t{}",
@@ -106,7 +111,7 @@ pub(crate) fn run(args: &DevinfoArgs) -> ExitCode {
         println!("\t\t\tpkey_tbl_len:\t\t{}", p.pkey_tbl_len);
         println!("\t\t\tgid_tbl_len:\t\t{}", p.gid_tbl_len);
         for i in 0..p.gid_tbl_len as usize {
-            if let Ok(gid) = ctx.gid(i) {
+            if let Ok(gid) = hca.query_gid(1, i) {
                 println!("\t\t\tGID[{i:>3}]:\t\t{gid}, RoCE v2");
             }
         }

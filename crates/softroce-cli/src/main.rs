@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod completion;
 mod decode;
@@ -10,6 +10,7 @@ mod demo;
 mod devinfo;
 mod exec;
 mod inject;
+mod limits;
 mod ops;
 mod perf;
 mod pingpong;
@@ -68,7 +69,30 @@ fn main() -> ExitCode {
     // end quietly on SIGPIPE instead of panicking on a failed print.
     // SAFETY: setting a signal disposition to its default before any thread starts.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    // `RUST_LOG` shows what the devices log (drops, send failures) on stderr; warnings
+    // without it. A malformed filter is reported rather than silently ignored.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|e| {
+        if std::env::var_os("RUST_LOG").is_some() {
+            eprintln!("softroce: RUST_LOG ignored: {e}");
+        }
+        tracing_subscriber::EnvFilter::new("warn")
+    });
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
     let cli = Cli::parse();
+    // Limits that tie arguments together: usage errors like clap's own (exit status 2).
+    let checked = match &cli.command {
+        Command::Pingpong(args) => args.check(),
+        Command::Perf(args) => args.check(),
+        _ => Ok(()),
+    };
+    if let Err(msg) = checked {
+        Cli::command()
+            .error(clap::error::ErrorKind::ArgumentConflict, msg)
+            .exit();
+    }
     match cli.command {
         Command::Decode(args) => decode::run(&args),
         Command::Demo(args) => demo::run(&args),

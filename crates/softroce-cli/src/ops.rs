@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::io::{BufRead, BufReader, Write};
-use std::net::{IpAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, TcpStream};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -30,6 +30,7 @@ use softroce_verbs::{
 use softroce_wire::ROCE_V2_PORT;
 
 use crate::completion::check_success;
+use crate::limits::{self, IBTA_MAX_MSG, MAX_TIMEOUT_SECS, ranged};
 
 /// Which verbs implementation runs this side.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -55,26 +56,34 @@ pub(crate) struct OpsArgs {
     /// libibverbs device name (ibverbs backend; default: the first device).
     #[arg(long)]
     device: Option<String>,
-    /// GID index (ibverbs backend; default: the device's first IPv4-mapped RoCEv2 GID).
-    #[arg(short = 'g', long)]
+    /// GID index, 0 to 65535 (ibverbs backend; default: the device's first IPv4-mapped
+    /// RoCEv2 GID).
+    #[arg(short = 'g', long, value_parser = ranged::<usize>(0..=u64::from(u16::MAX)))]
     gid_index: Option<usize>,
-    /// TCP port of the control channel.
+    /// TCP port of the control channel. A server on port 0 listens on a free port and says
+    /// which: `listening on TCP port N`.
     #[arg(short = 'p', long, default_value_t = 18516)]
     port: u16,
-    /// Path MTU in bytes (the client's choice is used by both sides).
-    #[arg(short = 'm', long, default_value_t = 1024)]
+    /// Path MTU in bytes: 256, 512, 1024, 2048 or 4096 (the client's choice is used by
+    /// both sides).
+    #[arg(short = 'm', long, default_value_t = 1024, value_parser = limits::mtu)]
     mtu: usize,
-    /// Largest message size to test (client); sizes above it are left out.
-    #[arg(long, default_value_t = 1 << 20)]
+    /// Largest message size to test (client), 0 to 2^31; sizes above it are left out.
+    #[arg(long, default_value_t = 1 << 20, value_parser = ranged::<usize>(0..=IBTA_MAX_MSG))]
     max_size: usize,
     /// Only these operations (comma-separated names, e.g. `rc-read,ud-send`; all of:
     /// rc-send, rc-send-imm, rc-write, rc-write-imm, rc-read, rc-cmp-swap, rc-fetch-add,
     /// uc-send, uc-write, ud-send, srq-send).
     #[arg(long)]
     only: Option<String>,
-    /// Give up on one completion after this many seconds.
-    #[arg(long, default_value_t = 20)]
+    /// Give up on the client's connection, or on one completion, after this many seconds
+    /// (1 to 86400).
+    #[arg(long, default_value_t = 20, value_parser = ranged::<u64>(1..=MAX_TIMEOUT_SECS))]
     timeout: u64,
+    /// Print every counter of this side's device at the end (`counters: name=value …`,
+    /// rxe's hw_counters names first; emulated backend).
+    #[arg(long)]
+    counters: bool,
     /// Server to connect to (this side is then the requester); without it, serve one client.
     server: Option<String>,
 }
@@ -422,14 +431,32 @@ fn selected_ops(args: &OpsArgs) -> anyhow::Result<Vec<Op>> {
 
 fn ops(args: &OpsArgs) -> anyhow::Result<usize> {
     selected_ops(args)?;
-    let timeout = Duration::from_secs(args.timeout);
     let ctx = open(args)?;
+    let result = ops_on(args, &ctx);
+    if args.counters {
+        // Also after a failure: the counters are what tells a drop from a timeout.
+        match ctx.counters_line() {
+            Some(line) => println!("counters: {line}"),
+            None => println!(
+                "counters: none kept by the {} backend",
+                ctx.backend().kind()
+            ),
+        }
+    }
+    result
+}
+
+fn ops_on(args: &OpsArgs, ctx: &Context) -> anyhow::Result<usize> {
+    let timeout = Duration::from_secs(args.timeout);
     let stream = match &args.server {
         Some(host) => crate::sidechannel::connect_retrying(host, args.port)?,
         None => {
-            let listener = TcpListener::bind(("0.0.0.0", args.port))
-                .with_context(|| format!("listening on TCP port {}", args.port))?;
-            listener.accept().context("accepting the client")?.0
+            let listener = crate::sidechannel::listen(args.port)?;
+            crate::sidechannel::accept_until(
+                &listener,
+                std::time::Instant::now() + timeout,
+                args.timeout,
+            )?
         }
     };
     let mut line = Line::new(stream, timeout)?;
@@ -529,7 +556,7 @@ fn ops(args: &OpsArgs) -> anyhow::Result<usize> {
     let srq_qp = srq_qp.handshake(peer.endpoint("srq"))?;
     let ud_peer = ud.ud_target(peer.endpoint("ud"), QKEY)?;
     let side = Side {
-        ctx,
+        ctx: ctx.clone(),
         cq,
         mr,
         rc,

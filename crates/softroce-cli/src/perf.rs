@@ -8,7 +8,7 @@
 //! UDP figures (per-datagram and GSO) measured in the same run and the ratio.
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -22,6 +22,7 @@ use softroce_verbs::{
 use softroce_wire::ROCE_V2_PORT;
 
 use crate::completion::check_success;
+use crate::limits::{self, MAX_CQE, MAX_ITERS, MAX_MSG_SZ, MAX_QP_WR, MAX_TIMEOUT_SECS, ranged};
 
 /// What `softroce perf` measures between two processes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -49,29 +50,39 @@ pub(crate) struct PerfArgs {
     /// Address of this side's emulated device (two-process mode).
     #[arg(long, default_value = "127.0.0.1")]
     bind: IpAddr,
-    /// TCP port of the side channel (two-process mode).
+    /// TCP port of the side channel (two-process mode). A server on port 0 listens on a
+    /// free port and says which: `listening on TCP port N`.
     #[arg(short = 'p', long, default_value_t = 18517)]
     port: u16,
-    /// Message size (atomics: 8).
-    #[arg(short = 's', long, default_value_t = 65536)]
+    /// Message size, 1 to 8 MiB (the device's max_msg_sz; atomics: 8).
+    #[arg(short = 's', long, default_value_t = 65536, value_parser = ranged::<usize>(1..=MAX_MSG_SZ))]
     size: usize,
-    /// Messages to complete (latency: round trips).
-    #[arg(short = 'n', long, default_value_t = 2000)]
+    /// Messages to complete (latency: round trips), 1 to 10^9.
+    #[arg(short = 'n', long, default_value_t = 2000, value_parser = ranged::<u64>(1..=MAX_ITERS))]
     iters: u64,
-    /// Queue pairs the messages are spread over.
-    #[arg(short = 'q', long, default_value_t = 1)]
+    /// Queue pairs the messages are spread over, 1 to 64.
+    #[arg(short = 'q', long, default_value_t = 1, value_parser = ranged::<usize>(1..=MAX_QPS))]
     qps: usize,
-    /// Messages kept in flight per QP.
-    #[arg(long, default_value_t = 16)]
+    /// Messages kept in flight per QP (1 to 16380: the send queue holds 4 more, up to the
+    /// device's max_qp_wr).
+    #[arg(long, default_value_t = 16, value_parser = ranged::<usize>(1..=MAX_QP_WR - 4))]
     depth: usize,
-    /// Path MTU in bytes.
-    #[arg(short = 'm', long, default_value_t = 4096)]
+    /// Path MTU in bytes: 256, 512, 1024, 2048 or 4096.
+    #[arg(short = 'm', long, default_value_t = 4096, value_parser = limits::mtu)]
     mtu: usize,
+    /// Two-process mode: give up after this many seconds (1 to 86400) waiting for the
+    /// client or for the peer on the side channel.
+    #[arg(long, default_value_t = 600, value_parser = ranged::<u64>(1..=MAX_TIMEOUT_SECS))]
+    timeout: u64,
+    /// Two-process mode: print every counter of this side's device at the end
+    /// (`counters: name=value …`, rxe's hw_counters names first).
+    #[arg(long)]
+    counters: bool,
     /// Also measure raw UDP for the same work in this run and print the ratio.
     #[arg(long)]
     baseline: bool,
-    /// Ping-pong round trips of the in-process latency test (8-byte SENDs).
-    #[arg(long, default_value_t = 5000)]
+    /// Ping-pong round trips of the in-process latency test (8-byte SENDs), 1 to 10^9.
+    #[arg(long, default_value_t = 5000, value_parser = ranged::<u64>(1..=MAX_ITERS))]
     lat_iters: u64,
     /// In-process report: the first device's address (the second is `--b`).
     #[arg(long, default_value = "127.0.0.31")]
@@ -95,12 +106,42 @@ pub(crate) fn run(args: &PerfArgs) -> ExitCode {
     }
 }
 
+/// The most QPs one run spreads its messages over.
+const MAX_QPS: u64 = 64;
+/// The most memory the message slots of one side may take: far beyond any useful run, and
+/// an allocation that cannot abort the process.
+const MAX_SLOT_BYTES: u64 = 1 << 30;
+
+impl PerfArgs {
+    /// What clap cannot check one argument at a time.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        check_shape(self.size, self.qps, self.depth)
+    }
+}
+
+/// The CQ and the message slots must fit: `-q` × `--depth` messages in flight, each with a
+/// slot of `-s` bytes. (The server checks the client's choice with this too.)
+fn check_shape(size: usize, qps: usize, depth: usize) -> Result<(), String> {
+    let in_flight = qps as u64 * depth as u64;
+    let max_in_flight = (MAX_CQE - 16) / 2;
+    if in_flight > max_in_flight {
+        return Err(format!(
+            "-q {qps} x --depth {depth} = {in_flight} messages in flight; the CQ (2 entries each, \
+             max_cqe {MAX_CQE}) holds at most {max_in_flight}"
+        ));
+    }
+    let bytes = in_flight * (size.max(8).next_multiple_of(8) as u64);
+    if bytes > MAX_SLOT_BYTES {
+        return Err(format!(
+            "-q {qps} x --depth {depth} x -s {size} = {bytes} bytes of message slots, more \
+             than the {MAX_SLOT_BYTES} allowed"
+        ));
+    }
+    Ok(())
+}
+
 fn check_args(args: &PerfArgs) -> anyhow::Result<Mtu> {
-    ensure!(
-        args.depth >= 1 && args.qps >= 1 && args.iters >= 1,
-        "--depth, -q and -n must be at least 1"
-    );
-    ensure!(args.qps <= 64, "-q {} is more than 64 QPs", args.qps);
+    check_shape(args.size, args.qps, args.depth).map_err(|e| anyhow!(e))?;
     Mtu::from_bytes(args.mtu).with_context(|| format!("--mtu {} is not an IBTA MTU", args.mtu))
 }
 
@@ -194,9 +235,9 @@ fn requester_bw(
     remote: Remote,
 ) -> anyhow::Result<BwFigures> {
     let nqp = side.qps.len();
-    let post = |i: u64| -> anyhow::Result<()> {
-        let q = (i as usize) % nqp;
-        let slot = (q * depth + (i as usize / nqp) % depth) * side.slot;
+    // Message `k` of QP `q` (request `i` overall) uses slot `k % depth` of the QP's `depth`.
+    let post = |i: u64, q: usize, k: u64| -> anyhow::Result<()> {
+        let slot = (q * depth + (k as usize) % depth) * side.slot;
         let len = if op == WrOpcode::AtomicFetchAndAdd {
             8
         } else {
@@ -221,8 +262,17 @@ fn requester_bw(
     let window = (iters / 10).max(1);
     let mut window_start = start;
     let mut peak_bps = 0.0f64;
+    let mut per_qp = vec![0u64; nqp];
+    let index_of: std::collections::HashMap<u32, usize> = side
+        .qps
+        .iter()
+        .enumerate()
+        .map(|(i, q)| (q.qpn(), i))
+        .collect();
     while posted < (depth * nqp) as u64 && posted < iters {
-        post(posted)?;
+        let q = posted as usize % nqp;
+        post(posted, q, per_qp[q])?;
+        per_qp[q] += 1;
         posted += 1;
     }
     let deadline = start + Duration::from_secs(300);
@@ -244,7 +294,13 @@ fn requester_bw(
                 window_start = now;
             }
             if posted < iters {
-                post(posted)?;
+                // Refill the QP that completed: QPs finish at different paces, and
+                // round-robin refills would overflow the send queue of a slower one.
+                let q = *index_of
+                    .get(&wc.qp_num)
+                    .with_context(|| format!("completion for unknown QPN {:#x}", wc.qp_num))?;
+                post(posted, q, per_qp[q])?;
+                per_qp[q] += 1;
                 posted += 1;
             }
         }
@@ -616,15 +672,24 @@ fn two_process(args: &PerfArgs, mode: Mode) -> anyhow::Result<()> {
     check_args(args)?;
     let ctx = Context::open_emulated("softroce0", args.bind, ROCE_V2_PORT)
         .with_context(|| format!("emulated device on {}", args.bind))?;
+    let result = two_process_on(args, mode, ctx.clone());
+    if args.counters {
+        // Also after a failure: the counters are what tells a drop from a timeout.
+        println!("counters: {}", ctx.counters_line().unwrap_or_default());
+    }
+    result
+}
+
+fn two_process_on(args: &PerfArgs, mode: Mode, ctx: Context) -> anyhow::Result<()> {
+    let timeout = Duration::from_secs(args.timeout);
     let stream = match &args.server {
         Some(host) => crate::sidechannel::connect_retrying(host, args.port)?,
         None => {
-            let l = TcpListener::bind(("0.0.0.0", args.port))
-                .with_context(|| format!("listening on TCP port {}", args.port))?;
-            l.accept().context("accepting the client")?.0
+            let l = crate::sidechannel::listen(args.port)?;
+            crate::sidechannel::accept_until(&l, Instant::now() + timeout, args.timeout)?
         }
     };
-    stream.set_read_timeout(Some(Duration::from_secs(600)))?;
+    stream.set_read_timeout(Some(timeout))?;
     let _ = stream.set_nodelay(true);
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut writer = stream;
@@ -755,9 +820,14 @@ impl Params {
             mtu: mtu.parse().context("MTU")?,
         };
         ensure!(
-            (1..=64).contains(&p.qps) && p.depth >= 1 && p.iters >= 1,
+            (1..=MAX_QPS as usize).contains(&p.qps)
+                && (1..=MAX_QP_WR as usize - 4).contains(&p.depth)
+                && (1..=MAX_ITERS).contains(&p.iters)
+                && (1..=MAX_MSG_SZ as usize).contains(&p.size),
             "client parameters out of range: {line:?}"
         );
+        check_shape(p.size, p.qps, p.depth)
+            .map_err(|e| anyhow!("client parameters {line:?}: {e}"))?;
         Ok(p)
     }
 }

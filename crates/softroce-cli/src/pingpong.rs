@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -13,6 +13,8 @@ use clap::{Args, ValueEnum};
 use softroce_emu::core::{QpCap, SendWr, UdTarget};
 use softroce_verbs::{Context, Gid, Mtu, QpType, QueuePairEndpoint, WcOpcode, WcStatus, WrOpcode};
 use softroce_wire::ROCE_V2_PORT;
+
+use crate::limits::{self, MAX_ITERS, MAX_MSG_SZ, MAX_QP_WR, MAX_TIMEOUT_SECS, ranged};
 
 /// Transport of `softroce pingpong`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -36,30 +38,34 @@ pub(crate) struct PingpongArgs {
     /// Address of the emulated device (its RoCEv2 GID is made from it).
     #[arg(long, default_value = "127.0.0.1")]
     bind: IpAddr,
-    /// UDP port of the device.
-    #[arg(long, default_value_t = ROCE_V2_PORT)]
+    /// UDP port of the device (both sides use the same one: the side channel does not
+    /// carry it).
+    #[arg(long, default_value_t = ROCE_V2_PORT, value_parser = ranged::<u16>(1..=65535))]
     udp_port: u16,
-    /// TCP port of the side channel.
+    /// TCP port of the side channel. A server on port 0 listens on a free port and says
+    /// which on its first line: `listening on TCP port N`.
     #[arg(short = 'p', long, default_value_t = 18515)]
     port: u16,
-    /// Message size (UD: at most the MTU minus the 40-byte GRH area is delivered per message).
-    #[arg(short = 's', long, default_value_t = 4096)]
+    /// Message size, 0 to 8 MiB (the device's max_msg_sz); UD: at most the port's active
+    /// MTU (1024).
+    #[arg(short = 's', long, default_value_t = 4096, value_parser = ranged::<usize>(0..=MAX_MSG_SZ))]
     size: usize,
-    /// Iterations.
-    #[arg(short = 'n', long, default_value_t = 1000)]
+    /// Iterations (1 to 10^9).
+    #[arg(short = 'n', long, default_value_t = 1000, value_parser = ranged::<u64>(1..=MAX_ITERS))]
     iters: u64,
-    /// Receive queue depth.
-    #[arg(short = 'r', long, default_value_t = 500)]
+    /// Receive queue depth (1 to 16384, the device's max_qp_wr).
+    #[arg(short = 'r', long, default_value_t = 500, value_parser = ranged::<u32>(1..=MAX_QP_WR))]
     rx_depth: u32,
-    /// Number of RC QPs sharing the receive queue (`--type srq` only; both sides must agree).
-    #[arg(short = 'q', long, default_value_t = 16)]
+    /// Number of RC QPs sharing the receive queue, 1 to 255 (`--type srq` only; both sides
+    /// must agree).
+    #[arg(short = 'q', long, default_value_t = 16, value_parser = ranged::<usize>(1..=SRQ_WIRE_MSGS as u64 - 1))]
     num_qp: usize,
-    /// Path MTU in bytes (256..4096).
-    #[arg(short = 'm', long, default_value_t = 1024)]
+    /// Path MTU in bytes: 256, 512, 1024, 2048 or 4096.
+    #[arg(short = 'm', long, default_value_t = 1024, value_parser = limits::mtu)]
     mtu: usize,
-    /// GID index to use (accepted for command-line compatibility; softroce uses the GID of
-    /// its address).
-    #[arg(short = 'g', long)]
+    /// GID index to use, 0 to 255 (accepted for command-line compatibility; softroce uses
+    /// the GID of its address).
+    #[arg(short = 'g', long, value_parser = ranged::<usize>(0..=255))]
     gid_index: Option<usize>,
     /// Fill sent messages with a pattern and verify every received message.
     #[arg(long)]
@@ -73,13 +79,18 @@ pub(crate) struct PingpongArgs {
     /// `drop=0.2,dup=0.05,reorder=0.05,corrupt=0.01,delay=MS,seed=N` (default: `SOFTROCE_FAULTS`).
     #[arg(long)]
     faults: Option<String>,
-    /// Local ACK timeout exponent of the RC QP: 4.096 us * 2^N. Default: rdma-core's 14
-    /// (67 ms), or 10 (4 ms) when faults are injected, where every lost packet waits for it.
-    #[arg(long = "qp-timeout")]
+    /// Local ACK timeout exponent of the RC QP, 0 to 31: 4.096 us * 2^N. Default:
+    /// rdma-core's 14 (67 ms), or 10 (4 ms) when faults are injected, where every lost
+    /// packet waits for it.
+    #[arg(long = "qp-timeout", value_parser = ranged::<u8>(0..=31))]
     qp_timeout_exp: Option<u8>,
-    /// Give up after this many seconds.
-    #[arg(long, default_value_t = 60)]
+    /// Give up after this many seconds (1 to 86400), waiting for a client included.
+    #[arg(long, default_value_t = 60, value_parser = ranged::<u64>(1..=MAX_TIMEOUT_SECS))]
     timeout: u64,
+    /// Print every counter of this side's device at the end (`counters: name=value …`,
+    /// rxe's hw_counters names first), also when the run fails.
+    #[arg(long)]
+    counters: bool,
     /// Server to connect to; without it, wait for a client.
     server: Option<String>,
 }
@@ -155,6 +166,16 @@ fn decode_all(wire: &[u8], wanted: usize, udp_port: u16) -> anyhow::Result<Vec<Q
 }
 
 impl PingpongArgs {
+    /// What clap cannot check one argument at a time.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        if self.server.is_some() && self.port == 0 {
+            return Err(
+                "a client needs the server's TCP port: -p 0 only makes a server pick one".into(),
+            );
+        }
+        Ok(())
+    }
+
     /// The RC QP's local ACK timeout exponent (see `--qp-timeout`).
     fn qp_timeout(&self) -> u8 {
         let faulty =
@@ -195,27 +216,35 @@ fn print_address(which: &str, ep: &QueuePairEndpoint) {
 fn pingpong(args: &PingpongArgs) -> anyhow::Result<()> {
     let mtu = Mtu::from_bytes(args.mtu)
         .with_context(|| format!("--mtu {} is not 256, 512, 1024, 2048 or 4096", args.mtu))?;
-    let ud = args.transport == Transport::Ud;
-    ensure!(
-        !ud || args.size + GRH <= 4096,
-        "UD messages must fit one MTU: --size {} is too large",
-        args.size
-    );
-    ensure!(
-        args.qp_timeout() <= 31,
-        "--qp-timeout {} exceeds 31",
-        args.qp_timeout()
-    );
     let mut cfg = softroce_emu::driver::DeviceConfig::new("softroce0", args.bind);
     cfg.hca.udp_port = args.udp_port;
     if args.faults.is_some() {
         cfg.faults.clone_from(&args.faults);
     }
     let ctx = Context::open_emulated_with(cfg).context("starting the device")?;
+    let result = run_on(args, &ctx, mtu);
+    if args.counters {
+        // Also after a failure: the counters are what tells a drop from a timeout.
+        println!("counters: {}", ctx.counters_line().unwrap_or_default());
+    }
+    result
+}
+
+fn run_on(args: &PingpongArgs, ctx: &Context, mtu: Mtu) -> anyhow::Result<()> {
+    if args.transport == Transport::Ud {
+        // IBTA: a UD message is one packet, so at most the port's active MTU; refused here
+        // as ibv_ud_pingpong does, not by a LOC_LEN_ERR after the peer connected.
+        let port_mtu = ctx.query_port(1)?.active_mtu.bytes();
+        ensure!(
+            args.size <= port_mtu,
+            "Requested size larger than port MTU ({port_mtu}): -s {} with --type ud",
+            args.size
+        );
+    }
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
     let secs = match args.transport {
-        Transport::Srq => srq_pingpong(args, &ctx, mtu, deadline)?,
-        _ => single_qp_pingpong(args, &ctx, mtu, deadline)?,
+        Transport::Srq => srq_pingpong(args, ctx, mtu, deadline)?,
+        _ => single_qp_pingpong(args, ctx, mtu, deadline)?,
     };
     let bytes = args.size as f64 * args.iters as f64 * 2.0;
     println!(
@@ -652,9 +681,8 @@ fn exchange<T>(
             connect(&decode_all(&theirs, locals.len(), args.udp_port)?)
         }
         None => {
-            let listener = TcpListener::bind((IpAddr::from([0, 0, 0, 0]), args.port))
-                .with_context(|| format!("listening on TCP port {}", args.port))?;
-            let (mut s, _) = listener.accept()?;
+            let listener = crate::sidechannel::listen(args.port)?;
+            let mut s = crate::sidechannel::accept_until(&listener, deadline, args.timeout)?;
             s.set_read_timeout(Some(deadline.saturating_duration_since(Instant::now())))?;
             s.read_exact(&mut theirs)
                 .context("reading the client's addresses")?;

@@ -1,7 +1,8 @@
 //! The TCP side channel the two-process commands exchange endpoints over.
 
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 
@@ -25,4 +26,52 @@ pub(crate) fn connect_retrying(host: &str, port: u16) -> anyhow::Result<TcpStrea
         "connecting to {host}:{port}: {}",
         last.map_or_else(|| "no address".into(), |e| e.to_string())
     )
+}
+
+/// Listen on TCP `port` of every address (0: a free port the system picks) and print
+/// `listening on TCP port N` with the port in use, so a client (or a script) can find a
+/// server started with `-p 0`.
+pub(crate) fn listen(port: u16) -> anyhow::Result<TcpListener> {
+    let listener = TcpListener::bind(("0.0.0.0", port))
+        .with_context(|| format!("listening on TCP port {port}"))?;
+    let port = listener.local_addr()?.port();
+    // stdout is line-buffered: the line is out before the wait for a client begins.
+    println!("listening on TCP port {port}");
+    Ok(listener)
+}
+
+/// Accept one client before `deadline`, the end of the command's `--timeout` of
+/// `timeout_secs`: a server must not wait forever for a client that never comes.
+pub(crate) fn accept_until(
+    listener: &TcpListener,
+    deadline: Instant,
+    timeout_secs: u64,
+) -> anyhow::Result<TcpStream> {
+    let port = listener.local_addr()?.port();
+    // Bounded: each round sleeps until a client knocks or the deadline passes.
+    for _ in 0..1_000_000 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let mut pfd = libc::pollfd {
+            fd: listener.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = libc::c_int::try_from(left.as_millis().max(1)).unwrap_or(libc::c_int::MAX);
+        // SAFETY: one valid pollfd for the duration of the call.
+        let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e).context("waiting for a client");
+        }
+        if r > 0 {
+            return Ok(listener.accept().context("accepting the client")?.0);
+        }
+    }
+    bail!("no client connected to TCP port {port} within --timeout {timeout_secs} s")
 }

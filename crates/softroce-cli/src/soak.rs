@@ -7,26 +7,28 @@ use clap::Args;
 use softroce_emu::sim::LinkFaults;
 use softroce_emu::sim::soak::{SoakConfig, timed};
 
+use crate::limits::{self, MAX_ITERS, MAX_TIMEOUT_SECS, ranged};
+
 /// Arguments of `softroce soak`.
 #[derive(Debug, Args)]
 pub(crate) struct SoakArgs {
-    /// Messages to complete and verify.
-    #[arg(short = 'n', long, default_value_t = 100_000)]
+    /// Messages to complete and verify, 1 to 10^9.
+    #[arg(short = 'n', long, default_value_t = 100_000, value_parser = ranged::<u64>(1..=MAX_ITERS))]
     messages: u64,
     /// Seed: the same seed replays the same run.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Probability a datagram is dropped.
-    #[arg(long, default_value_t = 0.2)]
+    #[arg(long, default_value_t = 0.2, value_parser = limits::probability)]
     drop: f64,
     /// Probability a datagram is duplicated.
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = 0.05, value_parser = limits::probability)]
     dup: f64,
     /// Probability a datagram is delayed so that others overtake it.
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = 0.05, value_parser = limits::probability)]
     reorder: f64,
     /// Probability one bit of a datagram is flipped.
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(long, default_value_t = 0.01, value_parser = limits::probability)]
     corrupt: f64,
     /// The faults as one compact spec (`drop=P,dup=P,reorder=P,corrupt=P,delay=MS,seed=N`),
     /// overriding the single options.
@@ -39,8 +41,8 @@ pub(crate) struct SoakArgs {
     /// Two-process mode: the requester's and the responder's device addresses.
     #[arg(long, num_args = 2, default_values = ["127.0.0.141", "127.0.0.142"])]
     addresses: Vec<std::net::IpAddr>,
-    /// Two-process mode: give up after this many seconds.
-    #[arg(long, default_value_t = 900)]
+    /// Two-process mode: give up after this many seconds (1 to 86400).
+    #[arg(long, default_value_t = 900, value_parser = ranged::<u64>(1..=MAX_TIMEOUT_SECS))]
     timeout: u64,
     /// Internal: run as the responder process of `--processes`.
     #[arg(long, hide = true)]
@@ -53,17 +55,6 @@ pub(crate) struct SoakArgs {
 pub(crate) fn run(args: &SoakArgs) -> ExitCode {
     if args.responder || args.processes {
         return two_processes(args);
-    }
-    for (name, p) in [
-        ("drop", args.drop),
-        ("dup", args.dup),
-        ("reorder", args.reorder),
-        ("corrupt", args.corrupt),
-    ] {
-        if !(0.0..=1.0).contains(&p) {
-            eprintln!("softroce soak: --{name} {p} is not a probability in 0..=1");
-            return ExitCode::from(2);
-        }
     }
     let mut cfg = SoakConfig {
         messages: args.messages,

@@ -147,10 +147,13 @@ fn pingpong_refuses_a_bad_mtu_with_one_line() {
         .args(["pingpong", "-m", "1000"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    // A usage error from clap (exit status 2, like every argument out of range).
+    assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("--mtu 1000 is not 256, 512, 1024, 2048 or 4096"),
+        err.contains(
+            "invalid value '1000' for '--mtu <MTU>': 1000 is not 256, 512, 1024, 2048 or 4096"
+        ),
         "{err}"
     );
 }

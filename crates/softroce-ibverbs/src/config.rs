@@ -22,21 +22,31 @@ pub(crate) fn from_env() -> Result<Vec<DeviceSpec>, String> {
         return parse(&spec).map_err(|e| format!("SOFTROCE_DEVICES='{spec}': {e}"));
     }
     if let Some(path) = std::env::var_os("SOFTROCE_CONFIG") {
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("SOFTROCE_CONFIG={}: {e}", path.to_string_lossy()))?;
-        let entries: Vec<&str> = text
-            .lines()
-            .map(|l| l.split('#').next().unwrap_or("").trim())
-            .filter(|l| !l.is_empty())
-            .collect();
-        return parse(&entries.join(","))
-            .map_err(|e| format!("SOFTROCE_CONFIG={}: {e}", path.to_string_lossy()));
+        return from_file(&path);
     }
     Ok(vec![DeviceSpec {
         name: "softroce0".into(),
         ip: IpAddr::from([127, 0, 0, 1]),
         udp_port: ROCE_V2_PORT,
     }])
+}
+
+/// The devices listed in the `SOFTROCE_CONFIG` file at `path`, one `name=address[:port]` a
+/// line, `#` comments.
+fn from_file(path: &std::ffi::OsStr) -> Result<Vec<DeviceSpec>, String> {
+    // Bounded: the variable may name a device, a FIFO or a huge file by mistake.
+    let text = softroce_emu::faults::read_config_file(
+        std::path::Path::new(&path),
+        softroce_emu::faults::MAX_CONFIG_BYTES,
+    )
+    .map_err(|e| format!("SOFTROCE_CONFIG={}: {e}", path.to_string_lossy()))?;
+    let entries: Vec<&str> = text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    parse(&entries.join(","))
+        .map_err(|e| format!("SOFTROCE_CONFIG={}: {e}", path.to_string_lossy()))
 }
 
 /// Parse `name=address[:port],…` (IPv6 with a port as `[addr]:port`).
@@ -92,6 +102,22 @@ mod tests {
         assert_eq!(d[1].ip, IpAddr::from([127, 0, 0, 2]));
         assert_eq!(d[1].udp_port, 4792);
         assert_eq!(d[2].ip, "::1".parse::<IpAddr>().unwrap());
+    }
+
+    #[test]
+    fn config_files_are_bounded_regular_files() {
+        let e = from_file("/dev/zero".as_ref()).unwrap_err();
+        assert!(
+            e.starts_with("SOFTROCE_CONFIG=/dev/zero: not a regular file") && e.contains("1048576"),
+            "{e}"
+        );
+        let path = std::env::temp_dir().join(format!("softroce-config-{}", std::process::id()));
+        std::fs::write(&path, "# big\n".repeat(200_000)).unwrap();
+        let e = from_file(path.as_os_str()).unwrap_err();
+        assert!(e.contains("larger than the limit of 1048576 bytes"), "{e}");
+        std::fs::write(&path, "a=127.0.0.1 # comment\n").unwrap();
+        assert_eq!(from_file(path.as_os_str()).unwrap()[0].name, "a");
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]

@@ -40,20 +40,44 @@ pub struct DeviceConfig {
     /// Faults to inject into this device's sent (default) or received datagrams, in the compact form of
     /// [`softroce_emu_faults::FaultSpec`] (`SOFTROCE_FAULTS`).
     pub faults: Option<String>,
+    /// Print [`Device::counters_line`] to stderr when the device closes
+    /// (`SOFTROCE_COUNTERS=stderr`): counters live in the process that owns the device, and
+    /// a program that never asks for them (one using the drop-in libibverbs) can still
+    /// show them.
+    pub counters_at_close: bool,
 }
 
 impl DeviceConfig {
     /// A device on `ip` with the default port (4791) and `SOFTROCE_PCAP` from the
-    /// environment.
+    /// environment. Its key seed (`hca.seed`: lkeys, rkeys, initial QPNs) comes from OS
+    /// entropy, so a peer cannot predict the keys of a region it was never given; set it
+    /// to replay a run.
     pub fn new(name: &str, ip: std::net::IpAddr) -> Self {
         let mut hca = HcaConfig::new(name, ip);
         hca.ack_defer = ACK_DEFER;
+        hca.seed = crate::entropy::random_u64();
         Self {
             hca,
             pcap: std::env::var_os("SOFTROCE_PCAP").map(PathBuf::from),
             faults: std::env::var("SOFTROCE_FAULTS")
                 .ok()
                 .filter(|s| !s.is_empty()),
+            counters_at_close: counters_env(),
+        }
+    }
+}
+
+/// `SOFTROCE_COUNTERS`: `stderr` asks for the counters at close; anything else is ignored
+/// with a warning, so a typo does not pass silently.
+fn counters_env() -> bool {
+    match std::env::var("SOFTROCE_COUNTERS").as_deref() {
+        Ok("stderr") => true,
+        Ok("") | Err(_) => false,
+        Ok(other) => {
+            eprintln!(
+                "softroce: SOFTROCE_COUNTERS={other:?} is not \"stderr\"; counters not printed"
+            );
+            false
         }
     }
 }
@@ -92,6 +116,11 @@ struct Shared {
     /// socket, so progress another thread made (the engine took their datagram, a timer
     /// fired, a verb flushed) wakes them at once.
     progress_fd: EventFd,
+    /// Datagrams dropped because they were larger than [`MAX_DATAGRAM`] (cut by the socket):
+    /// no RoCEv2 packet is, so they come from a misconfigured or hostile peer.
+    rx_oversize: AtomicU64,
+    /// Print the counters when the device closes.
+    counters_at_close: bool,
 }
 
 /// A running emulated device.
@@ -112,11 +141,16 @@ impl Device {
     /// Bind the socket and start the engine thread.
     pub fn start(mut config: DeviceConfig) -> io::Result<Self> {
         let faults = match &config.faults {
-            Some(spec) => {
-                Some(FaultInjector::new(FaultPlan::parse(spec).map_err(|e| {
-                    io::Error::new(io::ErrorKind::InvalidInput, e.to_string())
-                })?))
-            }
+            Some(spec) => Some(FaultInjector::new(FaultPlan::parse(spec).map_err(|e| {
+                // Say where the spec came from: a variable set long ago is easy to forget.
+                let from_env = std::env::var("SOFTROCE_FAULTS").is_ok_and(|v| v == *spec);
+                let origin = if from_env {
+                    "SOFTROCE_FAULTS="
+                } else {
+                    "faults "
+                };
+                io::Error::new(io::ErrorKind::InvalidInput, format!("{origin}{spec}: {e}"))
+            })?)),
             None => None,
         };
         let bind = SocketAddr::new(config.hca.ip, config.hca.udp_port);
@@ -151,6 +185,8 @@ impl Device {
             rx_storage: Mutex::new(vec![vec![0u8; MAX_DATAGRAM]; MAX_BATCH]),
             waiters: AtomicUsize::new(0),
             progress_fd: EventFd::new()?,
+            rx_oversize: AtomicU64::new(0),
+            counters_at_close: config.counters_at_close,
         });
         let engine_shared = Arc::clone(&shared);
         let engine = std::thread::Builder::new()
@@ -283,6 +319,32 @@ impl Device {
         let _ = self.shared.waker.wake();
     }
 
+    /// Every counter of the device as `(name, value)`: the core's (rxe's `hw_counters`
+    /// names first, then drops by reason), then the driver's own `drop_oversize`.
+    pub fn counters(&self) -> Vec<(&'static str, u64)> {
+        let mut all: Vec<_> = self.with(|h| h.counters().iter().collect());
+        all.push((
+            "drop_oversize",
+            self.shared.rx_oversize.load(Ordering::Relaxed),
+        ));
+        all
+    }
+
+    /// [`Device::counters`] as `name=value` pairs separated by spaces, followed by what the
+    /// fault injector did when faults are configured (`injected: …`).
+    pub fn counters_line(&self) -> String {
+        let mut line = self
+            .counters()
+            .iter()
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        if let Some(f) = self.fault_counters() {
+            line.push_str(&format!(" {f}"));
+        }
+        line
+    }
+
     /// What the fault injector did, if faults are configured.
     pub fn fault_counters(&self) -> Option<FaultCounters> {
         lock(&self.shared.faults)
@@ -363,6 +425,14 @@ impl Device {
 
 impl Drop for Device {
     fn drop(&mut self) {
+        if self.shared.counters_at_close {
+            let name = self.with(|h| h.config().name.clone());
+            eprintln!(
+                "softroce counters {name} {}: {}",
+                self.local_addr(),
+                self.counters_line()
+            );
+        }
         self.shared.stop.store(true, Ordering::SeqCst);
         let _ = self.shared.waker.wake();
         if let Some(t) = self.engine.take() {
@@ -576,6 +646,18 @@ fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
             let _ = w.write_roce(ts, meta[i].from, local, &bufs[i][..meta[i].len]);
         }
     }
+    let oversize = (0..n).filter(|&i| meta[i].truncated).count();
+    if oversize > 0 {
+        // Counted, not silent: a peer with a larger MTU (jumbo frames) looks like loss.
+        shared
+            .rx_oversize
+            .fetch_add(oversize as u64, Ordering::Relaxed);
+        tracing::debug!(
+            count = oversize,
+            limit = MAX_DATAGRAM,
+            "dropped datagrams larger than any RoCEv2 packet"
+        );
+    }
     let received = (0..n)
         .filter(|&i| !meta[i].truncated)
         .map(|i| (meta[i].from, &bufs[i][..meta[i].len]));
@@ -697,6 +779,36 @@ mod tests {
             libc::EAGAIN
         );
         dev.with(|h| h.ack_async_event(&ev)).unwrap();
+    }
+
+    #[test]
+    fn oversize_datagrams_are_counted_as_drops() {
+        let dev = start("127.0.0.1");
+        let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        peer.send_to(&vec![0u8; MAX_DATAGRAM + 1], dev.local_addr())
+            .unwrap();
+        peer.send_to(&[0u8; 100], dev.local_addr()).unwrap();
+        let count = |name: &str| {
+            dev.counters()
+                .into_iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v)
+        };
+        // The engine picks both up on its own; bounded wait. The small one reaches the core,
+        // whose ICRC check drops it.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while (count("drop_oversize"), count("drop_icrc")) != (Some(1), Some(1))
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(count("drop_oversize"), Some(1));
+        assert_eq!(count("drop_icrc"), Some(1), "{}", dev.counters_line());
+        let line = dev.counters_line();
+        assert!(
+            line.starts_with("sent_pkts=0 rcvd_pkts=0 ") && line.contains(" drop_oversize=1"),
+            "{line}"
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! and async events, fault injection and pcap capture. The core knows nothing of this crate.
 
 pub mod device;
+pub mod entropy;
 pub mod eventfd;
 pub mod socket;
 pub mod user_memory;

@@ -362,6 +362,36 @@ struct RuleFile {
     direction: Option<String>,
 }
 
+/// The most a configuration file (`SOFTROCE_CONFIG`, a fault plan) may hold: far more
+/// than any real one, and small enough that pointing the variable at `/dev/zero` or a huge
+/// file fails at once instead of filling memory.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// Read the configuration file at `path` as text: it must be a regular file (a FIFO or
+/// device could block or never end) of at most `limit` bytes. The error says which of these
+/// failed, with the limit; the caller adds the variable and path it came from.
+pub fn read_config_file(path: &std::path::Path, limit: u64) -> Result<String, String> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err(format!(
+            "not a regular file (configuration files must be regular files of at most {limit} bytes)"
+        ));
+    }
+    let mut text = String::new();
+    // Read one byte past the limit: the size in the metadata can change (a growing file, a
+    // file in /proc that reports 0), so the read itself is what is bounded.
+    let n = file
+        .take(limit.saturating_add(1))
+        .read_to_string(&mut text)
+        .map_err(|e| e.to_string())?;
+    if n as u64 > limit {
+        return Err(format!("larger than the limit of {limit} bytes"));
+    }
+    Ok(text)
+}
+
 /// A plan that could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FaultPlanError {
@@ -387,10 +417,12 @@ impl FaultPlan {
             .or_else(|| spec.ends_with(".toml").then_some(spec));
         match path {
             Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| FaultPlanError::File {
-                    path: path.into(),
-                    reason: e.to_string(),
-                })?;
+                let text = read_config_file(std::path::Path::new(path), MAX_CONFIG_BYTES).map_err(
+                    |reason| FaultPlanError::File {
+                        path: path.into(),
+                        reason,
+                    },
+                )?;
                 Self::from_toml(&text).map_err(|reason| FaultPlanError::File {
                     path: path.into(),
                     reason,
@@ -883,6 +915,34 @@ mod tests {
                 .starts_with("fault plan /nonexistent/plan.toml:"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn plan_files_must_be_small_regular_files() {
+        let e = FaultPlan::parse("@/dev/zero").unwrap_err().to_string();
+        assert!(
+            e.starts_with("fault plan /dev/zero: not a regular file") && e.contains("1048576"),
+            "{e}"
+        );
+        let dir = std::env::temp_dir().join(format!("softroce-faults-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let big = dir.join("big.toml");
+        std::fs::write(&big, vec![b'#'; MAX_CONFIG_BYTES as usize + 1]).unwrap();
+        let e = FaultPlan::parse(&format!("@{}", big.display()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("larger than the limit of 1048576 bytes"), "{e}");
+        let at_limit = dir.join("ok.toml");
+        let mut text = b"seed = 3\n".to_vec();
+        text.resize(MAX_CONFIG_BYTES as usize, b'\n');
+        std::fs::write(&at_limit, text).unwrap();
+        assert_eq!(
+            FaultPlan::parse(&format!("@{}", at_limit.display()))
+                .unwrap()
+                .seed,
+            3
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
