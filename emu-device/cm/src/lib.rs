@@ -43,6 +43,38 @@
 //! When the passive QP receives data before the RTU (the RTU was lost), the application
 //! calls [`establish`](CmEndpoint::establish), as rdma_cm does on `IB_EVENT_COMM_EST`.
 //!
+//! ```
+//! use std::time::Instant;
+//! use softroce_emu_cm::{AcceptParams, CmConfig, CmEndpoint, CmEvent, ConnectParams};
+//! use softroce_wire::{Gid, Mtu, PortSpace, Psn, Qpn};
+//!
+//! let (a_gid, b_gid) = (Gid::from_ipv4([10, 0, 0, 1].into()), Gid::from_ipv4([10, 0, 0, 2].into()));
+//! let mut a = CmEndpoint::new(CmConfig::new(a_gid, 0xa, 1));
+//! let mut b = CmEndpoint::new(CmConfig::new(b_gid, 0xb, 2));
+//! let service = PortSpace::Tcp.service_id(7471);
+//! let now = Instant::now();
+//! b.listen(service)?;
+//! a.connect(now, ConnectParams {
+//!     remote_gid: b_gid, service_id: service, local_qpn: Qpn::new(0x11).unwrap(),
+//!     starting_psn: Psn::new(1), responder_resources: 1, initiator_depth: 1, retry_count: 7,
+//!     rnr_retry_count: 7, path_mtu: Mtu::Mtu1024, srq: false, flow_control: true,
+//!     private_data: Vec::new(),
+//! })?;
+//! let req = a.poll_transmit().unwrap();
+//! b.handle_mad(now, a_gid, req.mad);
+//! let Some(CmEvent::ConnectRequest { id, params, .. }) = b.poll_event() else { panic!() };
+//! assert_eq!(params.remote_qpn.value(), 0x11);
+//! b.accept(now, id, AcceptParams {
+//!     local_qpn: Qpn::new(0x22).unwrap(), starting_psn: Psn::new(2), responder_resources: 1,
+//!     initiator_depth: 1, rnr_retry_count: 7, srq: false, flow_control: true,
+//!     private_data: Vec::new(),
+//! })?;
+//! let rep = b.poll_transmit().unwrap();
+//! a.handle_mad(now, b_gid, rep.mad);
+//! assert!(matches!(a.poll_event(), Some(CmEvent::ConnectResponse { .. })));
+//! # Ok::<(), softroce_emu_cm::CmError>(())
+//! ```
+//!
 //! # Timers
 //!
 //! A REQ, REP, DREQ or SIDR_REQ is retransmitted unchanged every CM response timeout (the

@@ -517,3 +517,42 @@ fn malformed_and_unsupported_mads_are_counted_and_dropped() {
     assert_eq!(b.connection_count(), 0);
     assert_eq!(pair.a.cm.state(id), Some(CmState::ReqSent));
 }
+
+#[test]
+fn messages_carry_the_fields_the_kernel_cm_reads() {
+    let mut pair = Pair::default();
+    let params = pair.connect_params();
+    let a_id = pair.a.cm.connect(pair.now, params).unwrap();
+    pair.run();
+
+    let req = pair.a.sent[0].1;
+    let CmMessage::Req(r) = req.message else {
+        panic!("first message is not a REQ")
+    };
+    assert_eq!(r.local_comm_id, a_id.0);
+    assert_eq!(
+        req.header.tid & 0xffff_ffff,
+        u64::from(a_id.0),
+        "cm_form_tid"
+    );
+    assert_eq!(
+        (r.local_cm_response_timeout, r.remote_cm_response_timeout),
+        (20, 20)
+    );
+    assert_eq!((r.max_cm_retries, r.transport_service_type), (15, 0));
+    assert_eq!(r.primary_path.local_ack_timeout, 17);
+    assert_eq!(r.primary_path.local_lid, 0xffff);
+    assert_eq!(r.primary_path.local_gid, pair.a.gid);
+    assert_eq!(r.primary_path.remote_gid, pair.b.gid);
+    assert_eq!(r.pkey, 0xffff);
+
+    // `cm_issue_rej`: the REQ's TID, its comm ID echoed, no local comm ID, REQ rejected.
+    let rej = pair.b.sent[0].1;
+    let CmMessage::Rej(j) = rej.message else {
+        panic!("B did not answer with a REJ")
+    };
+    assert_eq!(rej.header.tid, req.header.tid);
+    assert_eq!((j.local_comm_id, j.remote_comm_id), (0, a_id.0));
+    assert_eq!(j.message_rejected, softroce_wire::cm::CmMsgResponse::Req);
+    assert_eq!(j.reason, REJ_INVALID_SERVICE_ID);
+}
