@@ -634,18 +634,14 @@ impl CmEndpoint {
             return;
         }
         let remote_qpn_key = (req.local_ca_guid, req.local_qpn.value());
-        if let Some(&stale) = self.by_remote_qpn.get(&remote_qpn_key) {
-            // The peer's QP is connected to us under another comm ID: the peer lost that
-            // connection (restarted). Refuse the new one and tear the old one down.
-            let rej = Self::rej_reply(
-                tid,
-                req.local_comm_id,
-                0,
-                CmMsgResponse::Req,
-                REJ_STALE_CONN,
-            );
-            self.send(from, rej);
-            self.disconnect_stale(now, stale);
+        let stale_rej = Self::rej_reply(
+            tid,
+            req.local_comm_id,
+            0,
+            CmMsgResponse::Req,
+            REJ_STALE_CONN,
+        );
+        if self.refuse_stale(now, from, remote_qpn_key, stale_rej) {
             return;
         }
         if !self.listeners.contains(&req.service_id) {
@@ -671,11 +667,8 @@ impl CmEndpoint {
         conn.response_timeout = cm_timeout(req.local_cm_response_timeout);
         conn.max_retries = req.max_cm_retries;
         conn.ack_timeout = req.primary_path.local_ack_timeout.max(1);
-        conn.remote_id_key = Some(remote_id_key);
-        conn.remote_qpn_key = Some(remote_qpn_key);
-        self.by_remote_id.insert(remote_id_key, local);
-        self.by_remote_qpn.insert(remote_qpn_key, local);
         self.connections.insert(local, conn);
+        self.index_remote(local, remote_id_key, remote_qpn_key);
         let params = RequestParams {
             service_id: req.service_id,
             remote_gid: from,
@@ -830,16 +823,14 @@ impl CmEndpoint {
             return;
         }
         let remote_qpn_key = (rep.local_ca_guid, rep.local_qpn.value());
-        if let Some(&stale) = self.by_remote_qpn.get(&remote_qpn_key) {
-            let rej = Self::rej_reply(
-                tid,
-                rep.local_comm_id,
-                rep.remote_comm_id,
-                CmMsgResponse::Rep,
-                REJ_STALE_CONN,
-            );
-            self.send(from, rej);
-            self.disconnect_stale(now, stale);
+        let stale_rej = Self::rej_reply(
+            tid,
+            rep.local_comm_id,
+            rep.remote_comm_id,
+            CmMsgResponse::Rep,
+            REJ_STALE_CONN,
+        );
+        if self.refuse_stale(now, from, remote_qpn_key, stale_rej) {
             return;
         }
         let ack_timeout = cm_ack_timeout(rep.target_ack_delay, self.config.packet_life_time);
@@ -852,10 +843,7 @@ impl CmEndpoint {
         conn.remote_ca_guid = rep.local_ca_guid;
         conn.remote_qpn = rep.local_qpn;
         conn.ack_timeout = ack_timeout;
-        conn.remote_id_key = Some(remote_id_key);
-        conn.remote_qpn_key = Some(remote_qpn_key);
-        self.by_remote_id.insert(remote_id_key, local);
-        self.by_remote_qpn.insert(remote_qpn_key, local);
+        self.index_remote(local, remote_id_key, remote_qpn_key);
         let params = ReplyParams {
             remote_ca_guid: rep.local_ca_guid,
             remote_qpn: rep.local_qpn,
@@ -1217,6 +1205,36 @@ impl CmEndpoint {
                 self.by_sidr_request.remove(&key);
             }
         }
+    }
+
+    /// Record the peer's comm ID and QPN for duplicate and stale-connection detection
+    /// (`cm_insert_remote_id`, `cm_insert_remote_qpn`).
+    fn index_remote(&mut self, local: u32, remote_id_key: (u64, u32), remote_qpn_key: (u64, u32)) {
+        let Some(conn) = self.connections.get_mut(&local) else {
+            return;
+        };
+        conn.remote_id_key = Some(remote_id_key);
+        conn.remote_qpn_key = Some(remote_qpn_key);
+        self.by_remote_id.insert(remote_id_key, local);
+        self.by_remote_qpn.insert(remote_qpn_key, local);
+    }
+
+    /// The peer's QP is still connected to us under another comm ID: the peer lost that
+    /// connection (it restarted). Refuse the new exchange with `rej` and tear the old
+    /// connection down. True when refused.
+    fn refuse_stale(
+        &mut self,
+        now: Instant,
+        from: Gid,
+        remote_qpn_key: (u64, u32),
+        rej: CmMadRepr,
+    ) -> bool {
+        let Some(&stale) = self.by_remote_qpn.get(&remote_qpn_key) else {
+            return false;
+        };
+        self.send(from, rej);
+        self.disconnect_stale(now, stale);
+        true
     }
 
     /// A stale connection's peer is gone: send it a DREQ as `ib_send_cm_dreq` does (only

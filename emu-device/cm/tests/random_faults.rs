@@ -25,6 +25,20 @@ impl Dice {
     }
 }
 
+/// A wire that drops `loss` % of MADs and duplicates `duplication` % of the rest.
+fn random_wire(seed: u64, loss: u64, duplication: u64) -> Chooser {
+    let mut dice = Dice(seed);
+    Box::new(move |_, _| {
+        if dice.roll(loss) {
+            Fate::Drop
+        } else if dice.roll(duplication) {
+            Fate::Duplicate
+        } else {
+            Fate::Deliver
+        }
+    })
+}
+
 fn is_failure(e: &CmEvent) -> bool {
     matches!(e, CmEvent::Rejected { .. } | CmEvent::Unreachable { .. })
 }
@@ -41,16 +55,7 @@ proptest! {
         b_seed in any::<u64>(),
     ) {
         let mut pair = Pair::new(a_seed, b_seed);
-        let mut dice = Dice(seed);
-        pair.chooser = Some(Box::new(move |_, _| {
-            if dice.roll(loss) {
-                Fate::Drop
-            } else if dice.roll(duplication) {
-                Fate::Duplicate
-            } else {
-                Fate::Deliver
-            }
-        }));
+        pair.chooser = Some(random_wire(seed, loss, duplication));
         let a_id = pair.start_connect();
         pair.run_until(|p| {
             p.a.count(is_established) == 1 && p.b.count(is_established) == 1
@@ -100,16 +105,7 @@ proptest! {
         duplication in 0u64..=30,
     ) {
         let mut pair = Pair::new(seed, !seed);
-        let mut dice = Dice(seed);
-        pair.chooser = Some(Box::new(move |_, _| {
-            if dice.roll(loss) {
-                Fate::Drop
-            } else if dice.roll(duplication) {
-                Fate::Duplicate
-            } else {
-                Fate::Deliver
-            }
-        }));
+        pair.chooser = Some(random_wire(seed, loss, duplication));
         let a_id = pair.start_connect();
         pair.run();
         prop_assert!(pair.a.count(is_established) <= 1);
