@@ -4,6 +4,8 @@
 //! - [`core`] (`softroce-emu-core`): the sans-IO device ([`Hca`]): objects, the QP state
 //!   table, CQs, completion channels, async events, SRQs, memory regions and the transport
 //!   engine. No sockets, no threads, no clock: time arrives as an argument.
+//! - [`cm`] (`softroce-emu-cm`): the sans-IO IB connection manager (CM MADs on QP1, the
+//!   protocol rdma_cm runs on), not yet wired to the device.
 //! - [`faults`] (`softroce-emu-faults`): seeded fault plans for real devices and the simulator.
 //! - [`sim`] (`softroce-emu-sim`): a deterministic in-memory network of devices with virtual
 //!   time and faults; the soak and the fuzzing harness.
@@ -13,6 +15,7 @@
 //! `ARCHITECTURE.md` at the repository root shows how a packet and a work request travel
 //! through them.
 
+pub use softroce_emu_cm as cm;
 pub use softroce_emu_core as core;
 pub use softroce_emu_driver as driver;
 pub use softroce_emu_faults as faults;
