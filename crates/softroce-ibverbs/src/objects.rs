@@ -966,6 +966,12 @@ unsafe fn post_list<W: CWorkRequest, T>(
             unsafe { *bad_wr = p };
         }
     };
+    if first.is_null() {
+        // An empty list posts nothing; rxe's provider calls it invalid rather than a no-op
+        // that hides a caller's bug.
+        set_bad(std::ptr::null_mut());
+        return fail(verb, libc::EINVAL, "the work request list is NULL");
+    }
     let (mut wrs, mut ptrs) = (Vec::new(), Vec::new());
     let mut convert_err = None;
     let mut cur = first;

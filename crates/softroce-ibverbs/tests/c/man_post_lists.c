@@ -27,6 +27,12 @@ int main(void)
 	      "connect a-b");
 	struct ibv_wc wc[8];
 
+	/* A NULL list is a caller's bug, not an empty post (rxe's provider: EINVAL). */
+	struct ibv_send_wr *nbad = (struct ibv_send_wr *)1;
+	CHECK(ibv_post_send(a, NULL, &nbad) == EINVAL && nbad == NULL, "post_send NULL list");
+	struct ibv_recv_wr *nrbad = (struct ibv_recv_wr *)1;
+	CHECK(ibv_post_recv(b, NULL, &nrbad) == EINVAL && nrbad == NULL, "post_recv NULL list");
+
 	/* ibv_post_recv(3): WR 1 posted, WR 2 (num_sge > max_recv_sge) returned in bad_wr. */
 	struct ibv_sge rs = {(uintptr_t)buf + 4096, 64, mr->lkey};
 	struct ibv_sge many[3] = {rs, rs, rs};
