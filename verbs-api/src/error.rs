@@ -50,6 +50,17 @@ pub enum Error {
         /// The backend in use.
         backend: BackendKind,
     },
+    /// A verb waited without a timeout on a simulated fabric where nothing is left to happen
+    /// (no datagram in flight, no timer, no scheduled action): it would hang forever.
+    #[error(
+        "{verb}: would wait forever: nothing is left to happen on the simulated fabric at {at:?} of virtual time"
+    )]
+    SimIdle {
+        /// The verb that waited.
+        verb: &'static str,
+        /// Virtual time when the fabric went idle.
+        at: std::time::Duration,
+    },
     /// The device could not be started or opened, or an fd operation failed.
     #[error("{what}: {source}")]
     Io {
@@ -70,6 +81,7 @@ impl Error {
             Self::Ibverbs { errno, .. } | Self::IbverbsPost { errno, .. } => *errno,
             Self::Unsupported { .. } => libc::EOPNOTSUPP,
             Self::Invalid { .. } => libc::EINVAL,
+            Self::SimIdle { .. } => libc::EDEADLK,
             Self::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
         }
     }

@@ -30,6 +30,7 @@ mod context;
 mod error;
 mod inject;
 mod qp;
+pub mod sim;
 
 pub use context::{
     CompletionChannel, CompletionQueue, Context, MemoryRegion, ProtectionDomain, SharedReceiveQueue,

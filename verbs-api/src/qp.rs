@@ -160,9 +160,13 @@ impl<'a> QueuePairBuilder<'a> {
             ahs: std::sync::Mutex::new(Vec::new()),
         };
         move_to_init(&self.bringup, dev.as_ref(), qp)?;
-        let psn =
-            Psn::new(dev.query_device()?.node_guid as u32 ^ qpn.value().wrapping_mul(0x9E37_79B9))
-                .value();
+        let psn = match dev.initial_psn(qpn) {
+            Some(psn) => Psn::new(psn).value(),
+            None => Psn::new(
+                dev.query_device()?.node_guid as u32 ^ qpn.value().wrapping_mul(0x9E37_79B9),
+            )
+            .value(),
+        };
         let gid = dev.query_gid(1, dev.sgid_index())?;
         let port = dev.udp_port();
         let prepared = PreparedQueuePair {
@@ -297,17 +301,9 @@ impl QueuePair {
         self.endpoint
     }
 
-    /// The emulated device and this QP's handle in it, or why there is none.
-    pub(crate) fn emulated_handle(
-        &self,
-        what: &'static str,
-    ) -> Result<(&Arc<softroce_emu::driver::Device>, QpHandle)> {
-        let dev = &self.inner.pd.dev;
-        let emu = dev.emulated().ok_or_else(|| crate::Error::Unsupported {
-            what,
-            backend: dev.kind(),
-        })?;
-        Ok((emu, self.inner.qp))
+    /// The backend and this QP's handle in it (for error injection).
+    pub(crate) fn backend_handle(&self) -> (&Arc<dyn Backend>, QpHandle) {
+        (&self.inner.pd.dev, self.inner.qp)
     }
 
     /// Recover from ERR (or start over): RESET, then INIT, RTR and RTS towards `remote`

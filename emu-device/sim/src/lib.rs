@@ -11,7 +11,7 @@
 //! loss/duplication/reordering/corruption through [`LinkFaults`].
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashSet};
+use std::collections::{BTreeMap, BinaryHeap, HashSet};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 pub use softroce_emu_faults::LinkFaults;
+use softroce_emu_faults::{Decision, Direction, FaultCounters, FaultInjector, FaultPlan};
 
 /// A datagram in flight between two nodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,7 +165,12 @@ pub struct Fabric<N> {
     partitions: HashSet<(usize, usize)>,
     stats: FabricStats,
     tx_buf: Vec<u8>,
-    plan: Option<softroce_emu_faults::FaultInjector>,
+    plan: Option<FaultInjector>,
+    /// Plans of single links, keyed by the node pair in ascending order.
+    link_plans: BTreeMap<(usize, usize), FaultInjector>,
+    /// Every datagram sent, when capturing: virtual time since the epoch, source,
+    /// destination, bytes.
+    captured: Option<Vec<(Duration, SocketAddr, SocketAddr, Vec<u8>)>>,
 }
 
 impl<N> fmt::Debug for Fabric<N> {
@@ -199,6 +205,8 @@ impl<N: SimNode> Fabric<N> {
             stats: FabricStats::default(),
             tx_buf: Vec::with_capacity(8192),
             plan: None,
+            link_plans: BTreeMap::new(),
+            captured: None,
         }
     }
 
@@ -250,15 +258,70 @@ impl<N: SimNode> Fabric<N> {
 
     /// Apply a fault plan (the same rules a real device takes with `--faults`) to every
     /// datagram, after the filter and before the random [`LinkFaults`].
-    pub fn set_fault_plan(&mut self, plan: softroce_emu_faults::FaultPlan) {
-        self.plan = Some(softroce_emu_faults::FaultInjector::new(plan));
+    pub fn set_fault_plan(&mut self, plan: FaultPlan) {
+        self.plan = Some(FaultInjector::new(plan));
     }
 
     /// What the fault plan injected so far.
-    pub fn fault_counters(&self) -> Option<softroce_emu_faults::FaultCounters> {
+    pub fn fault_counters(&self) -> Option<FaultCounters> {
         self.plan.as_ref().map(|p| p.counters())
     }
 
+    /// Apply a fault plan to the datagrams between `a` and `b` only, both ways (`None`
+    /// removes it). The link behaves as if both of its nodes held the plan for their traffic
+    /// with each other: a datagram meets the sender's transmit rules, then the receiver's
+    /// receive rules, after the fabric-wide plan.
+    pub fn set_link_plan(&mut self, a: NodeId, b: NodeId, plan: Option<FaultPlan>) {
+        let key = (a.0.min(b.0), a.0.max(b.0));
+        match plan {
+            Some(plan) => {
+                self.link_plans.insert(key, FaultInjector::new(plan));
+            }
+            None => {
+                self.link_plans.remove(&key);
+            }
+        }
+    }
+
+    /// What the plan of the link between `a` and `b` injected so far.
+    pub fn link_fault_counters(&self, a: NodeId, b: NodeId) -> Option<FaultCounters> {
+        let key = (a.0.min(b.0), a.0.max(b.0));
+        self.link_plans.get(&key).map(FaultInjector::counters)
+    }
+
+    /// Whether traffic from `a` to `b` is cut.
+    pub fn is_partitioned(&self, a: NodeId, b: NodeId) -> bool {
+        self.partitions.contains(&(a.0, b.0))
+    }
+
+    /// How many nodes are attached.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Start (or stop) recording every datagram the nodes send, for [`Fabric::pcap`].
+    /// Stopping forgets what was recorded.
+    pub fn set_capture(&mut self, on: bool) {
+        match (on, self.captured.is_some()) {
+            (true, false) => self.captured = Some(Vec::new()),
+            (false, true) => self.captured = None,
+            _ => {}
+        }
+    }
+
+    /// Everything recorded since capture started, as a pcap stream (Ethernet link type,
+    /// timestamps in virtual time since the fabric was created). Datagrams appear as sent,
+    /// before faults: a lost one shows, followed by its retransmission.
+    pub fn pcap(&self) -> Vec<u8> {
+        let Ok(mut writer) = softroce_wire::pcap::CaptureWriter::new(Vec::new(), "fabric") else {
+            return Vec::new();
+        };
+        for (at, src, dst, bytes) in self.captured.iter().flatten() {
+            // Writing to a Vec cannot fail.
+            let _ = writer.write_roce(*at, *src, *dst, bytes);
+        }
+        writer.into_inner()
+    }
     /// Remove the filter.
     pub fn clear_filter(&mut self) {
         self.filter = None;
@@ -300,6 +363,14 @@ impl<N: SimNode> Fabric<N> {
 
     fn route(&mut self, from: usize, mut datagram: SimDatagram) {
         self.stats.sent += 1;
+        if let Some(captured) = self.captured.as_mut() {
+            captured.push((
+                self.now - self.epoch,
+                datagram.src,
+                datagram.dst,
+                datagram.payload.clone(),
+            ));
+        }
         let Some(to) = self.nodes.iter().position(|s| s.addr == datagram.dst.ip()) else {
             self.stats.unroutable += 1;
             return;
@@ -335,34 +406,15 @@ impl<N: SimNode> Fabric<N> {
             }
             FilterAction::Delay(extra) => at += extra,
         }
-        if let Some(plan) = self.plan.as_mut() {
-            // Every device holds the plan, as if each process had it: the datagram meets the
-            // sender's transmit rules, then the receiver's receive rules.
-            let mut payload = std::mem::take(&mut datagram.payload);
-            for direction in [
-                softroce_emu_faults::Direction::Tx,
-                softroce_emu_faults::Direction::Rx,
-            ] {
-                match plan.decide(direction, datagram.src, datagram.dst, payload) {
-                    softroce_emu_faults::Decision::Drop => {
-                        self.stats.dropped += 1;
-                        return;
-                    }
-                    softroce_emu_faults::Decision::Deliver {
-                        data,
-                        copies: extra,
-                        delay,
-                    } => {
-                        payload = data;
-                        if extra > 1 {
-                            copies += extra - 1;
-                            self.stats.duplicated += u64::from(extra - 1);
-                        }
-                        at += delay;
-                    }
-                }
-            }
-            datagram.payload = payload;
+        if let Some(plan) = self.plan.as_mut()
+            && !apply_plan(plan, &mut datagram, &mut copies, &mut at, &mut self.stats)
+        {
+            return;
+        }
+        if let Some(plan) = self.link_plans.get_mut(&(from.min(to), from.max(to)))
+            && !apply_plan(plan, &mut datagram, &mut copies, &mut at, &mut self.stats)
+        {
+            return;
         }
         let faults = self.faults;
         if faults.drop > 0.0 && self.rng.gen_bool(faults.drop.min(1.0)) {
@@ -419,6 +471,13 @@ impl<N: SimNode> Fabric<N> {
             (Some(d), Some(t)) => Some(d.min(t)),
             (d, t) => d.or(t),
         }
+    }
+
+    /// Send what the nodes have queued and say when the next thing happens (a delivery or
+    /// a node timer), without advancing time.
+    pub fn poll_next_event(&mut self) -> Option<Instant> {
+        self.collect_transmits();
+        self.next_event()
     }
 
     /// Send what the nodes have queued, then advance virtual time to the next event and
@@ -498,6 +557,40 @@ impl<N: SimNode> Fabric<N> {
             self.now = target;
         }
     }
+}
+
+/// Put `datagram` through `plan` as its sender's transmit rules, then its receiver's
+/// receive rules (every device holds the plan, as if each process had it). `false`: lost.
+fn apply_plan(
+    plan: &mut FaultInjector,
+    datagram: &mut SimDatagram,
+    copies: &mut u32,
+    at: &mut Instant,
+    stats: &mut FabricStats,
+) -> bool {
+    let mut payload = std::mem::take(&mut datagram.payload);
+    for direction in [Direction::Tx, Direction::Rx] {
+        match plan.decide(direction, datagram.src, datagram.dst, payload) {
+            Decision::Drop => {
+                stats.dropped += 1;
+                return false;
+            }
+            Decision::Deliver {
+                data,
+                copies: extra,
+                delay,
+            } => {
+                payload = data;
+                if extra > 1 {
+                    *copies += extra - 1;
+                    stats.duplicated += u64::from(extra - 1);
+                }
+                *at += delay;
+            }
+        }
+    }
+    datagram.payload = payload;
+    true
 }
 
 #[doc(hidden)]

@@ -198,4 +198,8 @@ impl Backend for Emulated {
     fn emulated(&self) -> Option<&Arc<Device>> {
         Some(&self.dev)
     }
+    fn with_hca_dyn(&self, f: &mut dyn FnMut(&mut softroce_emu::core::Hca)) -> bool {
+        self.dev.with(|h| f(h));
+        true
+    }
 }

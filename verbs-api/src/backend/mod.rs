@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use softroce_emu::core::{
-    AccessFlags, AhAttr, AhHandle, AsyncEvent, ChannelHandle, Counters, CqHandle, DeviceAttr,
+    AccessFlags, AhAttr, AhHandle, AsyncEvent, ChannelHandle, Counters, CqHandle, DeviceAttr, Hca,
     MrHandle, MrKeys, PdHandle, PortAttr, QpAttr, QpAttrMask, QpHandle, QpInitAttr, QpState,
     RecvWr, SendWr, SrqAttr, SrqAttrMask, SrqHandle, WcOpcode, WorkCompletion,
 };
@@ -24,12 +24,14 @@ use crate::error::Result;
 mod emulated;
 #[cfg(feature = "ibverbs")]
 mod ibverbs;
+mod simulated;
 
 #[cfg(feature = "ibverbs")]
 pub use ibverbs::Ibverbs;
 
 pub use crate::backend_kind::BackendKind;
 pub use emulated::Emulated;
+pub use simulated::Simulated;
 
 /// The verbs, one method each, as a device implements them.
 ///
@@ -163,6 +165,18 @@ pub trait Backend: Send + Sync + fmt::Debug {
     }
     /// The emulated device behind this backend, if it is one (fault injection, the HCA).
     fn emulated(&self) -> Option<&Arc<Device>> {
+        None
+    }
+    /// Run `f` on the emulator's HCA behind this backend (the emulated and the simulated
+    /// backends have one); `false` if there is none. Error injection goes through here.
+    fn with_hca_dyn(&self, f: &mut dyn FnMut(&mut Hca)) -> bool {
+        let _ = f;
+        false
+    }
+    /// The first PSN a new QP numbered `qpn` sends from, when the backend chooses it (the
+    /// simulator draws it from its seed so runs replay); `None`: the API chooses.
+    fn initial_psn(&self, qpn: Qpn) -> Option<u32> {
+        let _ = qpn;
         None
     }
 }
