@@ -477,12 +477,16 @@ impl Fabric {
     pub(crate) fn step_until(&self, limit: Option<Duration>) -> Step {
         let action = {
             let mut w = self.lock();
-            let fabric_next = w
-                .fabric
-                .0
-                .poll_next_event()
-                .map(|t| t.saturating_duration_since(w.fabric.0.now()) + w.elapsed());
+            // Actions due now run before anything is sent now: "partition at t" holds for
+            // the packets of moment t.
             let action_next = w.next_action_at();
+            let fabric_next = if action_next.is_some_and(|a| a <= w.elapsed()) {
+                None
+            } else {
+                w.fabric.0.poll_next_event()
+            };
+            let fabric_next =
+                fabric_next.map(|t| t.saturating_duration_since(w.fabric.0.now()) + w.elapsed());
             let next = match (fabric_next, action_next) {
                 (Some(f), Some(a)) => f.min(a),
                 (f, a) => match f.or(a) {
@@ -496,7 +500,7 @@ impl Fabric {
                 w.advance_to(limit);
                 return Step::Limit;
             }
-            // Ties go to the action: "partition at t" holds for the packets of moment t.
+            // Ties go to the action, for the same reason.
             if action_next.is_some_and(|a| a <= next) {
                 let Some(s) = w.take_next_action() else {
                     return Step::Idle;

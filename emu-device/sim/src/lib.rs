@@ -168,9 +168,8 @@ pub struct Fabric<N> {
     plan: Option<FaultInjector>,
     /// Plans of single links, keyed by the node pair in ascending order.
     link_plans: BTreeMap<(usize, usize), FaultInjector>,
-    /// Every datagram sent, when capturing: virtual time since the epoch, source,
-    /// destination, bytes.
-    captured: Option<Vec<(Duration, SocketAddr, SocketAddr, Vec<u8>)>>,
+    /// Every datagram sent, when capturing, with its virtual time since the epoch.
+    captured: Option<Vec<(Duration, SimDatagram)>>,
 }
 
 impl<N> fmt::Debug for Fabric<N> {
@@ -316,9 +315,9 @@ impl<N: SimNode> Fabric<N> {
         let Ok(mut writer) = softroce_wire::pcap::CaptureWriter::new(Vec::new(), "fabric") else {
             return Vec::new();
         };
-        for (at, src, dst, bytes) in self.captured.iter().flatten() {
+        for (at, d) in self.captured.iter().flatten() {
             // Writing to a Vec cannot fail.
-            let _ = writer.write_roce(*at, *src, *dst, bytes);
+            let _ = writer.write_roce(*at, d.src, d.dst, &d.payload);
         }
         writer.into_inner()
     }
@@ -364,12 +363,7 @@ impl<N: SimNode> Fabric<N> {
     fn route(&mut self, from: usize, mut datagram: SimDatagram) {
         self.stats.sent += 1;
         if let Some(captured) = self.captured.as_mut() {
-            captured.push((
-                self.now - self.epoch,
-                datagram.src,
-                datagram.dst,
-                datagram.payload.clone(),
-            ));
+            captured.push((self.now - self.epoch, datagram.clone()));
         }
         let Some(to) = self.nodes.iter().position(|s| s.addr == datagram.dst.ip()) else {
             self.stats.unroutable += 1;

@@ -185,7 +185,7 @@ fn a_link_plan_hits_only_its_own_link() {
         "127.0.0.4".parse().unwrap(),
         Pinger::new("127.0.0.4:4791", "127.0.0.3:4791", true, 0),
     );
-    let plan = softroce_emu_faults::FaultPlan::parse("drop=0.3,seed=9").unwrap();
+    let plan = FaultPlan::parse("drop=0.3,seed=9").unwrap();
     fabric.set_link_plan(a, b, Some(plan));
     assert!(fabric.drive(100_000));
     let on_link = fabric
