@@ -143,8 +143,33 @@ impl World {
         });
     }
 
-    /// Turn what the HCAs raised into fd signals (as the real driver's engine does).
+    /// Turn what the HCAs raised into fd signals (as the real driver's engine does), and
+    /// what the fabric lost into log lines.
     pub(crate) fn pump(&mut self) {
+        for loss in self.fabric.0.take_losses() {
+            let name = |ip: IpAddr| {
+                self.devices
+                    .iter()
+                    .find(|d| self.fabric.0.addr(d.node) == ip)
+                    .map_or_else(|| ip.to_string(), |d| d.name.clone())
+            };
+            let packet = match softroce_wire::Bth::new_checked(&loss.head[..]) {
+                Ok(bth) => format!(
+                    "{} QP {:#x} PSN {}",
+                    bth.opcode(),
+                    bth.dest_qpn().value(),
+                    bth.psn().value()
+                ),
+                Err(_) => format!("{}-byte datagram", loss.head.len()),
+            };
+            let what = format!(
+                "{} -> {}: {packet} lost ({})",
+                name(loss.src.ip()),
+                name(loss.dst.ip()),
+                loss.reason
+            );
+            self.log.push(SimEvent { at: loss.at, what });
+        }
         for dev in 0..self.devices.len() {
             let node = self.devices[dev].node;
             // Bounded: each HCA queues at most a few notifications per verb or step.
@@ -264,7 +289,8 @@ impl Fabric {
     /// An empty fabric whose every random choice comes from `seed`: 10 µs one-way latency,
     /// no faults, the clock at zero.
     pub fn new(seed: u64) -> Self {
-        let fabric = softroce_emu::sim::Fabric::new(mix(seed));
+        let mut fabric = softroce_emu::sim::Fabric::new(mix(seed));
+        fabric.record_losses(true);
         Self {
             shared: Arc::new(Shared {
                 seed,

@@ -72,6 +72,22 @@ pub enum FilterAction {
     Delay(Duration),
 }
 
+/// A datagram the fabric lost, for event logs (see [`Fabric::record_losses`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostDatagram {
+    /// Virtual time since the fabric was created.
+    pub at: Duration,
+    /// Sender address and port.
+    pub src: SocketAddr,
+    /// Destination address and port.
+    pub dst: SocketAddr,
+    /// The first bytes of the payload (a RoCE datagram's BTH).
+    pub head: Vec<u8>,
+    /// Why: `partition`, `fault` (plan, filter, `drop_next` or random loss), `mtu` or
+    /// `unroutable`.
+    pub reason: &'static str,
+}
+
 /// A user rule evaluated for every datagram before the random faults.
 pub type Filter = Box<dyn FnMut(&SimDatagram) -> FilterAction>;
 
@@ -170,6 +186,8 @@ pub struct Fabric<N> {
     link_plans: BTreeMap<(usize, usize), FaultInjector>,
     /// Every datagram sent, when capturing, with its virtual time since the epoch.
     captured: Option<Vec<(Duration, SimDatagram)>>,
+    /// Datagrams lost since the last [`Fabric::take_losses`], when recording.
+    losses: Option<Vec<LostDatagram>>,
 }
 
 impl<N> fmt::Debug for Fabric<N> {
@@ -206,6 +224,7 @@ impl<N: SimNode> Fabric<N> {
             plan: None,
             link_plans: BTreeMap::new(),
             captured: None,
+            losses: None,
         }
     }
 
@@ -308,6 +327,31 @@ impl<N: SimNode> Fabric<N> {
         }
     }
 
+    /// Start (or stop) recording the datagrams the fabric loses, for
+    /// [`Fabric::take_losses`].
+    pub fn record_losses(&mut self, on: bool) {
+        self.losses = on.then(Vec::new);
+    }
+
+    /// The datagrams lost since the last call (empty when not recording).
+    pub fn take_losses(&mut self) -> Vec<LostDatagram> {
+        self.losses.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Note a lost datagram (its head was saved before faults could take the payload).
+    fn lost(&mut self, datagram: &SimDatagram, head: &[u8], reason: &'static str) {
+        let at = self.now - self.epoch;
+        if let Some(losses) = self.losses.as_mut() {
+            losses.push(LostDatagram {
+                at,
+                src: datagram.src,
+                dst: datagram.dst,
+                head: head.to_vec(),
+                reason,
+            });
+        }
+    }
+
     /// Everything recorded since capture started, as a pcap stream (Ethernet link type,
     /// timestamps in virtual time since the fabric was created). Datagrams appear as sent,
     /// before faults: a lost one shows, followed by its retransmission.
@@ -365,21 +409,28 @@ impl<N: SimNode> Fabric<N> {
         if let Some(captured) = self.captured.as_mut() {
             captured.push((self.now - self.epoch, datagram.clone()));
         }
+        // A BTH's worth, kept for the loss log (a fault plan may consume the payload).
+        let head_len = if self.losses.is_some() { 12 } else { 0 };
+        let head = datagram.payload[..head_len.min(datagram.payload.len())].to_vec();
         let Some(to) = self.nodes.iter().position(|s| s.addr == datagram.dst.ip()) else {
             self.stats.unroutable += 1;
+            self.lost(&datagram, &head, "unroutable");
             return;
         };
         if datagram.payload.len() > self.mtu {
             self.stats.dropped_mtu += 1;
+            self.lost(&datagram, &head, "mtu");
             return;
         }
         if self.partitions.contains(&(from, to)) {
             self.stats.dropped_partition += 1;
+            self.lost(&datagram, &head, "partition");
             return;
         }
         if self.drop_next > 0 {
             self.drop_next -= 1;
             self.stats.dropped += 1;
+            self.lost(&datagram, &head, "fault");
             return;
         }
         let mut at = self.now + self.latency;
@@ -392,6 +443,7 @@ impl<N: SimNode> Fabric<N> {
             FilterAction::Pass => {}
             FilterAction::Drop => {
                 self.stats.dropped += 1;
+                self.lost(&datagram, &head, "fault");
                 return;
             }
             FilterAction::Duplicate => {
@@ -403,16 +455,19 @@ impl<N: SimNode> Fabric<N> {
         if let Some(plan) = self.plan.as_mut()
             && !apply_plan(plan, &mut datagram, &mut copies, &mut at, &mut self.stats)
         {
+            self.lost(&datagram, &head, "fault");
             return;
         }
         if let Some(plan) = self.link_plans.get_mut(&(from.min(to), from.max(to)))
             && !apply_plan(plan, &mut datagram, &mut copies, &mut at, &mut self.stats)
         {
+            self.lost(&datagram, &head, "fault");
             return;
         }
         let faults = self.faults;
         if faults.drop > 0.0 && self.rng.gen_bool(faults.drop.min(1.0)) {
             self.stats.dropped += 1;
+            self.lost(&datagram, &head, "fault");
             return;
         }
         if faults.duplicate > 0.0 && self.rng.gen_bool(faults.duplicate.min(1.0)) {
