@@ -10,7 +10,7 @@ use softroce_emu::core::{
     MrHandle, MrKeys, PdHandle, PortAttr, QpAttr, QpAttrMask, QpHandle, QpInitAttr, QpState,
     RecvWr, SendWr, SrqAttr, SrqAttrMask, SrqHandle, VerbsError, WcStatus, WorkCompletion,
 };
-use softroce_emu::driver::EventFd;
+use softroce_emu::driver::{EventFd, user_memory};
 use softroce_wire::{Gid, Qpn};
 
 use super::{Backend, BackendKind};
@@ -69,34 +69,18 @@ impl Simulated {
 }
 
 impl Backend for Simulated {
+    hca_verbs!();
+
     fn kind(&self) -> BackendKind {
         BackendKind::Simulated
     }
     fn device_name(&self) -> String {
         self.name.clone()
     }
-    fn query_device(&self) -> Result<DeviceAttr> {
-        Ok(self.with(|h| h.query_device().clone()))
-    }
-    fn query_port(&self, port: u8) -> Result<PortAttr> {
-        Ok(self.with(|h| h.query_port(port))?)
-    }
-    fn query_gid(&self, port: u8, index: usize) -> Result<Gid> {
-        Ok(self.with(|h| h.query_gid(port, index))?)
-    }
-    fn sgid_index(&self) -> usize {
-        self.with(|h| h.ip_gid_index())
-    }
     fn udp_port(&self) -> u16 {
         self.with(|h| h.config().udp_port)
     }
 
-    fn alloc_pd(&self) -> Result<PdHandle> {
-        Ok(self.with(|h| h.alloc_pd())?)
-    }
-    fn dealloc_pd(&self, pd: PdHandle) -> Result<()> {
-        Ok(self.with(|h| h.dealloc_pd(pd))?)
-    }
     unsafe fn reg_mr(
         &self,
         pd: PdHandle,
@@ -104,11 +88,19 @@ impl Backend for Simulated {
         len: usize,
         access: AccessFlags,
     ) -> Result<(MrHandle, MrKeys)> {
-        // SAFETY: forwarded contract: the memory outlives the registration.
-        Ok(self.with(|h| unsafe { h.reg_mr(pd, addr, len, access) })?)
-    }
-    fn dereg_mr(&self, mr: MrHandle) -> Result<()> {
-        Ok(self.with(|h| h.dereg_mr(mr))?)
+        self.with(|h| {
+            // SAFETY: forwarded contract: the memory outlives the registration.
+            let (mr, keys) = unsafe { h.reg_mr(pd, addr, len, access) }?;
+            // As the emulated device does (pinning would): refuse unmapped pages up front,
+            // so no simulated peer can fault the process through the region.
+            match user_memory::check_registration(addr as u64, len as u64, access) {
+                Ok(()) => Ok((mr, keys)),
+                Err(e) => {
+                    h.dereg_mr(mr)?;
+                    Err(e.into())
+                }
+            }
+        })
     }
 
     fn create_comp_channel(&self) -> Result<(ChannelHandle, RawFd)> {
@@ -146,12 +138,6 @@ impl Backend for Simulated {
         })
     }
 
-    fn create_cq(&self, cqe: u32, channel: Option<ChannelHandle>) -> Result<(CqHandle, u32)> {
-        Ok(self.with(|h| h.create_cq(cqe, channel, 0, 0))?)
-    }
-    fn destroy_cq(&self, cq: CqHandle) -> Result<()> {
-        Ok(self.with(|h| h.destroy_cq(cq))?)
-    }
     /// Polls; when the CQ is empty, takes one step of the fabric (or, on an idle fabric,
     /// lets 1 ms of virtual time pass) and polls again, so busy-poll loops make progress.
     fn poll_cq(&self, cq: CqHandle, out: &mut [WorkCompletion]) -> Result<usize> {
@@ -190,54 +176,6 @@ impl Backend for Simulated {
             r => r,
         }
     }
-    fn req_notify_cq(&self, cq: CqHandle, solicited_only: bool) -> Result<()> {
-        Ok(self.with(|h| h.req_notify_cq(cq, solicited_only))?)
-    }
-    fn ack_cq_events(&self, cq: CqHandle, n: u32) -> Result<()> {
-        Ok(self.with(|h| h.ack_cq_events(cq, n))?)
-    }
-
-    fn create_srq(&self, pd: PdHandle, attr: SrqAttr) -> Result<SrqHandle> {
-        Ok(self.with(|h| h.create_srq(pd, attr, 0))?.0)
-    }
-    fn modify_srq(&self, srq: SrqHandle, attr: SrqAttr, mask: SrqAttrMask) -> Result<()> {
-        Ok(self.with(|h| h.modify_srq(srq, attr, mask))?)
-    }
-    fn destroy_srq(&self, srq: SrqHandle) -> Result<()> {
-        Ok(self.with(|h| h.destroy_srq(srq))?)
-    }
-    unsafe fn post_srq_recv(&self, srq: SrqHandle, wrs: &[RecvWr]) -> Result<()> {
-        Ok(self.with(|h| h.post_srq_recv(srq, wrs))?)
-    }
-
-    fn create_qp(&self, pd: PdHandle, init: QpInitAttr) -> Result<(QpHandle, Qpn)> {
-        let (qp, qpn, _) = self.with(|h| h.create_qp(pd, init))?;
-        Ok((qp, qpn))
-    }
-    fn modify_qp(&self, qp: QpHandle, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
-        Ok(self.with(|h| h.modify_qp(qp, attr, mask))?)
-    }
-    fn qp_state(&self, qp: QpHandle) -> Result<QpState> {
-        Ok(self.with(|h| h.qp_state(qp))?)
-    }
-    fn destroy_qp(&self, qp: QpHandle) -> Result<()> {
-        Ok(self.with(|h| h.destroy_qp(qp))?)
-    }
-    unsafe fn post_send(&self, qp: QpHandle, wrs: &[SendWr]) -> Result<()> {
-        // SAFETY: forwarded contract. The work is only queued: the next step transmits it.
-        Ok(self.with(|h| unsafe { h.post_send(qp, wrs) })?)
-    }
-    unsafe fn post_recv(&self, qp: QpHandle, wrs: &[RecvWr]) -> Result<()> {
-        Ok(self.with(|h| h.post_recv(qp, wrs))?)
-    }
-
-    fn create_ah(&self, pd: PdHandle, attr: AhAttr) -> Result<AhHandle> {
-        Ok(self.with(|h| h.create_ah(pd, attr))?)
-    }
-    fn destroy_ah(&self, ah: AhHandle) -> Result<()> {
-        Ok(self.with(|h| h.destroy_ah(ah))?)
-    }
-
     fn get_async_event(&self, timeout: Option<Duration>) -> Result<AsyncEvent> {
         self.fabric.wait("get_async_event", timeout, |w| {
             let fd = Arc::clone(&w.devices[self.dev].async_fd);
@@ -255,20 +193,10 @@ impl Backend for Simulated {
             }
         })
     }
-    fn ack_async_event(&self, event: &AsyncEvent) -> Result<()> {
-        Ok(self.with(|h| h.ack_async_event(event))?)
-    }
     fn async_fd(&self) -> RawFd {
         self.fabric.lock().devices[self.dev].async_fd.as_raw_fd()
     }
 
-    fn counters(&self) -> Option<Counters> {
-        Some(self.with(|h| h.counters().clone()))
-    }
-    fn with_hca_dyn(&self, f: &mut dyn FnMut(&mut Hca)) -> bool {
-        self.with(|h| f(h));
-        true
-    }
     fn initial_psn(&self, _qpn: Qpn) -> Option<u32> {
         Some(self.fabric.draw_psn())
     }
