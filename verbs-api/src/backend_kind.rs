@@ -11,6 +11,8 @@ pub enum BackendKind {
     Emulated,
     /// The system's libibverbs and whatever device it drives (a NIC, rdma_rxe, siw).
     Ibverbs,
+    /// A device on a simulated fabric in virtual time (`sim::Fabric`).
+    Simulated,
 }
 
 impl fmt::Display for BackendKind {
@@ -18,6 +20,7 @@ impl fmt::Display for BackendKind {
         f.write_str(match self {
             Self::Emulated => "emulated",
             Self::Ibverbs => "ibverbs",
+            Self::Simulated => "simulated",
         })
     }
 }

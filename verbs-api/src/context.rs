@@ -66,7 +66,7 @@ impl Context {
     /// Run a closure on the underlying emulated HCA (for attributes, counters and fault
     /// injection beyond what this API wraps); an error on other backends.
     pub fn with_hca<R>(&self, f: impl FnOnce(&mut Hca) -> R) -> Result<R> {
-        Ok(self.emulated("the emulated HCA")?.with(f))
+        crate::inject::on_hca(self.dev.as_ref(), "the emulated HCA", f)
     }
 
     /// The UDP address an emulated device receives on.

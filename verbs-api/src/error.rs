@@ -47,6 +47,14 @@ pub enum Error {
         /// The backend in use.
         backend: BackendKind,
     },
+    /// A verb waited without a timeout on a simulated fabric where nothing is left to happen
+    /// (no datagram in flight, no timer, no scheduled action): it would hang forever.
+    SimIdle {
+        /// The verb that waited.
+        verb: &'static str,
+        /// Virtual time when the fabric went idle.
+        at: std::time::Duration,
+    },
     /// The device could not be started or opened, or an fd operation failed.
     Io {
         /// What was being done.
@@ -74,6 +82,10 @@ impl std::fmt::Display for Error {
             Self::Unsupported { what, backend } => {
                 write!(f, "{what} is not available on the {backend} backend")
             }
+            Self::SimIdle { verb, at } => write!(
+                f,
+                "{verb}: would wait forever: nothing is left to happen on the simulated fabric at {at:?} of virtual time"
+            ),
             Self::Io { what, source } => write!(f, "{what}: {source}"),
         }
     }
@@ -104,6 +116,7 @@ impl Error {
             Self::Ibverbs { errno, .. } | Self::IbverbsPost { errno, .. } => *errno,
             Self::Unsupported { .. } => libc::EOPNOTSUPP,
             Self::Invalid { .. } => libc::EINVAL,
+            Self::SimIdle { .. } => libc::EDEADLK,
             Self::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
         }
     }

@@ -1,10 +1,13 @@
 //! Fault injection on the emulated backend: network fault plans set at run time and the
 //! error paths real hardware shows only rarely (CQ overrun, QP errors, port down/up, device
 //! fatal). On other backends these return [`Error::Unsupported`](crate::Error::Unsupported).
+//! The simulated backend takes all but the network fault plans, which belong to its fabric's
+//! links (`sim::Fabric::set_link_faults`).
 
-use softroce_emu::core::EventType;
+use softroce_emu::core::{EventType, Hca};
 use softroce_emu::faults::FaultPlan;
 
+use crate::backend::Backend;
 use crate::context::{CompletionQueue, Context};
 use crate::error::{Error, Result};
 use crate::qp::QueuePair;
@@ -29,17 +32,41 @@ impl Context {
     /// Take port 1 down (IBV_EVENT_PORT_ERR; traffic in and out is lost) or bring it back
     /// up (IBV_EVENT_PORT_ACTIVE).
     pub fn set_port_active(&self, active: bool) -> Result<()> {
-        self.emulated("port state injection")?
-            .with(|h| h.set_port_active(active));
-        Ok(())
+        on_hca(self.dev.as_ref(), "port state injection", |h| {
+            h.set_port_active(active)
+        })
     }
 
     /// A catastrophic device error: IBV_EVENT_DEVICE_FATAL, every QP to ERR with its work
     /// requests flushed.
     pub fn inject_device_fatal(&self) -> Result<()> {
-        self.emulated("device fatal injection")?
-            .with(|h| h.inject_device_fatal());
-        Ok(())
+        on_hca(
+            self.dev.as_ref(),
+            "device fatal injection",
+            Hca::inject_device_fatal,
+        )
+    }
+}
+
+/// Run `f` on the HCA behind `dev`, or say that this backend has none.
+pub(crate) fn on_hca<R>(
+    dev: &dyn Backend,
+    what: &'static str,
+    f: impl FnOnce(&mut Hca) -> R,
+) -> Result<R> {
+    let mut f = Some(f);
+    let mut out = None;
+    let found = dev.with_hca_dyn(&mut |h| {
+        if let Some(f) = f.take() {
+            out = Some(f(h));
+        }
+    });
+    match out {
+        Some(r) if found => Ok(r),
+        _ => Err(Error::Unsupported {
+            what,
+            backend: dev.kind(),
+        }),
     }
 }
 
@@ -47,15 +74,11 @@ impl CompletionQueue {
     /// Make the CQ overrun once it holds `depth` completions (`None`: at its real size), so
     /// the next completion raises IBV_EVENT_CQ_ERR and puts the CQ in error.
     pub fn limit_depth(&self, depth: Option<u32>) -> Result<()> {
-        let dev = self
-            .inner
-            .dev
-            .emulated()
-            .ok_or_else(|| Error::Unsupported {
-                what: "CQ depth injection",
-                backend: self.inner.dev.kind(),
-            })?;
-        Ok(dev.with(|h| h.limit_cq_depth(self.inner.cq, depth))?)
+        let cq = self.inner.cq;
+        on_hca(self.inner.dev.as_ref(), "CQ depth injection", |h| {
+            h.limit_cq_depth(cq, depth)
+        })?
+        .map_err(Error::from)
     }
 }
 
@@ -63,7 +86,10 @@ impl QueuePair {
     /// Move the QP to ERR as a local error would, raising `event` (IBV_EVENT_QP_FATAL,
     /// QP_REQ_ERR or QP_ACCESS_ERR) and flushing its work requests.
     pub fn force_error(&self, event: EventType) -> Result<()> {
-        let (dev, qp) = self.emulated_handle("QP error injection")?;
-        Ok(dev.with(|h| h.force_qp_error(qp, event))?)
+        let (dev, qp) = self.backend_handle();
+        on_hca(dev.as_ref(), "QP error injection", |h| {
+            h.force_qp_error(qp, event)
+        })?
+        .map_err(Error::from)
     }
 }

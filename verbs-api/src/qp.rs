@@ -162,7 +162,8 @@ impl<'a> QueuePairBuilder<'a> {
         move_to_init(&self.bringup, dev.as_ref(), qp)?;
         // A random initial PSN (IBTA 9.7.1 asks for one): derived from the address and QPN,
         // anyone who can send to the port could inject a packet the QP accepts in sequence.
-        let psn = initial_psn();
+        // A simulated fabric draws it from its seed instead, so a run replays exactly.
+        let psn = dev.initial_psn(qpn).map_or_else(initial_psn, |p| Psn::new(p).value());
         let gid = dev.query_gid(1, dev.sgid_index())?;
         let port = dev.udp_port();
         let prepared = PreparedQueuePair {
@@ -302,17 +303,9 @@ impl QueuePair {
         self.endpoint
     }
 
-    /// The emulated device and this QP's handle in it, or why there is none.
-    pub(crate) fn emulated_handle(
-        &self,
-        what: &'static str,
-    ) -> Result<(&Arc<softroce_emu::driver::Device>, QpHandle)> {
-        let dev = &self.inner.pd.dev;
-        let emu = dev.emulated().ok_or_else(|| crate::Error::Unsupported {
-            what,
-            backend: dev.kind(),
-        })?;
-        Ok((emu, self.inner.qp))
+    /// The backend and this QP's handle in it (for error injection).
+    pub(crate) fn backend_handle(&self) -> (&Arc<dyn Backend>, QpHandle) {
+        (&self.inner.pd.dev, self.inner.qp)
     }
 
     /// Recover from ERR (or start over): RESET, then INIT, RTR and RTS towards `remote`

@@ -11,7 +11,7 @@
 //! loss/duplication/reordering/corruption through [`LinkFaults`].
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashSet};
+use std::collections::{BTreeMap, BinaryHeap, HashSet};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 pub use softroce_emu_faults::LinkFaults;
+use softroce_emu_faults::{Decision, Direction, FaultCounters, FaultInjector, FaultPlan};
 
 /// A datagram in flight between two nodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,6 +70,22 @@ pub enum FilterAction {
     Duplicate,
     /// Deliver it after this extra delay.
     Delay(Duration),
+}
+
+/// A datagram the fabric lost, for event logs (see [`Fabric::record_losses`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostDatagram {
+    /// Virtual time since the fabric was created.
+    pub at: Duration,
+    /// Sender address and port.
+    pub src: SocketAddr,
+    /// Destination address and port.
+    pub dst: SocketAddr,
+    /// The first bytes of the payload (a RoCE datagram's BTH).
+    pub head: Vec<u8>,
+    /// Why: `partition`, `fault` (plan, filter, `drop_next` or random loss), `mtu` or
+    /// `unroutable`.
+    pub reason: &'static str,
 }
 
 /// A user rule evaluated for every datagram before the random faults.
@@ -164,7 +181,13 @@ pub struct Fabric<N> {
     partitions: HashSet<(usize, usize)>,
     stats: FabricStats,
     tx_buf: Vec<u8>,
-    plan: Option<softroce_emu_faults::FaultInjector>,
+    plan: Option<FaultInjector>,
+    /// Plans of single links, keyed by the node pair in ascending order.
+    link_plans: BTreeMap<(usize, usize), FaultInjector>,
+    /// Every datagram sent, when capturing, with its virtual time since the epoch.
+    captured: Option<Vec<(Duration, SimDatagram)>>,
+    /// Datagrams lost since the last [`Fabric::take_losses`], when recording.
+    losses: Option<Vec<LostDatagram>>,
 }
 
 impl<N> fmt::Debug for Fabric<N> {
@@ -199,6 +222,9 @@ impl<N: SimNode> Fabric<N> {
             stats: FabricStats::default(),
             tx_buf: Vec::with_capacity(8192),
             plan: None,
+            link_plans: BTreeMap::new(),
+            captured: None,
+            losses: None,
         }
     }
 
@@ -250,15 +276,95 @@ impl<N: SimNode> Fabric<N> {
 
     /// Apply a fault plan (the same rules a real device takes with `--faults`) to every
     /// datagram, after the filter and before the random [`LinkFaults`].
-    pub fn set_fault_plan(&mut self, plan: softroce_emu_faults::FaultPlan) {
-        self.plan = Some(softroce_emu_faults::FaultInjector::new(plan));
+    pub fn set_fault_plan(&mut self, plan: FaultPlan) {
+        self.plan = Some(FaultInjector::new(plan));
     }
 
     /// What the fault plan injected so far.
-    pub fn fault_counters(&self) -> Option<softroce_emu_faults::FaultCounters> {
+    pub fn fault_counters(&self) -> Option<FaultCounters> {
         self.plan.as_ref().map(|p| p.counters())
     }
 
+    /// Apply a fault plan to the datagrams between `a` and `b` only, both ways (`None`
+    /// removes it). The link behaves as if both of its nodes held the plan for their traffic
+    /// with each other: a datagram meets the sender's transmit rules, then the receiver's
+    /// receive rules, after the fabric-wide plan.
+    pub fn set_link_plan(&mut self, a: NodeId, b: NodeId, plan: Option<FaultPlan>) {
+        let key = (a.0.min(b.0), a.0.max(b.0));
+        match plan {
+            Some(plan) => {
+                self.link_plans.insert(key, FaultInjector::new(plan));
+            }
+            None => {
+                self.link_plans.remove(&key);
+            }
+        }
+    }
+
+    /// What the plan of the link between `a` and `b` injected so far.
+    pub fn link_fault_counters(&self, a: NodeId, b: NodeId) -> Option<FaultCounters> {
+        let key = (a.0.min(b.0), a.0.max(b.0));
+        self.link_plans.get(&key).map(FaultInjector::counters)
+    }
+
+    /// Whether traffic from `a` to `b` is cut.
+    pub fn is_partitioned(&self, a: NodeId, b: NodeId) -> bool {
+        self.partitions.contains(&(a.0, b.0))
+    }
+
+    /// How many nodes are attached.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Start (or stop) recording every datagram the nodes send, for [`Fabric::pcap`].
+    /// Stopping forgets what was recorded.
+    pub fn set_capture(&mut self, on: bool) {
+        match (on, self.captured.is_some()) {
+            (true, false) => self.captured = Some(Vec::new()),
+            (false, true) => self.captured = None,
+            _ => {}
+        }
+    }
+
+    /// Start (or stop) recording the datagrams the fabric loses, for
+    /// [`Fabric::take_losses`].
+    pub fn record_losses(&mut self, on: bool) {
+        self.losses = on.then(Vec::new);
+    }
+
+    /// The datagrams lost since the last call (empty when not recording).
+    pub fn take_losses(&mut self) -> Vec<LostDatagram> {
+        self.losses.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Note a lost datagram (its head was saved before faults could take the payload).
+    fn lost(&mut self, datagram: &SimDatagram, head: &[u8], reason: &'static str) {
+        let at = self.now - self.epoch;
+        if let Some(losses) = self.losses.as_mut() {
+            losses.push(LostDatagram {
+                at,
+                src: datagram.src,
+                dst: datagram.dst,
+                head: head.to_vec(),
+                reason,
+            });
+        }
+    }
+
+    /// Everything recorded since capture started, as a pcap stream (Ethernet link type,
+    /// timestamps in virtual time since the fabric was created). Datagrams appear as sent,
+    /// before faults: a lost one shows, followed by its retransmission.
+    pub fn pcap(&self) -> Vec<u8> {
+        let Ok(mut writer) = softroce_wire::pcap::CaptureWriter::new(Vec::new(), "fabric") else {
+            return Vec::new();
+        };
+        for (at, d) in self.captured.iter().flatten() {
+            // Writing to a Vec cannot fail.
+            let _ = writer.write_roce(*at, d.src, d.dst, &d.payload);
+        }
+        writer.into_inner()
+    }
     /// Remove the filter.
     pub fn clear_filter(&mut self) {
         self.filter = None;
@@ -300,21 +406,31 @@ impl<N: SimNode> Fabric<N> {
 
     fn route(&mut self, from: usize, mut datagram: SimDatagram) {
         self.stats.sent += 1;
+        if let Some(captured) = self.captured.as_mut() {
+            captured.push((self.now - self.epoch, datagram.clone()));
+        }
+        // A BTH's worth, kept for the loss log (a fault plan may consume the payload).
+        let head_len = if self.losses.is_some() { 12 } else { 0 };
+        let head = datagram.payload[..head_len.min(datagram.payload.len())].to_vec();
         let Some(to) = self.nodes.iter().position(|s| s.addr == datagram.dst.ip()) else {
             self.stats.unroutable += 1;
+            self.lost(&datagram, &head, "unroutable");
             return;
         };
         if datagram.payload.len() > self.mtu {
             self.stats.dropped_mtu += 1;
+            self.lost(&datagram, &head, "mtu");
             return;
         }
         if self.partitions.contains(&(from, to)) {
             self.stats.dropped_partition += 1;
+            self.lost(&datagram, &head, "partition");
             return;
         }
         if self.drop_next > 0 {
             self.drop_next -= 1;
             self.stats.dropped += 1;
+            self.lost(&datagram, &head, "fault");
             return;
         }
         let mut at = self.now + self.latency;
@@ -327,6 +443,7 @@ impl<N: SimNode> Fabric<N> {
             FilterAction::Pass => {}
             FilterAction::Drop => {
                 self.stats.dropped += 1;
+                self.lost(&datagram, &head, "fault");
                 return;
             }
             FilterAction::Duplicate => {
@@ -335,38 +452,22 @@ impl<N: SimNode> Fabric<N> {
             }
             FilterAction::Delay(extra) => at += extra,
         }
-        if let Some(plan) = self.plan.as_mut() {
-            // Every device holds the plan, as if each process had it: the datagram meets the
-            // sender's transmit rules, then the receiver's receive rules.
-            let mut payload = std::mem::take(&mut datagram.payload);
-            for direction in [
-                softroce_emu_faults::Direction::Tx,
-                softroce_emu_faults::Direction::Rx,
-            ] {
-                match plan.decide(direction, datagram.src, datagram.dst, payload) {
-                    softroce_emu_faults::Decision::Drop => {
-                        self.stats.dropped += 1;
-                        return;
-                    }
-                    softroce_emu_faults::Decision::Deliver {
-                        data,
-                        copies: extra,
-                        delay,
-                    } => {
-                        payload = data;
-                        if extra > 1 {
-                            copies += extra - 1;
-                            self.stats.duplicated += u64::from(extra - 1);
-                        }
-                        at += delay;
-                    }
-                }
-            }
-            datagram.payload = payload;
+        if let Some(plan) = self.plan.as_mut()
+            && !apply_plan(plan, &mut datagram, &mut copies, &mut at, &mut self.stats)
+        {
+            self.lost(&datagram, &head, "fault");
+            return;
+        }
+        if let Some(plan) = self.link_plans.get_mut(&(from.min(to), from.max(to)))
+            && !apply_plan(plan, &mut datagram, &mut copies, &mut at, &mut self.stats)
+        {
+            self.lost(&datagram, &head, "fault");
+            return;
         }
         let faults = self.faults;
         if faults.drop > 0.0 && self.rng.gen_bool(faults.drop.min(1.0)) {
             self.stats.dropped += 1;
+            self.lost(&datagram, &head, "fault");
             return;
         }
         if faults.duplicate > 0.0 && self.rng.gen_bool(faults.duplicate.min(1.0)) {
@@ -419,6 +520,13 @@ impl<N: SimNode> Fabric<N> {
             (Some(d), Some(t)) => Some(d.min(t)),
             (d, t) => d.or(t),
         }
+    }
+
+    /// Send what the nodes have queued and say when the next thing happens (a delivery or
+    /// a node timer), without advancing time.
+    pub fn poll_next_event(&mut self) -> Option<Instant> {
+        self.collect_transmits();
+        self.next_event()
     }
 
     /// Send what the nodes have queued, then advance virtual time to the next event and
@@ -498,6 +606,40 @@ impl<N: SimNode> Fabric<N> {
             self.now = target;
         }
     }
+}
+
+/// Put `datagram` through `plan` as its sender's transmit rules, then its receiver's
+/// receive rules (every device holds the plan, as if each process had it). `false`: lost.
+fn apply_plan(
+    plan: &mut FaultInjector,
+    datagram: &mut SimDatagram,
+    copies: &mut u32,
+    at: &mut Instant,
+    stats: &mut FabricStats,
+) -> bool {
+    let mut payload = std::mem::take(&mut datagram.payload);
+    for direction in [Direction::Tx, Direction::Rx] {
+        match plan.decide(direction, datagram.src, datagram.dst, payload) {
+            Decision::Drop => {
+                stats.dropped += 1;
+                return false;
+            }
+            Decision::Deliver {
+                data,
+                copies: extra,
+                delay,
+            } => {
+                payload = data;
+                if extra > 1 {
+                    *copies += extra - 1;
+                    stats.duplicated += u64::from(extra - 1);
+                }
+                *at += delay;
+            }
+        }
+    }
+    datagram.payload = payload;
+    true
 }
 
 #[doc(hidden)]

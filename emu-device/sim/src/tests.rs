@@ -173,3 +173,44 @@ fn corruption_flips_exactly_one_bit() {
     // The ping and the echo of the corrupted ping.
     assert_eq!(fabric.stats().corrupted, 2);
 }
+
+#[test]
+fn a_link_plan_hits_only_its_own_link() {
+    let (mut fabric, a, b) = pair(5, 50);
+    let c = fabric.add_node(
+        "127.0.0.3".parse().unwrap(),
+        Pinger::new("127.0.0.3:4791", "127.0.0.4:4791", false, 50),
+    );
+    let d = fabric.add_node(
+        "127.0.0.4".parse().unwrap(),
+        Pinger::new("127.0.0.4:4791", "127.0.0.3:4791", true, 0),
+    );
+    let plan = FaultPlan::parse("drop=0.3,seed=9").unwrap();
+    fabric.set_link_plan(a, b, Some(plan));
+    assert!(fabric.drive(100_000));
+    let on_link = fabric
+        .link_fault_counters(b, a)
+        .expect("the plan is on a-b");
+    assert!(on_link.dropped > 0, "{on_link}");
+    assert!(fabric.node(a).resends > 0);
+    // c and d talk over a link without a plan: nothing of theirs is lost.
+    assert_eq!(fabric.node(c).resends, 0);
+    assert_eq!(fabric.node(c).received.len(), 50);
+    assert!(fabric.link_fault_counters(c, d).is_none());
+}
+
+#[test]
+fn the_capture_replays_byte_for_byte_from_the_same_seed() {
+    let capture = |seed| {
+        let (mut fabric, _, _) = pair(seed, 20);
+        fabric.faults.drop = 0.2;
+        fabric.set_capture(true);
+        assert!(fabric.drive(100_000));
+        (fabric.pcap(), fabric.stats().sent)
+    };
+    let (pcap, sent) = capture(11);
+    // A 24-byte file header, then per datagram a 16-byte record header and the frame.
+    assert!(pcap.len() > 24 + sent as usize * 16, "{} bytes", pcap.len());
+    assert_eq!(capture(11).0, pcap);
+    assert_ne!(capture(12).0, pcap);
+}

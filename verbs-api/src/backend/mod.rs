@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use softroce_emu::core::{
-    AccessFlags, AhAttr, AhHandle, AsyncEvent, ChannelHandle, Counters, CqHandle, DeviceAttr,
+    AccessFlags, AhAttr, AhHandle, AsyncEvent, ChannelHandle, Counters, CqHandle, DeviceAttr, Hca,
     MrHandle, MrKeys, PdHandle, PortAttr, QpAttr, QpAttrMask, QpHandle, QpInitAttr, QpState,
     RecvWr, SendWr, SrqAttr, SrqAttrMask, SrqHandle, WcOpcode, WorkCompletion,
 };
@@ -21,15 +21,112 @@ use softroce_wire::{Gid, Qpn};
 
 use crate::error::Result;
 
+/// The verbs that are one call on the emulator's `Hca`, for a backend with a method
+/// `with(&self, impl FnOnce(&mut Hca) -> R) -> R` that runs it under the device's lock.
+/// Shared by the emulated and the simulated backends, which differ only in how they wait.
+macro_rules! hca_verbs {
+    () => {
+        fn query_device(&self) -> Result<DeviceAttr> {
+            Ok(self.with(|h| h.query_device().clone()))
+        }
+        fn query_port(&self, port: u8) -> Result<PortAttr> {
+            Ok(self.with(|h| h.query_port(port))?)
+        }
+        fn query_gid(&self, port: u8, index: usize) -> Result<Gid> {
+            Ok(self.with(|h| h.query_gid(port, index))?)
+        }
+        fn sgid_index(&self) -> usize {
+            self.with(|h| h.ip_gid_index())
+        }
+
+        fn alloc_pd(&self) -> Result<PdHandle> {
+            Ok(self.with(|h| h.alloc_pd())?)
+        }
+        fn dealloc_pd(&self, pd: PdHandle) -> Result<()> {
+            Ok(self.with(|h| h.dealloc_pd(pd))?)
+        }
+        fn dereg_mr(&self, mr: MrHandle) -> Result<()> {
+            Ok(self.with(|h| h.dereg_mr(mr))?)
+        }
+
+        fn create_cq(&self, cqe: u32, channel: Option<ChannelHandle>) -> Result<(CqHandle, u32)> {
+            Ok(self.with(|h| h.create_cq(cqe, channel, 0, 0))?)
+        }
+        fn destroy_cq(&self, cq: CqHandle) -> Result<()> {
+            Ok(self.with(|h| h.destroy_cq(cq))?)
+        }
+        fn req_notify_cq(&self, cq: CqHandle, solicited_only: bool) -> Result<()> {
+            Ok(self.with(|h| h.req_notify_cq(cq, solicited_only))?)
+        }
+        fn ack_cq_events(&self, cq: CqHandle, n: u32) -> Result<()> {
+            Ok(self.with(|h| h.ack_cq_events(cq, n))?)
+        }
+
+        fn create_srq(&self, pd: PdHandle, attr: SrqAttr) -> Result<SrqHandle> {
+            Ok(self.with(|h| h.create_srq(pd, attr, 0))?.0)
+        }
+        fn modify_srq(&self, srq: SrqHandle, attr: SrqAttr, mask: SrqAttrMask) -> Result<()> {
+            Ok(self.with(|h| h.modify_srq(srq, attr, mask))?)
+        }
+        fn destroy_srq(&self, srq: SrqHandle) -> Result<()> {
+            Ok(self.with(|h| h.destroy_srq(srq))?)
+        }
+        unsafe fn post_srq_recv(&self, srq: SrqHandle, wrs: &[RecvWr]) -> Result<()> {
+            Ok(self.with(|h| h.post_srq_recv(srq, wrs))?)
+        }
+
+        fn create_qp(&self, pd: PdHandle, init: QpInitAttr) -> Result<(QpHandle, Qpn)> {
+            let (qp, qpn, _) = self.with(|h| h.create_qp(pd, init))?;
+            Ok((qp, qpn))
+        }
+        fn modify_qp(&self, qp: QpHandle, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
+            Ok(self.with(|h| h.modify_qp(qp, attr, mask))?)
+        }
+        fn qp_state(&self, qp: QpHandle) -> Result<QpState> {
+            Ok(self.with(|h| h.qp_state(qp))?)
+        }
+        fn destroy_qp(&self, qp: QpHandle) -> Result<()> {
+            Ok(self.with(|h| h.destroy_qp(qp))?)
+        }
+        unsafe fn post_send(&self, qp: QpHandle, wrs: &[SendWr]) -> Result<()> {
+            // SAFETY: forwarded contract.
+            Ok(self.with(|h| unsafe { h.post_send(qp, wrs) })?)
+        }
+        unsafe fn post_recv(&self, qp: QpHandle, wrs: &[RecvWr]) -> Result<()> {
+            Ok(self.with(|h| h.post_recv(qp, wrs))?)
+        }
+
+        fn create_ah(&self, pd: PdHandle, attr: AhAttr) -> Result<AhHandle> {
+            Ok(self.with(|h| h.create_ah(pd, attr))?)
+        }
+        fn destroy_ah(&self, ah: AhHandle) -> Result<()> {
+            Ok(self.with(|h| h.destroy_ah(ah))?)
+        }
+        fn ack_async_event(&self, event: &AsyncEvent) -> Result<()> {
+            Ok(self.with(|h| h.ack_async_event(event))?)
+        }
+
+        fn counters(&self) -> Option<Counters> {
+            Some(self.with(|h| h.counters().clone()))
+        }
+        fn with_hca_dyn(&self, f: &mut dyn FnMut(&mut Hca)) -> bool {
+            self.with(|h| f(h));
+            true
+        }
+    };
+}
+
 mod emulated;
 #[cfg(feature = "ibverbs")]
 mod ibverbs;
+mod simulated;
 
 #[cfg(feature = "ibverbs")]
 pub use ibverbs::Ibverbs;
 
 pub use crate::backend_kind::BackendKind;
 pub use emulated::Emulated;
+pub use simulated::Simulated;
 
 /// The verbs, one method each, as a device implements them.
 ///
@@ -163,6 +260,18 @@ pub trait Backend: Send + Sync + fmt::Debug {
     }
     /// The emulated device behind this backend, if it is one (fault injection, the HCA).
     fn emulated(&self) -> Option<&Arc<Device>> {
+        None
+    }
+    /// Run `f` on the emulator's HCA behind this backend (the emulated and the simulated
+    /// backends have one); `false` if there is none. Error injection goes through here.
+    fn with_hca_dyn(&self, f: &mut dyn FnMut(&mut Hca)) -> bool {
+        let _ = f;
+        false
+    }
+    /// The first PSN a new QP numbered `qpn` sends from, when the backend chooses it (the
+    /// simulator draws it from its seed so runs replay); `None`: the API chooses.
+    fn initial_psn(&self, qpn: Qpn) -> Option<u32> {
+        let _ = qpn;
         None
     }
 }
