@@ -527,11 +527,14 @@ fn rc_messages_survive_a_fault_plan_targeting_acks_and_naks() {
 }
 
 /// Opcodes of every datagram the fabric carries from `from`'s address, in order.
-fn record_opcodes(pair: &mut Pair) -> std::rc::Rc<std::cell::RefCell<Vec<(std::net::IpAddr, u8)>>> {
-    let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
-    let log = std::rc::Rc::clone(&seen);
+fn record_opcodes(
+    pair: &mut Pair,
+) -> std::sync::Arc<std::sync::Mutex<Vec<(std::net::IpAddr, u8)>>> {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = std::sync::Arc::clone(&seen);
     pair.fabric.set_filter(move |d| {
-        log.borrow_mut()
+        log.lock()
+            .unwrap()
             .push((d.src.ip(), d.payload.first().copied().unwrap_or(0)));
         FilterAction::Pass
     });
@@ -553,7 +556,8 @@ fn a_deferred_ack_travels_with_the_responders_answer() {
     assert_eq!(pair.completions('b', 1, Duration::from_micros(50)).len(), 1);
     assert!(
         !seen
-            .borrow()
+            .lock()
+            .unwrap()
             .iter()
             .any(|&(ip, op)| ip == b_ip && op == 0x11),
         "B holds its ACK while it may answer"
@@ -563,7 +567,8 @@ fn a_deferred_ack_travels_with_the_responders_answer() {
     let a = pair.completions('a', 2, Duration::from_millis(5));
     assert_eq!(a.len(), 2, "A's SEND completed and the pong arrived: {a:?}");
     let from_b: Vec<u8> = seen
-        .borrow()
+        .lock()
+        .unwrap()
         .iter()
         .filter(|(ip, _)| *ip == b_ip)
         .map(|(_, op)| *op)

@@ -176,11 +176,11 @@ fn a_duplicate_read_restarts_its_answer_from_the_psn_it_names() {
 fn a_sends_ack_waits_behind_the_read_responses_owed_before_it() {
     let mut pair = Pair::rc(Mtu::Mtu1024);
     let b_ip = pair.fabric.addr(pair.b.node);
-    let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
-    let log = std::rc::Rc::clone(&seen);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = std::sync::Arc::clone(&seen);
     pair.fabric.set_filter(move |d| {
         if d.src.ip() == b_ip {
-            log.borrow_mut().push(Opcode(d.payload[0]));
+            log.lock().unwrap().push(Opcode(d.payload[0]));
         }
         FilterAction::Pass
     });
@@ -205,7 +205,7 @@ fn a_sends_ack_waits_behind_the_read_responses_owed_before_it() {
         0,
         "nothing was retried"
     );
-    let from_b = seen.borrow().clone();
+    let from_b = seen.lock().unwrap().clone();
     let last_response = from_b
         .iter()
         .position(|&op| op == Opcode::RC_RDMA_READ_RESPONSE_LAST)

@@ -274,7 +274,7 @@ fn cq_overrun_mid_traffic_raises_cq_err_and_errors_the_responder() {
 fn solicited_flag_is_set_only_on_the_last_packet() {
     let mut pair = Pair::rc(Mtu::Mtu1024);
     let b_ip = pair.fabric.addr(pair.b.node);
-    let se_seen = std::rc::Rc::new(std::cell::Cell::new(0));
+    let se_seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let seen = se_seen.clone();
     pair.fabric.set_filter(move |d| {
         if d.dst.ip() == b_ip
@@ -282,7 +282,7 @@ fn solicited_flag_is_set_only_on_the_last_packet() {
             && d.payload[1] & 0x80 != 0
         {
             assert_eq!(Opcode(d.payload[0]), Opcode::RC_SEND_LAST);
-            seen.set(seen.get() + 1);
+            seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         FilterAction::Pass
     });
@@ -291,5 +291,5 @@ fn solicited_flag_is_set_only_on_the_last_packet() {
     wr.send_flags = SendFlags::SIGNALED | SendFlags::SOLICITED;
     pair.post_send('a', wr);
     pair.completions('b', 1, LONG);
-    assert_eq!(se_seen.get(), 1);
+    assert_eq!(se_seen.load(std::sync::atomic::Ordering::Relaxed), 1);
 }

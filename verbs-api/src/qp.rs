@@ -163,7 +163,9 @@ impl<'a> QueuePairBuilder<'a> {
         // A random initial PSN (IBTA 9.7.1 asks for one): derived from the address and QPN,
         // anyone who can send to the port could inject a packet the QP accepts in sequence.
         // A simulated fabric draws it from its seed instead, so a run replays exactly.
-        let psn = dev.initial_psn(qpn).map_or_else(initial_psn, |p| Psn::new(p).value());
+        let psn = dev
+            .initial_psn(qpn)
+            .map_or_else(initial_psn, |p| Psn::new(p).value());
         let gid = dev.query_gid(1, dev.sgid_index())?;
         let port = dev.udp_port();
         let prepared = PreparedQueuePair {

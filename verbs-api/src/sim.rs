@@ -74,15 +74,6 @@ const IDLE_TICK: Duration = Duration::from_millis(1);
 /// a livelock (two devices retrying forever) into a panic naming the seed.
 const MAX_STEPS: u64 = 50_000_000;
 
-/// The sim fabric of HCAs, made `Send` for the lock that serializes user threads.
-struct SendFabric(softroce_emu::sim::Fabric<Hca>);
-
-// SAFETY: `Fabric<Hca>` is `!Send` only because of its optional user filter, a boxed
-// closure without a `Send` bound. This module never installs a filter (`set_filter` is not
-// called anywhere in this crate), and every other field (HCAs, fault injectors, the RNG,
-// buffers) is `Send`.
-unsafe impl Send for SendFabric {}
-
 /// One entry of the event log: what happened, at which virtual time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SimEvent {
@@ -117,7 +108,7 @@ pub(crate) struct DeviceSlot {
 
 /// Everything behind the fabric's lock.
 pub(crate) struct World {
-    fabric: SendFabric,
+    fabric: softroce_emu::sim::Fabric<Hca>,
     pub(crate) devices: Vec<DeviceSlot>,
     scheduled: Vec<Scheduled>,
     next_seq: u64,
@@ -128,11 +119,11 @@ pub(crate) struct World {
 
 impl World {
     pub(crate) fn hca(&mut self, dev: usize) -> &mut Hca {
-        self.fabric.0.node_mut(self.devices[dev].node)
+        self.fabric.node_mut(self.devices[dev].node)
     }
 
     pub(crate) fn elapsed(&self) -> Duration {
-        self.fabric.0.elapsed()
+        self.fabric.elapsed()
     }
 
     pub(crate) fn log(&mut self, what: impl Into<String>) {
@@ -146,11 +137,11 @@ impl World {
     /// Turn what the HCAs raised into fd signals (as the real driver's engine does), and
     /// what the fabric lost into log lines.
     pub(crate) fn pump(&mut self) {
-        for loss in self.fabric.0.take_losses() {
+        for loss in self.fabric.take_losses() {
             let name = |ip: IpAddr| {
                 self.devices
                     .iter()
-                    .find(|d| self.fabric.0.addr(d.node) == ip)
+                    .find(|d| self.fabric.addr(d.node) == ip)
                     .map_or_else(|| ip.to_string(), |d| d.name.clone())
             };
             let packet = match softroce_wire::Bth::new_checked(&loss.head[..]) {
@@ -174,7 +165,7 @@ impl World {
             let node = self.devices[dev].node;
             // Bounded: each HCA queues at most a few notifications per verb or step.
             for _ in 0..1_000_000 {
-                let Some(event) = self.fabric.0.node_mut(node).poll_event() else {
+                let Some(event) = self.fabric.node_mut(node).poll_event() else {
                     break;
                 };
                 let slot = &self.devices[dev];
@@ -232,7 +223,7 @@ impl World {
     fn advance_to(&mut self, at: Duration) {
         let now = self.elapsed();
         if at > now {
-            self.fabric.0.advance(at - now);
+            self.fabric.advance(at - now);
             self.pump();
         }
     }
@@ -295,7 +286,7 @@ impl Fabric {
             shared: Arc::new(Shared {
                 seed,
                 world: Mutex::new(World {
-                    fabric: SendFabric(fabric),
+                    fabric,
                     devices: Vec::new(),
                     scheduled: Vec::new(),
                     next_seq: 0,
@@ -336,7 +327,7 @@ impl Fabric {
             });
         }
         for d in &w.devices {
-            if w.fabric.0.addr(d.node) == cfg.ip {
+            if w.fabric.addr(d.node) == cfg.ip {
                 return Err(Error::Invalid {
                     what: "device address",
                     reason: format!("{} already belongs to device {:?}", cfg.ip, d.name),
@@ -347,7 +338,7 @@ impl Fabric {
         cfg.seed = mix(self.shared.seed ^ mix(index + 1));
         let async_fd = EventFd::new().map_err(|e| Error::io("creating the async event fd", e))?;
         let (name, ip) = (cfg.name.clone(), cfg.ip);
-        let node = w.fabric.0.add_node(ip, Hca::new(cfg));
+        let node = w.fabric.add_node(ip, Hca::new(cfg));
         w.devices.push(DeviceSlot {
             name: name.clone(),
             node,
@@ -372,7 +363,7 @@ impl Fabric {
     /// Set the one-way latency of every link (default 10 µs).
     pub fn set_latency(&self, latency: Duration) {
         let mut w = self.lock();
-        w.fabric.0.latency = latency;
+        w.fabric.latency = latency;
         w.log(format!("latency {latency:?}"));
     }
 
@@ -391,7 +382,7 @@ impl Fabric {
         plan.seed = mix(plan.seed
             ^ mix(self.shared.seed)
             ^ mix((na.0.min(nb.0) as u64) << 32 | na.0.max(nb.0) as u64));
-        w.fabric.0.set_link_plan(na, nb, Some(plan));
+        w.fabric.set_link_plan(na, nb, Some(plan));
         w.log(format!("faults {a} <-> {b}: {spec}"));
         Ok(())
     }
@@ -403,7 +394,7 @@ impl Fabric {
     pub fn clear_link_faults(&self, a: &str, b: &str) {
         let mut w = self.lock();
         let (na, nb) = (w.node_of(a), w.node_of(b));
-        w.fabric.0.set_link_plan(na, nb, None);
+        w.fabric.set_link_plan(na, nb, None);
         w.log(format!("faults {a} <-> {b} cleared"));
     }
 
@@ -413,7 +404,7 @@ impl Fabric {
         let mut plan = parse_plan(spec)?;
         plan.seed = mix(plan.seed ^ mix(self.shared.seed) ^ 0xFAB);
         let mut w = self.lock();
-        w.fabric.0.set_fault_plan(plan);
+        w.fabric.set_fault_plan(plan);
         w.log(format!("faults everywhere: {spec}"));
         Ok(())
     }
@@ -424,7 +415,7 @@ impl Fabric {
     /// If no device is named `a` or `b`.
     pub fn link_fault_counters(&self, a: &str, b: &str) -> Option<FaultCounters> {
         let w = self.lock();
-        w.fabric.0.link_fault_counters(w.node_of(a), w.node_of(b))
+        w.fabric.link_fault_counters(w.node_of(a), w.node_of(b))
     }
 
     /// Cut the link between `a` and `b`, both ways: everything sent across is lost until
@@ -435,7 +426,7 @@ impl Fabric {
     pub fn partition(&self, a: &str, b: &str) {
         let mut w = self.lock();
         let (na, nb) = (w.node_of(a), w.node_of(b));
-        w.fabric.0.partition(na, nb, true);
+        w.fabric.partition(na, nb, true);
         w.log(format!("partition {a} | {b}"));
     }
 
@@ -446,7 +437,7 @@ impl Fabric {
     pub fn heal(&self, a: &str, b: &str) {
         let mut w = self.lock();
         let (na, nb) = (w.node_of(a), w.node_of(b));
-        w.fabric.0.partition(na, nb, false);
+        w.fabric.partition(na, nb, false);
         w.log(format!("heal {a} - {b}"));
     }
 
@@ -509,10 +500,10 @@ impl Fabric {
             let fabric_next = if action_next.is_some_and(|a| a <= w.elapsed()) {
                 None
             } else {
-                w.fabric.0.poll_next_event()
+                w.fabric.poll_next_event()
             };
             let fabric_next =
-                fabric_next.map(|t| t.saturating_duration_since(w.fabric.0.now()) + w.elapsed());
+                fabric_next.map(|t| t.saturating_duration_since(w.fabric.now()) + w.elapsed());
             let next = match (fabric_next, action_next) {
                 (Some(f), Some(a)) => f.min(a),
                 (f, a) => match f.or(a) {
@@ -535,7 +526,7 @@ impl Fabric {
                 w.log(format!("scheduled action #{} (due {:?})", s.seq, s.at));
                 s.action
             } else {
-                w.fabric.0.step();
+                w.fabric.step();
                 w.pump();
                 return Step::Event;
             }
@@ -639,7 +630,7 @@ impl Fabric {
 
     /// What the fabric did: datagrams sent, delivered, lost (and why), duplicated.
     pub fn stats(&self) -> FabricStats {
-        self.lock().fabric.0.stats()
+        self.lock().fabric.stats()
     }
 
     /// Device `name`'s counters (rxe's hw_counters: retransmissions, RNR NAKs …).
@@ -655,13 +646,13 @@ impl Fabric {
     /// Start recording every datagram sent on the fabric, for [`Fabric::pcap`] (or stop,
     /// forgetting the recording).
     pub fn capture(&self, on: bool) {
-        self.lock().fabric.0.set_capture(on);
+        self.lock().fabric.set_capture(on);
     }
 
     /// The recording as a pcap stream (open it with Wireshark or `tshark`): every datagram
     /// as sent, before faults, stamped with virtual time.
     pub fn pcap(&self) -> Vec<u8> {
-        self.lock().fabric.0.pcap()
+        self.lock().fabric.pcap()
     }
 
     /// Write the recording to a pcap file.

@@ -89,7 +89,7 @@ pub struct LostDatagram {
 }
 
 /// A user rule evaluated for every datagram before the random faults.
-pub type Filter = Box<dyn FnMut(&SimDatagram) -> FilterAction>;
+pub type Filter = Box<dyn FnMut(&SimDatagram) -> FilterAction + Send>;
 
 /// What the fabric did, for assertions and reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -270,7 +270,10 @@ impl<N: SimNode> Fabric<N> {
     }
 
     /// Install a rule evaluated for every datagram (replaces the previous one).
-    pub fn set_filter(&mut self, filter: impl FnMut(&SimDatagram) -> FilterAction + 'static) {
+    pub fn set_filter(
+        &mut self,
+        filter: impl FnMut(&SimDatagram) -> FilterAction + Send + 'static,
+    ) {
         self.filter = Some(Box::new(filter));
     }
 
