@@ -12,7 +12,7 @@ use softroce_ibverbs_abi::*;
 use softroce_wire::Gid;
 
 use crate::config::{self, DeviceSpec};
-use crate::ffi::{fail_null, guard, set_errno};
+use crate::ffi::{fail_loud_null, fail_null, guard, set_errno};
 
 /// One device as applications see it. `dev` is first, so a `*mut ibv_device` handed out is
 /// also a pointer to its entry.
@@ -132,7 +132,7 @@ unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut i
         }
         let list = match devices() {
             Ok(l) => l,
-            Err(e) => return fail_null("ibv_get_device_list", libc::EINVAL, e),
+            Err(e) => return fail_loud_null("ibv_get_device_list", libc::EINVAL, e),
         };
         // SAFETY: calloc of n+1 pointers; NULL-terminated like rdma-core's list.
         let arr = unsafe { libc::calloc(list.len() + 1, size_of::<*mut ibv_device>()) }
