@@ -1,22 +1,28 @@
 //! `softroce exec` runs unmodified libibverbs programs on the drop-in library.
 
-use std::path::PathBuf;
+mod dropin;
 
 use assert_cmd::Command;
+use dropin::dropin_library;
 
-/// The drop-in library cargo built for these tests (a dev-dependency).
-fn dropin_library() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    let deps = exe.parent().expect("deps dir");
-    for p in [
-        deps.join("libibverbs.so"),
-        deps.parent().expect("profile dir").join("libibverbs.so"),
-    ] {
-        if p.is_file() {
-            return p;
-        }
-    }
-    panic!("libibverbs.so not built next to {}", deps.display());
+/// `softroce exec ARGS` on the drop-in, which must succeed within 60 s: its stdout.
+fn exec_stdout(args: &[&str]) -> String {
+    let out = Command::cargo_bin("softroce")
+        .unwrap()
+        .env("SOFTROCE_IBVERBS_LIB", dropin_library())
+        .env_remove("SOFTROCE_DEVICES")
+        .arg("exec")
+        .args(args)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
 }
 
 /// Tests do not install packages: `scripts/test-all.sh` does (ibverbs-utils has ibv_devices).
@@ -34,26 +40,12 @@ fn ibv_devices_installed() {
 #[test]
 fn exec_runs_ibv_devices_on_the_given_devices() {
     ibv_devices_installed();
-    let out = Command::cargo_bin("softroce")
-        .unwrap()
-        .env("SOFTROCE_IBVERBS_LIB", dropin_library())
-        .env_remove("SOFTROCE_DEVICES")
-        .args([
-            "exec",
-            "--devices",
-            "execdev0=127.77.40.1,execdev1=127.77.40.2",
-            "--",
-        ])
-        .arg("ibv_devices")
-        .timeout(std::time::Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = exec_stdout(&[
+        "--devices",
+        "execdev0=127.77.40.1,execdev1=127.77.40.2",
+        "--",
+        "ibv_devices",
+    ]);
     assert!(
         stdout.contains("execdev0") && stdout.contains("execdev1"),
         "{stdout}"
@@ -119,27 +111,7 @@ fn exec_shows_the_program_dev_infiniband_and_sysfs() {
                   && cat node_type ports/1/state ports/1/link_layer ports/1/gids/1 \
                   ports/1/gid_attrs/types/1 ports/1/gid_attrs/ndevs/1 device/numa_node \
                   /sys/class/infiniband_verbs/uverbs0/ibdev && ls device/net";
-    let out = Command::cargo_bin("softroce")
-        .unwrap()
-        .env("SOFTROCE_IBVERBS_LIB", dropin_library())
-        .args([
-            "exec",
-            "--devices",
-            "sysdev0=127.77.43.1",
-            "--",
-            "sh",
-            "-c",
-            script,
-        ])
-        .timeout(std::time::Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = exec_stdout(&["--devices", "sysdev0=127.77.43.1", "--", "sh", "-c", script]);
     let want = "1: CA\n4: ACTIVE\nEthernet\n0000:0000:0000:0000:0000:ffff:7f4d:2b01\nRoCE v2\n\
                 lo\n-1\nsysdev0\nlo\n";
     assert_eq!(stdout, want);

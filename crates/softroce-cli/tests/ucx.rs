@@ -2,25 +2,13 @@
 //! `ucx_info -d` lists rc_verbs and ud_verbs on the emulated device, and `ucx_perftest`
 //! passes between two processes on two emulated devices over each transport.
 
+mod dropin;
+
 use std::io::Read;
-use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// The drop-in library cargo built for these tests (a dev-dependency).
-fn dropin_library() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    let deps = exe.parent().expect("deps dir");
-    for p in [
-        deps.join("libibverbs.so"),
-        deps.parent().expect("profile dir").join("libibverbs.so"),
-    ] {
-        if p.is_file() {
-            return p;
-        }
-    }
-    panic!("libibverbs.so not built next to {}", deps.display());
-}
+use dropin::dropin_library;
 
 /// Tests do not install packages: `scripts/test-all.sh` installs ucx-utils.
 fn require_ucx() {
