@@ -23,4 +23,10 @@ if [ -n "$rdma_missing" ]; then
   apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends \
     libibverbs-dev ibverbs-utils perftest ibverbs-providers binutils gcc libc6-dev >/dev/null
 fi
+if ! command -v ucx_perftest >/dev/null 2>&1; then
+  echo "[test-all] installing ucx-utils (ucx_info, ucx_perftest run unmodified on the drop-in)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends ucx-utils >/dev/null
+fi
 cargo test --workspace --locked

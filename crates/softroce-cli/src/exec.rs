@@ -1,5 +1,17 @@
 //! `softroce exec`: run an unmodified libibverbs program on the emulator, by putting the
 //! drop-in `libibverbs.so.1` (crate softroce-ibverbs) first on `LD_LIBRARY_PATH`.
+//!
+//! Libraries such as UCX also look past libibverbs, at the files a kernel device has: a
+//! character device `/dev/infiniband/uverbsN` (a device without one is skipped) and sysfs
+//! attributes under `/sys/class/infiniband/<dev>/` (GID types, netdevs, NUMA node). exec
+//! makes them exist for the program only: in a private mount namespace (a user namespace
+//! too when not privileged) it mounts a tmpfs on `/dev/infiniband`, `/sys/class/infiniband`
+//! and `/sys/class/infiniband_verbs` and writes there what the drop-in says about its
+//! devices. Where a directory does not exist, its parent (`/dev`, `/sys/class`) is replaced
+//! by a tmpfs holding bind mounts of all its entries plus the new directory. Nothing
+//! outside the program's namespace changes. Where namespaces are not allowed (a container
+//! without CAP_SYS_ADMIN whose seccomp filter refuses user namespaces) the program runs
+//! without these files, after a warning saying so.
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
@@ -15,6 +27,10 @@ pub(crate) struct ExecArgs {
     /// default: what the environment says, else `softroce0=127.0.0.1`).
     #[arg(long, value_name = "SPEC")]
     devices: Option<String>,
+    /// Do not give the program a private `/dev/infiniband` and `/sys/class/infiniband`
+    /// (mount namespace): libraries that check them, such as UCX, will skip the devices.
+    #[arg(long)]
+    no_namespace: bool,
     /// The program and its arguments (after `--`).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     command: Vec<OsString>,
@@ -82,6 +98,19 @@ pub(crate) fn run(args: &ExecArgs) -> ExitCode {
             return ExitCode::from(127);
         }
     };
+    if let Some(spec) = &args.devices {
+        // SAFETY: no other thread runs yet; the drop-in loaded below reads it, and the
+        // program inherits it.
+        unsafe { std::env::set_var("SOFTROCE_DEVICES", spec) };
+    }
+    if !args.no_namespace {
+        if let Err(e) = private_view(&dir.join("libibverbs.so.1")) {
+            eprintln!(
+                "softroce exec: warning: {e}; the program sees no /dev/infiniband or \
+                 /sys/class/infiniband, so libraries that check them (UCX) skip the devices"
+            );
+        }
+    }
     let mut path = OsString::from(dir.as_os_str());
     if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|p| !p.is_empty()) {
         path.push(":");
@@ -93,9 +122,6 @@ pub(crate) fn run(args: &ExecArgs) -> ExitCode {
     };
     let mut cmd = Command::new(program);
     cmd.args(rest).env("LD_LIBRARY_PATH", path);
-    if let Some(spec) = &args.devices {
-        cmd.env("SOFTROCE_DEVICES", spec);
-    }
     // Only returns on failure.
     let err = cmd.exec();
     eprintln!(
@@ -103,4 +129,298 @@ pub(crate) fn run(args: &ExecArgs) -> ExitCode {
         Path::new(program).display()
     );
     ExitCode::from(127)
+}
+
+/// One entry of the drop-in's device tree (see the crate softroce-ibverbs, `sysfs.rs`).
+#[derive(Debug, PartialEq, Eq)]
+enum Node {
+    File(PathBuf, String),
+    Link(PathBuf, PathBuf),
+    CharDevice(PathBuf),
+}
+
+/// The directories exec mounts a tmpfs on; every entry of the tree must lie in one.
+const VIEW_DIRS: [&str; 3] = [
+    "/dev/infiniband",
+    "/sys/class/infiniband",
+    "/sys/class/infiniband_verbs",
+];
+
+/// Parse the tree text, refusing entries outside [`VIEW_DIRS`] or with `..` (the text comes
+/// from a library named by an environment variable).
+fn parse_tree(text: &str) -> Result<Vec<Node>, String> {
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        let mut f = line.splitn(3, '\t');
+        let (kind, path) = (
+            f.next().unwrap_or(""),
+            PathBuf::from(f.next().unwrap_or("")),
+        );
+        let inside = VIEW_DIRS
+            .iter()
+            .any(|d| path.starts_with(d) && path != Path::new(d));
+        if !inside
+            || path
+                .components()
+                .any(|c| c == std::path::Component::ParentDir)
+        {
+            return Err(format!(
+                "the drop-in's device tree names {}",
+                path.display()
+            ));
+        }
+        let rest = f.next().unwrap_or("").to_string();
+        out.push(match kind {
+            "F" => Node::File(path, rest),
+            "L" => Node::Link(path, PathBuf::from(rest)),
+            "C" => Node::CharDevice(path),
+            _ => return Err(format!("the drop-in's device tree has a bad line {line:?}")),
+        });
+    }
+    Ok(out)
+}
+
+/// The tree of the drop-in at `lib`: its answer for the virtual file `.softroce-tree` of
+/// `/sys/class`, so the files say exactly what the library's verbs answer.
+fn tree_of(lib: &Path) -> Result<Vec<Node>, String> {
+    use std::ffi::{CString, c_char, c_int};
+    let cpath = CString::new(lib.as_os_str().as_encoded_bytes())
+        .map_err(|_| format!("{}: NUL in the path", lib.display()))?;
+    // SAFETY: loading the drop-in runs no code beyond Rust's static initialisers; it stays
+    // loaded until exec replaces this process.
+    let handle = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if handle.is_null() {
+        return Err(format!("loading {}", lib.display()));
+    }
+    // SAFETY: a symbol of the library just loaded.
+    let sym = unsafe { libc::dlsym(handle, c"ibv_read_sysfs_file".as_ptr()) };
+    if sym.is_null() {
+        return Err(format!("{} has no ibv_read_sysfs_file", lib.display()));
+    }
+    type ReadSysfs =
+        unsafe extern "C" fn(*const c_char, *const c_char, *mut c_char, usize) -> c_int;
+    // SAFETY: ibv_read_sysfs_file has this signature (rdma-core's verbs.h).
+    let read: ReadSysfs = unsafe { std::mem::transmute::<*mut libc::c_void, ReadSysfs>(sym) };
+    let mut buf = vec![0u8; 1 << 20];
+    // SAFETY: NUL-terminated strings; `buf` holds buf.len() bytes.
+    let n = unsafe {
+        read(
+            c"/sys/class".as_ptr(),
+            c".softroce-tree".as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    let n = usize::try_from(n).map_err(|_| {
+        format!(
+            "{} did not describe its devices ({})",
+            lib.display(),
+            std::io::Error::last_os_error()
+        )
+    })?;
+    parse_tree(&String::from_utf8_lossy(&buf[..n]))
+}
+
+fn os_err(what: impl std::fmt::Display) -> String {
+    format!("{what}: {}", std::io::Error::last_os_error())
+}
+
+fn cstr(p: &Path) -> Result<std::ffi::CString, String> {
+    std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
+        .map_err(|_| format!("{}: NUL in the path", p.display()))
+}
+
+fn mount(
+    src: Option<&Path>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: u64,
+) -> Result<(), String> {
+    let src_c = src.map(cstr).transpose()?;
+    let target_c = cstr(target)?;
+    let fstype_c = fstype.map(|f| std::ffi::CString::new(f).expect("no NUL"));
+    // SAFETY: NUL-terminated strings or NULL; no data argument.
+    let rc = unsafe {
+        libc::mount(
+            src_c.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+            target_c.as_ptr(),
+            fstype_c.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+            flags as libc::c_ulong,
+            std::ptr::null(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(os_err(format!("mounting on {}", target.display())))
+    }
+}
+
+/// Enter a private mount namespace: as is when privileged, else inside a new user
+/// namespace that maps the caller's ids to themselves (the program keeps its uid).
+fn enter_namespace() -> Result<(), String> {
+    // SAFETY: getuid/getgid have no preconditions.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    // SAFETY: unshare affects only this (single-threaded) process.
+    if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
+        // SAFETY: as above.
+        if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) } != 0 {
+            return Err(os_err("creating a mount namespace (unshare)"));
+        }
+        // setgroups must be denied before an unprivileged gid_map is written.
+        for (file, text) in [
+            ("/proc/self/setgroups", "deny".to_string()),
+            ("/proc/self/uid_map", format!("{uid} {uid} 1")),
+            ("/proc/self/gid_map", format!("{gid} {gid} 1")),
+        ] {
+            if let Err(e) = std::fs::write(file, &text) {
+                // Older kernels have no setgroups file.
+                if file != "/proc/self/setgroups" {
+                    return Err(format!("writing {file}: {e}"));
+                }
+            }
+        }
+    }
+    // Nothing mounted below may propagate back to the host's namespace.
+    mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE)
+}
+
+/// Replace directory `dir` by a tmpfs holding its entries (each bind-mounted from the
+/// original, found through an fd kept on it) so that new entries can be made in it
+/// without touching the original.
+fn shadow_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let orig = std::fs::File::open(dir).map_err(|e| format!("opening {}: {e}", dir.display()))?;
+    let mode = orig
+        .metadata()
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .permissions()
+        .mode()
+        & 0o7777;
+    let mut entries = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(|e| format!("listing {}: {e}", dir.display()))? {
+        let e = e.map_err(|e| format!("listing {}: {e}", dir.display()))?;
+        let ty = e.file_type().map_err(|e| format!("{}: {e}", e))?;
+        let link = if ty.is_symlink() {
+            Some(
+                std::fs::read_link(e.path())
+                    .map_err(|err| format!("{}: {err}", e.path().display()))?,
+            )
+        } else {
+            None
+        };
+        entries.push((e.file_name(), ty, link));
+    }
+    mount(
+        Some(Path::new("tmpfs")),
+        dir,
+        Some("tmpfs"),
+        libc::MS_NOSUID,
+    )?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    let via = PathBuf::from(format!(
+        "/proc/self/fd/{}",
+        std::os::fd::AsRawFd::as_raw_fd(&orig)
+    ));
+    for (name, ty, link) in entries {
+        let dst = dir.join(&name);
+        if let Some(target) = link {
+            std::os::unix::fs::symlink(&target, &dst)
+                .map_err(|e| format!("{}: {e}", dst.display()))?;
+            continue;
+        }
+        if ty.is_dir() {
+            std::fs::create_dir(&dst)
+        } else {
+            // A device node, socket or file: any file can be a bind mount's target.
+            std::fs::File::create(&dst).map(drop)
+        }
+        .map_err(|e| format!("{}: {e}", dst.display()))?;
+        mount(
+            Some(&via.join(&name)),
+            &dst,
+            None,
+            libc::MS_BIND | libc::MS_REC,
+        )?;
+    }
+    Ok(())
+}
+
+/// Make `dir` an empty writable tmpfs in this namespace: mounted on it when it exists,
+/// else created in a shadow of its parent.
+fn view_dir(dir: &Path, shadowed: &mut Vec<PathBuf>) -> Result<(), String> {
+    if dir.is_dir() {
+        return mount(
+            Some(Path::new("tmpfs")),
+            dir,
+            Some("tmpfs"),
+            libc::MS_NOSUID,
+        );
+    }
+    let parent = dir.parent().expect("VIEW_DIRS have parents");
+    if !shadowed.iter().any(|p| p == parent) {
+        shadow_dir(parent)?;
+        shadowed.push(parent.to_path_buf());
+    }
+    std::fs::create_dir(dir).map_err(|e| format!("creating {}: {e}", dir.display()))
+}
+
+/// Give this process (and the program it becomes) the drop-in's `/dev/infiniband` and
+/// sysfs entries, in a private mount namespace.
+fn private_view(lib: &Path) -> Result<(), String> {
+    enter_namespace()?;
+    let tree = tree_of(lib)?;
+    let mut shadowed = Vec::new();
+    for d in VIEW_DIRS {
+        view_dir(Path::new(d), &mut shadowed)?;
+    }
+    for node in &tree {
+        let path = match node {
+            Node::File(p, _) | Node::Link(p, _) | Node::CharDevice(p) => p,
+        };
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        }
+        match node {
+            Node::File(p, content) => std::fs::write(p, format!("{content}\n"))
+                .map_err(|e| format!("{}: {e}", p.display()))?,
+            Node::Link(p, target) => std::os::unix::fs::symlink(target, p)
+                .map_err(|e| format!("{}: {e}", p.display()))?,
+            Node::CharDevice(p) => {
+                // A real character device the program may stat and access(R_OK|W_OK); the
+                // drop-in never opens it.
+                std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?;
+                mount(Some(Path::new("/dev/null")), p, None, libc::MS_BIND)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tree_may_only_name_the_view_directories() {
+        let ok = parse_tree(
+            "F\t/sys/class/infiniband/d0/node_type\t1: CA\nC\t/dev/infiniband/uverbs0\n\
+             L\t/sys/class/infiniband/d0/device/net/lo\t/sys/class/net/lo\n",
+        )
+        .unwrap();
+        assert_eq!(ok.len(), 3);
+        assert_eq!(
+            ok[0],
+            Node::File("/sys/class/infiniband/d0/node_type".into(), "1: CA".into())
+        );
+        for bad in [
+            "F\t/etc/passwd\tx",
+            "F\t/sys/class/infiniband/../net/x\ty",
+            "F\t/dev/infiniband\tx",
+            "X\t/dev/infiniband/a",
+        ] {
+            assert!(parse_tree(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -1,22 +1,28 @@
 //! `softroce exec` runs unmodified libibverbs programs on the drop-in library.
 
-use std::path::PathBuf;
+mod dropin;
 
 use assert_cmd::Command;
+use dropin::dropin_library;
 
-/// The drop-in library cargo built for these tests (a dev-dependency).
-fn dropin_library() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    let deps = exe.parent().expect("deps dir");
-    for p in [
-        deps.join("libibverbs.so"),
-        deps.parent().expect("profile dir").join("libibverbs.so"),
-    ] {
-        if p.is_file() {
-            return p;
-        }
-    }
-    panic!("libibverbs.so not built next to {}", deps.display());
+/// `softroce exec ARGS` on the drop-in, which must succeed within 60 s: its stdout.
+fn exec_stdout(args: &[&str]) -> String {
+    let out = Command::cargo_bin("softroce")
+        .unwrap()
+        .env("SOFTROCE_IBVERBS_LIB", dropin_library())
+        .env_remove("SOFTROCE_DEVICES")
+        .arg("exec")
+        .args(args)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
 }
 
 /// Tests do not install packages: `scripts/test-all.sh` does (ibverbs-utils has ibv_devices).
@@ -34,26 +40,12 @@ fn ibv_devices_installed() {
 #[test]
 fn exec_runs_ibv_devices_on_the_given_devices() {
     ibv_devices_installed();
-    let out = Command::cargo_bin("softroce")
-        .unwrap()
-        .env("SOFTROCE_IBVERBS_LIB", dropin_library())
-        .env_remove("SOFTROCE_DEVICES")
-        .args([
-            "exec",
-            "--devices",
-            "execdev0=127.77.40.1,execdev1=127.77.40.2",
-            "--",
-        ])
-        .arg("ibv_devices")
-        .timeout(std::time::Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = exec_stdout(&[
+        "--devices",
+        "execdev0=127.77.40.1,execdev1=127.77.40.2",
+        "--",
+        "ibv_devices",
+    ]);
     assert!(
         stdout.contains("execdev0") && stdout.contains("execdev1"),
         "{stdout}"
@@ -75,4 +67,52 @@ fn exec_without_the_library_says_how_to_build_it() {
         stderr.contains("SOFTROCE_IBVERBS_LIB=/nonexistent/libibverbs.so is not a file"),
         "{stderr}"
     );
+}
+
+/// `ibv_rc_pingpong -r 100000000` asks for a CQ beyond the device's limit; the drop-in says
+/// why only when SOFTROCE_LOG=verbs asks (rdma-core prints nothing either).
+#[test]
+fn failed_verbs_are_logged_only_with_softroce_log_verbs() {
+    ibv_devices_installed();
+    let run = |log: Option<&str>| {
+        let mut cmd = Command::cargo_bin("softroce").unwrap();
+        cmd.env("SOFTROCE_IBVERBS_LIB", dropin_library())
+            .env_remove("SOFTROCE_LOG")
+            .args(["exec", "--devices", "softroce0=127.77.42.1", "--"])
+            .args(["ibv_rc_pingpong", "-g", "0", "-r", "100000000", "-p", "1"]);
+        if let Some(v) = log {
+            cmd.env("SOFTROCE_LOG", v);
+        }
+        let out = cmd
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "the CQ cannot be created");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let quiet = run(None);
+    assert!(
+        quiet.contains("Couldn't create CQ") && !quiet.contains("softroce:"),
+        "{quiet}"
+    );
+    let logged = run(Some("verbs"));
+    assert!(
+        logged.contains("softroce: ibv_create_cq: ") && logged.contains("outside 1..="),
+        "{logged}"
+    );
+}
+
+/// The program sees the device node and the sysfs files a kernel device has (in its own
+/// mount namespace), with what the drop-in answers.
+#[test]
+fn exec_shows_the_program_dev_infiniband_and_sysfs() {
+    let script = "test -c /dev/infiniband/uverbs0 && test -r /dev/infiniband/uverbs0 \
+                  && test -w /dev/infiniband/uverbs0 && cd /sys/class/infiniband/sysdev0 \
+                  && cat node_type ports/1/state ports/1/link_layer ports/1/gids/1 \
+                  ports/1/gid_attrs/types/1 ports/1/gid_attrs/ndevs/1 device/numa_node \
+                  /sys/class/infiniband_verbs/uverbs0/ibdev && ls device/net";
+    let stdout = exec_stdout(&["--devices", "sysdev0=127.77.43.1", "--", "sh", "-c", script]);
+    let want = "1: CA\n4: ACTIVE\nEthernet\n0000:0000:0000:0000:0000:ffff:7f4d:2b01\nRoCE v2\n\
+                lo\n-1\nsysdev0\nlo\n";
+    assert_eq!(stdout, want);
 }

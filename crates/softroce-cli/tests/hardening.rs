@@ -182,7 +182,8 @@ fn ud_pingpong_refuses_a_message_larger_than_the_port_mtu_up_front() {
     let start = Instant::now();
     let out = run(
         softroce()
-            .args(["pingpong", "--type", "ud", "-s", "1025", "-p", "0"])
+            // Loopback's link MTU is 65536: the port's active MTU is 4096, as on rxe.
+            .args(["pingpong", "--type", "ud", "-s", "4097", "-p", "0"])
             .args([
                 "--bind",
                 "127.0.0.181",
@@ -197,7 +198,7 @@ fn ud_pingpong_refuses_a_message_larger_than_the_port_mtu_up_front() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("Requested size larger than port MTU (1024)"),
+        err.contains("Requested size larger than port MTU (4096)"),
         "{err}"
     );
     // Before any wait for a peer: no side channel was opened.

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use softroce_emu::Hca;
-use softroce_emu::core::{AsyncEvent, DeviceAttr, EventElement, EventType, HcaConfig, VerbsResult};
+use softroce_emu::core::{AsyncEvent, DeviceAttr, EventElement, EventType, VerbsResult};
 use softroce_emu::driver::{Device, DeviceConfig, EventFd};
 use softroce_ibverbs_abi::convert::{self, CEventElement, gid_to_c};
 use softroce_ibverbs_abi::*;
@@ -48,6 +48,11 @@ pub(crate) struct EmuContext {
     spare_async_fd: Option<EventFd>,
     /// Answers queries when there is no device.
     query_hca: Mutex<Hca>,
+    /// `ibv_context.cmd_fd`. A kernel provider issues its commands on this fd (an open
+    /// `/dev/infiniband/uverbsN`); here no command goes through it, but programs treat it
+    /// as a live descriptor (pyverbs `dup`s it, others `fcntl` or `poll` it), so it is a
+    /// real one: `/dev/null`, readable and writable, closed with the context.
+    cmd_fd: std::fs::File,
     /// Addresses of this context's CQs, QPs and SRQs by (kind, raw device handle).
     objects: Mutex<HashMap<(ObjectKind, u64), usize>>,
 }
@@ -87,6 +92,8 @@ impl EmuContext {
         let spec = &entry.spec;
         let mut cfg = DeviceConfig::new(&spec.name, spec.ip);
         cfg.hca.udp_port = spec.udp_port;
+        // Queries answer what the running device would (its link MTU, its address).
+        let query_cfg = cfg.hca.clone();
         let (device, open_error, spare_async_fd) = match entry.open(|| Device::start(cfg)) {
             Ok(d) => (Some(d), String::new(), None),
             Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
@@ -106,7 +113,18 @@ impl EmuContext {
                 ));
             }
         };
-        let query_hca = Hca::new(HcaConfig::new(spec.name.clone(), spec.ip));
+        let cmd_fd = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/null")
+            .map_err(|e| {
+                fail(
+                    verb,
+                    libc::EMFILE,
+                    format!("opening /dev/null for cmd_fd: {e}"),
+                )
+            })?;
+        let query_hca = Hca::new(query_cfg);
         let num_comp_vectors = query_hca.query_device().num_comp_vectors;
         let async_fd = match (&device, &spare_async_fd) {
             (Some(d), _) => d.async_fd().as_raw_fd(),
@@ -122,7 +140,7 @@ impl EmuContext {
         install(&mut vctx);
         let c = &mut vctx.context;
         c.device = std::ptr::addr_of!(entry.dev).cast_mut();
-        c.cmd_fd = -1;
+        c.cmd_fd = cmd_fd.as_raw_fd();
         c.async_fd = async_fd;
         c.num_comp_vectors = i32::try_from(num_comp_vectors).unwrap_or(1);
         c.abi_compat = __VERBS_ABI_IS_EXTENDED as *mut c_void;
@@ -134,6 +152,7 @@ impl EmuContext {
             open_error,
             spare_async_fd,
             query_hca: Mutex::new(query_hca),
+            cmd_fd,
             objects: Mutex::new(HashMap::new()),
         }));
         // SAFETY: freshly boxed; the mutex is initialised in place, where it stays.

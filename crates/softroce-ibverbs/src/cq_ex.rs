@@ -8,7 +8,7 @@ use softroce_emu::core::{WcOpcode, WorkCompletion};
 use softroce_ibverbs_abi::*;
 
 use crate::ffi::{fail, guard, guard_ptr};
-use crate::objects::{EmuCq, create_cq, peek, resolve};
+use crate::objects::{EmuCq, create_cq, peek, resolve, with_roce_packet_type};
 
 /// `verbs_context.create_cq_ex`: completions carry the fields of `ibv_wc` (no timestamps,
 /// flow tags or tag matching).
@@ -101,7 +101,7 @@ unsafe fn advance(verb: &str, cq: *mut ibv_cq_ex) -> c_int {
     let mut buf = [WorkCompletion::success(0, 0, WcOpcode::Send, 0)];
     match peek(c.dev, |h| h.poll_cq(c.handle, &mut buf)).unwrap_or(Ok(0)) {
         Ok(1) => {
-            let w = buf[0];
+            let w = with_roce_packet_type(buf[0], c.ctx);
             // SAFETY: as above; the application reads these two fields directly.
             unsafe {
                 std::ptr::addr_of_mut!((*cq).wr_id).write(w.wr_id);

@@ -12,7 +12,8 @@ use softroce_ibverbs_abi::*;
 use softroce_wire::Gid;
 
 use crate::config::{self, DeviceSpec};
-use crate::ffi::{fail_null, guard, set_errno};
+use crate::ffi::{fail_loud_null, fail_null, guard, set_errno};
+use crate::sysfs;
 
 /// One device as applications see it. `dev` is first, so a `*mut ibv_device` handed out is
 /// also a pointer to its entry.
@@ -132,7 +133,7 @@ unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut i
         }
         let list = match devices() {
             Ok(l) => l,
-            Err(e) => return fail_null("ibv_get_device_list", libc::EINVAL, e),
+            Err(e) => return fail_loud_null("ibv_get_device_list", libc::EINVAL, e),
         };
         // SAFETY: calloc of n+1 pointers; NULL-terminated like rdma-core's list.
         let arr = unsafe { libc::calloc(list.len() + 1, size_of::<*mut ibv_device>()) }
@@ -192,35 +193,27 @@ unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int {
     })
 }
 
-/// Contents of the sysfs files rdma-core tools read for our (sysfs-less) devices.
+/// Contents of the sysfs files of our (sysfs-less) devices, and the whole tree for
+/// `softroce exec` ([`sysfs::TREE_FILE`] of `/sys/class`). None: not one of ours.
 fn virtual_sysfs_file(dir: &str, file: &str) -> Option<Result<String, c_int>> {
     let list = devices().ok()?;
     // SAFETY: entries are leaked and never freed.
-    let e = list.iter().map(|&e| unsafe { &*e }).find(|e| {
+    let entries: Vec<&DeviceEntry> = list.iter().map(|&e| unsafe { &*e }).collect();
+    let dir = dir.trim_end_matches('/');
+    if dir == "/sys/class" && file == sysfs::TREE_FILE {
+        return Some(Ok(sysfs::tree_text(&entries)));
+    }
+    let e = entries.into_iter().find(|e| {
         let ibdev = format!("/sys/class/infiniband/{}", e.spec.name);
         let verbs = format!("/sys/class/infiniband_verbs/uverbs{}", e.index);
-        dir.trim_end_matches('/') == ibdev || dir.trim_end_matches('/') == verbs
+        [ibdev, verbs].iter().any(|d| {
+            dir == d
+                || dir
+                    .strip_prefix(d.as_str())
+                    .is_some_and(|r| r.starts_with('/'))
+        })
     })?;
-    Some(match file {
-        "board_id" => Ok("softroce".into()),
-        "fw_ver" => Ok("softroce-0.1".into()),
-        "hw_rev" => Ok("0".into()),
-        "hca_type" => Ok("softroce".into()),
-        "node_type" => Ok("1: CA".into()),
-        "ibdev" => Ok(e.spec.name.clone()),
-        "abi_version" => Ok("1".into()),
-        "node_guid" => {
-            let g = e.node_guid;
-            Ok(format!(
-                "{:04x}:{:04x}:{:04x}:{:04x}",
-                g >> 48,
-                (g >> 32) & 0xffff,
-                (g >> 16) & 0xffff,
-                g & 0xffff
-            ))
-        }
-        _ => Err(libc::ENOENT),
-    })
+    Some(sysfs::file_of(e, &format!("{dir}/{file}")).ok_or(libc::ENOENT))
 }
 
 #[unsafe(no_mangle)]

@@ -67,14 +67,33 @@ pub(crate) fn set_errno(e: i32) {
     unsafe { *libc::__errno_location() = e };
 }
 
-/// Report a failed verb: errno set, one line on stderr saying which check failed (unless
-/// `SOFTROCE_QUIET` is set), the errno returned.
+/// Report a failed verb: errno set, the errno returned, and — only with `SOFTROCE_LOG=verbs`
+/// — one line on stderr saying which check failed. Quiet by default like rdma-core:
+/// libraries probe limits by retrying a verb with smaller values (UCX's `max_inline_data`),
+/// and a line per probe would bury the program's own output.
 pub(crate) fn fail(verb: &str, errno: i32, why: impl std::fmt::Display) -> i32 {
-    if std::env::var_os("SOFTROCE_QUIET").is_none() {
+    if log_verbs() {
         eprintln!("softroce: {verb}: {why}");
     }
     set_errno(errno);
     errno
+}
+
+/// Whether `SOFTROCE_LOG` (a comma-separated list) names `verbs`; read once.
+pub(crate) fn log_verbs() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        std::env::var("SOFTROCE_LOG")
+            .is_ok_and(|v| v.split(',').any(|w| w.trim().eq_ignore_ascii_case("verbs")))
+    })
+}
+
+/// A failure the user must hear about whatever `SOFTROCE_LOG` says (a broken device
+/// configuration: every verb after it fails): errno set, a line on stderr, NULL returned.
+pub(crate) fn fail_loud_null<T>(verb: &str, errno: i32, why: impl std::fmt::Display) -> *mut T {
+    eprintln!("softroce: {verb}: {why}");
+    set_errno(errno);
+    std::ptr::null_mut()
 }
 
 /// A failed verb that returns a pointer: NULL with errno set.

@@ -25,8 +25,9 @@
 //!
 //! The modules are layers, each using only those above it in this list:
 //! 1. `ffi`: the panic guard and failure reports at the C boundary;
-//! 2. `config`, `devices`: the configured devices and the device list; `strings` and
-//!    `stubs`, exports that need nothing else;
+//! 2. `config`, `devices`, `sysfs`: the configured devices, the device list and the
+//!    sysfs files a kernel device would have; `strings` and `stubs`, exports that need
+//!    nothing else;
 //! 3. `context`: an open device's state. An `ibv_context` pointer is the tail of our
 //!    `EmuContext`, so the state is found from the pointer alone; the context keeps the
 //!    addresses of its CQs, QPs and SRQs by device handle for async events, without
@@ -47,6 +48,7 @@ mod open;
 mod qp_ex;
 mod strings;
 mod stubs;
+mod sysfs;
 
 // Binds every export to its version node (see build.rs). Test builds are executables without
 // the version script, where the nodes do not exist.

@@ -26,6 +26,18 @@ use crate::context::{
 use crate::devices;
 use crate::ffi::{fail, guard, guard_errno, guard_ptr, guard_status, zeroed};
 
+/// A completion as a RoCE provider reports it: a UD receive (GRH present) carries the
+/// received packet's RoCE type in `sl`, as mlx4 and mlx5 do (RoCEv2 over IPv4: 2, over
+/// IPv6: 1; an IBTA SL means nothing on Ethernet). UCX's ud_verbs reads it to know where the
+/// destination address sits in the 40-byte GRH area (`uct_ud_iface_check_grh`), and drops
+/// every packet whose address it cannot find there.
+pub(crate) fn with_roce_packet_type(mut w: WorkCompletion, ctx: &EmuContext) -> WorkCompletion {
+    if w.wc_flags.contains(softroce_emu::core::WcFlags::GRH) {
+        w.sl = if ctx.entry.spec.ip.is_ipv4() { 2 } else { 1 };
+    }
+    w
+}
+
 /// One of this library's objects.
 ///
 /// # Safety
@@ -586,7 +598,10 @@ unsafe extern "C" fn op_poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ib
                     Ok(k) => {
                         for (i, w) in buf[..k].iter().enumerate() {
                             // SAFETY: the caller's array holds num_entries entries.
-                            unsafe { *wc.add(total + i) = convert::wc_to_c(w) };
+                            unsafe {
+                                *wc.add(total + i) =
+                                    convert::wc_to_c(&with_roce_packet_type(*w, c.ctx))
+                            };
                         }
                         total += k;
                         if k < n {

@@ -164,4 +164,13 @@ errno_stubs!(
     ibv_cmd_resize_cq,
 );
 null_stubs!(_verbs_init_and_alloc_context, verbs_open_device);
-void_stubs!(__verbs_log, verbs_set_ops, verbs_uninit_context);
+void_stubs!(verbs_set_ops, verbs_uninit_context);
+
+/// rdma-core's provider log (`__verbs_log(ctx, level, fmt, ...)`), which prints only when
+/// `VERBS_LOG_LEVEL` asks for it. Only providers call it and none runs on this library, so
+/// it prints nothing; it must not report itself as unsupported either (libmlx5 is loaded by
+/// perftest and UCX and may log through it).
+#[unsafe(no_mangle)]
+unsafe extern "C" fn __verbs_log() {
+    guard("__verbs_log", (), || {})
+}

@@ -45,7 +45,7 @@ fn ibv_devinfo_shows_an_active_roce_port_with_the_rocev2_gid() {
         "vendor_part_id:\t\t\t0",
         "board_id:\t\t\tsoftroce",
         "state:\t\t\tPORT_ACTIVE (4)",
-        "active_mtu:\t\t1024 (3)",
+        "active_mtu:\t\t4096 (5)",
         "link_layer:\t\tEthernet",
         "GID[  0]:\t\t::ffff:127.77.2.1, RoCE v2",
         "atomic_cap:\t\t\tATOMIC_HCA (1)",

@@ -51,9 +51,11 @@ impl DeviceConfig {
     /// A device on `ip` with the default port (4791) and `SOFTROCE_PCAP` from the
     /// environment. Its key seed (`hca.seed`: lkeys, rkeys, initial QPNs) comes from OS
     /// entropy, so a peer cannot predict the keys of a region it was never given; set it
-    /// to replay a run.
+    /// to replay a run. Its link MTU is that of the interface holding `ip` (active MTU 4096
+    /// on loopback, as rxe's), 1500 when no interface does.
     pub fn new(name: &str, ip: std::net::IpAddr) -> Self {
         let mut hca = HcaConfig::new(name, ip);
+        hca.link_mtu = crate::link::link_mtu(ip).unwrap_or(hca.link_mtu);
         hca.ack_defer = ACK_DEFER;
         hca.seed = crate::entropy::random_u64();
         Self {

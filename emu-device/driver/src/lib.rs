@@ -5,6 +5,7 @@
 pub mod device;
 pub mod entropy;
 pub mod eventfd;
+pub mod link;
 pub mod socket;
 pub mod user_memory;
 

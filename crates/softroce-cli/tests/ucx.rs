@@ -1,0 +1,213 @@
+//! UCX (Debian's `ucx-utils`, unmodified) runs on the drop-in under `softroce exec`:
+//! `ucx_info -d` lists rc_verbs and ud_verbs on the emulated device, and `ucx_perftest`
+//! passes between two processes on two emulated devices over each transport.
+
+mod dropin;
+
+use std::io::Read;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use dropin::dropin_library;
+
+/// Tests do not install packages: `scripts/test-all.sh` installs ucx-utils.
+fn require_ucx() {
+    for tool in ["ucx_info", "ucx_perftest"] {
+        let ok = Command::new("sh")
+            .args(["-c", &format!("command -v {tool} >/dev/null")])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(
+            ok,
+            "{tool} is missing: install ucx-utils (scripts/test-all.sh does)"
+        );
+    }
+}
+
+/// `softroce exec --devices softroce0=IP -- PROGRAM ARGS` with UCX limited to `tls` on
+/// the emulated device.
+fn exec(ip: &str, tls: &str, program: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(assert_cmd::cargo::cargo_bin("softroce"));
+    c.env("SOFTROCE_IBVERBS_LIB", dropin_library())
+        .env_remove("SOFTROCE_DEVICES")
+        .env("UCX_TLS", tls)
+        .env("UCX_NET_DEVICES", "softroce0:1")
+        // Prints the lanes each endpoint chose (ep_cfg), which the tests check.
+        .env("UCX_LOG_LEVEL", "info")
+        .args([
+            "exec",
+            "--devices",
+            &format!("softroce0={ip}"),
+            "--",
+            program,
+        ])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// Wait (bounded) for `child`, killing it at the deadline.
+fn finish(mut child: Child, limit: Duration, what: &str) -> Output {
+    let deadline = Instant::now() + limit;
+    while child.try_wait().expect("child status").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "{what} did not finish within {limit:?}:\n{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
+}
+
+/// Whether some socket listens on TCP `port` (from /proc/net/tcp and tcp6), without
+/// connecting: ucx_perftest's server takes the first connection as its peer.
+fn listening(port: u16) -> bool {
+    let want = format!(":{port:04X} ");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+        let mut text = String::new();
+        std::fs::File::open(f)
+            .and_then(|mut h| h.read_to_string(&mut text))
+            .is_ok()
+            && text.lines().any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.len() > 3 && format!("{} ", cols[1]).ends_with(&want) && cols[3] == "0A"
+            })
+    })
+}
+
+fn free_tcp_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// One ucx_perftest run: server on `server_ip`, client on `client_ip`, both must pass and
+/// every endpoint must have chosen `transport` on softroce0. Returns the client's "Final:"
+/// line.
+fn perftest(server_ip: &str, client_ip: &str, tls: &str, transport: &str, test: &[&str]) -> String {
+    let port = free_tcp_port().to_string();
+    let mut args = vec!["-p", &port, "-n", "300", "-w", "30"];
+    args.extend_from_slice(test);
+    let server = exec(server_ip, tls, "ucx_perftest", &args)
+        .spawn()
+        .expect("spawning the ucx_perftest server");
+    let start = Instant::now();
+    while !listening(port.parse().unwrap()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the ucx_perftest server did not listen on {port} within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    args.push("127.0.0.1");
+    let client = exec(client_ip, tls, "ucx_perftest", &args)
+        .spawn()
+        .expect("spawning the ucx_perftest client");
+    let what = format!("ucx_perftest {} over {tls}", test.join(" "));
+    let cout = finish(client, Duration::from_secs(90), &what);
+    let sout = finish(server, Duration::from_secs(30), &what);
+    let (cstdout, sstdout) = (
+        String::from_utf8_lossy(&cout.stdout),
+        String::from_utf8_lossy(&sout.stdout),
+    );
+    let report = || {
+        format!(
+            "{what}\nclient ({}):\n{cstdout}\n{}\nserver ({}):\n{sstdout}\n{}",
+            cout.status,
+            String::from_utf8_lossy(&cout.stderr),
+            sout.status,
+            String::from_utf8_lossy(&sout.stderr)
+        )
+    };
+    assert!(
+        cout.status.success() && sout.status.success(),
+        "{}",
+        report()
+    );
+    let lane = format!("{transport}/softroce0:1");
+    for out in [&cstdout, &sstdout] {
+        let cfgs: Vec<&str> = out.lines().filter(|l| l.contains("ep_cfg[")).collect();
+        assert!(
+            !cfgs.is_empty() && cfgs.iter().all(|l| l.contains(&lane)),
+            "an endpoint did not use {lane}: {cfgs:#?}\n{}",
+            report()
+        );
+    }
+    let last = cstdout
+        .lines()
+        .find(|l| l.starts_with("Final:"))
+        .unwrap_or_else(|| panic!("no Final: line\n{}", report()))
+        .to_string();
+    // Shown with --nocapture: the numbers behind the README's table.
+    eprintln!("{what}: {last}");
+    last
+}
+
+/// The UCP tests of the issue: tag matching, RMA, active messages, streams, atomics.
+const TESTS: [&[&str]; 9] = [
+    &["-t", "tag_lat"],
+    &["-t", "tag_bw"],
+    // Rendezvous: the receiver reads 1 MiB with RDMA READ (rc) or gets it in UD segments.
+    &["-t", "tag_bw", "-s", "1048576", "-n", "20"],
+    &["-t", "ucp_put_bw"],
+    &["-t", "ucp_get"],
+    &["-t", "ucp_am_lat"],
+    &["-t", "stream_bw"],
+    &["-t", "ucp_fadd"],
+    &["-t", "ucp_cswap"],
+];
+
+#[test]
+fn ucx_info_lists_rc_verbs_and_ud_verbs_on_the_emulated_device() {
+    require_ucx();
+    let child = exec("127.77.60.1", "all", "ucx_info", &["-d"])
+        .spawn()
+        .expect("spawning ucx_info");
+    let out = finish(child, Duration::from_secs(60), "ucx_info -d");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for tl in ["rc_verbs", "ud_verbs"] {
+        let listed = text.lines().zip(text.lines().skip(1)).any(|(a, b)| {
+            a.ends_with(&format!("Transport: {tl}")) && b.ends_with("Device: softroce0:1")
+        });
+        assert!(
+            listed,
+            "ucx_info -d does not list {tl} on softroce0:1 (missing /dev/infiniband \
+             node or sysfs files?):\n{text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("softroce:"),
+        "the drop-in is quiet by default:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn ucx_perftest_passes_over_rc_verbs() {
+    require_ucx();
+    // rc_v: rc_verbs for every lane, ud_verbs only to set the connections up (UCX's alias).
+    for t in TESTS {
+        perftest("127.77.61.1", "127.77.61.2", "rc_v", "rc_verbs", t);
+    }
+}
+
+#[test]
+fn ucx_perftest_passes_over_ud_verbs() {
+    require_ucx();
+    for t in TESTS {
+        perftest("127.77.62.1", "127.77.62.2", "ud_verbs", "ud_verbs", t);
+    }
+}
