@@ -266,7 +266,7 @@ cell_perftest() {
   # The RoCEv2 GID of the IPv4 address: index 1 on rxe (after its link-local GID), index 0
   # on softroce (which lists only GIDs that carry traffic).
   local vmcmd="/usr/local/bin/$t -d rxe0 -x 1 $opts"
-  local host=(env SOFTROCE_QUIET=1 "$S" exec --devices "softroce0=$HOST_IP" -- "$t" -d softroce0 -x 0 $opts)
+  local host=("$S" exec --devices "softroce0=$HOST_IP" -- "$t" -d softroce0 -x 0 $opts)
   if [ "$role" = vm-client ]; then
     vmcmd="$vmcmd $HOST_IP"
   else

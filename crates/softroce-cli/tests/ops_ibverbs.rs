@@ -25,7 +25,6 @@ fn ibverbs_side(ip: &str, port: u16) -> Command {
     let mut c = Command::new(bin());
     c.env("SOFTROCE_LIBIBVERBS", dropin_library())
         .env("SOFTROCE_DEVICES", format!("hw0={ip}"))
-        .env("SOFTROCE_QUIET", "1")
         .args([
             "ops",
             "--backend",
