@@ -9,10 +9,10 @@
 //! under the lock, so fd notifications can never be lost between a check and a wait.
 //!
 //! Run to completion: an application thread busy-polling a CQ drains the socket and fires
-//! due timers itself, and while it does (it polled within [`BUSY_POLL_GRACE`]) the engine
-//! neither watches the socket nor is woken for timers: two threads racing for every datagram
-//! cost a wakeup, a futex hand-off and an empty `recvmmsg` each time. A thread that goes to
-//! sleep in a verb hands the socket back to the engine first.
+//! due timers itself, and while it does (it polled within [`BUSY_POLL_GRACE`]) the engine is
+//! not woken for timers and only takes the device lock when the poller does not hold it:
+//! two threads blocking on one lock for every datagram cost a futex hand-off each time. The
+//! engine still watches the socket, for programs that wait by spinning on memory.
 
 use std::collections::HashMap;
 use std::io;
