@@ -84,6 +84,11 @@ pub(crate) struct PerfArgs {
     /// Ping-pong round trips of the in-process latency test (8-byte SENDs), 1 to 10^9.
     #[arg(long, default_value_t = 5000, value_parser = ranged::<u64>(1..=MAX_ITERS))]
     lat_iters: u64,
+    /// Only measure what raw UDP moves on loopback (8 B busy-poll ping-pong, a per-datagram
+    /// stream and a GSO/GRO stream of `--mtu`-sized datagrams) and print one `name value
+    /// unit` line each: the limits `scripts/bench.sh` compares the device with.
+    #[arg(long, conflicts_with = "mode")]
+    raw_udp: bool,
     /// In-process report: the first device's address (the second is `--b`).
     #[arg(long, default_value = "127.0.0.31")]
     a: IpAddr,
@@ -94,6 +99,7 @@ pub(crate) struct PerfArgs {
 
 pub(crate) fn run(args: &PerfArgs) -> ExitCode {
     let result = match args.mode {
+        None if args.raw_udp => raw_udp_limits(args),
         None => report(args),
         Some(mode) => two_process(args, mode),
     };
@@ -424,8 +430,33 @@ fn pingpong(
 // ---------------------------------------------------------------------------------------
 // Raw UDP baselines
 
+/// `UDP_GRO` from `<linux/udp.h>` (not exported by libc for every target).
+const UDP_GRO: libc::c_int = 104;
+
+fn set_udp_opt(
+    sock: &UdpSocket,
+    name: libc::c_int,
+    value: usize,
+    what: &str,
+) -> anyhow::Result<()> {
+    let v = libc::c_int::try_from(value)?;
+    // SAFETY: setsockopt with a valid int option on an open socket.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_UDP,
+            name,
+            (&raw const v).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    ensure!(rc == 0, "{what}: {}", std::io::Error::last_os_error());
+    Ok(())
+}
+
 /// Raw UDP goodput for `total` payload bytes in `mtu`-byte datagrams between two threads;
-/// with `gso`, the sender hands the kernel 64 KiB at a time to segment (UDP_SEGMENT).
+/// with `gso`, the sender hands the kernel 64 KiB at a time to segment (UDP_SEGMENT) and
+/// the receiver takes them coalesced again (UDP_GRO): the most loopback UDP can move.
 fn udp_goodput(total: u64, mtu: usize, gso: bool) -> anyhow::Result<f64> {
     let rx = UdpSocket::bind("127.0.0.33:0")?;
     let tx = UdpSocket::bind("127.0.0.34:0")?;
@@ -434,18 +465,8 @@ fn udp_goodput(total: u64, mtu: usize, gso: bool) -> anyhow::Result<f64> {
     // Each datagram carries the RoCE headers' worth of extra bytes, like our packets.
     let dgram = mtu + 64;
     if gso {
-        let seg: libc::c_int = dgram as libc::c_int;
-        // SAFETY: setsockopt with a valid int option on an open socket.
-        let rc = unsafe {
-            libc::setsockopt(
-                tx.as_raw_fd(),
-                libc::SOL_UDP,
-                libc::UDP_SEGMENT,
-                (&raw const seg).cast(),
-                size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        ensure!(rc == 0, "UDP_SEGMENT: {}", std::io::Error::last_os_error());
+        set_udp_opt(&tx, libc::UDP_SEGMENT, dgram, "UDP_SEGMENT")?;
+        set_udp_opt(&rx, UDP_GRO, 1, "UDP_GRO")?;
     }
     let receiver = std::thread::spawn(move || {
         let mut buf = vec![0u8; 65536];
@@ -453,7 +474,9 @@ fn udp_goodput(total: u64, mtu: usize, gso: bool) -> anyhow::Result<f64> {
         let start = Instant::now();
         let mut last = start;
         while let Ok(n) = rx.recv(&mut buf) {
-            got += n.saturating_sub(64) as u64;
+            // A coalesced (GRO) read holds several datagrams, each with its headers.
+            let segments = n.div_ceil(dgram).max(1);
+            got += n.saturating_sub(64 * segments) as u64;
             last = Instant::now();
             if got >= total {
                 break;
@@ -502,6 +525,66 @@ fn udp_latency(size: usize, iters: u64) -> anyhow::Result<Duration> {
     echo.join()
         .map_err(|_| anyhow!("UDP echo thread panicked"))?;
     Ok(half)
+}
+
+/// Raw UDP 8-byte ping-pong half round trip with both threads spinning on non-blocking
+/// sockets: no sleep and no wakeup, the floor for any busy-polling datapath.
+fn udp_busy_latency(iters: u64) -> anyhow::Result<Duration> {
+    let a = UdpSocket::bind("127.0.0.35:0")?;
+    let b = UdpSocket::bind("127.0.0.36:0")?;
+    a.set_nonblocking(true)?;
+    b.set_nonblocking(true)?;
+    let (aa, ba) = (a.local_addr()?, b.local_addr()?);
+    // Both spinners give up at this deadline, so a lost datagram cannot hang the run.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let spin_recv = move |s: &UdpSocket, buf: &mut [u8]| -> Option<usize> {
+        loop {
+            match s.recv(buf) {
+                Ok(n) => return Some(n),
+                Err(_) if Instant::now() < deadline => std::hint::spin_loop(),
+                Err(_) => return None,
+            }
+        }
+    };
+    let echo = std::thread::spawn(move || {
+        let mut buf = [0u8; 64];
+        for _ in 0..iters {
+            let Some(n) = spin_recv(&b, &mut buf) else {
+                break;
+            };
+            let _ = b.send_to(&buf[..n], aa);
+        }
+    });
+    let msg = [1u8; 8];
+    let mut buf = [0u8; 64];
+    let start = Instant::now();
+    for _ in 0..iters {
+        a.send_to(&msg, ba)?;
+        spin_recv(&a, &mut buf).context("UDP pong lost")?;
+    }
+    let half = start.elapsed() / (2 * iters as u32).max(1);
+    echo.join()
+        .map_err(|_| anyhow!("UDP echo thread panicked"))?;
+    Ok(half)
+}
+
+/// `softroce perf --raw-udp`: loopback UDP's limits, one `name value unit` line each.
+fn raw_udp_limits(args: &PerfArgs) -> anyhow::Result<()> {
+    let total = (args.size as u64 * args.iters).max(1 << 20);
+    let lat = udp_busy_latency(args.lat_iters)?;
+    println!(
+        "udp_busy_pingpong_8B_half_rtt {:.2} us",
+        lat.as_secs_f64() * 1e6
+    );
+    let per = udp_goodput(total, args.mtu, false)?;
+    println!(
+        "udp_stream_{}B_per_datagram {:.1} MB/s",
+        args.mtu,
+        per / 1e6
+    );
+    let gso = udp_goodput(total, args.mtu, true)?;
+    println!("udp_stream_{}B_gso_gro {:.1} MB/s", args.mtu, gso / 1e6);
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------

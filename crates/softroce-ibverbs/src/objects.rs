@@ -590,31 +590,34 @@ unsafe extern "C" fn op_poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ib
         let want = num_entries as usize;
         const CHUNK: usize = 32;
         let mut buf = [WorkCompletion::success(0, 0, WcOpcode::Send, 0); CHUNK];
-        let got = peek(c.dev, |h| {
-            let mut total = 0usize;
-            while total < want {
-                let n = CHUNK.min(want - total);
-                match h.poll_cq(c.handle, &mut buf[..n]) {
-                    Ok(k) => {
-                        for (i, w) in buf[..k].iter().enumerate() {
-                            // SAFETY: the caller's array holds num_entries entries.
-                            unsafe {
-                                *wc.add(total + i) =
-                                    convert::wc_to_c(&with_roce_packet_type(*w, c.ctx))
-                            };
+        // Busy pollers receive and run timers themselves (no engine wakeup per arrival).
+        let got = c.dev.busy_poll(
+            |h| {
+                let mut total = 0usize;
+                while total < want {
+                    let n = CHUNK.min(want - total);
+                    match h.poll_cq(c.handle, &mut buf[..n]) {
+                        Ok(k) => {
+                            for (i, w) in buf[..k].iter().enumerate() {
+                                // SAFETY: the caller's array holds num_entries entries.
+                                unsafe {
+                                    *wc.add(total + i) =
+                                        convert::wc_to_c(&with_roce_packet_type(*w, c.ctx))
+                                };
+                            }
+                            total += k;
+                            if k < n {
+                                break;
+                            }
                         }
-                        total += k;
-                        if k < n {
-                            break;
-                        }
+                        Err(e) if total == 0 => return -e.errno(),
+                        Err(_) => break,
                     }
-                    Err(e) if total == 0 => return -e.errno(),
-                    Err(_) => break,
                 }
-            }
-            total as c_int
-        })
-        .unwrap_or(0);
+                total as c_int
+            },
+            |&n| n == 0,
+        );
         if got == 0 {
             // Busy pollers would otherwise keep the engine thread from the device lock.
             std::thread::yield_now();

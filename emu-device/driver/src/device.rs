@@ -7,6 +7,12 @@
 //! from its own thread (no hop to the engine on the latency path); the engine thread only
 //! handles received datagrams and timers. Both sides drain `poll_transmit` and `poll_event`
 //! under the lock, so fd notifications can never be lost between a check and a wait.
+//!
+//! Run to completion: an application thread busy-polling a CQ drains the socket and fires
+//! due timers itself, and while it does (it polled within [`BUSY_POLL_GRACE`]) the engine is
+//! not woken for timers and only takes the device lock when the poller does not hold it:
+//! two threads blocking on one lock for every datagram cost a futex hand-off each time. The
+//! engine still watches the socket, for programs that wait by spinning on memory.
 
 use std::collections::HashMap;
 use std::io;
@@ -17,9 +23,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-use mio::unix::SourceFd;
-use mio::{Events, Interest, Poll, Token, Waker};
 
 use super::eventfd::EventFd;
 use super::socket::{MAX_BATCH, MAX_DATAGRAM, Received, RoceSocket};
@@ -88,16 +91,32 @@ fn counters_env() -> bool {
 /// application to answer a request, far below any retransmission timeout.
 pub const ACK_DEFER: Duration = Duration::from_micros(100);
 
-const SOCKET: Token = Token(0);
-const WAKER: Token = Token(1);
+/// How long after an application thread's last busy poll the engine leaves the socket and
+/// the timers to it. Long enough that a polling loop never has the engine wake in between,
+/// short enough that a program which stops polling without sleeping in a verb (it waits on
+/// a side channel, or polls the channel fd itself) sees its timers and arrivals handled soon.
+pub const BUSY_POLL_GRACE: Duration = Duration::from_micros(200);
+
+/// Datagrams built by `poll_transmit` straight into reusable buffers, sent from there: no
+/// allocation or copy per packet on the send path.
+struct TxScratch {
+    bufs: Vec<Vec<u8>>,
+    dests: [SocketAddr; MAX_BATCH],
+    lens: [usize; MAX_BATCH],
+    n: usize,
+}
 
 struct Shared {
     hca: Mutex<Hca>,
-    /// Signalled after every batch the engine or a verb processed, so waiters sleep on the
-    /// device lock's condition instead of polling it in a loop.
-    progress: std::sync::Condvar,
     socket: RoceSocket,
-    waker: Waker,
+    /// Wakes the engine (a stop, a new fault plan, an earlier timer, the socket handed back).
+    engine_wake: EventFd,
+    /// When an application thread last busy-polled (nanoseconds since `epoch`, 0: never).
+    polled_at: AtomicU64,
+    /// The engine sleeps with the socket in its poll set (else a busy poller drains it).
+    engine_watches_socket: AtomicBool,
+    /// Send buffers for whoever pumps (always with `hca` locked, so never contended).
+    tx: Mutex<TxScratch>,
     stop: AtomicBool,
     channel_fds: Mutex<HashMap<ChannelHandle, Arc<EventFd>>>,
     async_fd: EventFd,
@@ -159,13 +178,6 @@ impl Device {
         let socket = RoceSocket::bind(bind)?;
         // Port 0 asks for an ephemeral port: the device then lives on the real one.
         config.hca.udp_port = socket.local_addr().port();
-        let poll = Poll::new()?;
-        let waker = Waker::new(poll.registry(), WAKER)?;
-        poll.registry().register(
-            &mut SourceFd(&socket.as_raw_fd()),
-            SOCKET,
-            Interest::READABLE,
-        )?;
         let capture = match &config.pcap {
             Some(path) => Some(Mutex::new(
                 CaptureWriter::create(path).map_err(|e| io::Error::other(e.to_string()))?,
@@ -174,9 +186,18 @@ impl Device {
         };
         let shared = Arc::new(Shared {
             hca: Mutex::new(Hca::new(config.hca)),
-            progress: std::sync::Condvar::new(),
             socket,
-            waker,
+            engine_wake: EventFd::new()?,
+            polled_at: AtomicU64::new(0),
+            engine_watches_socket: AtomicBool::new(true),
+            tx: Mutex::new(TxScratch {
+                bufs: (0..MAX_BATCH)
+                    .map(|_| Vec::with_capacity(MAX_DATAGRAM))
+                    .collect(),
+                dests: [bind; MAX_BATCH],
+                lens: [0; MAX_BATCH],
+                n: 0,
+            }),
             stop: AtomicBool::new(false),
             channel_fds: Mutex::new(HashMap::new()),
             async_fd: EventFd::new()?,
@@ -193,7 +214,7 @@ impl Device {
         let engine_shared = Arc::clone(&shared);
         let engine = std::thread::Builder::new()
             .name("softroce-engine".into())
-            .spawn(move || engine(engine_shared, poll))?;
+            .spawn(move || engine(engine_shared))?;
         Ok(Self {
             shared,
             engine: Some(engine),
@@ -270,9 +291,11 @@ impl Device {
                     continue;
                 }
                 if timeout.is_zero() {
-                    // A non-blocking look (a busy-polling application): no sleep.
+                    // A non-blocking look: no sleep.
                     return None;
                 }
+                // This thread sleeps: timers are the engine's again.
+                self.shared.hand_back_to_engine();
                 // Counted before the lock is released: whoever makes progress next sees it.
                 self.shared.waiters.fetch_add(1, Ordering::SeqCst);
             }
@@ -289,6 +312,36 @@ impl Device {
                 return None;
             }
         }
+    }
+
+    /// One look of a busy-polling application (`ibv_poll_cq`): run `f`; when it found
+    /// nothing (`is_empty`), receive one batch of waiting datagrams and fire due timers in
+    /// this thread, then run `f` again. While threads call this, the engine leaves the
+    /// socket and the timers to them (see the module comment), so an arrival costs no
+    /// wakeup and no lock hand-off.
+    pub fn busy_poll<R>(
+        &self,
+        mut f: impl FnMut(&mut Hca) -> R,
+        is_empty: impl Fn(&R) -> bool,
+    ) -> R {
+        let shared = &*self.shared;
+        let mut hca = lock(&shared.hca);
+        let now = Instant::now();
+        shared
+            .polled_at
+            .store(nanos_since(shared.epoch, now).max(1), Ordering::Release);
+        let r = f(&mut hca);
+        if !is_empty(&r) {
+            pump(shared, &mut hca, now);
+            return r;
+        }
+        let mut progressed = receive_ready(shared, &mut hca) > 0;
+        if hca.poll_timeout().is_some_and(|t| t <= now) {
+            hca.handle_timeout(now);
+            pump(shared, &mut hca, now);
+            progressed = true;
+        }
+        if progressed { f(&mut hca) } else { r }
     }
 
     /// Create a completion channel with its pollable fd.
@@ -318,7 +371,7 @@ impl Device {
         *faults = plan.map(FaultInjector::new);
         drop(faults);
         send_now(&self.shared, &mut held);
-        let _ = self.shared.waker.wake();
+        let _ = self.shared.engine_wake.notify();
     }
 
     /// Every counter of the device as `(name, value)`: the core's (rxe's `hw_counters`
@@ -400,6 +453,10 @@ impl Device {
         mut take: impl FnMut(&mut Hca) -> VerbsResult<(T, bool)>,
     ) -> VerbsResult<T> {
         let deadline = timeout.map(|t| Instant::now() + t);
+        if timeout.is_none_or(|t| !t.is_zero()) {
+            // The caller may sleep: the engine must receive what it waits for.
+            self.shared.hand_back_to_engine();
+        }
         loop {
             match take(&mut lock(&self.shared.hca)) {
                 Ok((ev, more)) => {
@@ -436,7 +493,7 @@ impl Drop for Device {
             );
         }
         self.shared.stop.store(true, Ordering::SeqCst);
-        let _ = self.shared.waker.wake();
+        let _ = self.shared.engine_wake.notify();
         if let Some(t) = self.engine.take() {
             let _ = t.join();
         }
@@ -444,37 +501,72 @@ impl Drop for Device {
     }
 }
 
-/// mio's poll, but a timeout under a millisecond is kept: epoll rounds timeouts up to whole
-/// milliseconds, which would stretch a held ACK's 100 us into 1 ms. The epoll fd itself is
-/// waited on with ppoll's nanoseconds, then the events are collected without blocking.
-fn wait_precisely(poll: &mut Poll, events: &mut Events, timeout: Duration) -> io::Result<()> {
-    if timeout >= Duration::from_millis(1) || timeout.is_zero() {
-        return poll.poll(events, Some(timeout));
+impl Shared {
+    /// Whether an application thread busy-polled within [`BUSY_POLL_GRACE`] of `now`.
+    fn busy_polled(&self, now: Instant) -> Option<u64> {
+        let at = self.polled_at.load(Ordering::Acquire);
+        let grace_ends = at.saturating_add(BUSY_POLL_GRACE.as_nanos() as u64);
+        (at != 0 && nanos_since(self.epoch, now) < grace_ends).then_some(grace_ends)
     }
-    let mut pfd = libc::pollfd {
-        fd: poll.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
+
+    /// A thread that was busy-polling is about to sleep: the engine takes the socket and
+    /// the timers back now rather than when the grace period ends.
+    fn hand_back_to_engine(&self) {
+        if self.polled_at.swap(0, Ordering::AcqRel) != 0
+            && !self.engine_watches_socket.load(Ordering::Acquire)
+        {
+            let _ = self.engine_wake.notify();
+        }
+    }
+}
+
+/// Sleep up to `timeout` (with nanosecond precision: a held ACK's 100 us must not become
+/// a millisecond) until woken, or a datagram waits when `watch_socket`. Returns whether the
+/// socket is readable.
+fn engine_sleep(shared: &Shared, watch_socket: bool, timeout: Duration) -> io::Result<bool> {
+    let mut fds = [
+        libc::pollfd {
+            fd: shared.engine_wake.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            // A negative fd is ignored by ppoll: the busy poller owns the socket.
+            fd: if watch_socket {
+                shared.socket.as_raw_fd()
+            } else {
+                -1
+            },
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
     let ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: libc::c_long::try_from(timeout.as_nanos()).unwrap_or(999_999),
+        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
     };
-    // SAFETY: one valid pollfd and timespec for the duration of the call; no signal mask.
-    let r = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+    // SAFETY: two valid pollfds and a timespec for the duration of the call; no signal mask.
+    let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }
-    poll.poll(events, Some(Duration::ZERO))
+    if fds[0].revents != 0 {
+        let _ = shared.engine_wake.try_consume();
+    }
+    Ok(fds[1].revents != 0)
 }
 
 /// Wake the engine when the device now has a timer due before the engine's own wakeup.
 fn wake_engine_for_timers(shared: &Shared, hca: &Hca) {
+    if shared.busy_polled(Instant::now()).is_some() {
+        // The busy poller fires timers itself.
+        return;
+    }
     let earlier = hca.poll_timeout().is_some_and(|t| {
         nanos_since(shared.epoch, t) < shared.engine_wakes_at.load(Ordering::Acquire)
     });
     if earlier {
-        let _ = shared.waker.wake();
+        let _ = shared.engine_wake.notify();
     }
 }
 
@@ -518,23 +610,25 @@ fn wait_socket_or_progress(shared: &Shared, timeout: Duration) -> io::Result<()>
 
 /// Send everything queued and signal fds. Called with the device locked.
 fn pump(shared: &Shared, hca: &mut Hca, now: Instant) {
-    shared.progress.notify_all();
     if shared.waiters.load(Ordering::SeqCst) > 0 {
         let _ = shared.progress_fd.notify();
     }
-    let mut bufs: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
-    let mut buf = Vec::with_capacity(MAX_DATAGRAM);
+    let mut tx = lock(&shared.tx);
     // Bounded: each call yields one queued packet.
     for _ in 0..100_000 {
-        let Some(t) = hca.poll_transmit(now, &mut buf) else {
+        let i = tx.n;
+        let Some(t) = hca.poll_transmit(now, &mut tx.bufs[i]) else {
             break;
         };
-        bufs.push((t.destination, buf[..t.len].to_vec()));
-        if bufs.len() == MAX_BATCH {
-            flush(shared, &mut bufs);
+        tx.dests[i] = t.destination;
+        tx.lens[i] = t.len;
+        tx.n += 1;
+        if tx.n == MAX_BATCH {
+            flush(shared, &mut tx);
         }
     }
-    flush(shared, &mut bufs);
+    flush(shared, &mut tx);
+    drop(tx);
     while let Some(ev) = hca.poll_event() {
         match ev {
             HcaEvent::CompletionEvent(ch) => {
@@ -549,55 +643,71 @@ fn pump(shared: &Shared, hca: &mut Hca, now: Instant) {
     }
 }
 
-fn flush(shared: &Shared, bufs: &mut Vec<(SocketAddr, Vec<u8>)>) {
-    if bufs.is_empty() {
+/// Send the datagrams built in `tx` (through the fault injector when one is configured).
+fn flush(shared: &Shared, tx: &mut TxScratch) {
+    let n = std::mem::take(&mut tx.n);
+    if n == 0 {
         return;
     }
-    if let Some(inj) = lock(&shared.faults).as_mut() {
+    let mut faults = lock(&shared.faults);
+    if let Some(inj) = faults.as_mut() {
+        // The injector keeps datagrams it delays: they need buffers of their own.
         let now = Instant::now();
-        let mut out = Vec::with_capacity(bufs.len());
+        let mut out = Vec::with_capacity(n);
         let src = shared.socket.local_addr();
-        for (dst, data) in bufs.drain(..) {
-            inj.process(now, Direction::Tx, src, dst, data, &mut out);
+        for i in 0..n {
+            let data = tx.bufs[i][..tx.lens[i]].to_vec();
+            inj.process(now, Direction::Tx, src, tx.dests[i], data, &mut out);
         }
-        *bufs = out;
-        if bufs.is_empty() {
-            return;
-        }
+        drop(faults);
+        send_now(shared, &mut out);
+        return;
     }
-    send_now(shared, bufs);
+    drop(faults);
+    let batch: [(SocketAddr, &[u8]); MAX_BATCH] = std::array::from_fn(|i| {
+        (
+            tx.dests[i],
+            &tx.bufs[i][..if i < n { tx.lens[i] } else { 0 }],
+        )
+    });
+    send_all(shared, &batch[..n]);
 }
 
 /// Send datagrams as they are (faults already applied).
 fn send_now(shared: &Shared, bufs: &mut Vec<(SocketAddr, Vec<u8>)>) {
+    let batch: Vec<(SocketAddr, &[u8])> = bufs.iter().map(|(d, b)| (*d, b.as_slice())).collect();
+    send_all(shared, &batch);
+    bufs.clear();
+}
+
+/// Capture and send `batch`, retrying what a full socket buffer refused.
+fn send_all(shared: &Shared, batch: &[(SocketAddr, &[u8])]) {
+    if batch.is_empty() {
+        return;
+    }
     if let Some(c) = &shared.capture {
         let mut w = lock(c);
         let ts = shared.epoch.elapsed();
         let src = shared.socket.local_addr();
-        for (dst, data) in bufs.iter() {
+        for (dst, data) in batch {
             let _ = w.write_roce(ts, src, *dst, data);
         }
     }
     let mut sent = 0;
     // Bounded retries: a full socket buffer drains within milliseconds on loopback.
     for _ in 0..1000 {
-        let batch: Vec<(SocketAddr, &[u8])> = bufs[sent..]
-            .iter()
-            .map(|(d, b)| (*d, b.as_slice()))
-            .collect();
-        match shared.socket.send_batch(&batch) {
+        match shared.socket.send_batch(&batch[sent..]) {
             Ok(n) => sent += n,
             Err(e) => {
                 tracing::warn!(error = %e, "sending a datagram failed; the transport will retransmit");
                 sent += 1;
             }
         }
-        if sent >= bufs.len() {
+        if sent >= batch.len() {
             break;
         }
         std::thread::sleep(Duration::from_micros(50));
     }
-    bufs.clear();
 }
 
 /// Hand received datagrams (with their sources) to the device.
@@ -624,7 +734,10 @@ fn deliver<'a>(
 fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
     let local = shared.socket.local_addr();
     let mut storage = lock(&shared.rx_storage);
-    let mut bufs: Vec<&mut [u8]> = storage.iter_mut().map(|b| b.as_mut_slice()).collect();
+    // An array, not a Vec: no allocation per poll.
+    let mut slots = storage.iter_mut();
+    let mut bufs: [&mut [u8]; MAX_BATCH] =
+        std::array::from_fn(|_| slots.next().map_or(&mut [][..], |b| b.as_mut_slice()));
     let mut meta = [Received {
         len: 0,
         from: local,
@@ -681,22 +794,44 @@ fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
         drop(faults);
         deliver(hca, now, local, received);
     }
-    drop(bufs);
     drop(storage);
     pump(shared, hca, now);
     n
 }
 
-fn engine(shared: Arc<Shared>, mut poll: Poll) {
-    let mut events = Events::with_capacity(16);
+fn engine(shared: Arc<Shared>) {
     while !shared.stop.load(Ordering::SeqCst) {
-        let timeout = {
+        let now = Instant::now();
+        if let Some(ends) = shared.busy_polled(now)
+            && lock(&shared.faults).is_none()
+        {
+            // A thread is busy-polling: it fires the timers, and it drains the socket while
+            // it holds the device lock. The engine still watches the socket, for programs
+            // that wait by spinning on memory (ib_write_lat) and call no verb, but only
+            // takes the lock when the poller does not hold it: no futex hand-off.
+            shared.engine_watches_socket.store(true, Ordering::Release);
+            let left = (shared.epoch + Duration::from_nanos(ends)).saturating_duration_since(now);
+            if engine_sleep(&shared, true, left).unwrap_or(false)
+                && let Ok(mut hca) = shared.hca.try_lock()
+            {
+                receive_ready(&shared, &mut hca);
+            }
+            continue;
+        }
+        let (timeout, watch_socket) = {
             let hca = lock(&shared.hca);
             let now = Instant::now();
             let release = lock(&shared.faults)
                 .as_ref()
                 .and_then(FaultInjector::next_release);
-            let due = match (hca.poll_timeout(), release) {
+            let busy = shared.busy_polled(now);
+            // While a thread busy-polls it owns the socket and the timers: sleep until its
+            // grace period ends (or a fault plan releases a datagram).
+            let due = match busy {
+                Some(ends) => Some(shared.epoch + Duration::from_nanos(ends)),
+                None => hca.poll_timeout(),
+            };
+            let due = match (due, release) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
@@ -707,16 +842,26 @@ fn engine(shared: Arc<Shared>, mut poll: Poll) {
             shared
                 .engine_wakes_at
                 .store(nanos_since(shared.epoch, now + timeout), Ordering::Release);
-            timeout
+            shared
+                .engine_watches_socket
+                .store(busy.is_none(), Ordering::Release);
+            (timeout, busy.is_none())
         };
-        if let Err(e) = wait_precisely(&mut poll, &mut events, timeout) {
-            if e.kind() != io::ErrorKind::Interrupted {
-                tracing::error!(error = %e, "engine poll failed");
-                std::thread::sleep(Duration::from_millis(10));
+        let readable = match engine_sleep(&shared, watch_socket, timeout) {
+            Ok(r) => r,
+            Err(e) => {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    tracing::error!(error = %e, "engine poll failed");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                false
             }
-        }
+        };
         // Drain the socket in batches (bounded per wakeup so timers still run).
         for _ in 0..64 {
+            if !readable {
+                break;
+            }
             let mut hca = lock(&shared.hca);
             if receive_ready(&shared, &mut hca) == 0 {
                 break;

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# One table of what the datapath moves next to what loopback can move, all measured in one run
+# (ratios survive a noisy shared machine; absolute figures do not):
+#   raw UDP limits (`softroce perf --raw-udp`), libfabric's tcp provider (`fi_pingpong`),
+#   perftest on the drop-in between two processes (`softroce exec`), and `softroce perf`.
+# Usage: scripts/bench.sh [--quick]   (--quick: few iterations, for the test that keeps it working)
+# SOFTROCE_BIN names the softroce binary (default: builds and uses target/release/softroce);
+# its libibverbs.so must be next to it or in SOFTROCE_IBVERBS_LIB. Missing tools make a row "n/a".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=
+[ "${1:-}" = --quick ] && quick=1
+if [ -z "${SOFTROCE_BIN:-}" ]; then
+  cargo build --release --locked -q -p softroce-cli -p softroce-ibverbs
+  SOFTROCE_BIN=target/release/softroce
+fi
+bin=$SOFTROCE_BIN
+if [ -n "$quick" ]; then
+  lat_n=200 bw64_n=100 bw1m_n=20 rate_n=2000 fi_lat_n=200 fi_bw_n=20 udp_n=2000 perf_n=100
+else
+  lat_n=20000 bw64_n=5000 bw1m_n=500 rate_n=200000 fi_lat_n=20000 fi_bw_n=500 udp_n=20000 perf_n=3000
+fi
+# Addresses and ports no test uses, so a benchmark can run beside the test suite.
+srv_ip=127.0.0.201 cli_ip=127.0.0.202 port=19100
+limit=120
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+have() { command -v "$1" >/dev/null 2>&1; }
+
+# Wait (bounded) until a server listens on TCP port $1.
+wait_listen() {
+  for _ in $(seq 200); do
+    ss -ltnH "sport = :$1" 2>/dev/null | grep -q . && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+# run_pair NAME PORT SERVER_CMD… :: CLIENT_CMD…: server in the background, then the client;
+# the client's output lands in $tmp/NAME.out (the server's in $tmp/NAME.srv).
+run_pair() {
+  local name=$1 lport=$2
+  shift 2
+  local server=() client=()
+  while [ "$1" != :: ]; do server+=("$1"); shift; done
+  shift
+  client=("$@")
+  timeout "$limit" "${server[@]}" >"$tmp/$name.srv" 2>&1 &
+  local spid=$!
+  wait_listen "$lport" || true
+  timeout "$limit" "${client[@]}" >"$tmp/$name.out" 2>&1 || echo "client failed" >>"$tmp/$name.out"
+  wait "$spid" || echo "server failed" >>"$tmp/$name.srv"
+}
+
+# The numbers of the row under perftest's `#bytes` header, field $2 (1-based).
+perftest_field() {
+  awk -v f="$2" '/^ *#bytes/ {hdr=1; next} hdr && NF>0 && $1 ~ /^[0-9]+$/ {print $f; exit}' "$1"
+}
+
+# perftest NAME TOOL SIZE ITERS: ib_* between two drop-in processes.
+perftest() {
+  local name=$1 tool=$2 size=$3 iters=$4
+  port=$((port + 1))
+  if ! have "$tool"; then return; fi
+  local args=(-d softroce0 -x 0 -F -p "$port" -s "$size" -n "$iters")
+  run_pair "$name" "$port" \
+    env SOFTROCE_DEVICES="softroce0=$srv_ip" "$bin" exec -- "$tool" "${args[@]}" :: \
+    env SOFTROCE_DEVICES="softroce0=$cli_ip" "$bin" exec -- "$tool" "${args[@]}" "$srv_ip"
+}
+
+# fi_pingpong NAME SIZE ITERS: libfabric's tcp provider, RDM endpoints.
+fi_pp() {
+  local name=$1 size=$2 iters=$3
+  port=$((port + 1))
+  if ! have fi_pingpong; then return; fi
+  run_pair "$name" "$port" \
+    fi_pingpong -p tcp -e rdm -B "$port" -S "$size" -I "$iters" :: \
+    fi_pingpong -p tcp -e rdm -P "$port" -S "$size" -I "$iters" 127.0.0.1
+}
+
+# softroce perf MODE between two processes.
+sr_perf() {
+  local name=$1 mode=$2 size=$3 iters=$4
+  port=$((port + 1))
+  run_pair "$name" "$port" \
+    "$bin" perf "$mode" --bind "$srv_ip" -p "$port" :: \
+    "$bin" perf "$mode" --bind "$cli_ip" -p "$port" -s "$size" -n "$iters" "$srv_ip"
+}
+
+# --- measure -------------------------------------------------------------------------------
+"$bin" perf --raw-udp --lat-iters "$udp_n" -s 65536 -n "$bw1m_n" >"$tmp/udp.out"
+udp_lat=$(awk '$1 ~ /busy_pingpong/ {print $2}' "$tmp/udp.out")
+udp_dgram=$(awk '$1 ~ /per_datagram/ {print $2}' "$tmp/udp.out")
+udp_gso=$(awk '$1 ~ /gso_gro/ {print $2}' "$tmp/udp.out")
+
+fi_pp fi8 8 "$fi_lat_n"
+fi_pp fi64k 65536 "$fi_bw_n"
+fi_pp fi1m 1048576 "$fi_bw_n"
+# fi_pingpong: bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec (xfer: one direction).
+fi_field() { [ -f "$tmp/$1.out" ] && awk -v f="$2" '$1 ~ /^[0-9]+[kmg]?$/ && NF >= 8 {print $f; exit}' "$tmp/$1.out"; }
+fi_lat=$(fi_field fi8 7 || true)
+fi_64k=$(fi_field fi64k 6 || true)
+fi_1m=$(fi_field fi1m 6 || true)
+
+perftest send_lat ib_send_lat 8 "$lat_n"
+perftest write_lat ib_write_lat 8 "$lat_n"
+perftest bw64k ib_write_bw 65536 "$bw64_n"
+perftest bw1m ib_write_bw 1048576 "$bw1m_n"
+perftest rate8 ib_write_bw 8 "$rate_n"
+pt() { [ -f "$tmp/$1.out" ] && perftest_field "$tmp/$1.out" "$2"; }
+# Latency: t_typical (perftest's lat tools report half a round trip). Bandwidth: BW average
+# in perftest's MB (2^20 bytes), converted to 10^6 below; message rate in Mpps.
+send_lat=$(pt send_lat 5 || true)
+write_lat=$(pt write_lat 5 || true)
+bw64k=$(pt bw64k 4 || true)
+bw1m=$(pt bw1m 4 || true)
+rate8=$(pt rate8 5 || true)
+
+sr_perf perf64k write 65536 "$perf_n"
+sr_perf perf1m write 1048576 "$((perf_n / 10 + 1))"
+sr_perf perflat lat 8 "$lat_n"
+perf64k=$(pt perf64k 4 || true)
+perf1m=$(pt perf1m 4 || true)
+perflat=$(pt perflat 5 || true)
+
+# --- report --------------------------------------------------------------------------------
+# row LABEL VALUE UNIT BASE1 BASE2 TARGET: ratios value/base (n/a when missing).
+row() {
+  awk -v l="$1" -v v="$2" -v u="$3" -v b1="$4" -v b2="$5" -v t="$6" 'BEGIN {
+    r1 = (v != "" && b1 != "" && b1 > 0) ? sprintf("%.3f", v / b1) : "-";
+    r2 = (v != "" && b2 != "" && b2 > 0) ? sprintf("%.3f", v / b2) : "-";
+    val = (v != "") ? sprintf("%.2f", v) : "n/a";
+    printf "%-38s %12s %-8s %10s %10s  %s\n", l, val, u, r1, r2, t }'
+}
+mib() { [ -n "$1" ] && awk -v x="$1" 'BEGIN {printf "%.1f", x * 1.048576}' || true; }
+echo "softroce bench $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)${quick:+ (quick)}"
+printf "%-38s %12s %-8s %10s %10s  %s\n" "measure" "value" "unit" "/raw UDP" "/fi tcp" "target"
+row "raw UDP busy-poll 8 B half RTT" "$udp_lat" us "" "" ""
+row "raw UDP 4 KiB datagram stream" "$udp_dgram" MB/s "" "" ""
+row "raw UDP GSO/GRO stream" "$udp_gso" MB/s "" "" ""
+row "fi_pingpong tcp rdm 8 B half RTT" "$fi_lat" us "$udp_lat" "" ""
+row "fi_pingpong tcp rdm 64 KiB" "$fi_64k" MB/s "$udp_gso" "" ""
+row "fi_pingpong tcp rdm 1 MiB" "$fi_1m" MB/s "$udp_gso" "" ""
+row "ib_send_lat 8 B half RTT" "$send_lat" us "$udp_lat" "$fi_lat" "<=2 UDP, <=0.5 tcp"
+row "ib_write_lat 8 B half RTT" "$write_lat" us "$udp_lat" "$fi_lat" "<=2 UDP, <=0.5 tcp"
+row "ib_write_bw 64 KiB" "$(mib "$bw64k")" MB/s "$udp_gso" "$fi_64k" ">=0.5 UDP"
+row "ib_write_bw 1 MiB" "$(mib "$bw1m")" MB/s "$udp_gso" "$fi_1m" ">=0.5 UDP, >=1.5 tcp"
+row "ib_write_bw 8 B message rate" "$rate8" Mmsg/s "" "" ">=2 Mmsg/s"
+row "softroce perf write 64 KiB (2 procs)" "$perf64k" MB/s "$udp_gso" "$fi_64k" ">=0.5 UDP"
+row "softroce perf write 1 MiB (2 procs)" "$perf1m" MB/s "$udp_gso" "$fi_1m" ">=0.5 UDP, >=1.5 tcp"
+row "softroce perf lat 8 B half RTT" "$perflat" us "$udp_lat" "$fi_lat" "<=2 UDP, <=0.5 tcp"
+if [ -n "${BENCH_KEEP:-}" ]; then cp -r "$tmp" "$BENCH_KEEP"; fi
