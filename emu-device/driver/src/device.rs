@@ -249,20 +249,8 @@ impl Device {
         len: usize,
         access: AccessFlags,
     ) -> VerbsResult<(MrHandle, MrKeys)> {
-        // The core's checks (PD, access flags, limits) come first, as in the kernel, whose
-        // pinning is the last step; the pages are checked before the device is unlocked, so
-        // no peer can reach a registration that is about to be refused.
-        self.with(|h| {
-            // SAFETY: the caller's contract; the MR is removed again if the pages fail.
-            let (mr, keys) = unsafe { h.reg_mr(pd, addr, len, access) }?;
-            match crate::user_memory::check_registration(addr as u64, len as u64, access) {
-                Ok(()) => Ok((mr, keys)),
-                Err(e) => {
-                    h.dereg_mr(mr)?;
-                    Err(e)
-                }
-            }
-        })
+        // SAFETY: forwarded contract.
+        self.with(|h| unsafe { crate::user_memory::register_checked(h, pd, addr, len, access) })
     }
 
     /// Run `f` on the device until it returns `Some` (at most `timeout` in total).

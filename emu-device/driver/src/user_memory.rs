@@ -11,7 +11,7 @@
 
 use std::io::{BufRead, BufReader};
 
-use softroce_emu_core::{AccessFlags, VerbsError, VerbsResult};
+use softroce_emu_core::{AccessFlags, Hca, MrHandle, MrKeys, PdHandle, VerbsError, VerbsResult};
 
 const VERB: &str = "reg_mr";
 
@@ -58,6 +58,31 @@ pub fn check_registration(addr: u64, len: u64, access: AccessFlags) -> VerbsResu
         .map_while(Result::ok)
         .filter_map(|line| Mapping::parse(&line));
     covered(start, end, writable, mappings)
+}
+
+/// `ibv_reg_mr` on `hca` with the pages checked: the core's own checks (PD, access flags,
+/// limits) first, as in the kernel, whose pinning is the last step; a region whose pages fail
+/// is removed again before the caller lets go of the device, so no peer ever reaches it.
+/// Shared by the real device and the simulated backend.
+///
+/// # Safety
+/// The memory must stay mapped, with the same protection, until the MR is deregistered.
+pub unsafe fn register_checked(
+    hca: &mut Hca,
+    pd: PdHandle,
+    addr: *mut u8,
+    len: usize,
+    access: AccessFlags,
+) -> VerbsResult<(MrHandle, MrKeys)> {
+    // SAFETY: the caller's contract; the MR is removed again if the pages fail.
+    let (mr, keys) = unsafe { hca.reg_mr(pd, addr, len, access) }?;
+    match check_registration(addr as u64, len as u64, access) {
+        Ok(()) => Ok((mr, keys)),
+        Err(e) => {
+            hca.dereg_mr(mr)?;
+            Err(e)
+        }
+    }
 }
 
 /// One line of `/proc/self/maps`: `start-end perms ...`.

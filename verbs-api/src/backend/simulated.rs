@@ -88,19 +88,10 @@ impl Backend for Simulated {
         len: usize,
         access: AccessFlags,
     ) -> Result<(MrHandle, MrKeys)> {
-        self.with(|h| {
-            // SAFETY: forwarded contract: the memory outlives the registration.
-            let (mr, keys) = unsafe { h.reg_mr(pd, addr, len, access) }?;
-            // As the emulated device does (pinning would): refuse unmapped pages up front,
-            // so no simulated peer can fault the process through the region.
-            match user_memory::check_registration(addr as u64, len as u64, access) {
-                Ok(()) => Ok((mr, keys)),
-                Err(e) => {
-                    h.dereg_mr(mr)?;
-                    Err(e.into())
-                }
-            }
-        })
+        // Pages checked as on the emulated device, so no simulated peer can fault the
+        // process through the region.
+        // SAFETY: forwarded contract: the memory outlives the registration.
+        self.with(|h| Ok(unsafe { user_memory::register_checked(h, pd, addr, len, access) }?))
     }
 
     fn create_comp_channel(&self) -> Result<(ChannelHandle, RawFd)> {
