@@ -261,7 +261,10 @@ cell_ops() {
 # the VM against the same binary on the host running on softroce's drop-in libibverbs.
 cell_perftest() {
   local role=$1 name=$2 t=$3 size=$4 mtu=$5
-  local opts="-F -m $mtu -p $SIDE_PORT -n 100"
+  # -u 16: a 268 ms ACK timeout on both sides, as the pingpong cells use (see there): under
+  # TCG on a busy host rxe can take longer than perftest's default 67 ms to ACK a 64 KiB
+  # message, and the needless retransmission would show as rxe duplicate_request.
+  local opts="-F -m $mtu -p $SIDE_PORT -n 100 -u 16"
   case $t in ib_atomic_*) ;; *) opts="$opts -s $size";; esac
   # The RoCEv2 GID of the IPv4 address: index 1 on rxe (after its link-local GID), index 0
   # on softroce (which lists only GIDs that carry traffic).
