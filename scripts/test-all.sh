@@ -16,12 +16,13 @@ for tool in ibv_devices ibv_devinfo ibv_rc_pingpong ib_write_bw objdump gcc fi_p
   command -v "$tool" >/dev/null 2>&1 || rdma_missing=1
 done
 [ -e /usr/include/infiniband/verbs.h ] || rdma_missing=1
+[ -e /usr/include/rdma/rdma_cma.h ] || rdma_missing=1
 if [ -n "$rdma_missing" ]; then
-  echo "[test-all] installing rdma-core tools, headers, perftest and libfabric's fi_pingpong (the drop-in libibverbs runs them; scripts/bench.sh compares with libfabric)"
+  echo "[test-all] installing rdma-core tools, headers (verbs.h, rdma_cma.h), perftest and libfabric's fi_pingpong (the drop-in libibverbs runs them; scripts/bench.sh compares with libfabric)"
   export DEBIAN_FRONTEND=noninteractive
   apt-get -o DPkg::Lock::Timeout=600 update -qq
   apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends \
-    libibverbs-dev ibverbs-utils perftest ibverbs-providers binutils gcc libc6-dev \
+    libibverbs-dev librdmacm-dev ibverbs-utils perftest ibverbs-providers binutils gcc libc6-dev \
     libfabric-bin iproute2 >/dev/null
 fi
 if ! command -v ucx_perftest >/dev/null 2>&1; then

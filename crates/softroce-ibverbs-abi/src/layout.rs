@@ -575,3 +575,127 @@ layout! {
         oflags       8    4,
     }
 }
+
+/// The librdmacm mirrors (`<rdma/rdma_cma.h>`), checked the same way against that header.
+pub(crate) mod rdmacm {
+    use super::*;
+    use crate::rdmacm::*;
+
+    layout! {
+        rdma_ib_addr 40 8 {
+            sgid    0 16,
+            dgid   16 16,
+            pkey   32  2,
+        }
+        rdma_addr 296 8 {
+            "src_addr" = src.addr       0  16,
+            "src_sin" = src.sin         0  16,
+            "src_sin6" = src.sin6       0  28,
+            "src_storage" = src.storage 0 128,
+            "dst_addr" = dst.addr     128  16,
+            "dst_sin" = dst.sin       128  16,
+            "dst_sin6" = dst.sin6     128  28,
+            "dst_storage" = dst.storage 128 128,
+            "addr.ibaddr" = ibaddr    256  40,
+        }
+        rdma_route 312 8 {
+            addr        0 296,
+            path_rec  296   8,
+            num_paths 304   4,
+        }
+        rdma_event_channel 4 4 {
+            fd 0 4,
+        }
+        rdma_cm_id 416 8 {
+            verbs             0   8,
+            channel           8   8,
+            context          16   8,
+            qp               24   8,
+            route            32 312,
+            ps              344   4,
+            port_num        348   1,
+            event           352   8,
+            send_cq_channel 360   8,
+            send_cq         368   8,
+            recv_cq_channel 376   8,
+            recv_cq         384   8,
+            srq             392   8,
+            pd              400   8,
+            qp_type         408   4,
+        }
+        rdma_conn_param 24 8 {
+            private_data         0 8,
+            private_data_len     8 1,
+            responder_resources  9 1,
+            initiator_depth     10 1,
+            flow_control        11 1,
+            retry_count         12 1,
+            rnr_retry_count     13 1,
+            srq                 14 1,
+            qp_num              16 4,
+        }
+        rdma_ud_param 56 8 {
+            private_data      0  8,
+            private_data_len  8  1,
+            ah_attr          16 32,
+            qp_num           48  4,
+            qkey             52  4,
+        }
+        rdma_cm_event 80 8 {
+            id          0  8,
+            listen_id   8  8,
+            event      16  4,
+            status     20  4,
+            param.conn 24 24,
+            param.ud   24 56,
+        }
+        rdma_addrinfo 96 8 {
+            ai_flags          0 4,
+            ai_family         4 4,
+            ai_qp_type        8 4,
+            ai_port_space    12 4,
+            ai_src_len       16 4,
+            ai_dst_len       20 4,
+            ai_src_addr      24 8,
+            ai_dst_addr      32 8,
+            ai_src_canonname 40 8,
+            ai_dst_canonname 48 8,
+            ai_route_len     56 8,
+            ai_route         64 8,
+            ai_connect_len   72 8,
+            ai_connect       80 8,
+            ai_next          88 8,
+        }
+        rdma_cm_join_mc_attr_ex 16 8 {
+            comp_mask  0 4,
+            join_flags 4 4,
+            addr       8 8,
+        }
+        ibv_sa_path_rec 64 8 {
+            dgid                       0 16,
+            sgid                      16 16,
+            dlid                      32  2,
+            slid                      34  2,
+            raw_traffic               36  4,
+            flow_label                40  4,
+            hop_limit                 44  1,
+            traffic_class             45  1,
+            reversible                48  4,
+            numb_path                 52  1,
+            pkey                      54  2,
+            sl                        56  1,
+            mtu_selector              57  1,
+            mtu                       58  1,
+            rate_selector             59  1,
+            rate                      60  1,
+            packet_life_time_selector 61  1,
+            packet_life_time          62  1,
+            preference                63  1,
+        }
+        ibv_ece 12 4 {
+            vendor_id 0 4,
+            options   4 4,
+            comp_mask 8 4,
+        }
+    }
+}

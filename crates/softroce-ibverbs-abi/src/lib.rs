@@ -31,6 +31,7 @@ use libc::{pthread_cond_t, pthread_mutex_t};
 mod consts;
 pub mod convert;
 mod layout;
+pub mod rdmacm;
 
 pub use consts::*;
 pub use layout::{FIELD_OFFSETS, STRUCT_SIZES};
