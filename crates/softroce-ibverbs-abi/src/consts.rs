@@ -203,6 +203,12 @@ consts! {
 
         /// `enum ibv_qp_init_attr_mask`: pd.
         IBV_QP_INIT_ATTR_PD = 1 << 0,
+        /// `enum ibv_srq_init_attr_mask`: `pd` is set.
+        IBV_SRQ_INIT_ATTR_PD = 1 << 1,
+        /// `enum ibv_srq_type`: an ordinary SRQ.
+        IBV_SRQT_BASIC = 0,
+        /// `enum ibv_rate`: 10 Gb/s.
+        IBV_RATE_10_GBPS = 3,
         /// xrcd.
         IBV_QP_INIT_ATTR_XRCD = 1 << 1,
         /// create_flags.

@@ -99,22 +99,64 @@ pub const RDMA_OPTION_IB_PATH: c_int = 1;
 /// Every constant above that `<rdma/rdma_cma.h>` defines, as `(C name, value)`: what the C
 /// comparison test checks.
 pub static CONSTANTS: &[(&str, i64)] = &[
-    ("RDMA_CM_EVENT_ADDR_RESOLVED", RDMA_CM_EVENT_ADDR_RESOLVED as i64),
+    (
+        "RDMA_CM_EVENT_ADDR_RESOLVED",
+        RDMA_CM_EVENT_ADDR_RESOLVED as i64,
+    ),
     ("RDMA_CM_EVENT_ADDR_ERROR", RDMA_CM_EVENT_ADDR_ERROR as i64),
-    ("RDMA_CM_EVENT_ROUTE_RESOLVED", RDMA_CM_EVENT_ROUTE_RESOLVED as i64),
-    ("RDMA_CM_EVENT_ROUTE_ERROR", RDMA_CM_EVENT_ROUTE_ERROR as i64),
-    ("RDMA_CM_EVENT_CONNECT_REQUEST", RDMA_CM_EVENT_CONNECT_REQUEST as i64),
-    ("RDMA_CM_EVENT_CONNECT_RESPONSE", RDMA_CM_EVENT_CONNECT_RESPONSE as i64),
-    ("RDMA_CM_EVENT_CONNECT_ERROR", RDMA_CM_EVENT_CONNECT_ERROR as i64),
-    ("RDMA_CM_EVENT_UNREACHABLE", RDMA_CM_EVENT_UNREACHABLE as i64),
+    (
+        "RDMA_CM_EVENT_ROUTE_RESOLVED",
+        RDMA_CM_EVENT_ROUTE_RESOLVED as i64,
+    ),
+    (
+        "RDMA_CM_EVENT_ROUTE_ERROR",
+        RDMA_CM_EVENT_ROUTE_ERROR as i64,
+    ),
+    (
+        "RDMA_CM_EVENT_CONNECT_REQUEST",
+        RDMA_CM_EVENT_CONNECT_REQUEST as i64,
+    ),
+    (
+        "RDMA_CM_EVENT_CONNECT_RESPONSE",
+        RDMA_CM_EVENT_CONNECT_RESPONSE as i64,
+    ),
+    (
+        "RDMA_CM_EVENT_CONNECT_ERROR",
+        RDMA_CM_EVENT_CONNECT_ERROR as i64,
+    ),
+    (
+        "RDMA_CM_EVENT_UNREACHABLE",
+        RDMA_CM_EVENT_UNREACHABLE as i64,
+    ),
     ("RDMA_CM_EVENT_REJECTED", RDMA_CM_EVENT_REJECTED as i64),
-    ("RDMA_CM_EVENT_ESTABLISHED", RDMA_CM_EVENT_ESTABLISHED as i64),
-    ("RDMA_CM_EVENT_DISCONNECTED", RDMA_CM_EVENT_DISCONNECTED as i64),
-    ("RDMA_CM_EVENT_DEVICE_REMOVAL", RDMA_CM_EVENT_DEVICE_REMOVAL as i64),
-    ("RDMA_CM_EVENT_MULTICAST_JOIN", RDMA_CM_EVENT_MULTICAST_JOIN as i64),
-    ("RDMA_CM_EVENT_MULTICAST_ERROR", RDMA_CM_EVENT_MULTICAST_ERROR as i64),
-    ("RDMA_CM_EVENT_ADDR_CHANGE", RDMA_CM_EVENT_ADDR_CHANGE as i64),
-    ("RDMA_CM_EVENT_TIMEWAIT_EXIT", RDMA_CM_EVENT_TIMEWAIT_EXIT as i64),
+    (
+        "RDMA_CM_EVENT_ESTABLISHED",
+        RDMA_CM_EVENT_ESTABLISHED as i64,
+    ),
+    (
+        "RDMA_CM_EVENT_DISCONNECTED",
+        RDMA_CM_EVENT_DISCONNECTED as i64,
+    ),
+    (
+        "RDMA_CM_EVENT_DEVICE_REMOVAL",
+        RDMA_CM_EVENT_DEVICE_REMOVAL as i64,
+    ),
+    (
+        "RDMA_CM_EVENT_MULTICAST_JOIN",
+        RDMA_CM_EVENT_MULTICAST_JOIN as i64,
+    ),
+    (
+        "RDMA_CM_EVENT_MULTICAST_ERROR",
+        RDMA_CM_EVENT_MULTICAST_ERROR as i64,
+    ),
+    (
+        "RDMA_CM_EVENT_ADDR_CHANGE",
+        RDMA_CM_EVENT_ADDR_CHANGE as i64,
+    ),
+    (
+        "RDMA_CM_EVENT_TIMEWAIT_EXIT",
+        RDMA_CM_EVENT_TIMEWAIT_EXIT as i64,
+    ),
     ("RDMA_PS_IPOIB", RDMA_PS_IPOIB as i64),
     ("RDMA_PS_TCP", RDMA_PS_TCP as i64),
     ("RDMA_PS_UDP", RDMA_PS_UDP as i64),
@@ -131,7 +173,10 @@ pub static CONSTANTS: &[(&str, i64)] = &[
     ("RDMA_OPTION_ID_TOS", RDMA_OPTION_ID_TOS as i64),
     ("RDMA_OPTION_ID_REUSEADDR", RDMA_OPTION_ID_REUSEADDR as i64),
     ("RDMA_OPTION_ID_AFONLY", RDMA_OPTION_ID_AFONLY as i64),
-    ("RDMA_OPTION_ID_ACK_TIMEOUT", RDMA_OPTION_ID_ACK_TIMEOUT as i64),
+    (
+        "RDMA_OPTION_ID_ACK_TIMEOUT",
+        RDMA_OPTION_ID_ACK_TIMEOUT as i64,
+    ),
     ("RDMA_OPTION_IB_PATH", RDMA_OPTION_IB_PATH as i64),
 ];
 
@@ -447,8 +492,6 @@ macro_rules! rdmacm_entry_points {
             rdma_ack_cm_event(event: *mut rdma_cm_event) -> c_int = -1;
             rdma_get_src_port(id: *mut rdma_cm_id) -> u16 = 0;
             rdma_get_dst_port(id: *mut rdma_cm_id) -> u16 = 0;
-            rdma_get_local_addr(id: *mut rdma_cm_id) -> *mut sockaddr = core::ptr::null_mut();
-            rdma_get_peer_addr(id: *mut rdma_cm_id) -> *mut sockaddr = core::ptr::null_mut();
             rdma_get_devices(num_devices: *mut c_int) -> *mut *mut ibv_context = core::ptr::null_mut();
             rdma_free_devices(list: *mut *mut ibv_context) -> () = ();
             rdma_event_str(event: c_int) -> *const c_char = c"UNKNOWN EVENT".as_ptr();

@@ -85,7 +85,11 @@ fn layout_mismatches(
         )
         .unwrap();
     }
-    let c = run_c(header, &format!("layout-{}", header.replace('/', "-")), &body);
+    let c = run_c(
+        header,
+        &format!("layout-{}", header.replace('/', "-")),
+        &body,
+    );
     let rust = structs
         .iter()
         .map(|(name, size, align)| format!("{name} {size} {align}"))
@@ -103,7 +107,11 @@ fn constant_mismatches(header: &str, constants: &[(&str, i64)]) -> Vec<String> {
     for (name, _) in constants {
         writeln!(body, "  printf(\"{name} %lld\\n\", (long long){name});").unwrap();
     }
-    let c = run_c(header, &format!("constants-{}", header.replace('/', "-")), &body);
+    let c = run_c(
+        header,
+        &format!("constants-{}", header.replace('/', "-")),
+        &body,
+    );
     let rust = constants
         .iter()
         .map(|(name, value)| format!("{name} {value}"));

@@ -358,7 +358,7 @@ unsafe extern "C" fn vctx_query_device_ex(
 ///
 /// # Safety
 /// `context` must be NULL or from ibv_open_device; `attr` must hold `len` writable bytes.
-unsafe fn write_port_attr(
+pub(crate) unsafe fn write_port_attr(
     verb: &str,
     context: *mut ibv_context,
     port: u8,

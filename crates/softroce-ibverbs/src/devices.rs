@@ -95,6 +95,13 @@ fn devices() -> Result<&'static [*mut DeviceEntry], &'static str> {
     }
 }
 
+/// The configured devices, in order (None when the configuration is wrong).
+pub(crate) fn entries() -> Option<Vec<&'static DeviceEntry>> {
+    let list = devices().ok()?;
+    // SAFETY: entries are leaked and never freed.
+    Some(list.iter().map(|&e| unsafe { &*e }).collect())
+}
+
 /// The entry behind a device pointer from our list, or None.
 pub(crate) fn entry(device: *mut ibv_device) -> Option<&'static DeviceEntry> {
     let list = devices().ok()?;

@@ -61,6 +61,12 @@ pub(crate) fn guard_ptr<T>(verb: &str, f: impl FnOnce() -> Result<*mut T, c_int>
     })
 }
 
+/// The calling thread's errno.
+pub(crate) fn errno() -> c_int {
+    // SAFETY: __errno_location returns the calling thread's errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
 /// Set the calling thread's errno.
 pub(crate) fn set_errno(e: i32) {
     // SAFETY: __errno_location returns the calling thread's errno slot.
@@ -115,16 +121,25 @@ mod tests {
 
     /// The crate's sources, as (file name, text).
     fn sources() -> Vec<(String, String)> {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
-        let mut files: Vec<(String, String)> = std::fs::read_dir(dir)
-            .expect("reading src/")
-            .map(|e| e.expect("a directory entry").path())
-            .filter(|p| p.extension().is_some_and(|x| x == "rs"))
-            .map(|p| {
-                let text = std::fs::read_to_string(&p).expect("reading a source file");
-                (p.file_name().unwrap().to_string_lossy().into_owned(), text)
-            })
-            .collect();
+        let root = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/src"));
+        let mut dirs = vec![root.clone()];
+        let mut files = Vec::new();
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).expect("reading src/") {
+                let p = entry.expect("a directory entry").path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    let text = std::fs::read_to_string(&p).expect("reading a source file");
+                    let name = p
+                        .strip_prefix(&root)
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned();
+                    files.push((name, text));
+                }
+            }
+        }
         files.sort();
         files
     }

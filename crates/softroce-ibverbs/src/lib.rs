@@ -36,7 +36,9 @@
 //!    for all; each object reaches its context through its C struct's `context` field;
 //! 5. `qp_ex`, `cq_ex`: the `ibv_wr_*` and `ibv_start_poll` APIs on those QPs and CQs;
 //! 6. `open`: `ibv_open_device`/`ibv_close_device`, which give a new context the entry
-//!    points of layers 4 and 5.
+//!    points of layers 4 and 5;
+//! 7. `rdmacm`: the RDMA connection manager that softroce's `librdmacm.so.1` forwards to,
+//!    on the contexts and objects of the layers above.
 
 mod config;
 mod context;
@@ -46,6 +48,7 @@ mod ffi;
 mod objects;
 mod open;
 mod qp_ex;
+mod rdmacm;
 mod strings;
 mod stubs;
 mod sysfs;

@@ -234,7 +234,7 @@ unsafe impl Object for EmuPd {
 }
 
 #[unsafe(no_mangle)]
-unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
+pub(crate) unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
     const VERB: &str = "ibv_alloc_pd";
     guard_ptr(VERB, || {
         // SAFETY: an ibv_context from ibv_open_device, or rejected.
@@ -249,7 +249,7 @@ unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
 }
 
 #[unsafe(no_mangle)]
-unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
+pub(crate) unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
     const VERB: &str = "ibv_dealloc_pd";
     // SAFETY: a PD from ibv_alloc_pd, or rejected.
     guard_errno(VERB, || unsafe { destroy::<EmuPd>(VERB, pd) })
@@ -385,7 +385,9 @@ unsafe impl Object for EmuChannel {
 }
 
 #[unsafe(no_mangle)]
-unsafe extern "C" fn ibv_create_comp_channel(context: *mut ibv_context) -> *mut ibv_comp_channel {
+pub(crate) unsafe extern "C" fn ibv_create_comp_channel(
+    context: *mut ibv_context,
+) -> *mut ibv_comp_channel {
     const VERB: &str = "ibv_create_comp_channel";
     guard_ptr(VERB, || {
         // SAFETY: an ibv_context from ibv_open_device, or rejected.
@@ -403,7 +405,7 @@ unsafe extern "C" fn ibv_create_comp_channel(context: *mut ibv_context) -> *mut 
 }
 
 #[unsafe(no_mangle)]
-unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel) -> c_int {
+pub(crate) unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel) -> c_int {
     const VERB: &str = "ibv_destroy_comp_channel";
     // SAFETY: a channel from ibv_create_comp_channel, or rejected.
     guard_errno(VERB, || unsafe { destroy::<EmuChannel>(VERB, channel) })
@@ -444,7 +446,7 @@ unsafe impl Object for EmuCq {
 }
 
 #[unsafe(no_mangle)]
-unsafe extern "C" fn ibv_create_cq(
+pub(crate) unsafe extern "C" fn ibv_create_cq(
     context: *mut ibv_context,
     cqe: c_int,
     cq_context: *mut c_void,
@@ -507,7 +509,7 @@ pub(crate) unsafe fn create_cq(
 }
 
 #[unsafe(no_mangle)]
-unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
+pub(crate) unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
     const VERB: &str = "ibv_destroy_cq";
     // SAFETY: a CQ from ibv_create_cq(_ex), or rejected.
     guard_errno(VERB, || unsafe { destroy::<EmuCq>(VERB, cq) })
@@ -664,7 +666,10 @@ unsafe impl Object for EmuSrq {
 }
 
 #[unsafe(no_mangle)]
-unsafe extern "C" fn ibv_create_srq(pd: *mut ibv_pd, init: *mut ibv_srq_init_attr) -> *mut ibv_srq {
+pub(crate) unsafe extern "C" fn ibv_create_srq(
+    pd: *mut ibv_pd,
+    init: *mut ibv_srq_init_attr,
+) -> *mut ibv_srq {
     const VERB: &str = "ibv_create_srq";
     guard_ptr(VERB, || {
         // SAFETY: a PD from ibv_alloc_pd, or rejected.
@@ -732,7 +737,7 @@ unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_attr) -
 }
 
 #[unsafe(no_mangle)]
-unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
+pub(crate) unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
     const VERB: &str = "ibv_destroy_srq";
     // SAFETY: an SRQ from ibv_create_srq, or rejected.
     guard_errno(VERB, || unsafe { destroy::<EmuSrq>(VERB, srq) })
@@ -803,7 +808,10 @@ unsafe impl Object for EmuQp {
 }
 
 #[unsafe(no_mangle)]
-unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> *mut ibv_qp {
+pub(crate) unsafe extern "C" fn ibv_create_qp(
+    pd: *mut ibv_pd,
+    init: *mut ibv_qp_init_attr,
+) -> *mut ibv_qp {
     const VERB: &str = "ibv_create_qp";
     guard_ptr(VERB, || {
         if init.is_null() {
@@ -871,7 +879,11 @@ pub(crate) unsafe fn create_qp(
 }
 
 #[unsafe(no_mangle)]
-unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_int) -> c_int {
+pub(crate) unsafe extern "C" fn ibv_modify_qp(
+    qp: *mut ibv_qp,
+    attr: *mut ibv_qp_attr,
+    mask: c_int,
+) -> c_int {
     const VERB: &str = "ibv_modify_qp";
     guard_errno(VERB, || {
         // SAFETY: a QP from ibv_create_qp, or rejected.
@@ -930,7 +942,7 @@ unsafe extern "C" fn ibv_query_qp(
 }
 
 #[unsafe(no_mangle)]
-unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
+pub(crate) unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
     const VERB: &str = "ibv_destroy_qp";
     // SAFETY: a QP from ibv_create_qp(_ex), or rejected.
     guard_errno(VERB, || unsafe { destroy::<EmuQp>(VERB, qp) })

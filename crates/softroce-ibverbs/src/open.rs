@@ -10,7 +10,7 @@ use crate::ffi::{guard_errno, guard_ptr};
 use crate::{cq_ex, objects, qp_ex};
 
 #[unsafe(no_mangle)]
-unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
+pub(crate) unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
     const VERB: &str = "ibv_open_device";
     guard_ptr(VERB, || {
         EmuContext::open(VERB, device, |vctx| {
@@ -22,7 +22,7 @@ unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_contex
 }
 
 #[unsafe(no_mangle)]
-unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
+pub(crate) unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
     const VERB: &str = "ibv_close_device";
     // SAFETY: an ibv_context from ibv_open_device, or rejected; the application promises not
     // to use it (or objects of it) any more.

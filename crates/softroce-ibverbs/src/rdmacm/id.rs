@@ -1,0 +1,748 @@
+//! Communication identifiers and what they know before a connection: the channel they report
+//! to, the device and address they are bound to, the port they hold, the resolved route.
+//!
+//! Every id, channel and outstanding event handed to the application is in a registry, so a
+//! stale or foreign pointer is refused with EINVAL instead of being dereferenced.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::c_int;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use softroce_ibverbs_abi::rdmacm::*;
+use softroce_ibverbs_abi::*;
+use softroce_wire::Gid;
+
+use super::channel::{Channel, Event};
+use crate::devices::{self, DeviceEntry};
+
+/// Where an id is in its life before connecting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Created, no address.
+    Idle,
+    /// `rdma_bind_addr` (a specific or wildcard address and a port).
+    Bound,
+    /// `rdma_resolve_addr` done: a device, source and destination.
+    AddrResolved,
+    /// `rdma_resolve_route` done.
+    RouteResolved,
+    /// `rdma_listen`.
+    Listening,
+}
+
+/// An id; `c` is first, so the `*mut rdma_cm_id` handed out is the id.
+#[repr(C)]
+pub(crate) struct CmId {
+    pub(crate) c: rdma_cm_id,
+    /// The channel events go to (the id's own one in synchronous mode).
+    pub(crate) channel: *mut Channel,
+    /// Synchronous mode: the channel is private and calls wait for their event.
+    pub(crate) synchronous: bool,
+    pub(crate) state: Mutex<IdState>,
+    /// Events queued for this id, and those acknowledged (or discarded unread).
+    pub(crate) reported: AtomicUsize,
+    pub(crate) acked: AtomicUsize,
+}
+
+/// The mutable part of an id.
+#[derive(Debug)]
+pub(crate) struct IdState {
+    pub(crate) phase: Phase,
+    /// The configured device (index into the device list) once bound to one.
+    pub(crate) device: Option<usize>,
+    /// The bound address (unspecified for a wildcard) and port, in the id's port space.
+    pub(crate) bound: Option<SocketAddr>,
+    pub(crate) tos: u8,
+    pub(crate) reuse_address: bool,
+    pub(crate) ipv6_only: bool,
+    pub(crate) ack_timeout: Option<u8>,
+    /// The path record `route.path_rec` points at.
+    pub(crate) path: Option<Box<ibv_sa_path_rec>>,
+}
+
+/// Everything handed out, by address; and the ports in use per port space.
+#[derive(Default)]
+struct Registry {
+    channels: HashMap<usize, usize>,
+    ids: HashSet<usize>,
+    events: HashSet<usize>,
+    /// (port space, port) → the ids holding it.
+    ports: HashMap<(c_int, u16), Vec<usize>>,
+    /// The contexts rdma_cm opened, by device index (rdma_get_devices(3): "devices remain
+    /// opened while the librdmacm is loaded").
+    contexts: HashMap<usize, usize>,
+    /// One default PD per device (rdma_create_qp(3)).
+    default_pds: HashMap<usize, usize>,
+}
+
+static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
+
+fn registry() -> MutexGuard<'static, Option<Registry>> {
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn with_registry<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
+    f(registry().get_or_insert_with(Registry::default))
+}
+
+// ---- channels ---------------------------------------------------------------------------
+
+pub(crate) fn create_channel() -> Result<*mut rdma_event_channel, c_int> {
+    let channel = Box::into_raw(Channel::new()?);
+    with_registry(|r| r.channels.insert(channel as usize, 0));
+    Ok(channel.cast())
+}
+
+/// The channel behind a pointer the application passed.
+pub(crate) fn channel<'a>(c: *mut rdma_event_channel) -> Result<&'a Channel, c_int> {
+    if with_registry(|r| r.channels.contains_key(&(c as usize))) {
+        // SAFETY: registered channels are live boxes until destroyed.
+        Ok(unsafe { &*c.cast::<Channel>() })
+    } else {
+        Err(libc::EINVAL)
+    }
+}
+
+pub(crate) fn destroy_channel(c: *mut rdma_event_channel) -> Result<(), c_int> {
+    let users = with_registry(|r| r.channels.get(&(c as usize)).copied()).ok_or(libc::EINVAL)?;
+    // rdma_destroy_event_channel(3): ids destroyed and events acked first. Freeing it under
+    // a live id would leave that id a dangling pointer: keep it then, and say why.
+    // SAFETY: registered, see `channel`.
+    let pending = unsafe { &*c.cast::<Channel>() }.has_events();
+    if users > 0 {
+        crate::ffi::fail(
+            "rdma_destroy_event_channel",
+            libc::EBUSY,
+            format!("{users} rdma_cm_id(s) still use the channel; it stays open"),
+        );
+        return Err(libc::EBUSY);
+    }
+    with_registry(|r| r.channels.remove(&(c as usize)));
+    // Events nobody will read go with it.
+    let _ = pending;
+    // SAFETY: registered and removed: ours to free, once.
+    drop(unsafe { Box::from_raw(c.cast::<Channel>()) });
+    Ok(())
+}
+
+// ---- ids --------------------------------------------------------------------------------
+
+/// The QP type rdma_cm gives a port space's ids.
+fn qp_type_of(ps: c_int) -> Option<c_int> {
+    match ps {
+        RDMA_PS_TCP | RDMA_PS_IB => Some(IBV_QPT_RC as c_int),
+        RDMA_PS_UDP | RDMA_PS_IPOIB => Some(IBV_QPT_UD as c_int),
+        _ => None,
+    }
+}
+
+pub(crate) fn create_id(
+    channel_ptr: *mut rdma_event_channel,
+    context: *mut std::ffi::c_void,
+    ps: c_int,
+) -> Result<*mut rdma_cm_id, c_int> {
+    let qp_type = qp_type_of(ps).ok_or(libc::EINVAL)?;
+    let (channel_ptr, synchronous) = if channel_ptr.is_null() {
+        (create_channel()?, true)
+    } else {
+        channel(channel_ptr)?;
+        (channel_ptr, false)
+    };
+    // SAFETY: rdma_cm_id is plain data (pointers, integers, unions of sockaddrs).
+    let mut c: rdma_cm_id = unsafe { std::mem::zeroed() };
+    c.channel = channel_ptr;
+    c.context = context;
+    c.ps = ps;
+    c.qp_type = qp_type;
+    let id = Box::into_raw(Box::new(CmId {
+        c,
+        channel: channel_ptr.cast(),
+        synchronous,
+        state: Mutex::new(IdState {
+            phase: Phase::Idle,
+            device: None,
+            bound: None,
+            tos: 0,
+            reuse_address: false,
+            ipv6_only: false,
+            ack_timeout: None,
+            path: None,
+        }),
+        reported: AtomicUsize::new(0),
+        acked: AtomicUsize::new(0),
+    }));
+    with_registry(|r| {
+        r.ids.insert(id as usize);
+        *r.channels.entry(channel_ptr as usize).or_default() += 1;
+    });
+    Ok(id.cast())
+}
+
+/// The id behind a pointer the application passed.
+pub(crate) fn id<'a>(p: *mut rdma_cm_id) -> Result<&'a mut CmId, c_int> {
+    if with_registry(|r| r.ids.contains(&(p as usize))) {
+        // SAFETY: registered ids are live boxes until destroyed; the application serialises
+        // calls on one id as librdmacm requires.
+        Ok(unsafe { &mut *p.cast::<CmId>() })
+    } else {
+        Err(libc::EINVAL)
+    }
+}
+
+impl CmId {
+    pub(crate) fn state(&self) -> MutexGuard<'_, IdState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn channel(&self) -> &Channel {
+        // SAFETY: an id's channel outlives it (destroy_channel refuses while ids use it).
+        unsafe { &*self.channel }
+    }
+
+    /// Queues an event for this id.
+    pub(crate) fn report(&mut self, event: Box<Event>) {
+        self.reported.fetch_add(1, Ordering::SeqCst);
+        let c = (&raw const event.c) as usize;
+        with_registry(|r| r.events.insert(c));
+        self.channel().push(event);
+    }
+
+    /// In synchronous mode, waits for the event the call just caused and keeps it in
+    /// `id.event` (acknowledging the previous one), failing as the event did; asynchronous
+    /// ids return at once.
+    pub(crate) fn complete(&mut self) -> Result<(), c_int> {
+        if !self.synchronous {
+            return Ok(());
+        }
+        if !self.c.event.is_null() {
+            ack_event(self.c.event)?;
+            self.c.event = std::ptr::null_mut();
+        }
+        let event = self.channel().pop()?;
+        let status = event.c.status;
+        let kind = event.c.event;
+        self.c.event = &raw mut Box::leak(event).c;
+        match status {
+            0 => Ok(()),
+            _ if kind == RDMA_CM_EVENT_REJECTED => Err(libc::ECONNREFUSED),
+            s if s < 0 => Err(-s),
+            s => Err(s),
+        }
+    }
+}
+
+pub(crate) fn destroy_id(p: *mut rdma_cm_id) -> Result<(), c_int> {
+    let cm_id = id(p)?;
+    if cm_id.synchronous && !cm_id.c.event.is_null() {
+        ack_event(cm_id.c.event)?;
+        cm_id.c.event = std::ptr::null_mut();
+    }
+    // Events not yet read are discarded; those read wait for their acknowledgement
+    // (rdma_get_cm_event(3): "destruction of an rdma_cm_id will block until related events
+    // have been acknowledged").
+    let discarded = cm_id.channel().take_events_of(p);
+    for event in discarded {
+        with_registry(|r| r.events.remove(&((&raw const event.c) as usize)));
+        cm_id.acked.fetch_add(1, Ordering::SeqCst);
+    }
+    let reported = &cm_id.reported;
+    let acked = &cm_id.acked;
+    cm_id
+        .channel()
+        .wait_until(|| acked.load(Ordering::SeqCst) >= reported.load(Ordering::SeqCst));
+    release_port(cm_id);
+    let channel_ptr = cm_id.channel;
+    let synchronous = cm_id.synchronous;
+    with_registry(|r| {
+        r.ids.remove(&(p as usize));
+        if let Some(users) = r.channels.get_mut(&(channel_ptr as usize)) {
+            *users = users.saturating_sub(1);
+        }
+    });
+    if let Some(path) = cm_id.state().path.take() {
+        drop(path);
+    }
+    // SAFETY: registered and now removed: ours to free, once.
+    drop(unsafe { Box::from_raw(p.cast::<CmId>()) });
+    if synchronous {
+        destroy_channel(channel_ptr.cast())?;
+    }
+    Ok(())
+}
+
+// ---- events -----------------------------------------------------------------------------
+
+pub(crate) fn get_event(
+    channel_ptr: *mut rdma_event_channel,
+    out: *mut *mut rdma_cm_event,
+) -> Result<(), c_int> {
+    let channel = channel(channel_ptr)?;
+    if out.is_null() {
+        return Err(libc::EINVAL);
+    }
+    let event = channel.pop()?;
+    // SAFETY: checked non-null; the caller passes room for one pointer.
+    unsafe { *out = &raw mut Box::leak(event).c };
+    Ok(())
+}
+
+pub(crate) fn ack_event(event: *mut rdma_cm_event) -> Result<(), c_int> {
+    if event.is_null() || !with_registry(|r| r.events.remove(&(event as usize))) {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: a registered event is a leaked Box<Event> (c first); removed above, so freed
+    // once.
+    let event = unsafe { Box::from_raw(event.cast::<Event>()) };
+    if let Ok(cm_id) = id(event.c.id) {
+        cm_id.acked.fetch_add(1, Ordering::SeqCst);
+        cm_id.channel().notify_acked();
+    }
+    Ok(())
+}
+
+pub(crate) fn migrate_id(
+    p: *mut rdma_cm_id,
+    new_channel: *mut rdma_event_channel,
+) -> Result<(), c_int> {
+    let cm_id = id(p)?;
+    let (target, synchronous) = if new_channel.is_null() {
+        (create_channel()?, true)
+    } else {
+        channel(new_channel)?;
+        (new_channel, false)
+    };
+    // rdma_migrate_id(3): "will block while there are any unacknowledged events on the
+    // current event channel" (of this id), then moves the pending ones.
+    let pending = cm_id.channel().take_events_of(p);
+    let taken = pending.len();
+    let (reported, acked) = (&cm_id.reported, &cm_id.acked);
+    cm_id
+        .channel()
+        .wait_until(|| acked.load(Ordering::SeqCst) + taken >= reported.load(Ordering::SeqCst));
+    let old = cm_id.channel;
+    let old_synchronous = cm_id.synchronous;
+    cm_id.channel = target.cast();
+    cm_id.c.channel = target;
+    cm_id.synchronous = synchronous;
+    for event in pending {
+        cm_id.channel().push(event);
+    }
+    with_registry(|r| {
+        if let Some(users) = r.channels.get_mut(&(old as usize)) {
+            *users = users.saturating_sub(1);
+        }
+        *r.channels.entry(target as usize).or_default() += 1;
+    });
+    if old_synchronous {
+        destroy_channel(old.cast())?;
+    }
+    Ok(())
+}
+
+// ---- addresses --------------------------------------------------------------------------
+
+/// A socket address from C: AF_INET or AF_INET6, else EAFNOSUPPORT.
+///
+/// # Safety
+///
+/// `addr` is NULL or points at a sockaddr of its family's size.
+pub(crate) unsafe fn socket_addr_from_c(addr: *const libc::sockaddr) -> Result<SocketAddr, c_int> {
+    if addr.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: the caller's sockaddr; its family says which view is valid.
+    unsafe {
+        match c_int::from((*addr).sa_family) {
+            libc::AF_INET => {
+                let sin = &*addr.cast::<libc::sockaddr_in>();
+                Ok(SocketAddr::new(
+                    IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr))),
+                    u16::from_be(sin.sin_port),
+                ))
+            }
+            libc::AF_INET6 => {
+                let sin6 = &*addr.cast::<libc::sockaddr_in6>();
+                Ok(SocketAddr::new(
+                    IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)),
+                    u16::from_be(sin6.sin6_port),
+                ))
+            }
+            _ => Err(libc::EAFNOSUPPORT),
+        }
+    }
+}
+
+/// Writes `a` into one half of an `rdma_addr`.
+pub(crate) fn write_sockaddr(dst: &mut rdma_sockaddr, a: SocketAddr) {
+    // SAFETY: sockaddr_storage is plain data.
+    *dst = rdma_sockaddr {
+        storage: unsafe { std::mem::zeroed() },
+    };
+    match a {
+        SocketAddr::V4(v4) => {
+            // SAFETY: sockaddr_in is plain data.
+            let mut sin: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_port = v4.port().to_be();
+            sin.sin_addr.s_addr = u32::from(*v4.ip()).to_be();
+            dst.sin = sin;
+        }
+        SocketAddr::V6(v6) => {
+            // SAFETY: sockaddr_in6 is plain data.
+            let mut sin6: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_port = v6.port().to_be();
+            sin6.sin6_addr.s6_addr = v6.ip().octets();
+            sin6.sin6_scope_id = v6.scope_id();
+            dst.sin6 = sin6;
+        }
+    }
+}
+
+/// The port of one half of an `rdma_addr` (host order), 0 when it holds no address.
+pub(crate) fn port_of(a: &rdma_sockaddr) -> u16 {
+    // SAFETY: the family says which view is valid; all views are plain data.
+    unsafe {
+        match c_int::from(a.addr.sa_family) {
+            libc::AF_INET => u16::from_be(a.sin.sin_port),
+            libc::AF_INET6 => u16::from_be(a.sin6.sin6_port),
+            _ => 0,
+        }
+    }
+}
+
+/// The configured devices, in order.
+fn device_entries() -> Vec<&'static DeviceEntry> {
+    devices::entries().unwrap_or_default()
+}
+
+/// The device with address `ip`.
+fn device_with(ip: IpAddr) -> Option<usize> {
+    device_entries().iter().position(|e| e.spec.ip == ip)
+}
+
+/// Whether `ip` is an address of this host (a socket can bind to it).
+fn is_local_address(ip: IpAddr) -> bool {
+    UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
+}
+
+/// The context rdma_cm keeps open for device `index`.
+pub(crate) fn context_of(index: usize) -> Result<*mut ibv_context, c_int> {
+    if let Some(ctx) = with_registry(|r| r.contexts.get(&index).copied()) {
+        return Ok(ctx as *mut ibv_context);
+    }
+    let entry = *device_entries().get(index).ok_or(libc::ENODEV)?;
+    let device = std::ptr::from_ref(&entry.dev).cast_mut();
+    // SAFETY: a device of our list.
+    let ctx = unsafe { crate::open::ibv_open_device(device) };
+    if ctx.is_null() {
+        return Err(crate::ffi::errno());
+    }
+    // Another thread may have opened it meanwhile: keep the first, close ours.
+    let kept = with_registry(|r| *r.contexts.entry(index).or_insert(ctx as usize));
+    if kept != ctx as usize {
+        // SAFETY: ours, unused.
+        unsafe { crate::open::ibv_close_device(ctx) };
+    }
+    Ok(kept as *mut ibv_context)
+}
+
+/// The default PD of device `index` (one per device, rdma_create_qp(3)).
+pub(crate) fn default_pd(index: usize) -> Result<*mut ibv_pd, c_int> {
+    if let Some(pd) = with_registry(|r| r.default_pds.get(&index).copied()) {
+        return Ok(pd as *mut ibv_pd);
+    }
+    let ctx = context_of(index)?;
+    // SAFETY: a context we opened.
+    let pd = unsafe { crate::objects::ibv_alloc_pd(ctx) };
+    if pd.is_null() {
+        return Err(crate::ffi::errno());
+    }
+    let kept = with_registry(|r| *r.default_pds.entry(index).or_insert(pd as usize));
+    if kept != pd as usize {
+        // SAFETY: ours, unused.
+        unsafe { crate::objects::ibv_dealloc_pd(pd) };
+    }
+    Ok(kept as *mut ibv_pd)
+}
+
+/// The contexts of every device, opened (rdma_get_devices).
+pub(crate) fn all_contexts() -> Result<Vec<*mut ibv_context>, c_int> {
+    (0..device_entries().len()).map(context_of).collect()
+}
+
+/// The ephemeral port range the kernel's rdma_cm picks from (inet_get_local_port_range).
+const EPHEMERAL_PORTS: std::ops::RangeInclusive<u16> = 32768..=60999;
+
+/// Takes `port` (0: any free one) at `ip` in the id's port space.
+fn take_port(cm_id: &CmId, ip: IpAddr, port: u16) -> Result<u16, c_int> {
+    let me = std::ptr::from_ref(cm_id) as usize;
+    let ps = cm_id.c.ps;
+    let reuse = cm_id.state().reuse_address;
+    with_registry(|r| {
+        let conflicts = |r: &Registry, port: u16| {
+            r.ports.get(&(ps, port)).is_some_and(|holders| {
+                holders.iter().any(|&other| {
+                    // SAFETY: holders are registered ids (removed from here before freeing).
+                    let other = unsafe { &*(other as *const CmId) };
+                    let state = other.state();
+                    let other_ip = state.bound.map_or(ip, |b| b.ip());
+                    let overlap =
+                        ip.is_unspecified() || other_ip.is_unspecified() || other_ip == ip;
+                    let shared = reuse && state.reuse_address && state.phase != Phase::Listening;
+                    overlap && !shared
+                })
+            })
+        };
+        let port = if port == 0 {
+            // Start where a hash of the id points, as the kernel starts at a random port.
+            let span = u32::from(EPHEMERAL_PORTS.end() - EPHEMERAL_PORTS.start()) + 1;
+            let start = (me as u32 / 64).wrapping_mul(2_654_435_761) % span;
+            (0..span)
+                .map(|i| EPHEMERAL_PORTS.start() + ((start + i) % span) as u16)
+                .find(|&p| !conflicts(r, p))
+                .ok_or(libc::EADDRNOTAVAIL)?
+        } else if conflicts(r, port) {
+            return Err(libc::EADDRINUSE);
+        } else {
+            port
+        };
+        r.ports.entry((ps, port)).or_default().push(me);
+        Ok(port)
+    })
+}
+
+fn release_port(cm_id: &CmId) {
+    let me = std::ptr::from_ref(cm_id) as usize;
+    let Some(bound) = cm_id.state().bound else {
+        return;
+    };
+    let key = (cm_id.c.ps, bound.port());
+    with_registry(|r| {
+        if let Some(holders) = r.ports.get_mut(&key) {
+            holders.retain(|&h| h != me);
+            if holders.is_empty() {
+                r.ports.remove(&key);
+            }
+        }
+    });
+}
+
+/// Binds the id to `addr` (its device unless a wildcard) and a port.
+pub(crate) fn bind(cm_id: &mut CmId, addr: SocketAddr) -> Result<(), c_int> {
+    if cm_id.state().phase != Phase::Idle {
+        return Err(libc::EINVAL);
+    }
+    let device = if addr.ip().is_unspecified() {
+        None
+    } else {
+        match device_with(addr.ip()) {
+            Some(d) => Some(d),
+            // The kernel's answers: not an address of this host, or one without an RDMA
+            // device.
+            None if is_local_address(addr.ip()) => return Err(libc::ENODEV),
+            None => return Err(libc::EADDRNOTAVAIL),
+        }
+    };
+    let port = take_port(cm_id, addr.ip(), addr.port())?;
+    let bound = SocketAddr::new(addr.ip(), port);
+    if let Some(d) = device {
+        attach_device(cm_id, d)?;
+    }
+    write_sockaddr(&mut cm_id.c.route.addr.src, bound);
+    let mut state = cm_id.state();
+    state.bound = Some(bound);
+    state.device = device;
+    state.phase = Phase::Bound;
+    Ok(())
+}
+
+/// Gives the id device `index`: its context, port and source GID.
+fn attach_device(cm_id: &mut CmId, index: usize) -> Result<(), c_int> {
+    let ctx = context_of(index)?;
+    let entry = device_entries()[index];
+    cm_id.c.verbs = ctx;
+    cm_id.c.pd = default_pd(index)?;
+    cm_id.c.port_num = 1;
+    cm_id.c.route.addr.ibaddr.sgid = ibv_gid {
+        raw: Gid::from_ip(entry.spec.ip).to_bytes(),
+    };
+    cm_id.c.route.addr.ibaddr.pkey = 0xffff_u16.to_be();
+    Ok(())
+}
+
+/// The device a connection to `dst` leaves from: the one with the destination's address
+/// (loopback on one device), else the one with the address the host's routing table picks
+/// as source, else the first.
+fn device_towards(dst: IpAddr) -> Result<usize, c_int> {
+    if let Some(d) = device_with(dst) {
+        return Ok(d);
+    }
+    let any = if dst.is_ipv4() {
+        IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+    } else {
+        IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+    };
+    let routed_source = UdpSocket::bind(SocketAddr::new(any, 0))
+        .and_then(|s| s.connect(SocketAddr::new(dst, 9)).map(|()| s))
+        .and_then(|s| s.local_addr())
+        .ok()
+        .and_then(|a| device_with(a.ip()));
+    match routed_source {
+        Some(d) => Ok(d),
+        None if !device_entries().is_empty() => Ok(0),
+        None => Err(libc::ENODEV),
+    }
+}
+
+pub(crate) fn resolve_addr(
+    cm_id: &mut CmId,
+    src: Option<SocketAddr>,
+    dst: SocketAddr,
+) -> Result<(), c_int> {
+    let phase = cm_id.state().phase;
+    if !matches!(phase, Phase::Idle | Phase::Bound) {
+        return Err(libc::EINVAL);
+    }
+    if let Some(src) = src
+        && phase == Phase::Idle
+    {
+        bind(cm_id, src)?;
+    }
+    let device = match cm_id.state().device {
+        Some(d) => d,
+        None => device_towards(dst.ip())?,
+    };
+    let source_ip = device_entries()[device].spec.ip;
+    if cm_id.state().phase == Phase::Idle {
+        bind(cm_id, SocketAddr::new(source_ip, 0))?;
+    } else {
+        // Bound to a wildcard: the id now has the device's address (the kernel fills in the
+        // routed source the same way), keeping its port.
+        attach_device(cm_id, device)?;
+        let port = cm_id.state().bound.map_or(0, |b| b.port());
+        let source = SocketAddr::new(source_ip, port);
+        write_sockaddr(&mut cm_id.c.route.addr.src, source);
+        cm_id.state().device = Some(device);
+    }
+    write_sockaddr(&mut cm_id.c.route.addr.dst, dst);
+    cm_id.c.route.addr.ibaddr.dgid = ibv_gid {
+        raw: Gid::from_ip(dst.ip()).to_bytes(),
+    };
+    cm_id.state().phase = Phase::AddrResolved;
+    let me = std::ptr::from_mut(cm_id).cast::<rdma_cm_id>();
+    cm_id.report(Event::new(me, RDMA_CM_EVENT_ADDR_RESOLVED, 0));
+    cm_id.complete()
+}
+
+pub(crate) fn resolve_route(cm_id: &mut CmId) -> Result<(), c_int> {
+    let (phase, device, tos) = {
+        let s = cm_id.state();
+        (s.phase, s.device, s.tos)
+    };
+    let (Phase::AddrResolved | Phase::RouteResolved, Some(device)) = (phase, device) else {
+        return Err(libc::EINVAL);
+    };
+    let active_mtu = port_active_mtu(device)?;
+    let mut path = Box::new(ibv_sa_path_rec {
+        dgid: cm_id.c.route.addr.ibaddr.dgid,
+        sgid: cm_id.c.route.addr.ibaddr.sgid,
+        dlid: 0,
+        slid: 0,
+        raw_traffic: 0,
+        flow_label: 0,
+        // The kernel's route for RoCE: the IP hop limit, the TOS as traffic class, the
+        // netdev's MTU, CMA_IBOE_PACKET_LIFETIME.
+        hop_limit: 64,
+        traffic_class: tos,
+        reversible: 1,
+        numb_path: 1,
+        pkey: 0xffff_u16.to_be(),
+        sl: 0,
+        mtu_selector: 2,
+        mtu: active_mtu,
+        rate_selector: 2,
+        rate: IBV_RATE_10_GBPS as u8,
+        packet_life_time_selector: 2,
+        packet_life_time: 16,
+        preference: 0,
+    });
+    cm_id.c.route.path_rec = &raw mut *path;
+    cm_id.c.route.num_paths = 1;
+    {
+        let mut state = cm_id.state();
+        state.path = Some(path);
+        state.phase = Phase::RouteResolved;
+    }
+    let me = std::ptr::from_mut(cm_id).cast::<rdma_cm_id>();
+    cm_id.report(Event::new(me, RDMA_CM_EVENT_ROUTE_RESOLVED, 0));
+    cm_id.complete()
+}
+
+/// The active MTU (`enum ibv_mtu`) of device `index`'s port.
+fn port_active_mtu(index: usize) -> Result<u8, c_int> {
+    let ctx = context_of(index)?;
+    // SAFETY: ibv_port_attr is plain data.
+    let mut attr: ibv_port_attr = unsafe { std::mem::zeroed() };
+    // SAFETY: a context we opened and a live attribute struct of the size given.
+    unsafe {
+        crate::context::write_port_attr(
+            "rdma_resolve_route",
+            ctx,
+            1,
+            &raw mut attr,
+            size_of::<ibv_port_attr>(),
+        )
+    }?;
+    Ok(attr.active_mtu as u8)
+}
+
+pub(crate) fn set_option(
+    cm_id: &mut CmId,
+    level: c_int,
+    name: c_int,
+    value: *const std::ffi::c_void,
+    len: usize,
+) -> Result<(), c_int> {
+    if value.is_null() {
+        return Err(libc::EINVAL);
+    }
+    let byte = || -> Result<u8, c_int> {
+        if len != 1 {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: the caller's buffer of `len` (1) bytes.
+        Ok(unsafe { *value.cast::<u8>() })
+    };
+    let int = || -> Result<c_int, c_int> {
+        if len != size_of::<c_int>() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: the caller's buffer of `len` bytes; may be unaligned.
+        Ok(unsafe { value.cast::<c_int>().read_unaligned() })
+    };
+    let mut state = cm_id.state();
+    match (level, name) {
+        (RDMA_OPTION_ID, RDMA_OPTION_ID_TOS) => state.tos = byte()?,
+        (RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR) => {
+            // The kernel refuses to change it once the id holds a port.
+            if state.phase != Phase::Idle {
+                return Err(libc::EINVAL);
+            }
+            state.reuse_address = int()? != 0;
+        }
+        (RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY) => {
+            if state.phase != Phase::Idle {
+                return Err(libc::EINVAL);
+            }
+            state.ipv6_only = int()? != 0;
+        }
+        (RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT) => state.ack_timeout = Some(byte()?),
+        // Path records come from the route on RoCE; the kernel refuses them there too.
+        (RDMA_OPTION_IB, RDMA_OPTION_IB_PATH) => return Err(libc::EINVAL),
+        _ => return Err(libc::ENOSYS),
+    }
+    Ok(())
+}

@@ -1,0 +1,503 @@
+//! The RDMA connection manager behind softroce's `librdmacm.so.1` (crate softroce-rdmacm),
+//! which reaches it through [`softroce_rdmacm_entry_points`]: one entry point per librdmacm
+//! function, same name and C signature, each inside the panic guard.
+//!
+//! It lives here because its ids hand out this library's contexts, PDs, CQs and QPs, and its
+//! connections run on this library's devices.
+//!
+//! - `channel`: event channels (an eventfd per channel) and events;
+//! - `id`: ids, the registry of everything handed out, binding, ports, address and route
+//!   resolution, options;
+//! - `qp`: the QPs, SRQs and CQs rdma_cm makes for an id, `rdma_init_qp_attr`,
+//!   `rdma_create_ep`;
+//! - `addrinfo`: `rdma_getaddrinfo`.
+//!
+//! Connections (listen, connect, accept, reject, disconnect, multicast) need the IB CM on
+//! the devices' QP1, which the emulator does not run yet: those calls fail with ENOSYS and
+//! say so under `SOFTROCE_LOG=verbs`.
+
+mod addrinfo;
+mod channel;
+mod id;
+mod qp;
+
+use std::ffi::{c_char, c_int, c_void};
+
+use libc::sockaddr;
+use softroce_ibverbs_abi::rdmacm::*;
+use softroce_ibverbs_abi::*;
+
+use crate::ffi::{fail, guard, guard_ptr, guard_status, set_errno};
+
+unsafe extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel {
+    guard_ptr("rdma_create_event_channel", id::create_channel)
+}
+
+unsafe extern "C" fn rdma_destroy_event_channel(channel: *mut rdma_event_channel) {
+    guard("rdma_destroy_event_channel", (), || {
+        let _ = id::destroy_channel(channel);
+    })
+}
+
+unsafe extern "C" fn rdma_create_id(
+    channel: *mut rdma_event_channel,
+    out: *mut *mut rdma_cm_id,
+    context: *mut c_void,
+    ps: c_int,
+) -> c_int {
+    guard_status("rdma_create_id", || {
+        if out.is_null() {
+            return Err(libc::EINVAL);
+        }
+        let created = id::create_id(channel, context, ps)?;
+        // SAFETY: checked non-NULL; room for one pointer.
+        unsafe { *out = created };
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn rdma_destroy_id(p: *mut rdma_cm_id) -> c_int {
+    guard_status("rdma_destroy_id", || id::destroy_id(p))
+}
+
+unsafe extern "C" fn rdma_bind_addr(p: *mut rdma_cm_id, addr: *mut sockaddr) -> c_int {
+    guard_status("rdma_bind_addr", || {
+        let cm_id = id::id(p)?;
+        // SAFETY: NULL (refused) or the caller's sockaddr.
+        let addr = unsafe { id::socket_addr_from_c(addr) }?;
+        id::bind(cm_id, addr)
+    })
+}
+
+unsafe extern "C" fn rdma_resolve_addr(
+    p: *mut rdma_cm_id,
+    src: *mut sockaddr,
+    dst: *mut sockaddr,
+    _timeout_ms: c_int,
+) -> c_int {
+    guard_status("rdma_resolve_addr", || {
+        let cm_id = id::id(p)?;
+        let src = if src.is_null() {
+            None
+        } else {
+            // SAFETY: the caller's sockaddr.
+            Some(unsafe { id::socket_addr_from_c(src) }?)
+        };
+        // SAFETY: NULL (refused) or the caller's sockaddr.
+        let dst = unsafe { id::socket_addr_from_c(dst) }?;
+        id::resolve_addr(cm_id, src, dst)
+    })
+}
+
+unsafe extern "C" fn rdma_resolve_route(p: *mut rdma_cm_id, _timeout_ms: c_int) -> c_int {
+    guard_status("rdma_resolve_route", || id::resolve_route(id::id(p)?))
+}
+
+unsafe extern "C" fn rdma_create_qp(
+    p: *mut rdma_cm_id,
+    pd: *mut ibv_pd,
+    attr: *mut ibv_qp_init_attr,
+) -> c_int {
+    guard_status("rdma_create_qp", || {
+        let cm_id = id::id(p)?;
+        // SAFETY: NULL (refused) or the caller's attributes.
+        let attr = unsafe { attr.as_mut() }.ok_or(libc::EINVAL)?;
+        qp::create_qp(cm_id, pd, attr)
+    })
+}
+
+unsafe extern "C" fn rdma_create_qp_ex(
+    p: *mut rdma_cm_id,
+    attr: *mut ibv_qp_init_attr_ex,
+) -> c_int {
+    guard_status("rdma_create_qp_ex", || {
+        let cm_id = id::id(p)?;
+        // SAFETY: NULL (refused) or the caller's attributes.
+        let attr = unsafe { attr.as_mut() }.ok_or(libc::EINVAL)?;
+        qp::create_qp_ex(cm_id, attr)
+    })
+}
+
+unsafe extern "C" fn rdma_destroy_qp(p: *mut rdma_cm_id) {
+    guard("rdma_destroy_qp", (), || {
+        if let Ok(cm_id) = id::id(p) {
+            qp::destroy_qp(cm_id);
+        }
+    })
+}
+
+/// The connection calls: not available until the CM runs on QP1.
+fn no_connections(verb: &str) -> c_int {
+    fail(
+        verb,
+        libc::ENOSYS,
+        "connections through rdma_cm need the IB CM on QP1, which softroce does not run yet",
+    )
+}
+
+unsafe extern "C" fn rdma_connect(p: *mut rdma_cm_id, _param: *mut rdma_conn_param) -> c_int {
+    guard_status("rdma_connect", || {
+        id::id(p)?;
+        Err(no_connections("rdma_connect"))
+    })
+}
+
+unsafe extern "C" fn rdma_establish(p: *mut rdma_cm_id) -> c_int {
+    guard_status("rdma_establish", || {
+        id::id(p)?;
+        Err(no_connections("rdma_establish"))
+    })
+}
+
+unsafe extern "C" fn rdma_listen(p: *mut rdma_cm_id, _backlog: c_int) -> c_int {
+    guard_status("rdma_listen", || {
+        id::id(p)?;
+        Err(no_connections("rdma_listen"))
+    })
+}
+
+unsafe extern "C" fn rdma_get_request(
+    listen: *mut rdma_cm_id,
+    _out: *mut *mut rdma_cm_id,
+) -> c_int {
+    guard_status("rdma_get_request", || {
+        id::id(listen)?;
+        Err(no_connections("rdma_get_request"))
+    })
+}
+
+unsafe extern "C" fn rdma_accept(p: *mut rdma_cm_id, _param: *mut rdma_conn_param) -> c_int {
+    guard_status("rdma_accept", || {
+        id::id(p)?;
+        Err(no_connections("rdma_accept"))
+    })
+}
+
+unsafe extern "C" fn rdma_reject(p: *mut rdma_cm_id, _data: *const c_void, _len: u8) -> c_int {
+    guard_status("rdma_reject", || {
+        id::id(p)?;
+        Err(no_connections("rdma_reject"))
+    })
+}
+
+unsafe extern "C" fn rdma_reject_ece(p: *mut rdma_cm_id, _data: *const c_void, _len: u8) -> c_int {
+    guard_status("rdma_reject_ece", || {
+        id::id(p)?;
+        Err(no_connections("rdma_reject_ece"))
+    })
+}
+
+unsafe extern "C" fn rdma_notify(p: *mut rdma_cm_id, _event: c_int) -> c_int {
+    guard_status("rdma_notify", || {
+        id::id(p)?;
+        Err(no_connections("rdma_notify"))
+    })
+}
+
+unsafe extern "C" fn rdma_disconnect(p: *mut rdma_cm_id) -> c_int {
+    guard_status("rdma_disconnect", || {
+        id::id(p)?;
+        Err(no_connections("rdma_disconnect"))
+    })
+}
+
+unsafe extern "C" fn rdma_join_multicast(
+    p: *mut rdma_cm_id,
+    _addr: *mut sockaddr,
+    _context: *mut c_void,
+) -> c_int {
+    guard_status("rdma_join_multicast", || {
+        id::id(p)?;
+        Err(fail(
+            "rdma_join_multicast",
+            libc::ENOSYS,
+            "no UD multicast yet",
+        ))
+    })
+}
+
+unsafe extern "C" fn rdma_leave_multicast(p: *mut rdma_cm_id, _addr: *mut sockaddr) -> c_int {
+    guard_status("rdma_leave_multicast", || {
+        id::id(p)?;
+        // Nothing can have been joined.
+        Err(libc::EADDRNOTAVAIL)
+    })
+}
+
+unsafe extern "C" fn rdma_join_multicast_ex(
+    p: *mut rdma_cm_id,
+    _attr: *mut rdma_cm_join_mc_attr_ex,
+    _context: *mut c_void,
+) -> c_int {
+    guard_status("rdma_join_multicast_ex", || {
+        id::id(p)?;
+        Err(fail(
+            "rdma_join_multicast_ex",
+            libc::ENOSYS,
+            "no UD multicast yet",
+        ))
+    })
+}
+
+unsafe extern "C" fn rdma_get_cm_event(
+    channel: *mut rdma_event_channel,
+    event: *mut *mut rdma_cm_event,
+) -> c_int {
+    guard_status("rdma_get_cm_event", || id::get_event(channel, event))
+}
+
+unsafe extern "C" fn rdma_ack_cm_event(event: *mut rdma_cm_event) -> c_int {
+    guard_status("rdma_ack_cm_event", || id::ack_event(event))
+}
+
+unsafe extern "C" fn rdma_get_src_port(p: *mut rdma_cm_id) -> u16 {
+    guard("rdma_get_src_port", 0, || match id::id(p) {
+        Ok(cm_id) => id::port_of(&cm_id.c.route.addr.src).to_be(),
+        Err(_) => 0,
+    })
+}
+
+unsafe extern "C" fn rdma_get_dst_port(p: *mut rdma_cm_id) -> u16 {
+    guard("rdma_get_dst_port", 0, || match id::id(p) {
+        Ok(cm_id) => id::port_of(&cm_id.c.route.addr.dst).to_be(),
+        Err(_) => 0,
+    })
+}
+
+unsafe extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut ibv_context {
+    guard_ptr("rdma_get_devices", || {
+        let contexts = id::all_contexts()?;
+        // SAFETY: calloc of n + 1 pointers (NULL-terminated), freed by rdma_free_devices.
+        let list = unsafe { libc::calloc(contexts.len() + 1, size_of::<*mut ibv_context>()) }
+            .cast::<*mut ibv_context>();
+        if list.is_null() {
+            return Err(libc::ENOMEM);
+        }
+        for (i, &ctx) in contexts.iter().enumerate() {
+            // SAFETY: within the n + 1 slots.
+            unsafe { *list.add(i) = ctx };
+        }
+        if !num_devices.is_null() {
+            // SAFETY: the caller's int.
+            unsafe { *num_devices = contexts.len() as c_int };
+        }
+        Ok(list)
+    })
+}
+
+unsafe extern "C" fn rdma_free_devices(list: *mut *mut ibv_context) {
+    // The contexts stay open (rdma_get_devices(3)); only the array goes.
+    // SAFETY: NULL or the array from rdma_get_devices.
+    guard("rdma_free_devices", (), || unsafe {
+        libc::free(list.cast())
+    })
+}
+
+unsafe extern "C" fn rdma_event_str(event: c_int) -> *const c_char {
+    guard("rdma_event_str", c"UNKNOWN EVENT".as_ptr(), || {
+        match event {
+            RDMA_CM_EVENT_ADDR_RESOLVED => c"RDMA_CM_EVENT_ADDR_RESOLVED",
+            RDMA_CM_EVENT_ADDR_ERROR => c"RDMA_CM_EVENT_ADDR_ERROR",
+            RDMA_CM_EVENT_ROUTE_RESOLVED => c"RDMA_CM_EVENT_ROUTE_RESOLVED",
+            RDMA_CM_EVENT_ROUTE_ERROR => c"RDMA_CM_EVENT_ROUTE_ERROR",
+            RDMA_CM_EVENT_CONNECT_REQUEST => c"RDMA_CM_EVENT_CONNECT_REQUEST",
+            RDMA_CM_EVENT_CONNECT_RESPONSE => c"RDMA_CM_EVENT_CONNECT_RESPONSE",
+            RDMA_CM_EVENT_CONNECT_ERROR => c"RDMA_CM_EVENT_CONNECT_ERROR",
+            RDMA_CM_EVENT_UNREACHABLE => c"RDMA_CM_EVENT_UNREACHABLE",
+            RDMA_CM_EVENT_REJECTED => c"RDMA_CM_EVENT_REJECTED",
+            RDMA_CM_EVENT_ESTABLISHED => c"RDMA_CM_EVENT_ESTABLISHED",
+            RDMA_CM_EVENT_DISCONNECTED => c"RDMA_CM_EVENT_DISCONNECTED",
+            RDMA_CM_EVENT_DEVICE_REMOVAL => c"RDMA_CM_EVENT_DEVICE_REMOVAL",
+            RDMA_CM_EVENT_MULTICAST_JOIN => c"RDMA_CM_EVENT_MULTICAST_JOIN",
+            RDMA_CM_EVENT_MULTICAST_ERROR => c"RDMA_CM_EVENT_MULTICAST_ERROR",
+            RDMA_CM_EVENT_ADDR_CHANGE => c"RDMA_CM_EVENT_ADDR_CHANGE",
+            RDMA_CM_EVENT_TIMEWAIT_EXIT => c"RDMA_CM_EVENT_TIMEWAIT_EXIT",
+            _ => c"UNKNOWN EVENT",
+        }
+        .as_ptr()
+    })
+}
+
+unsafe extern "C" fn rdma_set_option(
+    p: *mut rdma_cm_id,
+    level: c_int,
+    name: c_int,
+    value: *mut c_void,
+    len: usize,
+) -> c_int {
+    guard_status("rdma_set_option", || {
+        id::set_option(id::id(p)?, level, name, value, len)
+    })
+}
+
+unsafe extern "C" fn rdma_migrate_id(
+    p: *mut rdma_cm_id,
+    channel: *mut rdma_event_channel,
+) -> c_int {
+    guard_status("rdma_migrate_id", || id::migrate_id(p, channel))
+}
+
+unsafe extern "C" fn rdma_getaddrinfo(
+    node: *const c_char,
+    service: *const c_char,
+    hints: *const rdma_addrinfo,
+    res: *mut *mut rdma_addrinfo,
+) -> c_int {
+    guard("rdma_getaddrinfo", -1, || {
+        if res.is_null() {
+            set_errno(libc::EINVAL);
+            return -1;
+        }
+        // SAFETY: the caller's strings and hints, NULL or valid.
+        match unsafe { addrinfo::getaddrinfo(node, service, hints) } {
+            Ok(list) => {
+                // SAFETY: checked non-NULL.
+                unsafe { *res = list };
+                0
+            }
+            Err((rc, errno)) => {
+                set_errno(errno);
+                rc
+            }
+        }
+    })
+}
+
+unsafe extern "C" fn rdma_freeaddrinfo(res: *mut rdma_addrinfo) {
+    // SAFETY: NULL or a list from rdma_getaddrinfo.
+    guard("rdma_freeaddrinfo", (), || unsafe {
+        addrinfo::freeaddrinfo(res)
+    })
+}
+
+unsafe extern "C" fn rdma_create_ep(
+    out: *mut *mut rdma_cm_id,
+    res: *mut rdma_addrinfo,
+    pd: *mut ibv_pd,
+    qp_init_attr: *mut ibv_qp_init_attr,
+) -> c_int {
+    guard_status("rdma_create_ep", || {
+        if out.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: NULL (refused) or the caller's addrinfo.
+        let res = unsafe { res.as_ref() }.ok_or(libc::EINVAL)?;
+        // SAFETY: forwarded.
+        let created = unsafe { qp::create_ep(res, pd, qp_init_attr) }?;
+        // SAFETY: checked non-NULL.
+        unsafe { *out = created };
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn rdma_destroy_ep(p: *mut rdma_cm_id) {
+    guard("rdma_destroy_ep", (), || {
+        if let Ok(cm_id) = id::id(p) {
+            qp::destroy_qp(cm_id);
+            qp::destroy_srq(cm_id);
+            let _ = id::destroy_id(p);
+        }
+    })
+}
+
+unsafe extern "C" fn rdma_create_srq(
+    p: *mut rdma_cm_id,
+    pd: *mut ibv_pd,
+    attr: *mut ibv_srq_init_attr,
+) -> c_int {
+    guard_status("rdma_create_srq", || {
+        let cm_id = id::id(p)?;
+        // SAFETY: NULL (refused) or the caller's attributes.
+        let attr = unsafe { attr.as_mut() }.ok_or(libc::EINVAL)?;
+        qp::create_srq(cm_id, pd, attr)
+    })
+}
+
+unsafe extern "C" fn rdma_create_srq_ex(
+    p: *mut rdma_cm_id,
+    attr: *mut ibv_srq_init_attr_ex,
+) -> c_int {
+    guard_status("rdma_create_srq_ex", || {
+        let cm_id = id::id(p)?;
+        // SAFETY: NULL (refused) or the caller's attributes.
+        let attr = unsafe { attr.as_mut() }.ok_or(libc::EINVAL)?;
+        qp::create_srq_ex(cm_id, attr)
+    })
+}
+
+unsafe extern "C" fn rdma_destroy_srq(p: *mut rdma_cm_id) {
+    guard("rdma_destroy_srq", (), || {
+        if let Ok(cm_id) = id::id(p) {
+            qp::destroy_srq(cm_id);
+        }
+    })
+}
+
+unsafe extern "C" fn rdma_init_qp_attr(
+    p: *mut rdma_cm_id,
+    attr: *mut ibv_qp_attr,
+    mask: *mut c_int,
+) -> c_int {
+    guard_status("rdma_init_qp_attr", || {
+        let cm_id = id::id(p)?;
+        if attr.is_null() || mask.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: checked non-NULL; the caller's structs.
+        let m = qp::init_qp_attr(cm_id, unsafe { &mut *attr })?;
+        // SAFETY: as above.
+        unsafe { *mask = m };
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn rdma_set_local_ece(p: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int {
+    guard_status("rdma_set_local_ece", || {
+        id::id(p)?;
+        if ece.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // ECE options are vendor extensions the device has none of.
+        Err(libc::EOPNOTSUPP)
+    })
+}
+
+unsafe extern "C" fn rdma_get_remote_ece(p: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int {
+    guard_status("rdma_get_remote_ece", || {
+        id::id(p)?;
+        if ece.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // No connection carried ECE options: report none, as rdma-core does for peers
+        // without ECE.
+        // SAFETY: checked non-NULL.
+        unsafe {
+            *ece = ibv_ece {
+                vendor_id: 0,
+                options: 0,
+                comp_mask: 0,
+            }
+        };
+        Ok(())
+    })
+}
+
+/// Builds the table from the list: each field is this module's function of its name.
+macro_rules! entry_point_table {
+    ($( $name:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty = $fail:expr; )*) => {
+        static ENTRY_POINTS: RdmacmEntryPoints = RdmacmEntryPoints {
+            size: size_of::<RdmacmEntryPoints>(),
+            $( $name, )*
+        };
+    };
+}
+
+softroce_ibverbs_abi::rdmacm_entry_points!(entry_point_table);
+
+/// The private export softroce's librdmacm.so.1 finds the connection manager by.
+#[unsafe(no_mangle)]
+unsafe extern "C" fn softroce_rdmacm_entry_points() -> *const RdmacmEntryPoints {
+    guard("softroce_rdmacm_entry_points", std::ptr::null(), || {
+        &raw const ENTRY_POINTS
+    })
+}

@@ -1,0 +1,320 @@
+//! QPs, SRQs and CQs that rdma_cm makes for an id (`rdma_create_qp`, `rdma_create_srq`,
+//! `rdma_create_ep`), and the attributes it moves them through (`rdma_init_qp_attr`), as
+//! rdma-core 44's `librdmacm/cma.c` with the kernel's `rdma_init_qp_attr` behind it.
+
+use std::ffi::c_int;
+
+use softroce_ibverbs_abi::rdmacm::*;
+use softroce_ibverbs_abi::*;
+
+use super::id::{self, CmId};
+use crate::objects;
+
+fn is_ud(cm_id: &CmId) -> bool {
+    cm_id.c.qp_type == IBV_QPT_UD as c_int
+}
+
+/// The device the id is bound to.
+fn device_of(cm_id: &CmId) -> Result<usize, c_int> {
+    cm_id.state().device.ok_or(libc::EINVAL)
+}
+
+/// The attributes of `qp_state` the connection manager knows for the id's QP, and their
+/// mask. Without a connection (or for UD) that is the kernel's `cma_ib_init_qp_attr`: P_Key
+/// index, port and either the Q_Key (UD) or no remote access (connected, until the
+/// connection says more).
+pub(crate) fn init_qp_attr(cm_id: &CmId, attr: &mut ibv_qp_attr) -> Result<c_int, c_int> {
+    device_of(cm_id)?;
+    attr.pkey_index = 0;
+    attr.port_num = cm_id.c.port_num;
+    let mut mask = (IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT) as c_int;
+    if is_ud(cm_id) {
+        attr.qkey = RDMA_UDP_QKEY;
+        mask |= IBV_QP_QKEY as c_int;
+    } else {
+        attr.qp_access_flags = 0;
+        mask |= IBV_QP_ACCESS_FLAGS as c_int;
+    }
+    Ok(mask)
+}
+
+/// Moves a new QP as rdma-core does: connected QPs to INIT; UD QPs to RTS (sq_psn 0).
+fn initialise_qp(cm_id: &CmId, qp: *mut ibv_qp) -> Result<(), c_int> {
+    // SAFETY: ibv_qp_attr is plain data.
+    let mut attr: ibv_qp_attr = unsafe { std::mem::zeroed() };
+    attr.qp_state = IBV_QPS_INIT;
+    let mask = init_qp_attr(cm_id, &mut attr)?;
+    modify(qp, &mut attr, mask)?;
+    if is_ud(cm_id) {
+        attr.qp_state = IBV_QPS_RTR;
+        modify(qp, &mut attr, IBV_QP_STATE as c_int)?;
+        attr.qp_state = IBV_QPS_RTS;
+        attr.sq_psn = 0;
+        modify(qp, &mut attr, (IBV_QP_STATE | IBV_QP_SQ_PSN) as c_int)?;
+    }
+    Ok(())
+}
+
+fn modify(qp: *mut ibv_qp, attr: &mut ibv_qp_attr, mask: c_int) -> Result<(), c_int> {
+    // SAFETY: a QP of ours and a live attribute struct.
+    match unsafe { objects::ibv_modify_qp(qp, attr, mask) } {
+        0 => Ok(()),
+        e => Err(e),
+    }
+}
+
+/// Creates the CQs (with completion channels) the caller did not give: `send`/`recv` are
+/// their sizes, 0 for none.
+fn create_cqs(cm_id: &mut CmId, send: c_int, recv: c_int) -> Result<(), c_int> {
+    let ctx = cm_id.c.verbs;
+    let me = std::ptr::from_mut(cm_id).cast::<std::ffi::c_void>();
+    let make = |size: c_int| -> Result<(*mut ibv_comp_channel, *mut ibv_cq), c_int> {
+        // SAFETY: the id's context.
+        let channel = unsafe { objects::ibv_create_comp_channel(ctx) };
+        if channel.is_null() {
+            return Err(crate::ffi::errno());
+        }
+        // SAFETY: as above, with a channel of it.
+        let cq = unsafe { objects::ibv_create_cq(ctx, size, me, channel, 0) };
+        if cq.is_null() {
+            let e = crate::ffi::errno();
+            // SAFETY: ours, unused.
+            unsafe { objects::ibv_destroy_comp_channel(channel) };
+            return Err(e);
+        }
+        Ok((channel, cq))
+    };
+    if recv > 0 && cm_id.c.recv_cq.is_null() {
+        let (channel, cq) = make(recv)?;
+        cm_id.c.recv_cq_channel = channel.cast();
+        cm_id.c.recv_cq = cq.cast();
+    }
+    if send > 0 && cm_id.c.send_cq.is_null() {
+        let (channel, cq) = make(send)?;
+        cm_id.c.send_cq_channel = channel.cast();
+        cm_id.c.send_cq = cq.cast();
+    }
+    Ok(())
+}
+
+/// Destroys the CQs rdma_cm made for the id.
+fn destroy_cqs(cm_id: &mut CmId) {
+    for (cq, channel) in [
+        (&mut cm_id.c.send_cq, &mut cm_id.c.send_cq_channel),
+        (&mut cm_id.c.recv_cq, &mut cm_id.c.recv_cq_channel),
+    ] {
+        if !cq.is_null() {
+            // SAFETY: a CQ rdma_cm created for this id.
+            unsafe { objects::ibv_destroy_cq(cq.cast()) };
+            *cq = std::ptr::null_mut();
+        }
+        if !channel.is_null() {
+            // SAFETY: its channel.
+            unsafe { objects::ibv_destroy_comp_channel(channel.cast()) };
+            *channel = std::ptr::null_mut();
+        }
+    }
+}
+
+pub(crate) fn create_qp_ex(cm_id: &mut CmId, attr: &mut ibv_qp_init_attr_ex) -> Result<(), c_int> {
+    if !cm_id.c.qp.is_null() || cm_id.c.verbs.is_null() {
+        return Err(libc::EINVAL);
+    }
+    if attr.comp_mask & IBV_QP_INIT_ATTR_PD == 0 || attr.pd.is_null() {
+        attr.comp_mask |= IBV_QP_INIT_ATTR_PD;
+        attr.pd = cm_id.c.pd;
+    } else {
+        // SAFETY: the caller's PD.
+        if unsafe { (*attr.pd).context } != cm_id.c.verbs {
+            return Err(libc::EINVAL);
+        }
+    }
+    if attr.pd.is_null() {
+        return Err(libc::EINVAL);
+    }
+    let mismatched = |ours: *mut std::ffi::c_void, theirs: *mut ibv_cq| {
+        !ours.is_null() && !theirs.is_null() && ours != theirs.cast()
+    };
+    if mismatched(cm_id.c.recv_cq, attr.recv_cq) || mismatched(cm_id.c.send_cq, attr.send_cq) {
+        return Err(libc::EINVAL);
+    }
+    let send = if attr.send_cq.is_null() && cm_id.c.send_cq.is_null() {
+        attr.cap.max_send_wr as c_int
+    } else {
+        0
+    };
+    let recv = if attr.recv_cq.is_null() && cm_id.c.recv_cq.is_null() {
+        attr.cap.max_recv_wr as c_int
+    } else {
+        0
+    };
+    create_cqs(cm_id, send, recv)?;
+    if attr.send_cq.is_null() {
+        attr.send_cq = cm_id.c.send_cq.cast();
+    }
+    if attr.recv_cq.is_null() {
+        attr.recv_cq = cm_id.c.recv_cq.cast();
+    }
+    if attr.srq.is_null() && !cm_id.c.srq.is_null() {
+        attr.srq = cm_id.c.srq.cast();
+    }
+    // SAFETY: the id's context and a complete attribute struct.
+    let qp = unsafe { crate::qp_ex::vctx_create_qp_ex(cm_id.c.verbs, attr) };
+    if qp.is_null() {
+        let e = crate::ffi::errno();
+        destroy_cqs(cm_id);
+        return Err(if e == 0 { libc::ENOMEM } else { e });
+    }
+    if let Err(e) = initialise_qp(cm_id, qp) {
+        // SAFETY: ours, just created.
+        unsafe { objects::ibv_destroy_qp(qp) };
+        destroy_cqs(cm_id);
+        return Err(e);
+    }
+    // SAFETY: a QP we created.
+    cm_id.c.pd = unsafe { (*qp).pd };
+    cm_id.c.qp = qp;
+    Ok(())
+}
+
+pub(crate) fn create_qp(
+    cm_id: &mut CmId,
+    pd: *mut ibv_pd,
+    attr: &mut ibv_qp_init_attr,
+) -> Result<(), c_int> {
+    // SAFETY: ibv_qp_init_attr_ex is plain data; its head is ibv_qp_init_attr.
+    let mut ex: ibv_qp_init_attr_ex = unsafe { std::mem::zeroed() };
+    ex.qp_context = attr.qp_context;
+    ex.send_cq = attr.send_cq;
+    ex.recv_cq = attr.recv_cq;
+    ex.srq = attr.srq;
+    ex.cap = attr.cap;
+    ex.qp_type = attr.qp_type;
+    ex.sq_sig_all = attr.sq_sig_all;
+    ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+    ex.pd = if pd.is_null() { cm_id.c.pd } else { pd };
+    let r = create_qp_ex(cm_id, &mut ex);
+    // rdma_create_qp(3): "the actual capabilities … will be returned … through the
+    // qp_init_attr parameter".
+    attr.send_cq = ex.send_cq;
+    attr.recv_cq = ex.recv_cq;
+    attr.srq = ex.srq;
+    attr.cap = ex.cap;
+    r
+}
+
+pub(crate) fn destroy_qp(cm_id: &mut CmId) {
+    if !cm_id.c.qp.is_null() {
+        // SAFETY: the QP rdma_create_qp made.
+        unsafe { objects::ibv_destroy_qp(cm_id.c.qp) };
+        cm_id.c.qp = std::ptr::null_mut();
+    }
+    destroy_cqs(cm_id);
+}
+
+pub(crate) fn create_srq(
+    cm_id: &mut CmId,
+    pd: *mut ibv_pd,
+    attr: &mut ibv_srq_init_attr,
+) -> Result<(), c_int> {
+    if cm_id.c.verbs.is_null() || !cm_id.c.srq.is_null() {
+        return Err(libc::EINVAL);
+    }
+    let pd = if pd.is_null() { cm_id.c.pd } else { pd };
+    if pd.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: a PD of the caller (or ours) and its attribute struct.
+    let srq = unsafe { objects::ibv_create_srq(pd, attr) };
+    if srq.is_null() {
+        return Err(crate::ffi::errno());
+    }
+    cm_id.c.pd = pd;
+    cm_id.c.srq = srq.cast();
+    Ok(())
+}
+
+pub(crate) fn create_srq_ex(
+    cm_id: &mut CmId,
+    attr: &mut ibv_srq_init_attr_ex,
+) -> Result<(), c_int> {
+    if attr.srq_type != IBV_SRQT_BASIC {
+        // XRC SRQs need XRC domains, which the device does not have.
+        return Err(libc::EOPNOTSUPP);
+    }
+    let pd = if attr.comp_mask & IBV_SRQ_INIT_ATTR_PD != 0 {
+        attr.pd
+    } else {
+        std::ptr::null_mut()
+    };
+    let mut basic = ibv_srq_init_attr {
+        srq_context: attr.srq_context,
+        attr: attr.attr,
+    };
+    create_srq(cm_id, pd, &mut basic)?;
+    attr.attr = basic.attr;
+    Ok(())
+}
+
+pub(crate) fn destroy_srq(cm_id: &mut CmId) {
+    if !cm_id.c.srq.is_null() {
+        // SAFETY: the SRQ rdma_create_srq made.
+        unsafe { objects::ibv_destroy_srq(cm_id.c.srq.cast()) };
+        cm_id.c.srq = std::ptr::null_mut();
+    }
+}
+
+/// `rdma_create_ep`: a synchronous id from `res`, bound (passive) or resolved (active),
+/// with a QP for the active side when `qp_init_attr` is given.
+///
+/// # Safety
+///
+/// `res` is a valid rdma_addrinfo; `qp_init_attr` NULL or valid.
+pub(crate) unsafe fn create_ep(
+    res: &rdma_addrinfo,
+    pd: *mut ibv_pd,
+    qp_init_attr: *mut ibv_qp_init_attr,
+) -> Result<*mut rdma_cm_id, c_int> {
+    let p = id::create_id(
+        std::ptr::null_mut(),
+        std::ptr::null_mut(),
+        res.ai_port_space,
+    )?;
+    let built = (|| {
+        let cm_id = id::id(p)?;
+        cm_id.c.qp_type = res.ai_qp_type;
+        if res.ai_flags & RAI_PASSIVE != 0 {
+            // SAFETY: the result's source address, NULL or valid.
+            let src = unsafe { id::socket_addr_from_c(res.ai_src_addr) }?;
+            id::bind(cm_id, src)?;
+            // The passive side keeps pd and attributes for rdma_get_request's QPs; until
+            // connections exist there is nothing to make with them yet.
+            return Ok(());
+        }
+        let src = if res.ai_src_addr.is_null() {
+            None
+        } else {
+            // SAFETY: as above.
+            Some(unsafe { id::socket_addr_from_c(res.ai_src_addr) }?)
+        };
+        // SAFETY: the result's destination address.
+        let dst = unsafe { id::socket_addr_from_c(res.ai_dst_addr) }?;
+        id::resolve_addr(cm_id, src, dst)?;
+        id::resolve_route(cm_id)?;
+        if !qp_init_attr.is_null() {
+            // SAFETY: non-NULL, the caller's.
+            create_qp(cm_id, pd, unsafe { &mut *qp_init_attr })?;
+        }
+        Ok(())
+    })();
+    match built {
+        Ok(()) => Ok(p),
+        Err(e) => {
+            if let Ok(cm_id) = id::id(p) {
+                destroy_qp(cm_id);
+            }
+            let _ = id::destroy_id(p);
+            Err(e)
+        }
+    }
+}

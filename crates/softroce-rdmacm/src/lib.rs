@@ -1,0 +1,209 @@
+//! A drop-in `librdmacm.so.1`: rdma-core 44's export table (RDMACM_1.0 … RDMACM_1.3, see
+//! `exports.txt`) in front of the connection manager that lives in softroce's drop-in
+//! `libibverbs.so.1`.
+//!
+//! Why so thin: the `rdma_cm_id`s hand out the drop-in's own `ibv_context`, `ibv_pd` and
+//! `ibv_qp`, and connections run on its devices, so the CM is part of that library (one
+//! process state). This library finds the drop-in's table of entry points
+//! ([`RdmacmEntryPoints`], through its private export `softroce_rdmacm_entry_points`) on
+//! first use and calls through it. When the `libibverbs.so.1` the program loaded is not
+//! softroce's, every call fails with ENOSYS and one line on stderr says why.
+//!
+//! The rsocket calls (`rsocket`, `rconnect`, …) fail with ENOSYS: softroce has no rsockets.
+//!
+//! No panic crosses the C boundary: every export runs inside [`guard`].
+
+use core::ffi::{c_char, c_int, c_void};
+use std::sync::OnceLock;
+
+use libc::sockaddr;
+use softroce_ibverbs_abi::rdmacm::*;
+use softroce_ibverbs_abi::{
+    ibv_context, ibv_pd, ibv_qp_attr, ibv_qp_init_attr, ibv_qp_init_attr_ex, ibv_srq_init_attr,
+    ibv_srq_init_attr_ex, rdmacm_entry_points,
+};
+
+// Binds every export to its version node (see build.rs). Test builds are executables without
+// the version script, where the nodes do not exist.
+#[cfg(not(test))]
+core::arch::global_asm!(include_str!(concat!(env!("OUT_DIR"), "/symver.s")));
+
+/// The drop-in's entry points, or why they cannot be had.
+static ENTRY_POINTS: OnceLock<Result<&'static RdmacmEntryPoints, String>> = OnceLock::new();
+
+/// The drop-in libibverbs's entry points; `None` (after saying why on stderr, once) when the
+/// process has another libibverbs.
+fn entry_points() -> Option<&'static RdmacmEntryPoints> {
+    match ENTRY_POINTS.get_or_init(|| {
+        let found = find_entry_points();
+        if let Err(why) = &found {
+            eprintln!("softroce librdmacm: {why}; every rdma_* call fails with ENOSYS");
+        }
+        found
+    }) {
+        Ok(table) => Some(table),
+        Err(_) => None,
+    }
+}
+
+fn find_entry_points() -> Result<&'static RdmacmEntryPoints, String> {
+    let symbol = SOFTROCE_RDMACM_ENTRY_POINTS_SYMBOL;
+    // SAFETY: dlsym/dlopen with NUL-terminated names; RTLD_DEFAULT searches the loaded
+    // objects, which include the program's libibverbs when it is linked against it.
+    let mut address = unsafe { libc::dlsym(libc::RTLD_DEFAULT, symbol.as_ptr()) };
+    if address.is_null() {
+        // A program that only links librdmacm: load libibverbs.so.1 as the real librdmacm
+        // would have (it needs it too).
+        // SAFETY: as above; the handle is kept for the life of the process.
+        let handle = unsafe { libc::dlopen(c"libibverbs.so.1".as_ptr(), libc::RTLD_NOW) };
+        if handle.is_null() {
+            return Err(format!("cannot load libibverbs.so.1: {}", dl_error()));
+        }
+        // SAFETY: a valid handle and a NUL-terminated name.
+        address = unsafe { libc::dlsym(handle, symbol.as_ptr()) };
+    }
+    if address.is_null() {
+        return Err(
+            "the libibverbs.so.1 this process loaded is not softroce's drop-in, which holds \
+             the connection manager (run the program under `softroce exec`)"
+                .to_string(),
+        );
+    }
+    // SAFETY: the drop-in defines the symbol with this type (softroce-ibverbs-abi).
+    let get: RdmacmEntryPointsFn = unsafe { core::mem::transmute(address) };
+    // SAFETY: the function takes nothing and returns a pointer to a static table or NULL.
+    let table = unsafe { get() };
+    // SAFETY: non-null pointers point at the drop-in's static table, alive for the process.
+    match unsafe { table.as_ref() } {
+        Some(table) if table.size == size_of::<RdmacmEntryPoints>() => Ok(table),
+        Some(table) => Err(format!(
+            "softroce's libibverbs.so.1 comes from another softroce build (entry-point \
+             table of {} bytes, this librdmacm expects {})",
+            table.size,
+            size_of::<RdmacmEntryPoints>()
+        )),
+        None => Err("softroce's libibverbs.so.1 returned no entry points".to_string()),
+    }
+}
+
+fn dl_error() -> String {
+    // SAFETY: dlerror returns NULL or a NUL-terminated string valid until the next dl call.
+    let message = unsafe { libc::dlerror() };
+    if message.is_null() {
+        return "unknown error".to_string();
+    }
+    // SAFETY: non-null and NUL-terminated, see above.
+    unsafe { core::ffi::CStr::from_ptr(message) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn set_errno(value: c_int) {
+    // SAFETY: __errno_location returns this thread's errno.
+    unsafe { *libc::__errno_location() = value };
+}
+
+/// Runs `body`; when it panics, returns `failure` with errno EIO instead of unwinding into C.
+fn guard<T>(failure: T, body: impl FnOnce() -> T) -> T {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+        Ok(value) => value,
+        Err(_) => {
+            set_errno(libc::EIO);
+            failure
+        }
+    }
+}
+
+/// One export per entry of the list, calling through the table.
+macro_rules! forward {
+    ($( $name:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty = $fail:expr; )*) => {
+        $(
+            #[doc = concat!("`", stringify!($name), "`, in softroce's drop-in libibverbs.")]
+            ///
+            /// # Safety
+            ///
+            /// The contract of the librdmacm function of this name (its man page): pointers
+            /// are valid for what that function does with them.
+            #[unsafe(no_mangle)]
+            pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+                guard($fail, || match entry_points() {
+                    // SAFETY: the drop-in's function of the same name and C signature; the
+                    // caller keeps the function's contract.
+                    Some(table) => unsafe { (table.$name)($($arg),*) },
+                    None => {
+                        set_errno(libc::ENOSYS);
+                        $fail
+                    }
+                })
+            }
+        )*
+    };
+}
+
+rdmacm_entry_points!(forward);
+
+/// Says once why the rsocket calls fail.
+fn rsockets_unsupported() {
+    static SAID: OnceLock<()> = OnceLock::new();
+    SAID.get_or_init(|| {
+        eprintln!(
+            "softroce librdmacm: rsockets (rsocket, rconnect, …) are not implemented; the \
+             call fails with ENOSYS"
+        );
+    });
+    set_errno(libc::ENOSYS);
+}
+
+/// The rsocket calls: each fails with ENOSYS, returning the value given (rsocket's -1).
+macro_rules! unsupported {
+    ($( $name:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty = $fail:expr; )*) => {
+        $(
+            #[doc = concat!("`", stringify!($name), "`: not implemented, fails with ENOSYS.")]
+            ///
+            /// # Safety
+            ///
+            /// None of the arguments is used.
+            #[unsafe(no_mangle)]
+            pub unsafe extern "C" fn $name($(_: $ty),*) -> $ret {
+                guard($fail, || {
+                    rsockets_unsupported();
+                    $fail
+                })
+            }
+        )*
+    };
+}
+
+use libc::{fd_set, iovec, msghdr, nfds_t, off_t, pollfd, size_t, socklen_t, ssize_t, timeval};
+
+unsupported! {
+    rsocket(domain: c_int, kind: c_int, protocol: c_int) -> c_int = -1;
+    rbind(socket: c_int, addr: *const sockaddr, len: socklen_t) -> c_int = -1;
+    rlisten(socket: c_int, backlog: c_int) -> c_int = -1;
+    raccept(socket: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int = -1;
+    rconnect(socket: c_int, addr: *const sockaddr, len: socklen_t) -> c_int = -1;
+    rshutdown(socket: c_int, how: c_int) -> c_int = -1;
+    rclose(socket: c_int) -> c_int = -1;
+    rrecv(socket: c_int, buf: *mut c_void, len: size_t, flags: c_int) -> ssize_t = -1;
+    rrecvfrom(socket: c_int, buf: *mut c_void, len: size_t, flags: c_int, src: *mut sockaddr, src_len: *mut socklen_t) -> ssize_t = -1;
+    rrecvmsg(socket: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t = -1;
+    rsend(socket: c_int, buf: *const c_void, len: size_t, flags: c_int) -> ssize_t = -1;
+    rsendto(socket: c_int, buf: *const c_void, len: size_t, flags: c_int, dest: *const sockaddr, dest_len: socklen_t) -> ssize_t = -1;
+    rsendmsg(socket: c_int, msg: *const msghdr, flags: c_int) -> ssize_t = -1;
+    rread(socket: c_int, buf: *mut c_void, count: size_t) -> ssize_t = -1;
+    rreadv(socket: c_int, iov: *const iovec, iovcnt: c_int) -> ssize_t = -1;
+    rwrite(socket: c_int, buf: *const c_void, count: size_t) -> ssize_t = -1;
+    rwritev(socket: c_int, iov: *const iovec, iovcnt: c_int) -> ssize_t = -1;
+    rpoll(fds: *mut pollfd, nfds: nfds_t, timeout: c_int) -> c_int = -1;
+    rselect(nfds: c_int, readfds: *mut fd_set, writefds: *mut fd_set, exceptfds: *mut fd_set, timeout: *mut timeval) -> c_int = -1;
+    rgetpeername(socket: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int = -1;
+    rgetsockname(socket: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int = -1;
+    rsetsockopt(socket: c_int, level: c_int, name: c_int, value: *const c_void, len: socklen_t) -> c_int = -1;
+    rgetsockopt(socket: c_int, level: c_int, name: c_int, value: *mut c_void, len: *mut socklen_t) -> c_int = -1;
+    // Variadic in C (`int rfcntl(int, int, ...)`); on x86_64 a callee that reads one
+    // integer-class argument sees what the caller passed.
+    rfcntl(socket: c_int, cmd: c_int, arg: usize) -> c_int = -1;
+    riomap(socket: c_int, buf: *mut c_void, len: size_t, prot: c_int, flags: c_int, offset: off_t) -> off_t = -1;
+    riounmap(socket: c_int, buf: *mut c_void, len: size_t) -> c_int = -1;
+    riowrite(socket: c_int, buf: *const c_void, count: size_t, offset: off_t, flags: c_int) -> size_t = usize::MAX;
+}

@@ -1,0 +1,138 @@
+//! C programs built against the system's `<rdma/rdma_cma.h>` and linked with the system's
+//! librdmacm and libibverbs, as applications are, run on softroce's drop-ins of both
+//! (`LD_LIBRARY_PATH`), each checking the rules of the librdmacm man pages it names.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// `target/<profile>/lib<name>.so`, as cargo built it for this test run.
+fn built(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let deps = exe.parent().expect("deps dir");
+    let profile = deps.parent().expect("profile dir");
+    [deps.join(name), profile.join(name)]
+        .into_iter()
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{name} not built in {}", profile.display()))
+}
+
+/// A directory holding `libibverbs.so.1` and `librdmacm.so.1` → the built drop-ins.
+fn library_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        links(
+            "dropin-rdmacm",
+            &[
+                ("libibverbs.so.1", "libibverbs.so"),
+                ("librdmacm.so.1", "librdmacm.so"),
+            ],
+        )
+    })
+}
+
+/// A directory holding only `librdmacm.so.1` → ours: the system's libibverbs is loaded.
+fn rdmacm_only_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| links("rdmacm-only", &[("librdmacm.so.1", "librdmacm.so")]))
+}
+
+/// A fresh directory of symlinks `(link name, built library)`.
+fn links(name: &str, libs: &[(&str, &str)]) -> PathBuf {
+    let dir =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("creating the library dir");
+    for &(link, lib) in libs {
+        let link = dir.join(link);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(built(lib), &link).expect("linking a drop-in");
+    }
+    dir
+}
+
+/// Compiles `tests/c/NAME.c` with the shared helpers of the libibverbs drop-in's C tests.
+fn compile(name: &str) -> PathBuf {
+    for header in [
+        "/usr/include/rdma/rdma_cma.h",
+        "/usr/include/infiniband/verbs.h",
+    ] {
+        assert!(
+            Path::new(header).exists(),
+            "{header} is missing: run scripts/test-all.sh as root (it installs librdmacm-dev \
+             and libibverbs-dev)"
+        );
+    }
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let out = Command::new("gcc")
+        .args(["-std=gnu11", "-Wall", "-Werror", "-I"])
+        .arg(manifest.join("../softroce-ibverbs/tests/c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(manifest.join(format!("tests/c/{name}.c")))
+        .args(["-lrdmacm", "-libverbs"])
+        .output()
+        .expect("running gcc (scripts/test-all.sh installs it)");
+    assert!(
+        out.status.success(),
+        "gcc failed on {name}.c:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+/// Runs a compiled program on device `softroce0` at `address`, within 60 s; returns its
+/// stderr.
+fn run(name: &str, address: &str) -> String {
+    run_with(name, address, library_dir())
+}
+
+fn run_with(name: &str, address: &str, libraries: &Path) -> String {
+    let exe = compile(name);
+    let mut child = Command::new(&exe)
+        .arg(address)
+        .env("LD_LIBRARY_PATH", libraries)
+        .env("SOFTROCE_DEVICES", format!("softroce0={address}"))
+        .env_remove("SOFTROCE_CONFIG")
+        .env_remove("SOFTROCE_FAULTS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting the program");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().expect("waiting").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("collecting the output");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("0 failures"),
+        "{name} ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        out.status
+    );
+    stderr.into_owned()
+}
+
+/// Event channels, ids, binding, ports, address and route resolution, synchronous ids,
+/// rdma_create_qp's defaults, rdma_getaddrinfo, rdma_create_ep, rdma_migrate_id, misuse.
+#[test]
+fn rdma_cm_addressing_follows_the_man_pages() {
+    run("rdmacm_addressing", "127.77.31.1");
+}
+
+/// With another libibverbs loaded, calls fail with ENOSYS and one line says why.
+#[test]
+fn without_the_dropin_libibverbs_calls_fail_cleanly_saying_why() {
+    let stderr = run_with("rdmacm_without_dropin", "127.77.31.2", rdmacm_only_dir());
+    assert!(
+        stderr.contains("not softroce's drop-in") && stderr.contains("softroce exec"),
+        "the reason is printed: {stderr}"
+    );
+}
