@@ -6,7 +6,7 @@
 //! Why a table: an `rdma_cm_id` hands out the drop-in's own `ibv_context`, `ibv_pd` and
 //! `ibv_qp`, and its connections run on the drop-in's devices, so the CM has to live in the
 //! same library as those objects. `librdmacm.so.1` is a thin library with rdma-core's export
-//! table whose functions call through [`RdmacmEntryPoints`]; [`rdmacm_entry_points!`] lists
+//! table whose functions call through [`RdmacmEntryPoints`]; [`rdmacm_entry_points!`](crate::rdmacm_entry_points) lists
 //! every function once, and both sides are generated from that list.
 //!
 //! Sizes and offsets are checked at compile time (`layout.rs`) and against the installed
