@@ -11,7 +11,7 @@
 //!
 //! The rsocket calls (`rsocket`, `rconnect`, …) fail with ENOSYS: softroce has no rsockets.
 //!
-//! No panic crosses the C boundary: every export runs inside [`guard`].
+//! No panic crosses the C boundary: every export runs inside `guard`.
 
 use core::ffi::{c_char, c_int, c_void};
 use std::sync::OnceLock;
