@@ -732,7 +732,9 @@ fn on_duplicate(eng: &mut Engine<'_>, qp: QpHandle, packet: &RocePacket<&[u8]>, 
                     )
                     .is_ok();
             if inside && still_valid {
-                // Generated again from the requested PSN and address, one packet at a time.
+                // Generated again from the requested PSN and address, one packet at a time;
+                // as rxe's read_reply, a replay that starts past the READ's first PSN goes
+                // on with MIDDLE/LAST rather than opening a new FIRST/ONLY.
                 let msn = q.transport.msn;
                 start_read_reply(
                     eng,
@@ -744,7 +746,7 @@ fn on_duplicate(eng: &mut Engine<'_>, qp: QpHandle, packet: &RocePacket<&[u8]>, 
                         va: rva,
                         rkey,
                         resid: rlen,
-                        first: true,
+                        first: psn == first_psn,
                         msn,
                     },
                 );
