@@ -16,6 +16,7 @@
 mod access;
 mod acks;
 mod completer;
+pub mod gsi;
 mod queues;
 mod requester;
 mod responder;
@@ -104,6 +105,7 @@ pub(crate) struct Engine<'a> {
     pub(crate) events: &'a mut Events,
     pub(crate) outbox: &'a mut Outbox,
     pub(crate) counters: &'a mut Counters,
+    pub(crate) gsi: &'a mut gsi::Gsi,
 }
 
 /// Receive path: the checks rxe makes (rxe_recv.c), in its order, then dispatch.
@@ -144,6 +146,10 @@ pub(crate) fn handle_datagram(eng: &mut Engine<'_>, now: Instant, d: IncomingDat
         eng.counters.drop(DropReason::Unsupported);
         return;
     };
+    if bth.dest_qpn.value() == gsi::GSI_QPN {
+        gsi::on_datagram(eng, &packet, &bth, d);
+        return;
+    }
     let Some(qp) = eng.store.qp_by_number(bth.dest_qpn) else {
         eng.counters.drop(DropReason::UnknownQpn);
         return;
