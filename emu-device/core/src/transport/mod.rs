@@ -208,6 +208,7 @@ pub(crate) fn handle_datagram(eng: &mut Engine<'_>, now: Instant, d: IncomingDat
     if state == QpState::Rtr && !q.transport.comm_est {
         if let Some(q) = eng.store.get_mut(qp) {
             q.transport.comm_est = true;
+            eng.events.comm_est(q.qpn);
         }
         eng.events.raise(EventType::CommEst, EventElement::Qp(qp));
     }
