@@ -38,9 +38,9 @@ pub enum HcaEvent {
     CompletionEvent(ChannelHandle),
     /// An async event was queued: make the async fd readable.
     AsyncEventQueued,
-    /// An RC/UC QP in RTR received its first packet (`IBV_EVENT_COMM_EST`, also queued
-    /// as an async event): a connection manager waiting for its RTU treats the
-    /// connection as established, as rdma_cm does on `IB_EVENT_COMM_EST`.
+    /// An RC/UC QP received its first packet, in RTR (then `IBV_EVENT_COMM_EST` is also
+    /// queued as an async event) or in RTS: a connection manager waiting for its RTU
+    /// treats the connection as established, as rdma_cm does on `IB_EVENT_COMM_EST`.
     CommEst(softroce_wire::Qpn),
 }
 

@@ -130,15 +130,19 @@ impl CmAgent {
         queued
     }
 
+    /// Where `gid`'s CM listens.
+    pub(crate) fn peer_addr(&self, gid: Gid) -> SocketAddr {
+        self.peers
+            .get(&gid)
+            .copied()
+            .unwrap_or_else(|| SocketAddr::new(gid.to_ip(), self.own_port))
+    }
+
     fn transmit(&mut self, hca: &mut Hca) {
         while let Some(t) = self.endpoint.poll_transmit() {
             let mut buf = [0u8; MAD_LEN];
             t.mad.emit(&mut Mad::new_unchecked(&mut buf[..]));
-            let dst = self
-                .peers
-                .get(&t.dest)
-                .copied()
-                .unwrap_or_else(|| SocketAddr::new(t.dest.to_ip(), self.own_port));
+            let dst = self.peer_addr(t.dest);
             hca.send_mad(dst, Qpn::from_wire(softroce_emu_core::GSI_QPN), &buf);
         }
     }

@@ -540,6 +540,13 @@ impl Device {
         }
     }
 
+    /// Where the connection manager at `gid` listens (address and UDP port), as learnt
+    /// from its MADs or given to [`Device::cm_connect`]; else `gid`'s address on this
+    /// device's own port.
+    pub fn cm_peer_addr(&self, gid: Gid) -> SocketAddr {
+        lock(&self.shared.cm).peer_addr(gid)
+    }
+
     /// What the connection manager did: its counters, MADs of other classes QP1
     /// received, requests refused because events were left untaken.
     pub fn cm_counters(&self) -> (CmCounters, u64, u64) {

@@ -160,6 +160,11 @@ impl Hca {
         self.device.local_addr()
     }
 
+    /// QPs that exist (leak checks; `ibv_query_device`'s `max_qp` bounds it).
+    pub fn qp_count(&self) -> usize {
+        self.store.count::<QpHandle>()
+    }
+
     /// Counters like rxe's hw_counters.
     pub fn counters(&self) -> &Counters {
         &self.counters

@@ -205,12 +205,18 @@ pub(crate) fn handle_datagram(eng: &mut Engine<'_>, now: Instant, d: IncomingDat
         }
     }
     eng.counters.rcvd_pkts += 1;
-    if state == QpState::Rtr && !q.transport.comm_est {
+    if !q.transport.comm_est && matches!(state, QpState::Rtr | QpState::Rts) {
         if let Some(q) = eng.store.get_mut(qp) {
             q.transport.comm_est = true;
+            // The connection manager hears of the first packet in RTS too: rdma_cm moves
+            // the passive QP to RTS when it accepts, and data arriving before a lost RTU
+            // must still establish the connection (`rdma_establish`).
             eng.events.comm_est(q.qpn);
         }
-        eng.events.raise(EventType::CommEst, EventElement::Qp(qp));
+        // IBTA 11.6.3: the async event is for a QP in RTR only.
+        if state == QpState::Rtr {
+            eng.events.raise(EventType::CommEst, EventElement::Qp(qp));
+        }
     }
     if info.is_response() {
         completer::on_response(eng, now, qp, &packet, &bth);
