@@ -171,3 +171,69 @@ fn a_consumer_reject_carries_its_private_data_to_the_requester() {
     assert_eq!(reason, REJ_CONSUMER_DEFINED);
     assert_eq!(&private_data[..7], b"go away");
 }
+
+/// The device's capture holds its CM traffic, and tshark dissects it as IB CM: the REQ with
+/// our QPN, starting PSN and service ID, the REJ with its reason. tshark must be installed
+/// (scripts/test-all.sh installs it); a missing tool fails the test.
+#[test]
+fn cm_traffic_is_captured_and_tshark_dissects_it_as_ib_cm() {
+    let dir = std::env::temp_dir().join(format!("softroce-driver-cm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("cm.pcap");
+    // tshark dissects RoCEv2 on UDP port 4791: these devices use it, on addresses of
+    // their own.
+    let on_4791 = |ip: &str, pcap: Option<std::path::PathBuf>| {
+        let mut cfg = DeviceConfig::new("cm", ip.parse().unwrap());
+        cfg.faults = None;
+        cfg.pcap = pcap;
+        Device::start(cfg).unwrap()
+    };
+    let a = on_4791("127.0.15.1", Some(path.clone()));
+    let b = on_4791("127.0.15.2", None);
+    let _ = a.cm_connect(addr(&b), connect_params(0x11, &[])).unwrap();
+    assert!(matches!(event(&a), CmEvent::Rejected { .. }));
+    drop(a); // flushes the capture
+
+    let out = std::process::Command::new("tshark")
+        .arg("-r")
+        .arg(&path)
+        .args(["-T", "fields", "-E", "separator=,"])
+        .args([
+            "-e",
+            "infiniband.bth.destqp",
+            "-e",
+            "infiniband.mad.mgmtclass",
+        ])
+        .args([
+            "-e",
+            "infiniband.cm.req.localqpn",
+            "-e",
+            "infiniband.cm.req.startpsn",
+        ])
+        .args([
+            "-e",
+            "infiniband.cm.req.serviceid",
+            "-e",
+            "infiniband.cm.rej.reason",
+        ])
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("cannot run tshark ({e}): run scripts/test-all.sh, which installs it")
+        });
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "REQ out, REJ in:\n{text}");
+    let req: Vec<&str> = lines[0].split(',').collect();
+    assert_eq!(req[0], "0x000001", "{text}");
+    assert_eq!(req[1], "0x07", "CM class: {text}");
+    assert_eq!(req[2], "0x000011", "{text}");
+    assert_eq!(req[3], "0x000123", "{text}");
+    assert_eq!(req[4], "0x0000000001061d2f", "{text}");
+    let rej: Vec<&str> = lines[1].split(',').collect();
+    assert_eq!(rej[5], "0x0008", "invalid service ID: {text}");
+}
