@@ -29,9 +29,11 @@ pub const MAX_CM_EVENTS: usize = 4096;
 /// Peers whose UDP port is remembered at most (others are reached on our own port).
 const MAX_PEERS: usize = 4096;
 
-/// What the driver adds to the endpoint: the event queue and the address book.
+/// What a device adds to its endpoint: the event queue and the address book. Sans IO
+/// like the endpoint and the core it glues together, so the simulator's tests run the
+/// same glue as the real device.
 #[derive(Debug)]
-pub(crate) struct CmAgent {
+pub struct CmAgent {
     pub(crate) endpoint: CmEndpoint,
     events: VecDeque<CmEvent>,
     peers: HashMap<Gid, SocketAddr>,
@@ -39,13 +41,14 @@ pub(crate) struct CmAgent {
     awaiting_rtu: HashMap<u32, ConnId>,
     own_port: u16,
     /// MADs of other management classes (QP1 carries them too; nobody here serves them).
-    pub(crate) non_cm_mads: u64,
+    pub non_cm_mads: u64,
     /// Requests refused because the application left [`MAX_CM_EVENTS`] events untaken.
-    pub(crate) refused_backlog: u64,
+    pub refused_backlog: u64,
 }
 
 impl CmAgent {
-    pub(crate) fn new(endpoint: CmEndpoint, own_port: u16) -> Self {
+    /// An agent around `endpoint`, reaching unknown peers on `own_port`.
+    pub fn new(endpoint: CmEndpoint, own_port: u16) -> Self {
         Self {
             endpoint,
             events: VecDeque::new(),
@@ -58,19 +61,19 @@ impl CmAgent {
     }
 
     /// Remember where `gid`'s CM listens.
-    pub(crate) fn learn_peer(&mut self, gid: Gid, addr: SocketAddr) {
+    pub fn learn_peer(&mut self, gid: Gid, addr: SocketAddr) {
         if self.peers.len() < MAX_PEERS || self.peers.contains_key(&gid) {
             self.peers.insert(gid, addr);
         }
     }
 
     /// `qpn` belongs to passive connection `id`, waiting for its RTU.
-    pub(crate) fn await_rtu(&mut self, qpn: Qpn, id: ConnId) {
+    pub fn await_rtu(&mut self, qpn: Qpn, id: ConnId) {
         self.awaiting_rtu.insert(qpn.value(), id);
     }
 
     /// The QP numbered `qpn` received its first packet: its connection is established.
-    pub(crate) fn comm_est(&mut self, qpn: Qpn) {
+    pub fn comm_est(&mut self, qpn: Qpn) {
         if let Some(id) = self.awaiting_rtu.remove(&qpn.value()) {
             // Already established by the RTU (or gone): nothing to do, as in the kernel.
             let _ = self.endpoint.establish(id);
@@ -78,17 +81,35 @@ impl CmAgent {
     }
 
     /// The oldest event, if any.
-    pub(crate) fn take_event(&mut self) -> Option<CmEvent> {
+    pub fn take_event(&mut self) -> Option<CmEvent> {
         self.events.pop_front()
     }
 
-    pub(crate) fn events_pending(&self) -> bool {
+    /// Whether events wait.
+    pub fn events_pending(&self) -> bool {
         !self.events.is_empty()
+    }
+
+    /// When the endpoint's timers next need [`CmAgent::handle_timeout`].
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.endpoint.poll_timeout()
+    }
+
+    /// Fire the endpoint's timers due at `now` (then [`CmAgent::drive`] sends the result).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.endpoint.poll_timeout().is_some_and(|t| t <= now) {
+            self.endpoint.handle_timeout(now);
+        }
+    }
+
+    /// The endpoint (for the application calls and getters).
+    pub fn endpoint(&mut self) -> &mut CmEndpoint {
+        &mut self.endpoint
     }
 
     /// Feed the MADs QP1 received to the endpoint, send what it has to send, collect its
     /// events. Returns whether events were queued.
-    pub(crate) fn drive(&mut self, hca: &mut Hca, now: Instant) -> bool {
+    pub fn drive(&mut self, hca: &mut Hca, now: Instant) -> bool {
         while let Some(m) = hca.poll_mad() {
             if m.mad[1] != MGMT_CLASS_CM {
                 self.non_cm_mads += 1;
@@ -131,7 +152,7 @@ impl CmAgent {
     }
 
     /// Where `gid`'s CM listens.
-    pub(crate) fn peer_addr(&self, gid: Gid) -> SocketAddr {
+    pub fn peer_addr(&self, gid: Gid) -> SocketAddr {
         self.peers
             .get(&gid)
             .copied()

@@ -1028,7 +1028,7 @@ fn engine(shared: Arc<Shared>) {
 
 /// The earliest timer of the device and its connection manager.
 fn next_timer(shared: &Shared, hca: &Hca) -> Option<Instant> {
-    let cm = lock(&shared.cm).endpoint.poll_timeout();
+    let cm = lock(&shared.cm).poll_timeout();
     match (hca.poll_timeout(), cm) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -1040,10 +1040,7 @@ fn fire_timers(shared: &Shared, hca: &mut Hca, now: Instant) {
     if hca.poll_timeout().is_some_and(|t| t <= now) {
         hca.handle_timeout(now);
     }
-    let mut cm = lock(&shared.cm);
-    if cm.endpoint.poll_timeout().is_some_and(|t| t <= now) {
-        cm.endpoint.handle_timeout(now);
-    }
+    lock(&shared.cm).handle_timeout(now);
 }
 
 #[cfg(test)]
