@@ -21,6 +21,8 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone)]
 pub struct Context {
     pub(crate) dev: Arc<dyn Backend>,
+    /// The device's connection manager, made on first use and shared by every clone.
+    pub(crate) cm: Arc<std::sync::OnceLock<Arc<crate::cm::CmShared>>>,
 }
 
 impl Context {
@@ -47,7 +49,10 @@ impl Context {
 
     /// Drive any backend (e.g. `backend::Ibverbs` with feature `ibverbs`).
     pub fn with_backend(backend: Arc<dyn Backend>) -> Self {
-        Self { dev: backend }
+        Self {
+            dev: backend,
+            cm: Arc::default(),
+        }
     }
 
     /// The backend behind this context.

@@ -55,6 +55,29 @@ pub enum Error {
         /// Virtual time when the fabric went idle.
         at: std::time::Duration,
     },
+    /// A connection manager call was refused or its wait ran out.
+    Cm {
+        /// The call.
+        what: &'static str,
+        /// Why.
+        reason: String,
+        /// The errno rdma_cm would report.
+        errno: i32,
+    },
+    /// `connect` did not get a connection.
+    ConnectFailed {
+        /// The listener's address.
+        to: std::net::SocketAddr,
+        /// What happened.
+        failure: crate::cm::CmFailure,
+    },
+    /// `accept` sent its REP but the connection was not established.
+    AcceptFailed {
+        /// The requester's address.
+        from: std::net::SocketAddr,
+        /// What happened.
+        failure: crate::cm::CmFailure,
+    },
     /// The device could not be started or opened, or an fd operation failed.
     Io {
         /// What was being done.
@@ -86,6 +109,11 @@ impl std::fmt::Display for Error {
                 f,
                 "{verb}: would wait forever: nothing is left to happen on the simulated fabric at {at:?} of virtual time"
             ),
+            Self::Cm { what, reason, .. } => write!(f, "{what}: {reason}"),
+            Self::ConnectFailed { to, failure } => write!(f, "connect to {to}: {failure}"),
+            Self::AcceptFailed { from, failure } => {
+                write!(f, "accept from {from}: {failure}")
+            }
             Self::Io { what, source } => write!(f, "{what}: {source}"),
         }
     }
@@ -117,6 +145,10 @@ impl Error {
             Self::Unsupported { .. } => libc::EOPNOTSUPP,
             Self::Invalid { .. } => libc::EINVAL,
             Self::SimIdle { .. } => libc::EDEADLK,
+            Self::Cm { errno, .. } => *errno,
+            Self::ConnectFailed { failure, .. } | Self::AcceptFailed { failure, .. } => {
+                failure.errno()
+            }
             Self::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
         }
     }

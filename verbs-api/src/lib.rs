@@ -68,6 +68,7 @@
 
 pub mod backend;
 mod backend_kind;
+pub mod cm;
 mod context;
 mod error;
 mod inject;

@@ -233,6 +233,22 @@ fn move_to_rts(
     Ok(())
 }
 
+/// What a connection manager chose for a QP's RTR and RTS (rdma_cm's `rdma_init_qp_attr`
+/// from the REQ or REP).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CmTransition {
+    pub(crate) remote: QueuePairEndpoint,
+    pub(crate) mtu: Mtu,
+    /// `max_dest_rd_atomic`.
+    pub(crate) responder_resources: u8,
+    /// `max_rd_atomic`.
+    pub(crate) initiator_depth: u8,
+    /// Local ACK timeout exponent.
+    pub(crate) timeout: u8,
+    pub(crate) retry_cnt: u8,
+    pub(crate) rnr_retry: u8,
+}
+
 /// A QP in INIT, waiting for its peer's endpoint.
 #[derive(Debug)]
 pub struct PreparedQueuePair {
@@ -269,6 +285,34 @@ impl PreparedQueuePair {
         };
         // SAFETY: forwarded contract.
         unsafe { self.post_receives(&[wr]) }
+    }
+
+    /// INIT → RTR → RTS with what a connection manager negotiated.
+    pub(crate) fn handshake_cm(self, t: &CmTransition) -> Result<QueuePair> {
+        let dev = Arc::clone(&self.inner.pd.dev);
+        let mut bringup = self.bringup;
+        bringup.mtu = t.mtu;
+        bringup.timeout = t.timeout;
+        bringup.retry_cnt = t.retry_cnt;
+        bringup.rnr_retry = t.rnr_retry;
+        let mut av = AhAttr::new(t.remote.gid, dev.sgid_index() as u8);
+        av.udp_port = t.remote.udp_port;
+        let peer = QpPeer {
+            qpn: t.remote.qpn,
+            psn: Psn::new(t.remote.psn),
+            av,
+        };
+        let (mut rtr, rtr_mask) = bringup.rtr(&peer);
+        rtr.max_dest_rd_atomic = t.responder_resources;
+        let (mut rts, rts_mask) = bringup.rts(Psn::new(self.endpoint.psn));
+        rts.max_rd_atomic = t.initiator_depth;
+        dev.modify_qp(self.inner.qp, &rtr, rtr_mask)?;
+        dev.modify_qp(self.inner.qp, &rts, rts_mask)?;
+        Ok(QueuePair {
+            inner: self.inner,
+            endpoint: self.endpoint,
+            bringup,
+        })
     }
 
     /// Connect to `remote` (RC/UC: INIT → RTR → RTS; UD: RTR → RTS, the peer is chosen
@@ -323,6 +367,19 @@ impl QueuePair {
         dev.modify_qp(self.inner.qp, &reset, QpAttrMask::STATE)?;
         move_to_init(&self.bringup, dev, self.inner.qp)?;
         move_to_rts(&self.bringup, dev, self.inner.qp, self.endpoint.psn, remote)
+    }
+
+    /// Move the QP to ERR (outstanding work requests complete flushed), as rdma_cm does
+    /// on a disconnect.
+    pub(crate) fn to_error(&self) -> Result<()> {
+        let err = QpAttr {
+            qp_state: QpState::Err,
+            ..QpAttr::default()
+        };
+        self.inner
+            .pd
+            .dev
+            .modify_qp(self.inner.qp, &err, QpAttrMask::STATE)
     }
 
     /// The handle value async events name this QP by (`EventElement::Qp`).

@@ -180,6 +180,8 @@ impl World {
                         let what = format!("{}: async event queued", slot.name);
                         self.log(what);
                     }
+                    // No connection manager runs on simulated devices yet.
+                    HcaEvent::CommEst(_) => {}
                 }
             }
         }

@@ -14,6 +14,7 @@ mod limits;
 mod ops;
 mod perf;
 mod pingpong;
+mod rdmacm;
 mod sidechannel;
 mod soak;
 mod soak_procs;
@@ -57,6 +58,14 @@ enum Command {
     /// Bandwidth and latency between two emulated devices on loopback, measured next to raw
     /// UDP in the same run and reported as ratios.
     Perf(perf::PerfArgs),
+    /// rdma-core's `rdma_server` on an emulated device: listen on an rdma_cm port (7471),
+    /// accept one connection through the CM, receive 16 bytes, answer with 16, disconnect.
+    /// Pairs with the real `rdma_client` on rdma_rxe.
+    RdmaServer(rdmacm::ServerArgs),
+    /// rdma-core's `rdma_client` on an emulated device: connect through the CM to
+    /// `-s SERVER` port 7471, send 16 bytes, receive 16, disconnect. Pairs with the real
+    /// `rdma_server`.
+    RdmaClient(rdmacm::ClientArgs),
     /// Run the seeded soak: mixed RC operations (SEND, WRITE with immediate, READ,
     /// FETCH_ADD) between two devices over a faulty network, every message verified exactly
     /// once and in order; in the deterministic simulator, or with `--processes` between
@@ -102,6 +111,8 @@ fn main() -> ExitCode {
         Command::Inject(args) => inject::run(&args),
         Command::Ops(args) => ops::run(&args),
         Command::Perf(args) => perf::run(&args),
+        Command::RdmaServer(args) => rdmacm::server(&args),
+        Command::RdmaClient(args) => rdmacm::client(&args),
         Command::Soak(args) => soak::run(&args),
     }
 }

@@ -109,6 +109,13 @@ pub struct Counters {
     /// Answers (ACKs, NAKs, READ responses) a responder dropped because its QP already owed
     /// as many as its responder resources allow; the requester retries.
     pub replies_dropped: u64,
+    /// MADs received on QP1 and queued for the layer above (`Hca::poll_mad`).
+    pub mad_rcvd: u64,
+    /// MADs sent from QP1 (`Hca::send_mad`).
+    pub mad_sent: u64,
+    /// MADs dropped because the layer above left [`crate::transport::gsi::GSI_RX_QUEUE_LEN`]
+    /// of them untaken.
+    pub mad_rx_overflow: u64,
     /// Drops by reason, indexed like [`DropReason::ALL`].
     pub drops: [u64; 13],
 }
@@ -151,6 +158,9 @@ impl Counters {
             ("qkey_violation", self.qkey_violation),
             ("cqe_overrun_lost", self.cqe_overrun_lost),
             ("replies_dropped", self.replies_dropped),
+            ("mad_rcvd", self.mad_rcvd),
+            ("mad_sent", self.mad_sent),
+            ("mad_rx_overflow", self.mad_rx_overflow),
         ]
         .into_iter()
         .chain(

@@ -38,6 +38,10 @@ pub enum HcaEvent {
     CompletionEvent(ChannelHandle),
     /// An async event was queued: make the async fd readable.
     AsyncEventQueued,
+    /// An RC/UC QP received its first packet, in RTR (then `IBV_EVENT_COMM_EST` is also
+    /// queued as an async event) or in RTS: a connection manager waiting for its RTU
+    /// treats the connection as established, as rdma_cm does on `IB_EVENT_COMM_EST`.
+    CommEst(softroce_wire::Qpn),
 }
 
 /// The async event queue and the driver's notifications, in the order they happened.
@@ -58,6 +62,11 @@ impl Events {
             element,
         });
         self.driver.push_back(HcaEvent::AsyncEventQueued);
+    }
+
+    /// Tell the driver the QP numbered `qpn` reached COMM_EST.
+    pub(crate) fn comm_est(&mut self, qpn: softroce_wire::Qpn) {
+        self.driver.push_back(HcaEvent::CommEst(qpn));
     }
 
     /// Tell the driver a completion event is waiting on `channel`.

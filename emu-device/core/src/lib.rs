@@ -37,6 +37,7 @@ pub use objects::{AhAttr, QpAttr, QpCap, QpInitAttr, SrqAttr, SrqAttrMask};
 pub use qp_state::{
     TransitionError, TransitionRule, check_transition, required_mask, transition_rule,
 };
+pub use transport::gsi::{GSI_QPN, ReceivedMad};
 pub use transport::{IncomingDatagram, Transmit};
 pub use types::{
     AccessFlags, EventType, QpAttrMask, QpState, QpType, SendFlags, WcFlags, WcOpcode, WcStatus,

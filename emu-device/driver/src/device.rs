@@ -24,14 +24,19 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::cm::CmAgent;
 use super::eventfd::EventFd;
 use super::socket::{MAX_BATCH, MAX_DATAGRAM, Received, RoceSocket};
+use softroce_emu_cm::{
+    AcceptParams, CmConfig, CmCounters, CmEndpoint, CmError, CmEvent, ConnId, ConnectParams,
+};
 use softroce_emu_core::{
     AccessFlags, AsyncEvent, ChannelHandle, CqHandle, Hca, HcaConfig, HcaEvent, IncomingDatagram,
     MrHandle, MrKeys, PdHandle, VerbsError, VerbsResult,
 };
 use softroce_emu_faults::{Direction, FaultCounters, FaultInjector, FaultPlan};
 use softroce_wire::pcap::CaptureWriter;
+use softroce_wire::{Gid, Qpn};
 
 /// How to start a device.
 #[derive(Debug, Clone)]
@@ -48,6 +53,12 @@ pub struct DeviceConfig {
     /// a program that never asks for them (one using the drop-in libibverbs) can still
     /// show them.
     pub counters_at_close: bool,
+    /// The connection manager's response timeout exponent (4.096 µs × 2^n, advertised in
+    /// its REQs and REPs and waited for before each retry): rdma_cm's 20 (about 4 s) by
+    /// default; tests on a lossy link use less.
+    pub cm_response_timeout: u8,
+    /// Retries of a REQ, REP or DREQ before the connection manager gives up (15).
+    pub cm_max_retries: u8,
 }
 
 impl DeviceConfig {
@@ -68,6 +79,8 @@ impl DeviceConfig {
                 .ok()
                 .filter(|s| !s.is_empty()),
             counters_at_close: counters_env(),
+            cm_response_timeout: 20,
+            cm_max_retries: 15,
         }
     }
 }
@@ -86,6 +99,9 @@ fn counters_env() -> bool {
         }
     }
 }
+
+/// Mixed into the device seed for the connection manager's IDs, so they are not the keys'.
+const CM_SEED_STREAM: u64 = 0x636d_5f69_6473; // "cm_ids"
 
 /// How long a real device holds an ACK back for the QP's next packet: long enough for an
 /// application to answer a request, far below any retransmission timeout.
@@ -142,6 +158,12 @@ struct Shared {
     rx_oversize: AtomicU64,
     /// Print the counters when the device closes.
     counters_at_close: bool,
+    /// The connection manager (locked after `hca`, never before).
+    cm: Mutex<CmAgent>,
+    /// Readable while connection manager events wait.
+    cm_fd: EventFd,
+    /// QPs that reached COMM_EST during a pump, for the connection manager.
+    comm_est: Mutex<Vec<Qpn>>,
 }
 
 /// A running emulated device.
@@ -184,8 +206,17 @@ impl Device {
             )),
             None => None,
         };
+        let hca = Hca::new(config.hca);
+        let mut cm_config = CmConfig::new(
+            hca.gids()[hca.ip_gid_index()],
+            hca.query_device().node_guid,
+            hca.config().seed ^ CM_SEED_STREAM,
+        );
+        cm_config.cm_response_timeout = config.cm_response_timeout;
+        cm_config.max_cm_retries = config.cm_max_retries;
+        let cm = CmAgent::new(CmEndpoint::new(cm_config), hca.config().udp_port);
         let shared = Arc::new(Shared {
-            hca: Mutex::new(Hca::new(config.hca)),
+            hca: Mutex::new(hca),
             socket,
             engine_wake: EventFd::new()?,
             polled_at: AtomicU64::new(0),
@@ -210,6 +241,9 @@ impl Device {
             progress_fd: EventFd::new()?,
             rx_oversize: AtomicU64::new(0),
             counters_at_close: config.counters_at_close,
+            cm: Mutex::new(cm),
+            cm_fd: EventFd::new()?,
+            comm_est: Mutex::new(Vec::new()),
         });
         let engine_shared = Arc::clone(&shared);
         let engine = std::thread::Builder::new()
@@ -324,8 +358,8 @@ impl Device {
             return r;
         }
         let mut progressed = receive_ready(shared, &mut hca) > 0;
-        if hca.poll_timeout().is_some_and(|t| t <= now) {
-            hca.handle_timeout(now);
+        if next_timer(shared, &hca).is_some_and(|t| t <= now) {
+            fire_timers(shared, &mut hca, now);
             pump(shared, &mut hca, now);
             progressed = true;
         }
@@ -428,6 +462,96 @@ impl Device {
             let ev = hca.get_async_event()?;
             Ok((ev, hca.async_event_pending()))
         })
+    }
+
+    // ---- connection manager --------------------------------------------------------
+
+    /// Readable while connection manager events wait (a `rdma_event_channel`'s fd).
+    pub fn cm_fd(&self) -> &EventFd {
+        &self.shared.cm_fd
+    }
+
+    /// Run `f` on the device's connection manager (`listen`, `reject`, `send_rtu`,
+    /// `establish`, `disconnect`, `destroy`, `delay_response`, getters …) with the current
+    /// time, then send the MADs it produced and queue its events. Connects and accepts
+    /// go through [`Device::cm_connect`] and [`Device::cm_accept`], which also keep the
+    /// driver's books.
+    pub fn with_cm<R>(&self, f: impl FnOnce(&mut CmEndpoint, Instant) -> R) -> R {
+        let now = Instant::now();
+        self.with(|_| f(&mut lock(&self.shared.cm).endpoint, now))
+    }
+
+    /// Send a REQ to the connection manager listening at `peer` (its address and the
+    /// UDP port of its device); `params.remote_gid` is taken from `peer`.
+    pub fn cm_connect(
+        &self,
+        peer: SocketAddr,
+        mut params: ConnectParams,
+    ) -> Result<ConnId, CmError> {
+        let now = Instant::now();
+        params.remote_gid = Gid::from_ip(peer.ip());
+        self.with(|_| {
+            let mut cm = lock(&self.shared.cm);
+            cm.learn_peer(params.remote_gid, peer);
+            cm.endpoint.connect(now, params)
+        })
+    }
+
+    /// Accept a `ConnectRequest` with a REP. Data arriving on `params.local_qpn` before
+    /// the RTU establishes the connection (COMM_EST), as with rdma_cm.
+    pub fn cm_accept(&self, id: ConnId, params: AcceptParams) -> Result<(), CmError> {
+        let now = Instant::now();
+        self.with(|_| {
+            let mut cm = lock(&self.shared.cm);
+            let qpn = params.local_qpn;
+            cm.endpoint.accept(now, id, params)?;
+            cm.await_rtu(qpn, id);
+            Ok(())
+        })
+    }
+
+    /// The next connection manager event, waiting up to `timeout` (`None`: forever;
+    /// zero: don't wait). `None` when none came in time.
+    pub fn cm_get_event(&self, timeout: Option<Duration>) -> Option<CmEvent> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        if timeout.is_none_or(|t| !t.is_zero()) {
+            // The caller may sleep: the engine must receive what it waits for.
+            self.shared.hand_back_to_engine();
+        }
+        loop {
+            {
+                let mut cm = lock(&self.shared.cm);
+                let ev = cm.take_event();
+                if !cm.events_pending() {
+                    let _ = self.shared.cm_fd.try_consume();
+                }
+                if ev.is_some() {
+                    return ev;
+                }
+            }
+            let left = match deadline {
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => return None,
+                },
+                None => None,
+            };
+            let _ = self.shared.cm_fd.wait_readable(left);
+        }
+    }
+
+    /// Where the connection manager at `gid` listens (address and UDP port), as learnt
+    /// from its MADs or given to [`Device::cm_connect`]; else `gid`'s address on this
+    /// device's own port.
+    pub fn cm_peer_addr(&self, gid: Gid) -> SocketAddr {
+        lock(&self.shared.cm).peer_addr(gid)
+    }
+
+    /// What the connection manager did: its counters, MADs of other classes QP1
+    /// received, requests refused because events were left untaken.
+    pub fn cm_counters(&self) -> (CmCounters, u64, u64) {
+        let cm = lock(&self.shared.cm);
+        (*cm.endpoint.counters(), cm.non_cm_mads, cm.refused_backlog)
     }
 
     /// Take an event with `take` (which also says whether more are queued), sleeping on
@@ -550,7 +674,7 @@ fn wake_engine_for_timers(shared: &Shared, hca: &Hca) {
         // The busy poller fires timers itself.
         return;
     }
-    let earlier = hca.poll_timeout().is_some_and(|t| {
+    let earlier = next_timer(shared, hca).is_some_and(|t| {
         nanos_since(shared.epoch, t) < shared.engine_wakes_at.load(Ordering::Acquire)
     });
     if earlier {
@@ -601,6 +725,31 @@ fn pump(shared: &Shared, hca: &mut Hca, now: Instant) {
     if shared.waiters.load(Ordering::SeqCst) > 0 {
         let _ = shared.progress_fd.notify();
     }
+    // Twice at most: a COMM_EST found in the second half makes the CM stop its REP.
+    for _ in 0..2 {
+        {
+            // Signalled under the CM lock, as `cm_get_event` drains it: no lost wakeup.
+            let mut cm = lock(&shared.cm);
+            if cm.drive(hca, now) {
+                let _ = shared.cm_fd.notify();
+            }
+        }
+        transmit_and_signal(shared, hca, now);
+        let mut cm = lock(&shared.cm);
+        let mut established = false;
+        for qpn in std::mem::take(&mut *lock(&shared.comm_est)) {
+            cm.comm_est(qpn);
+            established = true;
+        }
+        if !established {
+            break;
+        }
+    }
+}
+
+/// Send what the device built and turn its notifications into fd writes; COMM_ESTs are
+/// left for the caller in `comm_est` (bounded by the QPs there are).
+fn transmit_and_signal(shared: &Shared, hca: &mut Hca, now: Instant) {
     let mut tx = lock(&shared.tx);
     // Bounded: each call yields one queued packet.
     for _ in 0..100_000 {
@@ -627,6 +776,7 @@ fn pump(shared: &Shared, hca: &mut Hca, now: Instant) {
             HcaEvent::AsyncEventQueued => {
                 let _ = shared.async_fd.notify();
             }
+            HcaEvent::CommEst(qpn) => lock(&shared.comm_est).push(qpn),
         }
     }
 }
@@ -817,7 +967,7 @@ fn engine(shared: Arc<Shared>) {
             // grace period ends (or a fault plan releases a datagram).
             let due = match busy {
                 Some(ends) => Some(shared.epoch + Duration::from_nanos(ends)),
-                None => hca.poll_timeout(),
+                None => next_timer(&shared, &hca),
             };
             let due = match (due, release) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -871,11 +1021,26 @@ fn engine(shared: Arc<Shared>) {
             }
         }
         let mut hca = lock(&shared.hca);
-        if hca.poll_timeout().is_some_and(|t| t <= now) {
-            hca.handle_timeout(now);
-        }
+        fire_timers(&shared, &mut hca, now);
         pump(&shared, &mut hca, now);
     }
+}
+
+/// The earliest timer of the device and its connection manager.
+fn next_timer(shared: &Shared, hca: &Hca) -> Option<Instant> {
+    let cm = lock(&shared.cm).poll_timeout();
+    match (hca.poll_timeout(), cm) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Fire the device's and the connection manager's timers due at `now` (the caller pumps).
+fn fire_timers(shared: &Shared, hca: &mut Hca, now: Instant) {
+    if hca.poll_timeout().is_some_and(|t| t <= now) {
+        hca.handle_timeout(now);
+    }
+    lock(&shared.cm).handle_timeout(now);
 }
 
 #[cfg(test)]

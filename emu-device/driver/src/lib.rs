@@ -2,6 +2,7 @@
 //! (`softroce-emu-core`) over a batched UDP socket, pollable eventfds for completion channels
 //! and async events, fault injection and pcap capture. The core knows nothing of this crate.
 
+pub mod cm;
 pub mod device;
 pub mod entropy;
 pub mod eventfd;

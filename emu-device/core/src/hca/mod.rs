@@ -7,7 +7,8 @@ mod qp;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use softroce_wire::{Gid, Mtu};
+use softroce_wire::mad::MAD_LEN;
+use softroce_wire::{Gid, Mtu, Qpn};
 
 use super::counters::Counters;
 use super::cq::Completions;
@@ -17,6 +18,7 @@ use super::events::{AsyncEvent, EventElement, Events, HcaEvent};
 use super::handles::{AhHandle, ChannelHandle, CqHandle, MrHandle, PdHandle, QpHandle};
 use super::objects::{Ah, AhAttr, Mr};
 use super::store::Store;
+use super::transport::gsi::{self, Gsi, ReceivedMad};
 use super::transport::{self, Engine, IncomingDatagram, Outbox, Transmit};
 use super::types::{AccessFlags, EventType};
 use super::wr::WorkCompletion;
@@ -55,6 +57,7 @@ pub struct Hca {
     events: Events,
     outbox: Outbox,
     counters: Counters,
+    gsi: Gsi,
 }
 
 impl Hca {
@@ -67,6 +70,7 @@ impl Hca {
             events: Events::default(),
             outbox: Outbox::default(),
             counters: Counters::default(),
+            gsi: Gsi::default(),
         }
     }
 
@@ -79,6 +83,7 @@ impl Hca {
             events: &mut self.events,
             outbox: &mut self.outbox,
             counters: &mut self.counters,
+            gsi: &mut self.gsi,
         }
     }
 
@@ -153,6 +158,11 @@ impl Hca {
     /// The address and port this device receives on.
     pub fn local_addr(&self) -> SocketAddr {
         self.device.local_addr()
+    }
+
+    /// QPs that exist (leak checks; `ibv_query_device`'s `max_qp` bounds it).
+    pub fn qp_count(&self) -> usize {
+        self.store.count::<QpHandle>()
     }
 
     /// Counters like rxe's hw_counters.
@@ -486,5 +496,21 @@ impl Hca {
     /// B: timers due at or before `now` fire. Spurious calls are harmless.
     pub fn handle_timeout(&mut self, now: Instant) {
         transport::handle_timeout(&mut self.engine(), now);
+    }
+
+    // ---- QP1 (GSI): management datagrams -------------------------------------------
+
+    /// D: the oldest MAD received on QP1 (UD SEND_ONLY with Q_Key 0x80010000, checked as
+    /// rxe checks GSI packets), for the management layer above (the CM). At most
+    /// [`gsi::GSI_RX_QUEUE_LEN`] wait; more are dropped and counted (`mad_rx_overflow`).
+    pub fn poll_mad(&mut self) -> Option<ReceivedMad> {
+        self.gsi.poll()
+    }
+
+    /// C: send `mad` from QP1 to QP `remote_qpn` (1 for a peer's GSI agent) at `dst`, as
+    /// the kernel's MAD layer does through rxe (see [`gsi`]). It leaves with the next
+    /// `poll_transmit`, like every other packet; nothing is sent while the port is down.
+    pub fn send_mad(&mut self, dst: SocketAddr, remote_qpn: Qpn, mad: &[u8; MAD_LEN]) {
+        gsi::send(&mut self.engine(), dst, remote_qpn, mad);
     }
 }

@@ -16,6 +16,7 @@
 mod access;
 mod acks;
 mod completer;
+pub mod gsi;
 mod queues;
 mod requester;
 mod responder;
@@ -104,6 +105,7 @@ pub(crate) struct Engine<'a> {
     pub(crate) events: &'a mut Events,
     pub(crate) outbox: &'a mut Outbox,
     pub(crate) counters: &'a mut Counters,
+    pub(crate) gsi: &'a mut gsi::Gsi,
 }
 
 /// Receive path: the checks rxe makes (rxe_recv.c), in its order, then dispatch.
@@ -144,6 +146,10 @@ pub(crate) fn handle_datagram(eng: &mut Engine<'_>, now: Instant, d: IncomingDat
         eng.counters.drop(DropReason::Unsupported);
         return;
     };
+    if bth.dest_qpn.value() == gsi::GSI_QPN {
+        gsi::on_datagram(eng, &packet, &bth, d);
+        return;
+    }
     let Some(qp) = eng.store.qp_by_number(bth.dest_qpn) else {
         eng.counters.drop(DropReason::UnknownQpn);
         return;
@@ -199,11 +205,18 @@ pub(crate) fn handle_datagram(eng: &mut Engine<'_>, now: Instant, d: IncomingDat
         }
     }
     eng.counters.rcvd_pkts += 1;
-    if state == QpState::Rtr && !q.transport.comm_est {
+    if !q.transport.comm_est && matches!(state, QpState::Rtr | QpState::Rts) {
         if let Some(q) = eng.store.get_mut(qp) {
             q.transport.comm_est = true;
+            // The connection manager hears of the first packet in RTS too: rdma_cm moves
+            // the passive QP to RTS when it accepts, and data arriving before a lost RTU
+            // must still establish the connection (`rdma_establish`).
+            eng.events.comm_est(q.qpn);
         }
-        eng.events.raise(EventType::CommEst, EventElement::Qp(qp));
+        // IBTA 11.6.3: the async event is for a QP in RTR only.
+        if state == QpState::Rtr {
+            eng.events.raise(EventType::CommEst, EventElement::Qp(qp));
+        }
     }
     if info.is_response() {
         completer::on_response(eng, now, qp, &packet, &bth);

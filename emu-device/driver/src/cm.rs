@@ -1,0 +1,170 @@
+//! The device's connection manager: one [`CmEndpoint`] per device, fed with the MADs its
+//! QP1 receives and sending its MADs from QP1, its timers run by whoever runs the device's
+//! timers, its events queued for the application behind a pollable fd.
+//!
+//! The events are [`CmEvent`]s, which a librdmacm maps one-to-one onto `rdma_cm_event`
+//! types: `ConnectRequest` → `RDMA_CM_EVENT_CONNECT_REQUEST`, `ConnectResponse` →
+//! `CONNECT_RESPONSE`, `Established` → `ESTABLISHED`, `Rejected` → `REJECTED` (status =
+//! the reject reason, private data), `Unreachable` → `UNREACHABLE`, `Disconnected` →
+//! `DISCONNECTED`, `TimeWaitExit` → `TIMEWAIT_EXIT`; their parameters carry
+//! `rdma_conn_param`'s fields (private data, responder resources, initiator depth, retry
+//! and RNR retry counts, SRQ, QP number).
+//!
+//! Addresses: the CM names peers by GID, the socket needs a UDP port too. A peer's port is
+//! the one its MADs came from, or the one given to [`crate::Device::cm_connect`]; any other
+//! GID is reached on this device's own port (every device of a private setup shares one).
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use softroce_emu_cm::{CmEndpoint, CmEvent, ConnId};
+use softroce_emu_core::Hca;
+use softroce_wire::mad::{MAD_LEN, MGMT_CLASS_CM, Mad};
+use softroce_wire::{Gid, Qpn};
+
+/// Events queued for the application at most; a `ConnectRequest` beyond is refused (the
+/// peer gets a REJ) rather than held, so a flood of REQs costs bounded memory.
+pub const MAX_CM_EVENTS: usize = 4096;
+/// Peers whose UDP port is remembered at most (others are reached on our own port).
+const MAX_PEERS: usize = 4096;
+
+/// What a device adds to its endpoint: the event queue and the address book. Sans IO
+/// like the endpoint and the core it glues together, so the simulator's tests run the
+/// same glue as the real device.
+#[derive(Debug)]
+pub struct CmAgent {
+    pub(crate) endpoint: CmEndpoint,
+    events: VecDeque<CmEvent>,
+    peers: HashMap<Gid, SocketAddr>,
+    /// Passive connections whose QP may receive data before the RTU: QPN → connection.
+    awaiting_rtu: HashMap<u32, ConnId>,
+    own_port: u16,
+    /// MADs of other management classes (QP1 carries them too; nobody here serves them).
+    pub non_cm_mads: u64,
+    /// Requests refused because the application left [`MAX_CM_EVENTS`] events untaken.
+    pub refused_backlog: u64,
+}
+
+impl CmAgent {
+    /// An agent around `endpoint`, reaching unknown peers on `own_port`.
+    pub fn new(endpoint: CmEndpoint, own_port: u16) -> Self {
+        Self {
+            endpoint,
+            events: VecDeque::new(),
+            peers: HashMap::new(),
+            awaiting_rtu: HashMap::new(),
+            own_port,
+            non_cm_mads: 0,
+            refused_backlog: 0,
+        }
+    }
+
+    /// Remember where `gid`'s CM listens.
+    pub fn learn_peer(&mut self, gid: Gid, addr: SocketAddr) {
+        if self.peers.len() < MAX_PEERS || self.peers.contains_key(&gid) {
+            self.peers.insert(gid, addr);
+        }
+    }
+
+    /// `qpn` belongs to passive connection `id`, waiting for its RTU.
+    pub fn await_rtu(&mut self, qpn: Qpn, id: ConnId) {
+        self.awaiting_rtu.insert(qpn.value(), id);
+    }
+
+    /// The QP numbered `qpn` received its first packet: its connection is established.
+    pub fn comm_est(&mut self, qpn: Qpn) {
+        if let Some(id) = self.awaiting_rtu.remove(&qpn.value()) {
+            // Already established by the RTU (or gone): nothing to do, as in the kernel.
+            let _ = self.endpoint.establish(id);
+        }
+    }
+
+    /// The oldest event, if any.
+    pub fn take_event(&mut self) -> Option<CmEvent> {
+        self.events.pop_front()
+    }
+
+    /// Whether events wait.
+    pub fn events_pending(&self) -> bool {
+        !self.events.is_empty()
+    }
+
+    /// When the endpoint's timers next need [`CmAgent::handle_timeout`].
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.endpoint.poll_timeout()
+    }
+
+    /// Fire the endpoint's timers due at `now` (then [`CmAgent::drive`] sends the result).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.endpoint.poll_timeout().is_some_and(|t| t <= now) {
+            self.endpoint.handle_timeout(now);
+        }
+    }
+
+    /// The endpoint (for the application calls and getters).
+    pub fn endpoint(&mut self) -> &mut CmEndpoint {
+        &mut self.endpoint
+    }
+
+    /// Feed the MADs QP1 received to the endpoint, send what it has to send, collect its
+    /// events. Returns whether events were queued.
+    pub fn drive(&mut self, hca: &mut Hca, now: Instant) -> bool {
+        while let Some(m) = hca.poll_mad() {
+            if m.mad[1] != MGMT_CLASS_CM {
+                self.non_cm_mads += 1;
+                continue;
+            }
+            self.learn_peer(m.sgid, m.src);
+            self.endpoint.handle_mad_bytes(now, m.sgid, &m.mad[..]);
+        }
+        let mut queued = false;
+        // Bounded: each round either queues nothing new or destroys a refused request,
+        // which produces one REJ and no further event.
+        for _ in 0..MAX_CM_EVENTS + 2 {
+            self.transmit(hca);
+            let Some(ev) = self.endpoint.poll_event() else {
+                break;
+            };
+            if matches!(
+                ev,
+                CmEvent::TimeWaitExit { .. }
+                    | CmEvent::Rejected { .. }
+                    | CmEvent::Unreachable { .. }
+                    | CmEvent::Disconnected { .. }
+                    | CmEvent::Established { .. }
+            ) {
+                let id = ev.id();
+                self.awaiting_rtu.retain(|_, c| *c != id);
+            }
+            if self.events.len() >= MAX_CM_EVENTS {
+                if let CmEvent::ConnectRequest { id, .. } = ev {
+                    let _ = self.endpoint.reject(now, id, &[]);
+                }
+                self.refused_backlog += 1;
+                continue;
+            }
+            self.events.push_back(ev);
+            queued = true;
+        }
+        self.transmit(hca);
+        queued
+    }
+
+    /// Where `gid`'s CM listens.
+    pub fn peer_addr(&self, gid: Gid) -> SocketAddr {
+        self.peers
+            .get(&gid)
+            .copied()
+            .unwrap_or_else(|| SocketAddr::new(gid.to_ip(), self.own_port))
+    }
+
+    fn transmit(&mut self, hca: &mut Hca) {
+        while let Some(t) = self.endpoint.poll_transmit() {
+            let mut buf = [0u8; MAD_LEN];
+            t.mad.emit(&mut Mad::new_unchecked(&mut buf[..]));
+            let dst = self.peer_addr(t.dest);
+            hca.send_mad(dst, Qpn::from_wire(softroce_emu_core::GSI_QPN), &buf);
+        }
+    }
+}

@@ -1,0 +1,785 @@
+//! Connection management in the style of rdma_cm: listen on an IP address and port, accept
+//! or reject requests, connect with a timeout, disconnect. The device's IB CM carries the
+//! exchange over QP1 (REQ, REP, RTU, REJ, DREQ, DREP) exactly as the kernel's rdma_cm does,
+//! so a peer may be rdma_cm on rxe; this module brings the QPs through INIT → RTR → RTS
+//! with what the CM negotiated, as `rdma_accept` / `rdma_connect` do.
+//!
+//! ```no_run
+//! # use softroce_verbs::*;
+//! # use softroce_verbs::cm::*;
+//! # use std::time::Duration;
+//! # fn f(server: Context, client: Context) -> Result<()> {
+//! let listener = server.connection_manager()?.listen("127.0.0.1:7471".parse().unwrap())?;
+//! // client side (its own thread or process):
+//! let (pd, cq) = (client.alloc_pd()?, client.create_cq(16, None)?);
+//! let qp = pd.create_qp(&cq, &cq, QpType::Rc).build()?;
+//! let conn = client.connection_manager()?.connect(
+//!     qp, "127.0.0.1:7471".parse().unwrap(), &ConnectOptions::default())?;
+//! # let _ = (listener, conn); Ok(()) }
+//! ```
+
+use std::collections::{HashMap, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use softroce_emu::cm::{
+    AcceptParams, CmCounters, CmEvent, ConnId, ConnectParams, REJ_CONSUMER_DEFINED,
+    REJ_INVALID_SERVICE_ID, REJ_STALE_CONN, REJ_TIMEOUT, RequestParams, cma_private_data,
+    split_cma_private_data,
+};
+use softroce_emu::driver::Device;
+use softroce_wire::cm::CmaAddrs;
+use softroce_wire::{CmaHdrRepr, Gid, PortSpace, Psn, Qpn};
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::qp::{CmTransition, PreparedQueuePair, QueuePair, QueuePairEndpoint};
+
+/// How long a waiting call sleeps on the device's CM fd before looking at what other
+/// threads took from it (events are shared by every user of the device).
+const SLICE: Duration = Duration::from_millis(5);
+
+/// Why a connection attempt or a wait failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CmFailure {
+    /// The peer sent a REJ (`RDMA_CM_EVENT_REJECTED`): `reason` is `enum ib_cm_rej_reason`
+    /// (8: nobody listens on the port; 28: the application rejected).
+    Rejected {
+        /// The reject reason.
+        reason: u16,
+        /// The REJ's private data (148 bytes on the wire, zero padded).
+        private_data: Vec<u8>,
+    },
+    /// Every retry went unanswered (`RDMA_CM_EVENT_UNREACHABLE`).
+    Unreachable,
+    /// Nothing conclusive arrived within the caller's timeout.
+    TimedOut(Duration),
+    /// The connection was torn down before it was established.
+    Disconnected,
+}
+
+impl CmFailure {
+    /// The errno a socket would report: ECONNREFUSED for a REJ, EHOSTUNREACH, ETIMEDOUT,
+    /// ECONNRESET.
+    pub fn errno(&self) -> i32 {
+        match self {
+            Self::Rejected { .. } => libc::ECONNREFUSED,
+            Self::Unreachable => libc::EHOSTUNREACH,
+            Self::TimedOut(_) => libc::ETIMEDOUT,
+            Self::Disconnected => libc::ECONNRESET,
+        }
+    }
+}
+
+impl std::fmt::Display for CmFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Rejected { reason, .. } => {
+                let why = match *reason {
+                    REJ_INVALID_SERVICE_ID => "nobody listens on that port (invalid service ID)",
+                    REJ_CONSUMER_DEFINED => "the peer application rejected the request",
+                    REJ_STALE_CONN => "the peer holds a stale connection for this QP",
+                    REJ_TIMEOUT => "the peer gave up waiting",
+                    _ => "see IBTA table 112",
+                };
+                write!(f, "rejected with reason {reason}: {why}")
+            }
+            Self::Unreachable => {
+                write!(f, "unreachable: every retry of the request went unanswered")
+            }
+            Self::TimedOut(t) => write!(f, "no answer within {t:?}"),
+            Self::Disconnected => write!(f, "the peer disconnected first"),
+        }
+    }
+}
+
+/// What `connect` asks for (`rdma_conn_param`).
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    /// Application private data after rdma_cm's header (at most 56 bytes).
+    pub private_data: Vec<u8>,
+    /// RDMA READs / atomics the peer may have outstanding at us.
+    pub responder_resources: u8,
+    /// RDMA READs / atomics we may have outstanding at the peer.
+    pub initiator_depth: u8,
+    /// Transport retries (3 bits).
+    pub retry_count: u8,
+    /// RNR retries the peer should use towards us (3 bits; 7: forever).
+    pub rnr_retry_count: u8,
+    /// How long to wait for the peer's answer.
+    pub timeout: Duration,
+    /// UDP port of the peer's device (`None`: the port of ours, 4791 unless a private
+    /// setup chose another).
+    pub device_port: Option<u16>,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        Self {
+            private_data: Vec::new(),
+            responder_resources: 1,
+            initiator_depth: 1,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            timeout: Duration::from_secs(30),
+            device_port: None,
+        }
+    }
+}
+
+/// Per-device dispatch of CM events to the listeners and connections of this API.
+#[derive(Debug, Default)]
+struct Dispatch {
+    /// Service ID → requests not yet taken.
+    listeners: HashMap<u64, VecDeque<CmEvent>>,
+    /// Connection → its events not yet taken.
+    mailboxes: HashMap<ConnId, VecDeque<CmEvent>>,
+}
+
+/// The connection manager of one device (shared by every clone of its [`Context`]).
+#[derive(Debug)]
+pub(crate) struct CmShared {
+    dev: Arc<Device>,
+    dispatch: Mutex<Dispatch>,
+    next_port: AtomicU16,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn cm_error(what: &'static str, e: softroce_emu::cm::CmError) -> Error {
+    use softroce_emu::cm::CmError as E;
+    let errno = match e {
+        E::AlreadyListening(_) => libc::EADDRINUSE,
+        E::AlreadyEstablished(_) => libc::EISCONN,
+        _ => libc::EINVAL,
+    };
+    Error::Cm {
+        what,
+        reason: e.to_string(),
+        errno,
+    }
+}
+
+impl CmShared {
+    pub(crate) fn new(dev: Arc<Device>) -> Self {
+        // An ephemeral source port per connection, as rdma_resolve_addr binds one.
+        let start = 32768 + (softroce_emu::driver::entropy::random_u64() % 28000) as u16;
+        Self {
+            dev,
+            dispatch: Mutex::new(Dispatch::default()),
+            next_port: AtomicU16::new(start),
+        }
+    }
+
+    /// File an event with its listener or connection; requests nobody listens for any
+    /// more are rejected, events of forgotten connections dropped.
+    fn file(&self, d: &mut Dispatch, ev: CmEvent) {
+        if let CmEvent::ConnectRequest { id, params, .. } = &ev {
+            match d.listeners.get_mut(&params.service_id) {
+                Some(q) => q.push_back(ev),
+                None => {
+                    let id = *id;
+                    let _ = self.dev.with_cm(|cm, now| cm.reject(now, id, &[]));
+                }
+            }
+            return;
+        }
+        if let Some(q) = d.mailboxes.get_mut(&ev.id()) {
+            q.push_back(ev);
+        }
+    }
+
+    /// Wait until `take` finds what it wants in the dispatch tables (filling them from
+    /// the device's events), at most until `deadline`.
+    fn wait<T>(
+        &self,
+        deadline: Instant,
+        mut take: impl FnMut(&mut Dispatch) -> Option<T>,
+    ) -> Option<T> {
+        // Bounded by the deadline: each round sleeps at most SLICE or takes an event.
+        loop {
+            {
+                let mut d = lock(&self.dispatch);
+                while let Some(ev) = self.dev.cm_get_event(Some(Duration::ZERO)) {
+                    self.file(&mut d, ev);
+                }
+                if let Some(t) = take(&mut d) {
+                    return Some(t);
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            if let Some(ev) = self.dev.cm_get_event(Some(left.min(SLICE))) {
+                let mut d = lock(&self.dispatch);
+                self.file(&mut d, ev);
+            }
+        }
+    }
+
+    fn next_event(&self, id: ConnId, deadline: Instant) -> Option<CmEvent> {
+        self.wait(deadline, |d| d.mailboxes.get_mut(&id)?.pop_front())
+    }
+
+    fn forget(&self, id: ConnId) {
+        lock(&self.dispatch).mailboxes.remove(&id);
+        // Tell the peer what the kernel tells it when an rdma_cm_id is destroyed; an ID
+        // the CM already forgot (after time-wait) needs nothing.
+        let _ = self.dev.with_cm(|cm, _| cm.destroy(id));
+    }
+}
+
+/// A device's connection manager: see the [module documentation](self).
+#[derive(Debug, Clone)]
+pub struct ConnectionManager {
+    ctx: Context,
+    shared: Arc<CmShared>,
+}
+
+impl Context {
+    /// The device's connection manager (emulated devices only for now).
+    pub fn connection_manager(&self) -> Result<ConnectionManager> {
+        let dev = self.emulated("the connection manager")?;
+        let shared = self
+            .cm
+            .get_or_init(|| Arc::new(CmShared::new(Arc::clone(dev))))
+            .clone();
+        Ok(ConnectionManager {
+            ctx: self.clone(),
+            shared,
+        })
+    }
+}
+
+impl ConnectionManager {
+    /// The device's address (connections are made from and to it).
+    fn device_ip(&self) -> Result<IpAddr> {
+        Ok(self.ctx.local_addr()?.ip())
+    }
+
+    /// Connections the device's CM still remembers (time-wait included): 0 once every
+    /// connection was disconnected and dropped.
+    pub fn connection_count(&self) -> usize {
+        self.shared.dev.with_cm(|cm, _| cm.connection_count())
+    }
+
+    /// What the device's CM did with its MADs (sent, received, retransmitted, duplicates,
+    /// drops by reason).
+    pub fn counters(&self) -> CmCounters {
+        self.shared.dev.cm_counters().0
+    }
+
+    /// `rdma_bind_addr` + `rdma_listen` in the TCP port space: accept requests for `addr`'s
+    /// port (its address must be the device's, or unspecified).
+    pub fn listen(&self, addr: SocketAddr) -> Result<Listener> {
+        let ip = self.device_ip()?;
+        if !addr.ip().is_unspecified() && addr.ip() != ip {
+            return Err(Error::Invalid {
+                what: "listen address",
+                reason: format!("{} is not this device's address {ip}", addr.ip()),
+            });
+        }
+        let service_id = PortSpace::Tcp.service_id(addr.port());
+        let mut d = lock(&self.shared.dispatch);
+        self.shared
+            .dev
+            .with_cm(|cm, _| cm.listen(service_id))
+            .map_err(|e| cm_error("listen", e))?;
+        d.listeners.insert(service_id, VecDeque::new());
+        Ok(Listener {
+            cm: self.clone(),
+            service_id,
+            addr: SocketAddr::new(ip, addr.port()),
+        })
+    }
+
+    /// `rdma_connect` of `qp` (in INIT, as built) to the listener at `to` (IP address
+    /// and TCP-space port), waiting for the answer: on a REP the QP goes to RTR and RTS
+    /// with the negotiated parameters, the RTU is sent, and the connection is returned.
+    /// A REJ, no answer within `options.timeout`, or every retry unanswered is an error
+    /// that says which ([`Error::ConnectFailed`]).
+    pub fn connect(
+        &self,
+        qp: PreparedQueuePair,
+        to: SocketAddr,
+        options: &ConnectOptions,
+    ) -> Result<Connection> {
+        let ip = self.device_ip()?;
+        let local = qp.endpoint();
+        let src_port = self
+            .shared
+            .next_port
+            .fetch_add(1, Ordering::Relaxed)
+            .max(1024);
+        let addrs = match (ip, to.ip()) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => CmaAddrs::V4 { src, dst },
+            (IpAddr::V6(src), IpAddr::V6(dst)) => CmaAddrs::V6 { src, dst },
+            _ => {
+                return Err(Error::Invalid {
+                    what: "connect address",
+                    reason: format!(
+                        "{} and this device's {ip} are of different IP versions",
+                        to.ip()
+                    ),
+                });
+            }
+        };
+        let private_data = cma_private_data(&CmaHdrRepr { src_port, addrs }, &options.private_data)
+            .map_err(|e| cm_error("connect", e))?;
+        let mtu = self.ctx.query_port(1)?.active_mtu;
+        let params = ConnectParams {
+            remote_gid: Gid::ZERO,
+            service_id: PortSpace::Tcp.service_id(to.port()),
+            local_qpn: Qpn::from_wire(local.qpn),
+            starting_psn: Psn::new(local.psn),
+            responder_resources: options.responder_resources,
+            initiator_depth: options.initiator_depth,
+            retry_count: options.retry_count,
+            rnr_retry_count: options.rnr_retry_count,
+            path_mtu: mtu,
+            srq: false,
+            flow_control: true,
+            private_data,
+        };
+        let device_port = options
+            .device_port
+            .unwrap_or_else(|| self.ctx.backend().udp_port());
+        let peer = SocketAddr::new(to.ip(), device_port);
+        let id = {
+            // Filed before any event for it can be taken from the device.
+            let mut d = lock(&self.shared.dispatch);
+            let id = self
+                .shared
+                .dev
+                .cm_connect(peer, params)
+                .map_err(|e| cm_error("connect", e))?;
+            d.mailboxes.insert(id, VecDeque::new());
+            id
+        };
+        let fail = |failure: CmFailure| {
+            self.shared.forget(id);
+            Err(Error::ConnectFailed { to, failure })
+        };
+        let deadline = Instant::now() + options.timeout;
+        let Some(ev) = self.shared.next_event(id, deadline) else {
+            return fail(CmFailure::TimedOut(options.timeout));
+        };
+        let (reply, private_data) = match ev {
+            CmEvent::ConnectResponse {
+                params,
+                private_data,
+                ..
+            } => (params, private_data),
+            CmEvent::Rejected {
+                reason,
+                private_data,
+                ..
+            } => {
+                return fail(CmFailure::Rejected {
+                    reason,
+                    private_data,
+                });
+            }
+            CmEvent::Unreachable { .. } => return fail(CmFailure::Unreachable),
+            _ => return fail(CmFailure::Disconnected),
+        };
+        let transition = CmTransition {
+            remote: QueuePairEndpoint {
+                qpn: reply.remote_qpn.value(),
+                psn: reply.starting_psn.value(),
+                gid: Gid::from_ip(to.ip()),
+                udp_port: device_port,
+            },
+            mtu,
+            responder_resources: reply.responder_resources,
+            initiator_depth: reply.initiator_depth,
+            timeout: reply.local_ack_timeout,
+            retry_cnt: options.retry_count,
+            rnr_retry: reply.rnr_retry_count,
+        };
+        let qp = match qp.handshake_cm(&transition) {
+            Ok(qp) => qp,
+            Err(e) => {
+                // rdma_connect's failure path: the peer learns with a REJ.
+                let _ = self.shared.dev.with_cm(|cm, now| cm.reject(now, id, &[]));
+                self.shared.forget(id);
+                return Err(e);
+            }
+        };
+        self.shared
+            .dev
+            .with_cm(|cm, _| cm.send_rtu(id, &[]))
+            .map_err(|e| cm_error("send RTU", e))?;
+        // The Established event the RTU produced belongs to this call.
+        let _ = self.shared.next_event(id, Instant::now());
+        Ok(Connection::new(self.clone(), id, qp, to, private_data))
+    }
+}
+
+/// A listening port (`rdma_listen`); stops listening when dropped.
+#[derive(Debug)]
+pub struct Listener {
+    cm: ConnectionManager,
+    service_id: u64,
+    addr: SocketAddr,
+}
+
+impl Listener {
+    /// The address and port listened on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `rdma_get_request`: the next connection request, waiting up to `timeout`.
+    pub fn get_request(&self, timeout: Duration) -> Result<ConnectionRequest> {
+        let deadline = Instant::now() + timeout;
+        let service = self.service_id;
+        let ev = self
+            .cm
+            .shared
+            .wait(deadline, |d| d.listeners.get_mut(&service)?.pop_front())
+            .ok_or_else(|| Error::Cm {
+                what: "get_request",
+                reason: format!("no connection request for {} within {timeout:?}", self.addr),
+                errno: libc::ETIMEDOUT,
+            })?;
+        let CmEvent::ConnectRequest {
+            id,
+            params,
+            private_data,
+        } = ev
+        else {
+            unreachable!("only requests are filed with listeners")
+        };
+        let (peer_addr, user_data) = match split_cma_private_data(&private_data) {
+            Some((hdr, user)) => {
+                let ip = match hdr.addrs {
+                    CmaAddrs::V4 { src, .. } => IpAddr::V4(src),
+                    CmaAddrs::V6 { src, .. } => IpAddr::V6(src),
+                };
+                (SocketAddr::new(ip, hdr.src_port), user.to_vec())
+            }
+            // Not rdma_cm (a bare IB CM peer): the GID's address, the whole private data.
+            None => (SocketAddr::new(params.remote_gid.to_ip(), 0), private_data),
+        };
+        Ok(ConnectionRequest {
+            cm: self.cm.clone(),
+            id: Some(id),
+            params,
+            peer_addr,
+            private_data: user_data,
+        })
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let service = self.service_id;
+        let pending = lock(&self.cm.shared.dispatch).listeners.remove(&service);
+        let _ = self
+            .cm
+            .shared
+            .dev
+            .with_cm(|cm, _| cm.stop_listening(service));
+        for ev in pending.into_iter().flatten() {
+            let id = ev.id();
+            let _ = self
+                .cm
+                .shared
+                .dev
+                .with_cm(|cm, now| cm.reject(now, id, &[]));
+        }
+    }
+}
+
+/// A connection request (`RDMA_CM_EVENT_CONNECT_REQUEST`): accept or reject it; dropping
+/// it rejects it.
+#[derive(Debug)]
+pub struct ConnectionRequest {
+    cm: ConnectionManager,
+    id: Option<ConnId>,
+    params: RequestParams,
+    peer_addr: SocketAddr,
+    private_data: Vec<u8>,
+}
+
+impl ConnectionRequest {
+    /// The requester's address and source port (from rdma_cm's header).
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.peer_addr
+    }
+
+    /// The requester's private data (after rdma_cm's header; the wire carries no length,
+    /// so it is zero padded to 56 bytes).
+    pub fn private_data(&self) -> &[u8] {
+        &self.private_data
+    }
+
+    /// The request in the terms of our QP (responder resources, initiator depth, retry
+    /// counts, the requester's QPN and first PSN, path MTU).
+    pub fn params(&self) -> &RequestParams {
+        &self.params
+    }
+
+    /// `rdma_accept`: bring `qp` (in INIT) to RTR and RTS with the request's parameters,
+    /// send the REP with `private_data` (at most 196 bytes) and wait up to `timeout` for
+    /// the RTU (or, if it was lost, for data the requester sends, COMM_EST).
+    pub fn accept(
+        mut self,
+        qp: PreparedQueuePair,
+        private_data: &[u8],
+        timeout: Duration,
+    ) -> Result<Connection> {
+        let Some(id) = self.id.take() else {
+            unreachable!("a request is answered once")
+        };
+        let shared = Arc::clone(&self.cm.shared);
+        let p = self.params;
+        let Some(mtu) = p.path_mtu else {
+            let _ = shared.dev.with_cm(|cm, now| cm.reject(now, id, &[]));
+            return Err(Error::Cm {
+                what: "accept",
+                reason: "the request names an unknown path MTU".into(),
+                errno: libc::EINVAL,
+            });
+        };
+        let attr = self.cm.ctx.query_device()?;
+        let peer = shared.dev.cm_peer_addr(p.remote_gid);
+        let transition = CmTransition {
+            remote: QueuePairEndpoint {
+                qpn: p.remote_qpn.value(),
+                psn: p.starting_psn.value(),
+                gid: p.remote_gid,
+                udp_port: peer.port(),
+            },
+            mtu: mtu.min(self.cm.ctx.query_port(1)?.active_mtu),
+            responder_resources: p
+                .responder_resources
+                .min(attr.max_qp_rd_atom.min(255) as u8),
+            initiator_depth: p
+                .initiator_depth
+                .min(attr.max_qp_init_rd_atom.min(255) as u8),
+            timeout: p.local_ack_timeout,
+            retry_cnt: p.retry_count,
+            rnr_retry: p.rnr_retry_count,
+        };
+        let local = qp.endpoint();
+        let qp = match qp.handshake_cm(&transition) {
+            Ok(qp) => qp,
+            Err(e) => {
+                let _ = shared.dev.with_cm(|cm, now| cm.reject(now, id, &[]));
+                return Err(e);
+            }
+        };
+        {
+            let mut d = lock(&shared.dispatch);
+            let params = AcceptParams {
+                local_qpn: Qpn::from_wire(local.qpn),
+                starting_psn: Psn::new(local.psn),
+                responder_resources: transition.responder_resources,
+                initiator_depth: transition.initiator_depth,
+                rnr_retry_count: p.rnr_retry_count,
+                srq: false,
+                flow_control: true,
+                private_data: private_data.to_vec(),
+            };
+            shared
+                .dev
+                .cm_accept(id, params)
+                .map_err(|e| cm_error("accept", e))?;
+            d.mailboxes.insert(id, VecDeque::new());
+        }
+        let peer_addr = self.peer_addr;
+        let remote_data = std::mem::take(&mut self.private_data);
+        let conn = Connection::new(self.cm.clone(), id, qp, peer_addr, remote_data);
+        let deadline = Instant::now() + timeout;
+        // A DREQ proves the requester took our REP and was established (it disconnects
+        // only from there): the connection was up and is going down; the event stays for
+        // `wait_disconnected`.
+        let first = shared.wait(deadline, |d| {
+            let q = d.mailboxes.get_mut(&id)?;
+            match q.front()? {
+                CmEvent::Disconnected { .. } => Some(None),
+                _ => q.pop_front().map(Some),
+            }
+        });
+        match first.map(|e| e.unwrap_or(CmEvent::Established { id })) {
+            Some(CmEvent::Established { .. }) => Ok(conn),
+            other => {
+                let failure = match other {
+                    None => CmFailure::TimedOut(timeout),
+                    Some(CmEvent::Rejected {
+                        reason,
+                        private_data,
+                        ..
+                    }) => CmFailure::Rejected {
+                        reason,
+                        private_data,
+                    },
+                    Some(CmEvent::Unreachable { .. }) => CmFailure::Unreachable,
+                    Some(_) => CmFailure::Disconnected,
+                };
+                Err(Error::AcceptFailed {
+                    from: peer_addr,
+                    failure,
+                })
+            }
+        }
+    }
+
+    /// `rdma_reject` with `private_data` (at most 148 bytes): the requester's connect
+    /// fails with [`CmFailure::Rejected`], reason 28, carrying it.
+    pub fn reject(mut self, private_data: &[u8]) -> Result<()> {
+        let Some(id) = self.id.take() else {
+            unreachable!("a request is answered once")
+        };
+        self.cm
+            .shared
+            .dev
+            .with_cm(|cm, now| cm.reject(now, id, private_data))
+            .map_err(|e| cm_error("reject", e))
+    }
+}
+
+impl Drop for ConnectionRequest {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            let _ = self
+                .cm
+                .shared
+                .dev
+                .with_cm(|cm, now| cm.reject(now, id, &[]));
+        }
+    }
+}
+
+/// An established connection and its QP (in RTS). Dropping it tears the connection down
+/// as destroying an rdma_cm_id does.
+#[derive(Debug)]
+pub struct Connection {
+    cm: ConnectionManager,
+    id: ConnId,
+    qp: QueuePair,
+    peer_addr: SocketAddr,
+    private_data: Vec<u8>,
+    disconnected: AtomicBool,
+}
+
+impl Connection {
+    fn new(
+        cm: ConnectionManager,
+        id: ConnId,
+        qp: QueuePair,
+        peer_addr: SocketAddr,
+        private_data: Vec<u8>,
+    ) -> Self {
+        Self {
+            cm,
+            id,
+            qp,
+            peer_addr,
+            private_data,
+            disconnected: AtomicBool::new(false),
+        }
+    }
+
+    /// The connected QP.
+    pub fn qp(&self) -> &QueuePair {
+        &self.qp
+    }
+
+    /// The peer's address: the listener's on the active side, the requester's (address
+    /// and source port) on the passive side.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.peer_addr
+    }
+
+    /// The peer's private data: the REP's on the active side (196 bytes, zero padded),
+    /// the REQ's after rdma_cm's header on the passive side (56 bytes).
+    pub fn private_data(&self) -> &[u8] {
+        &self.private_data
+    }
+
+    /// `rdma_disconnect`: the QP goes to ERR (its outstanding work requests complete
+    /// flushed), a DREQ goes out, and this waits up to `timeout` for the peer's DREP. If
+    /// the peer disconnected first, this answers its DREQ instead.
+    pub fn disconnect(&self, timeout: Duration) -> Result<()> {
+        if self.disconnected.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.qp.to_error()?;
+        let shared = &self.cm.shared;
+        let id = self.id;
+        let peer_first = {
+            let d = lock(&shared.dispatch);
+            d.mailboxes
+                .get(&id)
+                .is_some_and(|q| q.iter().any(|e| matches!(e, CmEvent::Disconnected { .. })))
+        };
+        shared
+            .dev
+            .with_cm(|cm, now| cm.disconnect(now, id, &[]))
+            .map_err(|e| cm_error("disconnect", e))?;
+        if peer_first {
+            return Ok(());
+        }
+        let deadline = Instant::now() + timeout;
+        let got = shared.wait(deadline, |d| {
+            let q = d.mailboxes.get_mut(&id)?;
+            let at = q
+                .iter()
+                .position(|e| matches!(e, CmEvent::Disconnected { .. }))?;
+            q.remove(at)
+        });
+        match got {
+            Some(_) => Ok(()),
+            None => Err(Error::Cm {
+                what: "disconnect",
+                reason: format!("no DREP from {} within {timeout:?}", self.peer_addr),
+                errno: libc::ETIMEDOUT,
+            }),
+        }
+    }
+
+    /// Wait up to `timeout` for the peer to disconnect (`RDMA_CM_EVENT_DISCONNECTED`),
+    /// then do as `rdma_disconnect` does: QP to ERR and the DREP sent.
+    pub fn wait_disconnected(&self, timeout: Duration) -> Result<()> {
+        let shared = &self.cm.shared;
+        let id = self.id;
+        let deadline = Instant::now() + timeout;
+        let got = shared.wait(deadline, |d| {
+            let q = d.mailboxes.get_mut(&id)?;
+            let at = q
+                .iter()
+                .position(|e| matches!(e, CmEvent::Disconnected { .. }))?;
+            q.remove(at)
+        });
+        if got.is_none() {
+            return Err(Error::Cm {
+                what: "wait_disconnected",
+                reason: format!("{} did not disconnect within {timeout:?}", self.peer_addr),
+                errno: libc::ETIMEDOUT,
+            });
+        }
+        if !self.disconnected.swap(true, Ordering::AcqRel) {
+            self.qp.to_error()?;
+            shared
+                .dev
+                .with_cm(|cm, now| cm.disconnect(now, id, &[]))
+                .map_err(|e| cm_error("disconnect", e))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.cm.shared.forget(self.id);
+    }
+}
