@@ -122,7 +122,7 @@ pub(crate) fn address_vector(a: &ibv_ah_attr) -> AhAttr {
     av
 }
 
-fn udp_port_for(ip: IpAddr) -> Option<u16> {
+pub(crate) fn udp_port_for(ip: IpAddr) -> Option<u16> {
     let list = devices().ok()?;
     list.iter()
         // SAFETY: entries are leaked and never freed.

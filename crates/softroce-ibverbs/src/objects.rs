@@ -1197,24 +1197,82 @@ unsafe fn init_ah_from_wc(
             "RoCE needs the GRH of the completion (IBV_WC_GRH)",
         ));
     }
+    let flow = u32::from_be(grh.version_tclass_flow);
+    let mut a: ibv_ah_attr = zeroed();
+    // RoCEv2 over IPv4 leaves the IPv4 header in the area's last 20 bytes (libibverbs'
+    // get_grh_header_version tells them apart the same way).
+    let to = match ipv4_header_in(&grh) {
+        Some(ip) => {
+            a.grh.dgid = ibv_gid {
+                raw: softroce_wire::Gid::from_ipv4(ip.src).to_bytes(),
+            };
+            a.grh.traffic_class = ip.tos;
+            softroce_wire::Gid::from_ipv4(ip.dst)
+        }
+        None if flow >> 28 == 6 => {
+            a.grh.dgid = grh.sgid;
+            a.grh.flow_label = flow & 0xfffff;
+            a.grh.traffic_class = ((flow >> 20) & 0xff) as u8;
+            convert::gid_from_c(&grh.dgid)
+        }
+        None => {
+            return Err(fail(
+                verb,
+                libc::EPROTONOSUPPORT,
+                "the GRH area holds neither an IPv6 nor an IPv4 header",
+            ));
+        }
+    };
     // Reply from the GID the request was sent to.
-    let to = convert::gid_from_c(&grh.dgid);
     let sgid_index = ctx
         .query(|h| h.gids().iter().position(|g| *g == to))
         .unwrap_or_else(|| ctx.query(|h| h.ip_gid_index()));
-    let flow = u32::from_be(grh.version_tclass_flow);
-    let mut a: ibv_ah_attr = zeroed();
-    a.grh.dgid = grh.sgid;
-    a.grh.flow_label = flow & 0xfffff;
     a.grh.sgid_index = u8::try_from(sgid_index).unwrap_or(0);
     a.grh.hop_limit = 0xff;
-    a.grh.traffic_class = ((flow >> 20) & 0xff) as u8;
     a.is_global = 1;
     a.sl = wc.sl;
     a.port_num = port_num;
     // SAFETY: non-NULL from the caller.
     unsafe { *ah_attr = a };
     Ok(())
+}
+
+/// The IPv4 header of a GRH area, if it holds one.
+struct Ipv4Fields {
+    src: std::net::Ipv4Addr,
+    dst: std::net::Ipv4Addr,
+    tos: u8,
+}
+
+/// The IPv4 header in the last 20 bytes of a GRH area: version 4 when the first half is not
+/// an IPv6 header, else (both could be) IHL 5 and a valid checksum, as libibverbs decides.
+fn ipv4_header_in(grh: &ibv_grh) -> Option<Ipv4Fields> {
+    // SAFETY: ibv_grh is 40 bytes of plain data.
+    let bytes: &[u8; 40] = unsafe { &*std::ptr::from_ref(grh).cast::<[u8; 40]>() };
+    let ip = &bytes[20..];
+    let ipv6 = bytes[0] >> 4 == 6;
+    if ip[0] >> 4 != 4 {
+        return None;
+    }
+    if ipv6 {
+        if ip[0] & 0x0f != 5 {
+            return None;
+        }
+        let sum: u32 = ip
+            .chunks(2)
+            .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+            .sum();
+        let folded = (sum & 0xffff) + (sum >> 16);
+        let folded = (folded & 0xffff) + (folded >> 16);
+        if folded != 0xffff {
+            return None;
+        }
+    }
+    Some(Ipv4Fields {
+        src: std::net::Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]),
+        dst: std::net::Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
+        tos: ip[1],
+    })
 }
 
 #[unsafe(no_mangle)]

@@ -30,6 +30,16 @@ pub(crate) enum Phase {
     RouteResolved,
     /// `rdma_listen`.
     Listening,
+    /// `rdma_connect` sent a request.
+    Connecting,
+    /// Made by a connection request, not yet accepted or rejected.
+    RequestReceived,
+    /// `rdma_accept` sent the reply.
+    Accepting,
+    /// Established.
+    Connected,
+    /// Rejected, unreachable or disconnected.
+    Disconnected,
 }
 
 /// An id; `c` is first, so the `*mut rdma_cm_id` handed out is the id.
@@ -60,6 +70,10 @@ pub(crate) struct IdState {
     pub(crate) ack_timeout: Option<u8>,
     /// The path record `route.path_rec` points at.
     pub(crate) path: Option<Box<ibv_sa_path_rec>>,
+    /// The connection, once requested.
+    pub(crate) conn: Option<super::conn::Connection>,
+    /// A passive `rdma_create_ep`'s QP attributes, for the QPs of `rdma_get_request`.
+    pub(crate) qp_init_attr: Option<ibv_qp_init_attr>,
 }
 
 /// Everything handed out, by address; and the ports in use per port space.
@@ -169,6 +183,8 @@ pub(crate) fn create_id(
             ipv6_only: false,
             ack_timeout: None,
             path: None,
+            conn: None,
+            qp_init_attr: None,
         }),
         reported: AtomicUsize::new(0),
         acked: AtomicUsize::new(0),
@@ -202,7 +218,7 @@ impl CmId {
     }
 
     /// Queues an event for this id.
-    pub(crate) fn report(&mut self, event: Box<Event>) {
+    pub(crate) fn report(&self, event: Box<Event>) {
         self.reported.fetch_add(1, Ordering::SeqCst);
         let c = (&raw const event.c) as usize;
         with_registry(|r| r.events.insert(c));
@@ -235,6 +251,8 @@ impl CmId {
 
 pub(crate) fn destroy_id(p: *mut rdma_cm_id) -> Result<(), c_int> {
     let cm_id = id(p)?;
+    // No event reaches it from here on; its connection says goodbye (the kernel's destroy).
+    super::conn::forget_id(cm_id);
     if cm_id.synchronous && !cm_id.c.event.is_null() {
         ack_event(cm_id.c.event)?;
         cm_id.c.event = std::ptr::null_mut();
@@ -645,6 +663,15 @@ pub(crate) fn resolve_route(cm_id: &mut CmId) -> Result<(), c_int> {
     let (Phase::AddrResolved | Phase::RouteResolved, Some(device)) = (phase, device) else {
         return Err(libc::EINVAL);
     };
+    fill_path(cm_id, device, tos)?;
+    cm_id.state().phase = Phase::RouteResolved;
+    let me = std::ptr::from_mut(cm_id).cast::<rdma_cm_id>();
+    cm_id.report(Event::new(me, RDMA_CM_EVENT_ROUTE_RESOLVED, 0));
+    cm_id.complete()
+}
+
+/// Gives the id its path record to the destination it resolved.
+fn fill_path(cm_id: &mut CmId, device: usize, tos: u8) -> Result<(), c_int> {
     let active_mtu = port_active_mtu(device)?;
     let mut path = Box::new(ibv_sa_path_rec {
         dgid: cm_id.c.route.addr.ibaddr.dgid,
@@ -671,14 +698,72 @@ pub(crate) fn resolve_route(cm_id: &mut CmId) -> Result<(), c_int> {
     });
     cm_id.c.route.path_rec = &raw mut *path;
     cm_id.c.route.num_paths = 1;
-    {
-        let mut state = cm_id.state();
-        state.path = Some(path);
-        state.phase = Phase::RouteResolved;
+    cm_id.state().path = Some(path);
+    Ok(())
+}
+
+/// The active MTU (`enum ibv_mtu`) of device `index`'s port; 1024 when unknown.
+pub(crate) fn port_mtu(index: usize) -> u32 {
+    port_active_mtu(index).map_or(IBV_MTU_1024, u32::from)
+}
+
+/// How many devices are configured.
+pub(crate) fn device_count() -> usize {
+    device_entries().len()
+}
+
+/// A new id for a connection request that `listener` takes: its channel, context and port
+/// space, on device `index`, from `local` to `peer`, with the route resolved. Returns its
+/// address; the caller sets its connection.
+pub(crate) fn create_child(
+    listener: &CmId,
+    index: usize,
+    local: SocketAddr,
+    peer: SocketAddr,
+) -> Result<usize, c_int> {
+    let p = create_id(listener.c.channel, listener.c.context, listener.c.ps)?;
+    let child = id(p)?;
+    child.c.qp_type = listener.c.qp_type;
+    let tos = listener.state().tos;
+    let built = (|| {
+        attach_device(child, index)?;
+        write_sockaddr(&mut child.c.route.addr.src, local);
+        write_sockaddr(&mut child.c.route.addr.dst, peer);
+        child.c.route.addr.ibaddr.dgid = ibv_gid {
+            raw: Gid::from_ip(peer.ip()).to_bytes(),
+        };
+        fill_path(child, index, tos)?;
+        let mut st = child.state();
+        st.tos = tos;
+        st.ack_timeout = listener.state().ack_timeout;
+        st.device = Some(index);
+        Ok(())
+    })();
+    match built {
+        Ok(()) => Ok(p as usize),
+        Err(e) => {
+            let _ = destroy_id(p);
+            Err(e)
+        }
     }
-    let me = std::ptr::from_mut(cm_id).cast::<rdma_cm_id>();
-    cm_id.report(Event::new(me, RDMA_CM_EVENT_ROUTE_RESOLVED, 0));
-    cm_id.complete()
+}
+
+/// `rdma_get_request`'s new id: synchronous like its listener, holding `event` (the request,
+/// acknowledged by its next call or its destruction).
+pub(crate) fn make_synchronous(cm_id: &mut CmId, event: *mut rdma_cm_event) -> Result<(), c_int> {
+    let private = create_channel()?;
+    let old = cm_id.channel;
+    with_registry(|r| {
+        if let Some(users) = r.channels.get_mut(&(old as usize)) {
+            *users = users.saturating_sub(1);
+        }
+        *r.channels.entry(private as usize).or_default() += 1;
+    });
+    cm_id.channel = private.cast();
+    cm_id.c.channel = private;
+    cm_id.synchronous = true;
+    cm_id.c.event = event;
+    Ok(())
 }
 
 /// The active MTU (`enum ibv_mtu`) of device `index`'s port.

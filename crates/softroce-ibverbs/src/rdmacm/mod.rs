@@ -10,14 +10,15 @@
 //!   resolution, options;
 //! - `qp`: the QPs, SRQs and CQs rdma_cm makes for an id, `rdma_init_qp_attr`,
 //!   `rdma_create_ep`;
+//! - `conn`: listening, connecting, accepting, rejecting, disconnecting on the IB CM of the
+//!   devices' QP1, and the QP attributes of a connection;
 //! - `addrinfo`: `rdma_getaddrinfo`.
 //!
-//! Connections (listen, connect, accept, reject, disconnect, multicast) need the IB CM on
-//! the devices' QP1, which the emulator does not run yet: those calls fail with ENOSYS and
-//! say so under `SOFTROCE_LOG=verbs`.
+//! UD multicast (`rdma_join_multicast`) is not there yet: ENOSYS.
 
 mod addrinfo;
 mod channel;
+mod conn;
 mod id;
 mod qp;
 
@@ -126,79 +127,66 @@ unsafe extern "C" fn rdma_destroy_qp(p: *mut rdma_cm_id) {
     })
 }
 
-/// The connection calls: not available until the CM runs on QP1.
-fn no_connections(verb: &str) -> c_int {
-    fail(
-        verb,
-        libc::ENOSYS,
-        "connections through rdma_cm need the IB CM on QP1, which softroce does not run yet",
-    )
-}
-
-unsafe extern "C" fn rdma_connect(p: *mut rdma_cm_id, _param: *mut rdma_conn_param) -> c_int {
-    guard_status("rdma_connect", || {
-        id::id(p)?;
-        Err(no_connections("rdma_connect"))
+unsafe extern "C" fn rdma_connect(p: *mut rdma_cm_id, param: *mut rdma_conn_param) -> c_int {
+    // SAFETY: NULL or the caller's parameters.
+    guard_status("rdma_connect", || unsafe {
+        conn::connect(id::id(p)?, param)
     })
 }
 
 unsafe extern "C" fn rdma_establish(p: *mut rdma_cm_id) -> c_int {
-    guard_status("rdma_establish", || {
-        id::id(p)?;
-        Err(no_connections("rdma_establish"))
-    })
+    guard_status("rdma_establish", || conn::establish(id::id(p)?))
 }
 
 unsafe extern "C" fn rdma_listen(p: *mut rdma_cm_id, _backlog: c_int) -> c_int {
-    guard_status("rdma_listen", || {
-        id::id(p)?;
-        Err(no_connections("rdma_listen"))
-    })
+    guard_status("rdma_listen", || conn::listen(id::id(p)?))
 }
 
-unsafe extern "C" fn rdma_get_request(
-    listen: *mut rdma_cm_id,
-    _out: *mut *mut rdma_cm_id,
-) -> c_int {
+unsafe extern "C" fn rdma_get_request(listen: *mut rdma_cm_id, out: *mut *mut rdma_cm_id) -> c_int {
     guard_status("rdma_get_request", || {
-        id::id(listen)?;
-        Err(no_connections("rdma_get_request"))
+        if out.is_null() {
+            return Err(libc::EINVAL);
+        }
+        let child = conn::get_request(id::id(listen)?)?;
+        // SAFETY: checked non-NULL.
+        unsafe { *out = child };
+        Ok(())
     })
 }
 
-unsafe extern "C" fn rdma_accept(p: *mut rdma_cm_id, _param: *mut rdma_conn_param) -> c_int {
-    guard_status("rdma_accept", || {
-        id::id(p)?;
-        Err(no_connections("rdma_accept"))
+unsafe extern "C" fn rdma_accept(p: *mut rdma_cm_id, param: *mut rdma_conn_param) -> c_int {
+    // SAFETY: NULL or the caller's parameters.
+    guard_status("rdma_accept", || unsafe { conn::accept(id::id(p)?, param) })
+}
+
+unsafe extern "C" fn rdma_reject(p: *mut rdma_cm_id, data: *const c_void, len: u8) -> c_int {
+    // SAFETY: NULL or `len` bytes of the caller's.
+    guard_status("rdma_reject", || unsafe {
+        conn::reject(id::id(p)?, data, len)
     })
 }
 
-unsafe extern "C" fn rdma_reject(p: *mut rdma_cm_id, _data: *const c_void, _len: u8) -> c_int {
-    guard_status("rdma_reject", || {
-        id::id(p)?;
-        Err(no_connections("rdma_reject"))
+unsafe extern "C" fn rdma_reject_ece(p: *mut rdma_cm_id, data: *const c_void, len: u8) -> c_int {
+    // SAFETY: as rdma_reject (no ECE options to carry).
+    guard_status("rdma_reject_ece", || unsafe {
+        conn::reject(id::id(p)?, data, len)
     })
 }
 
-unsafe extern "C" fn rdma_reject_ece(p: *mut rdma_cm_id, _data: *const c_void, _len: u8) -> c_int {
-    guard_status("rdma_reject_ece", || {
-        id::id(p)?;
-        Err(no_connections("rdma_reject_ece"))
-    })
-}
-
-unsafe extern "C" fn rdma_notify(p: *mut rdma_cm_id, _event: c_int) -> c_int {
+unsafe extern "C" fn rdma_notify(p: *mut rdma_cm_id, event: c_int) -> c_int {
     guard_status("rdma_notify", || {
-        id::id(p)?;
-        Err(no_connections("rdma_notify"))
+        let cm_id = id::id(p)?;
+        // Only IBV_EVENT_COMM_EST means something to the CM (rdma_notify(3)).
+        if event == IBV_EVENT_COMM_EST as c_int {
+            conn::establish(cm_id)
+        } else {
+            Ok(())
+        }
     })
 }
 
 unsafe extern "C" fn rdma_disconnect(p: *mut rdma_cm_id) -> c_int {
-    guard_status("rdma_disconnect", || {
-        id::id(p)?;
-        Err(no_connections("rdma_disconnect"))
-    })
+    guard_status("rdma_disconnect", || conn::disconnect(id::id(p)?))
 }
 
 unsafe extern "C" fn rdma_join_multicast(
@@ -444,7 +432,7 @@ unsafe extern "C" fn rdma_init_qp_attr(
             return Err(libc::EINVAL);
         }
         // SAFETY: checked non-NULL; the caller's structs.
-        let m = qp::init_qp_attr(cm_id, unsafe { &mut *attr })?;
+        let m = conn::init_qp_attr(cm_id, unsafe { &mut *attr })?;
         // SAFETY: as above.
         unsafe { *mask = m };
         Ok(())

@@ -23,7 +23,7 @@ fn device_of(cm_id: &CmId) -> Result<usize, c_int> {
 /// mask. Without a connection (or for UD) that is the kernel's `cma_ib_init_qp_attr`: P_Key
 /// index, port and either the Q_Key (UD) or no remote access (connected, until the
 /// connection says more).
-pub(crate) fn init_qp_attr(cm_id: &CmId, attr: &mut ibv_qp_attr) -> Result<c_int, c_int> {
+pub(crate) fn unconnected_qp_attr(cm_id: &CmId, attr: &mut ibv_qp_attr) -> Result<c_int, c_int> {
     device_of(cm_id)?;
     attr.pkey_index = 0;
     attr.port_num = cm_id.c.port_num;
@@ -43,7 +43,7 @@ fn initialise_qp(cm_id: &CmId, qp: *mut ibv_qp) -> Result<(), c_int> {
     // SAFETY: ibv_qp_attr is plain data.
     let mut attr: ibv_qp_attr = unsafe { std::mem::zeroed() };
     attr.qp_state = IBV_QPS_INIT;
-    let mask = init_qp_attr(cm_id, &mut attr)?;
+    let mask = unconnected_qp_attr(cm_id, &mut attr)?;
     modify(qp, &mut attr, mask)?;
     if is_ud(cm_id) {
         attr.qp_state = IBV_QPS_RTR;
@@ -287,8 +287,16 @@ pub(crate) unsafe fn create_ep(
             // SAFETY: the result's source address, NULL or valid.
             let src = unsafe { id::socket_addr_from_c(res.ai_src_addr) }?;
             id::bind(cm_id, src)?;
-            // The passive side keeps pd and attributes for rdma_get_request's QPs; until
-            // connections exist there is nothing to make with them yet.
+            // The passive side keeps pd and attributes for rdma_get_request's QPs.
+            if !pd.is_null() {
+                cm_id.c.pd = pd;
+            }
+            if !qp_init_attr.is_null() {
+                // SAFETY: non-NULL, the caller's.
+                let mut attr = unsafe { *qp_init_attr };
+                attr.qp_type = res.ai_qp_type as u32;
+                cm_id.state().qp_init_attr = Some(attr);
+            }
             return Ok(());
         }
         let src = if res.ai_src_addr.is_null() {
@@ -303,7 +311,9 @@ pub(crate) unsafe fn create_ep(
         id::resolve_route(cm_id)?;
         if !qp_init_attr.is_null() {
             // SAFETY: non-NULL, the caller's.
-            create_qp(cm_id, pd, unsafe { &mut *qp_init_attr })?;
+            let attr = unsafe { &mut *qp_init_attr };
+            attr.qp_type = res.ai_qp_type as u32;
+            create_qp(cm_id, pd, attr)?;
         }
         Ok(())
     })();

@@ -1,0 +1,1029 @@
+//! Connections: `rdma_listen`, `rdma_connect`, `rdma_accept`, `rdma_reject`,
+//! `rdma_disconnect`, `rdma_establish`, `rdma_notify`, `rdma_get_request`, and the QP
+//! attributes of a connection (`rdma_init_qp_attr`), on the IB CM each device runs on its
+//! QP1 (`softroce_emu::driver::Device::cm_*`).
+//!
+//! A thread per device with CM users (the *pump*) takes the device's CM events and turns
+//! them into `rdma_cm_event`s on the channels of the ids they belong to, doing what
+//! librdmacm and the kernel's rdma_cm do on the way: a request makes a new id on the
+//! listener's channel; a reply to an id with a QP moves the QP to RTR and RTS, sends the RTU
+//! and reports ESTABLISHED (CONNECT_RESPONSE without a QP).
+//!
+//! Values follow the kernel's `ib_cm_init_qp_attr` and librdmacm's `rdma_accept` /
+//! `ucma_process_conn_resp`: remote access from the responder resources, RTR from the
+//! peer's QPN and starting PSN, RTS from ours and the negotiated retry counts.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::c_int;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use softroce_emu::cm::{
+    AcceptParams, CmEvent, ConnId, ConnectParams, SidrParams, SidrReply, cma_private_data,
+    cma_sidr_private_data, split_cma_private_data,
+};
+use softroce_emu::driver::Device;
+use softroce_ibverbs_abi::rdmacm::*;
+use softroce_ibverbs_abi::*;
+use softroce_wire::cm::{CmaAddrs, CmaHdrRepr, PortSpace};
+use softroce_wire::{Gid, Mtu, Psn, Qpn};
+
+use super::channel::Event;
+use super::id::{self, CmId, Phase};
+
+/// What a connection negotiated: the facts its QP's RTR and RTS are made of.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Connection {
+    pub(crate) device: usize,
+    pub(crate) conn: ConnId,
+    /// Created by a request (the listening side).
+    pub(crate) passive: bool,
+    pub(crate) remote_gid: Gid,
+    pub(crate) remote_qpn: u32,
+    pub(crate) remote_psn: u32,
+    pub(crate) local_psn: u32,
+    /// `enum ibv_mtu`.
+    pub(crate) mtu: u32,
+    /// READs/atomics the peer may have outstanding at us (`max_dest_rd_atomic`).
+    pub(crate) responder_resources: u8,
+    /// READs/atomics we may have outstanding (`max_rd_atomic`).
+    pub(crate) initiator_depth: u8,
+    pub(crate) retry_count: u8,
+    pub(crate) rnr_retry_count: u8,
+    /// Local ACK timeout exponent.
+    pub(crate) timeout: u8,
+}
+
+/// Which id each connection and each listened service belongs to, and which devices
+/// have a pump. Holding the lock keeps every id named here alive: `forget_id` removes an
+/// id under it before the id is freed.
+#[derive(Default)]
+struct Routes {
+    conns: HashMap<(usize, u32), usize>,
+    listeners: HashMap<(usize, u64), Vec<usize>>,
+    pumps: HashSet<usize>,
+}
+
+static ROUTES: Mutex<Option<Routes>> = Mutex::new(None);
+
+fn routes() -> MutexGuard<'static, Option<Routes>> {
+    ROUTES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn with_routes<R>(f: impl FnOnce(&mut Routes) -> R) -> R {
+    f(routes().get_or_insert_with(Routes::default))
+}
+
+/// The running device of configured device `index`, for the life of the process (rdma_cm
+/// keeps its contexts open).
+fn device(index: usize) -> Result<&'static Device, c_int> {
+    let ctx = id::context_of(index)?;
+    // SAFETY: a context rdma_cm opened and never closes.
+    let emu = unsafe { crate::context::ctx_of("rdma_cm", ctx) }?;
+    emu.device("rdma_cm")
+}
+
+/// Starts the pump of device `index` unless it runs.
+fn ensure_pump(index: usize) -> Result<(), c_int> {
+    let dev = device(index)?;
+    if !with_routes(|r| r.pumps.insert(index)) {
+        return Ok(());
+    }
+    let spawned = std::thread::Builder::new()
+        .name(format!("softroce-rdmacm-{index}"))
+        .spawn(move || pump(index, dev));
+    if spawned.is_err() {
+        with_routes(|r| r.pumps.remove(&index));
+        return Err(libc::EAGAIN);
+    }
+    Ok(())
+}
+
+/// Takes the device's CM events for as long as the process lives.
+fn pump(index: usize, dev: &'static Device) {
+    use std::os::fd::AsRawFd;
+    let fd = dev.cm_fd().as_raw_fd();
+    loop {
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd; a timeout so a missed wake-up costs at most a second.
+        unsafe { libc::poll(&raw mut pfd, 1, 1000) };
+        while let Some(event) = dev.cm_get_event(Some(Duration::ZERO)) {
+            route(index, dev, event);
+        }
+    }
+}
+
+/// Hands `event` to the id it belongs to (under the routes lock, so the id stays alive).
+fn route(index: usize, dev: &Device, event: CmEvent) {
+    let mut guard = routes();
+    let r = guard.get_or_insert_with(Routes::default);
+    if let CmEvent::ConnectRequest {
+        id: conn,
+        params,
+        private_data,
+    } = &event
+    {
+        on_request(r, index, dev, *conn, params, private_data);
+        return;
+    }
+    if let CmEvent::SidrRequest {
+        id: conn,
+        service_id,
+        remote_gid,
+        private_data,
+        ..
+    } = &event
+    {
+        on_sidr_request(r, index, dev, *conn, *service_id, *remote_gid, private_data);
+        return;
+    }
+    let Some(&p) = r.conns.get(&(index, event.id().0)) else {
+        // A connection whose id is gone: the CM already told the peer.
+        return;
+    };
+    // SAFETY: routed ids are alive while the lock is held.
+    let cm_id = unsafe { &*(p as *const CmId) };
+    let me = p as *mut rdma_cm_id;
+    match event {
+        CmEvent::ConnectResponse {
+            params,
+            private_data,
+            ..
+        } => {
+            let mut st = cm_id.state();
+            let ack_timeout = st.ack_timeout;
+            let Some(c) = st.conn.as_mut() else {
+                return;
+            };
+            c.remote_qpn = params.remote_qpn.value();
+            c.remote_psn = params.starting_psn.value();
+            // The REP's responder resources are what we may issue, its initiator depth
+            // what it may issue at us (the kernel's cm_rep_handler).
+            c.initiator_depth = c.initiator_depth.min(params.responder_resources);
+            c.responder_resources = c.responder_resources.min(params.initiator_depth);
+            c.rnr_retry_count = params.rnr_retry_count;
+            if ack_timeout.is_none() {
+                c.timeout = params.local_ack_timeout;
+            }
+            let conn = *c;
+            drop(st);
+            let mut ev = Event::new(me, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
+            conn_param_event(&mut ev, &params_echo(&conn, params.srq), &private_data);
+            if cm_id.c.qp.is_null() {
+                cm_id.report(ev);
+                return;
+            }
+            // ucma_process_conn_resp: RTR, RTS, then the RTU; the user sees ESTABLISHED.
+            match move_qp_to_rts(cm_id, &conn) {
+                Ok(()) => {
+                    let _ = dev.with_cm(|cm, _| cm.send_rtu(conn.conn, &[]));
+                    cm_id.state().phase = Phase::Connected;
+                    ev.c.event = RDMA_CM_EVENT_ESTABLISHED;
+                }
+                Err(_) => {
+                    let _ = dev.with_cm(|cm, now| cm.reject(now, conn.conn, &[]));
+                    ev.c.event = RDMA_CM_EVENT_CONNECT_ERROR;
+                    ev.c.status = -libc::EINVAL;
+                }
+            }
+            cm_id.report(ev);
+        }
+        CmEvent::Established { .. } => {
+            let passive = cm_id.state().conn.is_some_and(|c| c.passive);
+            // The active side reported ESTABLISHED when it sent the RTU.
+            if passive {
+                cm_id.state().phase = Phase::Connected;
+                cm_id.report(Event::new(me, RDMA_CM_EVENT_ESTABLISHED, 0));
+            }
+        }
+        CmEvent::Rejected {
+            reason,
+            private_data,
+            ..
+        } => {
+            r.conns.remove(&(index, event_conn(cm_id)));
+            cm_id.state().phase = Phase::Disconnected;
+            let mut ev = Event::new(me, RDMA_CM_EVENT_REJECTED, c_int::from(reason));
+            set_private_data(&mut ev, &private_data, false);
+            cm_id.report(ev);
+        }
+        CmEvent::Unreachable { .. } | CmEvent::SidrUnreachable { .. } => {
+            r.conns.remove(&(index, event_conn(cm_id)));
+            cm_id.state().phase = Phase::Disconnected;
+            cm_id.report(Event::new(me, RDMA_CM_EVENT_UNREACHABLE, -libc::ETIMEDOUT));
+        }
+        CmEvent::Disconnected { .. } => {
+            cm_id.state().phase = Phase::Disconnected;
+            cm_id.report(Event::new(me, RDMA_CM_EVENT_DISCONNECTED, 0));
+        }
+        CmEvent::TimeWaitExit { .. } => {
+            r.conns.remove(&(index, event_conn(cm_id)));
+            cm_id.report(Event::new(me, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0));
+        }
+        CmEvent::SidrResponse {
+            status,
+            qpn,
+            qkey,
+            private_data,
+            ..
+        } => {
+            r.conns.remove(&(index, event_conn(cm_id)));
+            if status != 0 {
+                // SIDR_REP status → the kernel's REJECTED with the status.
+                let mut ev = Event::new(me, RDMA_CM_EVENT_UNREACHABLE, c_int::from(status));
+                ev.c.event = RDMA_CM_EVENT_REJECTED;
+                cm_id.report(ev);
+                return;
+            }
+            let mut ev = Event::new(me, RDMA_CM_EVENT_ESTABLISHED, 0);
+            ud_param_event(&mut ev, cm_id, qpn.value(), qkey, &private_data);
+            cm_id.report(ev);
+        }
+        CmEvent::ConnectRequest { .. } | CmEvent::SidrRequest { .. } => {}
+    }
+}
+
+fn event_conn(cm_id: &CmId) -> u32 {
+    cm_id.state().conn.map_or(0, |c| c.conn.0)
+}
+
+/// The `param.conn` a reply or request shows the application, from the negotiated values.
+fn params_echo(c: &Connection, srq: bool) -> rdma_conn_param {
+    rdma_conn_param {
+        private_data: std::ptr::null(),
+        private_data_len: 0,
+        responder_resources: c.responder_resources,
+        initiator_depth: c.initiator_depth,
+        flow_control: 1,
+        retry_count: c.retry_count,
+        rnr_retry_count: c.rnr_retry_count,
+        srq: u8::from(srq),
+        qp_num: c.remote_qpn,
+    }
+}
+
+fn conn_param_event(ev: &mut Event, param: &rdma_conn_param, private_data: &[u8]) {
+    ev.c.param.conn = *param;
+    set_private_data(ev, private_data, false);
+}
+
+/// Points the event's private data at its own copy (freed with the event).
+fn set_private_data(ev: &mut Event, data: &[u8], ud: bool) {
+    ev.private_data = data.to_vec();
+    let (ptr, len) = if ev.private_data.is_empty() {
+        (std::ptr::null(), 0)
+    } else {
+        (
+            ev.private_data.as_ptr().cast(),
+            ev.private_data.len().min(255) as u8,
+        )
+    };
+    // Writing a union's Copy fields is safe.
+    if ud {
+        ev.c.param.ud.private_data = ptr;
+        ev.c.param.ud.private_data_len = len;
+    } else {
+        ev.c.param.conn.private_data = ptr;
+        ev.c.param.conn.private_data_len = len;
+    }
+}
+
+fn ud_param_event(ev: &mut Event, cm_id: &CmId, qpn: u32, qkey: u32, private_data: &[u8]) {
+    // SAFETY: ibv_ah_attr is plain data.
+    let mut ah: ibv_ah_attr = unsafe { std::mem::zeroed() };
+    ah.is_global = 1;
+    ah.port_num = cm_id.c.port_num;
+    ah.grh.dgid = cm_id.c.route.addr.ibaddr.dgid;
+    ah.grh.sgid_index = 0;
+    ah.grh.hop_limit = 64;
+    ah.grh.traffic_class = cm_id.state().tos;
+    ev.c.param.ud = rdma_ud_param {
+        private_data: std::ptr::null(),
+        private_data_len: 0,
+        ah_attr: ah,
+        qp_num: qpn,
+        qkey,
+    };
+    set_private_data(ev, private_data, true);
+}
+
+/// A request for a service some id listens on: a new id on the listener's channel.
+fn on_request(
+    r: &mut Routes,
+    index: usize,
+    dev: &Device,
+    conn: ConnId,
+    params: &softroce_emu::cm::RequestParams,
+    private_data: &[u8],
+) {
+    let Some((hdr, user)) = split_cma_private_data(private_data) else {
+        // Not from rdma_cm (no addresses): nobody here can take it.
+        let _ = dev.with_cm(|cm, now| cm.reject(now, conn, &[]));
+        return;
+    };
+    let Some(listener) = listener_for(r, index, params.service_id, hdr.addrs.dst()) else {
+        let _ = dev.with_cm(|cm, now| cm.reject(now, conn, &[]));
+        return;
+    };
+    let peer = SocketAddr::new(hdr.addrs.src(), hdr.src_port);
+    let port = PortSpace::from_service_id(params.service_id).map_or(0, |(_, p)| p);
+    let local = SocketAddr::new(hdr.addrs.dst(), port);
+    // SAFETY: a routed id, alive under the lock.
+    let listen_id = unsafe { &*(listener as *const CmId) };
+    let Ok(child) = id::create_child(listen_id, index, local, peer) else {
+        let _ = dev.with_cm(|cm, now| cm.reject(now, conn, &[]));
+        return;
+    };
+    // SAFETY: just created and registered.
+    let child_id = unsafe { &*(child as *const CmId) };
+    let max = device_limits(index);
+    let c = Connection {
+        device: index,
+        conn,
+        passive: true,
+        remote_gid: params.remote_gid,
+        remote_qpn: params.remote_qpn.value(),
+        remote_psn: params.starting_psn.value(),
+        local_psn: random_psn(),
+        mtu: mtu_code(params.path_mtu.unwrap_or(Mtu::Mtu1024)).min(id::port_mtu(index)),
+        // The requester's initiator depth is what it may issue at us, its responder
+        // resources what we may issue (the kernel's cm_req_handler).
+        responder_resources: params.initiator_depth.min(max.0),
+        initiator_depth: params.responder_resources.min(max.1),
+        retry_count: params.retry_count,
+        rnr_retry_count: params.rnr_retry_count,
+        timeout: listen_id
+            .state()
+            .ack_timeout
+            .unwrap_or(params.local_ack_timeout),
+    };
+    {
+        let mut st = child_id.state();
+        st.conn = Some(c);
+        st.phase = Phase::RequestReceived;
+    }
+    r.conns.insert((index, conn.0), child);
+    let mut ev = Event::new(child as *mut rdma_cm_id, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
+    ev.c.listen_id = listener as *mut rdma_cm_id;
+    conn_param_event(&mut ev, &params_echo(&c, params.srq), user);
+    child_id.report(ev);
+}
+
+/// A SIDR request (UD port space): a new id on the listener's channel, answered by
+/// `rdma_accept` (or `rdma_reject`).
+#[allow(clippy::too_many_arguments)]
+fn on_sidr_request(
+    r: &mut Routes,
+    index: usize,
+    dev: &Device,
+    conn: ConnId,
+    service_id: u64,
+    remote_gid: Gid,
+    private_data: &[u8],
+) {
+    let refuse = || {
+        let reply = SidrReply {
+            status: softroce_emu::cm::SIDR_REJECT,
+            qpn: Qpn::default(),
+            qkey: 0,
+            private_data: Vec::new(),
+        };
+        let _ = dev.with_cm(|cm, _| cm.sidr_reply(conn, reply));
+    };
+    let Some((hdr, user)) = split_cma_private_data(private_data) else {
+        return refuse();
+    };
+    let Some(listener) = listener_for(r, index, service_id, hdr.addrs.dst()) else {
+        return refuse();
+    };
+    let port = PortSpace::from_service_id(service_id).map_or(0, |(_, p)| p);
+    // SAFETY: a routed id, alive under the lock.
+    let listen_id = unsafe { &*(listener as *const CmId) };
+    let Ok(child) = id::create_child(
+        listen_id,
+        index,
+        SocketAddr::new(hdr.addrs.dst(), port),
+        SocketAddr::new(hdr.addrs.src(), hdr.src_port),
+    ) else {
+        return refuse();
+    };
+    // SAFETY: just created and registered.
+    let child_id = unsafe { &*(child as *const CmId) };
+    {
+        let mut st = child_id.state();
+        st.conn = Some(Connection {
+            device: index,
+            conn,
+            passive: true,
+            remote_gid,
+            remote_qpn: 0,
+            remote_psn: 0,
+            local_psn: 0,
+            mtu: 0,
+            responder_resources: 0,
+            initiator_depth: 0,
+            retry_count: 0,
+            rnr_retry_count: 0,
+            timeout: 0,
+        });
+        st.phase = Phase::RequestReceived;
+    }
+    r.conns.insert((index, conn.0), child);
+    let mut ev = Event::new(child as *mut rdma_cm_id, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
+    ev.c.listen_id = listener as *mut rdma_cm_id;
+    ud_param_event(&mut ev, child_id, 0, 0, user);
+    child_id.report(ev);
+}
+
+/// The id listening on `service` of device `index` for `dst`: bound to it, or to a wildcard.
+fn listener_for(r: &Routes, index: usize, service: u64, dst: IpAddr) -> Option<usize> {
+    let ids = r.listeners.get(&(index, service))?;
+    let bound = |&&p: &&usize| {
+        // SAFETY: routed ids are alive while the lock is held.
+        let cm_id = unsafe { &*(p as *const CmId) };
+        cm_id.state().bound.map(|b| b.ip())
+    };
+    ids.iter()
+        .find(|p| bound(p) == Some(dst))
+        .or_else(|| {
+            ids.iter()
+                .find(|p| bound(p).is_some_and(|ip| ip.is_unspecified()))
+        })
+        .copied()
+}
+
+/// (max responder resources, max initiator depth) of device `index`.
+fn device_limits(index: usize) -> (u8, u8) {
+    let Ok(ctx) = id::context_of(index) else {
+        return (0, 0);
+    };
+    // SAFETY: a context rdma_cm opened.
+    let Ok(emu) = (unsafe { crate::context::ctx_of("rdma_cm", ctx) }) else {
+        return (0, 0);
+    };
+    emu.query(|h| {
+        let attr = h.query_device();
+        (
+            attr.max_qp_rd_atom.min(255) as u8,
+            attr.max_qp_init_rd_atom.min(255) as u8,
+        )
+    })
+}
+
+fn random_psn() -> u32 {
+    (softroce_emu::driver::entropy::random_u64() as u32) & 0x00ff_ffff
+}
+
+fn mtu_code(mtu: Mtu) -> u32 {
+    match mtu {
+        Mtu::Mtu256 => IBV_MTU_256,
+        Mtu::Mtu512 => IBV_MTU_512,
+        Mtu::Mtu1024 => IBV_MTU_1024,
+        Mtu::Mtu2048 => IBV_MTU_2048,
+        Mtu::Mtu4096 => IBV_MTU_4096,
+    }
+}
+
+fn mtu_of_code(code: u32) -> Mtu {
+    match code {
+        IBV_MTU_256 => Mtu::Mtu256,
+        IBV_MTU_512 => Mtu::Mtu512,
+        IBV_MTU_2048 => Mtu::Mtu2048,
+        IBV_MTU_4096 => Mtu::Mtu4096,
+        _ => Mtu::Mtu1024,
+    }
+}
+
+// ---- QP attributes ----------------------------------------------------------------------
+
+/// The attributes of `attr.qp_state` for a connected id's QP, as the kernel's
+/// `ib_cm_init_qp_attr`; the mask is returned.
+pub(crate) fn connected_qp_attr(
+    cm_id: &CmId,
+    c: &Connection,
+    attr: &mut ibv_qp_attr,
+) -> Result<c_int, c_int> {
+    match attr.qp_state {
+        IBV_QPS_INIT => {
+            attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+            if c.responder_resources > 0 {
+                attr.qp_access_flags |= IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+            }
+            attr.pkey_index = 0;
+            attr.port_num = cm_id.c.port_num;
+            Ok((IBV_QP_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_PORT) as c_int)
+        }
+        IBV_QPS_RTR => {
+            // SAFETY: ibv_ah_attr is plain data.
+            let mut ah: ibv_ah_attr = unsafe { std::mem::zeroed() };
+            ah.is_global = 1;
+            ah.port_num = cm_id.c.port_num;
+            ah.grh.dgid = ibv_gid {
+                raw: c.remote_gid.to_bytes(),
+            };
+            ah.grh.sgid_index = 0;
+            ah.grh.hop_limit = 64;
+            ah.grh.traffic_class = cm_id.state().tos;
+            attr.ah_attr = ah;
+            attr.path_mtu = c.mtu;
+            attr.dest_qp_num = c.remote_qpn;
+            attr.rq_psn = c.remote_psn;
+            attr.max_dest_rd_atomic = c.responder_resources;
+            attr.min_rnr_timer = 0;
+            Ok((IBV_QP_STATE
+                | IBV_QP_AV
+                | IBV_QP_PATH_MTU
+                | IBV_QP_DEST_QPN
+                | IBV_QP_RQ_PSN
+                | IBV_QP_MAX_DEST_RD_ATOMIC
+                | IBV_QP_MIN_RNR_TIMER) as c_int)
+        }
+        IBV_QPS_RTS => {
+            attr.sq_psn = c.local_psn;
+            attr.timeout = c.timeout;
+            attr.retry_cnt = c.retry_count.min(7);
+            attr.rnr_retry = c.rnr_retry_count.min(7);
+            attr.max_rd_atomic = c.initiator_depth;
+            Ok((IBV_QP_STATE
+                | IBV_QP_SQ_PSN
+                | IBV_QP_TIMEOUT
+                | IBV_QP_RETRY_CNT
+                | IBV_QP_RNR_RETRY
+                | IBV_QP_MAX_QP_RD_ATOMIC) as c_int)
+        }
+        _ => Err(libc::EINVAL),
+    }
+}
+
+/// INIT (the connection's access) → RTR → RTS, as librdmacm's `ucma_modify_qp_rtr/rts`.
+fn move_qp_to_rts(cm_id: &CmId, c: &Connection) -> Result<(), c_int> {
+    for state in [IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS] {
+        // SAFETY: ibv_qp_attr is plain data.
+        let mut attr: ibv_qp_attr = unsafe { std::mem::zeroed() };
+        attr.qp_state = state;
+        let mask = connected_qp_attr(cm_id, c, &mut attr)?;
+        // SAFETY: the id's QP and a live attribute struct.
+        match unsafe { crate::objects::ibv_modify_qp(cm_id.c.qp, &mut attr, mask) } {
+            0 => {}
+            e => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Moves the id's QP to ERR (rdma_disconnect, a failed accept).
+fn qp_to_error(cm_id: &CmId) {
+    if cm_id.c.qp.is_null() {
+        return;
+    }
+    // SAFETY: ibv_qp_attr is plain data.
+    let mut attr: ibv_qp_attr = unsafe { std::mem::zeroed() };
+    attr.qp_state = IBV_QPS_ERR;
+    // SAFETY: the id's QP.
+    unsafe { crate::objects::ibv_modify_qp(cm_id.c.qp, &mut attr, IBV_QP_STATE as c_int) };
+}
+
+// ---- the verbs --------------------------------------------------------------------------
+
+/// The `RDMA_PS_*` port space of an id as the CM's.
+fn port_space(ps: c_int) -> PortSpace {
+    match ps {
+        RDMA_PS_UDP => PortSpace::Udp,
+        RDMA_PS_IB => PortSpace::Ib,
+        RDMA_PS_IPOIB => PortSpace::IpoIb,
+        _ => PortSpace::Tcp,
+    }
+}
+
+pub(crate) fn listen(cm_id: &mut CmId) -> Result<(), c_int> {
+    let phase = cm_id.state().phase;
+    match phase {
+        // rdma_listen on an unbound id binds it to the wildcard first (the kernel does).
+        Phase::Idle => {
+            let any = SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
+            id::bind(cm_id, any)?;
+        }
+        Phase::Bound => {}
+        Phase::Listening => return Ok(()),
+        _ => return Err(libc::EINVAL),
+    }
+    let (bound, bound_device) = {
+        let st = cm_id.state();
+        (st.bound.ok_or(libc::EINVAL)?, st.device)
+    };
+    let service = port_space(cm_id.c.ps).service_id(bound.port());
+    let devices: Vec<usize> = match bound_device {
+        Some(d) => vec![d],
+        None => (0..id::device_count()).collect(),
+    };
+    let me = std::ptr::from_ref(cm_id) as usize;
+    for &d in &devices {
+        let dev = device(d)?;
+        ensure_pump(d)?;
+        with_routes(|r| {
+            let ids = r.listeners.entry((d, service)).or_default();
+            if ids.is_empty() {
+                // The CM listens once per service; ids share it by address.
+                dev.with_cm(|cm, _| cm.listen(service))
+                    .map_err(|_| libc::EADDRINUSE)?;
+            }
+            ids.push(me);
+            Ok::<(), c_int>(())
+        })?;
+    }
+    cm_id.state().phase = Phase::Listening;
+    Ok(())
+}
+
+/// Stops listening and forgets every route of the id; after this no event reaches it.
+pub(crate) fn forget_id(cm_id: &CmId) {
+    let me = std::ptr::from_ref(cm_id) as usize;
+    let conn = cm_id.state().conn;
+    with_routes(|r| {
+        let mut emptied = Vec::new();
+        for (&(d, service), ids) in r.listeners.iter_mut() {
+            let before = ids.len();
+            ids.retain(|&p| p != me);
+            if ids.is_empty() && before > 0 {
+                emptied.push((d, service));
+            }
+        }
+        for (d, service) in emptied {
+            r.listeners.remove(&(d, service));
+            if let Ok(dev) = device(d) {
+                let _ = dev.with_cm(|cm, _| cm.stop_listening(service));
+            }
+        }
+        if let Some(c) = conn {
+            if r.conns.get(&(c.device, c.conn.0)) == Some(&me) {
+                r.conns.remove(&(c.device, c.conn.0));
+                // The kernel's rdma_destroy_id: the CM tells the peer (REJ, DREQ or DREP).
+                if let Ok(dev) = device(c.device) {
+                    let _ = dev.with_cm(|cm, _| cm.destroy(c.conn));
+                }
+            }
+        }
+    });
+}
+
+/// Checks `param`'s depths against the device (librdmacm's `ucma_valid_param`) and returns
+/// them with RDMA_MAX_* replaced by the device's limits.
+fn depths(
+    index: usize,
+    param: Option<&rdma_conn_param>,
+    default: (u8, u8),
+) -> Result<(u8, u8), c_int> {
+    let max = device_limits(index);
+    let Some(p) = param else {
+        return Ok((default.0.min(max.0), default.1.min(max.1)));
+    };
+    let pick = |asked: u8, limit: u8, all: c_int, default: u8| {
+        if c_int::from(asked) == all {
+            Ok(default.min(limit))
+        } else if asked > limit {
+            Err(libc::EINVAL)
+        } else {
+            Ok(asked)
+        }
+    };
+    Ok((
+        pick(p.responder_resources, max.0, RDMA_MAX_RESP_RES, default.0)?,
+        pick(p.initiator_depth, max.1, RDMA_MAX_INIT_DEPTH, default.1)?,
+    ))
+}
+
+/// The application's private data of a connect/accept/reject, at most `room` bytes.
+///
+/// # Safety
+///
+/// `data` is NULL or holds `len` bytes.
+unsafe fn user_data(data: *const std::ffi::c_void, len: u8) -> Vec<u8> {
+    if data.is_null() || len == 0 {
+        return Vec::new();
+    }
+    // SAFETY: the caller's buffer of `len` bytes.
+    unsafe { std::slice::from_raw_parts(data.cast::<u8>(), usize::from(len)) }.to_vec()
+}
+
+/// The cma_hdr of a connection from the id's addresses.
+fn cma_hdr(cm_id: &CmId) -> Result<CmaHdrRepr, c_int> {
+    // SAFETY: reading our own sockaddr unions, written by id::write_sockaddr.
+    let src = unsafe { id::socket_addr_from_c(&cm_id.c.route.addr.src.addr) }?;
+    // SAFETY: as above.
+    let dst = unsafe { id::socket_addr_from_c(&cm_id.c.route.addr.dst.addr) }?;
+    let addrs = match (src.ip(), dst.ip()) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => CmaAddrs::V4 { src: s, dst: d },
+        (IpAddr::V6(s), IpAddr::V6(d)) => CmaAddrs::V6 { src: s, dst: d },
+        _ => return Err(libc::EAFNOSUPPORT),
+    };
+    Ok(CmaHdrRepr {
+        src_port: src.port(),
+        addrs,
+    })
+}
+
+/// # Safety
+///
+/// `param` is NULL or valid, its private data as it says.
+pub(crate) unsafe fn connect(cm_id: &mut CmId, param: *const rdma_conn_param) -> Result<(), c_int> {
+    let (phase, index) = {
+        let st = cm_id.state();
+        (st.phase, st.device)
+    };
+    let index = index.ok_or(libc::EINVAL)?;
+    if phase != Phase::RouteResolved {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: NULL or the caller's parameters.
+    let param = unsafe { param.as_ref() };
+    // SAFETY: as the function's contract.
+    let user = param.map_or_else(Vec::new, |p| unsafe {
+        user_data(p.private_data, p.private_data_len)
+    });
+    let hdr = cma_hdr(cm_id)?;
+    // SAFETY: reading our own sockaddr union.
+    let dst = unsafe { id::socket_addr_from_c(&cm_id.c.route.addr.dst.addr) }?;
+    let service = port_space(cm_id.c.ps).service_id(dst.port());
+    let peer = SocketAddr::new(
+        dst.ip(),
+        crate::devices::udp_port_for(dst.ip()).unwrap_or(softroce_wire::ROCE_V2_PORT),
+    );
+    let dev = device(index)?;
+    ensure_pump(index)?;
+    let me = std::ptr::from_mut(cm_id) as usize;
+    if cm_id.c.qp_type == IBV_QPT_UD as c_int {
+        // UD: SIDR resolves the remote QP (rdma_connect(3) on a UDP id).
+        let private_data = cma_sidr_private_data(&hdr, &user).map_err(|_| libc::EINVAL)?;
+        with_routes(|r| {
+            let conn = dev
+                .with_cm(|cm, now| {
+                    cm.sidr_resolve(
+                        now,
+                        SidrParams {
+                            remote_gid: Gid::from_ip(dst.ip()),
+                            service_id: service,
+                            private_data,
+                        },
+                    )
+                })
+                .map_err(|_| libc::EINVAL)?;
+            r.conns.insert((index, conn.0), me);
+            cm_id.state().conn = Some(sidr_connection(index, conn, dst.ip()));
+            Ok::<(), c_int>(())
+        })?;
+        cm_id.state().phase = Phase::Connecting;
+        return cm_id.complete();
+    }
+    let private_data = cma_private_data(&hdr, &user).map_err(|_| libc::EINVAL)?;
+    let (qp_num, srq) = if cm_id.c.qp.is_null() {
+        let p = param.ok_or(libc::EINVAL)?;
+        (p.qp_num, p.srq != 0)
+    } else {
+        // SAFETY: the id's QP.
+        let qp = unsafe { &*cm_id.c.qp };
+        (qp.qp_num, !qp.srq.is_null())
+    };
+    let (responder_resources, initiator_depth) = depths(index, param, (0, 0))?;
+    let retry_count = param.map_or(7, |p| p.retry_count.min(7));
+    let rnr_retry_count = param.map_or(7, |p| p.rnr_retry_count.min(7));
+    let mtu = cm_id
+        .state()
+        .path
+        .as_ref()
+        .map_or(IBV_MTU_1024, |p| u32::from(p.mtu));
+    let local_psn = random_psn();
+    let ack_timeout = cm_id.state().ack_timeout;
+    let params = ConnectParams {
+        remote_gid: Gid::from_ip(dst.ip()),
+        service_id: service,
+        local_qpn: Qpn::new(qp_num & 0x00ff_ffff).ok_or(libc::EINVAL)?,
+        starting_psn: Psn::new(local_psn),
+        responder_resources,
+        initiator_depth,
+        retry_count,
+        rnr_retry_count,
+        path_mtu: mtu_of_code(mtu),
+        srq,
+        flow_control: param.is_none_or(|p| p.flow_control != 0),
+        private_data,
+    };
+    with_routes(|r| {
+        let conn = dev.cm_connect(peer, params).map_err(|_| libc::EINVAL)?;
+        r.conns.insert((index, conn.0), me);
+        cm_id.state().conn = Some(Connection {
+            device: index,
+            conn,
+            passive: false,
+            remote_gid: Gid::from_ip(dst.ip()),
+            remote_qpn: 0,
+            remote_psn: 0,
+            local_psn,
+            mtu,
+            responder_resources,
+            initiator_depth,
+            retry_count,
+            rnr_retry_count,
+            timeout: ack_timeout.unwrap_or(14),
+        });
+        Ok::<(), c_int>(())
+    })?;
+    cm_id.state().phase = Phase::Connecting;
+    cm_id.complete()
+}
+
+fn sidr_connection(device: usize, conn: ConnId, dst: IpAddr) -> Connection {
+    Connection {
+        device,
+        conn,
+        passive: false,
+        remote_gid: Gid::from_ip(dst),
+        remote_qpn: 0,
+        remote_psn: 0,
+        local_psn: 0,
+        mtu: 0,
+        responder_resources: 0,
+        initiator_depth: 0,
+        retry_count: 0,
+        rnr_retry_count: 0,
+        timeout: 0,
+    }
+}
+
+/// # Safety
+///
+/// `param` is NULL or valid, its private data as it says.
+pub(crate) unsafe fn accept(cm_id: &mut CmId, param: *const rdma_conn_param) -> Result<(), c_int> {
+    let (phase, conn) = {
+        let st = cm_id.state();
+        (st.phase, st.conn)
+    };
+    let (Phase::RequestReceived, Some(mut c)) = (phase, conn) else {
+        return Err(libc::EINVAL);
+    };
+    // SAFETY: NULL or the caller's parameters.
+    let param = unsafe { param.as_ref() };
+    // SAFETY: as the function's contract.
+    let user = param.map_or_else(Vec::new, |p| unsafe {
+        user_data(p.private_data, p.private_data_len)
+    });
+    let dev = device(c.device)?;
+    if cm_id.c.qp_type == IBV_QPT_UD as c_int {
+        let (qpn, qkey) = if cm_id.c.qp.is_null() {
+            (param.ok_or(libc::EINVAL)?.qp_num, RDMA_UDP_QKEY)
+        } else {
+            // SAFETY: the id's QP.
+            (unsafe { (*cm_id.c.qp).qp_num }, RDMA_UDP_QKEY)
+        };
+        let reply = SidrReply {
+            status: softroce_emu::cm::SIDR_SUCCESS,
+            qpn: Qpn::new(qpn & 0x00ff_ffff).ok_or(libc::EINVAL)?,
+            qkey,
+            private_data: user,
+        };
+        dev.with_cm(|cm, _| cm.sidr_reply(c.conn, reply))
+            .map_err(|_| libc::EINVAL)?;
+        with_routes(|r| r.conns.remove(&(c.device, c.conn.0)));
+        cm_id.state().phase = Phase::Connected;
+        return Ok(());
+    }
+    let (responder_resources, initiator_depth) =
+        depths(c.device, param, (c.responder_resources, c.initiator_depth))?;
+    c.responder_resources = responder_resources;
+    c.initiator_depth = initiator_depth;
+    let (qp_num, srq) = if cm_id.c.qp.is_null() {
+        let p = param.ok_or(libc::EINVAL)?;
+        (p.qp_num, p.srq != 0)
+    } else {
+        // SAFETY: the id's QP.
+        let qp = unsafe { &*cm_id.c.qp };
+        (qp.qp_num, !qp.srq.is_null())
+    };
+    cm_id.state().conn = Some(c);
+    if !cm_id.c.qp.is_null()
+        && let Err(e) = move_qp_to_rts(cm_id, &c)
+    {
+        qp_to_error(cm_id);
+        return Err(e);
+    }
+    let accept = AcceptParams {
+        local_qpn: Qpn::new(qp_num & 0x00ff_ffff).ok_or(libc::EINVAL)?,
+        starting_psn: Psn::new(c.local_psn),
+        responder_resources,
+        initiator_depth,
+        rnr_retry_count: param.map_or(7, |p| p.rnr_retry_count.min(7)),
+        srq,
+        flow_control: param.is_none_or(|p| p.flow_control != 0),
+        private_data: user,
+    };
+    if let Err(e) = dev.cm_accept(c.conn, accept) {
+        qp_to_error(cm_id);
+        return Err(match e {
+            softroce_emu::cm::CmError::PrivateDataTooLong { .. } => libc::EINVAL,
+            _ => libc::EINVAL,
+        });
+    }
+    cm_id.state().phase = Phase::Accepting;
+    cm_id.complete()
+}
+
+/// # Safety
+///
+/// `data` is NULL or holds `len` bytes.
+pub(crate) unsafe fn reject(
+    cm_id: &mut CmId,
+    data: *const std::ffi::c_void,
+    len: u8,
+) -> Result<(), c_int> {
+    let (phase, conn) = {
+        let st = cm_id.state();
+        (st.phase, st.conn)
+    };
+    let (Phase::RequestReceived, Some(c)) = (phase, conn) else {
+        return Err(libc::EINVAL);
+    };
+    // SAFETY: as the function's contract.
+    let user = unsafe { user_data(data, len) };
+    let dev = device(c.device)?;
+    let result = if cm_id.c.qp_type == IBV_QPT_UD as c_int {
+        let reply = SidrReply {
+            status: softroce_emu::cm::SIDR_REJECT,
+            qpn: Qpn::default(),
+            qkey: 0,
+            private_data: user,
+        };
+        dev.with_cm(|cm, _| cm.sidr_reply(c.conn, reply))
+    } else {
+        dev.with_cm(|cm, now| cm.reject(now, c.conn, &user))
+    };
+    result.map_err(|_| libc::EINVAL)?;
+    with_routes(|r| r.conns.remove(&(c.device, c.conn.0)));
+    cm_id.state().phase = Phase::Disconnected;
+    Ok(())
+}
+
+pub(crate) fn disconnect(cm_id: &mut CmId) -> Result<(), c_int> {
+    let conn = cm_id.state().conn.ok_or(libc::EINVAL)?;
+    // librdmacm's ucma_shutdown: the QP goes to ERR first, flushing its work requests.
+    qp_to_error(cm_id);
+    let dev = device(conn.device)?;
+    dev.with_cm(|cm, now| cm.disconnect(now, conn.conn, &[]))
+        .map_err(|_| libc::EINVAL)?;
+    cm_id.state().phase = Phase::Disconnected;
+    Ok(())
+}
+
+pub(crate) fn establish(cm_id: &mut CmId) -> Result<(), c_int> {
+    let conn = cm_id.state().conn.ok_or(libc::EINVAL)?;
+    let dev = device(conn.device)?;
+    if conn.passive {
+        // rdma_notify(IBV_EVENT_COMM_EST): data before the RTU.
+        let _ = dev.with_cm(|cm, _| cm.establish(conn.conn));
+        return Ok(());
+    }
+    // rdma_establish(3): the active side without a QP on the id sends the RTU itself.
+    dev.with_cm(|cm, _| cm.send_rtu(conn.conn, &[]))
+        .map_err(|_| libc::EINVAL)?;
+    cm_id.state().phase = Phase::Connected;
+    Ok(())
+}
+
+/// `rdma_init_qp_attr`: the attributes of `attr.qp_state` for the id's QP.
+pub(crate) fn init_qp_attr(cm_id: &CmId, attr: &mut ibv_qp_attr) -> Result<c_int, c_int> {
+    let conn = cm_id.state().conn;
+    match conn {
+        Some(c) if cm_id.c.qp_type != IBV_QPT_UD as c_int => connected_qp_attr(cm_id, &c, attr),
+        _ => super::qp::unconnected_qp_attr(cm_id, attr),
+    }
+}
+
+/// `rdma_get_request`: the next request of a synchronous listener.
+pub(crate) fn get_request(listener: &mut CmId) -> Result<*mut rdma_cm_id, c_int> {
+    if !listener.synchronous || listener.state().phase != Phase::Listening {
+        return Err(libc::EINVAL);
+    }
+    listener.complete()?;
+    // SAFETY: complete() left the event in listener.event.
+    let event = unsafe { &*listener.c.event };
+    if event.event != RDMA_CM_EVENT_CONNECT_REQUEST {
+        return Err(libc::EINVAL);
+    }
+    let child = event.id;
+    let child_id = id::id(child)?;
+    // The request event moves to the new id, which becomes synchronous too.
+    listener.c.event = std::ptr::null_mut();
+    id::make_synchronous(
+        child_id,
+        event as *const rdma_cm_event as *mut rdma_cm_event,
+    )?;
+    let saved = listener.state().qp_init_attr;
+    if let Some(mut attr) = saved {
+        // rdma_create_ep(3): the request's id gets a QP from the saved attributes.
+        super::qp::create_qp(child_id, listener.c.pd, &mut attr)?;
+    }
+    Ok(child)
+}
