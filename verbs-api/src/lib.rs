@@ -73,6 +73,8 @@ mod error;
 mod inject;
 mod qp;
 pub mod sim;
+#[cfg(feature = "tokio")]
+pub mod tokio;
 
 pub use context::{
     CompletionChannel, CompletionQueue, Context, MemoryRegion, ProtectionDomain, SharedReceiveQueue,
@@ -85,3 +87,5 @@ pub use softroce_emu::core::{
     UdTarget, VendorErr, WcFlags, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
 };
 pub use softroce_wire::{Gid, Mtu};
+#[cfg(feature = "tokio")]
+pub use tokio::{AsyncCompletionChannel, AsyncCq, AsyncEvents};
