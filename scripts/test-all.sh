@@ -32,3 +32,5 @@ if ! command -v ucx_perftest >/dev/null 2>&1; then
 fi
 # --all-features: the async (tokio) tests of softroce-verbs run too.
 cargo test --workspace --all-features --locked
+# Every example tells a story and checks it; they must keep working.
+bash scripts/run-examples.sh

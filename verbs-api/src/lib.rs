@@ -86,6 +86,8 @@ pub use softroce_emu::core::{
     QpAttr, QpAttrMask, QpCap, QpState, QpType, RdmaTarget, RecvWr, SendFlags, SendWr, Sge,
     UdTarget, VendorErr, WcFlags, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
 };
+/// The 40-byte area at the start of every UD receive buffer: what it says about the sender.
+pub use softroce_wire::grh;
 pub use softroce_wire::{Gid, Mtu};
 #[cfg(feature = "tokio")]
 pub use tokio::{AsyncCompletionChannel, AsyncCq, AsyncEvents};
