@@ -34,3 +34,5 @@ fi
 cargo test --workspace --all-features --locked
 # Every example tells a story and checks it; they must keep working.
 bash scripts/run-examples.sh
+# The crates package and build from their packages; cargo install gives a working softroce.
+bash scripts/package-check.sh
