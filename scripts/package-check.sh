@@ -12,7 +12,11 @@ cd "$(dirname "$0")/.."
 target=${CARGO_TARGET_DIR:-target}
 
 echo "[package-check] cargo package (and build each package)"
-cargo package --workspace --exclude softroce-tests --locked --offline --allow-dirty --quiet
+# A target dir of its own: packages carry no workspace profile, so the drop-in built from
+# its package (several codegen units: unversioned exports) must not replace the
+# workspace's target/<profile>/deps/libibverbs.so, whose name has no hash.
+cargo package --workspace --exclude softroce-tests --locked --offline --allow-dirty --quiet \
+  --target-dir "$target/package-check"
 
 echo "[package-check] cargo install --path crates/softroce-cli into a scratch root"
 root=$(mktemp -d)
