@@ -161,7 +161,8 @@ impl AsyncCompletionChannel {
     }
 
     /// [`AsyncCompletionChannel::get_cq_event`] as a poll function: `Pending` registers the
-    /// task's waker with the reactor.
+    /// task's waker with the reactor. One task waits on a channel at a time: as with
+    /// [`AsyncFd::poll_read_ready`], only the waker of the last poll is kept.
     pub fn poll_cq_event(&self, cx: &mut TaskContext<'_>) -> Poll<Result<u64>> {
         loop {
             let mut guard = ready!(self.fd.poll_read_ready(cx))
@@ -179,7 +180,9 @@ impl AsyncCompletionChannel {
 
 /// A completion queue read asynchronously, on a completion channel of its own.
 ///
-/// Make one with [`Context::create_async_cq`]; build QPs on [`AsyncCq::cq`].
+/// Make one with [`Context::create_async_cq`]; build QPs on [`AsyncCq::cq`]. Drop those QPs
+/// before the `AsyncCq`: a CQ they still hold keeps its channel busy, and the channel is
+/// then left to the device's close.
 #[derive(Debug)]
 pub struct AsyncCq {
     // Field order: the CQ (which names the channel) goes first, then the channel.
