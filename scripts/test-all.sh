@@ -31,4 +31,9 @@ if ! command -v ucx_perftest >/dev/null 2>&1; then
   apt-get -o DPkg::Lock::Timeout=600 update -qq
   apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends ucx-utils >/dev/null
 fi
-cargo test --workspace --locked
+# --all-features: the async (tokio) tests of softroce-verbs run too.
+cargo test --workspace --all-features --locked
+# Every example tells a story and checks it; they must keep working.
+bash scripts/run-examples.sh
+# The crates package and build from their packages; cargo install gives a working softroce.
+bash scripts/package-check.sh

@@ -13,7 +13,24 @@
 //!   over a UDP socket, with pollable fds.
 //!
 //! `ARCHITECTURE.md` at the repository root shows how a packet and a work request travel
-//! through them.
+//! through them. Most programs want the safe verbs API over all this, `softroce-verbs`.
+//!
+//! ```
+//! use softroce_emu::driver::{Device, DeviceConfig};
+//! use softroce_emu::faults::FaultPlan;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // A device on loopback that loses a tenth of what it sends, reproducibly (seed 7).
+//! let mut config = DeviceConfig::new("softroce0", "127.0.0.1".parse()?);
+//! config.hca.udp_port = 0;
+//! config.faults = Some("drop=0.1,seed=7".into());
+//! let device = Device::start(config)?;
+//! let attr = device.with(|hca| hca.query_device().clone());
+//! println!("{} QPs, {} CQs", attr.max_qp, attr.max_cq);
+//! // The same plan, parsed as the device did.
+//! assert!(FaultPlan::parse("drop=0.1,seed=7").is_ok());
+//! # Ok(()) }
+//! ```
 
 pub use softroce_emu_cm as cm;
 pub use softroce_emu_core as core;

@@ -370,7 +370,7 @@ impl Drop for MemoryRegion {
 /// A completion channel: `fd()` becomes readable when an armed CQ gets a completion.
 #[derive(Debug)]
 pub struct CompletionChannel {
-    dev: Arc<dyn Backend>,
+    pub(crate) dev: Arc<dyn Backend>,
     pub(crate) ch: ChannelHandle,
     fd: RawFd,
 }

@@ -74,6 +74,8 @@ mod error;
 mod inject;
 mod qp;
 pub mod sim;
+#[cfg(feature = "tokio")]
+pub mod tokio;
 
 pub use context::{
     CompletionChannel, CompletionQueue, Context, MemoryRegion, ProtectionDomain, SharedReceiveQueue,
@@ -85,4 +87,8 @@ pub use softroce_emu::core::{
     QpAttr, QpAttrMask, QpCap, QpState, QpType, RdmaTarget, RecvWr, SendFlags, SendWr, Sge,
     UdTarget, VendorErr, WcFlags, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
 };
+/// The 40-byte area at the start of every UD receive buffer: what it says about the sender.
+pub use softroce_wire::grh;
 pub use softroce_wire::{Gid, Mtu};
+#[cfg(feature = "tokio")]
+pub use tokio::{AsyncCompletionChannel, AsyncCq, AsyncEvents};

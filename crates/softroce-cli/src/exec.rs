@@ -36,8 +36,11 @@ pub(crate) struct ExecArgs {
     command: Vec<OsString>,
 }
 
-/// The drop-in library: `SOFTROCE_IBVERBS_LIB`, else `libibverbs.so` next to this binary
-/// (cargo puts both in `target/<profile>/`).
+/// The drop-in library, first found of: `SOFTROCE_IBVERBS_LIB`; `libibverbs.so` (or `.so.1`)
+/// next to this binary (cargo puts both in `target/<profile>/`); `../lib/softroce/
+/// libibverbs.so.1` from it (the Debian-style layout `/usr/bin/softroce`,
+/// `/usr/lib/softroce/libibverbs.so.1`); the copy embedded in this binary (what `cargo
+/// install` gives), written once to a private cache directory.
 fn find_library() -> Result<PathBuf, String> {
     if let Some(p) = std::env::var_os("SOFTROCE_IBVERBS_LIB") {
         let p = PathBuf::from(p);
@@ -52,16 +55,92 @@ fn find_library() -> Result<PathBuf, String> {
     }
     let exe = std::env::current_exe().map_err(|e| format!("locating this binary: {e}"))?;
     let dir = exe.parent().unwrap_or_else(|| Path::new("."));
-    for candidate in [dir.join("libibverbs.so"), dir.join("libibverbs.so.1")] {
+    for candidate in [
+        dir.join("libibverbs.so"),
+        dir.join("libibverbs.so.1"),
+        dir.join("../lib/softroce/libibverbs.so.1"),
+    ] {
         if candidate.is_file() {
             return Ok(candidate);
         }
     }
-    Err(format!(
-        "no libibverbs.so next to {}: build it with `cargo build -p softroce-ibverbs` (same \
-         profile as softroce) or set SOFTROCE_IBVERBS_LIB",
-        exe.display()
-    ))
+    extract_embedded().map_err(|e| {
+        format!(
+            "no libibverbs.so next to {} or in ../lib/softroce/, and {e}: build it with \
+             `cargo build -p softroce-ibverbs` (same profile as softroce) or set \
+             SOFTROCE_IBVERBS_LIB",
+            exe.display()
+        )
+    })
+}
+
+/// The drop-in as built with this binary (see build.rs); empty when the build linked
+/// nothing (`cargo check`).
+const EMBEDDED: &[u8] = include_bytes!(env!("SOFTROCE_DROPIN_SO"));
+
+/// Write the embedded library to `<cache>/softroce/dropin-<hash>/libibverbs.so.1` (once per
+/// content; later runs reuse the file) and return its path.
+fn extract_embedded() -> Result<PathBuf, String> {
+    if EMBEDDED.is_empty() {
+        return Err("this softroce binary has no embedded copy (built without linking)".into());
+    }
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in EMBEDDED {
+        hash = (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let dir = private_dir(&cache_dir()?.join(format!("dropin-{hash:016x}")))?;
+    let lib = dir.join("libibverbs.so.1");
+    if std::fs::metadata(&lib).is_ok_and(|m| m.len() == EMBEDDED.len() as u64) {
+        return Ok(lib);
+    }
+    // Written under another name and renamed: a concurrent run sees the whole file or none.
+    let tmp = dir.join(format!("libibverbs.so.1.{}", std::process::id()));
+    std::fs::write(&tmp, EMBEDDED)
+        .and_then(|()| std::fs::rename(&tmp, &lib))
+        .map_err(|e| format!("writing the embedded drop-in to {}: {e}", lib.display()))?;
+    Ok(lib)
+}
+
+/// `$XDG_CACHE_HOME/softroce`, else `$HOME/.cache/softroce`, else a directory of this
+/// user's in the temporary directory.
+fn cache_dir() -> Result<PathBuf, String> {
+    let nonempty = |v: &str| {
+        std::env::var_os(v)
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+    };
+    let base = match (nonempty("XDG_CACHE_HOME"), nonempty("HOME")) {
+        (Some(cache), _) => cache,
+        (None, Some(home)) => home.join(".cache"),
+        (None, None) => {
+            // SAFETY: getuid has no preconditions.
+            let uid = unsafe { libc::getuid() };
+            private_dir(&std::env::temp_dir().join(format!("softroce-cache-{uid}")))?
+        }
+    };
+    std::fs::create_dir_all(&base).map_err(|e| format!("creating {}: {e}", base.display()))?;
+    private_dir(&base.join("softroce"))
+}
+
+/// Create `dir` (mode 0700) or accept it only if this user owns it and nobody else may
+/// write there: a library loaded from a directory someone else controls would run their code.
+fn private_dir(dir: &Path) -> Result<PathBuf, String> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("creating {}: {e}", dir.display())),
+    }
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o022 != 0 {
+        return Err(format!(
+            "{} is not a directory of this user's that only it can write to",
+            dir.display()
+        ));
+    }
+    Ok(dir.to_path_buf())
 }
 
 /// A directory holding `libibverbs.so.1` → `lib`, one per library path and user, reused

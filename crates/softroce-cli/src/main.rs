@@ -1,4 +1,17 @@
-//! The `softroce` command.
+//! The `softroce` command: a demo of every verb on two emulated devices, rdma-core's
+//! pingpong protocol, every operation × size class between two processes (`ops`, on the
+//! emulator or real libibverbs devices), perftest-like measurements next to raw UDP
+//! (`perf`), error paths checked against the man pages (`inject`), `ibv_devinfo` for an
+//! emulated device, a RoCEv2 capture decoder, the soak, and `exec`, which runs an
+//! unmodified rdma-core program on the drop-in `libibverbs.so.1` (crate `softroce-ibverbs`).
+//!
+//! ```sh
+//! cargo install --path crates/softroce-cli    # installs softroce and, beside it, the drop-in
+//! softroce demo
+//! softroce exec --devices softroce0=127.0.0.1 -- ibv_devices
+//! softroce decode --stats testdata/captures/rc_pingpong.pcap
+//! softroce --help
+//! ```
 
 use std::process::ExitCode;
 

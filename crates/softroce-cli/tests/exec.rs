@@ -116,3 +116,106 @@ fn exec_shows_the_program_dev_infiniband_and_sysfs() {
                 lo\n-1\nsysdev0\nlo\n";
     assert_eq!(stdout, want);
 }
+
+/// A fresh directory for one test: `<tmp>/softroce-exec-<name>-<pid>`.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("softroce-exec-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Run `<bin>/softroce exec --devices … -- ibv_devices` with `home` as HOME: its stdout.
+fn installed_exec_ibv_devices(softroce: &std::path::Path, home: &std::path::Path) -> String {
+    let out = std::process::Command::new(softroce)
+        .env("HOME", home)
+        .env_remove("XDG_CACHE_HOME")
+        .env_remove("SOFTROCE_IBVERBS_LIB")
+        .args([
+            "exec",
+            "--devices",
+            "installed0=127.77.41.1",
+            "--",
+            "ibv_devices",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn an_installed_softroce_alone_runs_programs_on_its_embedded_drop_in() {
+    // What `cargo install` leaves: the binary, with no library beside it.
+    ibv_devices_installed();
+    let root = scratch("embedded");
+    std::fs::create_dir_all(root.join("bin")).unwrap();
+    let softroce = root.join("bin/softroce");
+    std::fs::copy(assert_cmd::cargo::cargo_bin("softroce"), &softroce).unwrap();
+    let home = root.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+
+    let stdout = installed_exec_ibv_devices(&softroce, &home);
+    assert!(stdout.contains("installed0"), "{stdout}");
+    // The library was written once to the user's cache, private to them, and is reused.
+    let cache = home.join(".cache/softroce");
+    let dirs: Vec<_> = std::fs::read_dir(&cache).unwrap().collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&cache).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0, "cache dir mode {mode:o}");
+    let stdout = installed_exec_ibv_devices(&softroce, &home);
+    assert!(stdout.contains("installed0"), "{stdout}");
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn a_debian_style_install_finds_the_drop_in_in_lib_softroce() {
+    // /usr/bin/softroce and /usr/lib/softroce/libibverbs.so.1, under a scratch root.
+    ibv_devices_installed();
+    let root = scratch("debian");
+    for dir in ["usr/bin", "usr/lib/softroce", "home"] {
+        std::fs::create_dir_all(root.join(dir)).unwrap();
+    }
+    let softroce = root.join("usr/bin/softroce");
+    std::fs::copy(assert_cmd::cargo::cargo_bin("softroce"), &softroce).unwrap();
+    std::fs::copy(
+        dropin_library(),
+        root.join("usr/lib/softroce/libibverbs.so.1"),
+    )
+    .unwrap();
+
+    let stdout = installed_exec_ibv_devices(&softroce, &root.join("home"));
+    assert!(stdout.contains("installed0"), "{stdout}");
+    // The packaged library was used: nothing was extracted.
+    assert!(!root.join("home/.cache/softroce").exists());
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn a_cache_directory_someone_else_can_write_to_is_refused() {
+    let root = scratch("unsafe-cache");
+    std::fs::create_dir_all(root.join("bin")).unwrap();
+    let softroce = root.join("bin/softroce");
+    std::fs::copy(assert_cmd::cargo::cargo_bin("softroce"), &softroce).unwrap();
+    let cache = root.join("cache/softroce");
+    std::fs::create_dir_all(&cache).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
+
+    let out = std::process::Command::new(&softroce)
+        .env("XDG_CACHE_HOME", root.join("cache"))
+        .env_remove("SOFTROCE_IBVERBS_LIB")
+        .args(["exec", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("only it can write to"), "{stderr}");
+    std::fs::remove_dir_all(&root).unwrap();
+}

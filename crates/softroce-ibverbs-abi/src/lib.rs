@@ -19,6 +19,19 @@
 //! The verbs ABI is append-only: structs grow at the end (and `verbs_context` grows
 //! downwards, guarded by its `sz` field), so these mirrors stay valid for newer rdma-core
 //! releases as long as nothing reads past the fields defined here.
+//!
+//! ```
+//! use softroce_emu_core::{WcOpcode, WcStatus, WorkCompletion};
+//! use softroce_ibverbs_abi::{convert, ibv_wc, IBV_WC_RECV, IBV_WC_SUCCESS};
+//!
+//! // A receive completion as the emulator reports it, as a C program sees it, and back.
+//! let wc = WorkCompletion::success(7, 0x11, WcOpcode::Recv, 1024);
+//! let c: ibv_wc = convert::wc_to_c(&wc);
+//! assert_eq!((c.wr_id, c.byte_len, c.qp_num), (7, 1024, 0x11));
+//! assert_eq!((c.status, c.opcode), (IBV_WC_SUCCESS, IBV_WC_RECV));
+//! assert_eq!(convert::wc_from_c(&c).status, WcStatus::Success);
+//! assert_eq!(std::mem::size_of::<ibv_wc>(), 48); // as gcc lays out <infiniband/verbs.h>
+//! ```
 #![allow(non_camel_case_types, non_snake_case, clippy::use_self)]
 // Structs holding pthread objects (libc gives those no Debug without a feature) or raw
 // function pointers tables have no useful Debug form.

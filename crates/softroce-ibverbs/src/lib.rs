@@ -39,6 +39,27 @@
 //!    points of layers 4 and 5;
 //! 7. `rdmacm`: the RDMA connection manager that softroce's `librdmacm.so.1` forwards to,
 //!    on the contexts and objects of the layers above.
+//!
+//! # Example
+//! The library is used from C, not from Rust: build it and put it first on the loader's
+//! path, or let `softroce exec` (crate `softroce-cli`) do that, with a private
+//! `/dev/infiniband` and sysfs view for libraries that look there:
+//!
+//! ```sh
+//! cargo build --release -p softroce-ibverbs -p softroce-cli   # target/release/libibverbs.so
+//! target/release/softroce exec --devices softroce0=127.0.0.1 -- ibv_devinfo -v
+//! # by hand: a directory whose libibverbs.so.1 is this library
+//! mkdir -p /tmp/sr && ln -sf "$PWD/target/release/libibverbs.so" /tmp/sr/libibverbs.so.1
+//! LD_LIBRARY_PATH=/tmp/sr SOFTROCE_DEVICES=softroce0=127.0.0.1 ibv_rc_pingpong -d softroce0 -g 0
+//! ```
+//!
+//! # Safety
+//! Every export is an `unsafe extern "C" fn` whose contract is the libibverbs man page of
+//! the verb (`ibv_post_send(3)`, …): pointers are those this library handed out (contexts,
+//! PDs, CQs, QPs, …) and not yet destroyed, or point to valid structs of the C layout
+//! `softroce-ibverbs-abi` mirrors; memory registered with `ibv_reg_mr` stays allocated
+//! until `ibv_dereg_mr` returns. Within that contract no call is undefined behaviour: bad
+//! handles and arguments the library can detect fail with the errno the man page names.
 
 mod config;
 mod context;

@@ -26,6 +26,30 @@
 //! delay_ms = 2.0             # for delay
 //! truncate_to = 20           # for truncate
 //! ```
+//!
+//! A [`FaultInjector`] applies a plan to datagrams, sans-IO: the driver calls it for every
+//! datagram it sends or receives, the simulator for every one it carries.
+//!
+//! ```
+//! use softroce_emu_faults::{Decision, Direction, FaultInjector, FaultPlan};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let plan = FaultPlan::parse("drop=0.3,seed=7")?;
+//! let (me, peer) = ("10.0.0.1:4791".parse()?, "10.0.0.2:4791".parse()?);
+//! // The fate of 100 datagrams: a pure function of the seed.
+//! let fates = || {
+//!     let mut injector = FaultInjector::new(plan.clone());
+//!     let lost: Vec<bool> = (0..100)
+//!         .map(|_| injector.decide(Direction::Tx, me, peer, vec![0; 64]) == Decision::Drop)
+//!         .collect();
+//!     (lost, injector.counters())
+//! };
+//! let (lost, counters) = fates();
+//! assert_eq!(fates().0, lost, "same seed, same losses");
+//! assert_eq!(counters.dropped as usize, lost.iter().filter(|l| **l).count());
+//! assert_eq!(counters.seen_tx, 100);
+//! # Ok(()) }
+//! ```
 
 use std::fmt;
 use std::net::SocketAddr;
