@@ -282,9 +282,6 @@ pub(crate) fn on_device<R>(
     dev.with(f).map_err(|e| fail(verb, e.errno(), e))
 }
 
-/// IBV_DEVICE_MEM_WINDOW, MEM_MGT_EXTENSIONS, MEM_WINDOW_TYPE_2A and _2B.
-const NOT_EMULATED_CAPS: u32 = (1 << 17) | (1 << 21) | (1 << 23) | (1 << 24);
-
 /// Responder resources, as rxe reports them.
 const MAX_RES_RD_ATOM: i32 = 0x3f80;
 
@@ -292,8 +289,6 @@ const MAX_RES_RD_ATOM: i32 = 0x3f80;
 /// then uses its generic, legacy `ibv_post_send` path.)
 fn reported_device_attr(a: &DeviceAttr) -> ibv_device_attr {
     let mut d = convert::device_attr_to_c(a);
-    // Memory windows and fast-registration work requests are not emulated.
-    d.device_cap_flags &= !NOT_EMULATED_CAPS;
     d.max_res_rd_atom = MAX_RES_RD_ATOM;
     d
 }

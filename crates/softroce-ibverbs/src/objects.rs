@@ -1,4 +1,4 @@
-//! PDs, MRs, completion channels, CQs, QPs, SRQs, AHs and the data path (`ctx->ops`).
+//! PDs, MRs, MWs, completion channels, CQs, QPs, SRQs, AHs and the data path (`ctx->ops`).
 //!
 //! Each object is a `#[repr(C)]` struct whose first field is the C struct applications see,
 //! so the pointer handed out is also a pointer to ours, and it reaches its context through
@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use softroce_emu::Hca;
 use softroce_emu::core::{
-    AccessFlags, AhHandle, ChannelHandle, CqHandle, MrHandle, PdHandle, PostError, QpAttrMask,
-    QpHandle, QpType, RecvWr, SendWr, SrqHandle, VerbsError, VerbsResult, WcOpcode, WorkCompletion,
+    AccessFlags, AhHandle, ChannelHandle, CqHandle, MrHandle, MwHandle, MwType, PdHandle,
+    PostError, QpAttrMask, QpHandle, QpType, RecvWr, SendFlags, SendWr, SrqHandle, VerbsError,
+    VerbsResult, WcOpcode, WorkCompletion,
 };
 use softroce_emu::driver::{Device, EventFd};
 use softroce_ibverbs_abi::convert::{CWorkRequest, ConvertError};
@@ -205,6 +206,9 @@ pub(crate) fn fill_ops(ops: &mut ibv_context_ops) {
     ops.post_send = Some(op_post_send);
     ops.post_recv = Some(op_post_recv);
     ops.post_srq_recv = Some(op_post_srq_recv);
+    ops.alloc_mw = Some(op_alloc_mw);
+    ops.bind_mw = Some(op_bind_mw);
+    ops.dealloc_mw = Some(op_dealloc_mw);
 }
 
 /// Run a verb on the device without waking the engine (nothing it does changes timers), for
@@ -258,7 +262,7 @@ unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
 // ---- MR ------------------------------------------------------------------------------
 
 #[repr(C)]
-struct EmuMr {
+pub(crate) struct EmuMr {
     mr: ibv_mr,
     handle: MrHandle,
 }
@@ -362,6 +366,91 @@ unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
     const VERB: &str = "ibv_dereg_mr";
     // SAFETY: an MR from ibv_reg_mr, or rejected.
     guard_errno(VERB, || unsafe { destroy::<EmuMr>(VERB, mr) })
+}
+
+// ---- MW (verbs.h's inline ibv_alloc_mw, ibv_bind_mw, ibv_dealloc_mw call ctx->ops) -----
+
+#[repr(C)]
+pub(crate) struct EmuMw {
+    mw: ibv_mw,
+    handle: MwHandle,
+}
+
+// SAFETY: repr(C), ibv_mw first, allocated by publish.
+unsafe impl Object for EmuMw {
+    type C = ibv_mw;
+    type Handle = MwHandle;
+    const ARG: &'static str = "mw";
+    object_fields!(mw);
+    fn destroy_on(dev: &Device, handle: MwHandle) -> VerbsResult<()> {
+        dev.with(|h| h.dealloc_mw(handle))
+    }
+}
+
+/// `ibv_alloc_mw`: NULL with errno on failure (ibv_alloc_mw(3)); an unknown type is EINVAL.
+unsafe extern "C" fn op_alloc_mw(pd: *mut ibv_pd, mw_type: c_uint) -> *mut ibv_mw {
+    const VERB: &str = "ibv_alloc_mw";
+    guard_ptr(VERB, || {
+        // SAFETY: a PD from ibv_alloc_pd, or rejected.
+        let p = unsafe { resolve::<EmuPd>(VERB, pd) }?;
+        let Some(t) = MwType::from_raw(mw_type) else {
+            return Err(fail(
+                VERB,
+                libc::EINVAL,
+                format!("memory window type {mw_type} (IBV_MW_TYPE_1 or IBV_MW_TYPE_2)"),
+            ));
+        };
+        let (handle, rkey) = on_device(VERB, p.dev, |h| h.alloc_mw(p.handle, t))?;
+        let mw = ibv_mw {
+            context: p.ctx.ctx_ptr(),
+            pd,
+            rkey,
+            handle: handle.to_raw() as u32,
+            type_: mw_type,
+        };
+        Ok(publish(Box::new(EmuMw { mw, handle })).cast())
+    })
+}
+
+/// `ibv_dealloc_mw`: 0, or the errno value (ibv_alloc_mw(3)).
+unsafe extern "C" fn op_dealloc_mw(mw: *mut ibv_mw) -> c_int {
+    const VERB: &str = "ibv_dealloc_mw";
+    // SAFETY: a window from ibv_alloc_mw, or rejected.
+    guard_errno(VERB, || unsafe { destroy::<EmuMw>(VERB, mw) })
+}
+
+/// `ibv_bind_mw` (type 1; verbs.h has checked the type and the region's PD): posts the
+/// bind with the window's next R_Key (`ibv_inc_rkey`) and, once posted, returns that key in
+/// `mw->rkey`; 0, or the errno value (ibv_bind_mw(3)).
+unsafe extern "C" fn op_bind_mw(
+    qp: *mut ibv_qp,
+    mw: *mut ibv_mw,
+    mw_bind: *mut ibv_mw_bind,
+) -> c_int {
+    const VERB: &str = "ibv_bind_mw";
+    guard_errno(VERB, || {
+        // SAFETY: a QP from ibv_create_qp, or rejected.
+        let q = unsafe { resolve::<EmuQp>(VERB, qp) }?;
+        // SAFETY: a window from ibv_alloc_mw, or rejected.
+        let w = unsafe { resolve::<EmuMw>(VERB, mw) }?;
+        if mw_bind.is_null() {
+            return Err(fail(VERB, libc::EINVAL, "mw_bind is NULL"));
+        }
+        // SAFETY: the caller's bind description.
+        let b = unsafe { *mw_bind };
+        let old = unsafe { std::ptr::addr_of!((*w.ptr).mw.rkey).read() };
+        let rkey = (old & !0xFF) | (old.wrapping_add(1) & 0xFF);
+        let mr = (!b.bind_info.mr.is_null())
+            // SAFETY: a region from ibv_reg_mr (verbs.h compared its PD with the window's).
+            .then(|| unsafe { EmuMr::handle(b.bind_info.mr.cast()) });
+        let bind = convert::mw_bind_from_c(w.handle, mr, rkey, &b.bind_info);
+        on_device(VERB, q.dev, |h| {
+            h.bind_mw(q.handle, b.wr_id, SendFlags(b.send_flags), bind)
+        })?;
+        // SAFETY: the live window; the application reads the new key from it.
+        unsafe { std::ptr::addr_of_mut!((*w.ptr).mw.rkey).write(rkey) };
+        Ok(())
+    })
 }
 
 // ---- completion channels --------------------------------------------------------------
@@ -1044,7 +1133,15 @@ unsafe extern "C" fn op_post_send(
                 VERB,
                 wr,
                 bad_wr,
-                |w| convert::send_wr_from_c(w, qp_type, |ah| EmuAh::handle(ah.cast())),
+                |w| {
+                    convert::send_wr_from_c(
+                        w,
+                        qp_type,
+                        |ah| EmuAh::handle(ah.cast()),
+                        |mw| EmuMw::handle(mw.cast()),
+                        |mr| EmuMr::handle(mr.cast()),
+                    )
+                },
                 |wrs| q.dev.with(|h| h.post_send(q.handle, wrs)),
             )
         }

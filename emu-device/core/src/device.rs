@@ -98,7 +98,8 @@ pub struct DeviceAttr {
     pub max_qp: u32,
     /// Maximum outstanding WRs per queue.
     pub max_qp_wr: u32,
-    /// Device capability flags (rxe's set).
+    /// Device capability flags: rxe's set but MEM_MGT_EXTENSIONS (bit 21: fast-registration
+    /// work requests are not emulated); memory windows of type 1 and 2B (bits 17, 24).
     pub device_cap_flags: u32,
     /// Maximum SGEs per WR.
     pub max_sge: u32,
@@ -110,6 +111,8 @@ pub struct DeviceAttr {
     pub max_cqe: u32,
     /// Maximum MRs.
     pub max_mr: u32,
+    /// Maximum memory windows.
+    pub max_mw: u32,
     /// Maximum PDs.
     pub max_pd: u32,
     /// Maximum outstanding READ/atomic as responder, per QP.
@@ -205,12 +208,14 @@ impl Device {
             hw_ver: 0,
             max_qp: 0x10_0000 - FIRST_QPN,
             max_qp_wr: 0x4000,
-            device_cap_flags: 0x0122_3C76,
+            device_cap_flags: 0x0102_3C76,
             max_sge: 32,
             max_sge_rd: 32,
             max_cq: 0x10_0000,
             max_cqe: 32767,
             max_mr: 0x7_FFFF,
+            // rxe's RXE_MAX_MW.
+            max_mw: 0x7_FFFF,
             max_pd: 0x10_0000,
             max_qp_rd_atom: 128,
             max_qp_init_rd_atom: 128,

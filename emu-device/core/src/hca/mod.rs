@@ -14,12 +14,12 @@ use super::cq::Completions;
 use super::device::{Device, DeviceAttr, HcaConfig, PortAttr, PortState};
 use super::error::{VerbsError, VerbsResult};
 use super::events::{AsyncEvent, EventElement, Events, HcaEvent};
-use super::handles::{AhHandle, ChannelHandle, CqHandle, MrHandle, PdHandle, QpHandle};
-use super::objects::{Ah, AhAttr, Mr};
+use super::handles::{AhHandle, ChannelHandle, CqHandle, MrHandle, MwHandle, PdHandle, QpHandle};
+use super::objects::{Ah, AhAttr, Mr, Mw};
 use super::store::Store;
 use super::transport::{self, Engine, IncomingDatagram, Outbox, Transmit};
-use super::types::{AccessFlags, EventType};
-use super::wr::WorkCompletion;
+use super::types::{AccessFlags, EventType, MwType, SendFlags, WrOpcode};
+use super::wr::{MwBind, SendWr, WorkCompletion};
 
 /// Keys of a registered memory region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -170,14 +170,14 @@ impl Hca {
         Ok(self.store.insert_pd())
     }
 
-    /// `ibv_dealloc_pd`: refused with EBUSY while MRs, AHs, QPs or SRQs use it.
+    /// `ibv_dealloc_pd`: refused with EBUSY while MRs, MWs, AHs, QPs or SRQs use it.
     pub fn dealloc_pd(&mut self, pd: PdHandle) -> VerbsResult<()> {
         const VERB: &str = "dealloc_pd";
         let p = self.store.lookup(VERB, pd)?;
         if p.users > 0 {
             return Err(VerbsError::busy(
                 VERB,
-                format!("{} MRs/AHs/QPs/SRQs still use the PD", p.users),
+                format!("{} MRs/MWs/AHs/QPs/SRQs still use the PD", p.users),
             ));
         }
         self.store.remove_pd(VERB, pd)?;
@@ -220,9 +220,7 @@ impl Hca {
                 format!("{access} requires IBV_ACCESS_LOCAL_WRITE (IBTA 10.6.3.1)"),
             ));
         }
-        if access
-            .intersects(AccessFlags::ZERO_BASED | AccessFlags::ON_DEMAND | AccessFlags::MW_BIND)
-        {
+        if access.intersects(AccessFlags::ZERO_BASED | AccessFlags::ON_DEMAND) {
             return Err(VerbsError::Unsupported {
                 verb: VERB,
                 what: format!("access flags {access}"),
@@ -247,6 +245,7 @@ impl Hca {
             lkey: key,
             rkey: key,
             remote_valid: true,
+            windows: 0,
         };
         let handle = self.store.insert_mr(mr);
         self.store.add_pd_users(VERB, pd, 1)?;
@@ -263,8 +262,77 @@ impl Hca {
     /// with a protection error when processed; remote accesses with its rkey are refused.
     pub fn dereg_mr(&mut self, mr: MrHandle) -> VerbsResult<()> {
         const VERB: &str = "dereg_mr";
+        let windows = self.store.lookup(VERB, mr)?.windows;
+        if windows > 0 {
+            return Err(VerbsError::busy(
+                VERB,
+                format!("{windows} memory windows are still bound to the region (ibv_alloc_mw(3))"),
+            ));
+        }
         let m = self.store.remove_mr(VERB, mr)?;
         self.store.add_pd_users(VERB, m.pd, -1)
+    }
+
+    // ---- MW ---------------------------------------------------------------------------
+
+    /// `ibv_alloc_mw`: an unbound window of `mw_type` in `pd`, and its first R_Key.
+    pub fn alloc_mw(&mut self, pd: PdHandle, mw_type: MwType) -> VerbsResult<(MwHandle, u32)> {
+        const VERB: &str = "alloc_mw";
+        self.store.lookup(VERB, pd)?;
+        if self.store.count::<MwHandle>() >= self.device.attr().max_mw as usize {
+            return Err(VerbsError::no_resources(VERB, "max_mw reached"));
+        }
+        let store = &self.store;
+        let rkey = self.device.draw_key(|k| store.key_index_in_use(k));
+        let handle = self.store.insert_mw(Mw {
+            pd,
+            mw_type,
+            rkey,
+            binding: None,
+        });
+        self.store.add_pd_users(VERB, pd, 1)?;
+        Ok((handle, rkey))
+    }
+
+    /// `ibv_dealloc_mw`: unbinds the window if bound, then frees it (ibv_alloc_mw(3)); its
+    /// R_Key opens nothing afterwards.
+    pub fn dealloc_mw(&mut self, mw: MwHandle) -> VerbsResult<()> {
+        const VERB: &str = "dealloc_mw";
+        self.store.lookup(VERB, mw)?;
+        self.store.unbind_mw(mw);
+        let w = self.store.remove_mw(VERB, mw)?;
+        self.store.add_pd_users(VERB, w.pd, -1)
+    }
+
+    /// A window's current R_Key.
+    pub fn mw_rkey(&self, mw: MwHandle) -> VerbsResult<u32> {
+        Ok(self.store.lookup("query_mw", mw)?.rkey)
+    }
+
+    /// `ibv_bind_mw`: posts the bind of type-1 window `bind.mw` to `qp`'s send queue as a
+    /// work request (`wr_id`, `send_flags`: FENCE, SIGNALED); the bind happens, and
+    /// completes, in the queue's order. Type 2 windows are bound by posting
+    /// `IBV_WR_BIND_MW` (ibv_bind_mw(3), NOTES): EINVAL here.
+    pub fn bind_mw(
+        &mut self,
+        qp: QpHandle,
+        wr_id: u64,
+        send_flags: SendFlags,
+        bind: MwBind,
+    ) -> VerbsResult<()> {
+        const VERB: &str = "bind_mw";
+        let w = self.store.lookup(VERB, bind.mw)?;
+        if w.mw_type != MwType::Type1 {
+            return Err(VerbsError::invalid(
+                VERB,
+                "a type 2 window is bound by posting IBV_WR_BIND_MW (ibv_bind_mw(3))",
+            ));
+        }
+        let mut wr = SendWr::new(wr_id, WrOpcode::BindMw);
+        wr.send_flags = send_flags;
+        wr.bind = Some(bind);
+        // SAFETY: a bind work request has no scatter/gather list, inline or not.
+        unsafe { self.post_send(qp, std::slice::from_ref(&wr)) }.map_err(|e| e.error)
     }
 
     // ---- AH ---------------------------------------------------------------------------

@@ -652,11 +652,26 @@ impl Hca {
                 format!("{} is not valid on a {qp_type} QP", wr.opcode),
             ));
         }
-        if matches!(wr.opcode, WrOpcode::LocalInv | WrOpcode::BindMw) {
-            return Err(VerbsError::Unsupported {
-                verb: VERB,
-                what: format!("{} (memory windows / local invalidate)", wr.opcode),
-            });
+        if wr.opcode == WrOpcode::BindMw {
+            let Some(b) = wr.bind else {
+                return Err(VerbsError::invalid(
+                    VERB,
+                    "IBV_WR_BIND_MW without its bind_mw",
+                ));
+            };
+            self.store.lookup(VERB, b.mw)?;
+            match b.mr {
+                Some(mr) => {
+                    self.store.lookup(VERB, mr)?;
+                }
+                None if b.length > 0 => {
+                    return Err(VerbsError::invalid(
+                        VERB,
+                        "a window of non-zero length needs its region (bind_info.mr)",
+                    ));
+                }
+                None => {}
+            }
         }
         if q.sq.len() >= q.init.cap.max_send_wr as usize {
             return Err(VerbsError::no_resources(
@@ -760,6 +775,9 @@ impl Hca {
                 off += n;
             }
             Some(data)
+        } else if wr.opcode.is_local() {
+            // Binds and local invalidates move no data: their scatter/gather list is unused.
+            None
         } else {
             let write = matches!(wr.opcode, WrOpcode::RdmaRead) || is_atomic;
             self.check_sges(VERB, pd, &wr.sg_list, write)?;

@@ -282,7 +282,7 @@ fn on_send(
     let ends = matches!(pos, Position::Last | Position::Only);
     if ends
         && let Some(ieth) = packet.ieth()
-        && !eng.store.invalidate_rkey(pd, ieth.rkey())
+        && !eng.store.invalidate_rkey(pd, ieth.rkey(), qp)
     {
         // Class J (rxe: RESPST_ERR_INVALIDATE_RKEY): the receive completes with
         // IBV_WC_REM_INV_REQ_ERR and the QP stops; the requester is told by an
@@ -354,6 +354,7 @@ fn on_write(
                 eng.store
                     .check_remote(
                         pd,
+                        qp,
                         qp_access,
                         rkey,
                         va,
@@ -385,18 +386,21 @@ fn on_write(
         return Err(invalid_request());
     }
     // The region may have been deregistered between packets: check every time (as rxe).
-    if !payload.is_empty() {
+    let addr = if payload.is_empty() {
+        va + offset
+    } else {
         eng.store
             .check_remote(
                 pd,
+                qp,
                 qp_access,
                 rkey,
                 va + offset,
                 payload.len() as u64,
                 AccessFlags::REMOTE_WRITE,
             )
-            .map_err(remote_fault_to_failure)?;
-    }
+            .map_err(remote_fault_to_failure)?
+    };
     let ends = matches!(pos, Position::Last | Position::Only);
     if ends && end != u64::from(len) {
         return Err(invalid_request());
@@ -424,7 +428,7 @@ fn on_write(
     } else {
         None
     };
-    eng.store.write_remote(va + offset, payload);
+    eng.store.write_remote(addr, payload);
     advance(eng, qp, 1, ends);
     if ends {
         if let (Some(imm), Some((wqe, _))) = (imm, recv) {
@@ -483,6 +487,7 @@ fn on_read(
         eng.store
             .check_remote(
                 q.pd,
+                qp,
                 q.attr.qp_access_flags,
                 rkey,
                 va,
@@ -596,19 +601,20 @@ fn send_read_response(
     };
     let mtu = q.attr.path_mtu.bytes() as u32;
     let chunk = c.resid.min(mtu);
-    let live = chunk == 0
-        || eng
-            .store
-            .check_remote(
-                q.pd,
-                q.attr.qp_access_flags,
-                c.rkey,
-                c.va,
-                u64::from(chunk),
-                AccessFlags::REMOTE_READ,
-            )
-            .is_ok();
-    if !live {
+    let addr = if chunk == 0 {
+        Ok(c.va)
+    } else {
+        eng.store.check_remote(
+            q.pd,
+            qp,
+            q.attr.qp_access_flags,
+            c.rkey,
+            c.va,
+            u64::from(chunk),
+            AccessFlags::REMOTE_READ,
+        )
+    };
+    let Ok(addr) = addr else {
         if let Some(q) = eng.store.get_mut(qp) {
             q.transport.replies.clear();
         }
@@ -620,7 +626,7 @@ fn send_read_response(
             Some(EventType::QpAccessErr),
         );
         return Err(());
-    }
+    };
     let dest = Qpn::from_wire(q.attr.dest_qp_num);
     let Some(dst) = eng.qp_peer(qp) else {
         return Err(());
@@ -645,7 +651,7 @@ fn send_read_response(
         chunk as usize,
     );
     let mut buf = vec![0u8; chunk as usize];
-    eng.store.read_remote(c.va, &mut buf);
+    eng.store.read_remote(addr, &mut buf);
     eng.queue_packet(dst, &repr, &buf);
     Ok((!last).then_some(ReadCursor {
         psn: c.psn.next(),
@@ -671,9 +677,11 @@ fn on_atomic(
     let Some(a) = packet.atomic_eth() else {
         return Err(invalid_request());
     };
-    eng.store
+    let addr = eng
+        .store
         .check_remote(
             q.pd,
+            qp,
             q.attr.qp_access_flags,
             a.rkey(),
             a.va(),
@@ -682,7 +690,7 @@ fn on_atomic(
         )
         .map_err(remote_fault_to_failure)?;
     let compare = (bth.opcode == Opcode::RC_COMPARE_SWAP).then_some(a.compare());
-    let orig = eng.store.atomic_remote(a.va(), a.swap_add(), compare);
+    let orig = eng.store.atomic_remote(addr, a.swap_add(), compare);
     remember(eng, qp, Resource::Atomic { psn: bth.psn, orig });
     advance(eng, qp, 1, true);
     eng.queue_response(qp, bth.psn, Syndrome::ACK, Some(orig));
@@ -724,6 +732,7 @@ fn on_duplicate(eng: &mut Engine<'_>, qp: QpHandle, packet: &RocePacket<&[u8]>, 
                     .store
                     .check_remote(
                         q.pd,
+                        qp,
                         q.attr.qp_access_flags,
                         rkey,
                         rva,
