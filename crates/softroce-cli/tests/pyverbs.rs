@@ -281,10 +281,10 @@ fn check(addr: &str, args: &[&str]) {
 
 #[test]
 fn rdma_core_tests_with_the_default_gid() {
-    check("127.77.30.1", &[]);
+    check("127.77.30.8", &[]);
 }
 
 #[test]
 fn rdma_core_tests_with_gid_1() {
-    check("127.77.30.2", &["--gid", "1"]);
+    check("127.77.30.9", &["--gid", "1"]);
 }

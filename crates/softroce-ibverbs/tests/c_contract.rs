@@ -52,3 +52,12 @@ fn man_pages_every_gid_carries_traffic_and_events_follow_arming() {
 fn man_pages_destroy_cq_waits_for_event_acknowledgements() {
     run_c_program("man_destroy_waits", "softroce0=127.77.30.6");
 }
+
+/// ibv_alloc_mw(3), ibv_bind_mw(3), ibv_post_send(3): memory windows of type 1 and 2 —
+/// binds, their keys and completions, access checked against the window (range, rights,
+/// type 2's QP), zero-based windows, invalidation by zero-length bind, LOCAL_INV,
+/// SEND_WITH_INV and dealloc, ibv_dereg_mr refused while a window is bound.
+#[test]
+fn man_pages_memory_windows() {
+    run_c_program("man_memory_windows", "softroce0=127.77.30.7");
+}

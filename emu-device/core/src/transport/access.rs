@@ -34,6 +34,15 @@ pub(crate) enum RemoteFault {
     Misaligned,
 }
 
+/// Whom a remote access comes from: the QP a request arrived on, its PD and its access
+/// flags.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Via {
+    pub(crate) pd: PdHandle,
+    pub(crate) qp: QpHandle,
+    pub(crate) access: AccessFlags,
+}
+
 impl Store {
     /// Find the region behind `sge` and check it covers `sge` with `need` rights.
     fn local_ok(&self, pd: PdHandle, sge: &Sge, write: bool) -> bool {
@@ -118,20 +127,23 @@ impl Store {
     }
 
     /// Check a remote access of `len` bytes at `va` with `rkey` (a region's or a window's)
-    /// arriving on `qp`, needing `need` on the region or window and on the QP
-    /// (`qp_access`): the absolute address to access.
+    /// arriving `via` a QP, needing `need` on the region or window and on the QP: the
+    /// absolute address to access.
     pub(crate) fn check_remote(
         &self,
-        pd: PdHandle,
-        qp: QpHandle,
-        qp_access: AccessFlags,
+        via: Via,
         rkey: u32,
         va: u64,
         len: u64,
         need: AccessFlags,
     ) -> Result<u64, RemoteFault> {
+        let Via {
+            pd,
+            access: qp_access,
+            ..
+        } = via;
         let Some(mr) = self.mr_by_key(rkey) else {
-            return self.check_window(pd, qp, qp_access, rkey, va, len, need);
+            return self.check_window(via, rkey, va, len, need);
         };
         if !mr.remote_valid || mr.rkey != rkey {
             return Err(RemoteFault::UnknownKey);
@@ -156,17 +168,19 @@ impl Store {
     /// [`Store::check_remote`] for a window's R_Key: the window's own bounds and rights
     /// decide (rxe checks only the underlying region's bounds, letting a WRITE land outside
     /// the window), and the region must still cover the range.
-    #[allow(clippy::too_many_arguments)]
     fn check_window(
         &self,
-        pd: PdHandle,
-        qp: QpHandle,
-        qp_access: AccessFlags,
+        via: Via,
         rkey: u32,
         va: u64,
         len: u64,
         need: AccessFlags,
     ) -> Result<u64, RemoteFault> {
+        let Via {
+            pd,
+            qp,
+            access: qp_access,
+        } = via;
         let Some((_, mw)) = self.mw_by_rkey(rkey) else {
             return Err(RemoteFault::UnknownKey);
         };

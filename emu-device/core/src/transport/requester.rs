@@ -554,7 +554,7 @@ pub(super) fn retire_local_ops(eng: &mut Engine<'_>, qp: QpHandle) {
             return;
         };
         q.transport.send_index = q.transport.send_index.saturating_sub(1);
-        if !q.sq.front().is_some_and(|w| w.first_psn.is_some()) {
+        if q.sq.front().is_none_or(|w| w.first_psn.is_none()) {
             q.transport.retrans_at = None;
         }
         let (qpn, cq) = (q.qpn.value(), q.init.send_cq);

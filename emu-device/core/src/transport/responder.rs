@@ -20,7 +20,7 @@ use super::super::types::{AccessFlags, EventType, QpType, WcFlags, WcOpcode, WcS
 use super::super::wr::{RecvWr, VendorErr, WorkCompletion};
 use super::Engine;
 use super::IncomingDatagram;
-use super::access::{LocalFault, RemoteFault};
+use super::access::{LocalFault, RemoteFault, Via};
 
 /// The wire bytes of immediate data, as `ibv_wc.imm_data` (network order) holds them.
 fn imm_from_wire(imm: u32) -> u32 {
@@ -353,9 +353,11 @@ fn on_write(
             if len > 0 {
                 eng.store
                     .check_remote(
-                        pd,
-                        qp,
-                        qp_access,
+                        Via {
+                            pd,
+                            qp,
+                            access: qp_access,
+                        },
                         rkey,
                         va,
                         u64::from(len),
@@ -391,9 +393,11 @@ fn on_write(
     } else {
         eng.store
             .check_remote(
-                pd,
-                qp,
-                qp_access,
+                Via {
+                    pd,
+                    qp,
+                    access: qp_access,
+                },
                 rkey,
                 va + offset,
                 payload.len() as u64,
@@ -486,9 +490,11 @@ fn on_read(
     if len > 0 {
         eng.store
             .check_remote(
-                q.pd,
-                qp,
-                q.attr.qp_access_flags,
+                Via {
+                    pd: q.pd,
+                    qp,
+                    access: q.attr.qp_access_flags,
+                },
                 rkey,
                 va,
                 u64::from(len),
@@ -605,9 +611,11 @@ fn send_read_response(
         Ok(c.va)
     } else {
         eng.store.check_remote(
-            q.pd,
-            qp,
-            q.attr.qp_access_flags,
+            Via {
+                pd: q.pd,
+                qp,
+                access: q.attr.qp_access_flags,
+            },
             c.rkey,
             c.va,
             u64::from(chunk),
@@ -680,9 +688,11 @@ fn on_atomic(
     let addr = eng
         .store
         .check_remote(
-            q.pd,
-            qp,
-            q.attr.qp_access_flags,
+            Via {
+                pd: q.pd,
+                qp,
+                access: q.attr.qp_access_flags,
+            },
             a.rkey(),
             a.va(),
             8,
@@ -731,9 +741,11 @@ fn on_duplicate(eng: &mut Engine<'_>, qp: QpHandle, packet: &RocePacket<&[u8]>, 
                 || eng
                     .store
                     .check_remote(
-                        q.pd,
-                        qp,
-                        q.attr.qp_access_flags,
+                        Via {
+                            pd: q.pd,
+                            qp,
+                            access: q.attr.qp_access_flags,
+                        },
                         rkey,
                         rva,
                         u64::from(rlen),
