@@ -361,6 +361,87 @@ unsafe extern "C" fn ibv_reg_mr_iova2(
     })
 }
 
+/// The flags `ibv_rereg_mr` knows (`IBV_REREG_MR_FLAGS_SUPPORTED`).
+const REREG_FLAGS: u32 =
+    IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
+
+/// `ibv_rereg_mr` (ibv_rereg_mr(3)): 0, or `IBV_REREG_MR_ERR_INPUT` with errno when the old
+/// region stays valid (libibverbs' own argument checks, and the device's: the region is
+/// only changed when every check passed).
+#[unsafe(no_mangle)]
+unsafe extern "C" fn ibv_rereg_mr(
+    mr: *mut ibv_mr,
+    flags: c_int,
+    pd: *mut ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    access: c_int,
+) -> c_int {
+    const VERB: &str = "ibv_rereg_mr";
+    guard(VERB, IBV_REREG_MR_ERR_INPUT, || {
+        // SAFETY: an MR from ibv_reg_mr, or rejected.
+        let m = match unsafe { resolve::<EmuMr>(VERB, mr) } {
+            Ok(m) => m,
+            Err(_) => return IBV_REREG_MR_ERR_INPUT,
+        };
+        let flags = flags as u32;
+        let input_error = |why: &str| {
+            fail(VERB, libc::EINVAL, why);
+            IBV_REREG_MR_ERR_INPUT
+        };
+        // libibverbs' checks (verbs.c), before the provider sees the call.
+        if flags & !REREG_FLAGS != 0 {
+            return input_error("unknown flags");
+        }
+        let translation = flags & IBV_REREG_MR_CHANGE_TRANSLATION != 0;
+        if translation && (length == 0 || addr.is_null()) {
+            return input_error("a new translation needs an address and a length");
+        }
+        if access != 0 && flags & IBV_REREG_MR_CHANGE_ACCESS == 0 {
+            return input_error("access given without IBV_REREG_MR_CHANGE_ACCESS");
+        }
+        let new_pd = if flags & IBV_REREG_MR_CHANGE_PD != 0 {
+            // SAFETY: a PD from ibv_alloc_pd, or rejected.
+            match unsafe { resolve::<EmuPd>(VERB, pd) } {
+                Ok(p) if std::ptr::eq(p.ctx, m.ctx) => Some(p.handle),
+                Ok(_) => return input_error("the PD belongs to another context"),
+                Err(_) => return IBV_REREG_MR_ERR_INPUT,
+            }
+        } else {
+            None
+        };
+        let range = translation.then_some((addr.cast::<u8>(), length));
+        // Optional bits may be ignored, as at registration.
+        let new_access = (flags & IBV_REREG_MR_CHANGE_ACCESS != 0)
+            .then(|| AccessFlags(access as c_uint & !IBV_ACCESS_OPTIONAL_RANGE));
+        // SAFETY: the application keeps a new range valid until ibv_dereg_mr
+        // (ibv_reg_mr(3)); the device checks its pages first.
+        match unsafe { m.dev.rereg_mr(m.handle, new_pd, range, new_access) } {
+            Ok(keys) => {
+                // SAFETY: the live region; libibverbs updates these fields after the
+                // provider's success.
+                unsafe {
+                    let c = &mut (*m.ptr).mr;
+                    if new_pd.is_some() {
+                        c.pd = pd;
+                    }
+                    if translation {
+                        c.addr = addr;
+                        c.length = length;
+                    }
+                    c.lkey = keys.lkey;
+                    c.rkey = keys.rkey;
+                }
+                0
+            }
+            Err(e) => {
+                fail(VERB, e.errno(), e);
+                IBV_REREG_MR_ERR_INPUT
+            }
+        }
+    })
+}
+
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
     const VERB: &str = "ibv_dereg_mr";

@@ -61,3 +61,11 @@ fn man_pages_destroy_cq_waits_for_event_acknowledgements() {
 fn man_pages_memory_windows() {
     run_c_program("man_memory_windows", "softroce0=127.77.30.7");
 }
+
+/// ibv_rereg_mr(3): access, PD and translation change in place; input errors leave the
+/// region valid; a region with a bound window is not re-registered. A QP moved to RESET
+/// leaves no unpolled completions behind.
+#[test]
+fn man_pages_rereg_mr_and_reset() {
+    run_c_program("man_rereg_mr", "softroce0=127.77.30.10");
+}

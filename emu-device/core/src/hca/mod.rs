@@ -206,32 +206,7 @@ impl Hca {
     ) -> VerbsResult<(MrHandle, MrKeys)> {
         const VERB: &str = "reg_mr";
         self.store.lookup(VERB, pd)?;
-        if access.unknown_bits() != 0 {
-            return Err(VerbsError::invalid(
-                VERB,
-                format!("unknown access bits {:#x}", access.unknown_bits()),
-            ));
-        }
-        if access.intersects(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC)
-            && !access.contains(AccessFlags::LOCAL_WRITE)
-        {
-            return Err(VerbsError::invalid(
-                VERB,
-                format!("{access} requires IBV_ACCESS_LOCAL_WRITE (IBTA 10.6.3.1)"),
-            ));
-        }
-        if access.intersects(AccessFlags::ZERO_BASED | AccessFlags::ON_DEMAND) {
-            return Err(VerbsError::Unsupported {
-                verb: VERB,
-                what: format!("access flags {access}"),
-            });
-        }
-        if addr.is_null() && len > 0 {
-            return Err(VerbsError::invalid(VERB, "null address"));
-        }
-        if (addr as u64).checked_add(len as u64).is_none() {
-            return Err(VerbsError::invalid(VERB, "address range wraps around"));
-        }
+        Self::check_registration(VERB, addr, len, access)?;
         if self.store.count::<MrHandle>() >= self.device.attr().max_mr as usize {
             return Err(VerbsError::no_resources(VERB, "max_mr reached"));
         }
@@ -256,6 +231,93 @@ impl Hca {
                 rkey: key,
             },
         ))
+    }
+
+    /// `ibv_rereg_mr`: change the region's PD, range (`addr`, `len`) and/or access, each
+    /// when given, as a deregistration and registration would (ibv_rereg_mr(3)), keeping
+    /// its keys. Refused with EBUSY while a memory window is bound to it (ibv_dereg_mr
+    /// would be); on any error the region is unchanged.
+    ///
+    /// # Safety
+    /// A new range is memory of this process under the contract of [`Hca::reg_mr`]; the old
+    /// one is no longer accessed once this returns.
+    pub unsafe fn rereg_mr(
+        &mut self,
+        mr: MrHandle,
+        pd: Option<PdHandle>,
+        range: Option<(*mut u8, usize)>,
+        access: Option<AccessFlags>,
+    ) -> VerbsResult<MrKeys> {
+        const VERB: &str = "rereg_mr";
+        let m = self.store.lookup(VERB, mr)?;
+        if m.windows > 0 {
+            return Err(VerbsError::busy(
+                VERB,
+                format!("{} memory windows are bound to the region", m.windows),
+            ));
+        }
+        let old_pd = m.pd;
+        let new_pd = pd.unwrap_or(old_pd);
+        let (addr, len) = range.unwrap_or((m.addr as *mut u8, m.len as usize));
+        let access = access.unwrap_or(m.access);
+        self.store.lookup(VERB, new_pd)?;
+        Self::check_registration(VERB, addr, len, access)?;
+        let m = self.store.lookup_mut(VERB, mr)?;
+        m.pd = new_pd;
+        m.addr = addr as u64;
+        m.len = len as u64;
+        m.access = access;
+        let keys = MrKeys {
+            lkey: m.lkey,
+            rkey: m.rkey,
+        };
+        if new_pd != old_pd {
+            self.store.add_pd_users(VERB, old_pd, -1)?;
+            self.store.add_pd_users(VERB, new_pd, 1)?;
+        }
+        Ok(keys)
+    }
+
+    /// A region's registration: address, length and access.
+    pub fn mr_registration(&self, mr: MrHandle) -> VerbsResult<(u64, usize, AccessFlags)> {
+        let m = self.store.lookup("query_mr", mr)?;
+        Ok((m.addr, m.len as usize, m.access))
+    }
+
+    /// The checks a registration's range and access must pass (ibv_reg_mr(3)).
+    fn check_registration(
+        verb: &'static str,
+        addr: *mut u8,
+        len: usize,
+        access: AccessFlags,
+    ) -> VerbsResult<()> {
+        if access.unknown_bits() != 0 {
+            return Err(VerbsError::invalid(
+                verb,
+                format!("unknown access bits {:#x}", access.unknown_bits()),
+            ));
+        }
+        if access.intersects(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC)
+            && !access.contains(AccessFlags::LOCAL_WRITE)
+        {
+            return Err(VerbsError::invalid(
+                verb,
+                format!("{access} requires IBV_ACCESS_LOCAL_WRITE (IBTA 10.6.3.1)"),
+            ));
+        }
+        if access.intersects(AccessFlags::ZERO_BASED | AccessFlags::ON_DEMAND) {
+            return Err(VerbsError::Unsupported {
+                verb,
+                what: format!("access flags {access}"),
+            });
+        }
+        if addr.is_null() && len > 0 {
+            return Err(VerbsError::invalid(verb, "null address"));
+        }
+        if (addr as u64).checked_add(len as u64).is_none() {
+            return Err(VerbsError::invalid(verb, "address range wraps around"));
+        }
+        Ok(())
     }
 
     /// `ibv_dereg_mr`. Work requests posted earlier that still reference the region fail

@@ -175,8 +175,7 @@ impl Hca {
                     ),
                 )));
             }
-            let pd = s.pd;
-            self.check_sges(VERB, pd, &wr.sg_list, true).map_err(fail)?;
+            // The lkeys are checked when a message lands, as for QP receives (post_recv).
             if let Some(s) = self.store.get_mut(srq) {
                 s.queue.push_back(wr.clone());
             }
@@ -401,11 +400,17 @@ impl Hca {
         let entering = cur != next;
         match next {
             QpState::Reset if entering => {
-                // IBTA: RESET discards all work requests without completions.
+                // IBTA: RESET discards all work requests without completions. The QP's
+                // completions not yet polled go too (as mlx4 and mlx5 clean their CQs on
+                // this transition): a QP brought back from ERR does not first report the
+                // flushes of its previous life.
                 q.sq.clear();
                 q.rq.clear();
                 q.sqd_notify_pending = false;
                 q.transport = Default::default();
+                let (qpn, send_cq, recv_cq) = (q.qpn.value(), q.init.send_cq, q.init.recv_cq);
+                self.cqs.remove_qp_entries(send_cq, qpn);
+                self.cqs.remove_qp_entries(recv_cq, qpn);
             }
             QpState::Rtr if entering => {
                 let rq_psn = q.attr.rq_psn;
@@ -833,8 +838,10 @@ impl Hca {
                     ),
                 )));
             }
-            let pd = q.pd;
-            self.check_sges(VERB, pd, &wr.sg_list, true).map_err(fail)?;
+            // The lkeys are checked when a message lands (IBV_WC_LOC_PROT_ERR and a NAK),
+            // as rxe and mlx5 do: the region may be re-registered (ibv_rereg_mr) or
+            // deregistered between the post and the arrival, so the check that counts is
+            // the one at arrival.
             let q = self.store.lookup_mut(VERB, qp).map_err(fail)?;
             q.rq.push_back(wr.clone());
             if state == QpState::Err {
