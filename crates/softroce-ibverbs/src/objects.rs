@@ -380,9 +380,8 @@ unsafe extern "C" fn ibv_rereg_mr(
     const VERB: &str = "ibv_rereg_mr";
     guard(VERB, IBV_REREG_MR_ERR_INPUT, || {
         // SAFETY: an MR from ibv_reg_mr, or rejected.
-        let m = match unsafe { resolve::<EmuMr>(VERB, mr) } {
-            Ok(m) => m,
-            Err(_) => return IBV_REREG_MR_ERR_INPUT,
+        let Ok(m) = (unsafe { resolve::<EmuMr>(VERB, mr) }) else {
+            return IBV_REREG_MR_ERR_INPUT;
         };
         let flags = flags as u32;
         let input_error = |why: &str| {
@@ -413,7 +412,7 @@ unsafe extern "C" fn ibv_rereg_mr(
         let range = translation.then_some((addr.cast::<u8>(), length));
         // Optional bits may be ignored, as at registration.
         let new_access = (flags & IBV_REREG_MR_CHANGE_ACCESS != 0)
-            .then(|| AccessFlags(access as c_uint & !IBV_ACCESS_OPTIONAL_RANGE));
+            .then_some(AccessFlags(access as c_uint & !IBV_ACCESS_OPTIONAL_RANGE));
         // SAFETY: the application keeps a new range valid until ibv_dereg_mr
         // (ibv_reg_mr(3)); the device checks its pages first.
         match unsafe { m.dev.rereg_mr(m.handle, new_pd, range, new_access) } {
