@@ -278,6 +278,11 @@ consts! {
         /// parent_domain.
         IBV_CQ_INIT_ATTR_MASK_PD = 1 << 1,
 
+        /// `enum ibv_parent_domain_init_attr_mask`: alloc and free are given.
+        IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS = 1 << 0,
+        /// pd_context is given.
+        IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT = 1 << 1,
+
         /// `enum ibv_create_cq_attr_flags`: single-threaded use.
         IBV_CREATE_CQ_ATTR_SINGLE_THREADED = 1 << 0,
         /// Ignore overruns.

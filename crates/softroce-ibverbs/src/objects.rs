@@ -220,10 +220,22 @@ pub(crate) fn peek<R>(dev: &Device, f: impl FnOnce(&mut Hca) -> R) -> Option<R> 
 
 // ---- PD ------------------------------------------------------------------------------
 
+/// A PD, or a parent domain over one (which has the PD's handle).
 #[repr(C)]
 struct EmuPd {
     pd: ibv_pd,
     handle: PdHandle,
+    /// A parent domain: its thread domain (or NULL); `None` for a plain PD.
+    parent_of_td: Option<*mut EmuTd>,
+}
+
+/// A thread domain. The emulator's objects are safe for concurrent use whatever the
+/// domain (ibv_alloc_td(3): "by default all verbs objects are safe for multi-threaded
+/// access"); it only counts the parent domains using it.
+#[repr(C)]
+pub(crate) struct EmuTd {
+    td: ibv_td,
+    users: std::sync::atomic::AtomicU32,
 }
 
 // SAFETY: repr(C), ibv_pd first, allocated by publish.
@@ -248,15 +260,171 @@ unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
             context: ctx.ctx_ptr(),
             handle: handle.to_raw() as u32,
         };
-        Ok(publish(Box::new(EmuPd { pd, handle })).cast())
+        Ok(publish(Box::new(EmuPd {
+            pd,
+            handle,
+            parent_of_td: None,
+        }))
+        .cast())
     })
 }
 
+/// `ibv_dealloc_pd`, of a PD or a parent domain (ibv_alloc_parent_domain(3)).
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
     const VERB: &str = "ibv_dealloc_pd";
-    // SAFETY: a PD from ibv_alloc_pd, or rejected.
-    guard_errno(VERB, || unsafe { destroy::<EmuPd>(VERB, pd) })
+    // SAFETY: a PD from ibv_alloc_pd or ibv_alloc_parent_domain, or rejected.
+    guard_errno(VERB, || unsafe { dealloc_pd(VERB, pd) })
+}
+
+/// The context of a PD or parent domain from the application.
+///
+/// # Safety
+/// `pd` is NULL or a live PD or parent domain of this library.
+pub(crate) unsafe fn pd_context(verb: &str, pd: *mut ibv_pd) -> Result<*mut ibv_context, c_int> {
+    // SAFETY: forwarded.
+    let p = unsafe { resolve::<EmuPd>(verb, pd) }?;
+    Ok(p.ctx.ctx_ptr())
+}
+
+/// # Safety
+/// `pd` is NULL or a live PD or parent domain of this library.
+unsafe fn dealloc_pd(verb: &str, pd: *mut ibv_pd) -> Result<(), c_int> {
+    // SAFETY: forwarded.
+    let p = unsafe { resolve::<EmuPd>(verb, pd) }?;
+    // SAFETY: a live object; the field is set at creation.
+    let Some(td) = (unsafe { std::ptr::addr_of!((*p.ptr).parent_of_td).read() }) else {
+        // SAFETY: forwarded.
+        return unsafe { destroy::<EmuPd>(verb, pd) };
+    };
+    on_device(verb, p.dev, |h| h.dealloc_parent_domain(p.handle))?;
+    if !td.is_null() {
+        // SAFETY: the thread domain outlives the parent domains counted in it.
+        unsafe { &(*td).users }.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    // SAFETY: allocated by publish; the application no longer uses it.
+    drop(unsafe { Box::from_raw(p.ptr) });
+    Ok(())
+}
+
+/// `verbs_context.alloc_td` (`ibv_alloc_td`): NULL with errno on failure.
+pub(crate) unsafe extern "C" fn vctx_alloc_td(
+    context: *mut ibv_context,
+    init_attr: *mut c_void,
+) -> *mut c_void {
+    const VERB: &str = "ibv_alloc_td";
+    guard_ptr(VERB, || {
+        // SAFETY: an ibv_context from ibv_open_device, or rejected.
+        let ctx = unsafe { ctx_of(VERB, context) }?;
+        let attr = init_attr.cast::<ibv_td_init_attr>();
+        // SAFETY: the caller's attributes, if any.
+        if attr.is_null() || unsafe { (*attr).comp_mask } != 0 {
+            return Err(fail(
+                VERB,
+                libc::EINVAL,
+                "init_attr must be given, with comp_mask 0",
+            ));
+        }
+        let td = EmuTd {
+            td: ibv_td {
+                context: ctx.ctx_ptr(),
+            },
+            users: std::sync::atomic::AtomicU32::new(0),
+        };
+        Ok(Box::into_raw(Box::new(td)).cast())
+    })
+}
+
+/// `verbs_context.dealloc_td` (`ibv_dealloc_td`): 0, or EBUSY (the value) while a parent
+/// domain uses it.
+pub(crate) unsafe extern "C" fn vctx_dealloc_td(td: *mut c_void) -> c_int {
+    const VERB: &str = "ibv_dealloc_td";
+    guard_errno(VERB, || {
+        if td.is_null() {
+            return Err(fail(VERB, libc::EINVAL, "td is NULL"));
+        }
+        let t = td.cast::<EmuTd>();
+        // SAFETY: a thread domain from ibv_alloc_td.
+        let users = unsafe { &(*t).users }.load(std::sync::atomic::Ordering::Relaxed);
+        if users > 0 {
+            return Err(fail(
+                VERB,
+                libc::EBUSY,
+                format!("{users} parent domains still use the thread domain"),
+            ));
+        }
+        // SAFETY: allocated by vctx_alloc_td; the application no longer uses it.
+        drop(unsafe { Box::from_raw(t) });
+        Ok(())
+    })
+}
+
+/// `verbs_context.alloc_parent_domain` (`ibv_alloc_parent_domain`): a PD interchangeable
+/// with `attr.pd`. The emulator keeps no provider memory in the application's address
+/// space, so it never calls the custom allocators: its queues are its own.
+pub(crate) unsafe extern "C" fn vctx_alloc_parent_domain(
+    context: *mut ibv_context,
+    attr: *mut c_void,
+) -> *mut ibv_pd {
+    const VERB: &str = "ibv_alloc_parent_domain";
+    guard_ptr(VERB, || {
+        let attr = attr.cast::<ibv_parent_domain_init_attr>();
+        if attr.is_null() {
+            return Err(fail(VERB, libc::EINVAL, "attr is NULL"));
+        }
+        // SAFETY: the caller's attributes.
+        let a = unsafe { *attr };
+        let known = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
+        if a.comp_mask & !known != 0 {
+            return Err(fail(
+                VERB,
+                libc::EINVAL,
+                format!("unknown comp_mask bits {:#x}", a.comp_mask & !known),
+            ));
+        }
+        if a.comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS != 0
+            && (a.alloc.is_none() || a.free.is_none())
+        {
+            return Err(fail(VERB, libc::EINVAL, "allocators without alloc or free"));
+        }
+        // SAFETY: a PD from ibv_alloc_pd, or rejected.
+        let p = unsafe { resolve::<EmuPd>(VERB, a.pd) }?;
+        if p.ctx.ctx_ptr() != context {
+            return Err(fail(
+                VERB,
+                libc::EINVAL,
+                "the PD belongs to another context",
+            ));
+        }
+        // SAFETY: a live object; the field is set at creation.
+        if unsafe { std::ptr::addr_of!((*p.ptr).parent_of_td).read() }.is_some() {
+            return Err(fail(VERB, libc::EINVAL, "pd is itself a parent domain"));
+        }
+        let td = a.td.cast::<EmuTd>();
+        // SAFETY: a thread domain from ibv_alloc_td, if any.
+        if !td.is_null() && unsafe { (*td).td.context } != context {
+            return Err(fail(
+                VERB,
+                libc::EINVAL,
+                "the thread domain belongs to another context",
+            ));
+        }
+        on_device(VERB, p.dev, |h| h.alloc_parent_domain(p.handle))?;
+        if !td.is_null() {
+            // SAFETY: as above.
+            unsafe { &(*td).users }.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        let pd = ibv_pd {
+            context,
+            handle: p.handle.to_raw() as u32,
+        };
+        Ok(publish(Box::new(EmuPd {
+            pd,
+            handle: p.handle,
+            parent_of_td: Some(td),
+        }))
+        .cast())
+    })
 }
 
 // ---- MR ------------------------------------------------------------------------------

@@ -69,3 +69,11 @@ fn man_pages_memory_windows() {
 fn man_pages_rereg_mr_and_reset() {
     run_c_program("man_rereg_mr", "softroce0=127.77.30.10");
 }
+
+/// ibv_alloc_td(3), ibv_alloc_parent_domain(3): a parent domain is interchangeable with its
+/// PD (regions, QPs and extended CQs of either work together); the PD and thread domain stay
+/// while it uses them.
+#[test]
+fn man_pages_thread_and_parent_domains() {
+    run_c_program("man_parent_domain", "softroce0=127.77.30.11");
+}

@@ -184,6 +184,18 @@ impl Hca {
         Ok(())
     }
 
+    /// `ibv_alloc_parent_domain` over `pd`: the parent domain names the same PD
+    /// (ibv_alloc_parent_domain(3): "completely interchangeable" with it) and counts as one
+    /// of its users, so the PD is not deallocated under it.
+    pub fn alloc_parent_domain(&mut self, pd: PdHandle) -> VerbsResult<()> {
+        self.store.add_pd_users("alloc_parent_domain", pd, 1)
+    }
+
+    /// `ibv_dealloc_pd` of a parent domain over `pd`.
+    pub fn dealloc_parent_domain(&mut self, pd: PdHandle) -> VerbsResult<()> {
+        self.store.add_pd_users("dealloc_pd", pd, -1)
+    }
+
     // ---- MR ---------------------------------------------------------------------------
 
     /// `ibv_reg_mr`: register `len` bytes at `addr` with `access` rights.
