@@ -14,7 +14,7 @@ use core::fmt;
 
 use softroce_emu_core::{
     AccessFlags, AhAttr, AhHandle, AtomicTarget, CqHandle, DeviceAttr, EventType, MrHandle, MwBind,
-    MwHandle, PortAttr, PortState, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType,
+    MwHandle, OdpCaps, PortAttr, PortState, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType,
     RdmaTarget, RecvWr, SendFlags, SendWr, Sge, SrqAttr, SrqAttrMask, SrqHandle, UdTarget, WcFlags,
     WcOpcode, WcStatus, WorkCompletion, WrOpcode,
 };
@@ -151,6 +151,8 @@ pub fn device_attr_from_c(a: &ibv_device_attr) -> DeviceAttr {
         max_cqe: non_negative(a.max_cqe),
         max_mr: non_negative(a.max_mr),
         max_mw: non_negative(a.max_mw),
+        // Not in ibv_device_attr (ibv_query_device_ex has it).
+        odp: OdpCaps::default(),
         max_pd: non_negative(a.max_pd),
         max_qp_rd_atom: non_negative(a.max_qp_rd_atom),
         max_qp_init_rd_atom: non_negative(a.max_qp_init_rd_atom),

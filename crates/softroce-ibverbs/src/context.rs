@@ -336,6 +336,15 @@ unsafe extern "C" fn vctx_query_device_ex(
         let mut ex: ibv_device_attr_ex = zeroed();
         ex.orig_attr = ctx.query(|h| reported_device_attr(h.query_device()));
         ex.phys_port_cnt_ex = u32::from(ex.orig_attr.phys_port_cnt);
+        let odp = ctx.query(|h| h.query_device().odp);
+        ex.odp_caps = ibv_odp_caps {
+            general_caps: odp.general,
+            per_transport_caps: ibv_odp_caps_per_transport {
+                rc_odp_caps: odp.rc,
+                uc_odp_caps: odp.uc,
+                ud_odp_caps: odp.ud,
+            },
+        };
         let n = attr_size.min(size_of::<ibv_device_attr_ex>());
         // SAFETY: the caller's struct holds attr_size bytes; we write at most that.
         unsafe {

@@ -307,6 +307,26 @@ unsafe fn dealloc_pd(verb: &str, pd: *mut ibv_pd) -> Result<(), c_int> {
     Ok(())
 }
 
+/// `verbs_context.advise_mr` (`ibv_advise_mr`): 0, or the errno value (ibv_advise_mr(3)).
+pub(crate) unsafe extern "C" fn vctx_advise_mr(
+    pd: *mut ibv_pd,
+    advice: c_uint,
+    flags: u32,
+    sg_list: *mut ibv_sge,
+    num_sges: u32,
+) -> c_int {
+    const VERB: &str = "ibv_advise_mr";
+    guard_errno(VERB, || {
+        // SAFETY: a PD or parent domain of this library, or rejected.
+        let p = unsafe { resolve::<EmuPd>(VERB, pd) }?;
+        let n = c_int::try_from(num_sges).map_err(|_| fail(VERB, libc::EINVAL, "num_sges"))?;
+        // SAFETY: the caller's list of num_sges elements.
+        let sges =
+            unsafe { convert::sges_from_c(sg_list, n) }.map_err(|e| fail_convert(VERB, e))?;
+        on_device(VERB, p.dev, |h| h.advise_mr(p.handle, advice, flags, &sges))
+    })
+}
+
 /// `verbs_context.alloc_td` (`ibv_alloc_td`): NULL with errno on failure.
 pub(crate) unsafe extern "C" fn vctx_alloc_td(
     context: *mut ibv_context,

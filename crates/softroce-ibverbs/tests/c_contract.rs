@@ -77,3 +77,10 @@ fn man_pages_rereg_mr_and_reset() {
 fn man_pages_thread_and_parent_domains() {
     run_c_program("man_parent_domain", "softroce0=127.77.30.11");
 }
+
+/// ibv_query_device_ex(3) odp_caps, ibv_reg_mr(3) IBV_ACCESS_ON_DEMAND, ibv_advise_mr(3):
+/// explicit ODP for every operation, no implicit ODP, and each errno advise_mr lists.
+#[test]
+fn man_pages_on_demand_paging() {
+    run_c_program("man_odp", "softroce0=127.77.30.12");
+}

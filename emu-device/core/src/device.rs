@@ -113,6 +113,8 @@ pub struct DeviceAttr {
     pub max_mr: u32,
     /// Maximum memory windows.
     pub max_mw: u32,
+    /// On-demand paging (`ibv_device_attr_ex.odp_caps`).
+    pub odp: OdpCaps,
     /// Maximum PDs.
     pub max_pd: u32,
     /// Maximum outstanding READ/atomic as responder, per QP.
@@ -141,6 +143,37 @@ pub struct DeviceAttr {
     pub max_msg_sz: u32,
     /// Completion vectors.
     pub num_comp_vectors: u32,
+}
+
+/// On-demand paging capabilities (`struct ibv_odp_caps`): the general bits
+/// (`IBV_ODP_SUPPORT` = 1, `IBV_ODP_SUPPORT_IMPLICIT` = 2) and, per transport, the
+/// operations that may use ODP regions (`IBV_ODP_SUPPORT_SEND` = 1, `RECV` = 2, `WRITE` = 4,
+/// `READ` = 8, `ATOMIC` = 16, `SRQ_RECV` = 32).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OdpCaps {
+    /// `general_caps`.
+    pub general: u64,
+    /// `per_transport_caps.rc_odp_caps`.
+    pub rc: u32,
+    /// `per_transport_caps.uc_odp_caps`.
+    pub uc: u32,
+    /// `per_transport_caps.ud_odp_caps`.
+    pub ud: u32,
+}
+
+impl OdpCaps {
+    /// What the emulator offers. It pins nothing for any region, so an ODP region is one
+    /// more region and every operation of every QP type may use it. Implicit ODP (a region
+    /// over the whole address space, pages mapped later) is not offered: every region's pages
+    /// are checked when it is registered, so no access can fault the process.
+    pub const EMULATED: Self = Self {
+        general: 1,
+        rc: 0x3F,
+        // UC: no READ, atomics or SRQ (only RC and UD QPs take an SRQ).
+        uc: 0x07,
+        // UD: SEND, RECV, SRQ_RECV.
+        ud: 0x23,
+    };
 }
 
 /// Port state (`enum ibv_port_state`).
@@ -216,6 +249,7 @@ impl Device {
             max_mr: 0x7_FFFF,
             // rxe's RXE_MAX_MW.
             max_mw: 0x7_FFFF,
+            odp: OdpCaps::EMULATED,
             max_pd: 0x10_0000,
             max_qp_rd_atom: 128,
             max_qp_init_rd_atom: 128,

@@ -449,15 +449,14 @@ impl Hca {
         if mask.contains(M::PORT) && attr.port_num != 1 {
             return bad(format!("port_num {} does not exist", attr.port_num));
         }
-        if mask.contains(M::ACCESS_FLAGS) {
-            let allowed = AccessFlags::LOCAL_WRITE
-                | AccessFlags::REMOTE_WRITE
-                | AccessFlags::REMOTE_READ
-                | AccessFlags::REMOTE_ATOMIC;
-            let extra = attr.qp_access_flags.difference(allowed);
-            if !extra.is_empty() {
-                return bad(format!("qp_access_flags {extra} do not apply to a QP"));
-            }
+        // ibv_modify_qp(3): the mask "of enabled remote access operations". Region-only bits
+        // (LOCAL_WRITE, ON_DEMAND …) enable nothing and are ignored, as rxe and mlx5 do
+        // (rdma-core's ODP tests pass the region's flags); unknown bits are refused.
+        if mask.contains(M::ACCESS_FLAGS) && attr.qp_access_flags.unknown_bits() != 0 {
+            return bad(format!(
+                "qp_access_flags has unknown bits {:#x}",
+                attr.qp_access_flags.unknown_bits()
+            ));
         }
         if mask.contains(M::AV) {
             self.device.check_ah_attr("modify_qp", &attr.ah_attr)?;
