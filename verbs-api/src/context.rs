@@ -4,11 +4,13 @@ use std::net::IpAddr;
 use std::ops::Range;
 use std::os::fd::RawFd;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use softroce_emu::core::{
     AccessFlags, AsyncEvent, ChannelHandle, Counters, CqHandle, DeviceAttr, Hca, MrHandle, MrKeys,
-    PdHandle, PortAttr, RecvWr, Sge, SrqAttr, SrqAttrMask, SrqHandle, VerbsError, WorkCompletion,
+    MwBind, MwHandle, MwType, PdHandle, PortAttr, RecvWr, SendWr, Sge, SrqAttr, SrqAttrMask,
+    SrqHandle, VerbsError, WorkCompletion, WrOpcode,
 };
 use softroce_emu::driver::{Device, DeviceConfig};
 
@@ -361,9 +363,117 @@ impl MemoryRegion {
     }
 }
 
+impl MemoryRegion {
+    pub(crate) fn handle(&self) -> MrHandle {
+        self.mr
+    }
+}
+
 impl Drop for MemoryRegion {
     fn drop(&mut self) {
-        let _ = self.pd.dev.dereg_mr(self.mr);
+        if self.pd.dev.dereg_mr(self.mr).is_err() {
+            // Still registered (a memory window is bound to it: ibv_dereg_mr fails with
+            // EBUSY): a peer may still reach the buffer through the window, so it is leaked
+            // rather than freed under the device.
+            if let Some(buf) = self._buf.take() {
+                std::mem::forget(buf);
+            }
+        }
+    }
+}
+
+impl ProtectionDomain {
+    /// `ibv_alloc_mw`: an unbound memory window of `mw_type` (ibv_alloc_mw(3)). Bind a type 1
+    /// window with [`QueuePair::bind_mw`](crate::QueuePair::bind_mw), a type 2 window by
+    /// posting [`MemoryWindow::bind_wr`].
+    pub fn alloc_mw(&self, mw_type: MwType) -> Result<MemoryWindow> {
+        let (mw, rkey) = self.pd.dev.alloc_mw(self.pd.pd, mw_type)?;
+        Ok(MemoryWindow {
+            pd: Arc::clone(&self.pd),
+            mw,
+            mw_type,
+            rkey: AtomicU32::new(rkey),
+        })
+    }
+}
+
+/// A memory window: an R_Key that, once bound, opens part of a memory region to remote
+/// access with its own rights. Dropping it deallocates it (`ibv_dealloc_mw`, which unbinds).
+#[derive(Debug)]
+pub struct MemoryWindow {
+    pd: Arc<PdInner>,
+    mw: MwHandle,
+    mw_type: MwType,
+    rkey: AtomicU32,
+}
+
+impl MemoryWindow {
+    /// Its type.
+    pub fn mw_type(&self) -> MwType {
+        self.mw_type
+    }
+
+    /// The R_Key: as allocated, or as the last bind ([`QueuePair::bind_mw`](crate::QueuePair::bind_mw),
+    /// [`MemoryWindow::bind_wr`]) gives it. As with `ibv_bind_mw`, the key changes when the
+    /// bind is made, before it completes: a bind that completes in error leaves the window
+    /// with its old key (ibv_bind_mw(3), NOTES).
+    pub fn rkey(&self) -> u32 {
+        self.rkey.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_rkey(&self, rkey: u32) {
+        self.rkey.store(rkey, Ordering::Relaxed);
+    }
+
+    /// The next R_Key a bind gives the window: `ibv_inc_rkey` of `current`.
+    pub fn next_rkey(current: u32) -> u32 {
+        (current & !0xFF) | (current.wrapping_add(1) & 0xFF)
+    }
+
+    /// The bind, `len` bytes of `mr` from byte `offset` with `access` (remote rights, and
+    /// `ZERO_BASED`), giving the window R_Key `rkey`; `len` 0 unbinds.
+    pub(crate) fn bind_of(
+        &self,
+        mr: &MemoryRegion,
+        offset: usize,
+        len: usize,
+        access: AccessFlags,
+        rkey: u32,
+    ) -> MwBind {
+        MwBind {
+            mw: self.mw,
+            rkey,
+            mr: Some(mr.handle()),
+            addr: mr.addr(offset),
+            length: len as u64,
+            access,
+        }
+    }
+
+    /// An `IBV_WR_BIND_MW` work request binding this (type 2) window to `len` bytes of `mr`
+    /// from byte `offset` with `access`, and the window's R_Key once it completes: the next
+    /// key (`ibv_inc_rkey`), which [`MemoryWindow::rkey`] reports from now on. Post it with
+    /// [`QueuePair::post_send`](crate::QueuePair::post_send): remote access through the key
+    /// then comes only through that QP (a type 2B window, ibv_alloc_mw(3)).
+    pub fn bind_wr(
+        &self,
+        wr_id: u64,
+        mr: &MemoryRegion,
+        offset: usize,
+        len: usize,
+        access: AccessFlags,
+    ) -> (SendWr, u32) {
+        let rkey = Self::next_rkey(self.rkey());
+        let mut wr = SendWr::new(wr_id, WrOpcode::BindMw);
+        wr.bind = Some(self.bind_of(mr, offset, len, access, rkey));
+        self.set_rkey(rkey);
+        (wr, rkey)
+    }
+}
+
+impl Drop for MemoryWindow {
+    fn drop(&mut self) {
+        let _ = self.pd.dev.dealloc_mw(self.mw);
     }
 }
 

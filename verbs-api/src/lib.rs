@@ -78,14 +78,15 @@ pub mod sim;
 pub mod tokio;
 
 pub use context::{
-    CompletionChannel, CompletionQueue, Context, MemoryRegion, ProtectionDomain, SharedReceiveQueue,
+    CompletionChannel, CompletionQueue, Context, MemoryRegion, MemoryWindow, ProtectionDomain,
+    SharedReceiveQueue,
 };
 pub use error::{Error, Result};
 pub use qp::{PreparedQueuePair, QueuePair, QueuePairBuilder, QueuePairEndpoint};
 pub use softroce_emu::core::{
-    AccessFlags, AsyncEvent, AtomicTarget, Counters, DeviceAttr, EventElement, EventType, PortAttr,
-    QpAttr, QpAttrMask, QpCap, QpState, QpType, RdmaTarget, RecvWr, SendFlags, SendWr, Sge,
-    UdTarget, VendorErr, WcFlags, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
+    AccessFlags, AsyncEvent, AtomicTarget, Counters, DeviceAttr, EventElement, EventType, MwBind,
+    MwType, PortAttr, QpAttr, QpAttrMask, QpCap, QpState, QpType, RdmaTarget, RecvWr, SendFlags,
+    SendWr, Sge, UdTarget, VendorErr, WcFlags, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
 };
 /// The 40-byte area at the start of every UD receive buffer: what it says about the sender.
 pub use softroce_wire::grh;

@@ -5,14 +5,17 @@
 use std::sync::Arc;
 
 use softroce_emu::core::{
-    AccessFlags, AhAttr, AhHandle, QpAttr, QpAttrMask, QpBringup, QpCap, QpHandle, QpInitAttr,
-    QpPeer, QpState, QpType, RecvWr, SendWr, Sge, UdTarget,
+    AccessFlags, AhAttr, AhHandle, MwType, QpAttr, QpAttrMask, QpBringup, QpCap, QpHandle,
+    QpInitAttr, QpPeer, QpState, QpType, RecvWr, SendFlags, SendWr, Sge, UdTarget,
 };
 use softroce_wire::{Gid, Mtu, Psn};
 
 use crate::backend::Backend;
-use crate::context::{CompletionQueue, CqInner, PdInner, ProtectionDomain, SharedReceiveQueue};
-use crate::error::Result;
+use crate::context::{
+    CompletionQueue, CqInner, MemoryRegion, MemoryWindow, PdInner, ProtectionDomain,
+    SharedReceiveQueue,
+};
+use crate::error::{Error, Result};
 
 /// What a peer needs to connect to a queue pair (exchange it out of band).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -413,6 +416,45 @@ impl QueuePair {
     pub unsafe fn post_send(&self, wrs: &[SendWr]) -> Result<()> {
         // SAFETY: forwarded contract.
         unsafe { self.inner.pd.dev.post_send(self.inner.qp, wrs) }
+    }
+
+    /// `ibv_bind_mw`: bind type 1 window `mw` to `len` bytes of `mr` from byte `offset` with
+    /// `access` (remote rights, and `ZERO_BASED`; `len` 0 unbinds, which is how a type 1
+    /// window is invalidated). The bind is posted to this QP's send queue and completes
+    /// there in order (`wr_id`, `send_flags`); the window's new R_Key is returned and kept in
+    /// `mw` (ibv_bind_mw(3)). A type 2 window is EINVAL: post [`MemoryWindow::bind_wr`].
+    ///
+    /// # Safety
+    /// Once bound, a peer may read or write the window's range of `mr` at any time until
+    /// the window is unbound or deallocated: the application must treat it as posted
+    /// memory, as for [`QueuePair::post_send`].
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn bind_mw(
+        &self,
+        mw: &MemoryWindow,
+        mr: &MemoryRegion,
+        offset: usize,
+        len: usize,
+        access: AccessFlags,
+        wr_id: u64,
+        send_flags: SendFlags,
+    ) -> Result<u32> {
+        if mw.mw_type() != MwType::Type1 {
+            return Err(Error::Invalid {
+                what: "bind_mw",
+                reason: "a type 2 window is bound by posting IBV_WR_BIND_MW (ibv_bind_mw(3))"
+                    .into(),
+            });
+        }
+        let rkey = MemoryWindow::next_rkey(mw.rkey());
+        let bind = mw.bind_of(mr, offset, len, access, rkey);
+        let rkey = self
+            .inner
+            .pd
+            .dev
+            .bind_mw(self.inner.qp, wr_id, send_flags, bind)?;
+        mw.set_rkey(rkey);
+        Ok(rkey)
     }
 
     /// Post one receive into `sges`.

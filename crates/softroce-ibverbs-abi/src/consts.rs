@@ -58,6 +58,11 @@ consts! {
         IBV_NODE_ROUTER = 3,
         /// iWARP NIC.
         IBV_NODE_RNIC = 4,
+
+        /// `enum ibv_rereg_mr_err_code`: the old MR is valid, libibverbs found bad input.
+        IBV_REREG_MR_ERR_INPUT = -1,
+        /// The MR should not be used: the command failed.
+        IBV_REREG_MR_ERR_CMD = -4,
         /// usNIC UDP.
         IBV_NODE_USNIC = 5,
         /// usNIC UDP.
@@ -279,10 +284,22 @@ consts! {
         /// parent_domain.
         IBV_CQ_INIT_ATTR_MASK_PD = 1 << 1,
 
+        /// `enum ibv_parent_domain_init_attr_mask`: alloc and free are given.
+        IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS = 1 << 0,
+        /// pd_context is given.
+        IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT = 1 << 1,
+
         /// `enum ibv_create_cq_attr_flags`: single-threaded use.
         IBV_CREATE_CQ_ATTR_SINGLE_THREADED = 1 << 0,
         /// Ignore overruns.
         IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN = 1 << 1,
+
+        /// `enum ibv_rereg_mr_flags`: change the range.
+        IBV_REREG_MR_CHANGE_TRANSLATION = 1 << 0,
+        /// Change the PD.
+        IBV_REREG_MR_CHANGE_PD = 1 << 1,
+        /// Change the access flags.
+        IBV_REREG_MR_CHANGE_ACCESS = 1 << 2,
 
         /// `enum ibv_srq_attr_mask`: max_wr.
         IBV_SRQ_MAX_WR = 1 << 0,

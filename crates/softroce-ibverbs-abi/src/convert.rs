@@ -13,10 +13,10 @@ use core::ffi::{c_char, c_int, c_void};
 use core::fmt;
 
 use softroce_emu_core::{
-    AccessFlags, AhAttr, AhHandle, AtomicTarget, CqHandle, DeviceAttr, EventType, PortAttr,
-    PortState, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType, RdmaTarget, RecvWr,
-    SendFlags, SendWr, Sge, SrqAttr, SrqAttrMask, SrqHandle, UdTarget, WcFlags, WcOpcode, WcStatus,
-    WorkCompletion, WrOpcode,
+    AccessFlags, AhAttr, AhHandle, AtomicTarget, CqHandle, DeviceAttr, EventType, MrHandle, MwBind,
+    MwHandle, OdpCaps, PortAttr, PortState, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType,
+    RdmaTarget, RecvWr, SendFlags, SendWr, Sge, SrqAttr, SrqAttrMask, SrqHandle, UdTarget, WcFlags,
+    WcOpcode, WcStatus, WorkCompletion, WrOpcode,
 };
 use softroce_wire::{Gid, Mtu, Psn};
 
@@ -115,6 +115,7 @@ pub fn device_attr_to_c(a: &DeviceAttr) -> ibv_device_attr {
     d.max_cq = clamp_i32(a.max_cq);
     d.max_cqe = clamp_i32(a.max_cqe);
     d.max_mr = clamp_i32(a.max_mr);
+    d.max_mw = clamp_i32(a.max_mw);
     d.max_pd = clamp_i32(a.max_pd);
     d.max_qp_rd_atom = clamp_i32(a.max_qp_rd_atom);
     d.max_qp_init_rd_atom = clamp_i32(a.max_qp_init_rd_atom);
@@ -149,6 +150,9 @@ pub fn device_attr_from_c(a: &ibv_device_attr) -> DeviceAttr {
         max_cq: non_negative(a.max_cq),
         max_cqe: non_negative(a.max_cqe),
         max_mr: non_negative(a.max_mr),
+        max_mw: non_negative(a.max_mw),
+        // Not in ibv_device_attr (ibv_query_device_ex has it).
+        odp: OdpCaps::default(),
         max_pd: non_negative(a.max_pd),
         max_qp_rd_atom: non_negative(a.max_qp_rd_atom),
         max_qp_init_rd_atom: non_negative(a.max_qp_init_rd_atom),
@@ -539,8 +543,27 @@ fn uses_invalidate_rkey(op: WrOpcode) -> bool {
     matches!(op, WrOpcode::SendWithInv | WrOpcode::LocalInv)
 }
 
+/// The core's form of a window bind (`ibv_mw_bind_info`, with the new R_Key): `mw` and `mr`
+/// are the core's handles of the C window and region (no region: NULL).
+pub fn mw_bind_from_c(
+    mw: MwHandle,
+    mr: Option<MrHandle>,
+    rkey: u32,
+    info: &ibv_mw_bind_info,
+) -> MwBind {
+    MwBind {
+        mw,
+        rkey,
+        mr,
+        addr: info.addr,
+        length: info.length,
+        access: AccessFlags(info.mw_access_flags),
+    }
+}
+
 /// The core's form of one C send work request (its `next` is not followed). UD QPs read the
-/// `wr.ud` member; `ah_handle` names the core AH of its `ibv_ah`.
+/// `wr.ud` member; `ah_handle` names the core AH of its `ibv_ah`, `mw_handle` and
+/// `mr_handle` the core window and region of a bind's `ibv_mw` and non-NULL `ibv_mr`.
 ///
 /// # Safety
 /// `wr`'s scatter/gather list must be readable.
@@ -548,6 +571,8 @@ pub unsafe fn send_wr_from_c(
     wr: &ibv_send_wr,
     qp_type: QpType,
     ah_handle: impl FnOnce(*mut ibv_ah) -> AhHandle,
+    mw_handle: impl FnOnce(*mut ibv_mw) -> MwHandle,
+    mr_handle: impl FnOnce(*mut ibv_mr) -> MrHandle,
 ) -> Result<SendWr, ConvertError> {
     let opcode = WrOpcode::from_raw(wr.opcode).ok_or_else(|| {
         ConvertError::invalid(format!(
@@ -556,8 +581,12 @@ pub unsafe fn send_wr_from_c(
         ))
     })?;
     let mut out = SendWr::new(wr.wr_id, opcode);
-    // SAFETY: forwarded from the caller.
-    out.sg_list = unsafe { sges_from_c(wr.sg_list, wr.num_sge) }?;
+    if !opcode.is_local() {
+        // A bind or local invalidate has no scatter/gather list (ibv_post_send(3)): its
+        // num_sge is not read.
+        // SAFETY: forwarded from the caller.
+        out.sg_list = unsafe { sges_from_c(wr.sg_list, wr.num_sge) }?;
+    }
     out.send_flags = SendFlags(wr.send_flags);
     // One C union: the opcode says which meaning applies, the core reads the one it needs.
     out.imm_data = wr.imm_data;
@@ -580,6 +609,17 @@ pub unsafe fn send_wr_from_c(
             rkey: a.rkey,
         };
     }
+    if opcode == WrOpcode::BindMw {
+        // SAFETY: IBV_WR_BIND_MW uses the bind_mw member.
+        let b = unsafe { wr.ext.bind_mw };
+        if b.mw.is_null() {
+            return Err(ConvertError::invalid(
+                "IBV_WR_BIND_MW with a NULL bind_mw.mw".into(),
+            ));
+        }
+        let mr = (!b.bind_info.mr.is_null()).then(|| mr_handle(b.bind_info.mr));
+        out.bind = Some(mw_bind_from_c(mw_handle(b.mw), mr, b.rkey, &b.bind_info));
+    }
     if qp_type == QpType::Ud {
         // SAFETY: UD QPs use the ud member.
         let ud = unsafe { wr.wr.ud };
@@ -597,9 +637,19 @@ pub unsafe fn send_wr_from_c(
     Ok(out)
 }
 
+/// The C objects behind core handles, for work requests going to C.
+pub trait CObjects {
+    /// The `ibv_ah` of an address handle.
+    fn ah(&mut self, h: AhHandle) -> *mut ibv_ah;
+    /// The `ibv_mw` of a memory window.
+    fn mw(&mut self, h: MwHandle) -> *mut ibv_mw;
+    /// The `ibv_mr` of a memory region.
+    fn mr(&mut self, h: MrHandle) -> *mut ibv_mr;
+}
+
 /// One send work request as C holds it, `next`, `sg_list` and `num_sge` unset (see
-/// [`WrChain`]); `ah_ptr` names the C AH of the core's handle.
-pub fn send_wr_to_c(w: &SendWr, ah_ptr: impl FnOnce(AhHandle) -> *mut ibv_ah) -> ibv_send_wr {
+/// [`WrChain`]); `objects` names the C objects of the core's handles.
+pub fn send_wr_to_c(w: &SendWr, objects: &mut impl CObjects) -> ibv_send_wr {
     // SAFETY: ibv_send_wr holds integers, raw pointers and unions of those: all-zero is valid.
     let mut c: ibv_send_wr = unsafe { core::mem::zeroed() };
     c.wr_id = w.wr_id;
@@ -610,9 +660,21 @@ pub fn send_wr_to_c(w: &SendWr, ah_ptr: impl FnOnce(AhHandle) -> *mut ibv_ah) ->
     } else {
         w.imm_data
     };
+    if let Some(b) = w.bind {
+        c.ext.bind_mw = ibv_send_wr_bind_mw {
+            mw: objects.mw(b.mw),
+            rkey: b.rkey,
+            bind_info: ibv_mw_bind_info {
+                mr: b.mr.map_or(core::ptr::null_mut(), |mr| objects.mr(mr)),
+                addr: b.addr,
+                length: b.length,
+                mw_access_flags: b.access.0,
+            },
+        };
+    }
     if let Some(ud) = w.ud {
         c.wr.ud = ibv_send_wr_ud {
-            ah: ah_ptr(ud.ah),
+            ah: objects.ah(ud.ah),
             remote_qpn: ud.remote_qpn,
             remote_qkey: ud.remote_qkey,
         };
@@ -738,9 +800,9 @@ impl WrChain<ibv_recv_wr> {
 }
 
 impl WrChain<ibv_send_wr> {
-    /// Send work requests as a C list; `ah_ptr` names the C AH of a core handle.
-    pub fn send(wrs: &[SendWr], mut ah_ptr: impl FnMut(AhHandle) -> *mut ibv_ah) -> Self {
-        let c = wrs.iter().map(|w| send_wr_to_c(w, &mut ah_ptr)).collect();
+    /// Send work requests as a C list; `objects` names the C objects of core handles.
+    pub fn send(wrs: &[SendWr], objects: &mut impl CObjects) -> Self {
+        let c = wrs.iter().map(|w| send_wr_to_c(w, objects)).collect();
         Self::link(c, wrs.iter().map(|w| w.sg_list.as_slice()).collect())
     }
 }
@@ -812,6 +874,21 @@ pub fn async_event_from_c(
 mod tests {
     use super::*;
 
+    /// Handles as their own C pointers, as the libibverbs backend keeps them.
+    struct Tokens;
+
+    impl CObjects for Tokens {
+        fn ah(&mut self, h: AhHandle) -> *mut ibv_ah {
+            h.to_raw() as usize as *mut ibv_ah
+        }
+        fn mw(&mut self, h: MwHandle) -> *mut ibv_mw {
+            h.to_raw() as usize as *mut ibv_mw
+        }
+        fn mr(&mut self, h: MrHandle) -> *mut ibv_mr {
+            h.to_raw() as usize as *mut ibv_mr
+        }
+    }
+
     /// Both directions agree: what the libibverbs backend posts is what the drop-in reads.
     #[test]
     fn send_work_requests_survive_the_trip_through_c() {
@@ -844,6 +921,20 @@ mod tests {
                     rkey: 10,
                 };
             }
+            if opcode.is_local() {
+                // No scatter/gather list is read for binds and local invalidates.
+                w.sg_list.clear();
+            }
+            if opcode == WrOpcode::BindMw {
+                w.bind = Some(MwBind {
+                    mw: MwHandle::from_raw(0x4000),
+                    rkey: 0x1234_5601,
+                    mr: Some(MrHandle::from_raw(0x5000)),
+                    addr: 0x6000,
+                    length: 0x100,
+                    access: AccessFlags::REMOTE_WRITE | AccessFlags::ZERO_BASED,
+                });
+            }
             // UD's `wr.ud` shares the union with the RDMA and atomic targets: UD QPs only send.
             for qp_type in [QpType::Rc, QpType::Ud] {
                 if !opcode.valid_for(qp_type) {
@@ -857,14 +948,16 @@ mod tests {
                         remote_qkey: 0x22,
                     });
                 }
-                let mut chain = WrChain::send(std::slice::from_ref(&w), |h| {
-                    h.to_raw() as usize as *mut ibv_ah
-                });
+                let mut chain = WrChain::send(std::slice::from_ref(&w), &mut Tokens);
                 // SAFETY: the chain's head and its SGE list are alive.
                 let back = unsafe {
-                    send_wr_from_c(&*chain.first(), qp_type, |p| {
-                        AhHandle::from_raw(p as usize as u64)
-                    })
+                    send_wr_from_c(
+                        &*chain.first(),
+                        qp_type,
+                        |p| AhHandle::from_raw(p as usize as u64),
+                        |p| MwHandle::from_raw(p as usize as u64),
+                        |p| MrHandle::from_raw(p as usize as u64),
+                    )
                 }
                 .unwrap();
                 assert_eq!(back.wr_id, w.wr_id);
@@ -874,6 +967,7 @@ mod tests {
                 assert_eq!(back.rdma, w.rdma, "{opcode}");
                 assert_eq!(back.atomic, w.atomic, "{opcode}");
                 assert_eq!(back.ud, w.ud, "{opcode} on {qp_type}");
+                assert_eq!(back.bind, w.bind, "{opcode}");
                 let read = if uses_invalidate_rkey(opcode) {
                     back.invalidate_rkey
                 } else {

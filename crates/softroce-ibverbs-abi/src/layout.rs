@@ -555,6 +555,20 @@ layout! {
         sgid                   8   16,
         dgid                  24   16,
     }
+    ibv_td 8 8 {
+        context 0 8,
+    }
+    ibv_td_init_attr 4 4 {
+        comp_mask 0 4,
+    }
+    ibv_parent_domain_init_attr 48 8 {
+        pd           0    8,
+        td           8    8,
+        comp_mask   16    4,
+        alloc       24    8,
+        free        32    8,
+        pd_context  40    8,
+    }
     ibv_mw 32 8 {
         context           0    8,
         pd                8    8,

@@ -728,6 +728,55 @@ pub struct ibv_pd {
     pub handle: u32,
 }
 
+/// `struct ibv_td`: a thread domain.
+#[repr(C)]
+#[derive(Debug)]
+pub struct ibv_td {
+    /// The context.
+    pub context: *mut ibv_context,
+}
+
+/// `struct ibv_td_init_attr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ibv_td_init_attr {
+    /// No optional fields exist.
+    pub comp_mask: u32,
+}
+
+/// `struct ibv_parent_domain_init_attr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ibv_parent_domain_init_attr {
+    /// The protection domain the parent domain extends.
+    pub pd: *mut ibv_pd,
+    /// A thread domain, or NULL.
+    pub td: *mut ibv_td,
+    /// `IBV_PARENT_DOMAIN_INIT_ATTR_*`.
+    pub comp_mask: u32,
+    /// Custom allocator.
+    pub alloc: Option<
+        unsafe extern "C" fn(
+            pd: *mut ibv_pd,
+            pd_context: *mut c_void,
+            size: usize,
+            alignment: usize,
+            resource_type: u64,
+        ) -> *mut c_void,
+    >,
+    /// Custom free.
+    pub free: Option<
+        unsafe extern "C" fn(
+            pd: *mut ibv_pd,
+            pd_context: *mut c_void,
+            ptr: *mut c_void,
+            resource_type: u64,
+        ),
+    >,
+    /// The application's context for the allocators.
+    pub pd_context: *mut c_void,
+}
+
 /// `struct ibv_xrcd`.
 #[repr(C)]
 #[derive(Debug)]

@@ -282,9 +282,6 @@ pub(crate) fn on_device<R>(
     dev.with(f).map_err(|e| fail(verb, e.errno(), e))
 }
 
-/// IBV_DEVICE_MEM_WINDOW, MEM_MGT_EXTENSIONS, MEM_WINDOW_TYPE_2A and _2B.
-const NOT_EMULATED_CAPS: u32 = (1 << 17) | (1 << 21) | (1 << 23) | (1 << 24);
-
 /// Responder resources, as rxe reports them.
 const MAX_RES_RD_ATOM: i32 = 0x3f80;
 
@@ -292,8 +289,6 @@ const MAX_RES_RD_ATOM: i32 = 0x3f80;
 /// then uses its generic, legacy `ibv_post_send` path.)
 fn reported_device_attr(a: &DeviceAttr) -> ibv_device_attr {
     let mut d = convert::device_attr_to_c(a);
-    // Memory windows and fast-registration work requests are not emulated.
-    d.device_cap_flags &= !NOT_EMULATED_CAPS;
     d.max_res_rd_atom = MAX_RES_RD_ATOM;
     d
 }
@@ -341,6 +336,15 @@ unsafe extern "C" fn vctx_query_device_ex(
         let mut ex: ibv_device_attr_ex = zeroed();
         ex.orig_attr = ctx.query(|h| reported_device_attr(h.query_device()));
         ex.phys_port_cnt_ex = u32::from(ex.orig_attr.phys_port_cnt);
+        let odp = ctx.query(|h| h.query_device().odp);
+        ex.odp_caps = ibv_odp_caps {
+            general_caps: odp.general,
+            per_transport_caps: ibv_odp_caps_per_transport {
+                rc_odp_caps: odp.rc,
+                uc_odp_caps: odp.uc,
+                ud_odp_caps: odp.ud,
+            },
+        };
         let n = attr_size.min(size_of::<ibv_device_attr_ex>());
         // SAFETY: the caller's struct holds attr_size bytes; we write at most that.
         unsafe {

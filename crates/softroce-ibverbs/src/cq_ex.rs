@@ -8,7 +8,7 @@ use softroce_emu::core::{WcOpcode, WorkCompletion};
 use softroce_ibverbs_abi::*;
 
 use crate::ffi::{fail, guard, guard_ptr};
-use crate::objects::{EmuCq, create_cq, peek, resolve, with_roce_packet_type};
+use crate::objects::{self, EmuCq, create_cq, peek, resolve, with_roce_packet_type};
 
 /// `verbs_context.create_cq_ex`: completions carry the fields of `ibv_wc` (no timestamps,
 /// flow tags or tag matching).
@@ -38,17 +38,30 @@ pub(crate) unsafe extern "C" fn vctx_create_cq_ex(
         } else {
             0
         };
-        if a.comp_mask & !IBV_CQ_INIT_ATTR_MASK_FLAGS != 0
+        if a.comp_mask & !(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD) != 0
             || flags & !IBV_CREATE_CQ_ATTR_SINGLE_THREADED != 0
         {
             return Err(fail(
                 VERB,
                 libc::EOPNOTSUPP,
                 format!(
-                    "comp_mask {:#x} / flags {flags:#x}: parent domains and ignoring overruns are not emulated",
+                    "comp_mask {:#x} / flags {flags:#x}: ignoring overruns is not emulated",
                     a.comp_mask
                 ),
             ));
+        }
+        if a.comp_mask & IBV_CQ_INIT_ATTR_MASK_PD != 0 {
+            // A CQ of a parent domain (its allocators are never needed: see
+            // ibv_alloc_parent_domain); the domain must be of this context.
+            // SAFETY: a PD or parent domain of this library, or rejected.
+            let p = unsafe { objects::pd_context(VERB, a.parent_domain) }?;
+            if p != context {
+                return Err(fail(
+                    VERB,
+                    libc::EINVAL,
+                    "the parent domain belongs to another context",
+                ));
+            }
         }
         // SAFETY: context and channel from this library, or rejected.
         let p = unsafe { create_cq(VERB, context, a.cqe, a.cq_context, a.channel, a.comp_vector) }?;

@@ -1,4 +1,4 @@
-//! PDs, MRs, completion channels, CQs, QPs, SRQs, AHs and the data path (`ctx->ops`).
+//! PDs, MRs, MWs, completion channels, CQs, QPs, SRQs, AHs and the data path (`ctx->ops`).
 //!
 //! Each object is a `#[repr(C)]` struct whose first field is the C struct applications see,
 //! so the pointer handed out is also a pointer to ours, and it reaches its context through
@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use softroce_emu::Hca;
 use softroce_emu::core::{
-    AccessFlags, AhHandle, ChannelHandle, CqHandle, MrHandle, PdHandle, PostError, QpAttrMask,
-    QpHandle, QpType, RecvWr, SendWr, SrqHandle, VerbsError, VerbsResult, WcOpcode, WorkCompletion,
+    AccessFlags, AhHandle, ChannelHandle, CqHandle, MrHandle, MwHandle, MwType, PdHandle,
+    PostError, QpAttrMask, QpHandle, QpType, RecvWr, SendFlags, SendWr, SrqHandle, VerbsError,
+    VerbsResult, WcOpcode, WorkCompletion,
 };
 use softroce_emu::driver::{Device, EventFd};
 use softroce_ibverbs_abi::convert::{CWorkRequest, ConvertError};
@@ -205,6 +206,9 @@ pub(crate) fn fill_ops(ops: &mut ibv_context_ops) {
     ops.post_send = Some(op_post_send);
     ops.post_recv = Some(op_post_recv);
     ops.post_srq_recv = Some(op_post_srq_recv);
+    ops.alloc_mw = Some(op_alloc_mw);
+    ops.bind_mw = Some(op_bind_mw);
+    ops.dealloc_mw = Some(op_dealloc_mw);
 }
 
 /// Run a verb on the device without waking the engine (nothing it does changes timers), for
@@ -216,10 +220,22 @@ pub(crate) fn peek<R>(dev: &Device, f: impl FnOnce(&mut Hca) -> R) -> Option<R> 
 
 // ---- PD ------------------------------------------------------------------------------
 
+/// A PD, or a parent domain over one (which has the PD's handle).
 #[repr(C)]
 struct EmuPd {
     pd: ibv_pd,
     handle: PdHandle,
+    /// A parent domain: its thread domain (or NULL); `None` for a plain PD.
+    parent_of_td: Option<*mut EmuTd>,
+}
+
+/// A thread domain. The emulator's objects are safe for concurrent use whatever the
+/// domain (ibv_alloc_td(3): "by default all verbs objects are safe for multi-threaded
+/// access"); it only counts the parent domains using it.
+#[repr(C)]
+pub(crate) struct EmuTd {
+    td: ibv_td,
+    users: std::sync::atomic::AtomicU32,
 }
 
 // SAFETY: repr(C), ibv_pd first, allocated by publish.
@@ -244,21 +260,197 @@ pub(crate) unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut 
             context: ctx.ctx_ptr(),
             handle: handle.to_raw() as u32,
         };
-        Ok(publish(Box::new(EmuPd { pd, handle })).cast())
+        Ok(publish(Box::new(EmuPd {
+            pd,
+            handle,
+            parent_of_td: None,
+        }))
+        .cast())
     })
 }
 
+/// `ibv_dealloc_pd`, of a PD or a parent domain (ibv_alloc_parent_domain(3)).
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
     const VERB: &str = "ibv_dealloc_pd";
-    // SAFETY: a PD from ibv_alloc_pd, or rejected.
-    guard_errno(VERB, || unsafe { destroy::<EmuPd>(VERB, pd) })
+    // SAFETY: a PD from ibv_alloc_pd or ibv_alloc_parent_domain, or rejected.
+    guard_errno(VERB, || unsafe { dealloc_pd(VERB, pd) })
+}
+
+/// The context of a PD or parent domain from the application.
+///
+/// # Safety
+/// `pd` is NULL or a live PD or parent domain of this library.
+pub(crate) unsafe fn pd_context(verb: &str, pd: *mut ibv_pd) -> Result<*mut ibv_context, c_int> {
+    // SAFETY: forwarded.
+    let p = unsafe { resolve::<EmuPd>(verb, pd) }?;
+    Ok(p.ctx.ctx_ptr())
+}
+
+/// # Safety
+/// `pd` is NULL or a live PD or parent domain of this library.
+unsafe fn dealloc_pd(verb: &str, pd: *mut ibv_pd) -> Result<(), c_int> {
+    // SAFETY: forwarded.
+    let p = unsafe { resolve::<EmuPd>(verb, pd) }?;
+    // SAFETY: a live object; the field is set at creation.
+    let Some(td) = (unsafe { std::ptr::addr_of!((*p.ptr).parent_of_td).read() }) else {
+        // SAFETY: forwarded.
+        return unsafe { destroy::<EmuPd>(verb, pd) };
+    };
+    on_device(verb, p.dev, |h| h.dealloc_parent_domain(p.handle))?;
+    if !td.is_null() {
+        // SAFETY: the thread domain outlives the parent domains counted in it.
+        unsafe { &(*td).users }.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    // SAFETY: allocated by publish; the application no longer uses it.
+    drop(unsafe { Box::from_raw(p.ptr) });
+    Ok(())
+}
+
+/// `verbs_context.advise_mr` (`ibv_advise_mr`): 0, or the errno value (ibv_advise_mr(3)).
+pub(crate) unsafe extern "C" fn vctx_advise_mr(
+    pd: *mut ibv_pd,
+    advice: c_uint,
+    flags: u32,
+    sg_list: *mut ibv_sge,
+    num_sges: u32,
+) -> c_int {
+    const VERB: &str = "ibv_advise_mr";
+    guard_errno(VERB, || {
+        // SAFETY: a PD or parent domain of this library, or rejected.
+        let p = unsafe { resolve::<EmuPd>(VERB, pd) }?;
+        let n = c_int::try_from(num_sges).map_err(|_| fail(VERB, libc::EINVAL, "num_sges"))?;
+        // SAFETY: the caller's list of num_sges elements.
+        let sges =
+            unsafe { convert::sges_from_c(sg_list, n) }.map_err(|e| fail_convert(VERB, e))?;
+        on_device(VERB, p.dev, |h| h.advise_mr(p.handle, advice, flags, &sges))
+    })
+}
+
+/// `verbs_context.alloc_td` (`ibv_alloc_td`): NULL with errno on failure.
+pub(crate) unsafe extern "C" fn vctx_alloc_td(
+    context: *mut ibv_context,
+    init_attr: *mut c_void,
+) -> *mut c_void {
+    const VERB: &str = "ibv_alloc_td";
+    guard_ptr(VERB, || {
+        // SAFETY: an ibv_context from ibv_open_device, or rejected.
+        let ctx = unsafe { ctx_of(VERB, context) }?;
+        let attr = init_attr.cast::<ibv_td_init_attr>();
+        // SAFETY: the caller's attributes, if any.
+        if attr.is_null() || unsafe { (*attr).comp_mask } != 0 {
+            return Err(fail(
+                VERB,
+                libc::EINVAL,
+                "init_attr must be given, with comp_mask 0",
+            ));
+        }
+        let td = EmuTd {
+            td: ibv_td {
+                context: ctx.ctx_ptr(),
+            },
+            users: std::sync::atomic::AtomicU32::new(0),
+        };
+        Ok(Box::into_raw(Box::new(td)).cast())
+    })
+}
+
+/// `verbs_context.dealloc_td` (`ibv_dealloc_td`): 0, or EBUSY (the value) while a parent
+/// domain uses it.
+pub(crate) unsafe extern "C" fn vctx_dealloc_td(td: *mut c_void) -> c_int {
+    const VERB: &str = "ibv_dealloc_td";
+    guard_errno(VERB, || {
+        if td.is_null() {
+            return Err(fail(VERB, libc::EINVAL, "td is NULL"));
+        }
+        let t = td.cast::<EmuTd>();
+        // SAFETY: a thread domain from ibv_alloc_td.
+        let users = unsafe { &(*t).users }.load(std::sync::atomic::Ordering::Relaxed);
+        if users > 0 {
+            return Err(fail(
+                VERB,
+                libc::EBUSY,
+                format!("{users} parent domains still use the thread domain"),
+            ));
+        }
+        // SAFETY: allocated by vctx_alloc_td; the application no longer uses it.
+        drop(unsafe { Box::from_raw(t) });
+        Ok(())
+    })
+}
+
+/// `verbs_context.alloc_parent_domain` (`ibv_alloc_parent_domain`): a PD interchangeable
+/// with `attr.pd`. The emulator keeps no provider memory in the application's address
+/// space, so it never calls the custom allocators: its queues are its own.
+pub(crate) unsafe extern "C" fn vctx_alloc_parent_domain(
+    context: *mut ibv_context,
+    attr: *mut c_void,
+) -> *mut ibv_pd {
+    const VERB: &str = "ibv_alloc_parent_domain";
+    guard_ptr(VERB, || {
+        let attr = attr.cast::<ibv_parent_domain_init_attr>();
+        if attr.is_null() {
+            return Err(fail(VERB, libc::EINVAL, "attr is NULL"));
+        }
+        // SAFETY: the caller's attributes.
+        let a = unsafe { *attr };
+        let known = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
+        if a.comp_mask & !known != 0 {
+            return Err(fail(
+                VERB,
+                libc::EINVAL,
+                format!("unknown comp_mask bits {:#x}", a.comp_mask & !known),
+            ));
+        }
+        if a.comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS != 0
+            && (a.alloc.is_none() || a.free.is_none())
+        {
+            return Err(fail(VERB, libc::EINVAL, "allocators without alloc or free"));
+        }
+        // SAFETY: a PD from ibv_alloc_pd, or rejected.
+        let p = unsafe { resolve::<EmuPd>(VERB, a.pd) }?;
+        if p.ctx.ctx_ptr() != context {
+            return Err(fail(
+                VERB,
+                libc::EINVAL,
+                "the PD belongs to another context",
+            ));
+        }
+        // SAFETY: a live object; the field is set at creation.
+        if unsafe { std::ptr::addr_of!((*p.ptr).parent_of_td).read() }.is_some() {
+            return Err(fail(VERB, libc::EINVAL, "pd is itself a parent domain"));
+        }
+        let td = a.td.cast::<EmuTd>();
+        // SAFETY: a thread domain from ibv_alloc_td, if any.
+        if !td.is_null() && unsafe { (*td).td.context } != context {
+            return Err(fail(
+                VERB,
+                libc::EINVAL,
+                "the thread domain belongs to another context",
+            ));
+        }
+        on_device(VERB, p.dev, |h| h.alloc_parent_domain(p.handle))?;
+        if !td.is_null() {
+            // SAFETY: as above.
+            unsafe { &(*td).users }.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        let pd = ibv_pd {
+            context,
+            handle: p.handle.to_raw() as u32,
+        };
+        Ok(publish(Box::new(EmuPd {
+            pd,
+            handle: p.handle,
+            parent_of_td: Some(td),
+        }))
+        .cast())
+    })
 }
 
 // ---- MR ------------------------------------------------------------------------------
 
 #[repr(C)]
-struct EmuMr {
+pub(crate) struct EmuMr {
     mr: ibv_mr,
     handle: MrHandle,
 }
@@ -357,11 +549,176 @@ unsafe extern "C" fn ibv_reg_mr_iova2(
     })
 }
 
+/// The flags `ibv_rereg_mr` knows (`IBV_REREG_MR_FLAGS_SUPPORTED`).
+const REREG_FLAGS: u32 =
+    IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
+
+/// `ibv_rereg_mr` (ibv_rereg_mr(3)): 0, or `IBV_REREG_MR_ERR_INPUT` with errno when the old
+/// region stays valid (libibverbs' own argument checks, and the device's: the region is
+/// only changed when every check passed).
+#[unsafe(no_mangle)]
+unsafe extern "C" fn ibv_rereg_mr(
+    mr: *mut ibv_mr,
+    flags: c_int,
+    pd: *mut ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    access: c_int,
+) -> c_int {
+    const VERB: &str = "ibv_rereg_mr";
+    guard(VERB, IBV_REREG_MR_ERR_INPUT, || {
+        // SAFETY: an MR from ibv_reg_mr, or rejected.
+        let Ok(m) = (unsafe { resolve::<EmuMr>(VERB, mr) }) else {
+            return IBV_REREG_MR_ERR_INPUT;
+        };
+        let flags = flags as u32;
+        let input_error = |why: &str| {
+            fail(VERB, libc::EINVAL, why);
+            IBV_REREG_MR_ERR_INPUT
+        };
+        // libibverbs' checks (verbs.c), before the provider sees the call.
+        if flags & !REREG_FLAGS != 0 {
+            return input_error("unknown flags");
+        }
+        let translation = flags & IBV_REREG_MR_CHANGE_TRANSLATION != 0;
+        if translation && (length == 0 || addr.is_null()) {
+            return input_error("a new translation needs an address and a length");
+        }
+        if access != 0 && flags & IBV_REREG_MR_CHANGE_ACCESS == 0 {
+            return input_error("access given without IBV_REREG_MR_CHANGE_ACCESS");
+        }
+        let new_pd = if flags & IBV_REREG_MR_CHANGE_PD != 0 {
+            // SAFETY: a PD from ibv_alloc_pd, or rejected.
+            match unsafe { resolve::<EmuPd>(VERB, pd) } {
+                Ok(p) if std::ptr::eq(p.ctx, m.ctx) => Some(p.handle),
+                Ok(_) => return input_error("the PD belongs to another context"),
+                Err(_) => return IBV_REREG_MR_ERR_INPUT,
+            }
+        } else {
+            None
+        };
+        let range = translation.then_some((addr.cast::<u8>(), length));
+        // Optional bits may be ignored, as at registration.
+        let new_access = (flags & IBV_REREG_MR_CHANGE_ACCESS != 0)
+            .then_some(AccessFlags(access as c_uint & !IBV_ACCESS_OPTIONAL_RANGE));
+        // SAFETY: the application keeps a new range valid until ibv_dereg_mr
+        // (ibv_reg_mr(3)); the device checks its pages first.
+        match unsafe { m.dev.rereg_mr(m.handle, new_pd, range, new_access) } {
+            Ok(keys) => {
+                // SAFETY: the live region; libibverbs updates these fields after the
+                // provider's success.
+                unsafe {
+                    let c = &mut (*m.ptr).mr;
+                    if new_pd.is_some() {
+                        c.pd = pd;
+                    }
+                    if translation {
+                        c.addr = addr;
+                        c.length = length;
+                    }
+                    c.lkey = keys.lkey;
+                    c.rkey = keys.rkey;
+                }
+                0
+            }
+            Err(e) => {
+                fail(VERB, e.errno(), e);
+                IBV_REREG_MR_ERR_INPUT
+            }
+        }
+    })
+}
+
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
     const VERB: &str = "ibv_dereg_mr";
     // SAFETY: an MR from ibv_reg_mr, or rejected.
     guard_errno(VERB, || unsafe { destroy::<EmuMr>(VERB, mr) })
+}
+
+// ---- MW (verbs.h's inline ibv_alloc_mw, ibv_bind_mw, ibv_dealloc_mw call ctx->ops) -----
+
+#[repr(C)]
+pub(crate) struct EmuMw {
+    mw: ibv_mw,
+    handle: MwHandle,
+}
+
+// SAFETY: repr(C), ibv_mw first, allocated by publish.
+unsafe impl Object for EmuMw {
+    type C = ibv_mw;
+    type Handle = MwHandle;
+    const ARG: &'static str = "mw";
+    object_fields!(mw);
+    fn destroy_on(dev: &Device, handle: MwHandle) -> VerbsResult<()> {
+        dev.with(|h| h.dealloc_mw(handle))
+    }
+}
+
+/// `ibv_alloc_mw`: NULL with errno on failure (ibv_alloc_mw(3)); an unknown type is EINVAL.
+unsafe extern "C" fn op_alloc_mw(pd: *mut ibv_pd, mw_type: c_uint) -> *mut ibv_mw {
+    const VERB: &str = "ibv_alloc_mw";
+    guard_ptr(VERB, || {
+        // SAFETY: a PD from ibv_alloc_pd, or rejected.
+        let p = unsafe { resolve::<EmuPd>(VERB, pd) }?;
+        let Some(t) = MwType::from_raw(mw_type) else {
+            return Err(fail(
+                VERB,
+                libc::EINVAL,
+                format!("memory window type {mw_type} (IBV_MW_TYPE_1 or IBV_MW_TYPE_2)"),
+            ));
+        };
+        let (handle, rkey) = on_device(VERB, p.dev, |h| h.alloc_mw(p.handle, t))?;
+        let mw = ibv_mw {
+            context: p.ctx.ctx_ptr(),
+            pd,
+            rkey,
+            handle: handle.to_raw() as u32,
+            type_: mw_type,
+        };
+        Ok(publish(Box::new(EmuMw { mw, handle })).cast())
+    })
+}
+
+/// `ibv_dealloc_mw`: 0, or the errno value (ibv_alloc_mw(3)).
+unsafe extern "C" fn op_dealloc_mw(mw: *mut ibv_mw) -> c_int {
+    const VERB: &str = "ibv_dealloc_mw";
+    // SAFETY: a window from ibv_alloc_mw, or rejected.
+    guard_errno(VERB, || unsafe { destroy::<EmuMw>(VERB, mw) })
+}
+
+/// `ibv_bind_mw` (type 1; verbs.h has checked the type and the region's PD): posts the
+/// bind with the window's next R_Key (`ibv_inc_rkey`) and, once posted, returns that key in
+/// `mw->rkey`; 0, or the errno value (ibv_bind_mw(3)).
+unsafe extern "C" fn op_bind_mw(
+    qp: *mut ibv_qp,
+    mw: *mut ibv_mw,
+    mw_bind: *mut ibv_mw_bind,
+) -> c_int {
+    const VERB: &str = "ibv_bind_mw";
+    guard_errno(VERB, || {
+        // SAFETY: a QP from ibv_create_qp, or rejected.
+        let q = unsafe { resolve::<EmuQp>(VERB, qp) }?;
+        // SAFETY: a window from ibv_alloc_mw, or rejected.
+        let w = unsafe { resolve::<EmuMw>(VERB, mw) }?;
+        if mw_bind.is_null() {
+            return Err(fail(VERB, libc::EINVAL, "mw_bind is NULL"));
+        }
+        // SAFETY: the caller's bind description.
+        let b = unsafe { *mw_bind };
+        let old = unsafe { std::ptr::addr_of!((*w.ptr).mw.rkey).read() };
+        let rkey = (old & !0xFF) | (old.wrapping_add(1) & 0xFF);
+        let mr = (!b.bind_info.mr.is_null())
+            // SAFETY: a region from ibv_reg_mr (verbs.h compared its PD with the window's).
+            .then(|| unsafe { EmuMr::handle(b.bind_info.mr.cast()) });
+        let bind = convert::mw_bind_from_c(w.handle, mr, rkey, &b.bind_info);
+        on_device(VERB, q.dev, |h| {
+            h.bind_mw(q.handle, b.wr_id, SendFlags(b.send_flags), bind)
+        })?;
+        // SAFETY: the live window; the application reads the new key from it.
+        unsafe { std::ptr::addr_of_mut!((*w.ptr).mw.rkey).write(rkey) };
+        Ok(())
+    })
 }
 
 // ---- completion channels --------------------------------------------------------------
@@ -1056,7 +1413,15 @@ unsafe extern "C" fn op_post_send(
                 VERB,
                 wr,
                 bad_wr,
-                |w| convert::send_wr_from_c(w, qp_type, |ah| EmuAh::handle(ah.cast())),
+                |w| {
+                    convert::send_wr_from_c(
+                        w,
+                        qp_type,
+                        |ah| EmuAh::handle(ah.cast()),
+                        |mw| EmuMw::handle(mw.cast()),
+                        |mr| EmuMr::handle(mr.cast()),
+                    )
+                },
                 |wrs| q.dev.with(|h| h.post_send(q.handle, wrs)),
             )
         }

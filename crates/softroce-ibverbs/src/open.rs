@@ -17,6 +17,10 @@ pub(crate) unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut
             objects::fill_ops(&mut vctx.context.ops);
             vctx.create_qp_ex = Some(qp_ex::vctx_create_qp_ex);
             vctx.create_cq_ex = Some(cq_ex::vctx_create_cq_ex);
+            vctx.alloc_td = Some(objects::vctx_alloc_td);
+            vctx.advise_mr = Some(objects::vctx_advise_mr);
+            vctx.dealloc_td = Some(objects::vctx_dealloc_td);
+            vctx.alloc_parent_domain = Some(objects::vctx_alloc_parent_domain);
         })
     })
 }

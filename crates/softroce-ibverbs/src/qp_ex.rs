@@ -10,7 +10,7 @@ use softroce_emu::core::{
 use softroce_ibverbs_abi::*;
 
 use crate::ffi::{fail, guard, guard_ptr};
-use crate::objects::{EmuAh, EmuQp, Object, WrBatch, create_qp, resolve};
+use crate::objects::{EmuAh, EmuMr, EmuMw, EmuQp, Object, WrBatch, create_qp, resolve};
 
 /// Send ops the emulator carries out.
 const SUPPORTED_SEND_OPS: u64 = (IBV_QP_EX_WITH_RDMA_WRITE
@@ -20,7 +20,9 @@ const SUPPORTED_SEND_OPS: u64 = (IBV_QP_EX_WITH_RDMA_WRITE
     | IBV_QP_EX_WITH_RDMA_READ
     | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
     | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
-    | IBV_QP_EX_WITH_SEND_WITH_INV) as u64;
+    | IBV_QP_EX_WITH_SEND_WITH_INV
+    | IBV_QP_EX_WITH_BIND_MW
+    | IBV_QP_EX_WITH_LOCAL_INV) as u64;
 
 impl WrBatch {
     /// Remember the first failure of this batch.
@@ -347,15 +349,40 @@ unsafe extern "C" fn wr_set_xrc_srqn(qpx: *mut ibv_qp_ex, _remote_srqn: u32) {
 
 unsafe extern "C" fn wr_bind_mw(
     qpx: *mut ibv_qp_ex,
-    _mw: *mut ibv_mw,
-    _rkey: u32,
-    _bind_info: *const ibv_mw_bind_info,
+    mw: *mut ibv_mw,
+    rkey: u32,
+    bind_info: *const ibv_mw_bind_info,
 ) {
-    record_unsupported("ibv_wr_bind_mw", qpx);
+    const VERB: &str = "ibv_wr_bind_mw";
+    with_batch(VERB, qpx, |b| {
+        if mw.is_null() || bind_info.is_null() {
+            return b.record(libc::EINVAL, || format!("{VERB}: mw or bind_info is NULL"));
+        }
+        // SAFETY: the caller's bind description; a window from ibv_alloc_mw and a region
+        // from ibv_reg_mr.
+        let bind = unsafe {
+            let info = *bind_info;
+            let mr = (!info.mr.is_null()).then(|| EmuMr::handle(info.mr.cast()));
+            convert::mw_bind_from_c(EmuMw::handle(mw.cast()), mr, rkey, &info)
+        };
+        // SAFETY: the application wrote these fields before the call.
+        let (wr_id, flags) = unsafe {
+            (
+                std::ptr::addr_of!((*qpx).wr_id).read(),
+                std::ptr::addr_of!((*qpx).wr_flags).read(),
+            )
+        };
+        let mut wr = SendWr::new(wr_id, WrOpcode::BindMw);
+        wr.send_flags = SendFlags(flags);
+        wr.bind = Some(bind);
+        b.wrs.push(wr);
+    });
 }
 
-unsafe extern "C" fn wr_local_inv(qpx: *mut ibv_qp_ex, _invalidate_rkey: u32) {
-    record_unsupported("ibv_wr_local_inv", qpx);
+unsafe extern "C" fn wr_local_inv(qpx: *mut ibv_qp_ex, invalidate_rkey: u32) {
+    new_wr("ibv_wr_local_inv", qpx, WrOpcode::LocalInv, |w| {
+        w.invalidate_rkey = invalidate_rkey
+    });
 }
 
 unsafe extern "C" fn wr_send_tso(qpx: *mut ibv_qp_ex, _hdr: *mut c_void, _hdr_sz: u16, _mss: u16) {
@@ -419,7 +446,7 @@ pub(crate) unsafe extern "C" fn vctx_create_qp_ex(
                 VERB,
                 libc::EOPNOTSUPP,
                 format!(
-                    "send_ops_flags {:#x}: memory windows, local invalidate, TSO and atomic write are not emulated",
+                    "send_ops_flags {:#x}: TSO and atomic write are not emulated",
                     a.send_ops_flags & !SUPPORTED_SEND_OPS
                 ),
             ));

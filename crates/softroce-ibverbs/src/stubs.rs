@@ -80,7 +80,7 @@ errno_stubs!(
     ibv_set_ece,
     ibv_resolve_eth_l2_from_gid,
 );
-minus_one_stubs!(ibv_rereg_mr, ibv_read_ibdev_sysfs_file);
+minus_one_stubs!(ibv_read_ibdev_sysfs_file);
 null_stubs!(
     ibv_reg_dmabuf_mr,
     ibv_import_device,

@@ -52,3 +52,35 @@ fn man_pages_every_gid_carries_traffic_and_events_follow_arming() {
 fn man_pages_destroy_cq_waits_for_event_acknowledgements() {
     run_c_program("man_destroy_waits", "softroce0=127.77.30.6");
 }
+
+/// ibv_alloc_mw(3), ibv_bind_mw(3), ibv_post_send(3): memory windows of type 1 and 2 —
+/// binds, their keys and completions, access checked against the window (range, rights,
+/// type 2's QP), zero-based windows, invalidation by zero-length bind, LOCAL_INV,
+/// SEND_WITH_INV and dealloc, ibv_dereg_mr refused while a window is bound.
+#[test]
+fn man_pages_memory_windows() {
+    run_c_program("man_memory_windows", "softroce0=127.77.30.7");
+}
+
+/// ibv_rereg_mr(3): access, PD and translation change in place; input errors leave the
+/// region valid; a region with a bound window is not re-registered. A QP moved to RESET
+/// leaves no unpolled completions behind.
+#[test]
+fn man_pages_rereg_mr_and_reset() {
+    run_c_program("man_rereg_mr", "softroce0=127.77.30.10");
+}
+
+/// ibv_alloc_td(3), ibv_alloc_parent_domain(3): a parent domain is interchangeable with its
+/// PD (regions, QPs and extended CQs of either work together); the PD and thread domain stay
+/// while it uses them.
+#[test]
+fn man_pages_thread_and_parent_domains() {
+    run_c_program("man_parent_domain", "softroce0=127.77.30.11");
+}
+
+/// ibv_query_device_ex(3) odp_caps, ibv_reg_mr(3) IBV_ACCESS_ON_DEMAND, ibv_advise_mr(3):
+/// explicit ODP for every operation, no implicit ODP, and each errno advise_mr lists.
+#[test]
+fn man_pages_on_demand_paging() {
+    run_c_program("man_odp", "softroce0=127.77.30.12");
+}

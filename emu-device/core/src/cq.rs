@@ -255,6 +255,13 @@ impl Completions {
         Ok(())
     }
 
+    /// Remove the completions of QP `qpn` not yet polled from `cq`.
+    pub(crate) fn remove_qp_entries(&mut self, cq: CqHandle, qpn: u32) {
+        if let Some(c) = self.cqs.get_mut(cq) {
+            c.entries.retain(|w| w.qp_num != qpn);
+        }
+    }
+
     /// Store a completion, firing the channel event if armed. `solicited` marks a receive
     /// completion of a message with the SE bit.
     pub(crate) fn push(

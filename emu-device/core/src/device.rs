@@ -98,7 +98,8 @@ pub struct DeviceAttr {
     pub max_qp: u32,
     /// Maximum outstanding WRs per queue.
     pub max_qp_wr: u32,
-    /// Device capability flags (rxe's set).
+    /// Device capability flags: rxe's set but MEM_MGT_EXTENSIONS (bit 21: fast-registration
+    /// work requests are not emulated); memory windows of type 1 and 2B (bits 17, 24).
     pub device_cap_flags: u32,
     /// Maximum SGEs per WR.
     pub max_sge: u32,
@@ -110,6 +111,10 @@ pub struct DeviceAttr {
     pub max_cqe: u32,
     /// Maximum MRs.
     pub max_mr: u32,
+    /// Maximum memory windows.
+    pub max_mw: u32,
+    /// On-demand paging (`ibv_device_attr_ex.odp_caps`).
+    pub odp: OdpCaps,
     /// Maximum PDs.
     pub max_pd: u32,
     /// Maximum outstanding READ/atomic as responder, per QP.
@@ -138,6 +143,37 @@ pub struct DeviceAttr {
     pub max_msg_sz: u32,
     /// Completion vectors.
     pub num_comp_vectors: u32,
+}
+
+/// On-demand paging capabilities (`struct ibv_odp_caps`): the general bits
+/// (`IBV_ODP_SUPPORT` = 1, `IBV_ODP_SUPPORT_IMPLICIT` = 2) and, per transport, the
+/// operations that may use ODP regions (`IBV_ODP_SUPPORT_SEND` = 1, `RECV` = 2, `WRITE` = 4,
+/// `READ` = 8, `ATOMIC` = 16, `SRQ_RECV` = 32).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OdpCaps {
+    /// `general_caps`.
+    pub general: u64,
+    /// `per_transport_caps.rc_odp_caps`.
+    pub rc: u32,
+    /// `per_transport_caps.uc_odp_caps`.
+    pub uc: u32,
+    /// `per_transport_caps.ud_odp_caps`.
+    pub ud: u32,
+}
+
+impl OdpCaps {
+    /// What the emulator offers. It pins nothing for any region, so an ODP region is one
+    /// more region and every operation of every QP type may use it. Implicit ODP (a region
+    /// over the whole address space, pages mapped later) is not offered: every region's pages
+    /// are checked when it is registered, so no access can fault the process.
+    pub const EMULATED: Self = Self {
+        general: 1,
+        rc: 0x3F,
+        // UC: no READ, atomics or SRQ (only RC and UD QPs take an SRQ).
+        uc: 0x07,
+        // UD: SEND, RECV, SRQ_RECV.
+        ud: 0x23,
+    };
 }
 
 /// Port state (`enum ibv_port_state`).
@@ -205,12 +241,15 @@ impl Device {
             hw_ver: 0,
             max_qp: 0x10_0000 - FIRST_QPN,
             max_qp_wr: 0x4000,
-            device_cap_flags: 0x0122_3C76,
+            device_cap_flags: 0x0102_3C76,
             max_sge: 32,
             max_sge_rd: 32,
             max_cq: 0x10_0000,
             max_cqe: 32767,
             max_mr: 0x7_FFFF,
+            // rxe's RXE_MAX_MW.
+            max_mw: 0x7_FFFF,
+            odp: OdpCaps::EMULATED,
             max_pd: 0x10_0000,
             max_qp_rd_atom: 128,
             max_qp_init_rd_atom: 128,

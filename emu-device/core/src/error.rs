@@ -90,6 +90,14 @@ pub enum VerbsError {
         /// Which pages and why.
         reason: String,
     },
+    /// The caller may not do this to an object it can name (EPERM).
+    #[error("{verb}: not permitted: {reason}")]
+    NotPermitted {
+        /// The verb.
+        verb: &'static str,
+        /// Why.
+        reason: String,
+    },
     /// A feature the emulator does not implement (EOPNOTSUPP).
     #[error("{verb}: not supported: {what}")]
     Unsupported {
@@ -103,6 +111,8 @@ pub enum VerbsError {
 /// The Linux errno values verbs report. Written out because the core links no C library;
 /// the driver's tests check them against `libc`.
 pub mod errno {
+    /// Operation not permitted.
+    pub const EPERM: i32 = 1;
     /// I/O error: the CQ is in error.
     pub const EIO: i32 = 5;
     /// Bad address.
@@ -132,6 +142,7 @@ impl VerbsError {
             Self::WouldBlock { .. } => errno::EAGAIN,
             Self::CqInError { .. } => errno::EIO,
             Self::BadAddress { .. } => errno::EFAULT,
+            Self::NotPermitted { .. } => errno::EPERM,
             Self::Unsupported { .. } => errno::EOPNOTSUPP,
         }
     }

@@ -55,6 +55,8 @@ handle!(/// A protection domain.
     PdHandle, "PD");
 handle!(/// A memory region.
     MrHandle, "MR");
+handle!(/// A memory window.
+    MwHandle, "MW");
 handle!(/// An address handle.
     AhHandle, "AH");
 handle!(/// A completion queue.

@@ -109,10 +109,12 @@ pub mod wr;
 
 pub use bringup::{QpBringup, QpPeer};
 pub use counters::{Counters, DropReason};
-pub use device::{DeviceAttr, HcaConfig, PortAttr, PortState};
+pub use device::{DeviceAttr, HcaConfig, OdpCaps, PortAttr, PortState};
 pub use error::{PostError, VerbsError, VerbsResult};
 pub use events::{AsyncEvent, EventElement, HcaEvent};
-pub use handles::{AhHandle, ChannelHandle, CqHandle, MrHandle, PdHandle, QpHandle, SrqHandle};
+pub use handles::{
+    AhHandle, ChannelHandle, CqHandle, MrHandle, MwHandle, PdHandle, QpHandle, SrqHandle,
+};
 pub use hca::{Hca, MrKeys};
 pub use objects::{AhAttr, QpAttr, QpCap, QpInitAttr, SrqAttr, SrqAttrMask};
 pub use qp_state::{
@@ -121,7 +123,9 @@ pub use qp_state::{
 pub use transport::gsi::{GSI_QPN, ReceivedMad};
 pub use transport::{IncomingDatagram, Transmit};
 pub use types::{
-    AccessFlags, EventType, QpAttrMask, QpState, QpType, SendFlags, WcFlags, WcOpcode, WcStatus,
-    WrOpcode,
+    AccessFlags, EventType, MwType, QpAttrMask, QpState, QpType, SendFlags, WcFlags, WcOpcode,
+    WcStatus, WrOpcode,
 };
-pub use wr::{AtomicTarget, RdmaTarget, RecvWr, SendWr, Sge, UdTarget, VendorErr, WorkCompletion};
+pub use wr::{
+    AtomicTarget, MwBind, RdmaTarget, RecvWr, SendWr, Sge, UdTarget, VendorErr, WorkCompletion,
+};

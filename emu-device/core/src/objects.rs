@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 
 use softroce_wire::{Gid, Mtu, Psn, Qpn};
 
-use super::handles::{ChannelHandle, CqHandle, PdHandle, SrqHandle};
-use super::types::{AccessFlags, QpState, QpType};
+use super::handles::{ChannelHandle, CqHandle, MrHandle, PdHandle, QpHandle, SrqHandle};
+use super::types::{AccessFlags, MwType, QpState, QpType};
 use super::wr::{RecvWr, SendWr, WorkCompletion};
 
 /// A protection domain.
@@ -28,13 +28,16 @@ pub(crate) struct Mr {
     /// Cleared by a SEND_WITH_INV naming the rkey (only ever for a region
     /// [`Mr::remotely_invalidatable`] accepts).
     pub(crate) remote_valid: bool,
+    /// Memory windows bound to the region: `ibv_dereg_mr` fails while any is
+    /// (ibv_alloc_mw(3), NOTES).
+    pub(crate) windows: u32,
 }
 
 impl Mr {
     /// Whether a peer's SEND_WITH_INV may invalidate this region's rkey. IBTA allows it
-    /// only for memory windows and fast-registration regions (rxe_invalidate_mr refuses
-    /// every type but IB_MR_TYPE_MEM_REG); every region here comes from `ibv_reg_mr`, so
-    /// none is yet. The one place to widen when MWs or fast-reg regions arrive.
+    /// only for memory windows (see [`Mw`]) and fast-registration regions (rxe_invalidate_mr
+    /// refuses every type but IB_MR_TYPE_MEM_REG); every region here comes from
+    /// `ibv_reg_mr`, so none is. The one place to widen when fast-reg regions arrive.
     pub(crate) fn remotely_invalidatable(&self) -> bool {
         false
     }
@@ -45,6 +48,43 @@ impl Mr {
             && addr
                 .checked_add(len)
                 .is_some_and(|end| end <= self.addr + self.len)
+    }
+}
+
+/// A memory window: a key that opens part of a region to remote access once bound.
+#[derive(Debug, Clone)]
+pub(crate) struct Mw {
+    pub(crate) pd: PdHandle,
+    pub(crate) mw_type: MwType,
+    /// The current R_Key; its upper 24 bits (the index) never change, a bind picks the
+    /// low byte.
+    pub(crate) rkey: u32,
+    pub(crate) binding: Option<MwBinding>,
+}
+
+/// What a bound window opens.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MwBinding {
+    pub(crate) mr: MrHandle,
+    pub(crate) addr: u64,
+    pub(crate) len: u64,
+    /// Remote rights, and ZERO_BASED (remote addresses are offsets from `addr`).
+    pub(crate) access: AccessFlags,
+    /// Type 2: the QP the window was bound on, the only one remote access may come through
+    /// (IBTA 10.6.7.2.2, rxe_check_mw's type-2 QP check).
+    pub(crate) qp: Option<QpHandle>,
+}
+
+impl MwBinding {
+    /// The absolute address of a remote access at `va` of `len` bytes, if inside the window.
+    pub(crate) fn translate(&self, va: u64, len: u64) -> Option<u64> {
+        let start = if self.access.contains(AccessFlags::ZERO_BASED) {
+            self.addr.checked_add(va)?
+        } else {
+            va
+        };
+        let end = start.checked_add(len)?;
+        (start >= self.addr && end <= self.addr.checked_add(self.len)?).then_some(start)
     }
 }
 

@@ -1,4 +1,4 @@
-//! The object store: owns the PDs, MRs (with their key index), AHs, SRQs and QPs (with the
+//! The object store: owns the PDs, MRs (with their key index), MWs (with theirs), AHs, SRQs and QPs (with the
 //! QPN index and the next QPN to hand out), and answers typed lookups by handle.
 
 use std::collections::HashMap;
@@ -7,8 +7,9 @@ use softroce_wire::Qpn;
 
 use super::device::FIRST_QPN;
 use super::error::VerbsResult;
-use super::handles::{AhHandle, Handle, MrHandle, PdHandle, QpHandle, SrqHandle, Table};
-use super::objects::{Ah, Mr, Pd, Qp, Srq};
+use super::handles::{AhHandle, Handle, MrHandle, MwHandle, PdHandle, QpHandle, SrqHandle, Table};
+use super::objects::{Ah, Mr, Mw, Pd, Qp, Srq};
+use super::types::MwType;
 
 /// A handle whose objects live in the [`Store`].
 pub(crate) trait Stored: Handle {
@@ -33,6 +34,7 @@ macro_rules! stored {
 
 stored!(PdHandle, Pd, pds);
 stored!(MrHandle, Mr, mrs);
+stored!(MwHandle, Mw, mws);
 stored!(AhHandle, Ah, ahs);
 stored!(SrqHandle, Srq, srqs);
 stored!(QpHandle, Qp, qps);
@@ -43,6 +45,9 @@ pub(crate) struct Store {
     pds: Table<PdHandle, Pd>,
     mrs: Table<MrHandle, Mr>,
     mr_by_key: HashMap<u32, MrHandle>,
+    mws: Table<MwHandle, Mw>,
+    /// A window keeps its key index (R_Key >> 8) for life; binds change the low byte.
+    mw_by_index: HashMap<u32, MwHandle>,
     ahs: Table<AhHandle, Ah>,
     srqs: Table<SrqHandle, Srq>,
     qps: Table<QpHandle, Qp>,
@@ -56,6 +61,8 @@ impl Store {
             pds: Table::default(),
             mrs: Table::default(),
             mr_by_key: HashMap::new(),
+            mws: Table::default(),
+            mw_by_index: HashMap::new(),
             ahs: Table::default(),
             srqs: Table::default(),
             qps: Table::default(),
@@ -111,8 +118,68 @@ impl Store {
         Ok(())
     }
 
+    /// Whether a new region may not take `key`: a region has it, or a window its index.
     pub(crate) fn key_in_use(&self, key: u32) -> bool {
-        self.mr_by_key.contains_key(&key)
+        self.mr_by_key.contains_key(&key) || self.mw_by_index.contains_key(&(key >> 8))
+    }
+
+    /// Whether a new window may not take `key`'s index (any key byte): so that an R_Key
+    /// names a region or a window, never both, whatever byte later binds pick.
+    pub(crate) fn key_index_in_use(&self, key: u32) -> bool {
+        let index = key >> 8;
+        self.mw_by_index.contains_key(&index)
+            || (0..=0xFF).any(|b| self.mr_by_key.contains_key(&(index << 8 | b)))
+    }
+
+    pub(crate) fn insert_mw(&mut self, mw: Mw) -> MwHandle {
+        let index = mw.rkey >> 8;
+        let handle = self.mws.insert(mw);
+        self.mw_by_index.insert(index, handle);
+        handle
+    }
+
+    pub(crate) fn remove_mw(&mut self, verb: &'static str, mw: MwHandle) -> VerbsResult<Mw> {
+        let w = self.mws.remove(verb, mw)?;
+        self.mw_by_index.remove(&(w.rkey >> 8));
+        Ok(w)
+    }
+
+    /// The window an R_Key names (index and key byte), if any.
+    pub(crate) fn mw_by_rkey(&self, rkey: u32) -> Option<(MwHandle, &Mw)> {
+        let h = *self.mw_by_index.get(&(rkey >> 8))?;
+        self.mws.get(h).filter(|w| w.rkey == rkey).map(|w| (h, w))
+    }
+
+    /// Count a window bound to (1) or unbound from (-1) the region, if it still exists.
+    pub(crate) fn add_mr_windows(&mut self, mr: MrHandle, delta: i32) {
+        if let Some(m) = self.mrs.get_mut(mr) {
+            m.windows = m.windows.saturating_add_signed(delta);
+        }
+    }
+
+    /// Unbind window `mw` (LOCAL_INV, SEND_WITH_INV, a zero-length bind, dealloc).
+    pub(crate) fn unbind_mw(&mut self, mw: MwHandle) {
+        let binding = self.mws.get_mut(mw).and_then(|w| w.binding.take());
+        if let Some(b) = binding {
+            self.add_mr_windows(b.mr, -1);
+        }
+    }
+
+    /// Invalidate the type-2 window `rkey` names, bound and of `pd` (IBV_WR_LOCAL_INV, or
+    /// a SEND_WITH_INV arriving on `via`, which must be the QP it was bound on); `false`
+    /// (nothing changed) otherwise: type 1 windows are invalidated by a zero-length bind
+    /// only (ibv_alloc_mw(3)).
+    pub(crate) fn invalidate_mw(&mut self, pd: PdHandle, rkey: u32, via: Option<QpHandle>) -> bool {
+        let ok = self.mw_by_rkey(rkey).filter(|(_, w)| {
+            w.pd == pd
+                && w.mw_type == MwType::Type2
+                && w.binding.is_some_and(|b| via.is_none() || b.qp == via)
+        });
+        let Some((h, _)) = ok else {
+            return false;
+        };
+        self.unbind_mw(h);
+        true
     }
 
     /// Store a region under its key (lkey and rkey are the same).
@@ -134,11 +201,12 @@ impl Store {
         self.mrs.get(*self.mr_by_key.get(&key)?)
     }
 
-    /// Invalidate the region with this rkey (SEND_WITH_INV) if it belongs to `pd` and may be
-    /// invalidated remotely; `false` (nothing changed) otherwise.
-    pub(crate) fn invalidate_rkey(&mut self, pd: PdHandle, rkey: u32) -> bool {
+    /// Invalidate the window or region with this rkey (SEND_WITH_INV arriving on `qp`) if
+    /// it belongs to `pd` and may be invalidated remotely; `false` (nothing changed)
+    /// otherwise.
+    pub(crate) fn invalidate_rkey(&mut self, pd: PdHandle, rkey: u32, qp: QpHandle) -> bool {
         let Some(&h) = self.mr_by_key.get(&rkey) else {
-            return false;
+            return self.invalidate_mw(pd, rkey, Some(qp));
         };
         match self.mrs.get_mut(h) {
             Some(mr) if mr.pd == pd && mr.rkey == rkey && mr.remotely_invalidatable() => {

@@ -90,10 +90,16 @@ c_enum! {
 }
 
 impl WrOpcode {
+    /// Operations the send queue executes locally, without a packet: bind a memory window,
+    /// invalidate an R_Key.
+    pub const fn is_local(self) -> bool {
+        matches!(self, Self::BindMw | Self::LocalInv)
+    }
+
     /// Whether the QP type may post this opcode (IBTA: UC has no READ/atomics; UD only SEND).
     pub const fn valid_for(self, qp_type: QpType) -> bool {
         match qp_type {
-            QpType::Rc => !matches!(self, Self::BindMw),
+            QpType::Rc => true,
             QpType::Uc => matches!(
                 self,
                 Self::Send
@@ -101,9 +107,21 @@ impl WrOpcode {
                     | Self::RdmaWrite
                     | Self::RdmaWriteWithImm
                     | Self::LocalInv
+                    | Self::BindMw
             ),
             QpType::Ud => matches!(self, Self::Send | Self::SendWithImm),
         }
+    }
+}
+
+c_enum! {
+    /// `enum ibv_mw_type`.
+    MwType {
+        /// Type 1: bound with `ibv_bind_mw`, to the PD; invalidated by a zero-length bind.
+        Type1 = 1 => "IBV_MW_TYPE_1",
+        /// Type 2: bound with an `IBV_WR_BIND_MW` work request, to the QP that posted it;
+        /// invalidated by `IBV_WR_LOCAL_INV` or a peer's `IBV_WR_SEND_WITH_INV`.
+        Type2 = 2 => "IBV_MW_TYPE_2",
     }
 }
 

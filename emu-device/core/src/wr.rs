@@ -1,8 +1,8 @@
 //! Work requests, as posted, and work completions, as polled (the fields of `ibv_send_wr`,
 //! `ibv_recv_wr` and `ibv_wc`).
 
-use super::handles::AhHandle;
-use super::types::{SendFlags, WcFlags, WcOpcode, WcStatus, WrOpcode};
+use super::handles::{AhHandle, MrHandle, MwHandle};
+use super::types::{AccessFlags, SendFlags, WcFlags, WcOpcode, WcStatus, WrOpcode};
 
 /// A scatter/gather element: `ibv_sge`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
@@ -48,6 +48,24 @@ pub struct UdTarget {
     pub remote_qkey: u32,
 }
 
+/// A memory window bind: `ibv_send_wr.bind_mw` (`IBV_WR_BIND_MW`), or `ibv_bind_mw`'s
+/// `ibv_mw_bind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MwBind {
+    /// The window.
+    pub mw: MwHandle,
+    /// The window's R_Key after the bind: its index with a new key byte (`ibv_inc_rkey`).
+    pub rkey: u32,
+    /// The region the window lies in (none for a zero-length bind, which unbinds).
+    pub mr: Option<MrHandle>,
+    /// Start address of the window (inside the region).
+    pub addr: u64,
+    /// Length; 0 unbinds.
+    pub length: u64,
+    /// Remote rights, and `IBV_ACCESS_ZERO_BASED`.
+    pub access: AccessFlags,
+}
+
 /// A send work request: `ibv_send_wr` without the linked-list pointer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SendWr {
@@ -69,6 +87,8 @@ pub struct SendWr {
     pub atomic: AtomicTarget,
     /// UD destination.
     pub ud: Option<UdTarget>,
+    /// The window to bind (`IBV_WR_BIND_MW`).
+    pub bind: Option<MwBind>,
 }
 
 impl SendWr {
@@ -84,6 +104,7 @@ impl SendWr {
             rdma: RdmaTarget::default(),
             atomic: AtomicTarget::default(),
             ud: None,
+            bind: None,
         }
     }
 
@@ -213,6 +234,9 @@ pub enum VendorErr {
     RemoteAccess = 0x107,
     /// Responder NAK: remote operational error.
     RemoteOperational = 0x108,
+    /// A memory window bind or a local invalidate was refused (the window, region, PD,
+    /// rights or range did not allow it).
+    LocalOp = 0x109,
     /// Forced by fault injection.
     Injected = 0x1FF,
 }

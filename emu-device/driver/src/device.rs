@@ -287,6 +287,22 @@ impl Device {
         self.with(|h| unsafe { crate::user_memory::register_checked(h, pd, addr, len, access) })
     }
 
+    /// `ibv_rereg_mr` with the pages of the new registration checked
+    /// ([`crate::user_memory::reregister_checked`]).
+    ///
+    /// # Safety
+    /// As [`Device::reg_mr`] for a new range.
+    pub unsafe fn rereg_mr(
+        &self,
+        mr: MrHandle,
+        pd: Option<PdHandle>,
+        range: Option<(*mut u8, usize)>,
+        access: Option<AccessFlags>,
+    ) -> VerbsResult<MrKeys> {
+        // SAFETY: forwarded contract.
+        self.with(|h| unsafe { crate::user_memory::reregister_checked(h, mr, pd, range, access) })
+    }
+
     /// Run `f` on the device until it returns `Some` (at most `timeout` in total).
     ///
     /// The waiting thread drives the receive path itself: it drains the socket when

@@ -85,6 +85,28 @@ pub unsafe fn register_checked(
     }
 }
 
+/// `ibv_rereg_mr` on `hca` with the pages of the new registration checked (a new range, or
+/// the old one with new access) before anything changes, as [`register_checked`] does for
+/// a registration.
+///
+/// # Safety
+/// As [`register_checked`] for a new range.
+pub unsafe fn reregister_checked(
+    hca: &mut Hca,
+    mr: MrHandle,
+    pd: Option<PdHandle>,
+    range: Option<(*mut u8, usize)>,
+    access: Option<AccessFlags>,
+) -> VerbsResult<MrKeys> {
+    let (addr, len, old_access) = hca.mr_registration(mr)?;
+    if range.is_some() || access.is_some() {
+        let (addr, len) = range.map_or((addr, len as u64), |(a, l)| (a as u64, l as u64));
+        check_registration(addr, len, access.unwrap_or(old_access))?;
+    }
+    // SAFETY: the caller's contract for the new range.
+    unsafe { hca.rereg_mr(mr, pd, range, access) }
+}
+
 /// One line of `/proc/self/maps`: `start-end perms ...`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Mapping {

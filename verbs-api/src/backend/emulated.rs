@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use softroce_emu::core::{
     AccessFlags, AhAttr, AhHandle, AsyncEvent, ChannelHandle, Counters, CqHandle, DeviceAttr, Hca,
-    MrHandle, MrKeys, PdHandle, PortAttr, QpAttr, QpAttrMask, QpHandle, QpInitAttr, QpState,
-    RecvWr, SendWr, SrqAttr, SrqAttrMask, SrqHandle, WcOpcode, WorkCompletion,
+    MrHandle, MrKeys, MwBind, MwHandle, MwType, PdHandle, PortAttr, QpAttr, QpAttrMask, QpHandle,
+    QpInitAttr, QpState, RecvWr, SendFlags, SendWr, SrqAttr, SrqAttrMask, SrqHandle, WcOpcode,
+    WorkCompletion,
 };
 use softroce_emu::driver::{Device, DeviceConfig};
 use softroce_wire::{Gid, Qpn};

@@ -17,8 +17,9 @@ use std::time::Duration;
 use libloading::Library;
 use softroce_emu::core::{
     AccessFlags, AhAttr, AhHandle, AsyncEvent, ChannelHandle, CqHandle, DeviceAttr, EventElement,
-    EventType, MrHandle, MrKeys, PdHandle, PortAttr, QpAttr, QpAttrMask, QpHandle, QpInitAttr,
-    QpState, RecvWr, SendWr, SrqAttr, SrqAttrMask, SrqHandle, WorkCompletion,
+    EventType, MrHandle, MrKeys, MwBind, MwHandle, MwType, PdHandle, PortAttr, QpAttr, QpAttrMask,
+    QpHandle, QpInitAttr, QpState, RecvWr, SendFlags, SendWr, SrqAttr, SrqAttrMask, SrqHandle,
+    WorkCompletion,
 };
 use softroce_ibverbs_abi as sys;
 use softroce_ibverbs_abi::convert::{self, CEventElement, WrChain};
@@ -202,6 +203,21 @@ fn non_null<T>(verb: &'static str, detail: impl FnOnce() -> String, p: *mut T) -
 /// The C object pointer an object token carries.
 fn ptr_of<T>(raw: u64) -> *mut T {
     raw as usize as *mut T
+}
+
+/// The C objects of this backend's tokens, for work requests.
+struct Tokens;
+
+impl convert::CObjects for Tokens {
+    fn ah(&mut self, h: AhHandle) -> *mut sys::ibv_ah {
+        ptr_of(h.to_raw())
+    }
+    fn mw(&mut self, h: MwHandle) -> *mut sys::ibv_mw {
+        ptr_of(h.to_raw())
+    }
+    fn mr(&mut self, h: MrHandle) -> *mut sys::ibv_mr {
+        ptr_of(h.to_raw())
+    }
 }
 
 impl Ibverbs {
@@ -417,6 +433,57 @@ impl Backend for Ibverbs {
         let rc = unsafe { (self.fns.dereg_mr)(ptr_of(mr.to_raw())) };
         check("ibv_dereg_mr", String::new, rc)
     }
+    fn alloc_mw(&self, pd: PdHandle, mw_type: MwType) -> Result<(MwHandle, u32)> {
+        // verbs.h's inline ibv_alloc_mw: the provider's op, EOPNOTSUPP without one.
+        let alloc = self
+            .ops()
+            .alloc_mw
+            .ok_or_else(|| fail("ibv_alloc_mw", "the provider has none", libc::EOPNOTSUPP))?;
+        // SAFETY: a PD this backend made.
+        let mw = unsafe { alloc(ptr_of(pd.to_raw()), mw_type.raw()) };
+        let mw = non_null("ibv_alloc_mw", || format!("{mw_type}"), mw)?;
+        // SAFETY: a live window.
+        let rkey = unsafe { (*mw).rkey };
+        Ok((MwHandle::from_raw(mw as u64), rkey))
+    }
+    fn dealloc_mw(&self, mw: MwHandle) -> Result<()> {
+        let dealloc = self
+            .ops()
+            .dealloc_mw
+            .ok_or_else(|| fail("ibv_dealloc_mw", "the provider has none", libc::EOPNOTSUPP))?;
+        // SAFETY: a window this backend made.
+        let rc = unsafe { dealloc(ptr_of(mw.to_raw())) };
+        check("ibv_dealloc_mw", String::new, rc)
+    }
+    fn bind_mw(
+        &self,
+        qp: QpHandle,
+        wr_id: u64,
+        send_flags: SendFlags,
+        bind: MwBind,
+    ) -> Result<u32> {
+        let op = self
+            .ops()
+            .bind_mw
+            .ok_or_else(|| fail("ibv_bind_mw", "the provider has none", libc::EOPNOTSUPP))?;
+        let mw: *mut sys::ibv_mw = ptr_of(bind.mw.to_raw());
+        let mut b = sys::ibv_mw_bind {
+            wr_id,
+            send_flags: send_flags.0,
+            bind_info: sys::ibv_mw_bind_info {
+                mr: bind.mr.map_or(ptr::null_mut(), |mr| ptr_of(mr.to_raw())),
+                addr: bind.addr,
+                length: bind.length,
+                mw_access_flags: bind.access.0,
+            },
+        };
+        // SAFETY: a live QP and window this backend made; the provider picks the new R_Key
+        // itself (rxe and mlx5: ibv_inc_rkey of the current one, as `bind.rkey` is).
+        let rc = unsafe { op(ptr_of(qp.to_raw()), mw, &mut b) };
+        check("ibv_bind_mw", String::new, rc)?;
+        // SAFETY: a live window; ibv_bind_mw(3) returns the new R_Key in it.
+        Ok(unsafe { (*mw).rkey })
+    }
 
     fn create_comp_channel(&self) -> Result<(ChannelHandle, RawFd)> {
         // SAFETY: valid context.
@@ -607,7 +674,7 @@ impl Backend for Ibverbs {
         if wrs.is_empty() {
             return Ok(());
         }
-        let mut chain = WrChain::send(wrs, |ah| ptr_of(ah.to_raw()));
+        let mut chain = WrChain::send(wrs, &mut Tokens);
         let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
         // SAFETY: a live QP; the chain and its SGE lists live across the call; buffers
         // are the caller's contract.

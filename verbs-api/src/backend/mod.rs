@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 
 use softroce_emu::core::{
     AccessFlags, AhAttr, AhHandle, AsyncEvent, ChannelHandle, Counters, CqHandle, DeviceAttr, Hca,
-    MrHandle, MrKeys, PdHandle, PortAttr, QpAttr, QpAttrMask, QpHandle, QpInitAttr, QpState,
-    RecvWr, SendWr, SrqAttr, SrqAttrMask, SrqHandle, WcOpcode, WorkCompletion,
+    MrHandle, MrKeys, MwBind, MwHandle, MwType, PdHandle, PortAttr, QpAttr, QpAttrMask, QpHandle,
+    QpInitAttr, QpState, RecvWr, SendFlags, SendWr, SrqAttr, SrqAttrMask, SrqHandle, WcOpcode,
+    WorkCompletion,
 };
 use softroce_emu::driver::Device;
 use softroce_wire::{Gid, Qpn};
@@ -47,6 +48,22 @@ macro_rules! hca_verbs {
         }
         fn dereg_mr(&self, mr: MrHandle) -> Result<()> {
             Ok(self.with(|h| h.dereg_mr(mr))?)
+        }
+        fn alloc_mw(&self, pd: PdHandle, mw_type: MwType) -> Result<(MwHandle, u32)> {
+            Ok(self.with(|h| h.alloc_mw(pd, mw_type))?)
+        }
+        fn dealloc_mw(&self, mw: MwHandle) -> Result<()> {
+            Ok(self.with(|h| h.dealloc_mw(mw))?)
+        }
+        fn bind_mw(
+            &self,
+            qp: QpHandle,
+            wr_id: u64,
+            send_flags: SendFlags,
+            bind: MwBind,
+        ) -> Result<u32> {
+            self.with(|h| h.bind_mw(qp, wr_id, send_flags, bind))?;
+            Ok(bind.rkey)
         }
 
         fn create_cq(&self, cqe: u32, channel: Option<ChannelHandle>) -> Result<(CqHandle, u32)> {
@@ -167,6 +184,14 @@ pub trait Backend: Send + Sync + fmt::Debug {
     ) -> Result<(MrHandle, MrKeys)>;
     /// `ibv_dereg_mr`.
     fn dereg_mr(&self, mr: MrHandle) -> Result<()>;
+    /// `ibv_alloc_mw`: the window and its R_Key.
+    fn alloc_mw(&self, pd: PdHandle, mw_type: MwType) -> Result<(MwHandle, u32)>;
+    /// `ibv_dealloc_mw`.
+    fn dealloc_mw(&self, mw: MwHandle) -> Result<()>;
+    /// `ibv_bind_mw` of a type 1 window, asking for the R_Key `bind.rkey`: the window's R_Key
+    /// after the bind (a provider may pick its own, as ibv_bind_mw(3) returns it).
+    fn bind_mw(&self, qp: QpHandle, wr_id: u64, send_flags: SendFlags, bind: MwBind)
+    -> Result<u32>;
 
     /// `ibv_create_comp_channel`: the channel and its pollable fd (valid until destroyed).
     fn create_comp_channel(&self) -> Result<(ChannelHandle, RawFd)>;

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use softroce_emu::core::{
     AccessFlags, AhAttr, AhHandle, AsyncEvent, ChannelHandle, Counters, CqHandle, DeviceAttr, Hca,
-    MrHandle, MrKeys, PdHandle, PortAttr, QpAttr, QpAttrMask, QpHandle, QpInitAttr, QpState,
-    RecvWr, SendWr, SrqAttr, SrqAttrMask, SrqHandle, VerbsError, WcStatus, WorkCompletion,
+    MrHandle, MrKeys, MwBind, MwHandle, MwType, PdHandle, PortAttr, QpAttr, QpAttrMask, QpHandle,
+    QpInitAttr, QpState, RecvWr, SendFlags, SendWr, SrqAttr, SrqAttrMask, SrqHandle, VerbsError,
+    WcStatus, WorkCompletion,
 };
 use softroce_emu::driver::{EventFd, user_memory};
 use softroce_wire::{Gid, Qpn};

@@ -15,13 +15,13 @@ use super::cq::Completions;
 use super::device::{Device, DeviceAttr, HcaConfig, PortAttr, PortState};
 use super::error::{VerbsError, VerbsResult};
 use super::events::{AsyncEvent, EventElement, Events, HcaEvent};
-use super::handles::{AhHandle, ChannelHandle, CqHandle, MrHandle, PdHandle, QpHandle};
-use super::objects::{Ah, AhAttr, Mr};
+use super::handles::{AhHandle, ChannelHandle, CqHandle, MrHandle, MwHandle, PdHandle, QpHandle};
+use super::objects::{Ah, AhAttr, Mr, Mw};
 use super::store::Store;
 use super::transport::gsi::{self, Gsi, ReceivedMad};
 use super::transport::{self, Engine, IncomingDatagram, Outbox, Transmit};
-use super::types::{AccessFlags, EventType};
-use super::wr::WorkCompletion;
+use super::types::{AccessFlags, EventType, MwType, SendFlags, WrOpcode};
+use super::wr::{MwBind, SendWr, Sge, WorkCompletion};
 
 /// Keys of a registered memory region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -180,18 +180,30 @@ impl Hca {
         Ok(self.store.insert_pd())
     }
 
-    /// `ibv_dealloc_pd`: refused with EBUSY while MRs, AHs, QPs or SRQs use it.
+    /// `ibv_dealloc_pd`: refused with EBUSY while MRs, MWs, AHs, QPs or SRQs use it.
     pub fn dealloc_pd(&mut self, pd: PdHandle) -> VerbsResult<()> {
         const VERB: &str = "dealloc_pd";
         let p = self.store.lookup(VERB, pd)?;
         if p.users > 0 {
             return Err(VerbsError::busy(
                 VERB,
-                format!("{} MRs/AHs/QPs/SRQs still use the PD", p.users),
+                format!("{} MRs/MWs/AHs/QPs/SRQs still use the PD", p.users),
             ));
         }
         self.store.remove_pd(VERB, pd)?;
         Ok(())
+    }
+
+    /// `ibv_alloc_parent_domain` over `pd`: the parent domain names the same PD
+    /// (ibv_alloc_parent_domain(3): "completely interchangeable" with it) and counts as one
+    /// of its users, so the PD is not deallocated under it.
+    pub fn alloc_parent_domain(&mut self, pd: PdHandle) -> VerbsResult<()> {
+        self.store.add_pd_users("alloc_parent_domain", pd, 1)
+    }
+
+    /// `ibv_dealloc_pd` of a parent domain over `pd`.
+    pub fn dealloc_parent_domain(&mut self, pd: PdHandle) -> VerbsResult<()> {
+        self.store.add_pd_users("dealloc_pd", pd, -1)
     }
 
     // ---- MR ---------------------------------------------------------------------------
@@ -216,34 +228,7 @@ impl Hca {
     ) -> VerbsResult<(MrHandle, MrKeys)> {
         const VERB: &str = "reg_mr";
         self.store.lookup(VERB, pd)?;
-        if access.unknown_bits() != 0 {
-            return Err(VerbsError::invalid(
-                VERB,
-                format!("unknown access bits {:#x}", access.unknown_bits()),
-            ));
-        }
-        if access.intersects(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC)
-            && !access.contains(AccessFlags::LOCAL_WRITE)
-        {
-            return Err(VerbsError::invalid(
-                VERB,
-                format!("{access} requires IBV_ACCESS_LOCAL_WRITE (IBTA 10.6.3.1)"),
-            ));
-        }
-        if access
-            .intersects(AccessFlags::ZERO_BASED | AccessFlags::ON_DEMAND | AccessFlags::MW_BIND)
-        {
-            return Err(VerbsError::Unsupported {
-                verb: VERB,
-                what: format!("access flags {access}"),
-            });
-        }
-        if addr.is_null() && len > 0 {
-            return Err(VerbsError::invalid(VERB, "null address"));
-        }
-        if (addr as u64).checked_add(len as u64).is_none() {
-            return Err(VerbsError::invalid(VERB, "address range wraps around"));
-        }
+        Self::check_registration(VERB, addr, len, access)?;
         if self.store.count::<MrHandle>() >= self.device.attr().max_mr as usize {
             return Err(VerbsError::no_resources(VERB, "max_mr reached"));
         }
@@ -257,6 +242,7 @@ impl Hca {
             lkey: key,
             rkey: key,
             remote_valid: true,
+            windows: 0,
         };
         let handle = self.store.insert_mr(mr);
         self.store.add_pd_users(VERB, pd, 1)?;
@@ -269,12 +255,228 @@ impl Hca {
         ))
     }
 
+    /// `ibv_rereg_mr`: change the region's PD, range (`addr`, `len`) and/or access, each
+    /// when given, as a deregistration and registration would (ibv_rereg_mr(3)), keeping
+    /// its keys. Refused with EBUSY while a memory window is bound to it (ibv_dereg_mr
+    /// would be); on any error the region is unchanged.
+    ///
+    /// # Safety
+    /// A new range is memory of this process under the contract of [`Hca::reg_mr`]; the old
+    /// one is no longer accessed once this returns.
+    pub unsafe fn rereg_mr(
+        &mut self,
+        mr: MrHandle,
+        pd: Option<PdHandle>,
+        range: Option<(*mut u8, usize)>,
+        access: Option<AccessFlags>,
+    ) -> VerbsResult<MrKeys> {
+        const VERB: &str = "rereg_mr";
+        let m = self.store.lookup(VERB, mr)?;
+        if m.windows > 0 {
+            return Err(VerbsError::busy(
+                VERB,
+                format!("{} memory windows are bound to the region", m.windows),
+            ));
+        }
+        let old_pd = m.pd;
+        let new_pd = pd.unwrap_or(old_pd);
+        let (addr, len) = range.unwrap_or((m.addr as *mut u8, m.len as usize));
+        let access = access.unwrap_or(m.access);
+        self.store.lookup(VERB, new_pd)?;
+        Self::check_registration(VERB, addr, len, access)?;
+        let m = self.store.lookup_mut(VERB, mr)?;
+        m.pd = new_pd;
+        m.addr = addr as u64;
+        m.len = len as u64;
+        m.access = access;
+        let keys = MrKeys {
+            lkey: m.lkey,
+            rkey: m.rkey,
+        };
+        if new_pd != old_pd {
+            self.store.add_pd_users(VERB, old_pd, -1)?;
+            self.store.add_pd_users(VERB, new_pd, 1)?;
+        }
+        Ok(keys)
+    }
+
+    /// `ibv_advise_mr` (ibv_advise_mr(3)): `advice` 0 (PREFETCH), 1 (PREFETCH_WRITE) or 2
+    /// (PREFETCH_NO_FAULT), `flags` 0 or IBV_ADVISE_MR_FLAG_FLUSH (1), over ranges of ODP
+    /// regions of `pd`. Nothing needs paging in (every region's pages were checked at
+    /// registration), so a valid advice succeeds at once, synchronous or not.
+    pub fn advise_mr(
+        &self,
+        pd: PdHandle,
+        advice: u32,
+        flags: u32,
+        sges: &[Sge],
+    ) -> VerbsResult<()> {
+        const VERB: &str = "advise_mr";
+        self.store.lookup(VERB, pd)?;
+        if advice > 2 {
+            return Err(VerbsError::Unsupported {
+                verb: VERB,
+                what: format!("advice {advice}"),
+            });
+        }
+        if flags & !1 != 0 || sges.is_empty() {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!("flags {flags:#x} (only IBV_ADVISE_MR_FLAG_FLUSH) or no SGE"),
+            ));
+        }
+        for (i, sge) in sges.iter().enumerate() {
+            let Some(mr) = self.store.mr_by_key(sge.lkey) else {
+                return Err(VerbsError::BadAddress {
+                    verb: VERB,
+                    reason: format!("sge[{i}]: lkey {:#x} names no region", sge.lkey),
+                });
+            };
+            if mr.pd != pd {
+                return Err(VerbsError::NotPermitted {
+                    verb: VERB,
+                    reason: format!("sge[{i}]: the region belongs to another PD"),
+                });
+            }
+            if !mr.access.contains(AccessFlags::ON_DEMAND) {
+                return Err(VerbsError::invalid(
+                    VERB,
+                    format!("sge[{i}]: not an on-demand paging region"),
+                ));
+            }
+            if !mr.contains(sge.addr, u64::from(sge.length)) {
+                return Err(VerbsError::BadAddress {
+                    verb: VERB,
+                    reason: format!("sge[{i}]: range outside the region"),
+                });
+            }
+            if advice == 1 && !mr.access.contains(AccessFlags::LOCAL_WRITE) {
+                return Err(VerbsError::NotPermitted {
+                    verb: VERB,
+                    reason: format!("sge[{i}]: PREFETCH_WRITE of a region without local write"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// A region's registration: address, length and access.
+    pub fn mr_registration(&self, mr: MrHandle) -> VerbsResult<(u64, usize, AccessFlags)> {
+        let m = self.store.lookup("query_mr", mr)?;
+        Ok((m.addr, m.len as usize, m.access))
+    }
+
+    /// The checks a registration's range and access must pass (ibv_reg_mr(3)).
+    fn check_registration(
+        verb: &'static str,
+        addr: *mut u8,
+        len: usize,
+        access: AccessFlags,
+    ) -> VerbsResult<()> {
+        if access.unknown_bits() != 0 {
+            return Err(VerbsError::invalid(
+                verb,
+                format!("unknown access bits {:#x}", access.unknown_bits()),
+            ));
+        }
+        if access.intersects(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC)
+            && !access.contains(AccessFlags::LOCAL_WRITE)
+        {
+            return Err(VerbsError::invalid(
+                verb,
+                format!("{access} requires IBV_ACCESS_LOCAL_WRITE (IBTA 10.6.3.1)"),
+            ));
+        }
+        if access.contains(AccessFlags::ZERO_BASED) {
+            return Err(VerbsError::Unsupported {
+                verb,
+                what: format!("access flags {access}"),
+            });
+        }
+        if addr.is_null() && len > 0 {
+            return Err(VerbsError::invalid(verb, "null address"));
+        }
+        if (addr as u64).checked_add(len as u64).is_none() {
+            return Err(VerbsError::invalid(verb, "address range wraps around"));
+        }
+        Ok(())
+    }
+
     /// `ibv_dereg_mr`. Work requests posted earlier that still reference the region fail
     /// with a protection error when processed; remote accesses with its rkey are refused.
     pub fn dereg_mr(&mut self, mr: MrHandle) -> VerbsResult<()> {
         const VERB: &str = "dereg_mr";
+        let windows = self.store.lookup(VERB, mr)?.windows;
+        if windows > 0 {
+            return Err(VerbsError::busy(
+                VERB,
+                format!("{windows} memory windows are still bound to the region (ibv_alloc_mw(3))"),
+            ));
+        }
         let m = self.store.remove_mr(VERB, mr)?;
         self.store.add_pd_users(VERB, m.pd, -1)
+    }
+
+    // ---- MW ---------------------------------------------------------------------------
+
+    /// `ibv_alloc_mw`: an unbound window of `mw_type` in `pd`, and its first R_Key.
+    pub fn alloc_mw(&mut self, pd: PdHandle, mw_type: MwType) -> VerbsResult<(MwHandle, u32)> {
+        const VERB: &str = "alloc_mw";
+        self.store.lookup(VERB, pd)?;
+        if self.store.count::<MwHandle>() >= self.device.attr().max_mw as usize {
+            return Err(VerbsError::no_resources(VERB, "max_mw reached"));
+        }
+        let store = &self.store;
+        let rkey = self.device.draw_key(|k| store.key_index_in_use(k));
+        let handle = self.store.insert_mw(Mw {
+            pd,
+            mw_type,
+            rkey,
+            binding: None,
+        });
+        self.store.add_pd_users(VERB, pd, 1)?;
+        Ok((handle, rkey))
+    }
+
+    /// `ibv_dealloc_mw`: unbinds the window if bound, then frees it (ibv_alloc_mw(3)); its
+    /// R_Key opens nothing afterwards.
+    pub fn dealloc_mw(&mut self, mw: MwHandle) -> VerbsResult<()> {
+        const VERB: &str = "dealloc_mw";
+        self.store.lookup(VERB, mw)?;
+        self.store.unbind_mw(mw);
+        let w = self.store.remove_mw(VERB, mw)?;
+        self.store.add_pd_users(VERB, w.pd, -1)
+    }
+
+    /// A window's current R_Key.
+    pub fn mw_rkey(&self, mw: MwHandle) -> VerbsResult<u32> {
+        Ok(self.store.lookup("query_mw", mw)?.rkey)
+    }
+
+    /// `ibv_bind_mw`: posts the bind of type-1 window `bind.mw` to `qp`'s send queue as a
+    /// work request (`wr_id`, `send_flags`: FENCE, SIGNALED); the bind happens, and
+    /// completes, in the queue's order. Type 2 windows are bound by posting
+    /// `IBV_WR_BIND_MW` (ibv_bind_mw(3), NOTES): EINVAL here.
+    pub fn bind_mw(
+        &mut self,
+        qp: QpHandle,
+        wr_id: u64,
+        send_flags: SendFlags,
+        bind: MwBind,
+    ) -> VerbsResult<()> {
+        const VERB: &str = "bind_mw";
+        let w = self.store.lookup(VERB, bind.mw)?;
+        if w.mw_type != MwType::Type1 {
+            return Err(VerbsError::invalid(
+                VERB,
+                "a type 2 window is bound by posting IBV_WR_BIND_MW (ibv_bind_mw(3))",
+            ));
+        }
+        let mut wr = SendWr::new(wr_id, WrOpcode::BindMw);
+        wr.send_flags = send_flags;
+        wr.bind = Some(bind);
+        // SAFETY: a bind work request has no scatter/gather list, inline or not.
+        unsafe { self.post_send(qp, std::slice::from_ref(&wr)) }.map_err(|e| e.error)
     }
 
     // ---- AH ---------------------------------------------------------------------------

@@ -175,8 +175,7 @@ impl Hca {
                     ),
                 )));
             }
-            let pd = s.pd;
-            self.check_sges(VERB, pd, &wr.sg_list, true).map_err(fail)?;
+            // The lkeys are checked when a message lands, as for QP receives (post_recv).
             if let Some(s) = self.store.get_mut(srq) {
                 s.queue.push_back(wr.clone());
             }
@@ -401,11 +400,17 @@ impl Hca {
         let entering = cur != next;
         match next {
             QpState::Reset if entering => {
-                // IBTA: RESET discards all work requests without completions.
+                // IBTA: RESET discards all work requests without completions. The QP's
+                // completions not yet polled go too (as mlx4 and mlx5 clean their CQs on
+                // this transition): a QP brought back from ERR does not first report the
+                // flushes of its previous life.
                 q.sq.clear();
                 q.rq.clear();
                 q.sqd_notify_pending = false;
                 q.transport = Default::default();
+                let (qpn, send_cq, recv_cq) = (q.qpn.value(), q.init.send_cq, q.init.recv_cq);
+                self.cqs.remove_qp_entries(send_cq, qpn);
+                self.cqs.remove_qp_entries(recv_cq, qpn);
             }
             QpState::Rtr if entering => {
                 let rq_psn = q.attr.rq_psn;
@@ -444,15 +449,14 @@ impl Hca {
         if mask.contains(M::PORT) && attr.port_num != 1 {
             return bad(format!("port_num {} does not exist", attr.port_num));
         }
-        if mask.contains(M::ACCESS_FLAGS) {
-            let allowed = AccessFlags::LOCAL_WRITE
-                | AccessFlags::REMOTE_WRITE
-                | AccessFlags::REMOTE_READ
-                | AccessFlags::REMOTE_ATOMIC;
-            let extra = attr.qp_access_flags.difference(allowed);
-            if !extra.is_empty() {
-                return bad(format!("qp_access_flags {extra} do not apply to a QP"));
-            }
+        // ibv_modify_qp(3): the mask "of enabled remote access operations". Region-only bits
+        // (LOCAL_WRITE, ON_DEMAND …) enable nothing and are ignored, as rxe and mlx5 do
+        // (rdma-core's ODP tests pass the region's flags); unknown bits are refused.
+        if mask.contains(M::ACCESS_FLAGS) && attr.qp_access_flags.unknown_bits() != 0 {
+            return bad(format!(
+                "qp_access_flags has unknown bits {:#x}",
+                attr.qp_access_flags.unknown_bits()
+            ));
         }
         if mask.contains(M::AV) {
             self.device.check_ah_attr("modify_qp", &attr.ah_attr)?;
@@ -652,11 +656,26 @@ impl Hca {
                 format!("{} is not valid on a {qp_type} QP", wr.opcode),
             ));
         }
-        if matches!(wr.opcode, WrOpcode::LocalInv | WrOpcode::BindMw) {
-            return Err(VerbsError::Unsupported {
-                verb: VERB,
-                what: format!("{} (memory windows / local invalidate)", wr.opcode),
-            });
+        if wr.opcode == WrOpcode::BindMw {
+            let Some(b) = wr.bind else {
+                return Err(VerbsError::invalid(
+                    VERB,
+                    "IBV_WR_BIND_MW without its bind_mw",
+                ));
+            };
+            self.store.lookup(VERB, b.mw)?;
+            match b.mr {
+                Some(mr) => {
+                    self.store.lookup(VERB, mr)?;
+                }
+                None if b.length > 0 => {
+                    return Err(VerbsError::invalid(
+                        VERB,
+                        "a window of non-zero length needs its region (bind_info.mr)",
+                    ));
+                }
+                None => {}
+            }
         }
         if q.sq.len() >= q.init.cap.max_send_wr as usize {
             return Err(VerbsError::no_resources(
@@ -760,6 +779,9 @@ impl Hca {
                 off += n;
             }
             Some(data)
+        } else if wr.opcode.is_local() {
+            // Binds and local invalidates move no data: their scatter/gather list is unused.
+            None
         } else {
             let write = matches!(wr.opcode, WrOpcode::RdmaRead) || is_atomic;
             self.check_sges(VERB, pd, &wr.sg_list, write)?;
@@ -815,8 +837,10 @@ impl Hca {
                     ),
                 )));
             }
-            let pd = q.pd;
-            self.check_sges(VERB, pd, &wr.sg_list, true).map_err(fail)?;
+            // The lkeys are checked when a message lands (IBV_WC_LOC_PROT_ERR and a NAK),
+            // as rxe and mlx5 do: the region may be re-registered (ibv_rereg_mr) or
+            // deregistered between the post and the arrival, so the check that counts is
+            // the one at arrival.
             let q = self.store.lookup_mut(VERB, qp).map_err(fail)?;
             q.rq.push_back(wr.clone());
             if state == QpState::Err {

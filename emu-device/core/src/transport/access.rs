@@ -2,7 +2,7 @@
 //! lkey, remote ranges by rkey. Every copy goes through `core::memory` only after the range
 //! was found inside a live region with the right rights.
 
-use super::super::handles::PdHandle;
+use super::super::handles::{PdHandle, QpHandle};
 use super::super::memory;
 use super::super::store::Store;
 use super::super::types::AccessFlags;
@@ -32,6 +32,15 @@ pub(crate) enum RemoteFault {
     /// An atomic target not 8-byte aligned: an invalid request (IBTA oA19-28; rxe's
     /// RESPST_ERR_MISALIGNED_ATOMIC), not an access error.
     Misaligned,
+}
+
+/// Whom a remote access comes from: the QP a request arrived on, its PD and its access
+/// flags.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Via {
+    pub(crate) pd: PdHandle,
+    pub(crate) qp: QpHandle,
+    pub(crate) access: AccessFlags,
 }
 
 impl Store {
@@ -117,19 +126,24 @@ impl Store {
         Ok(())
     }
 
-    /// Check a remote access of `len` bytes at `va` with `rkey` needing `need` on both the
-    /// region and the QP (`qp_access`).
+    /// Check a remote access of `len` bytes at `va` with `rkey` (a region's or a window's)
+    /// arriving `via` a QP, needing `need` on the region or window and on the QP: the
+    /// absolute address to access.
     pub(crate) fn check_remote(
         &self,
-        pd: PdHandle,
-        qp_access: AccessFlags,
+        via: Via,
         rkey: u32,
         va: u64,
         len: u64,
         need: AccessFlags,
-    ) -> Result<(), RemoteFault> {
+    ) -> Result<u64, RemoteFault> {
+        let Via {
+            pd,
+            access: qp_access,
+            ..
+        } = via;
         let Some(mr) = self.mr_by_key(rkey) else {
-            return Err(RemoteFault::UnknownKey);
+            return self.check_window(via, rkey, va, len, need);
         };
         if !mr.remote_valid || mr.rkey != rkey {
             return Err(RemoteFault::UnknownKey);
@@ -148,7 +162,47 @@ impl Store {
         if need.contains(AccessFlags::REMOTE_ATOMIC) && va % 8 != 0 {
             return Err(RemoteFault::Misaligned);
         }
-        Ok(())
+        Ok(va)
+    }
+
+    /// [`Store::check_remote`] for a window's R_Key: the window's own bounds and rights
+    /// decide (rxe checks only the underlying region's bounds, letting a WRITE land outside
+    /// the window), and the region must still cover the range.
+    fn check_window(
+        &self,
+        via: Via,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        need: AccessFlags,
+    ) -> Result<u64, RemoteFault> {
+        let Via {
+            pd,
+            qp,
+            access: qp_access,
+        } = via;
+        let Some((_, mw)) = self.mw_by_rkey(rkey) else {
+            return Err(RemoteFault::UnknownKey);
+        };
+        let Some(b) = mw.binding else {
+            return Err(RemoteFault::UnknownKey);
+        };
+        if mw.pd != pd || b.qp.is_some_and(|bound| bound != qp) {
+            return Err(RemoteFault::WrongPd);
+        }
+        if !b.access.contains(need) || !qp_access.contains(need) {
+            return Err(RemoteFault::NoAccess);
+        }
+        let Some(addr) = b.translate(va, len) else {
+            return Err(RemoteFault::OutOfBounds);
+        };
+        if !self.get(b.mr).is_some_and(|mr| mr.contains(addr, len)) {
+            return Err(RemoteFault::OutOfBounds);
+        }
+        if need.contains(AccessFlags::REMOTE_ATOMIC) && addr % 8 != 0 {
+            return Err(RemoteFault::Misaligned);
+        }
+        Ok(addr)
     }
 
     /// Read remote-accessible memory (after [`Store::check_remote`]).

@@ -163,6 +163,7 @@ fn complete_front(eng: &mut Engine<'_>, now: Instant, qp: QpHandle, byte_len: u6
         let _ = eng.push_completion(cq, wc, false);
     }
     eng.check_sq_drained(qp);
+    super::requester::retire_local_ops(eng, qp);
     eng.outbox.mark_active(qp);
 }
 

@@ -8,11 +8,13 @@ use softroce_wire::{
     AtomicEthRepr, BthRepr, DethRepr, ExtRepr, Opcode, Psn, Qpn, RethRepr, RoceRepr,
 };
 
-use super::super::handles::QpHandle;
-use super::super::objects::{Qp, SendWqe};
+use super::super::handles::{PdHandle, QpHandle};
+use super::super::objects::{MwBinding, Qp, SendWqe};
 use super::super::store::Store;
-use super::super::types::{QpState, QpType, SendFlags, WcOpcode, WcStatus, WrOpcode};
-use super::super::wr::{VendorErr, WorkCompletion};
+use super::super::types::{
+    AccessFlags, MwType, QpState, QpType, SendFlags, WcOpcode, WcStatus, WrOpcode,
+};
+use super::super::wr::{MwBind, VendorErr, WorkCompletion};
 use super::Engine;
 use super::access::LocalFault;
 use super::ack_timeout;
@@ -88,6 +90,14 @@ fn next_packet(eng: &mut Engine<'_>, now: Instant, qp: QpHandle) -> Step {
     let Some((idx, mtu)) = wqe_at_cursor(eng, qp) else {
         return Step::Stop;
     };
+    if eng
+        .store
+        .get(qp)
+        .and_then(|q| q.sq.get(idx))
+        .is_some_and(|w| w.wr.opcode.is_local())
+    {
+        return local_op(eng, qp, idx);
+    }
     if let Err(step) = start_request(eng, qp, idx, mtu) {
         return step;
     }
@@ -409,6 +419,150 @@ fn data_opcode(qp_type: QpType, op: WrOpcode, i: u32, n: u32) -> Opcode {
                 _ => pick(Opcode::RC_SEND_MIDDLE, Opcode::UC_SEND_MIDDLE),
             }
         }
+    }
+}
+
+/// Execute the bind or local invalidate at the cursor, in the send queue's order: it uses no
+/// PSN, and completes once every request before it has (`retire_local_ops`). A refused one
+/// completes in error and stops the QP, as a failed request does.
+fn local_op(eng: &mut Engine<'_>, qp: QpHandle, idx: usize) -> Step {
+    let Some(q) = eng.store.get(qp) else {
+        return Step::Stop;
+    };
+    let Some(w) = q.sq.get(idx) else {
+        return Step::Stop;
+    };
+    if w.first_psn.is_some() {
+        // Executed before a go-back-N rewind: never twice.
+        if let Some(q) = eng.store.get_mut(qp) {
+            q.transport.send_index = idx + 1;
+        }
+        return Step::Sent;
+    }
+    let outstanding_rd =
+        q.sq.iter()
+            .take(idx)
+            .any(|w| is_rd_atomic(w.wr.opcode) && w.first_psn.is_some());
+    if w.wr.send_flags.contains(SendFlags::FENCE) && outstanding_rd {
+        return Step::Stop;
+    }
+    let pd = q.pd;
+    let result = match (w.wr.opcode, w.wr.bind) {
+        (WrOpcode::BindMw, Some(bind)) => bind_mw(eng.store, pd, qp, &bind),
+        (WrOpcode::LocalInv, _) => {
+            let rkey = w.wr.invalidate_rkey;
+            if eng.store.invalidate_mw(pd, rkey, None) {
+                Ok(())
+            } else {
+                Err(WcStatus::LocQpOpErr)
+            }
+        }
+        _ => Err(WcStatus::LocQpOpErr),
+    };
+    if let Err(status) = result {
+        fail_send(eng, qp, idx, status, VendorErr::LocalOp);
+        return Step::Stop;
+    }
+    let Some(q) = eng.store.get_mut(qp) else {
+        return Step::Stop;
+    };
+    let psn = q.transport.sq_psn;
+    if let Some(w) = q.sq.get_mut(idx) {
+        w.first_psn = Some(psn);
+        w.npkts = 0;
+        w.all_sent = true;
+    }
+    q.transport.send_index = idx + 1;
+    retire_local_ops(eng, qp);
+    Step::Sent
+}
+
+/// Bind a window as `bind` asks, or say why not (`IBV_WC_MW_BIND_ERR`): the window and
+/// region of the QP's PD, a type 2 window unbound (invalidated) first, the new R_Key keeping
+/// the window's index, only remote rights (and ZERO_BASED; LOCAL_WRITE is ignored), the region allowing MW_BIND and,
+/// for remote write or atomic rights, local write (ibv_bind_mw(3)), the range inside the
+/// region. A zero-length bind unbinds (how a type 1 window is invalidated).
+fn bind_mw(store: &mut Store, pd: PdHandle, qp: QpHandle, bind: &MwBind) -> Result<(), WcStatus> {
+    const ERR: WcStatus = WcStatus::MwBindErr;
+    let w = store.get(bind.mw).ok_or(ERR)?;
+    let mw_type = w.mw_type;
+    if w.pd != pd
+        || (mw_type == MwType::Type2 && w.binding.is_some())
+        || bind.rkey >> 8 != w.rkey >> 8
+    {
+        return Err(ERR);
+    }
+    // LOCAL_WRITE means nothing for a window; rxe and mlx5 accept it (and rdma-core's tests
+    // pass it), so it is ignored rather than refused.
+    let rights = AccessFlags::REMOTE_READ
+        | AccessFlags::REMOTE_WRITE
+        | AccessFlags::REMOTE_ATOMIC
+        | AccessFlags::ZERO_BASED
+        | AccessFlags::LOCAL_WRITE;
+    if !rights.contains(bind.access) {
+        return Err(ERR);
+    }
+    let binding = if bind.length == 0 {
+        None
+    } else {
+        let mr_handle = bind.mr.ok_or(ERR)?;
+        let mr = store.get(mr_handle).ok_or(ERR)?;
+        let needs_local_write = bind
+            .access
+            .intersects(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC);
+        if mr.pd != pd
+            || !mr.access.contains(AccessFlags::MW_BIND)
+            || (needs_local_write && !mr.access.contains(AccessFlags::LOCAL_WRITE))
+            || !mr.contains(bind.addr, bind.length)
+        {
+            return Err(ERR);
+        }
+        Some(MwBinding {
+            mr: mr_handle,
+            addr: bind.addr,
+            len: bind.length,
+            access: bind.access,
+            qp: (mw_type == MwType::Type2).then_some(qp),
+        })
+    };
+    store.unbind_mw(bind.mw);
+    if let Some(b) = binding {
+        store.add_mr_windows(b.mr, 1);
+    }
+    if let Some(w) = store.get_mut(bind.mw) {
+        w.rkey = bind.rkey;
+        w.binding = binding;
+    }
+    Ok(())
+}
+
+/// Complete the executed binds and local invalidates at the front of the send queue: they
+/// wait only for the requests posted before them.
+pub(super) fn retire_local_ops(eng: &mut Engine<'_>, qp: QpHandle) {
+    loop {
+        let Some(q) = eng.store.get_mut(qp) else {
+            return;
+        };
+        if !q
+            .sq
+            .front()
+            .is_some_and(|w| w.wr.opcode.is_local() && w.all_sent)
+        {
+            break;
+        }
+        let Some(w) = q.sq.pop_front() else {
+            return;
+        };
+        q.transport.send_index = q.transport.send_index.saturating_sub(1);
+        if q.sq.front().is_none_or(|w| w.first_psn.is_none()) {
+            q.transport.retrans_at = None;
+        }
+        let (qpn, cq) = (q.qpn.value(), q.init.send_cq);
+        if w.signaled {
+            let wc = WorkCompletion::success(w.wr.wr_id, qpn, WcOpcode::for_send(w.wr.opcode), 0);
+            let _ = eng.push_completion(cq, wc, false);
+        }
+        eng.check_sq_drained(qp);
     }
 }
 

@@ -20,7 +20,7 @@ use super::super::types::{AccessFlags, EventType, QpType, WcFlags, WcOpcode, WcS
 use super::super::wr::{RecvWr, VendorErr, WorkCompletion};
 use super::Engine;
 use super::IncomingDatagram;
-use super::access::{LocalFault, RemoteFault};
+use super::access::{LocalFault, RemoteFault, Via};
 
 /// The wire bytes of immediate data, as `ibv_wc.imm_data` (network order) holds them.
 fn imm_from_wire(imm: u32) -> u32 {
@@ -282,7 +282,7 @@ fn on_send(
     let ends = matches!(pos, Position::Last | Position::Only);
     if ends
         && let Some(ieth) = packet.ieth()
-        && !eng.store.invalidate_rkey(pd, ieth.rkey())
+        && !eng.store.invalidate_rkey(pd, ieth.rkey(), qp)
     {
         // Class J (rxe: RESPST_ERR_INVALIDATE_RKEY): the receive completes with
         // IBV_WC_REM_INV_REQ_ERR and the QP stops; the requester is told by an
@@ -353,8 +353,11 @@ fn on_write(
             if len > 0 {
                 eng.store
                     .check_remote(
-                        pd,
-                        qp_access,
+                        Via {
+                            pd,
+                            qp,
+                            access: qp_access,
+                        },
                         rkey,
                         va,
                         u64::from(len),
@@ -385,18 +388,23 @@ fn on_write(
         return Err(invalid_request());
     }
     // The region may have been deregistered between packets: check every time (as rxe).
-    if !payload.is_empty() {
+    let addr = if payload.is_empty() {
+        va + offset
+    } else {
         eng.store
             .check_remote(
-                pd,
-                qp_access,
+                Via {
+                    pd,
+                    qp,
+                    access: qp_access,
+                },
                 rkey,
                 va + offset,
                 payload.len() as u64,
                 AccessFlags::REMOTE_WRITE,
             )
-            .map_err(remote_fault_to_failure)?;
-    }
+            .map_err(remote_fault_to_failure)?
+    };
     let ends = matches!(pos, Position::Last | Position::Only);
     if ends && end != u64::from(len) {
         return Err(invalid_request());
@@ -424,7 +432,7 @@ fn on_write(
     } else {
         None
     };
-    eng.store.write_remote(va + offset, payload);
+    eng.store.write_remote(addr, payload);
     advance(eng, qp, 1, ends);
     if ends {
         if let (Some(imm), Some((wqe, _))) = (imm, recv) {
@@ -482,8 +490,11 @@ fn on_read(
     if len > 0 {
         eng.store
             .check_remote(
-                q.pd,
-                q.attr.qp_access_flags,
+                Via {
+                    pd: q.pd,
+                    qp,
+                    access: q.attr.qp_access_flags,
+                },
                 rkey,
                 va,
                 u64::from(len),
@@ -596,19 +607,22 @@ fn send_read_response(
     };
     let mtu = q.attr.path_mtu.bytes() as u32;
     let chunk = c.resid.min(mtu);
-    let live = chunk == 0
-        || eng
-            .store
-            .check_remote(
-                q.pd,
-                q.attr.qp_access_flags,
-                c.rkey,
-                c.va,
-                u64::from(chunk),
-                AccessFlags::REMOTE_READ,
-            )
-            .is_ok();
-    if !live {
+    let addr = if chunk == 0 {
+        Ok(c.va)
+    } else {
+        eng.store.check_remote(
+            Via {
+                pd: q.pd,
+                qp,
+                access: q.attr.qp_access_flags,
+            },
+            c.rkey,
+            c.va,
+            u64::from(chunk),
+            AccessFlags::REMOTE_READ,
+        )
+    };
+    let Ok(addr) = addr else {
         if let Some(q) = eng.store.get_mut(qp) {
             q.transport.replies.clear();
         }
@@ -620,7 +634,7 @@ fn send_read_response(
             Some(EventType::QpAccessErr),
         );
         return Err(());
-    }
+    };
     let dest = Qpn::from_wire(q.attr.dest_qp_num);
     let Some(dst) = eng.qp_peer(qp) else {
         return Err(());
@@ -645,7 +659,7 @@ fn send_read_response(
         chunk as usize,
     );
     let mut buf = vec![0u8; chunk as usize];
-    eng.store.read_remote(c.va, &mut buf);
+    eng.store.read_remote(addr, &mut buf);
     eng.queue_packet(dst, &repr, &buf);
     Ok((!last).then_some(ReadCursor {
         psn: c.psn.next(),
@@ -671,10 +685,14 @@ fn on_atomic(
     let Some(a) = packet.atomic_eth() else {
         return Err(invalid_request());
     };
-    eng.store
+    let addr = eng
+        .store
         .check_remote(
-            q.pd,
-            q.attr.qp_access_flags,
+            Via {
+                pd: q.pd,
+                qp,
+                access: q.attr.qp_access_flags,
+            },
             a.rkey(),
             a.va(),
             8,
@@ -682,7 +700,7 @@ fn on_atomic(
         )
         .map_err(remote_fault_to_failure)?;
     let compare = (bth.opcode == Opcode::RC_COMPARE_SWAP).then_some(a.compare());
-    let orig = eng.store.atomic_remote(a.va(), a.swap_add(), compare);
+    let orig = eng.store.atomic_remote(addr, a.swap_add(), compare);
     remember(eng, qp, Resource::Atomic { psn: bth.psn, orig });
     advance(eng, qp, 1, true);
     eng.queue_response(qp, bth.psn, Syndrome::ACK, Some(orig));
@@ -723,8 +741,11 @@ fn on_duplicate(eng: &mut Engine<'_>, qp: QpHandle, packet: &RocePacket<&[u8]>, 
                 || eng
                     .store
                     .check_remote(
-                        q.pd,
-                        q.attr.qp_access_flags,
+                        Via {
+                            pd: q.pd,
+                            qp,
+                            access: q.attr.qp_access_flags,
+                        },
                         rkey,
                         rva,
                         u64::from(rlen),
