@@ -12,7 +12,7 @@ if ! command -v tshark >/dev/null 2>&1; then
   apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends tshark >/dev/null
 fi
 rdma_missing=
-for tool in ibv_devices ibv_devinfo ibv_rc_pingpong ib_write_bw objdump gcc fi_pingpong ss; do
+for tool in ibv_devices ibv_devinfo ibv_rc_pingpong ib_write_bw rping ucmatose objdump gcc fi_pingpong ss; do
   command -v "$tool" >/dev/null 2>&1 || rdma_missing=1
 done
 [ -e /usr/include/infiniband/verbs.h ] || rdma_missing=1
@@ -22,7 +22,7 @@ if [ -n "$rdma_missing" ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get -o DPkg::Lock::Timeout=600 update -qq
   apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends \
-    libibverbs-dev librdmacm-dev ibverbs-utils perftest ibverbs-providers binutils gcc libc6-dev \
+    libibverbs-dev librdmacm-dev ibverbs-utils rdmacm-utils perftest ibverbs-providers binutils gcc libc6-dev \
     libfabric-bin iproute2 >/dev/null
 fi
 if ! command -v ucx_perftest >/dev/null 2>&1; then

@@ -1,5 +1,5 @@
-//! Embeds the drop-in `libibverbs.so` in the `softroce` binary, so that `cargo install`
-//! (which installs binaries only) still gives a `softroce exec` that works.
+//! Embeds the drop-ins `libibverbs.so` and `librdmacm.so` in the `softroce` binary, so that
+//! `cargo install` (which installs binaries only) still gives a `softroce exec` that works.
 //!
 //! `softroce-ibverbs` is a dependency whose library is a cdylib as well as an rlib: cargo
 //! links `<target>/<profile>/deps/libibverbs.so` before it compiles this crate's binary,
@@ -23,14 +23,19 @@ fn main() {
         );
         std::process::exit(1);
     };
-    let so = profile_dir.join("deps").join("libibverbs.so");
-    if !so.exists() {
-        // Only if missing: the linker replaces it when it links the real library.
-        let _ = std::fs::create_dir_all(profile_dir.join("deps"));
-        let _ = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&so);
+    for (lib, var) in [
+        ("libibverbs.so", "SOFTROCE_DROPIN_SO"),
+        ("librdmacm.so", "SOFTROCE_RDMACM_SO"),
+    ] {
+        let so = profile_dir.join("deps").join(lib);
+        if !so.exists() {
+            // Only if missing: the linker replaces it when it links the real library.
+            let _ = std::fs::create_dir_all(profile_dir.join("deps"));
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&so);
+        }
+        println!("cargo:rustc-env={var}={}", so.display());
     }
-    println!("cargo:rustc-env=SOFTROCE_DROPIN_SO={}", so.display());
 }

@@ -1,5 +1,6 @@
-//! `softroce exec`: run an unmodified libibverbs program on the emulator, by putting the
-//! drop-in `libibverbs.so.1` (crate softroce-ibverbs) first on `LD_LIBRARY_PATH`.
+//! `softroce exec`: run an unmodified libibverbs or librdmacm program on the emulator, by
+//! putting the drop-ins `libibverbs.so.1` (crate softroce-ibverbs) and `librdmacm.so.1`
+//! (crate softroce-rdmacm) first on `LD_LIBRARY_PATH`.
 //!
 //! Libraries such as UCX also look past libibverbs, at the files a kernel device has: a
 //! character device `/dev/infiniband/uverbsN` (a device without one is skipped) and sysfs
@@ -36,69 +37,92 @@ pub(crate) struct ExecArgs {
     command: Vec<OsString>,
 }
 
-/// The drop-in library, first found of: `SOFTROCE_IBVERBS_LIB`; `libibverbs.so` (or `.so.1`)
-/// next to this binary (cargo puts both in `target/<profile>/`); `../lib/softroce/
-/// libibverbs.so.1` from it (the Debian-style layout `/usr/bin/softroce`,
+/// A drop-in library `softroce exec` puts first on the loader's path.
+struct DropIn {
+    /// The SONAME programs load it by.
+    soname: &'static str,
+    /// The file cargo builds.
+    built: &'static str,
+    /// The variable naming a file to use instead.
+    variable: &'static str,
+    /// The copy built with this binary (see build.rs); empty when the build linked nothing
+    /// (`cargo check`).
+    embedded: &'static [u8],
+}
+
+/// The drop-in libibverbs (crate softroce-ibverbs).
+const IBVERBS: DropIn = DropIn {
+    soname: "libibverbs.so.1",
+    built: "libibverbs.so",
+    variable: "SOFTROCE_IBVERBS_LIB",
+    embedded: include_bytes!(env!("SOFTROCE_DROPIN_SO")),
+};
+
+/// The drop-in librdmacm (crate softroce-rdmacm), which forwards to the libibverbs one.
+const RDMACM: DropIn = DropIn {
+    soname: "librdmacm.so.1",
+    built: "librdmacm.so",
+    variable: "SOFTROCE_RDMACM_LIB",
+    embedded: include_bytes!(env!("SOFTROCE_RDMACM_SO")),
+};
+
+/// A drop-in, first found of: its variable (`SOFTROCE_IBVERBS_LIB`, …); the built file (or
+/// its SONAME) next to this binary (cargo puts both in `target/<profile>/`);
+/// `../lib/softroce/<soname>` from it (the Debian-style layout `/usr/bin/softroce`,
 /// `/usr/lib/softroce/libibverbs.so.1`); the copy embedded in this binary (what `cargo
 /// install` gives), written once to a private cache directory.
-fn find_library() -> Result<PathBuf, String> {
-    if let Some(p) = std::env::var_os("SOFTROCE_IBVERBS_LIB") {
+fn find_library(lib: &DropIn) -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os(lib.variable) {
         let p = PathBuf::from(p);
         return if p.is_file() {
             Ok(p)
         } else {
-            Err(format!(
-                "SOFTROCE_IBVERBS_LIB={} is not a file",
-                p.display()
-            ))
+            Err(format!("{}={} is not a file", lib.variable, p.display()))
         };
     }
     let exe = std::env::current_exe().map_err(|e| format!("locating this binary: {e}"))?;
     let dir = exe.parent().unwrap_or_else(|| Path::new("."));
     for candidate in [
-        dir.join("libibverbs.so"),
-        dir.join("libibverbs.so.1"),
-        dir.join("../lib/softroce/libibverbs.so.1"),
+        dir.join(lib.built),
+        dir.join(lib.soname),
+        dir.join("../lib/softroce").join(lib.soname),
     ] {
         if candidate.is_file() {
             return Ok(candidate);
         }
     }
-    extract_embedded().map_err(|e| {
+    extract_embedded(lib).map_err(|e| {
         format!(
-            "no libibverbs.so next to {} or in ../lib/softroce/, and {e}: build it with \
-             `cargo build -p softroce-ibverbs` (same profile as softroce) or set \
-             SOFTROCE_IBVERBS_LIB",
-            exe.display()
+            "no {} next to {} or in ../lib/softroce/, and {e}: build it with `cargo build` \
+             (same profile as softroce) or set {}",
+            lib.built,
+            exe.display(),
+            lib.variable
         )
     })
 }
 
-/// The drop-in as built with this binary (see build.rs); empty when the build linked
-/// nothing (`cargo check`).
-const EMBEDDED: &[u8] = include_bytes!(env!("SOFTROCE_DROPIN_SO"));
-
-/// Write the embedded library to `<cache>/softroce/dropin-<hash>/libibverbs.so.1` (once per
+/// Write the embedded library to `<cache>/softroce/dropin-<hash>/<soname>` (once per
 /// content; later runs reuse the file) and return its path.
-fn extract_embedded() -> Result<PathBuf, String> {
-    if EMBEDDED.is_empty() {
+fn extract_embedded(lib: &DropIn) -> Result<PathBuf, String> {
+    if lib.embedded.is_empty() {
         return Err("this softroce binary has no embedded copy (built without linking)".into());
     }
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in EMBEDDED {
+    for b in lib.embedded {
         hash = (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
     }
     let dir = private_dir(&cache_dir()?.join(format!("dropin-{hash:016x}")))?;
-    let lib = dir.join("libibverbs.so.1");
-    if std::fs::metadata(&lib).is_ok_and(|m| m.len() == EMBEDDED.len() as u64) {
-        return Ok(lib);
+    let path = dir.join(lib.soname);
+    if std::fs::metadata(&path).is_ok_and(|m| m.len() == lib.embedded.len() as u64) {
+        return Ok(path);
     }
     // Written under another name and renamed: a concurrent run sees the whole file or none.
-    let tmp = dir.join(format!("libibverbs.so.1.{}", std::process::id()));
-    std::fs::write(&tmp, EMBEDDED)
-        .and_then(|()| std::fs::rename(&tmp, &lib))
-        .map_err(|e| format!("writing the embedded drop-in to {}: {e}", lib.display()))?;
-    Ok(lib)
+    let tmp = dir.join(format!("{}.{}", lib.soname, std::process::id()));
+    std::fs::write(&tmp, lib.embedded)
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|e| format!("writing the embedded drop-in to {}: {e}", path.display()))?;
+    Ok(path)
 }
 
 /// `$XDG_CACHE_HOME/softroce`, else `$HOME/.cache/softroce`, else a directory of this
@@ -143,34 +167,53 @@ fn private_dir(dir: &Path) -> Result<PathBuf, String> {
     Ok(dir.to_path_buf())
 }
 
-/// A directory holding `libibverbs.so.1` → `lib`, one per library path and user, reused
-/// across runs (exec leaves no chance to clean up afterwards).
-fn library_dir(lib: &Path) -> Result<PathBuf, String> {
-    let lib = lib
-        .canonicalize()
-        .map_err(|e| format!("{}: {e}", lib.display()))?;
+/// A directory holding each SONAME → its library, one per set of library paths and user,
+/// reused across runs (exec leaves no chance to clean up afterwards).
+fn library_dir(libs: &[(&DropIn, PathBuf)]) -> Result<PathBuf, String> {
+    let mut resolved = Vec::new();
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in lib.as_os_str().as_encoded_bytes() {
-        hash = (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+    for (lib, path) in libs {
+        let path = path
+            .canonicalize()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        for b in path.as_os_str().as_encoded_bytes() {
+            hash = (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        resolved.push((lib.soname, path));
     }
     // SAFETY: getuid has no preconditions.
     let uid = unsafe { libc::getuid() };
     let dir = std::env::temp_dir().join(format!("softroce-ibverbs-{uid}-{hash:016x}"));
     std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    let link = dir.join("libibverbs.so.1");
-    if std::fs::read_link(&link).ok().as_deref() != Some(lib.as_path()) {
-        // Replace atomically so concurrent runs never see a missing link.
-        let tmp = dir.join(format!("libibverbs.so.1.{}", std::process::id()));
-        let _ = std::fs::remove_file(&tmp);
-        std::os::unix::fs::symlink(&lib, &tmp)
-            .and_then(|()| std::fs::rename(&tmp, &link))
-            .map_err(|e| format!("linking {} to {}: {e}", link.display(), lib.display()))?;
+    for (soname, path) in resolved {
+        let link = dir.join(soname);
+        if std::fs::read_link(&link).ok().as_deref() != Some(path.as_path()) {
+            // Replace atomically so concurrent runs never see a missing link.
+            let tmp = dir.join(format!("{soname}.{}", std::process::id()));
+            let _ = std::fs::remove_file(&tmp);
+            std::os::unix::fs::symlink(&path, &tmp)
+                .and_then(|()| std::fs::rename(&tmp, &link))
+                .map_err(|e| format!("linking {} to {}: {e}", link.display(), path.display()))?;
+        }
     }
     Ok(dir)
 }
 
 pub(crate) fn run(args: &ExecArgs) -> ExitCode {
-    let dir = match find_library().and_then(|lib| library_dir(&lib)) {
+    let ibverbs = match find_library(&IBVERBS) {
+        Ok(path) => path,
+        Err(e) => {
+            eprintln!("softroce exec: {e}");
+            return ExitCode::from(127);
+        }
+    };
+    let mut libs = vec![(&IBVERBS, ibverbs)];
+    // Without it the program still runs on the drop-in libibverbs; only rdma_cm is missing.
+    match find_library(&RDMACM) {
+        Ok(path) => libs.push((&RDMACM, path)),
+        Err(e) => eprintln!("softroce exec: warning: {e}; rdma_cm programs will not connect"),
+    }
+    let dir = match library_dir(&libs) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("softroce exec: {e}");

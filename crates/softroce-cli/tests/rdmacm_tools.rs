@@ -1,0 +1,271 @@
+//! rdma-core's own rdma_cm programs (rdmacm-utils), unmodified, between
+//! two processes under `softroce exec`: the drop-in librdmacm.so.1 connects them through the
+//! IB CM on the devices' QP1, and the data they check arrives.
+//!
+//! A client that starts before its server listens is refused (as on a real device), so a
+//! refused client is started again, a bounded number of times, while the server runs.
+
+mod common;
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// `softroce exec --devices softroce0=ADDR -- PROGRAM ARGS…` (exec becomes the program, so
+/// killing the child kills the program).
+fn on_device(addr: &str, program: &str, args: &[&str]) -> Command {
+    common::require_tools(&[program]);
+    let mut cmd = Command::new(common::softroce());
+    cmd.args(["exec", "--devices", &format!("softroce0={addr}"), "--"])
+        .arg(program)
+        .args(args)
+        .env_remove("SOFTROCE_LOG")
+        .env_remove("SOFTROCE_FAULTS");
+    cmd
+}
+
+/// Runs `cmd` to its end, killing it after 60 s.
+fn bounded(mut cmd: Command) -> Output {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning a program");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().expect("program status").is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    child.wait_with_output().expect("program output")
+}
+
+/// What both sides printed.
+struct Pair {
+    server: Output,
+    client: Output,
+}
+
+impl Pair {
+    fn text(o: &Output) -> String {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    }
+
+    fn report(&self) -> String {
+        format!(
+            "server ({}):\n{}\nclient ({}):\n{}",
+            self.server.status,
+            Self::text(&self.server),
+            self.client.status,
+            Self::text(&self.client)
+        )
+    }
+}
+
+/// Runs `server`, then `client` until it succeeds (at most 20 tries while the server
+/// runs), then waits for the server (60 s, or 2 s for a tool that never ends by itself)
+/// and kills it.
+fn pair(mut server: Command, mut client: impl FnMut() -> Command, server_ends: bool) -> Pair {
+    let mut srv: Child = server
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning the server");
+    std::thread::sleep(Duration::from_millis(300));
+    let mut out = None;
+    for _ in 0..20 {
+        let o = bounded(client());
+        let ok = o.status.success();
+        out = Some(o);
+        if ok || srv.try_wait().expect("server status").is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let deadline = Instant::now() + Duration::from_secs(if server_ends { 60 } else { 2 });
+    while srv.try_wait().expect("server status").is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = srv.kill();
+    Pair {
+        server: srv.wait_with_output().expect("server output"),
+        client: out.expect("the client ran"),
+    }
+}
+
+#[test]
+fn rdma_server_and_rdma_client_exchange_their_messages() {
+    let p = pair(
+        on_device(
+            "127.77.42.1",
+            "rdma_server",
+            &["-s", "127.77.42.1", "-p", "7471"],
+        ),
+        || {
+            on_device(
+                "127.77.42.2",
+                "rdma_client",
+                &["-s", "127.77.42.1", "-p", "7471"],
+            )
+        },
+        true,
+    );
+    assert!(
+        p.server.status.success() && p.client.status.success(),
+        "{}",
+        p.report()
+    );
+    assert!(
+        Pair::text(&p.client).contains("rdma_client: end 0"),
+        "{}",
+        p.report()
+    );
+    assert!(
+        Pair::text(&p.server).contains("rdma_server: end 0"),
+        "{}",
+        p.report()
+    );
+}
+
+/// rping: RDMA READ and WRITE of the ping buffer each round, verified by both sides (-v).
+#[test]
+fn rping_verifies_ten_rounds_of_rdma_read_and_write() {
+    let p = pair(
+        on_device(
+            "127.77.42.3",
+            "rping",
+            &["-s", "-a", "127.77.42.3", "-C", "10", "-v"],
+        ),
+        || {
+            on_device(
+                "127.77.42.4",
+                "rping",
+                &["-c", "-a", "127.77.42.3", "-C", "10", "-v"],
+            )
+        },
+        true,
+    );
+    assert!(
+        p.server.status.success() && p.client.status.success(),
+        "{}",
+        p.report()
+    );
+    let client = Pair::text(&p.client);
+    assert!(
+        client.contains("ping data: rdma-ping-9: "),
+        "{}",
+        p.report()
+    );
+    assert!(
+        Pair::text(&p.server).contains("server ping data: rdma-ping-9: "),
+        "{}",
+        p.report()
+    );
+}
+
+/// ucmatose: connections with private data, sends both ways, disconnects.
+#[test]
+fn ucmatose_connects_transfers_and_disconnects() {
+    let p = pair(
+        on_device("127.77.42.5", "ucmatose", &["-b", "127.77.42.5", "-c", "4"]),
+        || on_device("127.77.42.6", "ucmatose", &["-s", "127.77.42.5", "-c", "4"]),
+        true,
+    );
+    assert!(
+        p.server.status.success() && p.client.status.success(),
+        "{}",
+        p.report()
+    );
+    for side in [&p.server, &p.client] {
+        assert!(
+            Pair::text(side).contains("return status 0"),
+            "{}",
+            p.report()
+        );
+    }
+}
+
+/// udaddy: UD in the UDP port space; SIDR resolves the remote QP, replies go to the
+/// address the receive completion's GRH area names.
+#[test]
+fn udaddy_resolves_by_sidr_and_answers_each_datagram() {
+    let p = pair(
+        on_device("127.77.42.7", "udaddy", &["-b", "127.77.42.7"]),
+        || on_device("127.77.42.8", "udaddy", &["-s", "127.77.42.7"]),
+        true,
+    );
+    assert!(
+        p.server.status.success() && p.client.status.success(),
+        "{}",
+        p.report()
+    );
+    for side in [&p.server, &p.client] {
+        assert!(
+            Pair::text(side).contains("return status 0"),
+            "{}",
+            p.report()
+        );
+    }
+}
+
+/// cmtime: 100 connections set up and torn down at once; the client reports each step.
+#[test]
+fn cmtime_connects_and_disconnects_a_hundred_times() {
+    let p = pair(
+        on_device(
+            "127.77.42.13",
+            "cmtime",
+            &["-b", "127.77.42.13", "-c", "100"],
+        ),
+        || {
+            on_device(
+                "127.77.42.14",
+                "cmtime",
+                &["-s", "127.77.42.13", "-c", "100"],
+            )
+        },
+        // cmtime's server serves until it is stopped.
+        false,
+    );
+    assert!(p.client.status.success(), "{}", p.report());
+    let client = Pair::text(&p.client);
+    for step in ["connect", "disconnect", "destroy"] {
+        assert!(
+            client.lines().any(|l| l.starts_with(step)),
+            "{step}: {}",
+            p.report()
+        );
+    }
+}
+
+/// Nobody listens on the port: the client is refused (a REJ), not left to time out.
+#[test]
+fn a_client_without_a_listener_is_refused() {
+    // The device at the server address exists (a server on another port), nothing on 7999.
+    let mut server = on_device(
+        "127.77.42.15",
+        "rdma_server",
+        &["-s", "127.77.42.15", "-p", "7471"],
+    );
+    let mut srv = server
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawning the server");
+    std::thread::sleep(Duration::from_millis(500));
+    let out = bounded(on_device(
+        "127.77.42.16",
+        "rdma_client",
+        &["-s", "127.77.42.15", "-p", "7999"],
+    ));
+    let _ = srv.kill();
+    let _ = srv.wait();
+    let text = Pair::text(&out);
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains("Connection refused"),
+        "refused, not timed out: {text}"
+    );
+}
