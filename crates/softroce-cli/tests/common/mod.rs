@@ -39,18 +39,3 @@ pub(crate) fn server_and_client(server: &mut Command, client: &mut Command) -> S
     );
     stdout
 }
-
-/// Fail with a clear message unless every one of `tools` is on the PATH: tests never
-/// install packages, `scripts/test-all.sh` does (rdmacm-utils, perftest, …).
-pub(crate) fn require_tools(tools: &[&str]) {
-    for tool in tools {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {tool} >/dev/null")])
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(
-            found,
-            "{tool} is missing: run scripts/test-all.sh as root, which installs it"
-        );
-    }
-}
