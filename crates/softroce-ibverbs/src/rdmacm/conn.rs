@@ -417,19 +417,8 @@ fn on_sidr_request(
     {
         let mut st = child_id.state();
         st.conn = Some(Connection {
-            device: index,
-            conn,
             passive: true,
-            remote_gid,
-            remote_qpn: 0,
-            remote_psn: 0,
-            local_psn: 0,
-            mtu: 0,
-            responder_resources: 0,
-            initiator_depth: 0,
-            retry_count: 0,
-            rnr_retry_count: 0,
-            timeout: 0,
+            ..sidr_connection(index, conn, remote_gid)
         });
         st.phase = Phase::RequestReceived;
     }
@@ -773,7 +762,7 @@ pub(crate) unsafe fn connect(cm_id: &mut CmId, param: *const rdma_conn_param) ->
                 })
                 .map_err(|_| libc::EINVAL)?;
             r.conns.insert((index, conn.0), me);
-            cm_id.state().conn = Some(sidr_connection(index, conn, dst.ip()));
+            cm_id.state().conn = Some(sidr_connection(index, conn, Gid::from_ip(dst.ip())));
             Ok::<(), c_int>(())
         })?;
         cm_id.state().phase = Phase::Connecting;
@@ -836,12 +825,13 @@ pub(crate) unsafe fn connect(cm_id: &mut CmId, param: *const rdma_conn_param) ->
     cm_id.complete()
 }
 
-fn sidr_connection(device: usize, conn: ConnId, dst: IpAddr) -> Connection {
+/// A SIDR exchange with `remote_gid`: nothing to negotiate but the ids.
+fn sidr_connection(device: usize, conn: ConnId, remote_gid: Gid) -> Connection {
     Connection {
         device,
         conn,
         passive: false,
-        remote_gid: Gid::from_ip(dst),
+        remote_gid,
         remote_qpn: 0,
         remote_psn: 0,
         local_psn: 0,
