@@ -103,13 +103,14 @@ fn find_library(lib: &DropIn) -> Result<PathBuf, String> {
 }
 
 /// Write the embedded library to `<cache>/softroce/dropin-<hash>/<soname>` (once per
-/// content; later runs reuse the file) and return its path.
+/// content of this binary's drop-ins; later runs reuse the file) and return its path.
 fn extract_embedded(lib: &DropIn) -> Result<PathBuf, String> {
     if lib.embedded.is_empty() {
         return Err("this softroce binary has no embedded copy (built without linking)".into());
     }
+    // One directory for the drop-ins of this binary, named by both of their contents.
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in lib.embedded {
+    for b in IBVERBS.embedded.iter().chain(RDMACM.embedded) {
         hash = (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
     }
     let dir = private_dir(&cache_dir()?.join(format!("dropin-{hash:016x}")))?;

@@ -176,7 +176,7 @@ fn an_installed_softroce_alone_runs_programs_on_its_embedded_drop_in() {
 
 #[test]
 fn a_debian_style_install_finds_the_drop_in_in_lib_softroce() {
-    // /usr/bin/softroce and /usr/lib/softroce/libibverbs.so.1, under a scratch root.
+    // /usr/bin/softroce and /usr/lib/softroce/lib{ibverbs,rdmacm}.so.1, under a scratch root.
     ibv_devices_installed();
     let root = scratch("debian");
     for dir in ["usr/bin", "usr/lib/softroce", "home"] {
@@ -187,6 +187,12 @@ fn a_debian_style_install_finds_the_drop_in_in_lib_softroce() {
     std::fs::copy(
         dropin_library(),
         root.join("usr/lib/softroce/libibverbs.so.1"),
+    )
+    .unwrap();
+    // The drop-in librdmacm is built beside it.
+    std::fs::copy(
+        dropin_library().with_file_name("librdmacm.so"),
+        root.join("usr/lib/softroce/librdmacm.so.1"),
     )
     .unwrap();
 
