@@ -144,14 +144,15 @@ anomalies_in() { # DELTA: the anomaly counters among it
 # answered within ACK_PROMPT_MS.
 ack_latency() {
   # decode's own verdict (e.g. a capture cut short when the cell ended) must not decide this.
-  # An ACK answers every outstanding request up to its PSN (ACKs may be coalesced, and a
-  # duplicate is answered with the latest PSN), PSNs compared in their 24-bit window.
+  # An ACK, or the first response of a READ, answers every outstanding request up to its PSN
+  # (ACKs may be coalesced, and a duplicate is answered with the latest PSN), PSNs compared
+  # in their 24-bit window.
   { "$S" decode "$1" 2>/dev/null || true; } | awk -v vm="$VM_IP" -v limit="$ACK_PROMPT_MS" '
     function psn(s) { sub("psn=", "", s); return s + 0 }
     function covers(ack, p) { return (ack - p + 16777216) % 16777216 < 8388608 }
     { split($2, src, ":") }
     src[1] == vm && / ackreq / { p = psn($7); if (!(p in req)) { req[p] = $1; n++ } }
-    src[1] != vm && $5 == "RC_ACKNOWLEDGE" {
+    src[1] != vm && ($5 == "RC_ACKNOWLEDGE" || $5 ~ /^RC_RDMA_READ_RESPONSE_(FIRST|ONLY)$/) {
       a = psn($7)
       for (p in req) if (covers(a, p)) {
         l = ($1 - req[p]) * 1000; if (l > max) max = l; delete req[p]; answered++ } }
