@@ -107,6 +107,10 @@ CELL_ROWS=(
   "perftest ib_send_bw 65536 1024"
   "perftest ib_atomic_bw 8 1024"
   "perftest ib_send_lat 2 1024"
+  # connection management: rdma-core's rdma_server/rdma_client (the kernel's rdma_cm and IB
+  # CM on rxe0) against softroce rdma-server/rdma-client: REQ/REP/RTU/DREQ/DREP on QP1, then
+  # 16 bytes each way on the RC QPs the CMs brought up
+  "rdmacm rdma_server-client 16 4096"
 )
 ROLES=(vm-client vm-server)
 role_label() { case $1 in vm-client) echo "rxe -> softroce";; vm-server) echo "softroce -> rxe";; esac; }
@@ -286,6 +290,42 @@ cell_perftest() {
   [ "$role" = vm-client ] && client_log="$LOGS/$name.vm.log"
   CELL_NOTE="vm=$VM_RC host=$HOST_RC $(grep -A1 '#bytes' "$client_log" | tail -1 | tr -s ' ')"
   return $rc
+}
+
+# cell_rdmacm ROLE NAME ...: rdma_server/rdma_client in the VM against softroce's
+# rdma-server/rdma-client on the host; the connection is made by the two CMs (no side
+# channel), so readiness is the server's listening line (host) or retried REJs (VM).
+cell_rdmacm() {
+  local role=$1 name=$2
+  local vlog="$LOGS/$name.vm.log" hlog="$LOGS/$name.host.log" pcap="$LOGS/$name.pcap" hp i
+  CELL_ITERS=1
+  if [ "$role" = vm-client ]; then
+    in_ns env SOFTROCE_PCAP="$pcap" "$S" rdma-server --bind "$HOST_IP" --timeout "$CELL_TIMEOUT" --counters >"$hlog" 2>&1 &
+    hp=$!
+    for i in $(seq 100); do grep -q '^listening on' "$hlog" && break; sleep 0.1; done
+    vm --timeout $((CELL_TIMEOUT + 30)) "timeout $CELL_TIMEOUT rdma_client -s $HOST_IP" >"$vlog" 2>&1
+    VM_RC=$?
+    [ "$VM_RC" = 0 ] || kill "$hp" 2>/dev/null
+    wait "$hp"; HOST_RC=$?
+  else
+    vm "timeout $CELL_TIMEOUT rdma_server >/tmp/cell.log 2>&1 & echo \$! >/tmp/cell.pid" >/dev/null
+    # Until the VM's rdma_server listens, its CM answers with REJ reason 8: try again then.
+    : >"$hlog"
+    HOST_RC=1
+    for i in $(seq 50); do
+      in_ns env SOFTROCE_PCAP="$pcap" "$S" rdma-client --bind "$HOST_IP" -s "$VM_IP" --timeout "$CELL_TIMEOUT" --counters >>"$hlog" 2>&1
+      HOST_RC=$?
+      [ "$HOST_RC" = 0 ] && break
+      tail -n 3 "$hlog" | grep -q 'rejected with reason 8' || break
+      sleep 0.2
+    done
+    [ "$HOST_RC" = 0 ] || vm 'kill $(cat /tmp/cell.pid) 2>/dev/null' >/dev/null
+    vm --timeout $((CELL_TIMEOUT + 30)) 'wait $(cat /tmp/cell.pid); r=$?; cat /tmp/cell.log; (exit $r)' >"$vlog" 2>&1
+    VM_RC=$?
+  fi
+  CELL_NOTE="vm=$VM_RC host=$HOST_RC $(grep -ho 'mad_sent=[0-9]* mad_rx_overflow=[0-9]*' "$hlog" | tail -1) $(grep -h 'end' "$vlog" | tr '\n' ' ')"
+  # rdma_server/rdma_client print "end 0" and exit 0 only when every step succeeded.
+  [ "$VM_RC" = 0 ] && [ "$HOST_RC" = 0 ] && grep -q 'end 0' "$vlog"
 }
 
 # ---- bookkeeping ------------------------------------------------------------------------

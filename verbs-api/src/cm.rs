@@ -396,6 +396,9 @@ impl ConnectionManager {
                 gid: Gid::from_ip(to.ip()),
                 udp_port: device_port,
             },
+            // The REQ carried our receive PSN; the REP carries the one we send from.
+            rq_psn: Psn::new(local.psn),
+            sq_psn: reply.starting_psn,
             mtu,
             responder_resources: reply.responder_resources,
             initiator_depth: reply.initiator_depth,
@@ -551,6 +554,7 @@ impl ConnectionRequest {
         };
         let attr = self.cm.ctx.query_device()?;
         let peer = shared.dev.cm_peer_addr(p.remote_gid);
+        let local = qp.endpoint();
         let transition = CmTransition {
             remote: QueuePairEndpoint {
                 qpn: p.remote_qpn.value(),
@@ -558,6 +562,9 @@ impl ConnectionRequest {
                 gid: p.remote_gid,
                 udp_port: peer.port(),
             },
+            // The REQ carried the PSN we send from; the REP carries our receive PSN.
+            rq_psn: Psn::new(local.psn),
+            sq_psn: p.starting_psn,
             mtu: mtu.min(self.cm.ctx.query_port(1)?.active_mtu),
             responder_resources: p
                 .responder_resources
@@ -569,7 +576,6 @@ impl ConnectionRequest {
             retry_cnt: p.retry_count,
             rnr_retry: p.rnr_retry_count,
         };
-        let local = qp.endpoint();
         let qp = match qp.handshake_cm(&transition) {
             Ok(qp) => qp,
             Err(e) => {

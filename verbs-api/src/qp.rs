@@ -240,7 +240,13 @@ fn move_to_rts(
 /// from the REQ or REP).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CmTransition {
+    /// The peer's QP, device address and port (its `psn` is not used: see below).
     pub(crate) remote: QueuePairEndpoint,
+    /// The first PSN we receive and the first we send. The kernel's CM (and so rdma_cm)
+    /// sends the active side's receive PSN in the REQ and the passive side's in the REP:
+    /// each side sends from the PSN the other one advertised.
+    pub(crate) rq_psn: Psn,
+    pub(crate) sq_psn: Psn,
     pub(crate) mtu: Mtu,
     /// `max_dest_rd_atomic`.
     pub(crate) responder_resources: u8,
@@ -302,18 +308,21 @@ impl PreparedQueuePair {
         av.udp_port = t.remote.udp_port;
         let peer = QpPeer {
             qpn: t.remote.qpn,
-            psn: Psn::new(t.remote.psn),
+            psn: t.rq_psn,
             av,
         };
         let (mut rtr, rtr_mask) = bringup.rtr(&peer);
         rtr.max_dest_rd_atomic = t.responder_resources;
-        let (mut rts, rts_mask) = bringup.rts(Psn::new(self.endpoint.psn));
+        let (mut rts, rts_mask) = bringup.rts(t.sq_psn);
         rts.max_rd_atomic = t.initiator_depth;
         dev.modify_qp(self.inner.qp, &rtr, rtr_mask)?;
         dev.modify_qp(self.inner.qp, &rts, rts_mask)?;
         Ok(QueuePair {
             inner: self.inner,
-            endpoint: self.endpoint,
+            endpoint: QueuePairEndpoint {
+                psn: t.sq_psn.value(),
+                ..self.endpoint
+            },
             bringup,
         })
     }

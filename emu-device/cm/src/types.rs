@@ -120,7 +120,8 @@ pub struct ConnectParams {
     pub service_id: u64,
     /// Our RC QP.
     pub local_qpn: Qpn,
-    /// The first PSN our QP sends.
+    /// The REQ's starting PSN. The kernel's CM (so rdma_cm) uses it as the active side's
+    /// receive PSN: the passive side sends from it (`cm_req_handler` sets its `sq_psn`).
     pub starting_psn: Psn,
     /// RDMA READ / atomic requests we accept at once (our `max_dest_rd_atomic`).
     pub responder_resources: u8,
@@ -146,7 +147,8 @@ pub struct ConnectParams {
 pub struct AcceptParams {
     /// Our RC QP.
     pub local_qpn: Qpn,
-    /// The first PSN our QP sends.
+    /// The REP's starting PSN: for the kernel's CM the passive side's receive PSN, the
+    /// active side sends from it (`cm_rep_handler` sets its `sq_psn`).
     pub starting_psn: Psn,
     /// RDMA READ / atomic requests we accept at once.
     pub responder_resources: u8,
@@ -175,7 +177,8 @@ pub struct RequestParams {
     pub remote_ca_guid: u64,
     /// The requester's QP (our QP's destination).
     pub remote_qpn: Qpn,
-    /// The requester's first PSN (our QP's receive PSN).
+    /// The REQ's starting PSN: as the kernel's CM uses it, the PSN our QP sends from
+    /// (the requester receives from it).
     pub starting_psn: Psn,
     /// Our responder resources: the requester's initiator depth.
     pub responder_resources: u8,
@@ -205,7 +208,8 @@ pub struct ReplyParams {
     pub remote_ca_guid: u64,
     /// The responder's QP (our QP's destination).
     pub remote_qpn: Qpn,
-    /// The responder's first PSN (our QP's receive PSN).
+    /// The REP's starting PSN: as the kernel's CM uses it, the PSN our QP sends from
+    /// (the responder receives from it).
     pub starting_psn: Psn,
     /// Our responder resources: the responder's initiator depth.
     pub responder_resources: u8,

@@ -10,9 +10,10 @@
 //! `rdma_conn_param`'s fields (private data, responder resources, initiator depth, retry
 //! and RNR retry counts, SRQ, QP number).
 //!
-//! Addresses: the CM names peers by GID, the socket needs a UDP port too. A peer's port is
-//! the one its MADs came from, or the one given to [`crate::Device::cm_connect`]; any other
-//! GID is reached on this device's own port (every device of a private setup shares one).
+//! Addresses: the CM names peers by GID, the socket needs a UDP port too. A peer is reached
+//! on the port given to [`crate::Device::cm_connect`], else on this device's own port: 4791,
+//! or the one every device of a private setup shares. Never on the port a MAD came from:
+//! rxe sends QP1's MADs from `ud_source_port(1)` and receives on 4791.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -60,7 +61,7 @@ impl CmAgent {
         }
     }
 
-    /// Remember where `gid`'s CM listens.
+    /// Remember where `gid`'s CM listens (its device's address and UDP port).
     pub fn learn_peer(&mut self, gid: Gid, addr: SocketAddr) {
         if self.peers.len() < MAX_PEERS || self.peers.contains_key(&gid) {
             self.peers.insert(gid, addr);
@@ -115,7 +116,6 @@ impl CmAgent {
                 self.non_cm_mads += 1;
                 continue;
             }
-            self.learn_peer(m.sgid, m.src);
             self.endpoint.handle_mad_bytes(now, m.sgid, &m.mad[..]);
         }
         let mut queued = false;

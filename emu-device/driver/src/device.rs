@@ -556,9 +556,8 @@ impl Device {
         }
     }
 
-    /// Where the connection manager at `gid` listens (address and UDP port), as learnt
-    /// from its MADs or given to [`Device::cm_connect`]; else `gid`'s address on this
-    /// device's own port.
+    /// Where the connection manager at `gid` listens (address and UDP port), as given to
+    /// [`Device::cm_connect`]; else `gid`'s address on this device's own port.
     pub fn cm_peer_addr(&self, gid: Gid) -> SocketAddr {
         lock(&self.shared.cm).peer_addr(gid)
     }

@@ -14,8 +14,9 @@ use softroce_wire::{Gid, Mtu, PortSpace, Psn, Qpn};
 const WAIT: Duration = Duration::from_secs(10);
 
 fn start(ip: &str) -> Device {
+    // UDP 4791 as RoCEv2 wants it (the CM reaches a peer's device on its own port), on
+    // addresses of their own per test.
     let mut cfg = DeviceConfig::new("cm", ip.parse().unwrap());
-    cfg.hca.udp_port = 0;
     cfg.pcap = None;
     cfg.faults = None;
     cfg.cm_response_timeout = 14;
@@ -63,7 +64,7 @@ fn addr(dev: &Device) -> SocketAddr {
 
 #[test]
 fn two_devices_connect_and_disconnect_through_their_qp1s() {
-    let (a, b) = (start("127.0.0.1"), start("127.0.0.2"));
+    let (a, b) = (start("127.0.15.3"), start("127.0.15.4"));
     b.with_cm(|cm, _| cm.listen(PortSpace::Tcp.service_id(7471)))
         .unwrap();
     a.cm_fd().set_nonblocking(true).unwrap();
@@ -131,7 +132,7 @@ fn two_devices_connect_and_disconnect_through_their_qp1s() {
 
 #[test]
 fn a_request_to_a_port_nobody_listens_on_is_rejected_not_timed_out() {
-    let (a, b) = (start("127.0.0.1"), start("127.0.0.2"));
+    let (a, b) = (start("127.0.15.5"), start("127.0.15.6"));
     let started = std::time::Instant::now();
     let a_id = a.cm_connect(addr(&b), connect_params(0x11, &[])).unwrap();
     match event(&a) {
@@ -152,7 +153,7 @@ fn a_request_to_a_port_nobody_listens_on_is_rejected_not_timed_out() {
 
 #[test]
 fn a_consumer_reject_carries_its_private_data_to_the_requester() {
-    let (a, b) = (start("127.0.0.1"), start("127.0.0.2"));
+    let (a, b) = (start("127.0.15.7"), start("127.0.15.8"));
     b.with_cm(|cm, _| cm.listen(PortSpace::Tcp.service_id(7471)))
         .unwrap();
     let _ = a.cm_connect(addr(&b), connect_params(0x11, &[])).unwrap();

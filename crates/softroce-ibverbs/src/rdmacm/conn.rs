@@ -41,8 +41,12 @@ pub(crate) struct Connection {
     pub(crate) passive: bool,
     pub(crate) remote_gid: Gid,
     pub(crate) remote_qpn: u32,
-    pub(crate) remote_psn: u32,
-    pub(crate) local_psn: u32,
+    /// The PSN our QP receives from (RTR `rq_psn`).
+    pub(crate) rq_psn: u32,
+    /// The PSN our QP sends from (RTS `sq_psn`). As the kernel's CM uses them: the REQ's
+    /// starting PSN is the active side's receive PSN and the passive side's send PSN, the
+    /// REP's the other way round.
+    pub(crate) sq_psn: u32,
     /// `enum ibv_mtu`.
     pub(crate) mtu: u32,
     /// READs/atomics the peer may have outstanding at us (`max_dest_rd_atomic`).
@@ -161,7 +165,9 @@ fn route(index: usize, dev: &Device, event: CmEvent) {
                 return;
             };
             c.remote_qpn = params.remote_qpn.value();
-            c.remote_psn = params.starting_psn.value();
+            // We receive from the PSN our REQ carried and send from the REP's.
+            c.rq_psn = c.sq_psn;
+            c.sq_psn = params.starting_psn.value();
             // The REP's responder resources are what we may issue, its initiator depth
             // what it may issue at us (the kernel's cm_rep_handler).
             c.initiator_depth = c.initiator_depth.min(params.responder_resources);
@@ -348,8 +354,9 @@ fn on_request(
         passive: true,
         remote_gid: params.remote_gid,
         remote_qpn: params.remote_qpn.value(),
-        remote_psn: params.starting_psn.value(),
-        local_psn: random_psn(),
+        // We send from the REQ's PSN and receive from the one our REP carries.
+        sq_psn: params.starting_psn.value(),
+        rq_psn: random_psn(),
         mtu: mtu_code(params.path_mtu.unwrap_or(Mtu::Mtu1024)).min(id::port_mtu(index)),
         // The requester's initiator depth is what it may issue at us, its responder
         // resources what we may issue (the kernel's cm_req_handler).
@@ -521,7 +528,7 @@ pub(crate) fn connected_qp_attr(
             attr.ah_attr = ah;
             attr.path_mtu = c.mtu;
             attr.dest_qp_num = c.remote_qpn;
-            attr.rq_psn = c.remote_psn;
+            attr.rq_psn = c.rq_psn;
             attr.max_dest_rd_atomic = c.responder_resources;
             attr.min_rnr_timer = 0;
             Ok((IBV_QP_STATE
@@ -533,7 +540,7 @@ pub(crate) fn connected_qp_attr(
                 | IBV_QP_MIN_RNR_TIMER) as c_int)
         }
         IBV_QPS_RTS => {
-            attr.sq_psn = c.local_psn;
+            attr.sq_psn = c.sq_psn;
             attr.timeout = c.timeout;
             attr.retry_cnt = c.retry_count.min(7);
             attr.rnr_retry = c.rnr_retry_count.min(7);
@@ -810,8 +817,9 @@ pub(crate) unsafe fn connect(cm_id: &mut CmId, param: *const rdma_conn_param) ->
             passive: false,
             remote_gid: Gid::from_ip(dst.ip()),
             remote_qpn: 0,
-            remote_psn: 0,
-            local_psn,
+            // Until the REP: the PSN of our REQ (see `Connection::sq_psn`).
+            rq_psn: 0,
+            sq_psn: local_psn,
             mtu,
             responder_resources,
             initiator_depth,
@@ -833,8 +841,8 @@ fn sidr_connection(device: usize, conn: ConnId, remote_gid: Gid) -> Connection {
         passive: false,
         remote_gid,
         remote_qpn: 0,
-        remote_psn: 0,
-        local_psn: 0,
+        rq_psn: 0,
+        sq_psn: 0,
         mtu: 0,
         responder_resources: 0,
         initiator_depth: 0,
@@ -902,7 +910,7 @@ pub(crate) unsafe fn accept(cm_id: &mut CmId, param: *const rdma_conn_param) -> 
     }
     let accept = AcceptParams {
         local_qpn: Qpn::new(qp_num & 0x00ff_ffff).ok_or(libc::EINVAL)?,
-        starting_psn: Psn::new(c.local_psn),
+        starting_psn: Psn::new(c.rq_psn),
         responder_resources,
         initiator_depth,
         rnr_retry_count: param.map_or(7, |p| p.rnr_retry_count.min(7)),
