@@ -163,48 +163,34 @@ fn rping_verifies_ten_rounds_of_rdma_read_and_write() {
     );
 }
 
-/// ucmatose: connections with private data, sends both ways, disconnects.
+/// ucmatose (RC: connections with private data, sends both ways, disconnects) and udaddy
+/// (UD in the UDP port space: SIDR resolves the remote QP, replies go to the address the
+/// receive completion's GRH area names): both sides end with "return status 0".
 #[test]
-fn ucmatose_connects_transfers_and_disconnects() {
-    let p = pair(
-        on_device("127.77.42.5", "ucmatose", &["-b", "127.77.42.5", "-c", "4"]),
-        || on_device("127.77.42.6", "ucmatose", &["-s", "127.77.42.5", "-c", "4"]),
-        true,
-    );
-    assert!(
-        p.server.status.success() && p.client.status.success(),
-        "{}",
-        p.report()
-    );
-    for side in [&p.server, &p.client] {
+fn ucmatose_and_udaddy_connect_transfer_and_end_cleanly() {
+    for (tool, server_addr, client_addr, extra) in [
+        ("ucmatose", "127.77.42.5", "127.77.42.6", &["-c", "4"][..]),
+        ("udaddy", "127.77.42.7", "127.77.42.8", &[][..]),
+    ] {
+        let server_args: Vec<&str> = ["-b", server_addr].iter().chain(extra).copied().collect();
+        let client_args: Vec<&str> = ["-s", server_addr].iter().chain(extra).copied().collect();
+        let p = pair(
+            on_device(server_addr, tool, &server_args),
+            || on_device(client_addr, tool, &client_args),
+            true,
+        );
         assert!(
-            Pair::text(side).contains("return status 0"),
-            "{}",
+            p.server.status.success() && p.client.status.success(),
+            "{tool}: {}",
             p.report()
         );
-    }
-}
-
-/// udaddy: UD in the UDP port space; SIDR resolves the remote QP, replies go to the
-/// address the receive completion's GRH area names.
-#[test]
-fn udaddy_resolves_by_sidr_and_answers_each_datagram() {
-    let p = pair(
-        on_device("127.77.42.7", "udaddy", &["-b", "127.77.42.7"]),
-        || on_device("127.77.42.8", "udaddy", &["-s", "127.77.42.7"]),
-        true,
-    );
-    assert!(
-        p.server.status.success() && p.client.status.success(),
-        "{}",
-        p.report()
-    );
-    for side in [&p.server, &p.client] {
-        assert!(
-            Pair::text(side).contains("return status 0"),
-            "{}",
-            p.report()
-        );
+        for side in [&p.server, &p.client] {
+            assert!(
+                Pair::text(side).contains("return status 0"),
+                "{tool}: {}",
+                p.report()
+            );
+        }
     }
 }
 
