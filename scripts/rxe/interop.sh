@@ -111,6 +111,19 @@ CELL_ROWS=(
   # CM on rxe0) against softroce rdma-server/rdma-client: REQ/REP/RTU/DREQ/DREP on QP1, then
   # 16 bytes each way on the RC QPs the CMs brought up
   "rdmacm rdma_server-client 16 4096"
+  # rdma-core's rdma_cm programs unmodified on both sides: the kernel's rdma_cm on rxe0 in the
+  # VM, the drop-in librdmacm.so.1 + libibverbs.so.1 on the host (softroce exec). rping: RC,
+  # RDMA READ/WRITE of the peer's buffer, validated (-V); ucmatose: 4 RC connections at once;
+  # udaddy: UD through SIDR_REQ/SIDR_REP; perftest -R: perftest connected by rdma_cm.
+  "cmtool rping 64 4096"
+  "cmtool ucmatose 100 4096"
+  "cmtool udaddy 100 4096"
+  # perftest -R only with softroce serving: after its side-channel handshake perftest's
+  # client connects at once while the server is still binding and listening; a TCG rxe server
+  # loses that race (REJ reason 8, no listener), and perftest's retry then reuses the ids it
+  # has just destroyed (rdma_cm_client_connection frees the nodes and tries again with them).
+  "cmtool ib_send_bw-R 65536 4096 rxe-client-only"
+  "cmtool ib_write_bw-R 65536 4096 rxe-client-only"
 )
 ROLES=(vm-client vm-server)
 role_label() { case $1 in vm-client) echo "rxe -> softroce";; vm-server) echo "softroce -> rxe";; esac; }
@@ -328,6 +341,62 @@ cell_rdmacm() {
   [ "$VM_RC" = 0 ] && [ "$HOST_RC" = 0 ] && grep -q 'end 0' "$vlog"
 }
 
+# cmtool_args TOOL SIDE ADDR SIZE: the arguments of one side (server: ADDR is its own address;
+# client: ADDR is the server's) of an rdma_cm program; DEV is its device's name.
+cmtool_args() {
+  local tool=$1 side=$2 addr=$3 size=$4 dev=$5
+  case $tool:$side in
+    rping:server) echo "rping -s -V -C 10 -S $size -a $addr" ;;
+    rping:client) echo "rping -c -V -C 10 -S $size -a $addr" ;;
+    ucmatose:server) echo "ucmatose -b $addr -c 4 -C 10 -S $size" ;;
+    ucmatose:client) echo "ucmatose -s $addr -c 4 -C 10 -S $size" ;;
+    udaddy:server) echo "udaddy -b $addr -C 10 -S $size" ;;
+    udaddy:client) echo "udaddy -s $addr -C 10 -S $size" ;;
+    ib_*-R:server) echo "${tool%-R} -R -d $dev -F -n 100 -u 16 -s $size -p $SIDE_PORT" ;;
+    ib_*-R:client) echo "${tool%-R} -R -d $dev -F -n 100 -u 16 -s $size -p $SIDE_PORT $addr" ;;
+  esac
+}
+# cell_cmtool ROLE NAME TOOL SIZE MTU: the same rdma_cm program on both sides; no side channel,
+# the two CMs connect them. Readiness: the VM server's cm_id in state LISTEN (`rdma res show
+# cm_id`); the host server's RoCE socket bound, then a moment for its rdma_listen.
+cell_cmtool() {
+  local role=$1 name=$2 tool=$3 size=$4
+  local vlog="$LOGS/$name.vm.log" hlog="$LOGS/$name.host.log" pcap="$LOGS/$name.pcap" hp i
+  local host=(in_ns env SOFTROCE_PCAP="$pcap" timeout "$CELL_TIMEOUT" "$S" exec --devices "softroce0=$HOST_IP" --)
+  CELL_ITERS=10
+  case $tool in ib_*) CELL_ITERS=100 ;; esac
+  if [ "$role" = vm-client ]; then
+    # shellcheck disable=SC2046 # the arguments are words by construction
+    "${host[@]}" $(cmtool_args "$tool" server "$HOST_IP" "$size" softroce0) >"$hlog" 2>&1 &
+    hp=$!
+    for i in $(seq 100); do
+      [ -n "$(in_ns ss -Hlun 'sport = :4791' 2>/dev/null)" ] && break
+      sleep 0.1
+    done
+    sleep 1
+    vm --timeout $((CELL_TIMEOUT + 30)) "timeout $CELL_TIMEOUT $(cmtool_args "$tool" client "$HOST_IP" "$size" rxe0)" >"$vlog" 2>&1
+    VM_RC=$?
+    [ "$VM_RC" = 0 ] || kill "$hp" 2>/dev/null
+    wait "$hp"; HOST_RC=$?
+  else
+    vm "timeout $CELL_TIMEOUT $(cmtool_args "$tool" server "$VM_IP" "$size" rxe0) >/tmp/cell.log 2>&1 & echo \$! >/tmp/cell.pid" >/dev/null
+    for i in $(seq 100); do
+      vm "/usr/bin/rdma res show cm_id" 2>/dev/null | grep -q LISTEN && break
+      sleep 0.2
+    done
+    # shellcheck disable=SC2046
+    "${host[@]}" $(cmtool_args "$tool" client "$VM_IP" "$size" softroce0) >"$hlog" 2>&1
+    HOST_RC=$?
+    [ "$HOST_RC" = 0 ] || vm 'kill $(cat /tmp/cell.pid) 2>/dev/null' >/dev/null
+    vm --timeout $((CELL_TIMEOUT + 30)) 'wait $(cat /tmp/cell.pid); r=$?; cat /tmp/cell.log; (exit $r)' >"$vlog" 2>&1
+    VM_RC=$?
+  fi
+  local client_log=$hlog
+  [ "$role" = vm-client ] && client_log=$vlog
+  CELL_NOTE="vm=$VM_RC host=$HOST_RC $(grep -hE 'completed|#bytes' -A1 "$client_log" | tail -2 | tr -s ' \n' '  ')"
+  [ "$VM_RC" = 0 ] && [ "$HOST_RC" = 0 ]
+}
+
 # ---- bookkeeping ------------------------------------------------------------------------
 pass=0; fail=0
 record() { # ROW ROLE RESULT SECONDS NOTE
@@ -392,7 +461,7 @@ print_matrix() { # RESULTS_TSV KVER
     END { for (i = 1; i <= n; i++) { k = order[i]; split(k, f, " ")
             op = f[1] == "pingpong" ? f[2] : f[1] " " f[2]
             printf "%-22s %-6s %-5s %8s %6s  %-16s %-16s\n", op, (f[5] == "netem" ? "netem" : "clean"),
-              f[4], f[3], iters[k], res[k, "vm-client"], res[k, "vm-server"] } }' "$1"
+              f[4], f[3], iters[k], res[k, "vm-client"], ((k, "vm-server") in res ? res[k, "vm-server"] : "-") } }' "$1"
   echo "sizes in bytes; MTU = path MTU (-m; rxe0 active_mtu 4096 on a 9000-byte link); netem: $NETEM"
   echo "(RoCE packets only, both directions, inside the VM). Size 0 is impossible for the pingpongs:"
   echo "rxe refuses a zero-length MR in ibv_rc/uc_pingpong, ibv_srq_pingpong refuses it; the ops rows"
@@ -401,7 +470,9 @@ print_matrix() { # RESULTS_TSV KVER
   echo "backend against the emulator, sizes 0, 1, MTU, MTU+1, 64 KiB, 1 MiB (UD: up to the MTU),"
   echo "data, immediates, atomics' values and the UD GRH area checked by both sides. perftest rows:"
   echo "unmodified perftest on rxe0 against perftest on softroce's drop-in libibverbs. After every"
-  echo "clean cell rxe's hw_counters show no retries/sequence errors/duplicates/RNR."
+  echo "clean cell rxe's hw_counters show no retries/sequence errors/duplicates/RNR. cmtool rows:"
+  echo "rdma-core's rdma_cm programs and perftest -R unmodified on both sides, connected by the"
+  echo "kernel's rdma_cm on rxe0 and softroce's drop-in librdmacm (\"-\": not run, see the script)."
 }
 
 # ---- main -------------------------------------------------------------------------------
@@ -439,7 +510,10 @@ printf "%-32s %-16s %-5s %7s  %s\n" CELL DIRECTION RESULT TIME NOTE | tee "$SUMM
 t_start=$(date +%s)
 for row in "${CELL_ROWS[@]}"; do
   [[ $row =~ $CELLS ]] || continue
-  for role in "${ROLES[@]}"; do run_cell "$row" "$role"; done
+  for role in "${ROLES[@]}"; do
+    [[ $row == *rxe-client-only* && $role != vm-client ]] && continue
+    run_cell "$row" "$role"
+  done
 done
 echo "[interop] rxe hw_counters after the run:"
 tr '\n' ' ' <"$LOGS/.counters.before" | tee -a "$SUMMARY"; echo | tee -a "$SUMMARY"
