@@ -254,6 +254,84 @@ fn a_client_without_a_listener_is_refused() {
     );
 }
 
+/// A fifth of the CM's datagrams (QP1) lost, in both directions on both sides: ucmatose's
+/// four connections still come up and go down (lost REQs, REPs, RTUs and DREQs are sent
+/// again on the CM's timers), and each is made once: the server answers exactly four
+/// connections with a REP, however often their REQs arrive.
+#[test]
+fn connections_survive_a_fifth_of_the_cm_traffic_lost() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cm-loss");
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        "seed = 3\n[[rule]]\naction = \"drop\"\nprobability = 0.2\ndirection = \"both\"\nqpn = 1\n",
+    )
+    .expect("writing the fault plan");
+    let server_pcap = dir.join("server.pcap");
+    let lossy = |mut cmd: Command, pcap: Option<&std::path::Path>| {
+        cmd.env("SOFTROCE_FAULTS", format!("@{}", plan.display()))
+            .env("SOFTROCE_COUNTERS", "stderr");
+        if let Some(pcap) = pcap {
+            cmd.env("SOFTROCE_PCAP", pcap);
+        }
+        cmd
+    };
+    let p = pair(
+        lossy(
+            on_device(
+                "127.77.42.17",
+                "ucmatose",
+                &["-b", "127.77.42.17", "-c", "4"],
+            ),
+            Some(&server_pcap),
+        ),
+        || {
+            lossy(
+                on_device(
+                    "127.77.42.18",
+                    "ucmatose",
+                    &["-s", "127.77.42.17", "-c", "4"],
+                ),
+                None,
+            )
+        },
+        true,
+    );
+    assert!(
+        p.server.status.success() && p.client.status.success(),
+        "{}",
+        p.report()
+    );
+    let dropped: u64 = [&p.server, &p.client]
+        .iter()
+        .flat_map(|o| {
+            Pair::text(o)
+                .split_whitespace()
+                .filter_map(|w| w.strip_prefix("dropped=")?.parse::<u64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .sum();
+    assert!(dropped > 0, "the plan dropped CM datagrams: {}", p.report());
+    let decoded = Command::new(assert_cmd::cargo::cargo_bin("softroce"))
+        .arg("decode")
+        .arg(&server_pcap)
+        .output()
+        .expect("running softroce decode");
+    let text = String::from_utf8_lossy(&decoded.stdout);
+    let mut replies: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split("cm{REP lcid=").nth(1)?.split_whitespace().next())
+        .collect();
+    replies.sort_unstable();
+    replies.dedup();
+    assert_eq!(
+        replies.len(),
+        4,
+        "one REP connection per client connection:\n{text}"
+    );
+}
+
 /// Fail with a clear message unless every one of `tools` is on the PATH: tests never
 /// install packages, `scripts/test-all.sh` does (rdmacm-utils, perftest, …).
 fn require_tools(tools: &[&str]) {

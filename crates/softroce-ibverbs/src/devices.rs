@@ -41,8 +41,30 @@ impl DeviceEntry {
         }
         let d = Arc::new(start()?);
         *running = Arc::downgrade(&d);
+        static AT_EXIT: std::sync::Once = std::sync::Once::new();
+        AT_EXIT.call_once(|| {
+            // SAFETY: registers a plain `extern "C" fn()`; it runs at most once, at exit.
+            unsafe { libc::atexit(finish_devices_at_exit) };
+        });
         Ok(d)
     }
+}
+
+/// At exit, the devices still open do what closing them would (counters, capture flush):
+/// programs rarely close every device, and librdmacm never closes its own.
+extern "C" fn finish_devices_at_exit() {
+    // Never unwind into libc; a device busy in another thread is skipped, not waited for.
+    let _ = std::panic::catch_unwind(|| {
+        let Ok(entries) = devices() else { return };
+        for &entry in entries {
+            // SAFETY: entries are leaked and live for the whole process.
+            let entry = unsafe { &*entry };
+            let running = entry.running.try_lock().ok().and_then(|r| r.upgrade());
+            if let Some(device) = running {
+                device.finish_at_exit();
+            }
+        }
+    });
 }
 
 /// The entries, leaked: applications keep `ibv_device` pointers for as long as they like.

@@ -85,15 +85,22 @@ fn compile(name: &str) -> PathBuf {
 /// Runs a compiled program on device `softroce0` at `address`, within 60 s; returns its
 /// stderr.
 fn run(name: &str, address: &str) -> String {
-    run_with(name, address, library_dir())
+    run_with(name, &[address], library_dir())
 }
 
-fn run_with(name: &str, address: &str, libraries: &Path) -> String {
+/// Runs a compiled program with `addresses` as its arguments and one device per address
+/// (`softroce0`, `softroce1`, …), within 60 s; returns its stderr.
+fn run_with(name: &str, addresses: &[&str], libraries: &Path) -> String {
     let exe = compile(name);
+    let devices: Vec<String> = addresses
+        .iter()
+        .enumerate()
+        .map(|(i, a)| format!("softroce{i}={a}"))
+        .collect();
     let mut child = Command::new(&exe)
-        .arg(address)
+        .args(addresses)
         .env("LD_LIBRARY_PATH", libraries)
-        .env("SOFTROCE_DEVICES", format!("softroce0={address}"))
+        .env("SOFTROCE_DEVICES", devices.join(","))
         .env_remove("SOFTROCE_CONFIG")
         .env_remove("SOFTROCE_FAULTS")
         .stdin(Stdio::null())
@@ -130,9 +137,20 @@ fn rdma_cm_addressing_follows_the_man_pages() {
 /// With another libibverbs loaded, calls fail with ENOSYS and one line says why.
 #[test]
 fn without_the_dropin_libibverbs_calls_fail_cleanly_saying_why() {
-    let stderr = run_with("rdmacm_without_dropin", "127.77.31.2", rdmacm_only_dir());
+    let stderr = run_with("rdmacm_without_dropin", &["127.77.31.2"], rdmacm_only_dir());
     assert!(
         stderr.contains("not softroce's drop-in") && stderr.contains("softroce exec"),
         "the reason is printed: {stderr}"
+    );
+}
+
+/// A thousand connections made, used and torn down in one process (two devices): every
+/// cycle ends cleanly and none leaves a file descriptor or memory behind.
+#[test]
+fn a_thousand_connect_disconnect_cycles_leak_nothing() {
+    run_with(
+        "rdmacm_cycles",
+        &["127.77.31.3", "127.77.31.4"],
+        library_dir(),
     );
 }

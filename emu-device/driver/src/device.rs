@@ -136,7 +136,9 @@ struct Shared {
     stop: AtomicBool,
     channel_fds: Mutex<HashMap<ChannelHandle, Arc<EventFd>>>,
     async_fd: EventFd,
-    capture: Option<Mutex<CaptureWriter<io::BufWriter<std::fs::File>>>>,
+    /// The pcap capture, until the device or the process ends ([`Device::finish_at_exit`]
+    /// takes it out to flush it).
+    capture: Option<Mutex<Option<CaptureWriter<io::BufWriter<std::fs::File>>>>>,
     /// The fault plan in force (replaceable at run time), with what it injected.
     faults: Mutex<Option<FaultInjector>>,
     epoch: Instant,
@@ -201,9 +203,9 @@ impl Device {
         // Port 0 asks for an ephemeral port: the device then lives on the real one.
         config.hca.udp_port = socket.local_addr().port();
         let capture = match &config.pcap {
-            Some(path) => Some(Mutex::new(
+            Some(path) => Some(Mutex::new(Some(
                 CaptureWriter::create(path).map_err(|e| io::Error::other(e.to_string()))?,
-            )),
+            ))),
             None => None,
         };
         let hca = Hca::new(config.hca);
@@ -611,6 +613,19 @@ impl Device {
 
 impl Drop for Device {
     fn drop(&mut self) {
+        self.print_counters_if_asked();
+        self.shared.stop.store(true, Ordering::SeqCst);
+        let _ = self.shared.engine_wake.notify();
+        if let Some(t) = self.engine.take() {
+            let _ = t.join();
+        }
+        // The capture writer flushes when the last reference to the device state drops.
+    }
+}
+
+impl Device {
+    /// `SOFTROCE_COUNTERS=stderr`: the counters, on closing.
+    fn print_counters_if_asked(&self) {
         if self.shared.counters_at_close {
             let name = self.with(|h| h.config().name.clone());
             eprintln!(
@@ -619,12 +634,18 @@ impl Drop for Device {
                 self.counters_line()
             );
         }
-        self.shared.stop.store(true, Ordering::SeqCst);
-        let _ = self.shared.engine_wake.notify();
-        if let Some(t) = self.engine.take() {
-            let _ = t.join();
+    }
+
+    /// What closing the device would do, for a process that exits with it open (exit runs
+    /// no destructors; librdmacm never closes the devices it opens): print the counters when
+    /// asked (`SOFTROCE_COUNTERS=stderr`) and flush and close the pcap capture, so its last
+    /// packets are not lost. Skips a capture that another thread is writing at that moment.
+    pub fn finish_at_exit(&self) {
+        self.print_counters_if_asked();
+        if let Some(Ok(mut capture)) = self.shared.capture.as_ref().map(Mutex::try_lock) {
+            // Dropping the writer flushes its buffer; later packets are not captured.
+            drop(capture.take().map(CaptureWriter::into_inner));
         }
-        // The capture writer flushes when the last reference to the device state drops.
     }
 }
 
@@ -838,8 +859,13 @@ fn send_all(shared: &Shared, batch: &[(SocketAddr, &[u8])]) {
     if batch.is_empty() {
         return;
     }
-    if let Some(c) = &shared.capture {
-        let mut w = lock(c);
+    if let Some(w) = shared
+        .capture
+        .as_ref()
+        .map(lock)
+        .as_deref_mut()
+        .and_then(Option::as_mut)
+    {
         let ts = shared.epoch.elapsed();
         let src = shared.socket.local_addr();
         for (dst, data) in batch {
@@ -907,8 +933,13 @@ fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
         return 0;
     }
     let now = Instant::now();
-    if let Some(c) = &shared.capture {
-        let mut w = lock(c);
+    if let Some(w) = shared
+        .capture
+        .as_ref()
+        .map(lock)
+        .as_deref_mut()
+        .and_then(Option::as_mut)
+    {
         let ts = shared.epoch.elapsed();
         for i in 0..n {
             let _ = w.write_roce(ts, meta[i].from, local, &bufs[i][..meta[i].len]);
