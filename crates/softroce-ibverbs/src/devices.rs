@@ -53,18 +53,20 @@ impl DeviceEntry {
 /// At exit, the devices still open do what closing them would (counters, capture flush):
 /// programs rarely close every device, and librdmacm never closes its own.
 extern "C" fn finish_devices_at_exit() {
-    // Never unwind into libc; a device busy in another thread is skipped, not waited for.
-    let _ = std::panic::catch_unwind(|| {
-        let Ok(entries) = devices() else { return };
-        for &entry in entries {
-            // SAFETY: entries are leaked and live for the whole process.
-            let entry = unsafe { &*entry };
-            let running = entry.running.try_lock().ok().and_then(|r| r.upgrade());
-            if let Some(device) = running {
-                device.finish_at_exit();
-            }
+    // A device busy in another thread is skipped, not waited for.
+    guard("atexit", (), finish_devices);
+}
+
+fn finish_devices() {
+    let Ok(entries) = devices() else { return };
+    for &entry in entries {
+        // SAFETY: entries are leaked and live for the whole process.
+        let entry = unsafe { &*entry };
+        let running = entry.running.try_lock().ok().and_then(|r| r.upgrade());
+        if let Some(device) = running {
+            device.finish_at_exit();
         }
-    });
+    }
 }
 
 /// The entries, leaked: applications keep `ibv_device` pointers for as long as they like.

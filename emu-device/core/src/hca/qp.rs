@@ -254,6 +254,13 @@ impl Hca {
             } else {
                 cap.max_recv_sge
             },
+            // ibv_create_qp(3): the granted caps may exceed the request. As rxe does, a send
+            // WQE's room for its gather list also holds inline data (16 bytes per SGE), so
+            // programs that send a small inline message without asking (rdma_xclient) work.
+            max_inline_data: cap
+                .max_inline_data
+                .max(cap.max_send_sge.saturating_mul(16))
+                .min(a.max_inline_data.max(cap.max_inline_data)),
             ..cap
         };
         let mut init = init;
