@@ -1,6 +1,7 @@
 //! UCX (Debian's `ucx-utils`, unmodified) runs on the drop-in under `softroce exec`:
 //! `ucx_info -d` lists rc_verbs and ud_verbs on the emulated device, and `ucx_perftest`
-//! passes between two processes on two emulated devices over each transport.
+//! passes between two processes on two emulated devices over each transport; UCX's
+//! client/server API (`io_demo`) connects through rdma_cm, i.e. softroce's drop-in librdmacm.
 
 mod dropin;
 
@@ -12,7 +13,7 @@ use dropin::dropin_library;
 
 /// Tests do not install packages: `scripts/test-all.sh` installs ucx-utils.
 fn require_ucx() {
-    for tool in ["ucx_info", "ucx_perftest"] {
+    for tool in ["ucx_info", "ucx_perftest", "io_demo"] {
         let ok = Command::new("sh")
             .args(["-c", &format!("command -v {tool} >/dev/null")])
             .status()
@@ -209,5 +210,82 @@ fn ucx_perftest_passes_over_ud_verbs() {
     require_ucx();
     for t in TESTS {
         perftest("127.77.62.1", "127.77.62.2", "ud_verbs", "ud_verbs", t);
+    }
+}
+
+/// UCX's client/server API (io_demo: a listener on an address, clients that connect to it)
+/// wires its endpoints up through rdma_cm, the only connection manager it may use here
+/// (`UCX_SOCKADDR_TLS_PRIORITY=rdmacm`: softroce's drop-in librdmacm, the CM on QP1), then
+/// moves IO requests, reads and writes whose data io_demo checks (`-q`), over rc_verbs and
+/// over ud_verbs.
+#[test]
+fn ucx_connects_through_rdma_cm_and_moves_checked_data() {
+    require_ucx();
+    for (tls, server_ip, client_ip) in [
+        ("rc_verbs", "127.77.63.1", "127.77.63.2"),
+        ("ud_verbs", "127.77.63.3", "127.77.63.4"),
+    ] {
+        let port = free_tcp_port().to_string();
+        let mut server = exec(server_ip, tls, "io_demo", &["-p", &port, "-q"])
+            .env("UCX_SOCKADDR_TLS_PRIORITY", "rdmacm")
+            .spawn()
+            .expect("spawning the io_demo server");
+        // The client retries (every 250 ms, 40 times) until the server listens.
+        let client_args = [
+            "-p",
+            &port,
+            "-q",
+            "-i",
+            "200",
+            "-o",
+            "read,write",
+            "-c",
+            "40",
+            "-y",
+            "0.25s",
+            server_ip,
+        ];
+        let client = exec(client_ip, tls, "io_demo", &client_args)
+            .env("UCX_SOCKADDR_TLS_PRIORITY", "rdmacm")
+            .env("SOFTROCE_COUNTERS", "stderr")
+            .spawn()
+            .expect("spawning the io_demo client");
+        let what = format!("io_demo over rdmacm and {tls}");
+        let cout = finish(client, Duration::from_secs(90), &what);
+        let _ = server.kill();
+        let sout = server.wait_with_output().expect("server output");
+        let (cstdout, cstderr) = (
+            String::from_utf8_lossy(&cout.stdout),
+            String::from_utf8_lossy(&cout.stderr),
+        );
+        let report = || {
+            format!(
+                "{what}\nclient ({}):\n{cstdout}\n{cstderr}\nserver:\n{}\n{}",
+                cout.status,
+                String::from_utf8_lossy(&sout.stdout),
+                String::from_utf8_lossy(&sout.stderr)
+            )
+        };
+        assert!(
+            cout.status.success() && cstdout.contains("Client exit with status 'OK'"),
+            "{}",
+            report()
+        );
+        let lane = format!("{tls}/softroce0:1");
+        let cfgs: Vec<&str> = cstdout.lines().filter(|l| l.contains("ep_cfg[")).collect();
+        assert!(
+            !cfgs.is_empty() && cfgs.iter().all(|l| l.contains(&lane)),
+            "an endpoint did not use {lane}: {cfgs:#?}\n{}",
+            report()
+        );
+        // The device's counters at exit: the connection was made by CM MADs on QP1.
+        let mads_sent = cstderr
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("mad_sent=")?.parse::<u64>().ok());
+        assert!(
+            mads_sent.is_some_and(|n| n > 0),
+            "no CM datagrams sent: {}",
+            report()
+        );
     }
 }
