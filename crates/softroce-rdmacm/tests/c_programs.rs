@@ -154,3 +154,16 @@ fn a_thousand_connect_disconnect_cycles_leak_nothing() {
         library_dir(),
     );
 }
+
+/// A connection's life by the man pages: the event data both sides see (private data,
+/// crossed responder resources and initiator depth, retry counts, srq, qp_num), the QP
+/// attributes the CMs set, one-sided data, disconnect flushing posted work, private-data
+/// limits, rejects with private data, SRQs, and rdma_establish for an id without a QP.
+#[test]
+fn a_connection_follows_the_man_pages() {
+    run_with(
+        "rdmacm_connection",
+        &["127.77.31.5", "127.77.31.6"],
+        library_dir(),
+    );
+}

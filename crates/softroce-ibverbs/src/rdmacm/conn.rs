@@ -168,10 +168,10 @@ fn route(index: usize, dev: &Device, event: CmEvent) {
             // We receive from the PSN our REQ carried and send from the REP's.
             c.rq_psn = c.sq_psn;
             c.sq_psn = params.starting_psn.value();
-            // The REP's responder resources are what we may issue, its initiator depth
-            // what it may issue at us (the kernel's cm_rep_handler).
-            c.initiator_depth = c.initiator_depth.min(params.responder_resources);
-            c.responder_resources = c.responder_resources.min(params.initiator_depth);
+            // The CM gives the REP in our terms (its responder resources are our initiator
+            // depth, as the kernel's cm_format_rep_event): we issue at most what it serves.
+            c.initiator_depth = c.initiator_depth.min(params.initiator_depth);
+            c.responder_resources = c.responder_resources.min(params.responder_resources);
             c.rnr_retry_count = params.rnr_retry_count;
             if ack_timeout.is_none() {
                 c.timeout = params.local_ack_timeout;
@@ -179,7 +179,13 @@ fn route(index: usize, dev: &Device, event: CmEvent) {
             let conn = *c;
             drop(st);
             let mut ev = Event::new(me, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
-            conn_param_event(&mut ev, &params_echo(&conn, params.srq), &private_data);
+            // rdma_get_cm_event(3): the event shows what the remote asked for, unclipped.
+            let shown = Connection {
+                responder_resources: params.responder_resources,
+                initiator_depth: params.initiator_depth,
+                ..conn
+            };
+            conn_param_event(&mut ev, &params_echo(&shown, params.srq), &private_data);
             if cm_id.c.qp.is_null() {
                 cm_id.report(ev);
                 return;
@@ -358,10 +364,10 @@ fn on_request(
         sq_psn: params.starting_psn.value(),
         rq_psn: random_psn(),
         mtu: mtu_code(params.path_mtu.unwrap_or(Mtu::Mtu1024)).min(id::port_mtu(index)),
-        // The requester's initiator depth is what it may issue at us, its responder
-        // resources what we may issue (the kernel's cm_req_handler).
-        responder_resources: params.initiator_depth.min(max.0),
-        initiator_depth: params.responder_resources.min(max.1),
+        // The CM gives the REQ in our terms (the requester's initiator depth is our
+        // responder resources, as the kernel's cm_format_req_event), clipped to the device.
+        responder_resources: params.responder_resources.min(max.0),
+        initiator_depth: params.initiator_depth.min(max.1),
         retry_count: params.retry_count,
         rnr_retry_count: params.rnr_retry_count,
         timeout: listen_id
@@ -377,7 +383,13 @@ fn on_request(
     r.conns.insert((index, conn.0), child);
     let mut ev = Event::new(child as *mut rdma_cm_id, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
     ev.c.listen_id = listener as *mut rdma_cm_id;
-    conn_param_event(&mut ev, &params_echo(&c, params.srq), user);
+    // rdma_get_cm_event(3): "matches the initiator depth specified by the remote node".
+    let shown = Connection {
+        responder_resources: params.responder_resources,
+        initiator_depth: params.initiator_depth,
+        ..c
+    };
+    conn_param_event(&mut ev, &params_echo(&shown, params.srq), user);
     child_id.report(ev);
 }
 
@@ -918,12 +930,12 @@ pub(crate) unsafe fn accept(cm_id: &mut CmId, param: *const rdma_conn_param) -> 
         flow_control: param.is_none_or(|p| p.flow_control != 0),
         private_data: user,
     };
-    if let Err(e) = dev.cm_accept(c.conn, accept) {
+    if dev.cm_accept(c.conn, accept).is_err() {
+        // As the kernel's rdma_accept: a failed accept (e.g. more private data than a REP
+        // holds) moves the QP to the error state and rejects the request.
         qp_to_error(cm_id);
-        return Err(match e {
-            softroce_emu::cm::CmError::PrivateDataTooLong { .. } => libc::EINVAL,
-            _ => libc::EINVAL,
-        });
+        let _ = dev.with_cm(|cm, now| cm.reject(now, c.conn, &[]));
+        return Err(libc::EINVAL);
     }
     cm_id.state().phase = Phase::Accepting;
     cm_id.complete()

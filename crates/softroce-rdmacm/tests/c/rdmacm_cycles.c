@@ -4,78 +4,11 @@
  * DISCONNECTED on both sides, destroy. Nothing may leak: after the warm-up the process holds
  * the same file descriptors at the end and its memory stays flat (a leaked QP, id, event or
  * channel per cycle would show). Prints "N failures". */
-#include <arpa/inet.h>
-#include <dirent.h>
-#include <rdma/rdma_cma.h>
-#include <rdma/rdma_verbs.h>
-
-#include "common.h"
+#include "cm_common.h"
 
 #define CYCLES 1000
 #define WARMUP 50
 #define PORT 7600
-
-static struct sockaddr_in ipv4(const char *ip, int port)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
-	inet_pton(AF_INET, ip, &a.sin_addr);
-	return a;
-}
-
-static int open_fds(void)
-{
-	int n = 0;
-	DIR *d = opendir("/proc/self/fd");
-	if (!d)
-		return -1;
-	while (readdir(d))
-		n++;
-	closedir(d);
-	return n;
-}
-
-static long rss_kib(void)
-{
-	char line[256];
-	long kib = -1;
-	FILE *f = fopen("/proc/self/status", "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
-}
-
-/* The next event on `ch` within 10 s, or NULL. */
-static struct rdma_cm_event *next_event(struct rdma_event_channel *ch)
-{
-	struct pollfd pfd = {.fd = ch->fd, .events = POLLIN};
-	struct rdma_cm_event *ev = NULL;
-	if (poll(&pfd, 1, 10000) != 1 || rdma_get_cm_event(ch, &ev))
-		return NULL;
-	return ev;
-}
-
-/* Waits for `type` on `id` (NULL: any id; the id is returned through *from); acks it. */
-static int expect(struct rdma_event_channel *ch, enum rdma_cm_event_type type,
-		  struct rdma_cm_id *id, struct rdma_cm_id **from)
-{
-	struct rdma_cm_event *ev = next_event(ch);
-	if (!ev) {
-		fprintf(stderr, "no %s within 10 s\n", rdma_event_str(type));
-		return 1;
-	}
-	int ok = ev->event == type && ev->status == 0 && (!id || ev->id == id);
-	if (!ok)
-		fprintf(stderr, "expected %s, got %s status %d\n", rdma_event_str(type),
-			rdma_event_str(ev->event), ev->status);
-	if (from)
-		*from = ev->id;
-	rdma_ack_cm_event(ev);
-	return !ok;
-}
 
 /* Two events of `type`, one for each of `a` and `b`, in either order. */
 static int expect_both(struct rdma_event_channel *ch, enum rdma_cm_event_type type,
