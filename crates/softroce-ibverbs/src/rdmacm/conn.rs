@@ -987,19 +987,42 @@ pub(crate) fn disconnect(cm_id: &mut CmId) -> Result<(), c_int> {
     Ok(())
 }
 
+/// `rdma_establish`: the active side of an id without a QP completes the connection after
+/// CONNECT_RESPONSE by sending the RTU itself (rdma_establish(3): not for an id with a QP).
 pub(crate) fn establish(cm_id: &mut CmId) -> Result<(), c_int> {
     let conn = cm_id.state().conn.ok_or(libc::EINVAL)?;
-    let dev = device(conn.device)?;
-    if conn.passive {
-        // rdma_notify(IBV_EVENT_COMM_EST): data before the RTU.
-        let _ = dev.with_cm(|cm, _| cm.establish(conn.conn));
-        return Ok(());
+    if conn.passive || !cm_id.c.qp.is_null() {
+        return Err(libc::EINVAL);
     }
-    // rdma_establish(3): the active side without a QP on the id sends the RTU itself.
+    let dev = device(conn.device)?;
     dev.with_cm(|cm, _| cm.send_rtu(conn.conn, &[]))
         .map_err(|_| libc::EINVAL)?;
     cm_id.state().phase = Phase::Connected;
     Ok(())
+}
+
+/// `rdma_notify(IBV_EVENT_COMM_EST)`: data reached the passive side's QP before the RTU, so
+/// the connection is established now (the kernel's `ib_cm_notify`). rdma_notify(3): EISCONN
+/// when the CM had established it already.
+pub(crate) fn notify_established(cm_id: &mut CmId) -> Result<(), c_int> {
+    let (phase, conn) = {
+        let st = cm_id.state();
+        (st.phase, st.conn.ok_or(libc::EINVAL)?)
+    };
+    if !conn.passive {
+        // The active side is established by the REP it received (or rdma_establish).
+        return Err(if phase == Phase::Connected {
+            libc::EISCONN
+        } else {
+            libc::EINVAL
+        });
+    }
+    let dev = device(conn.device)?;
+    match dev.with_cm(|cm, _| cm.establish(conn.conn)) {
+        Ok(()) => Ok(()),
+        Err(softroce_emu::cm::CmError::AlreadyEstablished(_)) => Err(libc::EISCONN),
+        Err(_) => Err(libc::EINVAL),
+    }
 }
 
 /// `rdma_init_qp_attr`: the attributes of `attr.qp_state` for the id's QP.

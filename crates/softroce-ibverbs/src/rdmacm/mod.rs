@@ -178,7 +178,7 @@ unsafe extern "C" fn rdma_notify(p: *mut rdma_cm_id, event: c_int) -> c_int {
         let cm_id = id::id(p)?;
         // Only IBV_EVENT_COMM_EST means something to the CM (rdma_notify(3)).
         if event == IBV_EVENT_COMM_EST as c_int {
-            conn::establish(cm_id)
+            conn::notify_established(cm_id)
         } else {
             Ok(())
         }

@@ -136,6 +136,18 @@ static void connection_parameters_data_and_disconnect(void)
 		rdma_ack_cm_event(ev);
 	}
 
+	/* rdma_notify(3): EISCONN when the CM has established the connection already;
+	 * rdma_establish(3) is not for an id with a QP. */
+	errno = 0;
+	CHECK(rdma_notify(c, IBV_EVENT_COMM_EST) == -1 && errno == EISCONN,
+	      "rdma_notify on the established client: errno %d", errno);
+	errno = 0;
+	CHECK(rdma_notify(s, IBV_EVENT_COMM_EST) == -1 && errno == EISCONN,
+	      "rdma_notify on the established server: errno %d", errno);
+	errno = 0;
+	CHECK(rdma_establish(c) == -1 && errno == EINVAL, "rdma_establish with a QP: errno %d",
+	      errno);
+
 	/* The CMs brought both QPs to RTS with the negotiated values: both retry the
 	 * client's retry_count; each retries RNR as often as the other side asked; the RNR
 	 * NAK timer is 0 (655 ms) (rdma_connect(3), INFINIBAND SPECIFIC). */
