@@ -357,6 +357,86 @@ static void establish_without_a_qp(void)
 	ibv_dealloc_pd(pd);
 }
 
+/* RDMA_PS_UDP: rdma_connect(3) looks the remote QP up (SIDR); rdma_get_cm_event(3)'s UD EVENT
+ * DATA on ESTABLISHED names the server's QP, the rdma_cm's Q_Key and an ah_attr with which
+ * a datagram reaches the server, which sees the client in the GRH area. */
+static void ud_service_lookup(void)
+{
+	struct rdma_event_channel *uch = rdma_create_event_channel();
+	struct rdma_cm_id *ul = NULL, *c = NULL, *s = NULL;
+	struct sockaddr_in at = ipv4(server_ip, PORT + 1), src = ipv4(client_ip, 0);
+	CHECK(uch && rdma_create_id(uch, &ul, NULL, RDMA_PS_UDP) == 0 &&
+		      rdma_bind_addr(ul, (struct sockaddr *)&at) == 0 && rdma_listen(ul, 4) == 0,
+	      "a UD listener: errno %d", errno);
+	CHECK(rdma_create_id(uch, &c, NULL, RDMA_PS_UDP) == 0 && c->qp_type == IBV_QPT_UD &&
+		      rdma_resolve_addr(c, (struct sockaddr *)&src, (struct sockaddr *)&at, 2000) ==
+			      0 &&
+		      expect(uch, RDMA_CM_EVENT_ADDR_RESOLVED, c, NULL) == 0 &&
+		      rdma_resolve_route(c, 2000) == 0 &&
+		      expect(uch, RDMA_CM_EVENT_ROUTE_RESOLVED, c, NULL) == 0,
+	      "a resolved UD client: errno %d", errno);
+	struct ibv_qp_init_attr ua = rc_attr();
+	ua.qp_type = IBV_QPT_UD;
+	struct ibv_qp_init_attr sa = ua;
+	CHECK(rdma_create_qp(c, NULL, &ua) == 0, "client UD QP: errno %d", errno);
+	static const char hi[] = "who serves?";
+	struct rdma_conn_param cp = {.private_data = hi, .private_data_len = sizeof(hi)};
+	CHECK(rdma_connect(c, &cp) == 0, "rdma_connect (UD): errno %d", errno);
+	struct rdma_cm_event *ev = take(uch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	CHECK(ev != NULL, "a UD service request");
+	if (!ev)
+		return;
+	s = ev->id;
+	CHECK(ev->param.ud.private_data && ev->param.ud.private_data_len >= sizeof(hi) &&
+		      memcmp(ev->param.ud.private_data, hi, sizeof(hi)) == 0,
+	      "the request's private data");
+	CHECK(rdma_create_qp(s, NULL, &sa) == 0 && rdma_accept(s, NULL) == 0,
+	      "the server accepts: errno %d", errno);
+	rdma_ack_cm_event(ev);
+	ev = take(uch, RDMA_CM_EVENT_ESTABLISHED, c);
+	CHECK(ev != NULL, "ESTABLISHED on the UD client");
+	if (!ev)
+		return;
+	CHECK(ev->param.ud.qp_num == s->qp->qp_num && ev->param.ud.qkey == RDMA_UDP_QKEY,
+	      "the server's QP %#x (want %#x) and Q_Key %#x", ev->param.ud.qp_num,
+	      s->qp->qp_num, ev->param.ud.qkey);
+	struct ibv_ah *ah = ibv_create_ah(c->pd, &ev->param.ud.ah_attr);
+	uint32_t qpn = ev->param.ud.qp_num;
+	rdma_ack_cm_event(ev);
+	CHECK(ah != NULL, "an AH from the event's ah_attr: errno %d", errno);
+
+	/* A datagram to the looked-up QP arrives, the GRH area naming the client. */
+	struct {
+		struct ibv_grh grh;
+		char text[16];
+	} in = {0};
+	char out[16] = "datagram";
+	struct ibv_mr *imr = rdma_reg_msgs(s, &in, sizeof(in));
+	struct ibv_mr *omr = rdma_reg_msgs(c, out, sizeof(out));
+	struct ibv_wc wc;
+	CHECK(imr && omr && rdma_post_recv(s, NULL, &in, sizeof(in), imr) == 0 && ah &&
+		      rdma_post_ud_send(c, NULL, out, sizeof(out), omr, IBV_SEND_SIGNALED, ah, qpn) ==
+			      0 &&
+		      rdma_get_send_comp(c, &wc) == 1 && wc.status == IBV_WC_SUCCESS,
+	      "a UD send: status %s", ibv_wc_status_str(wc.status));
+	CHECK(rdma_get_recv_comp(s, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
+		      (wc.wc_flags & IBV_WC_GRH) && wc.src_qp == c->qp->qp_num &&
+		      strcmp(in.text, "datagram") == 0,
+	      "received: status %s, src_qp %#x, text %.16s", ibv_wc_status_str(wc.status),
+	      wc.src_qp, in.text);
+	if (imr)
+		rdma_dereg_mr(imr);
+	if (omr)
+		rdma_dereg_mr(omr);
+	if (ah)
+		ibv_destroy_ah(ah);
+	rdma_destroy_qp(s);
+	rdma_destroy_qp(c);
+	CHECK(rdma_destroy_id(s) == 0 && rdma_destroy_id(c) == 0 && rdma_destroy_id(ul) == 0,
+	      "destroying the UD ids");
+	rdma_destroy_event_channel(uch);
+}
+
 int main(int argc, char **argv)
 {
 	server_ip = argc > 2 ? argv[1] : "127.0.0.1";
@@ -373,6 +453,7 @@ int main(int argc, char **argv)
 	private_data_limits();
 	reject_and_srq();
 	establish_without_a_qp();
+	ud_service_lookup();
 	CHECK(rdma_destroy_id(listener) == 0, "destroying the listener");
 	rdma_destroy_event_channel(ch);
 	printf("%d failures\n", failures);
