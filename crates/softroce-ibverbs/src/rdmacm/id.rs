@@ -558,6 +558,9 @@ pub(crate) fn bind(cm_id: &mut CmId, addr: SocketAddr) -> Result<(), c_int> {
     } else {
         match device_with(addr.ip()) {
             Some(d) => Some(d),
+            // The kernel's cma_bind_loopback: a loopback address no device has is bound to
+            // the first device (libfabric's verbs provider probes with 127.0.0.1).
+            None if addr.ip().is_loopback() => Some(loopback_device()?),
             // The kernel's answers: not an address of this host, or one without an RDMA
             // device.
             None if is_local_address(addr.ip()) => return Err(libc::ENODEV),
@@ -591,12 +594,31 @@ fn attach_device(cm_id: &mut CmId, index: usize) -> Result<(), c_int> {
     Ok(())
 }
 
+/// The device the kernel's rdma_cm takes for a loopback address that no device has: the
+/// first (all of softroce's ports are active).
+fn loopback_device() -> Result<usize, c_int> {
+    if device_entries().is_empty() {
+        Err(libc::ENODEV)
+    } else {
+        Ok(0)
+    }
+}
+
+/// Whether `ip` is a loopback address that no device has: the kernel resolves it to the
+/// source device itself (cma_resolve_loopback: the destination GID is the source GID).
+fn is_unowned_loopback(ip: IpAddr) -> bool {
+    ip.is_loopback() && device_with(ip).is_none()
+}
+
 /// The device a connection to `dst` leaves from: the one with the destination's address
 /// (loopback on one device), else the one with the address the host's routing table picks
 /// as source, else the first.
 fn device_towards(dst: IpAddr) -> Result<usize, c_int> {
     if let Some(d) = device_with(dst) {
         return Ok(d);
+    }
+    if dst.is_loopback() {
+        return loopback_device();
     }
     let any = if dst.is_ipv4() {
         IpAddr::V4(Ipv4Addr::UNSPECIFIED)
@@ -646,8 +668,12 @@ pub(crate) fn resolve_addr(
         cm_id.state().device = Some(device);
     }
     write_sockaddr(&mut cm_id.c.route.addr.dst, dst);
-    cm_id.c.route.addr.ibaddr.dgid = ibv_gid {
-        raw: Gid::from_ip(dst.ip()).to_bytes(),
+    cm_id.c.route.addr.ibaddr.dgid = if is_unowned_loopback(dst.ip()) {
+        cm_id.c.route.addr.ibaddr.sgid
+    } else {
+        ibv_gid {
+            raw: Gid::from_ip(dst.ip()).to_bytes(),
+        }
     };
     cm_id.state().phase = Phase::AddrResolved;
     let me = std::ptr::from_mut(cm_id).cast::<rdma_cm_id>();
