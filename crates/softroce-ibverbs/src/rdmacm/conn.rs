@@ -757,8 +757,7 @@ pub(crate) unsafe fn connect(cm_id: &mut CmId, param: *const rdma_conn_param) ->
     // SAFETY: reading our own sockaddr union.
     let dst = unsafe { id::socket_addr_from_c(&cm_id.c.route.addr.dst.addr) }?;
     let service = port_space(cm_id.c.ps).service_id(dst.port());
-    // Where the CM datagrams go: the resolved destination GID, which is the source device's
-    // own for a loopback destination (rdma_resolve_addr, as the kernel's loopback route).
+    // Where the CM datagrams go: the destination GID rdma_resolve_addr resolved.
     // SAFETY: every view of ibv_gid is 16 plain bytes, written by rdma_resolve_addr.
     let remote_gid = Gid::from_bytes(unsafe { cm_id.c.route.addr.ibaddr.dgid.raw });
     let remote_ip = remote_gid.to_ip();
@@ -778,7 +777,7 @@ pub(crate) unsafe fn connect(cm_id: &mut CmId, param: *const rdma_conn_param) ->
                     cm.sidr_resolve(
                         now,
                         SidrParams {
-                            remote_gid: remote_gid,
+                            remote_gid,
                             service_id: service,
                             private_data,
                         },
@@ -812,7 +811,7 @@ pub(crate) unsafe fn connect(cm_id: &mut CmId, param: *const rdma_conn_param) ->
     let local_psn = random_psn();
     let ack_timeout = cm_id.state().ack_timeout;
     let params = ConnectParams {
-        remote_gid: remote_gid,
+        remote_gid,
         service_id: service,
         local_qpn: Qpn::new(qp_num & 0x00ff_ffff).ok_or(libc::EINVAL)?,
         starting_psn: Psn::new(local_psn),
@@ -832,7 +831,7 @@ pub(crate) unsafe fn connect(cm_id: &mut CmId, param: *const rdma_conn_param) ->
             device: index,
             conn,
             passive: false,
-            remote_gid: remote_gid,
+            remote_gid,
             remote_qpn: 0,
             // Until the REP: the PSN of our REQ (see `Connection::sq_psn`).
             rq_psn: 0,

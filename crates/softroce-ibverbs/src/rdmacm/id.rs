@@ -604,12 +604,6 @@ fn loopback_device() -> Result<usize, c_int> {
     }
 }
 
-/// Whether `ip` is a loopback address that no device has: the kernel resolves it to the
-/// source device itself (cma_resolve_loopback: the destination GID is the source GID).
-fn is_unowned_loopback(ip: IpAddr) -> bool {
-    ip.is_loopback() && device_with(ip).is_none()
-}
-
 /// The device a connection to `dst` leaves from: the one with the destination's address
 /// (loopback on one device), else the one with the address the host's routing table picks
 /// as source, else the first.
@@ -668,12 +662,11 @@ pub(crate) fn resolve_addr(
         cm_id.state().device = Some(device);
     }
     write_sockaddr(&mut cm_id.c.route.addr.dst, dst);
-    cm_id.c.route.addr.ibaddr.dgid = if is_unowned_loopback(dst.ip()) {
-        cm_id.c.route.addr.ibaddr.sgid
-    } else {
-        ibv_gid {
-            raw: Gid::from_ip(dst.ip()).to_bytes(),
-        }
+    // Unlike the kernel, a loopback destination is not this device itself: softroce's
+    // processes each have their own device, usually on a 127.x address of their own, and
+    // a connection to another process's address must reach that process.
+    cm_id.c.route.addr.ibaddr.dgid = ibv_gid {
+        raw: Gid::from_ip(dst.ip()).to_bytes(),
     };
     cm_id.state().phase = Phase::AddrResolved;
     let me = std::ptr::from_mut(cm_id).cast::<rdma_cm_id>();

@@ -437,58 +437,20 @@ static void ud_service_lookup(void)
 	rdma_destroy_event_channel(uch);
 }
 
-/* The kernel's rdma_cm binds a loopback address that no device has to the first device and
- * routes a loopback destination back to the source device (libfabric's verbs provider and
- * other programs listen on 127.0.0.1): a connection to 127.0.0.1 on one device. */
-static void loopback_on_one_device(void)
+/* The kernel's rdma_cm binds a loopback address that no device has to the first device
+ * (libfabric's verbs provider probes and listens on 127.0.0.1). (A loopback destination is
+ * not routed back to the device itself as the kernel does: softroce's processes each have
+ * their own device, usually on a 127.x address, which a connection must reach.) */
+static void loopback_binds_to_the_first_device(void)
 {
-	struct rdma_cm_id *l = NULL, *c = NULL, *s = NULL;
+	struct rdma_cm_id *l = NULL;
 	struct sockaddr_in lo = ipv4("127.0.0.1", PORT + 2);
 	CHECK(rdma_create_id(ch, &l, NULL, RDMA_PS_TCP) == 0 &&
 		      rdma_bind_addr(l, (struct sockaddr *)&lo) == 0 && l->verbs == listener->verbs &&
 		      rdma_listen(l, 2) == 0,
 	      "127.0.0.1 binds to the first device and listens: errno %d", errno);
-	CHECK(rdma_create_id(ch, &c, NULL, RDMA_PS_TCP) == 0 &&
-		      rdma_resolve_addr(c, NULL, (struct sockaddr *)&lo, 2000) == 0 &&
-		      expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, c, NULL) == 0 &&
-		      c->verbs == listener->verbs && rdma_resolve_route(c, 2000) == 0 &&
-		      expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, c, NULL) == 0,
-	      "127.0.0.1 resolves to the same device: errno %d", errno);
-	struct ibv_qp_init_attr ca = rc_attr(), sa = rc_attr();
-	struct rdma_conn_param cp = {.retry_count = 7, .rnr_retry_count = 7};
-	CHECK(rdma_create_qp(c, NULL, &ca) == 0 && rdma_connect(c, &cp) == 0,
-	      "connecting to 127.0.0.1: errno %d", errno);
-	struct rdma_cm_event *ev = take(ch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
-	CHECK(ev && ev->listen_id == l, "the request reaches the loopback listener");
-	if (!ev)
-		return;
-	s = ev->id;
-	CHECK(rdma_create_qp(s, NULL, &sa) == 0 && rdma_accept(s, NULL) == 0,
-	      "accepting: errno %d", errno);
-	rdma_ack_cm_event(ev);
-	CHECK(expect(ch, RDMA_CM_EVENT_ESTABLISHED, NULL, NULL) == 0 &&
-		      expect(ch, RDMA_CM_EVENT_ESTABLISHED, NULL, NULL) == 0,
-	      "both ends established");
-	uint64_t out = 42, in = 0;
-	struct ibv_mr *omr = rdma_reg_msgs(c, &out, sizeof(out));
-	struct ibv_mr *imr = rdma_reg_msgs(s, &in, sizeof(in));
-	struct ibv_wc wc;
-	CHECK(omr && imr && rdma_post_recv(s, NULL, &in, sizeof(in), imr) == 0 &&
-		      rdma_post_send(c, NULL, &out, sizeof(out), omr, IBV_SEND_SIGNALED) == 0 &&
-		      rdma_get_send_comp(c, &wc) == 1 && rdma_get_recv_comp(s, &wc) == 1 && in == 42,
-	      "a message over the loopback connection");
-	CHECK(rdma_disconnect(c) == 0 && expect(ch, RDMA_CM_EVENT_DISCONNECTED, s, NULL) == 0 &&
-		      rdma_disconnect(s) == 0 &&
-		      expect(ch, RDMA_CM_EVENT_DISCONNECTED, c, NULL) == 0,
-	      "disconnected");
-	if (omr)
-		rdma_dereg_mr(omr);
-	if (imr)
-		rdma_dereg_mr(imr);
-	rdma_destroy_qp(s);
-	rdma_destroy_qp(c);
-	CHECK(rdma_destroy_id(s) == 0 && rdma_destroy_id(c) == 0 && rdma_destroy_id(l) == 0,
-	      "destroying the loopback ids");
+	CHECK(same_addr(rdma_get_local_addr(l), "127.0.0.1", PORT + 2), "bound to 127.0.0.1");
+	CHECK(l && rdma_destroy_id(l) == 0, "destroying the loopback listener");
 }
 
 int main(int argc, char **argv)
@@ -508,7 +470,7 @@ int main(int argc, char **argv)
 	reject_and_srq();
 	establish_without_a_qp();
 	ud_service_lookup();
-	loopback_on_one_device();
+	loopback_binds_to_the_first_device();
 	CHECK(rdma_destroy_id(listener) == 0, "destroying the listener");
 	rdma_destroy_event_channel(ch);
 	printf("%d failures\n", failures);
