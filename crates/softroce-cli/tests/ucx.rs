@@ -5,11 +5,10 @@
 
 mod dropin;
 
-use std::io::Read;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use dropin::dropin_library;
+use dropin::{dropin_library, tcp_listening};
 
 /// Tests do not install packages: `scripts/test-all.sh` installs ucx-utils.
 fn require_ucx() {
@@ -66,22 +65,6 @@ fn finish(mut child: Child, limit: Duration, what: &str) -> Output {
     child.wait_with_output().expect("output")
 }
 
-/// Whether some socket listens on TCP `port` (from /proc/net/tcp and tcp6), without
-/// connecting: ucx_perftest's server takes the first connection as its peer.
-fn listening(port: u16) -> bool {
-    let want = format!(":{port:04X} ");
-    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
-        let mut text = String::new();
-        std::fs::File::open(f)
-            .and_then(|mut h| h.read_to_string(&mut text))
-            .is_ok()
-            && text.lines().any(|l| {
-                let cols: Vec<&str> = l.split_whitespace().collect();
-                cols.len() > 3 && format!("{} ", cols[1]).ends_with(&want) && cols[3] == "0A"
-            })
-    })
-}
-
 fn free_tcp_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -100,7 +83,7 @@ fn perftest(server_ip: &str, client_ip: &str, tls: &str, transport: &str, test: 
         .spawn()
         .expect("spawning the ucx_perftest server");
     let start = Instant::now();
-    while !listening(port.parse().unwrap()) {
+    while !tcp_listening(port.parse().unwrap()) {
         assert!(
             start.elapsed() < Duration::from_secs(30),
             "the ucx_perftest server did not listen on {port} within 30 s"

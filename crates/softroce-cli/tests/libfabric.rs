@@ -1,0 +1,177 @@
+//! libfabric's verbs provider (Debian's `libfabric1`, unmodified) on the drop-in under
+//! `softroce exec`: `fi_info` finds the emulated device, and `fi_pingpong` moves data it
+//! checks (`-c`) between two processes over verbs datagrams (`-e dgram`, UD QPs) and over
+//! libfabric's reliable-datagram layer on top of them (`verbs;ofi_rxd`, `-e rdm`).
+//!
+//! (libfabric's connected `FI_EP_MSG` endpoints need an address on an interface other than
+//! `lo` and Debian's fi_pingpong server listens on 127.0.0.1, which on a real host is the
+//! one HCA both processes share; two softroce processes do not share a device yet.)
+
+mod dropin;
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use dropin::{dropin_library, tcp_listening};
+
+/// Tests do not install packages: `scripts/test-all.sh` installs libfabric-bin.
+fn require_libfabric() {
+    for tool in ["fi_info", "fi_pingpong"] {
+        let ok = Command::new("sh")
+            .args(["-c", &format!("command -v {tool} >/dev/null")])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(
+            ok,
+            "{tool} is missing: install libfabric-bin (scripts/test-all.sh does)"
+        );
+    }
+}
+
+/// `softroce exec --devices softroce0=IP -- PROGRAM ARGS`, output captured.
+fn exec(ip: &str, program: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(assert_cmd::cargo::cargo_bin("softroce"));
+    c.env("SOFTROCE_IBVERBS_LIB", dropin_library())
+        .env_remove("SOFTROCE_DEVICES")
+        .env_remove("FI_PROVIDER")
+        .args([
+            "exec",
+            "--devices",
+            &format!("softroce0={ip}"),
+            "--",
+            program,
+        ])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// Wait (bounded) for `child`, killing it at the deadline; the output either way.
+fn finish(mut child: Child, limit: Duration) -> Output {
+    let deadline = Instant::now() + limit;
+    while child.try_wait().expect("child status").is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    child.wait_with_output().expect("output")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn fi_info_finds_the_emulated_device_in_the_verbs_provider() {
+    require_libfabric();
+    let out = finish(
+        exec("127.77.64.1", "fi_info", &["-p", "verbs"])
+            .spawn()
+            .expect("spawning fi_info"),
+        Duration::from_secs(60),
+    );
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    for want in [
+        "domain: softroce0-dgram",
+        "type: FI_EP_DGRAM",
+        "FI_PROTO_IB_UD",
+    ] {
+        assert!(t.contains(want), "fi_info -p verbs lacks {want:?}:\n{t}");
+    }
+}
+
+/// fi_pingpong between a server on `server_ip` and a client on `client_ip`; both must
+/// succeed, and the client's result table must list every size in `sizes`.
+fn pingpong(
+    server_ip: &str,
+    client_ip: &str,
+    provider: &str,
+    ep: &str,
+    extra: &[&str],
+    sizes: &[&str],
+) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let port_s = port.to_string();
+    let mut server_args = vec!["-p", provider, "-e", ep, "-c", "-B", &port_s];
+    server_args.extend_from_slice(extra);
+    let server = exec(server_ip, "fi_pingpong", &server_args)
+        .spawn()
+        .expect("spawning the fi_pingpong server");
+    let start = Instant::now();
+    while !tcp_listening(port) && start.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut client_args = vec!["-p", provider, "-e", ep, "-c", "-P", &port_s];
+    client_args.extend_from_slice(extra);
+    client_args.push(server_ip);
+    let client = finish(
+        exec(client_ip, "fi_pingpong", &client_args)
+            .spawn()
+            .expect("spawning the fi_pingpong client"),
+        Duration::from_secs(120),
+    );
+    let server = finish(server, Duration::from_secs(10));
+    let report = || {
+        format!(
+            "fi_pingpong -p {provider} -e {ep}\nclient ({}):\n{}\nserver ({}):\n{}",
+            client.status,
+            text(&client),
+            server.status,
+            text(&server)
+        )
+    };
+    assert!(
+        client.status.success() && server.status.success(),
+        "{}",
+        report()
+    );
+    let table = String::from_utf8_lossy(&client.stdout);
+    for size in sizes {
+        assert!(
+            table
+                .lines()
+                .any(|l| l.split_whitespace().next() == Some(size)),
+            "no result row for {size} bytes:\n{}",
+            report()
+        );
+    }
+}
+
+/// Datagrams over UD QPs, every size fi_pingpong tries up to the MTU, data checked.
+#[test]
+fn fi_pingpong_over_verbs_datagrams() {
+    require_libfabric();
+    pingpong(
+        "127.77.64.2",
+        "127.77.64.3",
+        "verbs",
+        "dgram",
+        &["-I", "100", "-S", "all"],
+        &["0", "1", "64", "1k", "4k"],
+    );
+}
+
+/// libfabric's reliable datagrams (ofi_rxd: its own acks, retransmissions and
+/// segmentation) over verbs UD: 8 bytes and 64 KiB messages, data checked.
+#[test]
+fn fi_pingpong_reliable_datagrams_over_verbs() {
+    require_libfabric();
+    for size in ["8", "65536"] {
+        pingpong(
+            "127.77.64.4",
+            "127.77.64.5",
+            "verbs;ofi_rxd",
+            "rdm",
+            &["-I", "50", "-S", size],
+            &[if size == "8" { "8" } else { "64k" }],
+        );
+    }
+}
