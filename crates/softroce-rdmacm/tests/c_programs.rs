@@ -167,3 +167,10 @@ fn a_connection_follows_the_man_pages() {
         library_dir(),
     );
 }
+
+/// Every rdma_cm call misused (NULLs, destroyed ids, calls out of order, an event acked
+/// twice) is refused with EINVAL, never a crash, and the library works on afterwards.
+#[test]
+fn misused_calls_are_refused_and_nothing_breaks() {
+    run("rdmacm_misuse", "127.77.31.7");
+}
