@@ -9,41 +9,19 @@
 
 mod dropin;
 
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
-use dropin::{dropin_library, tcp_listening};
+use dropin::{exec_on, require_tools, tcp_listening};
 
-/// Tests do not install packages: `scripts/test-all.sh` installs libfabric-bin.
 fn require_libfabric() {
-    for tool in ["fi_info", "fi_pingpong"] {
-        let ok = Command::new("sh")
-            .args(["-c", &format!("command -v {tool} >/dev/null")])
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(
-            ok,
-            "{tool} is missing: install libfabric-bin (scripts/test-all.sh does)"
-        );
-    }
+    require_tools(&["fi_info", "fi_pingpong"], "libfabric-bin");
 }
 
-/// `softroce exec --devices softroce0=IP -- PROGRAM ARGS`, output captured.
+/// A program under `softroce exec`, whatever provider the environment asked for aside.
 fn exec(ip: &str, program: &str, args: &[&str]) -> Command {
-    let mut c = Command::new(assert_cmd::cargo::cargo_bin("softroce"));
-    c.env("SOFTROCE_IBVERBS_LIB", dropin_library())
-        .env_remove("SOFTROCE_DEVICES")
-        .env_remove("FI_PROVIDER")
-        .args([
-            "exec",
-            "--devices",
-            &format!("softroce0={ip}"),
-            "--",
-            program,
-        ])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    let mut c = exec_on(ip, program, args);
+    c.env_remove("FI_PROVIDER");
     c
 }
 

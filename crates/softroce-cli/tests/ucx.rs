@@ -5,45 +5,22 @@
 
 mod dropin;
 
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
-use dropin::{dropin_library, tcp_listening};
+use dropin::{exec_on, require_tools, tcp_listening};
 
-/// Tests do not install packages: `scripts/test-all.sh` installs ucx-utils.
 fn require_ucx() {
-    for tool in ["ucx_info", "ucx_perftest", "io_demo"] {
-        let ok = Command::new("sh")
-            .args(["-c", &format!("command -v {tool} >/dev/null")])
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(
-            ok,
-            "{tool} is missing: install ucx-utils (scripts/test-all.sh does)"
-        );
-    }
+    require_tools(&["ucx_info", "ucx_perftest", "io_demo"], "ucx-utils");
 }
 
-/// `softroce exec --devices softroce0=IP -- PROGRAM ARGS` with UCX limited to `tls` on
-/// the emulated device.
+/// A program under `softroce exec` with UCX limited to `tls` on the emulated device.
 fn exec(ip: &str, tls: &str, program: &str, args: &[&str]) -> Command {
-    let mut c = Command::new(assert_cmd::cargo::cargo_bin("softroce"));
-    c.env("SOFTROCE_IBVERBS_LIB", dropin_library())
-        .env_remove("SOFTROCE_DEVICES")
-        .env("UCX_TLS", tls)
+    let mut c = exec_on(ip, program, args);
+    c.env("UCX_TLS", tls)
         .env("UCX_NET_DEVICES", "softroce0:1")
         // Prints the lanes each endpoint chose (ep_cfg), which the tests check.
-        .env("UCX_LOG_LEVEL", "info")
-        .args([
-            "exec",
-            "--devices",
-            &format!("softroce0={ip}"),
-            "--",
-            program,
-        ])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .env("UCX_LOG_LEVEL", "info");
     c
 }
 

@@ -2,6 +2,7 @@
 
 use std::io::Read;
 use std::path::PathBuf;
+use std::process::{Command, Stdio};
 
 /// The drop-in library cargo built for these tests (a dev-dependency).
 pub(crate) fn dropin_library() -> PathBuf {
@@ -34,4 +35,40 @@ pub(crate) fn tcp_listening(port: u16) -> bool {
                 cols.len() > 3 && format!("{} ", cols[1]).ends_with(&want) && cols[3] == "0A"
             })
     })
+}
+
+/// Fails with a clear message unless every one of `tools` is on the PATH: tests never
+/// install packages; `scripts/test-all.sh` installs `package`.
+#[allow(dead_code)] // not every test binary runs outside programs
+pub(crate) fn require_tools(tools: &[&str], package: &str) {
+    for tool in tools {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {tool} >/dev/null")])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(
+            found,
+            "{tool} is missing: install {package} (scripts/test-all.sh does, as root)"
+        );
+    }
+}
+
+/// `softroce exec --devices softroce0=IP -- PROGRAM ARGS` on the drop-in cargo built, with
+/// the output captured.
+#[allow(dead_code)] // not every test binary runs outside programs
+pub(crate) fn exec_on(ip: &str, program: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(assert_cmd::cargo::cargo_bin("softroce"));
+    c.env("SOFTROCE_IBVERBS_LIB", dropin_library())
+        .env_remove("SOFTROCE_DEVICES")
+        .args([
+            "exec",
+            "--devices",
+            &format!("softroce0={ip}"),
+            "--",
+            program,
+        ])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
 }
