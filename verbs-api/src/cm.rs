@@ -24,12 +24,12 @@ use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use softroce_emu::cm::CmEndpoint;
 use softroce_emu::cm::{
     AcceptParams, CmCounters, CmEvent, ConnId, ConnectParams, REJ_CONSUMER_DEFINED,
     REJ_INVALID_SERVICE_ID, REJ_STALE_CONN, REJ_TIMEOUT, RequestParams, cma_private_data,
     split_cma_private_data,
 };
-use softroce_emu::cm::CmEndpoint;
 use softroce_emu::driver::Device;
 use softroce_wire::cm::CmaAddrs;
 use softroce_wire::{CmaHdrRepr, Gid, PortSpace, Psn, Qpn};
@@ -363,10 +363,7 @@ impl Context {
                 });
             }
         };
-        let shared = self
-            .cm
-            .get_or_init(|| Arc::new(CmShared::new(dev)))
-            .clone();
+        let shared = self.cm.get_or_init(|| Arc::new(CmShared::new(dev))).clone();
         Ok(ConnectionManager {
             ctx: self.clone(),
             shared,
@@ -755,11 +752,7 @@ impl ConnectionRequest {
     /// REP, without waiting for the RTU. [`Accepting::wait`] (or `Accepting::finish`
     /// with the `tokio` feature) waits for it; dropping the [`Accepting`] tears the
     /// connection down.
-    pub fn start_accept(
-        mut self,
-        qp: PreparedQueuePair,
-        private_data: &[u8],
-    ) -> Result<Accepting> {
+    pub fn start_accept(mut self, qp: PreparedQueuePair, private_data: &[u8]) -> Result<Accepting> {
         let Some(id) = self.id.take() else {
             unreachable!("a request is answered once")
         };
@@ -928,7 +921,10 @@ pub struct Connection {
     qp: QueuePair,
     peer_addr: SocketAddr,
     private_data: Vec<u8>,
+    /// Our DREQ (or DREP) went out.
     disconnected: AtomicBool,
+    /// The connection's `Disconnected` event was taken (the peer's DREQ or DREP came).
+    disconnect_seen: AtomicBool,
 }
 
 impl Connection {
@@ -946,6 +942,7 @@ impl Connection {
             peer_addr,
             private_data,
             disconnected: AtomicBool::new(false),
+            disconnect_seen: AtomicBool::new(false),
         }
     }
 
@@ -969,36 +966,18 @@ impl Connection {
     /// `rdma_disconnect`: the QP goes to ERR (its outstanding work requests complete
     /// flushed), a DREQ goes out, and this waits up to `timeout` for the peer's DREP. If
     /// the peer disconnected first, this answers its DREQ instead.
+    ///
+    /// The peer's application sends the DREP (`wait_disconnected`, or its own
+    /// `disconnect`), so a single-threaded simulation calls
+    /// [`Connection::start_disconnect`] first, lets the peer answer, then this.
     pub fn disconnect(&self, timeout: Duration) -> Result<()> {
-        if self.disconnected.swap(true, Ordering::AcqRel) {
+        self.start_disconnect()?;
+        if self.disconnect_seen.load(Ordering::Acquire) {
             return Ok(());
         }
-        self.qp.to_error()?;
-        let shared = &self.cm.shared;
-        let id = self.id;
-        let peer_first = {
-            let d = lock(&shared.dispatch);
-            d.mailboxes
-                .get(&id)
-                .is_some_and(|q| q.iter().any(|e| matches!(e, CmEvent::Disconnected { .. })))
-        };
-        shared
-            .dev
-            .with_cm(|cm, now| cm.disconnect(now, id, &[]))
-            .map_err(|e| cm_error("disconnect", e))?;
-        if peer_first {
-            return Ok(());
-        }
-        let got = shared.wait(timeout, |d| {
-            let q = d.mailboxes.get_mut(&id)?;
-            let at = q
-                .iter()
-                .position(|e| matches!(e, CmEvent::Disconnected { .. }))?;
-            q.remove(at)
-        });
-        match got {
-            Some(_) => Ok(()),
-            None => Err(Error::Cm {
+        match self.take_disconnected(timeout) {
+            true => Ok(()),
+            false => Err(Error::Cm {
                 what: "disconnect",
                 reason: format!("no DREP from {} within {timeout:?}", self.peer_addr),
                 errno: libc::ETIMEDOUT,
@@ -1006,33 +985,48 @@ impl Connection {
         }
     }
 
-    /// Wait up to `timeout` for the peer to disconnect (`RDMA_CM_EVENT_DISCONNECTED`),
-    /// then do as `rdma_disconnect` does: QP to ERR and the DREP sent.
-    pub fn wait_disconnected(&self, timeout: Duration) -> Result<()> {
-        let shared = &self.cm.shared;
+    /// The first half of [`Connection::disconnect`]: QP to ERR and the DREQ (or, if the
+    /// peer disconnected first, the DREP) sent, without waiting. Idempotent.
+    pub fn start_disconnect(&self) -> Result<()> {
+        if self.disconnected.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.qp.to_error()?;
         let id = self.id;
-        let got = shared.wait(timeout, |d| {
+        self.cm
+            .shared
+            .dev
+            .with_cm(|cm, now| cm.disconnect(now, id, &[]))
+            .map_err(|e| cm_error("disconnect", e))
+    }
+
+    /// Wait up to `timeout` for this connection's `Disconnected` event and take it.
+    fn take_disconnected(&self, timeout: Duration) -> bool {
+        let id = self.id;
+        let got = self.cm.shared.wait(timeout, |d| {
             let q = d.mailboxes.get_mut(&id)?;
             let at = q
                 .iter()
                 .position(|e| matches!(e, CmEvent::Disconnected { .. }))?;
             q.remove(at)
         });
-        if got.is_none() {
+        if got.is_some() {
+            self.disconnect_seen.store(true, Ordering::Release);
+        }
+        got.is_some()
+    }
+
+    /// Wait up to `timeout` for the peer to disconnect (`RDMA_CM_EVENT_DISCONNECTED`),
+    /// then do as `rdma_disconnect` does: QP to ERR and the DREP sent.
+    pub fn wait_disconnected(&self, timeout: Duration) -> Result<()> {
+        if !self.disconnect_seen.load(Ordering::Acquire) && !self.take_disconnected(timeout) {
             return Err(Error::Cm {
                 what: "wait_disconnected",
                 reason: format!("{} did not disconnect within {timeout:?}", self.peer_addr),
                 errno: libc::ETIMEDOUT,
             });
         }
-        if !self.disconnected.swap(true, Ordering::AcqRel) {
-            self.qp.to_error()?;
-            shared
-                .dev
-                .with_cm(|cm, now| cm.disconnect(now, id, &[]))
-                .map_err(|e| cm_error("disconnect", e))?;
-        }
-        Ok(())
+        self.start_disconnect()
     }
 }
 

@@ -28,6 +28,21 @@
 //! cost virtual time only, so a test of a 500 ms retry-exceeded path takes microseconds.
 //! The test itself drives it with [`Fabric::run_for`] and [`Fabric::run_until`].
 //!
+//! # Connection management
+//! Every simulated device runs the IB CM on its QP1, as an emulated device does, so
+//! [`Context::connection_manager`] works here too: listen, connect, accept, reject and
+//! disconnect in virtual time, with the CM's response timeouts (about 4 s) and fifteen
+//! retries costing none of yours. A lost REQ, a partition or a port nobody listens on
+//! behave as on a real fabric (retried, [`CmFailure::TimedOut`] or
+//! [`CmFailure::Unreachable`], [`CmFailure::Rejected`] with reason 8). One thread plays
+//! both sides with the split calls: `start_connect` then `get_request` and
+//! `start_accept`, then `Connecting::wait` and `Accepting::wait` (see
+//! `tests/sim_cm.rs` and the `sim_request_response` example).
+//!
+//! [`CmFailure::TimedOut`]: crate::cm::CmFailure::TimedOut
+//! [`CmFailure::Unreachable`]: crate::cm::CmFailure::Unreachable
+//! [`CmFailure::Rejected`]: crate::cm::CmFailure::Rejected
+//!
 //! # Determinism
 //! A run is a function of the seed and of the code under test: device keys, QP numbers,
 //! initial PSNs, every fault decision and the order of events all come from the seed, so

@@ -499,11 +499,7 @@ impl Device {
 
     /// Send a REQ to the connection manager listening at `peer` (its address and the
     /// UDP port of its device); `params.remote_gid` is taken from `peer`.
-    pub fn cm_connect(
-        &self,
-        peer: SocketAddr,
-        params: ConnectParams,
-    ) -> Result<ConnId, CmError> {
+    pub fn cm_connect(&self, peer: SocketAddr, params: ConnectParams) -> Result<ConnId, CmError> {
         let now = Instant::now();
         self.with(|_| lock(&self.shared.cm).connect(now, peer, params))
     }
