@@ -43,6 +43,12 @@ use crate::qp::{CmTransition, PreparedQueuePair, QueuePair, QueuePairEndpoint};
 /// threads took from it (events are shared by every user of the device).
 const SLICE: Duration = Duration::from_millis(5);
 
+/// Requests a listener holds untaken at most (rdma_listen's backlog).
+const MAX_BACKLOG: usize = 1024;
+
+#[cfg(feature = "tokio")]
+mod asynchronous;
+
 /// Why a connection attempt or a wait failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -139,6 +145,10 @@ struct Dispatch {
     listeners: HashMap<u64, VecDeque<CmEvent>>,
     /// Connection → its events not yet taken.
     mailboxes: HashMap<ConnId, VecDeque<CmEvent>>,
+    /// Async waiters to wake when something is filed (another thread may file what
+    /// they wait for while they sleep on the device's fd).
+    #[cfg(feature = "tokio")]
+    wakers: Vec<std::task::Waker>,
 }
 
 /// The device a connection manager runs on: an emulated one (real UDP, wall-clock time,
@@ -281,10 +291,16 @@ impl CmShared {
     /// File an event with its listener or connection; requests nobody listens for any
     /// more are rejected, events of forgotten connections dropped.
     fn file(&self, d: &mut Dispatch, ev: CmEvent) {
+        #[cfg(feature = "tokio")]
+        for w in d.wakers.drain(..) {
+            w.wake();
+        }
         if let CmEvent::ConnectRequest { id, params, .. } = &ev {
             match d.listeners.get_mut(&params.service_id) {
-                Some(q) => q.push_back(ev),
-                None => {
+                Some(q) if q.len() < MAX_BACKLOG => q.push_back(ev),
+                // Nobody listens, or the application leaves requests untaken: refused,
+                // as a full listen backlog refuses them.
+                _ => {
                     let id = *id;
                     let _ = self.dev.with_cm(|cm, now| cm.reject(now, id, &[]));
                 }
@@ -655,6 +671,11 @@ impl Listener {
                 reason: format!("no connection request for {} within {timeout:?}", self.addr),
                 errno: libc::ETIMEDOUT,
             })?;
+        Ok(self.request(ev))
+    }
+
+    /// The [`ConnectionRequest`] for a request event filed with this listener.
+    fn request(&self, ev: CmEvent) -> ConnectionRequest {
         let CmEvent::ConnectRequest {
             id,
             params,
@@ -674,13 +695,13 @@ impl Listener {
             // Not rdma_cm (a bare IB CM peer): the GID's address, the whole private data.
             None => (SocketAddr::new(params.remote_gid.to_ip(), 0), private_data),
         };
-        Ok(ConnectionRequest {
+        ConnectionRequest {
             cm: self.cm.clone(),
             id: Some(id),
             params,
             peer_addr,
             private_data: user_data,
-        })
+        }
     }
 }
 
@@ -1000,16 +1021,22 @@ impl Connection {
             .map_err(|e| cm_error("disconnect", e))
     }
 
+    /// Take connection `id`'s `Disconnected` event, wherever it is in its mailbox.
+    fn disconnected_event(d: &mut Dispatch, id: ConnId) -> Option<CmEvent> {
+        let q = d.mailboxes.get_mut(&id)?;
+        let at = q
+            .iter()
+            .position(|e| matches!(e, CmEvent::Disconnected { .. }))?;
+        q.remove(at)
+    }
+
     /// Wait up to `timeout` for this connection's `Disconnected` event and take it.
     fn take_disconnected(&self, timeout: Duration) -> bool {
         let id = self.id;
-        let got = self.cm.shared.wait(timeout, |d| {
-            let q = d.mailboxes.get_mut(&id)?;
-            let at = q
-                .iter()
-                .position(|e| matches!(e, CmEvent::Disconnected { .. }))?;
-            q.remove(at)
-        });
+        let got = self
+            .cm
+            .shared
+            .wait(timeout, |d| Self::disconnected_event(d, id));
         if got.is_some() {
             self.disconnect_seen.store(true, Ordering::Release);
         }
