@@ -3,14 +3,14 @@
 //! its events, and a fabric that loses or repeats chosen CM messages. Retries cost virtual
 //! time only, so rdma_cm's 4-second response timeout costs nothing here.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use softroce_emu::cm::{
     AcceptParams, CmConfig, CmEndpoint, CmEvent, ConnectParams, REJ_INVALID_SERVICE_ID,
 };
-use softroce_emu::core::{Hca, HcaConfig, HcaEvent, IncomingDatagram};
-use softroce_emu::driver::cm::CmAgent;
-use softroce_emu::sim::{Fabric, FilterAction, NodeId, SimDatagram, SimNode, SimTransmit};
+use softroce_emu::core::{Hca, HcaConfig};
+use softroce_emu::driver::cm::{CmAgent, CmHca};
+use softroce_emu::sim::{Fabric, FilterAction, NodeId, SimDatagram};
 use softroce_wire::cm::CmAttr;
 use softroce_wire::mad::Mad;
 use softroce_wire::{Gid, Mtu, PortSpace, Psn, Qpn, RocePacket};
@@ -19,70 +19,11 @@ const A_IP: &str = "10.0.0.1";
 const B_IP: &str = "10.0.0.2";
 const SERVICE: u64 = PortSpace::Tcp.service_id(7471);
 
-/// An HCA with its CM, and the application's record of the CM's events.
-struct Node {
-    hca: Hca,
-    cm: CmAgent,
-    seen: Vec<CmEvent>,
-}
-
-impl Node {
-    fn new(ip: &str, seed: u64) -> Self {
-        let hca = Hca::new(HcaConfig::new("sim", ip.parse().unwrap()));
-        let gid = Gid::from_ip(ip.parse().unwrap());
-        let cm = CmAgent::new(CmEndpoint::new(CmConfig::new(gid, seed, seed)), 4791);
-        Self {
-            hca,
-            cm,
-            seen: Vec::new(),
-        }
-    }
-
-    fn pump(&mut self, now: Instant) {
-        self.cm.drive(&mut self.hca, now);
-        while let Some(ev) = self.hca.poll_event() {
-            if let HcaEvent::CommEst(qpn) = ev {
-                self.cm.comm_est(qpn);
-            }
-        }
-        self.cm.drive(&mut self.hca, now);
-    }
-}
-
-impl SimNode for Node {
-    fn handle_datagram(&mut self, now: Instant, d: &SimDatagram) {
-        self.hca.handle_datagram(
-            now,
-            IncomingDatagram {
-                src: d.src,
-                dst: d.dst.ip(),
-                payload: &d.payload,
-            },
-        );
-        self.pump(now);
-    }
-    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<SimTransmit> {
-        self.pump(now);
-        let t = self.hca.poll_transmit(now, buf)?;
-        Some(SimTransmit {
-            src: t.source,
-            dst: t.destination,
-            len: t.len,
-        })
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        match (self.hca.poll_timeout(), self.cm.poll_timeout()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        if self.hca.poll_timeout().is_some_and(|t| t <= now) {
-            self.hca.handle_timeout(now);
-        }
-        self.cm.handle_timeout(now);
-        self.pump(now);
-    }
+fn device(ip: &str, seed: u64) -> CmHca {
+    let hca = Hca::new(HcaConfig::new("sim", ip.parse().unwrap()));
+    let gid = Gid::from_ip(ip.parse().unwrap());
+    let cm = CmAgent::new(CmEndpoint::new(CmConfig::new(gid, seed, seed)), 4791);
+    CmHca::new(hca, cm)
 }
 
 /// The CM message a datagram carries, if it is one.
@@ -92,18 +33,25 @@ fn cm_attr(d: &SimDatagram) -> Option<CmAttr> {
     CmAttr::from_id(mad.attr_id())
 }
 
+/// Two devices, and each application's record of its CM's events.
 struct Story {
-    fabric: Fabric<Node>,
+    fabric: Fabric<CmHca>,
     a: NodeId,
     b: NodeId,
+    seen: [Vec<CmEvent>; 2],
 }
 
 impl Story {
     fn new(seed: u64) -> Self {
         let mut fabric = Fabric::new(seed);
-        let a = fabric.add_node(A_IP.parse().unwrap(), Node::new(A_IP, 0xa));
-        let b = fabric.add_node(B_IP.parse().unwrap(), Node::new(B_IP, 0xb));
-        Self { fabric, a, b }
+        let a = fabric.add_node(A_IP.parse().unwrap(), device(A_IP, 0xa));
+        let b = fabric.add_node(B_IP.parse().unwrap(), device(B_IP, 0xb));
+        Self {
+            fabric,
+            a,
+            b,
+            seen: [Vec::new(), Vec::new()],
+        }
     }
 
     /// Lose (or repeat) the `nth` (from 1) CM message of kind `attr`.
@@ -120,8 +68,12 @@ impl Story {
         });
     }
 
-    fn node(&mut self, id: NodeId) -> &mut Node {
+    fn node(&mut self, id: NodeId) -> &mut CmHca {
         self.fabric.node_mut(id)
+    }
+
+    fn seen(&self, id: NodeId) -> &[CmEvent] {
+        &self.seen[id.0]
     }
 
     /// A asks B for a connection.
@@ -152,7 +104,7 @@ impl Story {
     fn react(&mut self) {
         let now = self.fabric.now();
         for id in [self.a, self.b] {
-            let n = self.node(id);
+            let n = self.fabric.node_mut(id);
             while let Some(ev) = n.cm.take_event() {
                 let ep = n.cm.endpoint();
                 match &ev {
@@ -176,7 +128,7 @@ impl Story {
                     }
                     _ => {}
                 }
-                n.seen.push(ev);
+                self.seen[id.0].push(ev);
                 n.pump(now);
             }
         }
@@ -192,8 +144,8 @@ impl Story {
             let moved = self.fabric.elapsed() < Duration::from_secs(600) && self.fabric.step();
             if !moved {
                 let at = self.fabric.elapsed();
-                let a_saw = format!("{:?}", self.fabric.node(self.a).seen);
-                let b_saw = format!("{:?}", self.fabric.node(self.b).seen);
+                let a_saw = format!("{:?}", self.seen(self.a));
+                let b_saw = format!("{:?}", self.seen(self.b));
                 panic!("the story stalled at {at:?}: A saw {a_saw}, B saw {b_saw}");
             }
         }
@@ -201,7 +153,7 @@ impl Story {
     }
 
     fn count(&mut self, id: NodeId, f: fn(&CmEvent) -> bool) -> usize {
-        self.node(id).seen.iter().filter(|e| f(e)).count()
+        self.seen(id).iter().filter(|e| f(e)).count()
     }
 
     fn established_both(&mut self) -> bool {
@@ -211,12 +163,12 @@ impl Story {
 
     fn disconnect_a(&mut self) {
         let now = self.fabric.now();
-        let a = self.node(self.a);
-        let id = a
-            .seen
+        let id = self
+            .seen(self.a)
             .iter()
             .find_map(|e| matches!(e, CmEvent::Established { .. }).then(|| e.id()))
             .unwrap();
+        let a = self.node(self.a);
         a.cm.endpoint().disconnect(now, id, &[]).unwrap();
         a.pump(now);
     }
@@ -346,8 +298,8 @@ fn a_request_for_a_service_nobody_listens_on_is_rejected() {
     let mut s = Story::new(3);
     s.connect(SERVICE);
     let a = s.a;
-    s.run_until(|s| !s.node(a).seen.is_empty());
-    match &s.node(a).seen[0] {
+    s.run_until(|s| !s.seen(a).is_empty());
+    match &s.seen(a)[0] {
         CmEvent::Rejected { reason, .. } => assert_eq!(*reason, REJ_INVALID_SERVICE_ID),
         other => panic!("expected a REJ, got {other:?}"),
     }

@@ -1,29 +1,39 @@
 //! An async echo server on tokio (feature `tokio`): one task per connection, no thread
 //! blocked in a verb, no busy polling.
 //!
-//! The story: an `echo` device (127.0.0.2) serves three clients (127.0.0.21-23), one RC
-//! queue pair each. Each connection gets a task that awaits its receive completions with
-//! `AsyncCq::next().await` — under the hood: arm the CQ, poll it once more, then sleep in
-//! tokio's reactor on the completion channel's fd — and sends every message back
-//! upper-cased. The clients are tasks too, each awaiting its own answers, all on one
-//! single-threaded runtime. (Devices in one process, for brevity; the test
-//! `verbs-api/tests/async_processes.rs` runs the same echo between two processes.)
+//! The story: an `echo` device (127.78.17.10) listens on port 7471 and serves three
+//! clients (127.78.17.11-13), one RC connection each, made through the connection manager
+//! as with rdma_cm: the clients `connect_async`, the server awaits `next_request` and
+//! `accept_async`s each in a task of its own. Each connection's task awaits its receive
+//! completions with `AsyncCq::next().await` — under the hood: arm the CQ, poll it once
+//! more, then sleep in tokio's reactor on the completion channel's fd — and sends every
+//! message back upper-cased; at the end the client hangs up and the server sees it. All
+//! on one single-threaded runtime. (Devices in one process, for brevity; the tests
+//! `verbs-api/tests/async_processes.rs` and `async_cm_processes.rs` run between two.)
 //!
 //! Run it with `cargo run -p softroce-verbs --features tokio --example async_echo`.
 
-use softroce_verbs::{AsyncCq, Context, MemoryRegion, QpType, QueuePair, SendWr, WcOpcode};
-use softroce_verbs::{WcStatus, WrOpcode};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use softroce_verbs::cm::{ConnectOptions, Connection};
+use softroce_verbs::{AsyncCq, Context, MemoryRegion, PreparedQueuePair, QpType, SendWr};
+use softroce_verbs::{WcOpcode, WcStatus, WrOpcode};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const CLIENTS: usize = 3;
 const MESSAGES: usize = 50;
+/// The server's rdma_cm address.
+const SERVER: &str = "127.78.17.10:7471";
+/// How long a connection step may take (a hang bound for CI, not a performance claim).
+const PATIENCE: Duration = Duration::from_secs(10);
 
-/// One end of a connection: its CQ (awaited), QP and a 128-byte buffer: bytes 0..64
-/// receive, 64..128 send.
+/// One end of a connection: its CQ (awaited), the connection (with its QP) and a 128-byte
+/// buffer: bytes 0..64 receive, 64..128 send.
 struct End {
     cq: AsyncCq,
-    qp: QueuePair,
+    conn: Connection,
     mr: MemoryRegion,
     /// Sends whose completion has not been seen yet.
     in_flight: usize,
@@ -33,7 +43,7 @@ impl End {
     fn post_receive(&self) -> Result<(), BoxError> {
         // SAFETY: `mr` lives in the same `End` as the QP, so past every completion; the
         // receive half is reposted only after its completion and after it was read.
-        unsafe { self.qp.post_receive(&[self.mr.slice(0..64)?], 0)? };
+        unsafe { self.conn.qp().post_receive(&[self.mr.slice(0..64)?], 0)? };
         Ok(())
     }
 
@@ -43,7 +53,7 @@ impl End {
         wr.sg_list = vec![self.mr.slice(64..64 + bytes.len())?];
         // SAFETY: as above; the send half is rewritten only after the peer answered, so
         // after this send completed.
-        unsafe { self.qp.post_send(&[wr])? };
+        unsafe { self.conn.qp().post_send(&[wr])? };
         self.in_flight += 1;
         Ok(())
     }
@@ -79,51 +89,79 @@ impl End {
     }
 }
 
-/// A connected pair of ends on `server` and `client`.
-fn connect(server: &Context, client: &Context) -> Result<(End, End), BoxError> {
-    let mut ends = Vec::new();
-    for ctx in [server, client] {
-        let pd = ctx.alloc_pd()?;
-        let cq = ctx.create_async_cq(16)?;
-        let qp = pd.create_qp(cq.cq(), cq.cq(), QpType::Rc).build()?;
-        let mr = pd.allocate(128)?;
-        ends.push((cq, qp, mr));
-    }
-    let (c, s) = (
-        ends.pop().ok_or("client end")?,
-        ends.pop().ok_or("server end")?,
-    );
-    let (se, ce) = (s.1.endpoint(), c.1.endpoint());
-    let server_end = End {
-        cq: s.0,
-        qp: s.1.handshake(ce)?,
-        mr: s.2,
-        in_flight: 0,
-    };
-    let client_end = End {
-        cq: c.0,
-        qp: c.1.handshake(se)?,
-        mr: c.2,
-        in_flight: 0,
-    };
-    // Receives first, so no message meets an empty queue.
-    server_end.post_receive()?;
-    client_end.post_receive()?;
-    Ok((server_end, client_end))
+/// A QP (in INIT) on `ctx` with its CQ and buffer, a receive already posted so no
+/// message meets an empty queue.
+fn prepare(ctx: &Context) -> Result<(PreparedQueuePair, AsyncCq, MemoryRegion), BoxError> {
+    let pd = ctx.alloc_pd()?;
+    let cq = ctx.create_async_cq(16)?;
+    let qp = pd.create_qp(cq.cq(), cq.cq(), QpType::Rc).build()?;
+    let mr = pd.allocate(128)?;
+    // SAFETY: `mr` goes into the connection's `End`, with the QP, past every completion.
+    unsafe { qp.post_receive(&[mr.slice(0..64)?], 0)? };
+    Ok((qp, cq, mr))
 }
 
-/// The server side of one connection: echo `MESSAGES` messages upper-cased.
+/// A device on UDP 4791 (the CM reaches a peer's device on its own port).
+fn device(name: &str, ip: &str) -> Result<Context, BoxError> {
+    Ok(Context::open_emulated(name, ip.parse()?, 4791)?)
+}
+
+/// The server side of one connection: echo `MESSAGES` messages upper-cased, then wait
+/// for the client to hang up.
 async fn serve(mut end: End) -> Result<u64, BoxError> {
     for _ in 0..MESSAGES {
         let request = end.receive().await?;
         end.send(&request.to_ascii_uppercase())?;
     }
     end.flush().await?;
+    end.conn.disconnected().await?;
     Ok(end.cq.events())
 }
 
-/// A client: send each message, await the echo, check it.
-async fn client(id: usize, mut end: End) -> Result<(), BoxError> {
+/// The server: accept `CLIENTS` connections, each served by a task of its own.
+async fn accept_all(server: Context) -> Result<u64, BoxError> {
+    let listener = server.connection_manager()?.listen(SERVER.parse()?)?;
+    let mut servers = tokio::task::JoinSet::new();
+    for _ in 0..CLIENTS {
+        let request = listener.next_request().await?;
+        let (qp, cq, mr) = prepare(&server)?;
+        servers.spawn(async move {
+            let conn = request.accept_async(qp, b"", PATIENCE).await?;
+            serve(End {
+                cq,
+                conn,
+                mr,
+                in_flight: 0,
+            })
+            .await
+        });
+    }
+    let mut wakeups = 0;
+    while let Some(done) = servers.join_next().await {
+        wakeups += done??;
+    }
+    Ok(wakeups)
+}
+
+/// A client: connect, send each message, await the echo, check it, hang up.
+async fn client(id: usize) -> Result<(), BoxError> {
+    let ctx = device("client", &format!("127.78.17.{}", 11 + id))?;
+    let (qp, cq, mr) = prepare(&ctx)?;
+    let to: SocketAddr = SERVER.parse()?;
+    let options = ConnectOptions {
+        timeout: PATIENCE,
+        ..ConnectOptions::default()
+    };
+    let conn = ctx
+        .connection_manager()?
+        .connect_async(qp, to, &options)
+        .await?;
+    let mut end = End {
+        cq,
+        conn,
+        mr,
+        in_flight: 0,
+    };
     for n in 0..MESSAGES {
         let text = format!("client {id} says hello #{n}");
         end.send(text.as_bytes())?;
@@ -132,34 +170,29 @@ async fn client(id: usize, mut end: End) -> Result<(), BoxError> {
             return Err(format!("client {id}: {:?}", String::from_utf8_lossy(&answer)).into());
         }
     }
-    end.flush().await
+    end.flush().await?;
+    end.conn.disconnect_async(PATIENCE).await?;
+    Ok(())
 }
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), BoxError> {
-    let server = Context::open_emulated("echo", "127.0.0.2".parse()?, 0)?;
-    let mut tasks = tokio::task::JoinSet::new();
-    let mut servers = tokio::task::JoinSet::new();
-    let mut devices = Vec::new();
+    // The listener is up before the clients start (all on this one thread).
+    let server = device("echo", "127.78.17.10")?;
+    let acceptor = tokio::spawn(accept_all(server));
+    tokio::task::yield_now().await;
+    let mut clients = tokio::task::JoinSet::new();
     for id in 0..CLIENTS {
-        let device = Context::open_emulated("client", format!("127.0.0.{}", 21 + id).parse()?, 0)?;
-        let (server_end, client_end) = connect(&server, &device)?;
-        servers.spawn(serve(server_end));
-        tasks.spawn(client(id, client_end));
-        devices.push(device);
+        clients.spawn(client(id));
     }
     // Bound the whole run: an example must not hang CI.
     let run = async {
-        while let Some(done) = tasks.join_next().await {
+        while let Some(done) = clients.join_next().await {
             done??;
         }
-        let mut wakeups = 0;
-        while let Some(done) = servers.join_next().await {
-            wakeups += done??;
-        }
-        Ok::<_, BoxError>(wakeups)
+        acceptor.await?
     };
-    let wakeups = tokio::time::timeout(std::time::Duration::from_secs(30), run).await??;
+    let wakeups = tokio::time::timeout(Duration::from_secs(30), run).await??;
     println!(
         "{CLIENTS} clients x {MESSAGES} messages echoed by one task per connection; the server's CQs woke {wakeups} times for {} completions",
         CLIENTS * MESSAGES * 2

@@ -1,7 +1,9 @@
 //! A request/response service tested against faults, deterministically.
 //!
-//! The story: a client asks a server to upper-case short strings over an RC queue pair.
-//! We want to know it survives a lossy, reordering link and a 100 ms partition. Rather than
+//! The story: a client connects to a server through the connection manager (rdma_cm's
+//! listen / connect / accept, over the IB CM on QP1) and asks it to upper-case short
+//! strings over the connected RC queue pair, then hangs up. We want to know it survives a
+//! lossy, reordering link and a 100 ms partition, in setup and teardown too. Rather than
 //! hoping a flaky CI network shows us the bad cases, we run the very same verbs code on a
 //! simulated fabric, in virtual time, across 200 seeds; each seed places the faults
 //! differently. If a seed fails, `sim::check` names it, and `SOFTROCE_SIM_SEED=<seed>`
@@ -12,6 +14,7 @@
 
 use std::time::Duration;
 
+use softroce_verbs::cm::ConnectOptions;
 use softroce_verbs::sim::{self, Fabric};
 use softroce_verbs::{Context, QpType, SendWr, WcStatus, WrOpcode};
 
@@ -27,9 +30,20 @@ fn upper_case_service(client: &Context, server: &Context) -> Result<(), BoxError
     let cqp = cp.create_qp(&ccq, &ccq, QpType::Rc).build()?;
     let sqp = sp.create_qp(&scq, &scq, QpType::Rc).build()?;
     let (cbuf, sbuf) = (cp.allocate(128)?, sp.allocate(128)?);
-    // Exchange endpoints "out of band" and connect.
-    let (ce, se) = (cqp.endpoint(), sqp.endpoint());
-    let (cqp, sqp) = (cqp.handshake(se)?, sqp.handshake(ce)?);
+    // Connect through the CM. One thread plays both sides, so each side's blocking call
+    // is split in two: every wait runs the fabric while the other side's CM answers.
+    let addr = "10.0.0.2:7471".parse()?;
+    let listener = server.connection_manager()?.listen(addr)?;
+    let connecting =
+        client
+            .connection_manager()?
+            .start_connect(cqp, addr, &ConnectOptions::default())?;
+    let accepting = listener
+        .get_request(Duration::from_secs(30))?
+        .start_accept(sqp, b"")?;
+    let to_server = connecting.wait()?; // REP taken, RTU sent
+    let to_client = accepting.wait(Duration::from_secs(30))?; // RTU (or first data) seen
+    let (cqp, sqp) = (to_server.qp(), to_client.qp());
 
     for word in WORDS {
         // Both sides post their receive first (bytes 64..128), then the client sends the
@@ -72,6 +86,10 @@ fn upper_case_service(client: &Context, server: &Context) -> Result<(), BoxError
             return Err(format!("client: {word:?} came back as {answer:?}").into());
         }
     }
+    // The client hangs up (DREQ); the server sees it and answers (DREP).
+    to_server.start_disconnect()?;
+    to_client.wait_disconnected(Duration::from_secs(30))?;
+    to_server.disconnect(Duration::from_secs(30))?;
     Ok(())
 }
 

@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use softroce_emu::cm::CmEndpoint;
 use softroce_emu::cm::{
     AcceptParams, CmCounters, CmEvent, ConnId, ConnectParams, REJ_CONSUMER_DEFINED,
     REJ_INVALID_SERVICE_ID, REJ_STALE_CONN, REJ_TIMEOUT, RequestParams, cma_private_data,
@@ -33,6 +34,7 @@ use softroce_emu::driver::Device;
 use softroce_wire::cm::CmaAddrs;
 use softroce_wire::{CmaHdrRepr, Gid, PortSpace, Psn, Qpn};
 
+use crate::backend::Simulated;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::qp::{CmTransition, PreparedQueuePair, QueuePair, QueuePairEndpoint};
@@ -40,6 +42,12 @@ use crate::qp::{CmTransition, PreparedQueuePair, QueuePair, QueuePairEndpoint};
 /// How long a waiting call sleeps on the device's CM fd before looking at what other
 /// threads took from it (events are shared by every user of the device).
 const SLICE: Duration = Duration::from_millis(5);
+
+/// Requests a listener holds untaken at most (rdma_listen's backlog).
+const MAX_BACKLOG: usize = 1024;
+
+#[cfg(feature = "tokio")]
+mod asynchronous;
 
 /// Why a connection attempt or a wait failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,12 +145,102 @@ struct Dispatch {
     listeners: HashMap<u64, VecDeque<CmEvent>>,
     /// Connection → its events not yet taken.
     mailboxes: HashMap<ConnId, VecDeque<CmEvent>>,
+    /// Async waiters to wake when something is filed (another thread may file what
+    /// they wait for while they sleep on the device's fd).
+    #[cfg(feature = "tokio")]
+    wakers: Vec<std::task::Waker>,
+}
+
+/// The device a connection manager runs on: an emulated one (real UDP, wall-clock time,
+/// its engine thread runs the CM) or one of a simulated fabric (virtual time, the fabric
+/// runs while a call waits).
+#[derive(Debug)]
+enum CmDev {
+    Emulated(Arc<Device>),
+    Simulated(Simulated),
+}
+
+impl CmDev {
+    /// Run `f` on the device's CM endpoint, then send what it produced.
+    fn with_cm<R>(&self, f: impl FnOnce(&mut CmEndpoint, Instant) -> R) -> R {
+        match self {
+            Self::Emulated(dev) => dev.with_cm(f),
+            Self::Simulated(sim) => sim
+                .fabric()
+                .with_cm(sim.index(), |cm, now| f(cm.endpoint(), now)),
+        }
+    }
+
+    fn connect(
+        &self,
+        peer: SocketAddr,
+        params: ConnectParams,
+    ) -> std::result::Result<ConnId, softroce_emu::cm::CmError> {
+        match self {
+            Self::Emulated(dev) => dev.cm_connect(peer, params),
+            Self::Simulated(sim) => sim
+                .fabric()
+                .with_cm(sim.index(), |cm, now| cm.connect(now, peer, params)),
+        }
+    }
+
+    fn accept(
+        &self,
+        id: ConnId,
+        params: AcceptParams,
+    ) -> std::result::Result<(), softroce_emu::cm::CmError> {
+        match self {
+            Self::Emulated(dev) => dev.cm_accept(id, params),
+            Self::Simulated(sim) => sim
+                .fabric()
+                .with_cm(sim.index(), |cm, now| cm.accept(now, id, params)),
+        }
+    }
+
+    fn peer_addr(&self, gid: Gid) -> SocketAddr {
+        match self {
+            Self::Emulated(dev) => dev.cm_peer_addr(gid),
+            Self::Simulated(sim) => sim.fabric().with_cm(sim.index(), |cm, _| cm.peer_addr(gid)),
+        }
+    }
+
+    fn counters(&self) -> CmCounters {
+        match self {
+            Self::Emulated(dev) => dev.cm_counters().0,
+            Self::Simulated(sim) => sim
+                .fabric()
+                .with_cm(sim.index(), |cm, _| *cm.endpoint().counters()),
+        }
+    }
+
+    /// An event that is already there, without waiting.
+    fn try_event(&self) -> Option<CmEvent> {
+        match self {
+            Self::Emulated(dev) => dev.cm_get_event(Some(Duration::ZERO)),
+            Self::Simulated(sim) => sim.fabric().take_cm_event(sim.index()),
+        }
+    }
+
+    /// Wait at most `left` (of the device's time) for an event. The emulated device hands
+    /// it out; the simulated one leaves it queued for [`CmDev::try_event`].
+    fn wait_event(&self, left: Duration) -> Option<CmEvent> {
+        match self {
+            // In slices: other threads may take what we wait for and file it for us.
+            Self::Emulated(dev) => dev.cm_get_event(Some(left.min(SLICE))),
+            Self::Simulated(sim) => {
+                sim.fabric().wait_cm_event(sim.index(), left);
+                None
+            }
+        }
+    }
 }
 
 /// The connection manager of one device (shared by every clone of its [`Context`]).
 #[derive(Debug)]
 pub(crate) struct CmShared {
-    dev: Arc<Device>,
+    dev: CmDev,
+    /// The start of the device's clock as [`CmShared::now`] counts it.
+    epoch: Instant,
     dispatch: Mutex<Dispatch>,
     next_port: AtomicU16,
 }
@@ -166,23 +264,43 @@ fn cm_error(what: &'static str, e: softroce_emu::cm::CmError) -> Error {
 }
 
 impl CmShared {
-    pub(crate) fn new(dev: Arc<Device>) -> Self {
+    fn new(dev: CmDev) -> Self {
+        let random = match &dev {
+            CmDev::Emulated(_) => softroce_emu::driver::entropy::random_u64(),
+            // From the seed, so simulated runs replay.
+            CmDev::Simulated(sim) => sim.fabric().draw(),
+        };
         // An ephemeral source port per connection, as rdma_resolve_addr binds one.
-        let start = 32768 + (softroce_emu::driver::entropy::random_u64() % 28000) as u16;
+        let start = 32768 + (random % 28000) as u16;
         Self {
             dev,
+            epoch: Instant::now(),
             dispatch: Mutex::new(Dispatch::default()),
             next_port: AtomicU16::new(start),
+        }
+    }
+
+    /// The device's time: wall-clock on an emulated device, virtual on a simulated one.
+    fn now(&self) -> Duration {
+        match &self.dev {
+            CmDev::Emulated(_) => self.epoch.elapsed(),
+            CmDev::Simulated(sim) => sim.fabric().now(),
         }
     }
 
     /// File an event with its listener or connection; requests nobody listens for any
     /// more are rejected, events of forgotten connections dropped.
     fn file(&self, d: &mut Dispatch, ev: CmEvent) {
+        #[cfg(feature = "tokio")]
+        for w in d.wakers.drain(..) {
+            w.wake();
+        }
         if let CmEvent::ConnectRequest { id, params, .. } = &ev {
             match d.listeners.get_mut(&params.service_id) {
-                Some(q) => q.push_back(ev),
-                None => {
+                Some(q) if q.len() < MAX_BACKLOG => q.push_back(ev),
+                // Nobody listens, or the application leaves requests untaken: refused,
+                // as a full listen backlog refuses them.
+                _ => {
                     let id = *id;
                     let _ = self.dev.with_cm(|cm, now| cm.reject(now, id, &[]));
                 }
@@ -194,37 +312,41 @@ impl CmShared {
         }
     }
 
+    /// File the events already there, then try `take` on the dispatch tables.
+    fn take_now<T>(&self, take: &mut impl FnMut(&mut Dispatch) -> Option<T>) -> Option<T> {
+        let mut d = lock(&self.dispatch);
+        while let Some(ev) = self.dev.try_event() {
+            self.file(&mut d, ev);
+        }
+        take(&mut d)
+    }
+
     /// Wait until `take` finds what it wants in the dispatch tables (filling them from
-    /// the device's events), at most until `deadline`.
+    /// the device's events), at most `timeout` of the device's time.
     fn wait<T>(
         &self,
-        deadline: Instant,
+        timeout: Duration,
         mut take: impl FnMut(&mut Dispatch) -> Option<T>,
     ) -> Option<T> {
-        // Bounded by the deadline: each round sleeps at most SLICE or takes an event.
+        let deadline = self.now() + timeout;
+        // Bounded by the deadline: each round waits at most until it or takes an event.
         loop {
-            {
-                let mut d = lock(&self.dispatch);
-                while let Some(ev) = self.dev.cm_get_event(Some(Duration::ZERO)) {
-                    self.file(&mut d, ev);
-                }
-                if let Some(t) = take(&mut d) {
-                    return Some(t);
-                }
+            if let Some(t) = self.take_now(&mut take) {
+                return Some(t);
             }
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left = deadline.saturating_sub(self.now());
             if left.is_zero() {
                 return None;
             }
-            if let Some(ev) = self.dev.cm_get_event(Some(left.min(SLICE))) {
+            if let Some(ev) = self.dev.wait_event(left) {
                 let mut d = lock(&self.dispatch);
                 self.file(&mut d, ev);
             }
         }
     }
 
-    fn next_event(&self, id: ConnId, deadline: Instant) -> Option<CmEvent> {
-        self.wait(deadline, |d| d.mailboxes.get_mut(&id)?.pop_front())
+    fn next_event(&self, id: ConnId, timeout: Duration) -> Option<CmEvent> {
+        self.wait(timeout, |d| d.mailboxes.get_mut(&id)?.pop_front())
     }
 
     fn forget(&self, id: ConnId) {
@@ -245,11 +367,19 @@ pub struct ConnectionManager {
 impl Context {
     /// The device's connection manager (emulated devices only for now).
     pub fn connection_manager(&self) -> Result<ConnectionManager> {
-        let dev = self.emulated("the connection manager")?;
-        let shared = self
-            .cm
-            .get_or_init(|| Arc::new(CmShared::new(Arc::clone(dev))))
-            .clone();
+        let backend = self.backend();
+        let dev = match (backend.emulated(), backend.simulated()) {
+            (Some(dev), _) => CmDev::Emulated(Arc::clone(dev)),
+            (None, Some(sim)) => CmDev::Simulated(sim.clone()),
+            // A hardware device's CM is the kernel's, reached through librdmacm.
+            (None, None) => {
+                return Err(Error::Unsupported {
+                    what: "the connection manager (on hardware, use rdma_cm through librdmacm)",
+                    backend: backend.kind(),
+                });
+            }
+        };
+        let shared = self.cm.get_or_init(|| Arc::new(CmShared::new(dev))).clone();
         Ok(ConnectionManager {
             ctx: self.clone(),
             shared,
@@ -260,7 +390,10 @@ impl Context {
 impl ConnectionManager {
     /// The device's address (connections are made from and to it).
     fn device_ip(&self) -> Result<IpAddr> {
-        Ok(self.ctx.local_addr()?.ip())
+        match &self.shared.dev {
+            CmDev::Emulated(dev) => Ok(dev.local_addr().ip()),
+            CmDev::Simulated(_) => self.ctx.with_hca(|h| h.config().ip),
+        }
     }
 
     /// Connections the device's CM still remembers (time-wait included): 0 once every
@@ -272,7 +405,7 @@ impl ConnectionManager {
     /// What the device's CM did with its MADs (sent, received, retransmitted, duplicates,
     /// drops by reason).
     pub fn counters(&self) -> CmCounters {
-        self.shared.dev.cm_counters().0
+        self.shared.dev.counters()
     }
 
     /// `rdma_bind_addr` + `rdma_listen` in the TCP port space: accept requests for `addr`'s
@@ -304,12 +437,28 @@ impl ConnectionManager {
     /// with the negotiated parameters, the RTU is sent, and the connection is returned.
     /// A REJ, no answer within `options.timeout`, or every retry unanswered is an error
     /// that says which ([`Error::ConnectFailed`]).
+    ///
+    /// On a simulated fabric the listener's side must answer while this waits, so a
+    /// single-threaded test uses [`ConnectionManager::start_connect`] instead.
     pub fn connect(
         &self,
         qp: PreparedQueuePair,
         to: SocketAddr,
         options: &ConnectOptions,
     ) -> Result<Connection> {
+        self.start_connect(qp, to, options)?.wait()
+    }
+
+    /// The first half of [`ConnectionManager::connect`]: send the REQ and return at once.
+    /// [`Connecting::wait`] (or `Connecting::finish` with the `tokio` feature) waits for
+    /// the answer; dropping the [`Connecting`] abandons the attempt as destroying an
+    /// rdma_cm_id does.
+    pub fn start_connect(
+        &self,
+        qp: PreparedQueuePair,
+        to: SocketAddr,
+        options: &ConnectOptions,
+    ) -> Result<Connecting> {
         let ip = self.device_ip()?;
         let local = qp.endpoint();
         let src_port = self
@@ -357,71 +506,142 @@ impl ConnectionManager {
             let id = self
                 .shared
                 .dev
-                .cm_connect(peer, params)
+                .connect(peer, params)
                 .map_err(|e| cm_error("connect", e))?;
             d.mailboxes.insert(id, VecDeque::new());
             id
         };
-        let fail = |failure: CmFailure| {
-            self.shared.forget(id);
-            Err(Error::ConnectFailed { to, failure })
-        };
-        let deadline = Instant::now() + options.timeout;
-        let Some(ev) = self.shared.next_event(id, deadline) else {
-            return fail(CmFailure::TimedOut(options.timeout));
-        };
+        Ok(Connecting {
+            cm: self.clone(),
+            id: Some(id),
+            qp: Some(qp),
+            to,
+            local_psn: local.psn,
+            mtu,
+            device_port,
+            retry_count: options.retry_count,
+            timeout: options.timeout,
+            started: self.shared.now(),
+        })
+    }
+}
+
+/// A connection request on its way (`rdma_connect` sent, no answer taken yet): see
+/// [`ConnectionManager::start_connect`].
+#[derive(Debug)]
+pub struct Connecting {
+    cm: ConnectionManager,
+    /// `None` once the attempt ended (the connection took it over, or it was forgotten).
+    id: Option<ConnId>,
+    qp: Option<PreparedQueuePair>,
+    to: SocketAddr,
+    local_psn: u32,
+    mtu: softroce_wire::Mtu,
+    device_port: u16,
+    retry_count: u8,
+    timeout: Duration,
+    /// When the REQ left, in the device's time.
+    started: Duration,
+}
+
+impl Connecting {
+    /// Where the request goes.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.to
+    }
+
+    /// What is left of the caller's timeout.
+    fn time_left(&self) -> Duration {
+        let spent = self.cm.shared.now().saturating_sub(self.started);
+        self.timeout.saturating_sub(spent)
+    }
+
+    /// Wait for the answer (at most what is left of `ConnectOptions::timeout`), then do
+    /// as [`ConnectionManager::connect`] does.
+    pub fn wait(self) -> Result<Connection> {
+        let (id, left) = (self.conn_id(), self.time_left());
+        let ev = self.cm.shared.next_event(id, left);
+        self.conclude(ev)
+    }
+
+    fn conn_id(&self) -> ConnId {
+        match self.id {
+            Some(id) => id,
+            None => unreachable!("an attempt is concluded once, by value"),
+        }
+    }
+
+    /// Conclude with the connection's first event (`None`: the timeout passed).
+    fn conclude(mut self, ev: Option<CmEvent>) -> Result<Connection> {
+        let id = self.conn_id();
+        let to = self.to;
+        let fail = |failure: CmFailure| Err(Error::ConnectFailed { to, failure });
         let (reply, private_data) = match ev {
-            CmEvent::ConnectResponse {
+            Some(CmEvent::ConnectResponse {
                 params,
                 private_data,
                 ..
-            } => (params, private_data),
-            CmEvent::Rejected {
+            }) => (params, private_data),
+            Some(CmEvent::Rejected {
                 reason,
                 private_data,
                 ..
-            } => {
+            }) => {
                 return fail(CmFailure::Rejected {
                     reason,
                     private_data,
                 });
             }
-            CmEvent::Unreachable { .. } => return fail(CmFailure::Unreachable),
-            _ => return fail(CmFailure::Disconnected),
+            Some(CmEvent::Unreachable { .. }) => return fail(CmFailure::Unreachable),
+            Some(_) => return fail(CmFailure::Disconnected),
+            None => return fail(CmFailure::TimedOut(self.timeout)),
         };
         let transition = CmTransition {
             remote: QueuePairEndpoint {
                 qpn: reply.remote_qpn.value(),
                 psn: reply.starting_psn.value(),
                 gid: Gid::from_ip(to.ip()),
-                udp_port: device_port,
+                udp_port: self.device_port,
             },
             // The REQ carried our receive PSN; the REP carries the one we send from.
-            rq_psn: Psn::new(local.psn),
+            rq_psn: Psn::new(self.local_psn),
             sq_psn: reply.starting_psn,
-            mtu,
+            mtu: self.mtu,
             responder_resources: reply.responder_resources,
             initiator_depth: reply.initiator_depth,
             timeout: reply.local_ack_timeout,
-            retry_cnt: options.retry_count,
+            retry_cnt: self.retry_count,
             rnr_retry: reply.rnr_retry_count,
         };
+        let Some(qp) = self.qp.take() else {
+            unreachable!("the QP is taken once, here")
+        };
+        let shared = &self.cm.shared;
         let qp = match qp.handshake_cm(&transition) {
             Ok(qp) => qp,
             Err(e) => {
-                // rdma_connect's failure path: the peer learns with a REJ.
-                let _ = self.shared.dev.with_cm(|cm, now| cm.reject(now, id, &[]));
-                self.shared.forget(id);
+                // rdma_connect's failure path: the peer learns with a REJ (then Drop
+                // forgets the ID).
+                let _ = shared.dev.with_cm(|cm, now| cm.reject(now, id, &[]));
                 return Err(e);
             }
         };
-        self.shared
+        shared
             .dev
             .with_cm(|cm, _| cm.send_rtu(id, &[]))
             .map_err(|e| cm_error("send RTU", e))?;
         // The Established event the RTU produced belongs to this call.
-        let _ = self.shared.next_event(id, Instant::now());
-        Ok(Connection::new(self.clone(), id, qp, to, private_data))
+        let _ = shared.next_event(id, Duration::ZERO);
+        self.id = None;
+        Ok(Connection::new(self.cm.clone(), id, qp, to, private_data))
+    }
+}
+
+impl Drop for Connecting {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            self.cm.shared.forget(id);
+        }
     }
 }
 
@@ -441,17 +661,21 @@ impl Listener {
 
     /// `rdma_get_request`: the next connection request, waiting up to `timeout`.
     pub fn get_request(&self, timeout: Duration) -> Result<ConnectionRequest> {
-        let deadline = Instant::now() + timeout;
         let service = self.service_id;
         let ev = self
             .cm
             .shared
-            .wait(deadline, |d| d.listeners.get_mut(&service)?.pop_front())
+            .wait(timeout, |d| d.listeners.get_mut(&service)?.pop_front())
             .ok_or_else(|| Error::Cm {
                 what: "get_request",
                 reason: format!("no connection request for {} within {timeout:?}", self.addr),
                 errno: libc::ETIMEDOUT,
             })?;
+        Ok(self.request(ev))
+    }
+
+    /// The [`ConnectionRequest`] for a request event filed with this listener.
+    fn request(&self, ev: CmEvent) -> ConnectionRequest {
         let CmEvent::ConnectRequest {
             id,
             params,
@@ -471,13 +695,13 @@ impl Listener {
             // Not rdma_cm (a bare IB CM peer): the GID's address, the whole private data.
             None => (SocketAddr::new(params.remote_gid.to_ip(), 0), private_data),
         };
-        Ok(ConnectionRequest {
+        ConnectionRequest {
             cm: self.cm.clone(),
             id: Some(id),
             params,
             peer_addr,
             private_data: user_data,
-        })
+        }
     }
 }
 
@@ -533,12 +757,23 @@ impl ConnectionRequest {
     /// `rdma_accept`: bring `qp` (in INIT) to RTR and RTS with the request's parameters,
     /// send the REP with `private_data` (at most 196 bytes) and wait up to `timeout` for
     /// the RTU (or, if it was lost, for data the requester sends, COMM_EST).
+    ///
+    /// On a simulated fabric the requester must send its RTU while this waits, so a
+    /// single-threaded test uses [`ConnectionRequest::start_accept`] instead.
     pub fn accept(
-        mut self,
+        self,
         qp: PreparedQueuePair,
         private_data: &[u8],
         timeout: Duration,
     ) -> Result<Connection> {
+        self.start_accept(qp, private_data)?.wait(timeout)
+    }
+
+    /// The first half of [`ConnectionRequest::accept`]: bring `qp` to RTS and send the
+    /// REP, without waiting for the RTU. [`Accepting::wait`] (or `Accepting::finish`
+    /// with the `tokio` feature) waits for it; dropping the [`Accepting`] tears the
+    /// connection down.
+    pub fn start_accept(mut self, qp: PreparedQueuePair, private_data: &[u8]) -> Result<Accepting> {
         let Some(id) = self.id.take() else {
             unreachable!("a request is answered once")
         };
@@ -553,7 +788,7 @@ impl ConnectionRequest {
             });
         };
         let attr = self.cm.ctx.query_device()?;
-        let peer = shared.dev.cm_peer_addr(p.remote_gid);
+        let peer = shared.dev.peer_addr(p.remote_gid);
         let local = qp.endpoint();
         let transition = CmTransition {
             remote: QueuePairEndpoint {
@@ -597,46 +832,14 @@ impl ConnectionRequest {
             };
             shared
                 .dev
-                .cm_accept(id, params)
+                .accept(id, params)
                 .map_err(|e| cm_error("accept", e))?;
             d.mailboxes.insert(id, VecDeque::new());
         }
         let peer_addr = self.peer_addr;
         let remote_data = std::mem::take(&mut self.private_data);
         let conn = Connection::new(self.cm.clone(), id, qp, peer_addr, remote_data);
-        let deadline = Instant::now() + timeout;
-        // A DREQ proves the requester took our REP and was established (it disconnects
-        // only from there): the connection was up and is going down; the event stays for
-        // `wait_disconnected`.
-        let first = shared.wait(deadline, |d| {
-            let q = d.mailboxes.get_mut(&id)?;
-            match q.front()? {
-                CmEvent::Disconnected { .. } => Some(None),
-                _ => q.pop_front().map(Some),
-            }
-        });
-        match first.map(|e| e.unwrap_or(CmEvent::Established { id })) {
-            Some(CmEvent::Established { .. }) => Ok(conn),
-            other => {
-                let failure = match other {
-                    None => CmFailure::TimedOut(timeout),
-                    Some(CmEvent::Rejected {
-                        reason,
-                        private_data,
-                        ..
-                    }) => CmFailure::Rejected {
-                        reason,
-                        private_data,
-                    },
-                    Some(CmEvent::Unreachable { .. }) => CmFailure::Unreachable,
-                    Some(_) => CmFailure::Disconnected,
-                };
-                Err(Error::AcceptFailed {
-                    from: peer_addr,
-                    failure,
-                })
-            }
-        }
+        Ok(Accepting { conn })
     }
 
     /// `rdma_reject` with `private_data` (at most 148 bytes): the requester's connect
@@ -665,6 +868,71 @@ impl Drop for ConnectionRequest {
     }
 }
 
+/// An accepted request whose RTU has not been seen yet: see
+/// [`ConnectionRequest::start_accept`].
+#[derive(Debug)]
+pub struct Accepting {
+    conn: Connection,
+}
+
+impl Accepting {
+    /// The requester's address.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.conn.peer_addr
+    }
+
+    /// Wait up to `timeout` for the RTU (or data from the requester, COMM_EST): the
+    /// connection is then established.
+    pub fn wait(self, timeout: Duration) -> Result<Connection> {
+        let id = self.conn.id;
+        let first = self
+            .conn
+            .cm
+            .shared
+            .wait(timeout, |d| Self::first_event(d, id));
+        self.conclude(first, timeout)
+    }
+
+    /// The event that decides an acceptance. A DREQ proves the requester took our REP
+    /// and was established (it disconnects only from there): the connection was up and is
+    /// going down, and the event stays for `wait_disconnected`.
+    fn first_event(d: &mut Dispatch, id: ConnId) -> Option<CmEvent> {
+        let q = d.mailboxes.get_mut(&id)?;
+        match q.front()? {
+            CmEvent::Disconnected { .. } => Some(CmEvent::Established { id }),
+            _ => q.pop_front(),
+        }
+    }
+
+    /// Conclude with the first event (`None`: `timeout` passed).
+    fn conclude(self, first: Option<CmEvent>, timeout: Duration) -> Result<Connection> {
+        let conn = self.conn;
+        let peer_addr = conn.peer_addr;
+        match first {
+            Some(CmEvent::Established { .. }) => Ok(conn),
+            other => {
+                let failure = match other {
+                    None => CmFailure::TimedOut(timeout),
+                    Some(CmEvent::Rejected {
+                        reason,
+                        private_data,
+                        ..
+                    }) => CmFailure::Rejected {
+                        reason,
+                        private_data,
+                    },
+                    Some(CmEvent::Unreachable { .. }) => CmFailure::Unreachable,
+                    Some(_) => CmFailure::Disconnected,
+                };
+                Err(Error::AcceptFailed {
+                    from: peer_addr,
+                    failure,
+                })
+            }
+        }
+    }
+}
+
 /// An established connection and its QP (in RTS). Dropping it tears the connection down
 /// as destroying an rdma_cm_id does.
 #[derive(Debug)]
@@ -674,7 +942,10 @@ pub struct Connection {
     qp: QueuePair,
     peer_addr: SocketAddr,
     private_data: Vec<u8>,
+    /// Our DREQ (or DREP) went out.
     disconnected: AtomicBool,
+    /// The connection's `Disconnected` event was taken (the peer's DREQ or DREP came).
+    disconnect_seen: AtomicBool,
 }
 
 impl Connection {
@@ -692,6 +963,7 @@ impl Connection {
             peer_addr,
             private_data,
             disconnected: AtomicBool::new(false),
+            disconnect_seen: AtomicBool::new(false),
         }
     }
 
@@ -715,37 +987,18 @@ impl Connection {
     /// `rdma_disconnect`: the QP goes to ERR (its outstanding work requests complete
     /// flushed), a DREQ goes out, and this waits up to `timeout` for the peer's DREP. If
     /// the peer disconnected first, this answers its DREQ instead.
+    ///
+    /// The peer's application sends the DREP (`wait_disconnected`, or its own
+    /// `disconnect`), so a single-threaded simulation calls
+    /// [`Connection::start_disconnect`] first, lets the peer answer, then this.
     pub fn disconnect(&self, timeout: Duration) -> Result<()> {
-        if self.disconnected.swap(true, Ordering::AcqRel) {
+        self.start_disconnect()?;
+        if self.disconnect_seen.load(Ordering::Acquire) {
             return Ok(());
         }
-        self.qp.to_error()?;
-        let shared = &self.cm.shared;
-        let id = self.id;
-        let peer_first = {
-            let d = lock(&shared.dispatch);
-            d.mailboxes
-                .get(&id)
-                .is_some_and(|q| q.iter().any(|e| matches!(e, CmEvent::Disconnected { .. })))
-        };
-        shared
-            .dev
-            .with_cm(|cm, now| cm.disconnect(now, id, &[]))
-            .map_err(|e| cm_error("disconnect", e))?;
-        if peer_first {
-            return Ok(());
-        }
-        let deadline = Instant::now() + timeout;
-        let got = shared.wait(deadline, |d| {
-            let q = d.mailboxes.get_mut(&id)?;
-            let at = q
-                .iter()
-                .position(|e| matches!(e, CmEvent::Disconnected { .. }))?;
-            q.remove(at)
-        });
-        match got {
-            Some(_) => Ok(()),
-            None => Err(Error::Cm {
+        match self.take_disconnected(timeout) {
+            true => Ok(()),
+            false => Err(Error::Cm {
                 what: "disconnect",
                 reason: format!("no DREP from {} within {timeout:?}", self.peer_addr),
                 errno: libc::ETIMEDOUT,
@@ -753,34 +1006,54 @@ impl Connection {
         }
     }
 
+    /// The first half of [`Connection::disconnect`]: QP to ERR and the DREQ (or, if the
+    /// peer disconnected first, the DREP) sent, without waiting. Idempotent.
+    pub fn start_disconnect(&self) -> Result<()> {
+        if self.disconnected.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.qp.to_error()?;
+        let id = self.id;
+        self.cm
+            .shared
+            .dev
+            .with_cm(|cm, now| cm.disconnect(now, id, &[]))
+            .map_err(|e| cm_error("disconnect", e))
+    }
+
+    /// Take connection `id`'s `Disconnected` event, wherever it is in its mailbox.
+    fn disconnected_event(d: &mut Dispatch, id: ConnId) -> Option<CmEvent> {
+        let q = d.mailboxes.get_mut(&id)?;
+        let at = q
+            .iter()
+            .position(|e| matches!(e, CmEvent::Disconnected { .. }))?;
+        q.remove(at)
+    }
+
+    /// Wait up to `timeout` for this connection's `Disconnected` event and take it.
+    fn take_disconnected(&self, timeout: Duration) -> bool {
+        let id = self.id;
+        let got = self
+            .cm
+            .shared
+            .wait(timeout, |d| Self::disconnected_event(d, id));
+        if got.is_some() {
+            self.disconnect_seen.store(true, Ordering::Release);
+        }
+        got.is_some()
+    }
+
     /// Wait up to `timeout` for the peer to disconnect (`RDMA_CM_EVENT_DISCONNECTED`),
     /// then do as `rdma_disconnect` does: QP to ERR and the DREP sent.
     pub fn wait_disconnected(&self, timeout: Duration) -> Result<()> {
-        let shared = &self.cm.shared;
-        let id = self.id;
-        let deadline = Instant::now() + timeout;
-        let got = shared.wait(deadline, |d| {
-            let q = d.mailboxes.get_mut(&id)?;
-            let at = q
-                .iter()
-                .position(|e| matches!(e, CmEvent::Disconnected { .. }))?;
-            q.remove(at)
-        });
-        if got.is_none() {
+        if !self.disconnect_seen.load(Ordering::Acquire) && !self.take_disconnected(timeout) {
             return Err(Error::Cm {
                 what: "wait_disconnected",
                 reason: format!("{} did not disconnect within {timeout:?}", self.peer_addr),
                 errno: libc::ETIMEDOUT,
             });
         }
-        if !self.disconnected.swap(true, Ordering::AcqRel) {
-            self.qp.to_error()?;
-            shared
-                .dev
-                .with_cm(|cm, now| cm.disconnect(now, id, &[]))
-                .map_err(|e| cm_error("disconnect", e))?;
-        }
-        Ok(())
+        self.start_disconnect()
     }
 }
 

@@ -28,6 +28,21 @@
 //! cost virtual time only, so a test of a 500 ms retry-exceeded path takes microseconds.
 //! The test itself drives it with [`Fabric::run_for`] and [`Fabric::run_until`].
 //!
+//! # Connection management
+//! Every simulated device runs the IB CM on its QP1, as an emulated device does, so
+//! [`Context::connection_manager`] works here too: listen, connect, accept, reject and
+//! disconnect in virtual time, with the CM's response timeouts (about 4 s) and fifteen
+//! retries costing none of yours. A lost REQ, a partition or a port nobody listens on
+//! behave as on a real fabric (retried, [`CmFailure::TimedOut`] or
+//! [`CmFailure::Unreachable`], [`CmFailure::Rejected`] with reason 8). One thread plays
+//! both sides with the split calls: `start_connect` then `get_request` and
+//! `start_accept`, then `Connecting::wait` and `Accepting::wait` (see
+//! `tests/sim_cm.rs` and the `sim_request_response` example).
+//!
+//! [`CmFailure::TimedOut`]: crate::cm::CmFailure::TimedOut
+//! [`CmFailure::Unreachable`]: crate::cm::CmFailure::Unreachable
+//! [`CmFailure::Rejected`]: crate::cm::CmFailure::Rejected
+//!
 //! # Determinism
 //! A run is a function of the seed and of the code under test: device keys, QP numbers,
 //! initial PSNs, every fault decision and the order of events all come from the seed, so
@@ -53,8 +68,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use softroce_emu::cm::{CmConfig, CmEndpoint, CmEvent};
 use softroce_emu::core::{ChannelHandle, Counters, Hca, HcaConfig, HcaEvent};
 use softroce_emu::driver::EventFd;
+use softroce_emu::driver::cm::{CmAgent, CmHca};
 use softroce_emu::faults::{FaultCounters, FaultPlan};
 pub use softroce_emu::sim::FabricStats;
 use softroce_emu::sim::NodeId;
@@ -108,7 +125,7 @@ pub(crate) struct DeviceSlot {
 
 /// Everything behind the fabric's lock.
 pub(crate) struct World {
-    fabric: softroce_emu::sim::Fabric<Hca>,
+    fabric: softroce_emu::sim::Fabric<CmHca>,
     pub(crate) devices: Vec<DeviceSlot>,
     scheduled: Vec<Scheduled>,
     next_seq: u64,
@@ -119,7 +136,17 @@ pub(crate) struct World {
 
 impl World {
     pub(crate) fn hca(&mut self, dev: usize) -> &mut Hca {
-        self.fabric.node_mut(self.devices[dev].node)
+        &mut self.fabric.node_mut(self.devices[dev].node).hca
+    }
+
+    /// Device `dev`'s connection manager.
+    pub(crate) fn cm(&mut self, dev: usize) -> &mut CmAgent {
+        &mut self.fabric.node_mut(self.devices[dev].node).cm
+    }
+
+    /// The virtual clock as the devices see it.
+    pub(crate) fn instant(&self) -> std::time::Instant {
+        self.fabric.now()
     }
 
     pub(crate) fn elapsed(&self) -> Duration {
@@ -161,8 +188,11 @@ impl World {
             );
             self.log.push(SimEvent { at: loss.at, what });
         }
+        let now = self.fabric.now();
         for dev in 0..self.devices.len() {
             let node = self.devices[dev].node;
+            // MADs between QP1 and the CM, COMM_EST to the CM, as the driver's pump does.
+            self.fabric.node_mut(node).pump(now);
             // Bounded: each HCA queues at most a few notifications per verb or step.
             for _ in 0..1_000_000 {
                 let Some(event) = self.fabric.node_mut(node).poll_event() else {
@@ -180,7 +210,7 @@ impl World {
                         let what = format!("{}: async event queued", slot.name);
                         self.log(what);
                     }
-                    // No connection manager runs on simulated devices yet.
+                    // Taken by the device's CM in `CmHca::pump`.
                     HcaEvent::CommEst(_) => {}
                 }
             }
@@ -340,7 +370,15 @@ impl Fabric {
         cfg.seed = mix(self.shared.seed ^ mix(index + 1));
         let async_fd = EventFd::new().map_err(|e| Error::io("creating the async event fd", e))?;
         let (name, ip) = (cfg.name.clone(), cfg.ip);
-        let node = w.fabric.add_node(ip, Hca::new(cfg));
+        let hca = Hca::new(cfg);
+        // The CM's IDs and transaction IDs from the device's seed, as on a real device.
+        let cm = CmConfig::new(
+            hca.gids()[hca.ip_gid_index()],
+            hca.query_device().node_guid,
+            mix(hca.config().seed ^ 0x636d),
+        );
+        let cm = CmAgent::new(CmEndpoint::new(cm), hca.config().udp_port);
+        let node = w.fabric.add_node(ip, CmHca::new(hca, cm));
         w.devices.push(DeviceSlot {
             name: name.clone(),
             node,
@@ -625,9 +663,46 @@ impl Fabric {
 
     /// The next initial PSN (24 bits) from the seed.
     pub(crate) fn draw_psn(&self) -> u32 {
+        (self.draw() & 0x00FF_FFFF) as u32
+    }
+
+    /// The next random number from the seed (for choices the API makes: PSNs, ports).
+    pub(crate) fn draw(&self) -> u64 {
         let mut w = self.lock();
         w.psn_draws += 1;
-        (mix(self.shared.seed ^ mix(w.psn_draws ^ 0x7053_4e00)) & 0x00FF_FFFF) as u32
+        mix(self.shared.seed ^ mix(w.psn_draws ^ 0x7053_4e00))
+    }
+
+    /// Run `f` on device `dev`'s connection manager at the current virtual time, then
+    /// queue what it sends and its events.
+    pub(crate) fn with_cm<R>(
+        &self,
+        dev: usize,
+        f: impl FnOnce(&mut CmAgent, std::time::Instant) -> R,
+    ) -> R {
+        let mut w = self.lock();
+        let now = w.instant();
+        let r = f(w.cm(dev), now);
+        w.pump();
+        r
+    }
+
+    /// Take device `dev`'s oldest CM event, logging it.
+    pub(crate) fn take_cm_event(&self, dev: usize) -> Option<CmEvent> {
+        let mut w = self.lock();
+        let ev = w.cm(dev).take_event()?;
+        let what = format!("{}: CM {}", w.devices[dev].name, cm_event_name(&ev));
+        w.log(what);
+        Some(ev)
+    }
+
+    /// Run the fabric until device `dev`'s CM has an event for the application or
+    /// `timeout` of virtual time passed. `false`: the time passed.
+    pub(crate) fn wait_cm_event(&self, dev: usize, timeout: Duration) -> bool {
+        self.wait("CM event", Some(timeout), |w| {
+            w.cm(dev).events_pending().then_some(Ok(()))
+        })
+        .is_ok()
     }
 
     /// What the fabric did: datagrams sent, delivered, lost (and why), duplicated.
@@ -686,6 +761,20 @@ impl Fabric {
             out.push_str(&format!("  {e}\n"));
         }
         out
+    }
+}
+
+/// A CM event as rdma_cm names it, for the event log.
+fn cm_event_name(ev: &CmEvent) -> &'static str {
+    match ev {
+        CmEvent::ConnectRequest { .. } => "CONNECT_REQUEST",
+        CmEvent::ConnectResponse { .. } => "CONNECT_RESPONSE",
+        CmEvent::Established { .. } => "ESTABLISHED",
+        CmEvent::Rejected { .. } => "REJECTED",
+        CmEvent::Unreachable { .. } => "UNREACHABLE",
+        CmEvent::Disconnected { .. } => "DISCONNECTED",
+        CmEvent::TimeWaitExit { .. } => "TIMEWAIT_EXIT",
+        _ => "other event",
     }
 }
 

@@ -19,8 +19,8 @@ use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use softroce_emu_cm::{CmEndpoint, CmEvent, ConnId};
-use softroce_emu_core::Hca;
+use softroce_emu_cm::{AcceptParams, CmEndpoint, CmError, CmEvent, ConnId, ConnectParams};
+use softroce_emu_core::{Hca, HcaEvent, IncomingDatagram, Transmit};
 use softroce_wire::mad::{MAD_LEN, MGMT_CLASS_CM, Mad};
 use softroce_wire::{Gid, Qpn};
 
@@ -79,6 +79,33 @@ impl CmAgent {
             // Already established by the RTU (or gone): nothing to do, as in the kernel.
             let _ = self.endpoint.establish(id);
         }
+    }
+
+    /// Send a REQ to the CM listening at `peer` (address and UDP port of its device);
+    /// `params.remote_gid` is taken from `peer`.
+    pub fn connect(
+        &mut self,
+        now: Instant,
+        peer: SocketAddr,
+        mut params: ConnectParams,
+    ) -> Result<ConnId, CmError> {
+        params.remote_gid = Gid::from_ip(peer.ip());
+        self.learn_peer(params.remote_gid, peer);
+        self.endpoint.connect(now, params)
+    }
+
+    /// Accept a `ConnectRequest` with a REP; data arriving on `params.local_qpn` before
+    /// the RTU establishes the connection (COMM_EST), as with rdma_cm.
+    pub fn accept(
+        &mut self,
+        now: Instant,
+        id: ConnId,
+        params: AcceptParams,
+    ) -> Result<(), CmError> {
+        let qpn = params.local_qpn;
+        self.endpoint.accept(now, id, params)?;
+        self.await_rtu(qpn, id);
+        Ok(())
     }
 
     /// The oldest event, if any.
@@ -166,5 +193,84 @@ impl CmAgent {
             let dst = self.peer_addr(t.dest);
             hca.send_mad(dst, Qpn::from_wire(softroce_emu_core::GSI_QPN), &buf);
         }
+    }
+}
+
+/// An HCA with its connection manager, driven through the four sans-IO calls: what a
+/// device is minus its sockets and threads. The simulator puts these on its fabric, so
+/// simulated devices run the same CM glue as real ones.
+#[derive(Debug)]
+pub struct CmHca {
+    /// The HCA.
+    pub hca: Hca,
+    /// Its connection manager.
+    pub cm: CmAgent,
+    /// The HCA's events other than COMM_EST (which the CM consumes), for the owner.
+    events: VecDeque<HcaEvent>,
+}
+
+impl CmHca {
+    /// `hca` with `cm` on its QP1.
+    pub fn new(hca: Hca, cm: CmAgent) -> Self {
+        Self {
+            hca,
+            cm,
+            events: VecDeque::new(),
+        }
+    }
+
+    /// Move MADs between QP1 and the CM, hand COMM_ESTs to the CM and keep the HCA's
+    /// other events for [`CmHca::poll_event`]. Returns whether CM events were queued.
+    /// Call after every call on the HCA or the CM.
+    pub fn pump(&mut self, now: Instant) -> bool {
+        let mut queued = self.cm.drive(&mut self.hca, now);
+        let mut established = false;
+        while let Some(ev) = self.hca.poll_event() {
+            match ev {
+                HcaEvent::CommEst(qpn) => {
+                    self.cm.comm_est(qpn);
+                    established = true;
+                }
+                other => self.events.push_back(other),
+            }
+        }
+        if established {
+            queued |= self.cm.drive(&mut self.hca, now);
+        }
+        queued
+    }
+
+    /// The HCA's next event (completion events, async events), COMM_ESTs excepted.
+    pub fn poll_event(&mut self) -> Option<HcaEvent> {
+        self.events.pop_front()
+    }
+
+    /// Deliver one datagram.
+    pub fn handle_datagram(&mut self, now: Instant, datagram: IncomingDatagram<'_>) {
+        self.hca.handle_datagram(now, datagram);
+        self.pump(now);
+    }
+
+    /// The next datagram to send, CM MADs included.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.pump(now);
+        self.hca.poll_transmit(now, buf)
+    }
+
+    /// The earliest timer of the HCA and its CM.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match (self.hca.poll_timeout(), self.cm.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Fire the timers due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.hca.poll_timeout().is_some_and(|t| t <= now) {
+            self.hca.handle_timeout(now);
+        }
+        self.cm.handle_timeout(now);
+        self.pump(now);
     }
 }

@@ -501,31 +501,16 @@ impl Device {
 
     /// Send a REQ to the connection manager listening at `peer` (its address and the
     /// UDP port of its device); `params.remote_gid` is taken from `peer`.
-    pub fn cm_connect(
-        &self,
-        peer: SocketAddr,
-        mut params: ConnectParams,
-    ) -> Result<ConnId, CmError> {
+    pub fn cm_connect(&self, peer: SocketAddr, params: ConnectParams) -> Result<ConnId, CmError> {
         let now = Instant::now();
-        params.remote_gid = Gid::from_ip(peer.ip());
-        self.with(|_| {
-            let mut cm = lock(&self.shared.cm);
-            cm.learn_peer(params.remote_gid, peer);
-            cm.endpoint.connect(now, params)
-        })
+        self.with(|_| lock(&self.shared.cm).connect(now, peer, params))
     }
 
     /// Accept a `ConnectRequest` with a REP. Data arriving on `params.local_qpn` before
     /// the RTU establishes the connection (COMM_EST), as with rdma_cm.
     pub fn cm_accept(&self, id: ConnId, params: AcceptParams) -> Result<(), CmError> {
         let now = Instant::now();
-        self.with(|_| {
-            let mut cm = lock(&self.shared.cm);
-            let qpn = params.local_qpn;
-            cm.endpoint.accept(now, id, params)?;
-            cm.await_rtu(qpn, id);
-            Ok(())
-        })
+        self.with(|_| lock(&self.shared.cm).accept(now, id, params))
     }
 
     /// The next connection manager event, waiting up to `timeout` (`None`: forever;

@@ -700,33 +700,43 @@ pub mod soak;
 #[cfg(test)]
 mod tests;
 
-impl SimNode for softroce_emu_core::Hca {
-    fn handle_datagram(&mut self, now: Instant, datagram: &SimDatagram) {
-        Self::handle_datagram(
-            self,
-            now,
-            softroce_emu_core::IncomingDatagram {
-                src: datagram.src,
-                dst: datagram.dst.ip(),
-                payload: &datagram.payload,
-            },
-        );
-    }
+/// `SimNode` for a type with the core's four calls (`handle_datagram` taking an
+/// `IncomingDatagram`, `poll_transmit` giving a `Transmit`, the two timer calls).
+macro_rules! sans_io_node {
+    ($ty:ty) => {
+        impl SimNode for $ty {
+            fn handle_datagram(&mut self, now: Instant, datagram: &SimDatagram) {
+                <$ty>::handle_datagram(
+                    self,
+                    now,
+                    softroce_emu_core::IncomingDatagram {
+                        src: datagram.src,
+                        dst: datagram.dst.ip(),
+                        payload: &datagram.payload,
+                    },
+                );
+            }
 
-    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<SimTransmit> {
-        let t = Self::poll_transmit(self, now, buf)?;
-        Some(SimTransmit {
-            src: t.source,
-            dst: t.destination,
-            len: t.len,
-        })
-    }
+            fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<SimTransmit> {
+                let t = <$ty>::poll_transmit(self, now, buf)?;
+                Some(SimTransmit {
+                    src: t.source,
+                    dst: t.destination,
+                    len: t.len,
+                })
+            }
 
-    fn poll_timeout(&self) -> Option<Instant> {
-        Self::poll_timeout(self)
-    }
+            fn poll_timeout(&self) -> Option<Instant> {
+                <$ty>::poll_timeout(self)
+            }
 
-    fn handle_timeout(&mut self, now: Instant) {
-        Self::handle_timeout(self, now);
-    }
+            fn handle_timeout(&mut self, now: Instant) {
+                <$ty>::handle_timeout(self, now);
+            }
+        }
+    };
 }
+
+sans_io_node!(softroce_emu_core::Hca);
+// A device with its connection manager: the HCA and the CM glue a real device runs.
+sans_io_node!(softroce_emu_driver::cm::CmHca);

@@ -287,6 +287,10 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn emulated(&self) -> Option<&Arc<Device>> {
         None
     }
+    /// The simulated device behind this backend, if it is one (the connection manager).
+    fn simulated(&self) -> Option<&Simulated> {
+        None
+    }
     /// Run `f` on the emulator's HCA behind this backend (the emulated and the simulated
     /// backends have one); `false` if there is none. Error injection goes through here.
     fn with_hca_dyn(&self, f: &mut dyn FnMut(&mut Hca)) -> bool {

@@ -37,6 +37,11 @@ impl Simulated {
         &self.fabric
     }
 
+    /// The device's index on its fabric.
+    pub(crate) fn index(&self) -> usize {
+        self.dev
+    }
+
     /// A verb on the HCA under the fabric's lock; what it raised is signalled after.
     fn with<R>(&self, f: impl FnOnce(&mut Hca) -> R) -> R {
         let mut w = self.fabric.lock();
@@ -187,6 +192,10 @@ impl Backend for Simulated {
     }
     fn async_fd(&self) -> RawFd {
         self.fabric.lock().devices[self.dev].async_fd.as_raw_fd()
+    }
+
+    fn simulated(&self) -> Option<&Simulated> {
+        Some(self)
     }
 
     fn initial_psn(&self, _qpn: Qpn) -> Option<u32> {
