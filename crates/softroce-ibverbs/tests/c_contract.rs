@@ -84,3 +84,51 @@ fn man_pages_thread_and_parent_domains() {
 fn man_pages_on_demand_paging() {
     run_c_program("man_odp", "softroce0=127.77.30.12");
 }
+
+/// ibv_modify_qp(3), ibv_query_qp(3), ibv_create_qp(3), ibv_post_send(3), ibv_post_recv(3):
+/// required attributes per transition and QP type, transitions that do not exist, a refused
+/// modify changing nothing, query_qp returning what was set, the opcode table per QP type,
+/// inline rules, sq_sig_all, SRQ rules, flushing in the Error state.
+#[test]
+fn man_pages_qp_state_rules_and_opcode_table() {
+    run_c_program("man_qp_rules", "softroce0=127.78.18.1");
+}
+
+/// ibv_get_device_list(3), ibv_get_device_guid(3), ibv_query_gid_ex(3),
+/// ibv_query_gid_table(3), ibv_get_pkey_index(3), ibv_fork_init(3), ibv_query_ece(3) …:
+/// the device-level verbs' rules and errno values.
+#[test]
+fn man_pages_device_queries() {
+    run_c_program("man_device_queries", "softroce0=127.78.18.3");
+}
+
+/// ibv_rate_to_mult(3), ibv_rate_to_mbps(3), ibv_event_type_str(3), ibv_wc_status_str:
+/// pure functions print the same lines on the drop-in as on rdma-core's libibverbs.
+#[test]
+fn man_pages_pure_functions_answer_as_rdma_core() {
+    let exe = common::compile_c("man_pure_functions");
+    let exe = exe.to_str().expect("UTF-8 path");
+    // These functions need no device: the system library answers them on a machine without
+    // RDMA hardware.
+    let system = std::process::Command::new(exe)
+        .env_remove("LD_LIBRARY_PATH")
+        .env_remove("LD_PRELOAD")
+        .output()
+        .expect("running man_pure_functions on the system libibverbs");
+    assert!(system.status.success(), "on the system libibverbs: {system:?}");
+    let dropin = common::spawn("man_pure_functions", "softroce0=127.78.18.2", exe, &[])
+        .finish(Duration::from_secs(60));
+    assert!(dropin.ok(), "{}", dropin.report());
+    let system = String::from_utf8_lossy(&system.stdout);
+    let differ: Vec<String> = system
+        .lines()
+        .zip(dropin.stdout.lines())
+        .filter(|(s, d)| s != d)
+        .map(|(s, d)| format!("rdma-core: {s}\n  drop-in: {d}"))
+        .collect();
+    assert!(
+        differ.is_empty() && system.lines().count() == dropin.stdout.lines().count(),
+        "the drop-in departs from rdma-core:\n{}",
+        differ.join("\n")
+    );
+}
