@@ -663,6 +663,39 @@ fn srq_attached_qp_refuses_post_recv_and_raises_last_wqe_reached_in_err() {
     hca.ack_async_event(&ev).unwrap();
     let mut wcs = [empty_wc(); 4];
     assert_eq!(hca.poll_cq(cq, &mut wcs).unwrap(), 0);
+    // A WR posted to the QP in ERR is flushed; the last WQE was reached once, not again.
+    let send = SendWr::new(2, WrOpcode::Send);
+    // SAFETY: no SGEs.
+    unsafe { hca.post_send(qp, std::slice::from_ref(&send)) }.unwrap();
+    assert_eq!(hca.poll_cq(cq, &mut wcs).unwrap(), 1);
+    assert_eq!(wcs[0].status, WcStatus::WrFlushErr);
+    assert!(
+        hca.get_async_event().is_err(),
+        "one LAST_WQE_REACHED per entry into ERR"
+    );
+}
+
+/// ibv_get_async_event(3): destroying an object drops its queued events, and the driver is
+/// told when that empties the queue (its async fd must not stay readable).
+#[test]
+fn destroying_a_qp_takes_its_unread_events_and_says_the_queue_emptied() {
+    let mut hca = device();
+    let pd = hca.alloc_pd().unwrap();
+    let (cq, _) = hca.create_cq(16, None, 0, 0).unwrap();
+    let attr = SrqAttr {
+        max_wr: 4,
+        max_sge: 1,
+        srq_limit: 0,
+    };
+    let (srq, _) = hca.create_srq(pd, attr, 0).unwrap();
+    let qp = rc_qp(&mut hca, pd, cq, Some(srq));
+    to_rts(&mut hca, qp);
+    to_err(&mut hca, qp);
+    while hca.poll_event().is_some() {}
+    assert!(hca.async_event_pending());
+    hca.destroy_qp(qp).unwrap();
+    assert!(!hca.async_event_pending());
+    assert_eq!(hca.poll_event(), Some(HcaEvent::AsyncQueueEmptied));
 }
 
 #[test]

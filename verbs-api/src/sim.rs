@@ -180,6 +180,9 @@ impl World {
                         let what = format!("{}: async event queued", slot.name);
                         self.log(what);
                     }
+                    HcaEvent::AsyncQueueEmptied => {
+                        let _ = slot.async_fd.try_consume();
+                    }
                     // No connection manager runs on simulated devices yet.
                     HcaEvent::CommEst(_) => {}
                 }

@@ -632,7 +632,7 @@ impl Hca {
             let q = self.store.lookup_mut(VERB, qp).map_err(fail)?;
             q.sq.push_back(wqe);
             if state == QpState::Err {
-                self.engine().flush_qp(qp);
+                self.engine().flush_queues(qp);
             }
         }
         Ok(())
@@ -844,7 +844,7 @@ impl Hca {
             let q = self.store.lookup_mut(VERB, qp).map_err(fail)?;
             q.rq.push_back(wr.clone());
             if state == QpState::Err {
-                self.engine().flush_qp(qp);
+                self.engine().flush_queues(qp);
             }
         }
         Ok(())
