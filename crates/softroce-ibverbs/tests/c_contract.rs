@@ -115,7 +115,10 @@ fn man_pages_pure_functions_answer_as_rdma_core() {
         .env_remove("LD_PRELOAD")
         .output()
         .expect("running man_pure_functions on the system libibverbs");
-    assert!(system.status.success(), "on the system libibverbs: {system:?}");
+    assert!(
+        system.status.success(),
+        "on the system libibverbs: {system:?}"
+    );
     let dropin = common::spawn("man_pure_functions", "softroce0=127.78.18.2", exe, &[])
         .finish(Duration::from_secs(60));
     assert!(dropin.ok(), "{}", dropin.report());
@@ -131,4 +134,14 @@ fn man_pages_pure_functions_answer_as_rdma_core() {
         "the drop-in departs from rdma-core:\n{}",
         differ.join("\n")
     );
+}
+
+/// ibv_modify_srq(3)/ibv_query_srq(3) (limit armed once, reads 0 after firing),
+/// ibv_create_srq(3) limits, ibv_get_async_event(3) (SRQ_LIMIT_REACHED, LAST_WQE_REACHED
+/// once per entry into Error, QP_ACCESS_ERR, CQ_ERR; no readable fd for events of destroyed
+/// QPs), ibv_resize_cq(3) (never below the unpolled entries), ibv_req_notify_cq(3) (error
+/// completions are solicited), ibv_reg_mr(3) access rules, ibv_create_ah_from_wc(3).
+#[test]
+fn man_pages_async_events_srq_limit_resize_and_ah_from_wc() {
+    run_c_program("man_events_srq_ah", "softroce0=127.78.18.6");
 }
