@@ -575,6 +575,29 @@ fn post_send_reports_the_index_of_the_first_bad_work_request() {
     assert_eq!(err.error.errno(), libc::ENOMEM);
 }
 
+/// ibv_wr_post(3): a failing `ibv_wr_complete` aborts the entire posting — the good WR
+/// before the bad one is not queued, unlike with `ibv_post_send`.
+#[test]
+fn all_or_nothing_post_queues_nothing_when_one_wr_fails() {
+    let mut hca = device();
+    let pd = hca.alloc_pd().unwrap();
+    let (cq, _) = hca.create_cq(16, None, 0, 0).unwrap();
+    let buf = register(&mut hca, pd, 256, AccessFlags::LOCAL_WRITE);
+    let qp = rc_qp(&mut hca, pd, cq, None);
+    to_rts(&mut hca, qp);
+    let mut good = SendWr::new(1, WrOpcode::Send);
+    good.sg_list = vec![sge(&buf, 0, 16)];
+    let mut bad = good.clone();
+    bad.sg_list = vec![sge(&buf, 0, 1); 3];
+    // SAFETY: no inline data.
+    let err = unsafe { hca.post_send_all_or_nothing(qp, &[good.clone(), bad]) }.unwrap_err();
+    assert_eq!((err.index, err.error.errno()), (1, libc::EINVAL));
+    // Only the max_send_wr good WRs fit now if nothing of the failed posting was queued.
+    let wrs = vec![good; 8];
+    // SAFETY: no inline data.
+    unsafe { hca.post_send_all_or_nothing(qp, &wrs) }.expect("the queue is empty");
+}
+
 #[test]
 fn ud_qp_refuses_rdma_and_needs_an_address_handle() {
     let mut hca = device();

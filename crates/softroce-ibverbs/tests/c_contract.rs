@@ -145,3 +145,11 @@ fn man_pages_pure_functions_answer_as_rdma_core() {
 fn man_pages_async_events_srq_limit_resize_and_ah_from_wc() {
     run_c_program("man_events_srq_ah", "softroce0=127.78.18.6");
 }
+
+/// ibv_wr_post(3) and ibv_create_cq_ex(3): send ops a QP type lacks refuse the QP; several
+/// WRs per critical region; ibv_wr_abort; a failing ibv_wr_complete aborts the entire
+/// posting; ibv_wr_set_ud_addr is mandatory on UD; ENOENT from an empty extended CQ.
+#[test]
+fn man_pages_wr_api_and_extended_cq() {
+    run_c_program("man_wr_api", "softroce0=127.78.18.7");
+}
