@@ -657,7 +657,6 @@ impl Hca {
         all_or_nothing: bool,
     ) -> Result<(), PostError> {
         const VERB: &str = "post_send";
-        let mut queued = 0;
         let mut in_err = false;
         for (index, wr) in wrs.iter().enumerate() {
             let fail = |error| PostError { index, error };
@@ -671,7 +670,8 @@ impl Hca {
                 Ok(wqe) => wqe,
                 Err(e) => {
                     if all_or_nothing && let Ok(q) = self.store.lookup_mut(VERB, qp) {
-                        for _ in 0..queued {
+                        // The `index` WRs before this one were queued by this call.
+                        for _ in 0..index {
                             q.sq.pop_back();
                         }
                     }
@@ -680,7 +680,6 @@ impl Hca {
             };
             let q = self.store.lookup_mut(VERB, qp).map_err(fail)?;
             q.sq.push_back(wqe);
-            queued += 1;
             if in_err && !all_or_nothing {
                 self.engine().flush_queues(qp);
             }
