@@ -153,3 +153,10 @@ fn man_pages_async_events_srq_limit_resize_and_ah_from_wc() {
 fn man_pages_wr_api_and_extended_cq() {
     run_c_program("man_wr_api", "softroce0=127.78.18.7");
 }
+
+/// ibv_get_async_event(3), ibv_modify_qp(3): COMM_EST for a QP receiving in RTR;
+/// SQ_DRAINED on entering SQD with en_sqd_async_notify; SQD back to RTS.
+#[test]
+fn man_pages_comm_est_and_sq_drained() {
+    run_c_program("man_qp_events", "softroce0=127.78.18.9");
+}
