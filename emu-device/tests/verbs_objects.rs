@@ -575,6 +575,29 @@ fn post_send_reports_the_index_of_the_first_bad_work_request() {
     assert_eq!(err.error.errno(), libc::ENOMEM);
 }
 
+/// ibv_wr_post(3): a failing `ibv_wr_complete` aborts the entire posting — the good WR
+/// before the bad one is not queued, unlike with `ibv_post_send`.
+#[test]
+fn all_or_nothing_post_queues_nothing_when_one_wr_fails() {
+    let mut hca = device();
+    let pd = hca.alloc_pd().unwrap();
+    let (cq, _) = hca.create_cq(16, None, 0, 0).unwrap();
+    let buf = register(&mut hca, pd, 256, AccessFlags::LOCAL_WRITE);
+    let qp = rc_qp(&mut hca, pd, cq, None);
+    to_rts(&mut hca, qp);
+    let mut good = SendWr::new(1, WrOpcode::Send);
+    good.sg_list = vec![sge(&buf, 0, 16)];
+    let mut bad = good.clone();
+    bad.sg_list = vec![sge(&buf, 0, 1); 3];
+    // SAFETY: no inline data.
+    let err = unsafe { hca.post_send_all_or_nothing(qp, &[good.clone(), bad]) }.unwrap_err();
+    assert_eq!((err.index, err.error.errno()), (1, libc::EINVAL));
+    // Only the max_send_wr good WRs fit now if nothing of the failed posting was queued.
+    let wrs = vec![good; 8];
+    // SAFETY: no inline data.
+    unsafe { hca.post_send_all_or_nothing(qp, &wrs) }.expect("the queue is empty");
+}
+
 #[test]
 fn ud_qp_refuses_rdma_and_needs_an_address_handle() {
     let mut hca = device();
@@ -663,6 +686,39 @@ fn srq_attached_qp_refuses_post_recv_and_raises_last_wqe_reached_in_err() {
     hca.ack_async_event(&ev).unwrap();
     let mut wcs = [empty_wc(); 4];
     assert_eq!(hca.poll_cq(cq, &mut wcs).unwrap(), 0);
+    // A WR posted to the QP in ERR is flushed; the last WQE was reached once, not again.
+    let send = SendWr::new(2, WrOpcode::Send);
+    // SAFETY: no SGEs.
+    unsafe { hca.post_send(qp, std::slice::from_ref(&send)) }.unwrap();
+    assert_eq!(hca.poll_cq(cq, &mut wcs).unwrap(), 1);
+    assert_eq!(wcs[0].status, WcStatus::WrFlushErr);
+    assert!(
+        hca.get_async_event().is_err(),
+        "one LAST_WQE_REACHED per entry into ERR"
+    );
+}
+
+/// ibv_get_async_event(3): destroying an object drops its queued events, and the driver is
+/// told when that empties the queue (its async fd must not stay readable).
+#[test]
+fn destroying_a_qp_takes_its_unread_events_and_says_the_queue_emptied() {
+    let mut hca = device();
+    let pd = hca.alloc_pd().unwrap();
+    let (cq, _) = hca.create_cq(16, None, 0, 0).unwrap();
+    let attr = SrqAttr {
+        max_wr: 4,
+        max_sge: 1,
+        srq_limit: 0,
+    };
+    let (srq, _) = hca.create_srq(pd, attr, 0).unwrap();
+    let qp = rc_qp(&mut hca, pd, cq, Some(srq));
+    to_rts(&mut hca, qp);
+    to_err(&mut hca, qp);
+    while hca.poll_event().is_some() {}
+    assert!(hca.async_event_pending());
+    hca.destroy_qp(qp).unwrap();
+    assert!(!hca.async_event_pending());
+    assert_eq!(hca.poll_event(), Some(HcaEvent::AsyncQueueEmptied));
 }
 
 #[test]

@@ -210,6 +210,9 @@ impl World {
                         let what = format!("{}: async event queued", slot.name);
                         self.log(what);
                     }
+                    HcaEvent::AsyncQueueEmptied => {
+                        let _ = slot.async_fd.try_consume();
+                    }
                     // Taken by the device's CM in `CmHca::pump`.
                     HcaEvent::CommEst(_) => {}
                 }

@@ -441,11 +441,16 @@ unsafe extern "C" fn ibv_query_gid(
     })
 }
 
+/// ibv_query_gid_ex(3) as the kernel answers it: a missing port or an index past the
+/// table is EINVAL; ENODATA only for an empty entry inside the table.
 fn gid_entry(ctx: &EmuContext, port: u32, index: u32) -> Result<ibv_gid_entry, c_int> {
-    let port = u8::try_from(port).map_err(|_| libc::EINVAL)?;
+    if port != 1 || index as usize >= ctx.query(|h| h.gids().len()) {
+        return Err(libc::EINVAL);
+    }
     let gid = ctx
-        .query(|h| h.query_gid(port, index as usize))
+        .query(|h| h.query_gid(1, index as usize))
         .map_err(|_| libc::ENODATA)?;
+    let port = 1u8;
     Ok(ibv_gid_entry {
         gid: gid_to_c(gid),
         gid_index: index,

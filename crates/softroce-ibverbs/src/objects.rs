@@ -1553,6 +1553,10 @@ unsafe fn init_ah_from_wc(
     if wc.is_null() || grh.is_null() || ah_attr.is_null() {
         return Err(fail(verb, libc::EINVAL, "wc, grh or ah_attr is NULL"));
     }
+    // rdma-core queries the port first: a port the device lacks fails the verb.
+    if let Err(e) = ctx.query(|h| h.query_port(port_num)) {
+        return Err(fail(verb, libc::EINVAL, format!("port {port_num}: {e}")));
+    }
     // SAFETY: non-NULL from the caller.
     let (wc, grh) = unsafe { (*wc, *grh) };
     if wc.wc_flags & IBV_WC_GRH == 0 {

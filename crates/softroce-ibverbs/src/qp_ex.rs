@@ -24,6 +24,29 @@ const SUPPORTED_SEND_OPS: u64 = (IBV_QP_EX_WITH_RDMA_WRITE
     | IBV_QP_EX_WITH_BIND_MW
     | IBV_QP_EX_WITH_LOCAL_INV) as u64;
 
+/// Each send op flag and the opcode it posts.
+const SEND_OPS: &[(u64, WrOpcode)] = &[
+    (IBV_QP_EX_WITH_RDMA_WRITE as u64, WrOpcode::RdmaWrite),
+    (
+        IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM as u64,
+        WrOpcode::RdmaWriteWithImm,
+    ),
+    (IBV_QP_EX_WITH_SEND as u64, WrOpcode::Send),
+    (IBV_QP_EX_WITH_SEND_WITH_IMM as u64, WrOpcode::SendWithImm),
+    (IBV_QP_EX_WITH_RDMA_READ as u64, WrOpcode::RdmaRead),
+    (
+        IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP as u64,
+        WrOpcode::AtomicCmpAndSwp,
+    ),
+    (
+        IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD as u64,
+        WrOpcode::AtomicFetchAndAdd,
+    ),
+    (IBV_QP_EX_WITH_SEND_WITH_INV as u64, WrOpcode::SendWithInv),
+    (IBV_QP_EX_WITH_BIND_MW as u64, WrOpcode::BindMw),
+    (IBV_QP_EX_WITH_LOCAL_INV as u64, WrOpcode::LocalInv),
+];
+
 impl WrBatch {
     /// Remember the first failure of this batch.
     fn record(&mut self, errno: c_int, why: impl FnOnce() -> String) {
@@ -169,7 +192,10 @@ unsafe extern "C" fn wr_complete(qpx: *mut ibv_qp_ex) -> c_int {
         };
         // SAFETY: inline SGEs point into `batch.inline`, alive until this returns; other
         // SGEs name registered memory.
-        match q.dev.with(|h| unsafe { h.post_send(q.handle, &batch.wrs) }) {
+        match q
+            .dev
+            .with(|h| unsafe { h.post_send_all_or_nothing(q.handle, &batch.wrs) })
+        {
             Ok(()) => 0,
             Err(e) => fail(VERB, e.error.errno(), e),
         }
@@ -451,11 +477,24 @@ pub(crate) unsafe extern "C" fn vctx_create_qp_ex(
                 ),
             ));
         }
-        if QpType::from_raw(a.qp_type).is_none() {
+        let Some(qp_type) = QpType::from_raw(a.qp_type) else {
             return Err(fail(
                 VERB,
                 libc::EOPNOTSUPP,
                 format!("QP type {}", a.qp_type),
+            ));
+        };
+        // ibv_wr_post(3): "If the QP does not support all the requested work request types
+        // then QP creation will fail" — the core's opcode table per QP type decides.
+        if extended
+            && let Some((_, op)) = SEND_OPS
+                .iter()
+                .find(|(bit, op)| a.send_ops_flags & bit != 0 && !op.valid_for(qp_type))
+        {
+            return Err(fail(
+                VERB,
+                libc::EOPNOTSUPP,
+                format!("send_ops_flags: {op} is not valid on a {qp_type} QP"),
             ));
         }
         let mut ia = ibv_qp_init_attr {

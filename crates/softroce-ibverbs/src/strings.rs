@@ -18,6 +18,12 @@ unsafe extern "C" fn ibv_wc_status_str(status: u32) -> *const c_char {
 }
 
 fn wc_status_str(status: u32) -> &'static CStr {
+    // Tag-matching statuses: the core has no tag matching, but the names are rdma-core's.
+    match status {
+        22 => return c"TM error",
+        23 => return c"TM software rendezvous",
+        _ => {}
+    }
     let Some(s) = WcStatus::from_raw(status) else {
         return c"unknown";
     };
@@ -97,13 +103,14 @@ unsafe extern "C" fn ibv_node_type_str(node_type: c_int) -> *const c_char {
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_port_state_str(state: u32) -> *const c_char {
     guard_str("ibv_port_state_str", || match state {
-        IBV_PORT_NOP => c"PORT_NOP",
-        IBV_PORT_DOWN => c"PORT_DOWN",
-        IBV_PORT_INIT => c"PORT_INIT",
-        IBV_PORT_ARMED => c"PORT_ARMED",
-        IBV_PORT_ACTIVE => c"PORT_ACTIVE",
-        IBV_PORT_ACTIVE_DEFER => c"PORT_ACTIVE_DEFER",
-        _ => c"invalid state",
+        // rdma-core's words (ibv_devinfo prints its own PORT_* names).
+        IBV_PORT_NOP => c"no state change (NOP)",
+        IBV_PORT_DOWN => c"down",
+        IBV_PORT_INIT => c"init",
+        IBV_PORT_ARMED => c"armed",
+        IBV_PORT_ACTIVE => c"active",
+        IBV_PORT_ACTIVE_DEFER => c"active defer",
+        _ => c"unknown",
     })
 }
 
@@ -126,10 +133,12 @@ const RATES: &[(c_int, c_int, c_int)] = &[
     (16, -1, 103125),
     (17, -1, 206250),
     (18, -1, 309375),
-    (19, -1, 28125),
-    (20, -1, 53125),
-    (21, -1, 425000),
-    (22, -1, 637500),
+    (19, 11, 28125),
+    (20, 20, 53125),
+    (21, 160, 425000),
+    (22, 240, 637500),
+    (23, 320, 850000),
+    (24, 480, 1275000),
 ];
 
 #[unsafe(no_mangle)]

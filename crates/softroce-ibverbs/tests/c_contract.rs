@@ -84,3 +84,79 @@ fn man_pages_thread_and_parent_domains() {
 fn man_pages_on_demand_paging() {
     run_c_program("man_odp", "softroce0=127.77.30.12");
 }
+
+/// ibv_modify_qp(3), ibv_query_qp(3), ibv_create_qp(3), ibv_post_send(3), ibv_post_recv(3):
+/// required attributes per transition and QP type, transitions that do not exist, a refused
+/// modify changing nothing, query_qp returning what was set, the opcode table per QP type,
+/// inline rules, sq_sig_all, SRQ rules, flushing in the Error state.
+#[test]
+fn man_pages_qp_state_rules_and_opcode_table() {
+    run_c_program("man_qp_rules", "softroce0=127.78.18.1");
+}
+
+/// ibv_get_device_list(3), ibv_get_device_guid(3), ibv_query_gid_ex(3),
+/// ibv_query_gid_table(3), ibv_get_pkey_index(3), ibv_fork_init(3), ibv_query_ece(3) …:
+/// the device-level verbs' rules and errno values.
+#[test]
+fn man_pages_device_queries() {
+    run_c_program("man_device_queries", "softroce0=127.78.18.3");
+}
+
+/// ibv_rate_to_mult(3), ibv_rate_to_mbps(3), ibv_event_type_str(3), ibv_wc_status_str:
+/// pure functions print the same lines on the drop-in as on rdma-core's libibverbs.
+#[test]
+fn man_pages_pure_functions_answer_as_rdma_core() {
+    let exe = common::compile_c("man_pure_functions");
+    let exe = exe.to_str().expect("UTF-8 path");
+    // These functions need no device: the system library answers them on a machine without
+    // RDMA hardware.
+    let system = std::process::Command::new(exe)
+        .env_remove("LD_LIBRARY_PATH")
+        .env_remove("LD_PRELOAD")
+        .output()
+        .expect("running man_pure_functions on the system libibverbs");
+    assert!(
+        system.status.success(),
+        "on the system libibverbs: {system:?}"
+    );
+    let dropin = common::spawn("man_pure_functions", "softroce0=127.78.18.2", exe, &[])
+        .finish(Duration::from_secs(60));
+    assert!(dropin.ok(), "{}", dropin.report());
+    let system = String::from_utf8_lossy(&system.stdout);
+    let differ: Vec<String> = system
+        .lines()
+        .zip(dropin.stdout.lines())
+        .filter(|(s, d)| s != d)
+        .map(|(s, d)| format!("rdma-core: {s}\n  drop-in: {d}"))
+        .collect();
+    assert!(
+        differ.is_empty() && system.lines().count() == dropin.stdout.lines().count(),
+        "the drop-in departs from rdma-core:\n{}",
+        differ.join("\n")
+    );
+}
+
+/// ibv_modify_srq(3)/ibv_query_srq(3) (limit armed once, reads 0 after firing),
+/// ibv_create_srq(3) limits, ibv_get_async_event(3) (SRQ_LIMIT_REACHED, LAST_WQE_REACHED
+/// once per entry into Error, QP_ACCESS_ERR, CQ_ERR; no readable fd for events of destroyed
+/// QPs), ibv_resize_cq(3) (never below the unpolled entries), ibv_req_notify_cq(3) (error
+/// completions are solicited), ibv_reg_mr(3) access rules, ibv_create_ah_from_wc(3).
+#[test]
+fn man_pages_async_events_srq_limit_resize_and_ah_from_wc() {
+    run_c_program("man_events_srq_ah", "softroce0=127.78.18.6");
+}
+
+/// ibv_wr_post(3) and ibv_create_cq_ex(3): send ops a QP type lacks refuse the QP; several
+/// WRs per critical region; ibv_wr_abort; a failing ibv_wr_complete aborts the entire
+/// posting; ibv_wr_set_ud_addr is mandatory on UD; ENOENT from an empty extended CQ.
+#[test]
+fn man_pages_wr_api_and_extended_cq() {
+    run_c_program("man_wr_api", "softroce0=127.78.18.7");
+}
+
+/// ibv_get_async_event(3), ibv_modify_qp(3): COMM_EST for a QP receiving in RTR;
+/// SQ_DRAINED on entering SQD with en_sqd_async_notify; SQD back to RTS.
+#[test]
+fn man_pages_comm_est_and_sq_drained() {
+    run_c_program("man_qp_events", "softroce0=127.78.18.9");
+}

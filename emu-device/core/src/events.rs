@@ -38,6 +38,9 @@ pub enum HcaEvent {
     CompletionEvent(ChannelHandle),
     /// An async event was queued: make the async fd readable.
     AsyncEventQueued,
+    /// Destroying an object took the last queued async events with it: make the async fd
+    /// unreadable again, so a `poll` on it never wakes for an event that is gone.
+    AsyncQueueEmptied,
     /// An RC/UC QP received its first packet, in RTR (then `IBV_EVENT_COMM_EST` is also
     /// queued as an async event) or in RTS: a connection manager waiting for its RTU
     /// treats the connection as established, as rdma_cm does on `IB_EVENT_COMM_EST`.
@@ -90,7 +93,11 @@ impl Events {
 
     /// Drop queued (not yet retrieved) events about an object being destroyed.
     pub(crate) fn purge(&mut self, element: EventElement) {
+        let before = self.async_events.len();
         self.async_events.retain(|e| e.element != element);
+        if before != 0 && self.async_events.is_empty() {
+            self.driver.push_back(HcaEvent::AsyncQueueEmptied);
+        }
     }
 
     pub(crate) fn poll(&mut self) -> Option<HcaEvent> {

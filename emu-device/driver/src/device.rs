@@ -797,6 +797,9 @@ fn transmit_and_signal(shared: &Shared, hca: &mut Hca, now: Instant) {
             HcaEvent::AsyncEventQueued => {
                 let _ = shared.async_fd.notify();
             }
+            HcaEvent::AsyncQueueEmptied => {
+                let _ = shared.async_fd.try_consume();
+            }
             HcaEvent::CommEst(qpn) => lock(&shared.comm_est).push(qpn),
         }
     }

@@ -612,9 +612,37 @@ impl Hca {
     /// `addr..addr+length` must be readable memory of this process.
     pub unsafe fn post_send(&mut self, qp: QpHandle, wrs: &[SendWr]) -> Result<(), PostError> {
         // SAFETY: forwarded.
-        let result = unsafe { self.queue_send_wrs(qp, wrs) };
+        unsafe { self.post_send_wrs(qp, wrs, false) }
+    }
+
+    /// `ibv_wr_complete`: all of `wrs` or none. ibv_wr_post(3): "If a failure is detected
+    /// [...] ibv_wr_complete() will return failure and the entire posting will be aborted"
+    /// — unlike [`Hca::post_send`], the WRs before the failing one do not run either.
+    ///
+    /// # Safety
+    /// As [`Hca::post_send`].
+    pub unsafe fn post_send_all_or_nothing(
+        &mut self,
+        qp: QpHandle,
+        wrs: &[SendWr],
+    ) -> Result<(), PostError> {
+        // SAFETY: forwarded.
+        unsafe { self.post_send_wrs(qp, wrs, true) }
+    }
+
+    /// # Safety
+    /// As [`Hca::post_send`].
+    unsafe fn post_send_wrs(
+        &mut self,
+        qp: QpHandle,
+        wrs: &[SendWr],
+        all_or_nothing: bool,
+    ) -> Result<(), PostError> {
+        // SAFETY: forwarded.
+        let result = unsafe { self.queue_send_wrs(qp, wrs, all_or_nothing) };
         let posted = match &result {
             Ok(()) => wrs.len(),
+            Err(_) if all_or_nothing => 0,
             Err(e) => e.index,
         };
         if posted > 0 {
@@ -623,29 +651,52 @@ impl Hca {
         result
     }
 
-    /// Queue `wrs` on the send queue until the first that fails its checks.
+    /// Queue `wrs` on the send queue until the first that fails its checks; with
+    /// `all_or_nothing`, a failure takes the ones queued before it back off the queue
+    /// (nothing has seen them: the transport runs after this returns).
     ///
     /// # Safety
     /// As [`Hca::post_send`].
-    unsafe fn queue_send_wrs(&mut self, qp: QpHandle, wrs: &[SendWr]) -> Result<(), PostError> {
+    unsafe fn queue_send_wrs(
+        &mut self,
+        qp: QpHandle,
+        wrs: &[SendWr],
+        all_or_nothing: bool,
+    ) -> Result<(), PostError> {
         const VERB: &str = "post_send";
+        let mut in_err = false;
         for (index, wr) in wrs.iter().enumerate() {
             let fail = |error| PostError { index, error };
-            let q = self.store.lookup(VERB, qp).map_err(fail)?;
-            let state = q.attr.qp_state;
-            self.check_send_wr(q, wr).map_err(fail)?;
-            // SAFETY: the caller's guarantee for inline SGE ranges is passed on.
-            let wqe = unsafe { self.send_wqe(q, wr) }.map_err(fail)?;
+            let built = self.store.lookup(VERB, qp).and_then(|q| {
+                in_err = q.attr.qp_state == QpState::Err;
+                self.check_send_wr(q, wr)?;
+                // SAFETY: the caller's guarantee for inline SGE ranges is passed on.
+                unsafe { self.send_wqe(q, wr) }
+            });
+            let wqe = match built {
+                Ok(wqe) => wqe,
+                Err(e) => {
+                    if all_or_nothing && let Ok(q) = self.store.lookup_mut(VERB, qp) {
+                        // The `index` WRs before this one were queued by this call.
+                        for _ in 0..index {
+                            q.sq.pop_back();
+                        }
+                    }
+                    return Err(fail(e));
+                }
+            };
             let q = self.store.lookup_mut(VERB, qp).map_err(fail)?;
             q.sq.push_back(wqe);
-            if state == QpState::Err {
-                self.engine().flush_qp(qp);
+            if in_err && !all_or_nothing {
+                self.engine().flush_queues(qp);
             }
+        }
+        if in_err && all_or_nothing {
+            self.engine().flush_queues(qp);
         }
         Ok(())
     }
 
-    /// The checks `post_send` makes of one work request before queueing it.
     fn check_send_wr(&self, q: &Qp, wr: &SendWr) -> VerbsResult<()> {
         const VERB: &str = "post_send";
         let state = q.attr.qp_state;
@@ -851,7 +902,7 @@ impl Hca {
             let q = self.store.lookup_mut(VERB, qp).map_err(fail)?;
             q.rq.push_back(wr.clone());
             if state == QpState::Err {
-                self.engine().flush_qp(qp);
+                self.engine().flush_queues(qp);
             }
         }
         Ok(())

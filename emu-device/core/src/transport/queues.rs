@@ -100,12 +100,21 @@ impl Engine<'_> {
         }
     }
 
-    /// Complete every outstanding WR of an ERR QP with IBV_WC_WR_FLUSH_ERR, send queue first,
-    /// in posting order. An SRQ-attached QP raises LAST_WQE_REACHED instead of flushing the
-    /// shared queue.
+    /// A QP entering ERR: complete every outstanding WR with IBV_WC_WR_FLUSH_ERR, send queue
+    /// first, in posting order. An SRQ-attached QP raises LAST_WQE_REACHED (once, on
+    /// entering ERR) instead of flushing the shared queue.
     pub(crate) fn flush_qp(&mut self, qp: QpHandle) {
+        if self.flush_queues(qp) {
+            self.events
+                .raise(EventType::QpLastWqeReached, EventElement::Qp(qp));
+        }
+    }
+
+    /// Flush what is queued on a QP already in ERR (a WR posted there): no second
+    /// LAST_WQE_REACHED. Returns whether the QP uses an SRQ.
+    pub(crate) fn flush_queues(&mut self, qp: QpHandle) -> bool {
         let Some(q) = self.store.get_mut(qp) else {
-            return;
+            return false;
         };
         let qpn = q.qpn.value();
         let send_cq = q.init.send_cq;
@@ -129,10 +138,7 @@ impl Engine<'_> {
                 WorkCompletion::error(wr.wr_id, qpn, WcStatus::WrFlushErr, WcOpcode::Recv, flushed);
             self.push_recv_completion(qp, recv_cq, wc, false);
         }
-        if srq.is_some() {
-            self.events
-                .raise(EventType::QpLastWqeReached, EventElement::Qp(qp));
-        }
+        srq.is_some()
     }
 
     /// Raise SQ_DRAINED if the QP is in SQD, asked for the notification, and has nothing in

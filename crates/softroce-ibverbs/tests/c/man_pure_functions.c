@@ -1,0 +1,30 @@
+/* ibv_rate_to_mult(3), ibv_rate_to_mbps(3), ibv_event_type_str(3) (with ibv_node_type_str
+ * and ibv_port_state_str) and ibv_wc_status_str: functions of their argument alone. Prints
+ * every value, in and out of range, one per line; c_contract.rs runs this program on the
+ * system libibverbs (rdma-core 44) and on the drop-in and requires the same lines. */
+#include <infiniband/verbs.h>
+#include <stdio.h>
+
+int main(void)
+{
+	for (int r = -1; r <= 30; r++)
+		printf("ibv_rate_to_mult(%d) = %d, ibv_rate_to_mbps(%d) = %d\n", r,
+		       ibv_rate_to_mult(r), r, ibv_rate_to_mbps(r));
+	for (int m = -1; m <= 500; m++)
+		printf("mult_to_ibv_rate(%d) = %d\n", m, mult_to_ibv_rate(m));
+	int mbps[] = {-1,    0,	    1,	    2500,   5000,   10000,  14000,  14062,
+		      20000, 25781, 28125,  30000,  40000,  53125,  56250,  60000,
+		      80000, 103125, 112500, 120000, 168750, 206250, 309375, 425000,
+		      637500, 850000, 900000, 1275000};
+	for (unsigned i = 0; i < sizeof(mbps) / sizeof(mbps[0]); i++)
+		printf("mbps_to_ibv_rate(%d) = %d\n", mbps[i], mbps_to_ibv_rate(mbps[i]));
+	for (int e = -1; e <= 24; e++)
+		printf("ibv_event_type_str(%d) = %s\n", e, ibv_event_type_str(e));
+	for (int n = -2; n <= 8; n++)
+		printf("ibv_node_type_str(%d) = %s\n", n, ibv_node_type_str(n));
+	for (int s = -1; s <= 7; s++)
+		printf("ibv_port_state_str(%d) = %s\n", s, ibv_port_state_str(s));
+	for (int s = -1; s <= 25; s++)
+		printf("ibv_wc_status_str(%d) = %s\n", s, ibv_wc_status_str(s));
+	return 0;
+}
