@@ -12,6 +12,13 @@ cd "$(dirname "$0")/.."
 target=${CARGO_TARGET_DIR:-target}
 
 echo "[package-check] cargo package (and build each package)"
+# cargo verifies each package against the others' through a local overlay registry and
+# extracts those into $CARGO_HOME/registry/src/-<hash>/<name>-<version>, which it never
+# refreshes while the version is unchanged: a machine that packaged an older commit would
+# build against that stale source. The overlay's directories are the ones named "-<hash>".
+for stale in "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/softroce-*; do
+  [[ -e $stale ]] && rm -rf -- "$stale"
+done
 # A target dir of its own: packages carry no workspace profile, so the drop-in built from
 # its package (several codegen units: unversioned exports) must not replace the
 # workspace's target/<profile>/deps/libibverbs.so, whose name has no hash.
