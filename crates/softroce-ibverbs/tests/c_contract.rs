@@ -160,3 +160,10 @@ fn man_pages_wr_api_and_extended_cq() {
 fn man_pages_comm_est_and_sq_drained() {
     run_c_program("man_qp_events", "softroce0=127.78.18.9");
 }
+
+/// ibv_reg_mr(3): IBV_ACCESS_ZERO_BASED and ibv_reg_mr_iova — lkeys and rkeys address the
+/// region from its iova (offsets for zero-based), windows bound by those addresses.
+#[test]
+fn man_pages_zero_based_and_iova_regions() {
+    run_c_program("man_mr_iova", "softroce0=127.78.18.10");
+}
