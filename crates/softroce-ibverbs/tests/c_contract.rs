@@ -47,7 +47,8 @@ fn man_pages_every_gid_carries_traffic_and_events_follow_arming() {
     run_c_program("man_gid_traffic", "softroce0=127.77.30.5");
 }
 
-/// ibv_get_cq_event(3): destroying a CQ waits for its events to be acknowledged.
+/// ibv_get_cq_event(3), ibv_get_async_event(3): destroying a CQ (a QP) waits for its
+/// completion (async) events to be acknowledged.
 #[test]
 fn man_pages_destroy_cq_waits_for_event_acknowledgements() {
     run_c_program("man_destroy_waits", "softroce0=127.77.30.6");
