@@ -168,3 +168,10 @@ fn man_pages_comm_est_and_sq_drained() {
 fn man_pages_zero_based_and_iova_regions() {
     run_c_program("man_mr_iova", "softroce0=127.78.18.10");
 }
+
+/// ibv_get_device_list(3): no devices (SOFTROCE_DEVICES set and empty) is an empty list
+/// with num_devices 0, not an error.
+#[test]
+fn man_pages_no_devices_is_an_empty_list() {
+    run_c_program("man_no_devices", "");
+}
