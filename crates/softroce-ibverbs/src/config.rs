@@ -19,6 +19,11 @@ pub(crate) struct DeviceSpec {
 /// The devices of this process, from the environment.
 pub(crate) fn from_env() -> Result<Vec<DeviceSpec>, String> {
     if let Ok(spec) = std::env::var("SOFTROCE_DEVICES") {
+        // Set but empty: no devices, which ibv_get_device_list(3) answers with an empty list
+        // (a way to run a program's "no RDMA device" path).
+        if spec.trim().is_empty() {
+            return Ok(Vec::new());
+        }
         return parse(&spec).map_err(|e| format!("SOFTROCE_DEVICES='{spec}': {e}"));
     }
     if let Some(path) = std::env::var_os("SOFTROCE_CONFIG") {

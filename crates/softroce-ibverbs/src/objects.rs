@@ -481,21 +481,21 @@ unsafe fn reg_mr(
     const VERB: &str = "ibv_reg_mr";
     // SAFETY: forwarded.
     let p = unsafe { resolve::<EmuPd>(VERB, pd) }?;
-    if iova != addr as u64 {
-        return Err(fail(
-            VERB,
-            libc::EOPNOTSUPP,
-            format!(
-                "iova {iova:#x} differs from the address {addr:p}: the emulator addresses regions by their virtual address"
-            ),
-        ));
-    }
     // Optional bits (relaxed ordering …) may be ignored by a device (verbs.h).
     let access = AccessFlags(access & !IBV_ACCESS_OPTIONAL_RANGE);
     // SAFETY: forwarded: the application keeps the memory valid until dereg; the device
     // checks the pages are mapped with the access the flags need.
     let (handle, keys) = unsafe { p.dev.reg_mr(p.handle, addr.cast(), length, access) }
         .map_err(|e| fail(VERB, e.errno(), e))?;
+    // ibv_reg_mr_iova: the keys address the region from `iova` (ZERO_BASED: from 0, which
+    // the registration already set up).
+    if iova != addr as u64
+        && !access.contains(AccessFlags::ZERO_BASED)
+        && let Err(e) = p.dev.with(|h| h.set_mr_iova(handle, iova))
+    {
+        let _ = p.dev.with(|h| h.dereg_mr(handle));
+        return Err(fail(VERB, e.errno(), e));
+    }
     let mr = ibv_mr {
         context: p.ctx.ctx_ptr(),
         pd,

@@ -47,7 +47,8 @@ fn man_pages_every_gid_carries_traffic_and_events_follow_arming() {
     run_c_program("man_gid_traffic", "softroce0=127.77.30.5");
 }
 
-/// ibv_get_cq_event(3): destroying a CQ waits for its events to be acknowledged.
+/// ibv_get_cq_event(3), ibv_get_async_event(3): destroying a CQ (a QP) waits for its
+/// completion (async) events to be acknowledged.
 #[test]
 fn man_pages_destroy_cq_waits_for_event_acknowledgements() {
     run_c_program("man_destroy_waits", "softroce0=127.77.30.6");
@@ -159,4 +160,18 @@ fn man_pages_wr_api_and_extended_cq() {
 #[test]
 fn man_pages_comm_est_and_sq_drained() {
     run_c_program("man_qp_events", "softroce0=127.78.18.9");
+}
+
+/// ibv_reg_mr(3): IBV_ACCESS_ZERO_BASED and ibv_reg_mr_iova — lkeys and rkeys address the
+/// region from its iova (offsets for zero-based), windows bound by those addresses.
+#[test]
+fn man_pages_zero_based_and_iova_regions() {
+    run_c_program("man_mr_iova", "softroce0=127.78.18.10");
+}
+
+/// ibv_get_device_list(3): no devices (SOFTROCE_DEVICES set and empty) is an empty list
+/// with num_devices 0, not an error.
+#[test]
+fn man_pages_no_devices_is_an_empty_list() {
+    run_c_program("man_no_devices", "");
 }

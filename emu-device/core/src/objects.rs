@@ -22,6 +22,9 @@ pub(crate) struct Mr {
     pub(crate) pd: PdHandle,
     pub(crate) addr: u64,
     pub(crate) len: u64,
+    /// The address the region's keys address it by (ibv_reg_mr_iova(3)): its virtual
+    /// address, 0 with `IBV_ACCESS_ZERO_BASED`, or the iova given.
+    pub(crate) iova: u64,
     pub(crate) access: AccessFlags,
     pub(crate) lkey: u32,
     pub(crate) rkey: u32,
@@ -42,8 +45,22 @@ impl Mr {
         false
     }
 
-    /// Whether `addr..addr+len` lies inside the region.
-    pub(crate) fn contains(&self, addr: u64, len: u64) -> bool {
+    /// Whether `va..va+len`, an address as keys use it (from `iova`), lies inside the
+    /// region.
+    pub(crate) fn contains(&self, va: u64, len: u64) -> bool {
+        va >= self.iova
+            && va
+                .checked_add(len)
+                .is_some_and(|end| end <= self.iova + self.len)
+    }
+
+    /// The process address of `va` (checked with [`Mr::contains`]).
+    pub(crate) fn local(&self, va: u64) -> u64 {
+        self.addr + (va - self.iova)
+    }
+
+    /// Whether the process addresses `addr..addr+len` lie inside the region.
+    pub(crate) fn covers(&self, addr: u64, len: u64) -> bool {
         addr >= self.addr
             && addr
                 .checked_add(len)
@@ -66,7 +83,11 @@ pub(crate) struct Mw {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct MwBinding {
     pub(crate) mr: MrHandle,
+    /// The window's start as a process address.
     pub(crate) addr: u64,
+    /// The window's start as remote keys address it without ZERO_BASED: the bind's
+    /// address, in the region's iova.
+    pub(crate) va: u64,
     pub(crate) len: u64,
     /// Remote rights, and ZERO_BASED (remote addresses are offsets from `addr`).
     pub(crate) access: AccessFlags,
@@ -78,13 +99,12 @@ pub(crate) struct MwBinding {
 impl MwBinding {
     /// The absolute address of a remote access at `va` of `len` bytes, if inside the window.
     pub(crate) fn translate(&self, va: u64, len: u64) -> Option<u64> {
-        let start = if self.access.contains(AccessFlags::ZERO_BASED) {
-            self.addr.checked_add(va)?
-        } else {
+        let offset = if self.access.contains(AccessFlags::ZERO_BASED) {
             va
+        } else {
+            va.checked_sub(self.va)?
         };
-        let end = start.checked_add(len)?;
-        (start >= self.addr && end <= self.addr.checked_add(self.len)?).then_some(start)
+        (offset.checked_add(len)? <= self.len).then(|| self.addr + offset)
     }
 }
 
@@ -376,5 +396,49 @@ impl Qp {
     /// Nothing of the send queue is in flight (every WQE still waits for its first packet).
     pub(crate) fn sq_drained(&self) -> bool {
         self.sq.iter().all(|w| w.first_psn.is_none())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// ibv_reg_mr(3): keys address a region from its iova ("addr + (iova - hca_va)"), and
+    /// a window bound by those addresses opens the same bytes.
+    #[test]
+    fn keys_address_a_region_from_its_iova() {
+        let mr = Mr {
+            pd: PdHandle::from_raw(1),
+            addr: 0x7000_0000,
+            len: 4096,
+            iova: 0x1_0000,
+            access: AccessFlags::LOCAL_WRITE,
+            lkey: 1,
+            rkey: 1,
+            remote_valid: true,
+            windows: 0,
+        };
+        assert!(mr.contains(0x1_0000, 4096) && !mr.contains(0x1_0000, 4097));
+        assert!(
+            !mr.contains(0x7000_0000, 1),
+            "the process address is not a key address"
+        );
+        assert_eq!(mr.local(0x1_0010), 0x7000_0010);
+        assert!(mr.covers(0x7000_0010, 16));
+        let window = |access| MwBinding {
+            mr: MrHandle::from_raw(1),
+            addr: mr.local(0x1_0400),
+            va: 0x1_0400,
+            len: 64,
+            access,
+            qp: None,
+        };
+        let w = window(AccessFlags::REMOTE_WRITE);
+        assert_eq!(w.translate(0x1_0408, 8), Some(0x7000_0408));
+        assert_eq!(w.translate(0x1_043c, 8), None, "across the window's end");
+        assert_eq!(w.translate(0x7000_0408, 8), None);
+        let z = window(AccessFlags::REMOTE_WRITE | AccessFlags::ZERO_BASED);
+        assert_eq!(z.translate(8, 8), Some(0x7000_0408));
+        assert_eq!(z.translate(60, 8), None);
     }
 }

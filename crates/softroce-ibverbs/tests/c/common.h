@@ -81,18 +81,32 @@ static inline int connect_rc(struct ibv_qp *qp, uint32_t dest, union ibv_gid gid
 	return 0;
 }
 
-/* Poll until `want` completions arrived (at most 10 s); the count, or < 0 on error. */
-static inline int poll_n(struct ibv_cq *cq, struct ibv_wc *wc, int want)
+static inline long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Poll until `want` completions arrived or `ms` milliseconds passed (a short wait where
+ * fewer must come); the count, or < 0 on error. */
+static inline int poll_n_within(struct ibv_cq *cq, struct ibv_wc *wc, int want, long ms)
 {
 	int got = 0;
-	time_t end = time(NULL) + 10;
-	while (got < want && time(NULL) < end) {
+	long end = now_ms() + ms;
+	while (got < want && now_ms() < end) {
 		int n = ibv_poll_cq(cq, want - got, wc + got);
 		if (n < 0)
 			return n;
 		got += n;
 	}
 	return got;
+}
+
+/* Poll until `want` completions arrived (at most 10 s); the count, or < 0 on error. */
+static inline int poll_n(struct ibv_cq *cq, struct ibv_wc *wc, int want)
+{
+	return poll_n_within(cq, wc, want, 10000);
 }
 
 /* Whether the channel's fd becomes readable within `ms` milliseconds. */

@@ -1,6 +1,7 @@
 /* ibv_get_cq_event(3) NOTES: "destroying a CQ will wait for all completion events to be
  * acknowledged": ibv_destroy_cq with an unacknowledged event returns 0 once another thread
- * acknowledges it, not before. Prints "N failures". */
+ * acknowledges it, not before. The same for ibv_destroy_qp and an unacknowledged async
+ * event (ibv_get_async_event(3)). Prints "N failures". */
 #include "common.h"
 #include <pthread.h>
 #include <unistd.h>
@@ -14,6 +15,18 @@ static void *ack_later(void *arg)
 	usleep(300 * 1000);
 	acked = 1;
 	ibv_ack_cq_events(ev_cq, 1);
+	return NULL;
+}
+
+static struct ibv_async_event async_ev;
+static volatile int async_acked;
+
+static void *ack_async_later(void *arg)
+{
+	(void)arg;
+	usleep(300 * 1000);
+	async_acked = 1;
+	ibv_ack_async_event(&async_ev);
 	return NULL;
 }
 
@@ -52,6 +65,30 @@ int main(void)
 	CHECK(rc == 0 && acked, "destroy_cq returned %d before the ack (acked %d)", rc, acked);
 	pthread_join(t, NULL);
 	CHECK(ibv_destroy_comp_channel(ch) == 0, "destroy channel");
+
+	/* ibv_get_async_event(3): "destroying an object (CQ, SRQ or QP) will wait for all
+	 * affiliated events for the object to be acknowledged". A QP on an SRQ moved to Error
+	 * raises LAST_WQE_REACHED; ibv_destroy_qp returns once another thread acks it. */
+	struct ibv_cq *cq2 = ibv_create_cq(ctx, 4, NULL, NULL, 0);
+	struct ibv_srq_init_attr sia = {.attr = {.max_wr = 2, .max_sge = 1}};
+	struct ibv_srq *srq = ibv_create_srq(pd, &sia);
+	struct ibv_qp *s = cq2 && srq ? rc_qp(pd, cq2, srq) : NULL;
+	CHECK(s && connect_rc(s, s->qp_num, gid, 0) == 0, "a QP on an SRQ: errno %d", errno);
+	if (!s)
+		return 1;
+	struct ibv_qp_attr err = {.qp_state = IBV_QPS_ERR};
+	CHECK(ibv_modify_qp(s, &err, IBV_QP_STATE) == 0, "to Error");
+	struct pollfd pfd = {.fd = ctx->async_fd, .events = POLLIN};
+	CHECK(poll(&pfd, 1, 10000) == 1 && ibv_get_async_event(ctx, &async_ev) == 0 &&
+		      async_ev.event_type == IBV_EVENT_QP_LAST_WQE_REACHED &&
+		      async_ev.element.qp == s,
+	      "LAST_WQE_REACHED retrieved, not acknowledged");
+	CHECK(pthread_create(&t, NULL, ack_async_later, NULL) == 0, "thread");
+	rc = ibv_destroy_qp(s);
+	CHECK(rc == 0 && async_acked, "destroy_qp returned %d before the ack (acked %d)", rc,
+	      async_acked);
+	pthread_join(t, NULL);
+	CHECK(ibv_destroy_srq(srq) == 0 && ibv_destroy_cq(cq2) == 0, "destroy srq, cq2");
 	CHECK(ibv_dereg_mr(mr) == 0 && ibv_dealloc_pd(pd) == 0, "dereg, dealloc");
 	printf("%d failures\n", failures);
 	return failures ? 1 : 0;

@@ -42,6 +42,13 @@ int main(void)
 		      da.max_sge > 0 && da.max_srq_wr > 0 && da.max_pkeys >= 1,
 	      "device limits");
 
+	/* ibv_query_device_ex(3): orig_attr is what ibv_query_device answers. */
+	struct ibv_device_attr_ex dx;
+	memset(&dx, 0xab, sizeof(dx));
+	CHECK(ibv_query_device_ex(ctx, NULL, &dx) == 0 &&
+		      memcmp(&dx.orig_attr, &da, sizeof(da)) == 0 && dx.comp_mask == 0,
+	      "query_device_ex: orig_attr as query_device, comp_mask %x", dx.comp_mask);
+
 	/* ibv_query_port(3) and the tables it sizes. */
 	struct ibv_port_attr pa;
 	CHECK(ibv_query_port(ctx, 1, &pa) == 0, "query_port");

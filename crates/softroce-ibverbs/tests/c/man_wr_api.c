@@ -9,13 +9,6 @@
 
 static struct ibv_cq_ex *ecq;
 
-static long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Up to `want` completions through the extended CQ, each as an ibv_wc, waiting at most
  * `ms` milliseconds (a short wait where none may come). */
 static int poll_ex_within(struct ibv_wc *wc, int want, long ms)

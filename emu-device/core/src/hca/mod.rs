@@ -238,6 +238,7 @@ impl Hca {
             pd,
             addr: addr as u64,
             len: len as u64,
+            iova: Self::default_iova(addr as u64, access),
             access,
             lkey: key,
             rkey: key,
@@ -286,6 +287,12 @@ impl Hca {
         Self::check_registration(VERB, addr, len, access)?;
         let m = self.store.lookup_mut(VERB, mr)?;
         m.pd = new_pd;
+        let zero_based = AccessFlags::ZERO_BASED;
+        if range.is_some() || m.access.contains(zero_based) != access.contains(zero_based) {
+            // A new translation is addressed by its address (or from 0), as a new
+            // registration would be.
+            m.iova = Self::default_iova(addr as u64, access);
+        }
         m.addr = addr as u64;
         m.len = len as u64;
         m.access = access;
@@ -360,6 +367,38 @@ impl Hca {
         Ok(())
     }
 
+    /// The iova a registration gets (ibv_reg_mr(3)): 0 for `IBV_ACCESS_ZERO_BASED` (keys
+    /// address byte offsets), else the region's address.
+    fn default_iova(addr: u64, access: AccessFlags) -> u64 {
+        if access.contains(AccessFlags::ZERO_BASED) {
+            0
+        } else {
+            addr
+        }
+    }
+
+    /// `ibv_reg_mr_iova`: let the region's keys address it from `iova` ("the offset in the
+    /// memory region is computed as addr + (iova - hca_va)", ibv_reg_mr(3)). Refused while
+    /// a window is bound (its range was fixed in the old addressing).
+    pub fn set_mr_iova(&mut self, mr: MrHandle, iova: u64) -> VerbsResult<()> {
+        const VERB: &str = "reg_mr_iova";
+        let m = self.store.lookup_mut(VERB, mr)?;
+        if m.windows > 0 {
+            return Err(VerbsError::busy(
+                VERB,
+                "memory windows are bound to the region",
+            ));
+        }
+        if iova.checked_add(m.len).is_none() {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!("iova {iova:#x} + {} wraps around", m.len),
+            ));
+        }
+        m.iova = iova;
+        Ok(())
+    }
+
     /// A region's registration: address, length and access.
     pub fn mr_registration(&self, mr: MrHandle) -> VerbsResult<(u64, usize, AccessFlags)> {
         let m = self.store.lookup("query_mr", mr)?;
@@ -386,12 +425,6 @@ impl Hca {
                 verb,
                 format!("{access} requires IBV_ACCESS_LOCAL_WRITE (IBTA 10.6.3.1)"),
             ));
-        }
-        if access.contains(AccessFlags::ZERO_BASED) {
-            return Err(VerbsError::Unsupported {
-                verb,
-                what: format!("access flags {access}"),
-            });
         }
         if addr.is_null() && len > 0 {
             return Err(VerbsError::invalid(verb, "null address"));

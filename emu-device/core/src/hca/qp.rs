@@ -588,7 +588,7 @@ impl Hca {
                     verb,
                     format!(
                         "sge[{i}]: {:#x}+{} lies outside the region {:#x}+{}",
-                        sge.addr, sge.length, mr.addr, mr.len
+                        sge.addr, sge.length, mr.iova, mr.len
                     ),
                 ));
             }

@@ -44,16 +44,14 @@ pub(crate) struct Via {
 }
 
 impl Store {
-    /// Find the region behind `sge` and check it covers `sge` with `need` rights.
-    fn local_ok(&self, pd: PdHandle, sge: &Sge, write: bool) -> bool {
-        match self.mr_by_key(sge.lkey) {
-            Some(mr) => {
-                mr.pd == pd
-                    && mr.contains(sge.addr, u64::from(sge.length))
-                    && (!write || mr.access.contains(AccessFlags::LOCAL_WRITE))
-            }
-            None => false,
-        }
+    /// Find the region behind `sge` and check it covers `sge` with `need` rights: the
+    /// process address of `sge.addr`.
+    fn local_ok(&self, pd: PdHandle, sge: &Sge, write: bool) -> Option<u64> {
+        let mr = self.mr_by_key(sge.lkey)?;
+        (mr.pd == pd
+            && mr.contains(sge.addr, u64::from(sge.length))
+            && (!write || mr.access.contains(AccessFlags::LOCAL_WRITE)))
+        .then(|| mr.local(sge.addr))
     }
 
     /// Copy `out.len()` bytes starting `offset` bytes into a scatter/gather list.
@@ -75,12 +73,12 @@ impl Store {
                 skip -= len;
                 continue;
             }
-            if !self.local_ok(pd, sge, false) {
+            let Some(addr) = self.local_ok(pd, sge, false) else {
                 return Err(LocalFault::Protection);
-            }
+            };
             let n = ((len - skip) as usize).min(out.len() - done);
             // SAFETY: `local_ok` found `sge` inside a live registered region of this PD.
-            unsafe { memory::read_app(sge.addr + skip, &mut out[done..done + n]) };
+            unsafe { memory::read_app(addr + skip, &mut out[done..done + n]) };
             done += n;
             skip = 0;
         }
@@ -114,12 +112,12 @@ impl Store {
                 skip -= len;
                 continue;
             }
-            if !self.local_ok(pd, sge, true) {
+            let Some(addr) = self.local_ok(pd, sge, true) else {
                 return Err(LocalFault::Protection);
-            }
+            };
             let n = ((len - skip) as usize).min(data.len() - done);
             // SAFETY: `local_ok` found `sge` inside a live, locally writable region.
-            unsafe { memory::write_app(sge.addr + skip, &data[done..done + n]) };
+            unsafe { memory::write_app(addr + skip, &data[done..done + n]) };
             done += n;
             skip = 0;
         }
@@ -159,10 +157,11 @@ impl Store {
         }
         // Last, as rxe_mr_do_atomic_op checks it: a bad key or range is an access error
         // first.
-        if need.contains(AccessFlags::REMOTE_ATOMIC) && va % 8 != 0 {
+        let addr = mr.local(va);
+        if need.contains(AccessFlags::REMOTE_ATOMIC) && addr % 8 != 0 {
             return Err(RemoteFault::Misaligned);
         }
-        Ok(va)
+        Ok(addr)
     }
 
     /// [`Store::check_remote`] for a window's R_Key: the window's own bounds and rights
@@ -196,7 +195,7 @@ impl Store {
         let Some(addr) = b.translate(va, len) else {
             return Err(RemoteFault::OutOfBounds);
         };
-        if !self.get(b.mr).is_some_and(|mr| mr.contains(addr, len)) {
+        if !self.get(b.mr).is_some_and(|mr| mr.covers(addr, len)) {
             return Err(RemoteFault::OutOfBounds);
         }
         if need.contains(AccessFlags::REMOTE_ATOMIC) && addr % 8 != 0 {

@@ -519,7 +519,10 @@ fn bind_mw(store: &mut Store, pd: PdHandle, qp: QpHandle, bind: &MwBind) -> Resu
         }
         Some(MwBinding {
             mr: mr_handle,
-            addr: bind.addr,
+            // The window's range as process addresses (the bind names it by the region's
+            // iova).
+            addr: mr.local(bind.addr),
+            va: bind.addr,
             len: bind.length,
             access: bind.access,
             qp: (mw_type == MwType::Type2).then_some(qp),
