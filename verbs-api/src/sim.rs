@@ -401,7 +401,7 @@ impl Fabric {
     }
 
     /// Set the one-way latency of every link (default 10 µs; [`Fabric::set_link_speed`] sets
-/// one link's).
+    /// one link's).
     pub fn set_latency(&self, latency: Duration) {
         let mut w = self.lock();
         w.fabric.latency = latency;
