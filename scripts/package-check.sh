@@ -19,15 +19,38 @@ echo "[package-check] cargo package (and build each package)"
 for stale in "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/softroce-*; do
   [[ -e $stale ]] && rm -rf -- "$stale"
 done
-# A target dir of its own: packages carry no workspace profile, so the drop-in built from
-# its package (several codegen units: unversioned exports) must not replace the
-# workspace's target/<profile>/deps/libibverbs.so, whose name has no hash.
-# One codegen unit, as the workspace profile gives the drop-ins: their .symver directives
-# bind only symbols of the object they sit in (a package carries no profile; building the
-# drop-ins right from crates.io is still open, see #17).
-CARGO_PROFILE_DEV_CODEGEN_UNITS=1 \
-  cargo package --workspace --exclude softroce-tests --locked --offline --allow-dirty --quiet \
+# A target dir of its own: the drop-in built from its package must not replace the
+# workspace's target/<profile>/deps/libibverbs.so, whose name has no hash. The packages are
+# built as crates.io users build them: no workspace profile, several codegen units (every
+# module with exports carries the .symver directives, see crates/softroce-symver).
+cargo package --workspace --exclude softroce-tests --locked --offline --allow-dirty --quiet \
   --target-dir "$target/package-check"
+
+echo "[package-check] every package carries both license files"
+for crate in "$target"/package-check/package/*.crate; do
+  files=$(tar -tzf "$crate")
+  for license in LICENSE-MIT LICENSE-APACHE; do
+    if ! grep -q "/$license\$" <<<"$files"; then
+      echo "[package-check] $(basename "$crate") lacks $license" >&2
+      exit 1
+    fi
+  done
+done
+
+echo "[package-check] the drop-ins built from their packages bind every export to a version"
+for lib in libibverbs.so librdmacm.so; do
+  built=$(ls "$target"/package-check/debug/deps/$lib 2>/dev/null || true)
+  if [ -z "$built" ]; then
+    echo "[package-check] no $lib under $target/package-check/debug/deps" >&2
+    exit 1
+  fi
+  # Defined dynamic symbols whose version is Base: exported without a version node.
+  unversioned=$(objdump -T "$built" | awk '$0 !~ /\*UND\*/ && $2 ~ /g/ && $(NF-1) == "Base" {print $NF}')
+  if [ -n "$unversioned" ]; then
+    echo "[package-check] $lib exports without a version: $unversioned" >&2
+    exit 1
+  fi
+done
 
 echo "[package-check] cargo install --path crates/softroce-cli into a scratch root"
 root=$(mktemp -d)

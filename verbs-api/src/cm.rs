@@ -307,8 +307,15 @@ impl CmShared {
             }
             return;
         }
-        if let Some(q) = d.mailboxes.get_mut(&ev.id()) {
+        let id = ev.id();
+        if let Some(q) = d.mailboxes.get_mut(&id) {
             q.push_back(ev);
+        } else if matches!(ev, CmEvent::Rejected { .. } | CmEvent::Unreachable { .. }) {
+            // A request the requester withdrew (its REJ) before anyone took it: not handed
+            // out any more.
+            for q in d.listeners.values_mut() {
+                q.retain(|r| r.id() != id);
+            }
         }
     }
 
@@ -830,10 +837,17 @@ impl ConnectionRequest {
                 flow_control: true,
                 private_data: private_data.to_vec(),
             };
-            shared
-                .dev
-                .accept(id, params)
-                .map_err(|e| cm_error("accept", e))?;
+            match shared.dev.accept(id, params) {
+                Ok(()) => {}
+                // The requester withdrew (its REJ came after we took the request).
+                Err(softroce_emu::cm::CmError::UnknownConnection(_)) => {
+                    return Err(Error::AcceptFailed {
+                        from: self.peer_addr,
+                        failure: CmFailure::Disconnected,
+                    });
+                }
+                Err(e) => return Err(cm_error("accept", e)),
+            }
             d.mailboxes.insert(id, VecDeque::new());
         }
         let peer_addr = self.peer_addr;

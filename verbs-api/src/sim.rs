@@ -403,11 +403,37 @@ impl Fabric {
         self.lock().elapsed()
     }
 
-    /// Set the one-way latency of every link (default 10 µs).
+    /// Set the one-way latency of every link (default 10 µs; [`Fabric::set_link_speed`] sets
+    /// one link's).
     pub fn set_latency(&self, latency: Duration) {
         let mut w = self.lock();
         w.fabric.latency = latency;
         w.log(format!("latency {latency:?}"));
+    }
+
+    /// Give the link between devices `a` and `b` a one-way latency of its own and, if
+    /// `bits_per_second` is set, a bandwidth each way: a datagram then occupies the link
+    /// for its size at that rate, queued behind the ones before it, so large transfers
+    /// take their serialization time (in virtual time).
+    ///
+    /// # Panics
+    /// If no device is named `a` or `b`.
+    pub fn set_link_speed(
+        &self,
+        a: &str,
+        b: &str,
+        latency: Duration,
+        bits_per_second: Option<u64>,
+    ) {
+        let mut w = self.lock();
+        let (na, nb) = (w.node_of(a), w.node_of(b));
+        let shape = softroce_emu::sim::LinkShape {
+            latency,
+            bits_per_second,
+        };
+        w.fabric.set_link_shape(na, nb, Some(shape));
+        let rate = bits_per_second.map_or_else(|| "unlimited".into(), |b| format!("{b} bit/s"));
+        w.log(format!("link {a} <-> {b}: latency {latency:?}, {rate}"));
     }
 
     /// Put a fault plan on the link between devices `a` and `b`, both ways, in the
@@ -856,7 +882,8 @@ pub fn explore<E: fmt::Display>(
 }
 
 /// Run `body` over seeds `0..n_seeds`, each on a fresh fabric; panic at the first failure
-/// with its seed, its error and the end of its event log. With `SOFTROCE_SIM_SEED=<n>` set,
+/// (so the smallest failing seed: the shortest way to a replay) with its seed, its error
+/// and the end of its event log. With `SOFTROCE_SIM_SEED=<n>` set,
 /// run exactly seed `n` (to replay a failure, under a debugger or with more logging).
 ///
 /// # Panics

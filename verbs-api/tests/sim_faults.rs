@@ -303,3 +303,37 @@ fn waiting_forever_on_an_idle_fabric_is_an_error_and_a_timeout_costs_only_virtua
     assert_eq!(err.errno(), libc::EAGAIN, "{err}");
     assert_eq!(fabric.now() - before, Duration::from_secs(30));
 }
+
+#[test]
+fn a_slow_distant_link_delays_a_send_by_its_serialization_and_latency_in_virtual_time() {
+    let fabric = Fabric::new(3);
+    let a = fabric.device("a", "10.0.0.1".parse().unwrap()).unwrap();
+    let b = fabric.device("b", "10.0.0.2".parse().unwrap()).unwrap();
+    // 100 Mbit/s each way and 5 ms one-way: a WAN link, not the fabric's 10 µs.
+    fabric.set_link_speed("a", "b", Duration::from_millis(5), Some(100_000_000));
+    let link = connect(&a, &b, 20, 7).unwrap();
+    let start = fabric.now();
+    let mut wr = SendWr::new(1, WrOpcode::Send);
+    wr.sg_list = vec![link.ma.slice(0..4096).unwrap()];
+    // SAFETY: both regions outlive the completions polled below.
+    unsafe {
+        link.qb
+            .post_receive(&[link.mb.slice(0..4096).unwrap()], 2)
+            .unwrap();
+        link.qa.post_send(&[wr]).unwrap();
+    }
+    let wc = link.ca.poll_wait(1, Duration::from_secs(10)).unwrap();
+    assert_eq!(wc[0].status, WcStatus::Success);
+    let took = fabric.now() - start;
+    eprintln!("4 KiB SEND acknowledged after {took:?} of virtual time");
+    // The request's packets cross the link at 100 Mbit/s (4 KiB of payload alone: 328 µs)
+    // and 5 ms away; the ACK comes back 5 ms later.
+    let serialization = Duration::from_nanos(4096 * 8 * 10);
+    assert!(
+        took >= Duration::from_millis(10) + serialization,
+        "{took:?}"
+    );
+    // Nothing else delays it: no loss, no retry (timeout 20 is about 4 s).
+    assert!(took < Duration::from_millis(11), "{took:?}");
+    assert_eq!(fabric.counters("a").retransmitted_pkts, 0);
+}

@@ -22,6 +22,8 @@ use softroce_ibverbs_abi::*;
 use crate::devices::{self, DeviceEntry};
 use crate::ffi::{fail, guard, guard_errno, guard_status, set_errno, zeroed};
 
+symver_directives!();
+
 const CONTEXT_MAGIC: u64 = u64::from_be_bytes(*b"softroce");
 
 /// The objects async events name, by the device's handle.

@@ -15,6 +15,8 @@ use crate::config::{self, DeviceSpec};
 use crate::ffi::{fail_loud_null, fail_null, guard, set_errno};
 use crate::sysfs;
 
+symver_directives!();
+
 /// One device as applications see it. `dev` is first, so a `*mut ibv_device` handed out is
 /// also a pointer to its entry.
 #[repr(C)]

@@ -61,6 +61,18 @@
 //! until `ibv_dereg_mr` returns. Within that contract no call is undefined behaviour: bad
 //! handles and arguments the library can detect fail with the errno the man page names.
 
+/// Binds every export to its version node (see build.rs): `.symver` directives apply only
+/// to symbols defined in the same object file, so every module that defines exports
+/// invokes this (rustc keeps a module's items in one codegen unit; directives for symbols
+/// an object does not define are dropped). Test builds are executables without the
+/// version script, where the nodes do not exist.
+macro_rules! symver_directives {
+    () => {
+        #[cfg(not(test))]
+        core::arch::global_asm!(include_str!(concat!(env!("OUT_DIR"), "/symver.s")));
+    };
+}
+
 mod config;
 mod context;
 mod cq_ex;
@@ -73,8 +85,3 @@ mod rdmacm;
 mod strings;
 mod stubs;
 mod sysfs;
-
-// Binds every export to its version node (see build.rs). Test builds are executables without
-// the version script, where the nodes do not exist.
-#[cfg(not(test))]
-core::arch::global_asm!(include_str!(concat!(env!("OUT_DIR"), "/symver.s")));

@@ -27,6 +27,8 @@ use crate::context::{
 use crate::devices;
 use crate::ffi::{fail, guard, guard_errno, guard_ptr, guard_status, zeroed};
 
+symver_directives!();
+
 /// A completion as a RoCE provider reports it: a UD receive (GRH present) carries the
 /// received packet's RoCE type in `sl`, as mlx4 and mlx5 do (RoCEv2 over IPv4: 2, over
 /// IPv6: 1; an IBTA SL means nothing on Ethernet). UCX's ud_verbs reads it to know where the

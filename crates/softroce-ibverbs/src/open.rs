@@ -9,6 +9,8 @@ use crate::context::EmuContext;
 use crate::ffi::{guard_errno, guard_ptr};
 use crate::{cq_ex, objects, qp_ex};
 
+symver_directives!();
+
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
     const VERB: &str = "ibv_open_device";

@@ -7,6 +7,8 @@ use softroce_ibverbs_abi::*;
 
 use crate::ffi::guard;
 
+symver_directives!();
+
 /// A static string export: its text, "unknown" should it panic.
 fn guard_str(verb: &str, f: impl FnOnce() -> &'static CStr) -> *const c_char {
     guard(verb, c"unknown".as_ptr(), || f().as_ptr())

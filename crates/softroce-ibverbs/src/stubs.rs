@@ -7,6 +7,8 @@ use std::ffi::{c_int, c_void};
 
 use crate::ffi::{fail, guard};
 
+symver_directives!();
+
 fn unsupported(name: &str) -> c_int {
     fail(
         name,

@@ -23,8 +23,9 @@ use softroce_ibverbs_abi::{
     ibv_srq_init_attr_ex, rdmacm_entry_points,
 };
 
-// Binds every export to its version node (see build.rs). Test builds are executables without
-// the version script, where the nodes do not exist.
+// Binds every export to its version node (see build.rs). Every module that defines exports
+// needs these directives (they apply only within one object file): here, only this one.
+// Test builds are executables without the version script, where the nodes do not exist.
 #[cfg(not(test))]
 core::arch::global_asm!(include_str!(concat!(env!("OUT_DIR"), "/symver.s")));
 

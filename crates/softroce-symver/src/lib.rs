@@ -7,6 +7,15 @@
 //! created but the symbols stay unversioned; `.symver …@@@NODE` renames each definition to
 //! the default versioned symbol. The library includes the directives with
 //! `global_asm!(include_str!(concat!(env!("OUT_DIR"), "/symver.s")))`.
+//!
+//! Codegen units: a `.symver` directive binds only a symbol defined in the same object
+//! file, and a crate built in several codegen units (any build without our workspace
+//! profile, such as `cargo install` from crates.io) spreads its exports over several
+//! objects. So every module that defines exports includes the whole directive file:
+//! rustc keeps a module's non-generic items, `global_asm!` included, in one codegen unit,
+//! and the assembler drops directives for symbols an object neither defines nor uses. The
+//! build stops if a source file with `no_mangle` or `export_name` lacks the include
+//! (`/symver.s"` or a `symver_directives!()` macro of the crate's own).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -29,6 +38,15 @@ pub fn link_with_version_nodes(exports: &str, soname: &str) {
     let text = std::fs::read_to_string(&list)
         .unwrap_or_else(|e| panic!("reading {}: {e}", list.display()));
     let (map, symver) = version_script(&text).unwrap_or_else(|e| panic!("{exports}: {e}"));
+    let src = manifest.join("src");
+    println!("cargo:rerun-if-changed={}", src.display());
+    let missing =
+        files_without_directives(&src).unwrap_or_else(|e| panic!("reading {}: {e}", src.display()));
+    assert!(
+        missing.is_empty(),
+        "these files define exports but do not include the .symver directives, so their \
+         exports would stay unversioned when built in several codegen units: {missing:?}"
+    );
     let stem = soname.split('.').next().unwrap_or(soname);
     let map_path = out.join(format!("{stem}.map"));
     write(&map_path, &map);
@@ -38,6 +56,36 @@ pub fn link_with_version_nodes(exports: &str, soname: &str) {
         map_path.display()
     );
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,{soname}");
+}
+
+/// The `.rs` files under `dir` that define exports (`no_mangle`, `export_name`) without
+/// including the directives.
+fn files_without_directives(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut missing = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    // Bounded by the source tree.
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path)?;
+                if exports_without_directives(&text) {
+                    missing.push(path);
+                }
+            }
+        }
+    }
+    missing.sort();
+    Ok(missing)
+}
+
+/// Whether a source file defines exports but does not include the directives.
+fn exports_without_directives(text: &str) -> bool {
+    let exports = text.contains("no_mangle") || text.contains("export_name");
+    let includes = text.contains("/symver.s\"") || text.contains("symver_directives!();");
+    exports && !includes
 }
 
 fn write(path: &Path, text: &str) {
@@ -105,6 +153,19 @@ mod tests {
         );
         assert!(map.starts_with("RDMACM_1.0 {\n  global:\n    a;\n    b;\n  local: *;\n};"));
         assert!(symver.contains(".symver p, p@@@X_PRIVATE_1\n"));
+    }
+
+    #[test]
+    fn a_module_defining_exports_must_include_the_directives() {
+        let export = "#[unsafe(no_mangle)]\nextern \"C\" fn f() {}\n";
+        assert!(exports_without_directives(export));
+        assert!(!exports_without_directives(&format!(
+            "symver_directives!();\n{export}"
+        )));
+        assert!(!exports_without_directives(&format!(
+            "global_asm!(include_str!(concat!(env!(\"OUT_DIR\"), \"/symver.s\")));\n{export}"
+        )));
+        assert!(!exports_without_directives("fn not_exported() {}\n"));
     }
 
     #[test]

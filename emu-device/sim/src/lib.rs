@@ -210,6 +210,16 @@ impl Ord for Pending {
     }
 }
 
+/// The speed of one link ([`Fabric::set_link_shape`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkShape {
+    /// One-way delay (instead of the fabric's [`Fabric::latency`]).
+    pub latency: Duration,
+    /// Bits per second each way (`None`: unlimited). A datagram occupies its direction of
+    /// the link for its size at this rate; datagrams queue behind each other.
+    pub bits_per_second: Option<u64>,
+}
+
 /// The in-memory network.
 pub struct Fabric<N> {
     nodes: Vec<Slot<N>>,
@@ -232,6 +242,10 @@ pub struct Fabric<N> {
     plan: Option<FaultInjector>,
     /// Plans of single links, keyed by the node pair in ascending order.
     link_plans: BTreeMap<(usize, usize), FaultInjector>,
+    /// Latency and bandwidth of single links, keyed as `link_plans`.
+    link_shapes: BTreeMap<(usize, usize), LinkShape>,
+    /// When each direction (sender, receiver) of a bandwidth-limited link is free again.
+    wire_free_at: BTreeMap<(usize, usize), Instant>,
     /// Every datagram sent, when capturing, with its virtual time since the epoch.
     captured: Option<Vec<(Duration, SimDatagram)>>,
     /// Datagrams lost since the last [`Fabric::take_losses`], when recording.
@@ -271,6 +285,8 @@ impl<N: SimNode> Fabric<N> {
             tx_buf: Vec::with_capacity(8192),
             plan: None,
             link_plans: BTreeMap::new(),
+            link_shapes: BTreeMap::new(),
+            wire_free_at: BTreeMap::new(),
             captured: None,
             losses: None,
         }
@@ -350,6 +366,38 @@ impl<N: SimNode> Fabric<N> {
                 self.link_plans.remove(&key);
             }
         }
+    }
+
+    /// Give the link between `a` and `b` a latency and a bandwidth of its own (`None`: back
+    /// to the fabric's latency, unlimited bandwidth).
+    pub fn set_link_shape(&mut self, a: NodeId, b: NodeId, shape: Option<LinkShape>) {
+        let key = (a.0.min(b.0), a.0.max(b.0));
+        match shape {
+            Some(shape) => {
+                self.link_shapes.insert(key, shape);
+            }
+            None => {
+                self.link_shapes.remove(&key);
+            }
+        }
+    }
+
+    /// When a datagram of `len` bytes sent now from `from` to `to` arrives, before faults:
+    /// after the link's latency, and after its serialization behind what the link already
+    /// carries that way when its bandwidth is limited.
+    fn arrival(&mut self, from: usize, to: usize, len: usize) -> Instant {
+        let Some(shape) = self.link_shapes.get(&(from.min(to), from.max(to))).copied() else {
+            return self.now + self.latency;
+        };
+        let Some(bps) = shape.bits_per_second.filter(|&b| b > 0) else {
+            return self.now + shape.latency;
+        };
+        let free = self.wire_free_at.entry((from, to)).or_insert(self.now);
+        let start = (*free).max(self.now);
+        let nanos = (len as u128 * 8 * 1_000_000_000).div_ceil(u128::from(bps));
+        let done = start + Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX));
+        *free = done;
+        done + shape.latency
     }
 
     /// What the plan of the link between `a` and `b` injected so far.
@@ -484,7 +532,7 @@ impl<N: SimNode> Fabric<N> {
             self.lost(&datagram, &head, "fault");
             return;
         }
-        let mut at = self.now + self.latency;
+        let mut at = self.arrival(from, to, datagram.payload.len());
         let mut copies = 1;
         match self
             .filter

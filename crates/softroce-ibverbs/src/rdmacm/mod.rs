@@ -30,6 +30,8 @@ use softroce_ibverbs_abi::*;
 
 use crate::ffi::{fail, guard, guard_ptr, guard_status, set_errno};
 
+symver_directives!();
+
 unsafe extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel {
     guard_ptr("rdma_create_event_channel", id::create_channel)
 }
