@@ -949,8 +949,9 @@ unsafe extern "C" fn op_poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ib
         let want = num_entries as usize;
         const CHUNK: usize = 32;
         let mut buf = [WorkCompletion::success(0, 0, WcOpcode::Send, 0); CHUNK];
-        // Busy pollers receive and run timers themselves (no engine wakeup per arrival).
-        let got = c.dev.busy_poll(
+        // Busy pollers receive and run timers themselves (no engine wakeup per arrival), and
+        // an empty poll does not yield: the engine needs no turn at the lock while they poll.
+        c.dev.busy_poll(
             |h| {
                 let mut total = 0usize;
                 while total < want {
@@ -976,12 +977,7 @@ unsafe extern "C" fn op_poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ib
                 total as c_int
             },
             |&n| n == 0,
-        );
-        if got == 0 {
-            // Busy pollers would otherwise keep the engine thread from the device lock.
-            std::thread::yield_now();
-        }
-        got
+        )
     })
 }
 

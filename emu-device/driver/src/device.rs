@@ -12,7 +12,10 @@
 //! due timers itself, and while it does (it polled within [`BUSY_POLL_GRACE`]) the engine is
 //! not woken for timers and only takes the device lock when the poller does not hold it:
 //! two threads blocking on one lock for every datagram cost a futex hand-off each time. The
-//! engine still watches the socket, for programs that wait by spinning on memory.
+//! engine watches the socket meanwhile only when it learns that arrivals find nobody polling
+//! (programs that also wait by spinning on memory, as ib_write_lat): an engine woken by
+//! every datagram is an extra runnable thread per packet, which a small machine pays for in
+//! preempted pollers.
 
 use std::collections::HashMap;
 use std::io;
@@ -112,6 +115,14 @@ pub const ACK_DEFER: Duration = Duration::from_micros(100);
 /// short enough that a program which stops polling without sleeping in a verb (it waits on
 /// a side channel, or polls the channel fd itself) sees its timers and arrivals handled soon.
 pub const BUSY_POLL_GRACE: Duration = Duration::from_micros(200);
+
+/// A thread that polled this recently is still polling: it takes what arrives.
+const POLLER_ACTIVE: Duration = Duration::from_micros(4);
+
+/// Arrivals in a row that the poller took itself before the engine stops watching the
+/// socket while a thread busy-polls (it still looks at the end of each grace period, and
+/// watches again as soon as it finds a datagram nobody took).
+const ENGINE_NEEDED_AFTER: u32 = 32;
 
 /// Datagrams built by `poll_transmit` straight into reusable buffers, sent from there: no
 /// allocation or copy per packet on the send path.
@@ -636,6 +647,12 @@ impl Shared {
         (at != 0 && nanos_since(self.epoch, now) < grace_ends).then_some(grace_ends)
     }
 
+    /// Whether an application thread busy-polled within `within` of `now`.
+    fn polled_within(&self, now: Instant, within: Duration) -> bool {
+        let at = self.polled_at.load(Ordering::Acquire);
+        at != 0 && nanos_since(self.epoch, now) < at.saturating_add(within.as_nanos() as u64)
+    }
+
     /// A thread that was busy-polling is about to sleep: the engine takes the socket and
     /// the timers back now rather than when the grace period ends.
     fn hand_back_to_engine(&self) {
@@ -953,24 +970,58 @@ fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
 }
 
 fn engine(shared: Arc<Shared>) {
+    // Whether the application also waits by spinning on memory (ib_write_lat), so arrivals
+    // need the engine even while a thread busy-polls. Learnt, see `ENGINE_NEEDED_AFTER`.
+    let mut watch_while_polled = true;
+    let mut needless_wakes = 0u32;
     while !shared.stop.load(Ordering::SeqCst) {
         let now = Instant::now();
         if let Some(ends) = shared.busy_polled(now)
             && lock(&shared.faults).is_none()
         {
             // A thread is busy-polling: it fires the timers, and it drains the socket while
-            // it holds the device lock. The engine still watches the socket, for programs
-            // that wait by spinning on memory (ib_write_lat) and call no verb, but only
-            // takes the lock when the poller does not hold it: no futex hand-off.
-            shared.engine_watches_socket.store(true, Ordering::Release);
+            // it holds the device lock. The engine only takes the lock when the poller does
+            // not hold it (no futex hand-off), and watches the socket only while arrivals
+            // have recently found nobody polling: an engine woken by every datagram is one
+            // more runnable thread per packet, which on a small machine costs more than
+            // the work itself.
+            shared
+                .engine_watches_socket
+                .store(watch_while_polled, Ordering::Release);
             let left = (shared.epoch + Duration::from_nanos(ends)).saturating_duration_since(now);
-            if engine_sleep(&shared, true, left).unwrap_or(false)
-                && let Ok(mut hca) = shared.hca.try_lock()
-            {
-                receive_ready(&shared, &mut hca);
+            let polled_before = shared.polled_at.load(Ordering::Acquire);
+            let readable = engine_sleep(&shared, watch_while_polled, left).unwrap_or(false);
+            // The poller polls now, or ran while the engine slept without a datagram to
+            // wake it: it takes what arrives.
+            let poller_active = shared.polled_within(Instant::now(), POLLER_ACTIVE)
+                || (!readable && shared.polled_at.load(Ordering::Acquire) != polled_before);
+            if watch_while_polled && readable {
+                // A poller holding the lock is about to drain the socket: wait for it
+                // rather than spin on the still-readable socket.
+                let (got, poller_held_it) = match shared.hca.try_lock() {
+                    Ok(mut hca) => (receive_ready(&shared, &mut hca), false),
+                    Err(_) => (receive_ready(&shared, &mut lock(&shared.hca)), true),
+                };
+                if got > 0 && !poller_active && !poller_held_it {
+                    needless_wakes = 0;
+                } else {
+                    needless_wakes += 1;
+                    watch_while_polled = needless_wakes < ENGINE_NEEDED_AFTER;
+                }
+            } else if !watch_while_polled && !poller_active {
+                // Not watching, and nobody polled for a whole grace period: whatever
+                // waits, the application is not coming for it (it spins on memory).
+                if let Ok(mut hca) = shared.hca.try_lock()
+                    && receive_ready(&shared, &mut hca) > 0
+                {
+                    watch_while_polled = true;
+                    needless_wakes = 0;
+                }
             }
             continue;
         }
+        watch_while_polled = true;
+        needless_wakes = 0;
         let (timeout, watch_socket) = {
             let hca = lock(&shared.hca);
             let now = Instant::now();
