@@ -29,7 +29,10 @@ use std::time::{Duration, Instant};
 
 use super::cm::CmAgent;
 use super::eventfd::EventFd;
-use super::socket::{MAX_BATCH, MAX_DATAGRAM, Received, RoceSocket};
+use super::socket::{
+    MAX_BATCH, MAX_DATAGRAM, MAX_GSO_BYTES, MAX_GSO_SEGMENTS, MAX_RECEIVE, Received, RoceSocket,
+    SendGroup,
+};
 use softroce_emu_cm::{
     AcceptParams, CmConfig, CmCounters, CmEndpoint, CmError, CmEvent, ConnId, ConnectParams,
 };
@@ -144,6 +147,9 @@ struct Shared {
     engine_watches_socket: AtomicBool,
     /// Send buffers for whoever pumps (always with `hca` locked, so never contended).
     tx: Mutex<TxScratch>,
+    /// Consecutive datagrams for one peer go out as one UDP GSO send (cleared when the
+    /// kernel or the route refuses one).
+    gso: AtomicBool,
     stop: AtomicBool,
     channel_fds: Mutex<HashMap<ChannelHandle, Arc<EventFd>>>,
     async_fd: EventFd,
@@ -240,6 +246,7 @@ impl Device {
                 lens: [0; MAX_BATCH],
                 n: 0,
             }),
+            gso: AtomicBool::new(true),
             stop: AtomicBool::new(false),
             channel_fds: Mutex::new(HashMap::new()),
             async_fd: EventFd::new()?,
@@ -247,7 +254,7 @@ impl Device {
             faults: Mutex::new(faults),
             epoch: Instant::now(),
             engine_wakes_at: AtomicU64::new(0),
-            rx_storage: Mutex::new(vec![vec![0u8; MAX_DATAGRAM]; MAX_BATCH]),
+            rx_storage: Mutex::new(vec![vec![0u8; MAX_RECEIVE]; MAX_BATCH]),
             waiters: AtomicUsize::new(0),
             progress_fd: EventFd::new()?,
             rx_oversize: AtomicU64::new(0),
@@ -834,13 +841,120 @@ fn flush(shared: &Shared, tx: &mut TxScratch) {
         return;
     }
     drop(faults);
+    let gso = shared.gso.load(Ordering::Relaxed);
+    let unsent = if gso {
+        send_segmented(shared, tx, n)
+    } else {
+        0
+    };
     let batch: [(SocketAddr, &[u8]); MAX_BATCH] = std::array::from_fn(|i| {
         (
             tx.dests[i],
             &tx.bufs[i][..if i < n { tx.lens[i] } else { 0 }],
         )
     });
-    send_all(shared, &batch[..n]);
+    if gso {
+        // What GSO did not send (it was refused) was captured as segments already.
+        send_uncaptured(shared, &batch[unsent..n]);
+    } else {
+        send_all(shared, &batch[..n]);
+    }
+}
+
+/// Send `tx`'s first `n` datagrams as UDP GSO groups: runs of datagrams for one peer, all
+/// as long as the first but the last. Segment `k` of a group leaves with IPv4 ID `k` (the
+/// kernel counts up from the first's 0), so its ICRC is recomputed for that ID, into a side
+/// buffer gathered after the body: the datagrams stay as built, and each segment is what a
+/// peer checking the real header (rxe) accepts. Returns the index of the first datagram not
+/// sent because the kernel refused GSO (then off for good), or `n`.
+fn send_segmented(shared: &Shared, tx: &TxScratch, n: usize) -> usize {
+    let local = shared.socket.local_addr();
+    // (first datagram, end, segment length) per group.
+    let mut groups = [(0usize, 0usize, 0usize); MAX_BATCH];
+    let mut ngroups = 0;
+    let mut icrcs = [[0u8; 4]; MAX_BATCH];
+    let mut i = 0;
+    while i < n {
+        let (dest, seg) = (tx.dests[i], tx.lens[i]);
+        let mut end = i + 1;
+        let mut bytes = seg;
+        while end < n
+            && tx.dests[end] == dest
+            && tx.lens[end] <= seg
+            && tx.lens[end - 1] == seg
+            && end - i < MAX_GSO_SEGMENTS
+            && bytes + tx.lens[end] <= MAX_GSO_BYTES
+        {
+            bytes += tx.lens[end];
+            end += 1;
+        }
+        for (k, j) in (i..end).enumerate() {
+            let len = tx.lens[j];
+            let Some(at) = len.checked_sub(4) else {
+                continue;
+            };
+            icrcs[j].copy_from_slice(&tx.bufs[j][at..len]);
+            if k > 0 && dest.is_ipv4() {
+                let ep = softroce_wire::icrc::UdpEndpoints::between(local, dest);
+                if let Ok(crc) =
+                    softroce_wire::icrc::compute_for_gso_segment(&ep, &tx.bufs[j][..at], k as u16)
+                {
+                    icrcs[j] = crc.to_le_bytes();
+                }
+            }
+        }
+        groups[ngroups] = (i, end, seg);
+        ngroups += 1;
+        i = end;
+    }
+    if let Some(c) = &shared.capture {
+        let mut w = lock(c);
+        let ts = shared.epoch.elapsed();
+        for &(first, end, _) in &groups[..ngroups] {
+            for (k, j) in (first..end).enumerate() {
+                let at = tx.lens[j].saturating_sub(4);
+                let mut data = tx.bufs[j][..at].to_vec();
+                data.extend_from_slice(&icrcs[j][..tx.lens[j] - at]);
+                let _ = w.write_gso_segment(ts, local, tx.dests[j], &data, k as u16);
+            }
+        }
+    }
+    // Two slices per datagram: the body as built, then its ICRC.
+    let mut iovs: [io::IoSlice<'_>; 2 * MAX_BATCH] = std::array::from_fn(|_| io::IoSlice::new(&[]));
+    for j in 0..n {
+        let at = tx.lens[j].saturating_sub(4);
+        iovs[2 * j] = io::IoSlice::new(&tx.bufs[j][..at]);
+        iovs[2 * j + 1] = io::IoSlice::new(&icrcs[j][..tx.lens[j] - at]);
+    }
+    let batch: [SendGroup<'_>; MAX_BATCH] = std::array::from_fn(|g| {
+        let (first, end, seg) = groups[g.min(ngroups.saturating_sub(1))];
+        SendGroup {
+            dest: tx.dests[first],
+            iov: &iovs[2 * first..2 * end],
+            segment: if end - first > 1 { seg as u16 } else { 0 },
+        }
+    });
+    let mut sent = 0;
+    // Bounded retries, as in `send_all`.
+    for _ in 0..1000 {
+        match shared.socket.send_groups(&batch[sent..ngroups]) {
+            Ok(k) => sent += k,
+            Err(e) if batch[sent].segment > 0 => {
+                tracing::debug!(error = %e, "UDP GSO refused; sending datagram by datagram");
+                shared.gso.store(false, Ordering::Relaxed);
+                return groups[sent].0;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "sending a datagram failed; the transport will retransmit");
+                sent += 1;
+            }
+        }
+        if sent >= ngroups {
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    n
 }
 
 /// Send datagrams as they are (faults already applied).
@@ -862,6 +976,14 @@ fn send_all(shared: &Shared, batch: &[(SocketAddr, &[u8])]) {
         for (dst, data) in batch {
             let _ = w.write_roce(ts, src, *dst, data);
         }
+    }
+    send_uncaptured(shared, batch);
+}
+
+/// Send `batch`, retrying what a full socket buffer refused.
+fn send_uncaptured(shared: &Shared, batch: &[(SocketAddr, &[u8])]) {
+    if batch.is_empty() {
+        return;
     }
     let mut sent = 0;
     // Bounded retries: a full socket buffer drains within milliseconds on loopback.
@@ -912,6 +1034,7 @@ fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
         len: 0,
         from: local,
         truncated: false,
+        segment: 0,
     }; MAX_BATCH];
     let n = match shared.socket.recv_batch(&mut bufs, &mut meta) {
         Ok(n) => n,
@@ -924,14 +1047,22 @@ fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
         return 0;
     }
     let now = Instant::now();
+    // GRO hands several datagrams over in one buffer: each is a datagram from here on.
+    let datagrams = || {
+        (0..n).filter(|&i| !meta[i].truncated).flat_map(|i| {
+            let from = meta[i].from;
+            meta[i].datagrams(bufs[i]).map(move |d| (from, d))
+        })
+    };
     if let Some(c) = &shared.capture {
         let mut w = lock(c);
         let ts = shared.epoch.elapsed();
-        for i in 0..n {
-            let _ = w.write_roce(ts, meta[i].from, local, &bufs[i][..meta[i].len]);
+        for (from, d) in datagrams() {
+            let _ = w.write_roce(ts, from, local, d);
         }
     }
-    let oversize = (0..n).filter(|&i| meta[i].truncated).count();
+    let oversize = (0..n).filter(|&i| meta[i].truncated).count()
+        + datagrams().filter(|(_, d)| d.len() > MAX_DATAGRAM).count();
     if oversize > 0 {
         // Counted, not silent: a peer with a larger MTU (jumbo frames) looks like loss.
         shared
@@ -943,9 +1074,7 @@ fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
             "dropped datagrams larger than any RoCEv2 packet"
         );
     }
-    let received = (0..n)
-        .filter(|&i| !meta[i].truncated)
-        .map(|i| (meta[i].from, &bufs[i][..meta[i].len]));
+    let received = datagrams().filter(|(_, d)| d.len() <= MAX_DATAGRAM);
     let mut faults = lock(&shared.faults);
     if let Some(inj) = faults.as_mut() {
         // Receive-side rules see the datagram before the device does (and its ICRC check).
