@@ -16,9 +16,7 @@ echo "[package-check] cargo package (and build each package)"
 # extracts those into $CARGO_HOME/registry/src/-<hash>/<name>-<version>, which it never
 # refreshes while the version is unchanged: a machine that packaged an older commit would
 # build against that stale source. The overlay's directories are the ones named "-<hash>".
-for stale in "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/softroce-*; do
-  [[ -e $stale ]] && rm -rf -- "$stale"
-done
+rm -rf -- "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/softroce-*
 # A target dir of its own: the drop-in built from its package must not replace the
 # workspace's target/<profile>/deps/libibverbs.so, whose name has no hash. The packages are
 # built as crates.io users build them: no workspace profile, several codegen units (every

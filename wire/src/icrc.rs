@@ -182,8 +182,20 @@ fn to_v6(ip: IpAddr) -> Ipv6Addr {
 /// Linux sends from an unconnected socket with `IP_PMTUDISC_DO`), or IPv6.
 /// `roce_without_icrc` is the packet up to (not including) its ICRC.
 pub fn compute_for_udp_socket(ep: &UdpEndpoints, roce_without_icrc: &[u8]) -> Result<u32> {
+    compute_for_gso_segment(ep, roce_without_icrc, 0)
+}
+
+/// The ICRC of the `index`th datagram (from 0) of one UDP GSO send through our socket:
+/// Linux numbers the IPv4 IDs of a GSO send's segments up from the first's, which is 0
+/// (see [`compute_for_udp_socket`], the same for index 0); IPv6 has no ID, so the index
+/// changes nothing there.
+pub fn compute_for_gso_segment(
+    ep: &UdpEndpoints,
+    roce_without_icrc: &[u8],
+    index: u16,
+) -> Result<u32> {
     need(Header::Bth, roce_without_icrc.len(), BTH_LEN)?;
-    let (hdr, n) = masked_headers(ep, roce_without_icrc.len() + ICRC_LEN, 0, IPV4_DF);
+    let (hdr, n) = masked_headers(ep, roce_without_icrc.len() + ICRC_LEN, index, IPV4_DF);
     let mut h = crc32fast::Hasher::new();
     h.update(&hdr[..n]);
     h.update(&masked_bth(roce_without_icrc));
@@ -585,6 +597,36 @@ mod tests {
                 })
             );
         }
+    }
+
+    #[test]
+    fn a_gso_segment_carries_the_icrc_of_its_own_ipv4_id() {
+        // What rxe checks: the ICRC over the header the segment arrives with, whose ID the
+        // kernel counted up from 0 across the send.
+        let ep = ep();
+        let roce = sample(&ep);
+        let body = &roce[..roce.len() - 4];
+        let (IpAddr::V4(s), IpAddr::V4(d)) = (ep.src, ep.dst) else {
+            unreachable!()
+        };
+        for index in [0u16, 1, 2, 63] {
+            let mut ip = [0u8; 20];
+            Ipv4Fields {
+                id: index,
+                ..Ipv4Fields::udp_socket_default(s, d)
+            }
+            .emit(roce.len(), &mut ip);
+            let mut udp = [0u8; 8];
+            emit_udp(ep.src_port, ep.dst_port, roce.len(), &mut udp);
+            assert_eq!(
+                compute_for_gso_segment(&ep, body, index),
+                compute(&ip, &udp, body)
+            );
+        }
+        assert_eq!(
+            compute_for_gso_segment(&ep, body, 0),
+            compute_for_udp_socket(&ep, body)
+        );
     }
 
     #[test]

@@ -431,7 +431,21 @@ impl<W: Write> CaptureWriter<W> {
         dst: SocketAddr,
         roce: &[u8],
     ) -> io::Result<()> {
-        let frame = synthesize_frame(src, dst, roce);
+        self.write_gso_segment(timestamp, src, dst, roce, 0)
+    }
+
+    /// [`CaptureWriter::write_roce`] for the `index`th segment (from 0) of one UDP GSO
+    /// send, which Linux sends with IPv4 ID `index` (see
+    /// [`crate::icrc::compute_for_gso_segment`]).
+    pub fn write_gso_segment(
+        &mut self,
+        timestamp: Duration,
+        src: SocketAddr,
+        dst: SocketAddr,
+        roce: &[u8],
+        index: u16,
+    ) -> io::Result<()> {
+        let frame = synthesize(src, dst, roce, index);
         self.inner
             .write_packet(&PcapPacket::new(timestamp, frame.len() as u32, &frame))
             .map(|_| ())
@@ -447,6 +461,11 @@ impl<W: Write> CaptureWriter<W> {
 /// Build an Ethernet frame around a RoCE UDP payload the way Linux would send it from an
 /// unconnected `IP_PMTUDISC_DO` socket (IPv4 ID 0, DF, TTL 64; UDP checksum 0).
 pub fn synthesize_frame(src: SocketAddr, dst: SocketAddr, roce: &[u8]) -> Vec<u8> {
+    synthesize(src, dst, roce, 0)
+}
+
+/// [`synthesize_frame`] with IPv4 ID `ip_id`.
+fn synthesize(src: SocketAddr, dst: SocketAddr, roce: &[u8], ip_id: u16) -> Vec<u8> {
     let mut frame = Vec::with_capacity(14 + IPV6_HEADER_LEN + UDP_HEADER_LEN + roce.len());
     frame.extend_from_slice(&fake_mac(dst.ip()));
     frame.extend_from_slice(&fake_mac(src.ip()));
@@ -456,7 +475,11 @@ pub fn synthesize_frame(src: SocketAddr, dst: SocketAddr, roce: &[u8]) -> Vec<u8
         (IpAddr::V4(s), IpAddr::V4(d)) => {
             frame.extend_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
             let mut ip = [0u8; IPV4_HEADER_LEN];
-            Ipv4Fields::udp_socket_default(s, d).emit(roce.len(), &mut ip);
+            Ipv4Fields {
+                id: ip_id,
+                ..Ipv4Fields::udp_socket_default(s, d)
+            }
+            .emit(roce.len(), &mut ip);
             frame.extend_from_slice(&ip);
         }
         (s, d) => {

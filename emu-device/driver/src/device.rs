@@ -12,7 +12,10 @@
 //! due timers itself, and while it does (it polled within [`BUSY_POLL_GRACE`]) the engine is
 //! not woken for timers and only takes the device lock when the poller does not hold it:
 //! two threads blocking on one lock for every datagram cost a futex hand-off each time. The
-//! engine still watches the socket, for programs that wait by spinning on memory.
+//! engine watches the socket meanwhile only when it learns that arrivals find nobody polling
+//! (programs that also wait by spinning on memory, as ib_write_lat): an engine woken by
+//! every datagram is an extra runnable thread per packet, which a small machine pays for in
+//! preempted pollers.
 
 use std::collections::HashMap;
 use std::io;
@@ -26,7 +29,10 @@ use std::time::{Duration, Instant};
 
 use super::cm::CmAgent;
 use super::eventfd::EventFd;
-use super::socket::{MAX_BATCH, MAX_DATAGRAM, Received, RoceSocket};
+use super::socket::{
+    MAX_BATCH, MAX_DATAGRAM, MAX_GSO_BYTES, MAX_GSO_SEGMENTS, MAX_RECEIVE, Received, RoceSocket,
+    SendGroup,
+};
 use softroce_emu_cm::{
     AcceptParams, CmConfig, CmCounters, CmEndpoint, CmError, CmEvent, ConnId, ConnectParams,
 };
@@ -113,6 +119,14 @@ pub const ACK_DEFER: Duration = Duration::from_micros(100);
 /// a side channel, or polls the channel fd itself) sees its timers and arrivals handled soon.
 pub const BUSY_POLL_GRACE: Duration = Duration::from_micros(200);
 
+/// A thread that polled this recently is still polling: it takes what arrives.
+const POLLER_ACTIVE: Duration = Duration::from_micros(4);
+
+/// Arrivals in a row that the poller took itself before the engine stops watching the
+/// socket while a thread busy-polls (it still looks at the end of each grace period, and
+/// watches again as soon as it finds a datagram nobody took).
+const ENGINE_NEEDED_AFTER: u32 = 32;
+
 /// Datagrams built by `poll_transmit` straight into reusable buffers, sent from there: no
 /// allocation or copy per packet on the send path.
 struct TxScratch {
@@ -133,6 +147,9 @@ struct Shared {
     engine_watches_socket: AtomicBool,
     /// Send buffers for whoever pumps (always with `hca` locked, so never contended).
     tx: Mutex<TxScratch>,
+    /// Consecutive datagrams for one peer go out as one UDP GSO send (cleared when the
+    /// kernel or the route refuses one).
+    gso: AtomicBool,
     stop: AtomicBool,
     channel_fds: Mutex<HashMap<ChannelHandle, Arc<EventFd>>>,
     async_fd: EventFd,
@@ -231,6 +248,7 @@ impl Device {
                 lens: [0; MAX_BATCH],
                 n: 0,
             }),
+            gso: AtomicBool::new(true),
             stop: AtomicBool::new(false),
             channel_fds: Mutex::new(HashMap::new()),
             async_fd: EventFd::new()?,
@@ -238,7 +256,7 @@ impl Device {
             faults: Mutex::new(faults),
             epoch: Instant::now(),
             engine_wakes_at: AtomicU64::new(0),
-            rx_storage: Mutex::new(vec![vec![0u8; MAX_DATAGRAM]; MAX_BATCH]),
+            rx_storage: Mutex::new(vec![vec![0u8; MAX_RECEIVE]; MAX_BATCH]),
             waiters: AtomicUsize::new(0),
             progress_fd: EventFd::new()?,
             rx_oversize: AtomicU64::new(0),
@@ -642,6 +660,12 @@ impl Shared {
         (at != 0 && nanos_since(self.epoch, now) < grace_ends).then_some(grace_ends)
     }
 
+    /// Whether an application thread busy-polled within `within` of `now`.
+    fn polled_within(&self, now: Instant, within: Duration) -> bool {
+        let at = self.polled_at.load(Ordering::Acquire);
+        at != 0 && nanos_since(self.epoch, now) < at.saturating_add(within.as_nanos() as u64)
+    }
+
     /// A thread that was busy-polling is about to sleep: the engine takes the socket and
     /// the timers back now rather than when the grace period ends.
     fn hand_back_to_engine(&self) {
@@ -826,13 +850,125 @@ fn flush(shared: &Shared, tx: &mut TxScratch) {
         return;
     }
     drop(faults);
+    let gso = shared.gso.load(Ordering::Relaxed);
+    let unsent = if gso {
+        send_segmented(shared, tx, n)
+    } else {
+        0
+    };
     let batch: [(SocketAddr, &[u8]); MAX_BATCH] = std::array::from_fn(|i| {
         (
             tx.dests[i],
             &tx.bufs[i][..if i < n { tx.lens[i] } else { 0 }],
         )
     });
-    send_all(shared, &batch[..n]);
+    if gso {
+        // What GSO did not send (it was refused) was captured as segments already.
+        send_uncaptured(shared, &batch[unsent..n]);
+    } else {
+        send_all(shared, &batch[..n]);
+    }
+}
+
+/// Send `tx`'s first `n` datagrams as UDP GSO groups: runs of datagrams for one peer, all
+/// as long as the first but the last. Segment `k` of a group leaves with IPv4 ID `k` (the
+/// kernel counts up from the first's 0), so its ICRC is recomputed for that ID, into a side
+/// buffer gathered after the body: the datagrams stay as built, and each segment is what a
+/// peer checking the real header (rxe) accepts. Returns the index of the first datagram not
+/// sent because the kernel refused GSO (then off for good), or `n`.
+fn send_segmented(shared: &Shared, tx: &TxScratch, n: usize) -> usize {
+    let local = shared.socket.local_addr();
+    // (first datagram, end, segment length) per group.
+    let mut groups = [(0usize, 0usize, 0usize); MAX_BATCH];
+    let mut ngroups = 0;
+    let mut icrcs = [[0u8; 4]; MAX_BATCH];
+    let mut i = 0;
+    while i < n {
+        let (dest, seg) = (tx.dests[i], tx.lens[i]);
+        let mut end = i + 1;
+        let mut bytes = seg;
+        while end < n
+            && tx.dests[end] == dest
+            && tx.lens[end] <= seg
+            && tx.lens[end - 1] == seg
+            && end - i < MAX_GSO_SEGMENTS
+            && bytes + tx.lens[end] <= MAX_GSO_BYTES
+        {
+            bytes += tx.lens[end];
+            end += 1;
+        }
+        for (k, j) in (i..end).enumerate() {
+            let len = tx.lens[j];
+            let Some(at) = len.checked_sub(4) else {
+                continue;
+            };
+            icrcs[j].copy_from_slice(&tx.bufs[j][at..len]);
+            if k > 0 && dest.is_ipv4() {
+                let ep = softroce_wire::icrc::UdpEndpoints::between(local, dest);
+                if let Ok(crc) =
+                    softroce_wire::icrc::compute_for_gso_segment(&ep, &tx.bufs[j][..at], k as u16)
+                {
+                    icrcs[j] = crc.to_le_bytes();
+                }
+            }
+        }
+        groups[ngroups] = (i, end, seg);
+        ngroups += 1;
+        i = end;
+    }
+    if let Some(w) = shared
+        .capture
+        .as_ref()
+        .map(lock)
+        .as_deref_mut()
+        .and_then(Option::as_mut)
+    {
+        let ts = shared.epoch.elapsed();
+        for &(first, end, _) in &groups[..ngroups] {
+            for (k, j) in (first..end).enumerate() {
+                let at = tx.lens[j].saturating_sub(4);
+                let mut data = tx.bufs[j][..at].to_vec();
+                data.extend_from_slice(&icrcs[j][..tx.lens[j] - at]);
+                let _ = w.write_gso_segment(ts, local, tx.dests[j], &data, k as u16);
+            }
+        }
+    }
+    // Two slices per datagram: the body as built, then its ICRC.
+    let mut iovs: [io::IoSlice<'_>; 2 * MAX_BATCH] = std::array::from_fn(|_| io::IoSlice::new(&[]));
+    for j in 0..n {
+        let at = tx.lens[j].saturating_sub(4);
+        iovs[2 * j] = io::IoSlice::new(&tx.bufs[j][..at]);
+        iovs[2 * j + 1] = io::IoSlice::new(&icrcs[j][..tx.lens[j] - at]);
+    }
+    let batch: [SendGroup<'_>; MAX_BATCH] = std::array::from_fn(|g| {
+        let (first, end, seg) = groups[g.min(ngroups.saturating_sub(1))];
+        SendGroup {
+            dest: tx.dests[first],
+            iov: &iovs[2 * first..2 * end],
+            segment: if end - first > 1 { seg as u16 } else { 0 },
+        }
+    });
+    let mut sent = 0;
+    // Bounded retries, as in `send_all`.
+    for _ in 0..1000 {
+        match shared.socket.send_groups(&batch[sent..ngroups]) {
+            Ok(k) => sent += k,
+            Err(e) if batch[sent].segment > 0 => {
+                tracing::debug!(error = %e, "UDP GSO refused; sending datagram by datagram");
+                shared.gso.store(false, Ordering::Relaxed);
+                return groups[sent].0;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "sending a datagram failed; the transport will retransmit");
+                sent += 1;
+            }
+        }
+        if sent >= ngroups {
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    n
 }
 
 /// Send datagrams as they are (faults already applied).
@@ -859,6 +995,14 @@ fn send_all(shared: &Shared, batch: &[(SocketAddr, &[u8])]) {
         for (dst, data) in batch {
             let _ = w.write_roce(ts, src, *dst, data);
         }
+    }
+    send_uncaptured(shared, batch);
+}
+
+/// Send `batch`, retrying what a full socket buffer refused.
+fn send_uncaptured(shared: &Shared, batch: &[(SocketAddr, &[u8])]) {
+    if batch.is_empty() {
+        return;
     }
     let mut sent = 0;
     // Bounded retries: a full socket buffer drains within milliseconds on loopback.
@@ -909,6 +1053,7 @@ fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
         len: 0,
         from: local,
         truncated: false,
+        segment: 0,
     }; MAX_BATCH];
     let n = match shared.socket.recv_batch(&mut bufs, &mut meta) {
         Ok(n) => n,
@@ -921,6 +1066,13 @@ fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
         return 0;
     }
     let now = Instant::now();
+    // GRO hands several datagrams over in one buffer: each is a datagram from here on.
+    let datagrams = || {
+        (0..n).filter(|&i| !meta[i].truncated).flat_map(|i| {
+            let from = meta[i].from;
+            meta[i].datagrams(bufs[i]).map(move |d| (from, d))
+        })
+    };
     if let Some(w) = shared
         .capture
         .as_ref()
@@ -929,11 +1081,12 @@ fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
         .and_then(Option::as_mut)
     {
         let ts = shared.epoch.elapsed();
-        for i in 0..n {
-            let _ = w.write_roce(ts, meta[i].from, local, &bufs[i][..meta[i].len]);
+        for (from, d) in datagrams() {
+            let _ = w.write_roce(ts, from, local, d);
         }
     }
-    let oversize = (0..n).filter(|&i| meta[i].truncated).count();
+    let oversize = (0..n).filter(|&i| meta[i].truncated).count()
+        + datagrams().filter(|(_, d)| d.len() > MAX_DATAGRAM).count();
     if oversize > 0 {
         // Counted, not silent: a peer with a larger MTU (jumbo frames) looks like loss.
         shared
@@ -945,9 +1098,7 @@ fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
             "dropped datagrams larger than any RoCEv2 packet"
         );
     }
-    let received = (0..n)
-        .filter(|&i| !meta[i].truncated)
-        .map(|i| (meta[i].from, &bufs[i][..meta[i].len]));
+    let received = datagrams().filter(|(_, d)| d.len() <= MAX_DATAGRAM);
     let mut faults = lock(&shared.faults);
     if let Some(inj) = faults.as_mut() {
         // Receive-side rules see the datagram before the device does (and its ICRC check).
@@ -972,24 +1123,58 @@ fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
 }
 
 fn engine(shared: Arc<Shared>) {
+    // Whether the application also waits by spinning on memory (ib_write_lat), so arrivals
+    // need the engine even while a thread busy-polls. Learnt, see `ENGINE_NEEDED_AFTER`.
+    let mut watch_while_polled = true;
+    let mut needless_wakes = 0u32;
     while !shared.stop.load(Ordering::SeqCst) {
         let now = Instant::now();
         if let Some(ends) = shared.busy_polled(now)
             && lock(&shared.faults).is_none()
         {
             // A thread is busy-polling: it fires the timers, and it drains the socket while
-            // it holds the device lock. The engine still watches the socket, for programs
-            // that wait by spinning on memory (ib_write_lat) and call no verb, but only
-            // takes the lock when the poller does not hold it: no futex hand-off.
-            shared.engine_watches_socket.store(true, Ordering::Release);
+            // it holds the device lock. The engine only takes the lock when the poller does
+            // not hold it (no futex hand-off), and watches the socket only while arrivals
+            // have recently found nobody polling: an engine woken by every datagram is one
+            // more runnable thread per packet, which on a small machine costs more than
+            // the work itself.
+            shared
+                .engine_watches_socket
+                .store(watch_while_polled, Ordering::Release);
             let left = (shared.epoch + Duration::from_nanos(ends)).saturating_duration_since(now);
-            if engine_sleep(&shared, true, left).unwrap_or(false)
-                && let Ok(mut hca) = shared.hca.try_lock()
-            {
-                receive_ready(&shared, &mut hca);
+            let polled_before = shared.polled_at.load(Ordering::Acquire);
+            let readable = engine_sleep(&shared, watch_while_polled, left).unwrap_or(false);
+            // The poller polls now, or ran while the engine slept without a datagram to
+            // wake it: it takes what arrives.
+            let poller_active = shared.polled_within(Instant::now(), POLLER_ACTIVE)
+                || (!readable && shared.polled_at.load(Ordering::Acquire) != polled_before);
+            if watch_while_polled && readable {
+                // A poller holding the lock is about to drain the socket: wait for it
+                // rather than spin on the still-readable socket.
+                let (got, poller_held_it) = match shared.hca.try_lock() {
+                    Ok(mut hca) => (receive_ready(&shared, &mut hca), false),
+                    Err(_) => (receive_ready(&shared, &mut lock(&shared.hca)), true),
+                };
+                if got > 0 && !poller_active && !poller_held_it {
+                    needless_wakes = 0;
+                } else {
+                    needless_wakes += 1;
+                    watch_while_polled = needless_wakes < ENGINE_NEEDED_AFTER;
+                }
+            } else if !watch_while_polled && !poller_active {
+                // Not watching, and nobody polled for a whole grace period: whatever
+                // waits, the application is not coming for it (it spins on memory).
+                if let Ok(mut hca) = shared.hca.try_lock()
+                    && receive_ready(&shared, &mut hca) > 0
+                {
+                    watch_while_polled = true;
+                    needless_wakes = 0;
+                }
             }
             continue;
         }
+        watch_while_polled = true;
+        needless_wakes = 0;
         let (timeout, watch_socket) = {
             let hca = lock(&shared.hca);
             let now = Instant::now();

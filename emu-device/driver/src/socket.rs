@@ -6,8 +6,11 @@
 //! - `UDP_NO_CHECK6_RX`: rxe sends UDP/IPv6 with a zero checksum, which Linux drops unless the
 //!   receiving socket opts in.
 //! - Large kernel buffers absorb the bursts a window of RC packets produces.
+//! - `UDP_GRO`: the kernel may hand several datagrams of one flow over as one buffer (and a
+//!   GSO send on loopback arrives whole), which [`Received::segment`] describes; one receive
+//!   then moves up to 64 KiB. [`RoceSocket::send_groups`] is the sending half (`UDP_SEGMENT`).
 
-use std::io;
+use std::io::{self, IoSlice};
 use std::mem::MaybeUninit;
 use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
@@ -22,6 +25,22 @@ const UDP_NO_CHECK6_RX: libc::c_int = 102;
 
 /// The largest datagram a RoCEv2 packet can be: 4096 B payload plus headers, rounded up.
 pub const MAX_DATAGRAM: usize = 4096 + 256;
+
+/// The largest buffer one receive fills: a UDP datagram, or datagrams coalesced by GRO.
+pub const MAX_RECEIVE: usize = 65535;
+
+/// The most bytes one GSO send carries (an IPv4 datagram's largest UDP payload).
+pub const MAX_GSO_BYTES: usize = 65535 - 20 - 8;
+
+/// The most datagrams one GSO send carries (`UDP_MAX_SEGMENTS` of older kernels).
+pub const MAX_GSO_SEGMENTS: usize = 64;
+
+/// `<linux/udp.h>`, not exported by libc on every target.
+const UDP_SEGMENT: libc::c_int = 103;
+const UDP_GRO: libc::c_int = 104;
+
+/// Room for one control message carrying an `int` (`CMSG_SPACE(sizeof(int))` on Linux).
+const CMSG_INT_SPACE: usize = 24;
 
 /// A bound, non-blocking UDP socket carrying RoCEv2 datagrams.
 #[derive(Debug)]
@@ -39,6 +58,34 @@ pub struct Received {
     pub from: SocketAddr,
     /// The datagram did not fit the buffer and was cut (`MSG_TRUNC`).
     pub truncated: bool,
+    /// 0 for one datagram; else the buffer holds datagrams coalesced by GRO, each this
+    /// long but the last (which may be shorter).
+    pub segment: usize,
+}
+
+impl Received {
+    /// The datagrams in `buf` (the buffer this metadata describes), in arrival order.
+    pub fn datagrams<'a>(&self, buf: &'a [u8]) -> std::slice::Chunks<'a, u8> {
+        let data = &buf[..self.len.min(buf.len())];
+        data.chunks(if self.segment == 0 {
+            data.len().max(1)
+        } else {
+            self.segment
+        })
+    }
+}
+
+/// Datagrams for one destination, sent as one: with `segment` > 0 the kernel cuts the
+/// bytes of `iov` into datagrams of `segment` bytes (the last may be shorter) with UDP GSO;
+/// with 0, `iov` is one datagram.
+#[derive(Debug, Clone, Copy)]
+pub struct SendGroup<'a> {
+    /// Where the datagrams go.
+    pub dest: SocketAddr,
+    /// Their bytes, gathered in order.
+    pub iov: &'a [IoSlice<'a>],
+    /// Each datagram's length (0: one datagram).
+    pub segment: u16,
 }
 
 impl RoceSocket {
@@ -75,6 +122,8 @@ impl RoceSocket {
             )
         })?;
         socket.set_nonblocking(true)?;
+        // Best effort (Linux 5.0+): without it every datagram is its own receive.
+        let _ = set_int_opt(&socket, libc::SOL_UDP, UDP_GRO, 1);
         let local = socket
             .local_addr()?
             .as_socket()
@@ -95,27 +144,39 @@ impl RoceSocket {
             return Ok(0);
         }
         let mut iovs: [MaybeUninit<libc::iovec>; MAX_BATCH] = [MaybeUninit::uninit(); MAX_BATCH];
-        // SAFETY: sockaddr_storage is plain old data; all-zero is a valid value.
-        let mut addrs: [libc::sockaddr_storage; MAX_BATCH] = unsafe { std::mem::zeroed() };
-        // SAFETY: mmsghdr is plain old data; all-zero is a valid value.
-        let mut msgs: [libc::mmsghdr; MAX_BATCH] = unsafe { std::mem::zeroed() };
+        // Only the first `n` entries are set up: an empty poll (a busy poller's usual
+        // result) should not pay for clearing 32 address buffers.
+        let mut addrs: [MaybeUninit<libc::sockaddr_storage>; MAX_BATCH] =
+            [const { MaybeUninit::uninit() }; MAX_BATCH];
+        let mut msgs: [MaybeUninit<libc::mmsghdr>; MAX_BATCH] =
+            [const { MaybeUninit::uninit() }; MAX_BATCH];
+        // u64s: control buffers must be aligned for cmsghdr.
+        let mut cmsgs = [[0u64; CMSG_INT_SPACE / 8]; MAX_BATCH];
         for i in 0..n {
             iovs[i].write(libc::iovec {
                 iov_base: bufs[i].as_mut_ptr().cast(),
                 iov_len: bufs[i].len(),
             });
-            let hdr = &mut msgs[i].msg_hdr;
-            hdr.msg_name = (&mut addrs[i] as *mut libc::sockaddr_storage).cast();
+            let addr = addrs[i].as_mut_ptr();
+            // SAFETY: writes the family field of an owned, suitably aligned storage: an
+            // address the kernel did not fill reads as AF_UNSPEC.
+            unsafe { (&raw mut (*addr).ss_family).write(libc::AF_UNSPEC as libc::sa_family_t) };
+            // SAFETY: mmsghdr is plain old data; all-zero is a valid value.
+            let msg = msgs[i].write(unsafe { std::mem::zeroed() });
+            let hdr = &mut msg.msg_hdr;
+            hdr.msg_name = addr.cast();
             hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
             hdr.msg_iov = iovs[i].as_mut_ptr();
             hdr.msg_iovlen = 1;
+            hdr.msg_control = cmsgs[i].as_mut_ptr().cast();
+            hdr.msg_controllen = CMSG_INT_SPACE as _;
         }
         let got = loop {
             // SAFETY: `msgs[..n]` point at live iovecs/addresses/buffers for the whole call.
             let r = unsafe {
                 libc::recvmmsg(
                     self.socket.as_raw_fd(),
-                    msgs.as_mut_ptr(),
+                    msgs.as_mut_ptr().cast(),
                     n as libc::c_uint,
                     libc::MSG_DONTWAIT,
                     std::ptr::null_mut(),
@@ -132,11 +193,19 @@ impl RoceSocket {
             }
         };
         for i in 0..got {
-            let from = sockaddr_to_std(&addrs[i]).unwrap_or(self.local);
+            // SAFETY: the kernel filled the address of each received message (its family
+            // was set above), and `msgs[..n]` were initialised above.
+            let (from, msg) = unsafe {
+                (
+                    sockaddr_to_std(addrs[i].as_ptr()),
+                    msgs[i].assume_init_ref(),
+                )
+            };
             meta[i] = Received {
-                len: (msgs[i].msg_len as usize).min(bufs[i].len()),
-                from,
-                truncated: msgs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+                len: (msg.msg_len as usize).min(bufs[i].len()),
+                from: from.unwrap_or(self.local),
+                truncated: msg.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+                segment: gro_segment(&msg.msg_hdr),
             };
         }
         Ok(got)
@@ -195,6 +264,91 @@ impl RoceSocket {
     }
 }
 
+impl RoceSocket {
+    /// Send each group (see [`SendGroup`]) with one `sendmmsg` call; returns how many groups
+    /// went out (the rest should be retried when the socket is writable). An error on the
+    /// first group is returned: `EINVAL` or `EIO` for a segmented one means the kernel or
+    /// the route cannot do UDP GSO.
+    pub fn send_groups(&self, groups: &[SendGroup<'_>]) -> io::Result<usize> {
+        let n = groups.len().min(MAX_BATCH);
+        if n == 0 {
+            return Ok(0);
+        }
+        let mut addrs: [MaybeUninit<SockAddr>; MAX_BATCH] =
+            [const { MaybeUninit::uninit() }; MAX_BATCH];
+        // SAFETY: mmsghdr is plain old data; all-zero is a valid value.
+        let mut msgs: [libc::mmsghdr; MAX_BATCH] = unsafe { std::mem::zeroed() };
+        let mut cmsgs = [[0u64; CMSG_INT_SPACE / 8]; MAX_BATCH];
+        for (i, g) in groups.iter().take(n).enumerate() {
+            let addr = addrs[i].write(SockAddr::from(g.dest));
+            let hdr = &mut msgs[i].msg_hdr;
+            hdr.msg_name = addr.as_ptr().cast_mut().cast();
+            hdr.msg_namelen = addr.len();
+            // IoSlice is guaranteed ABI-compatible with iovec on Unix.
+            hdr.msg_iov = g.iov.as_ptr().cast_mut().cast();
+            hdr.msg_iovlen = g.iov.len() as _;
+            if g.segment > 0 {
+                hdr.msg_control = cmsgs[i].as_mut_ptr().cast();
+                hdr.msg_controllen = CMSG_INT_SPACE as _;
+                // SAFETY: the control buffer is CMSG_SPACE(sizeof(int)) aligned bytes, so
+                // the first header and its int payload lie inside it.
+                unsafe {
+                    let c = libc::CMSG_FIRSTHDR(hdr);
+                    (*c).cmsg_level = libc::SOL_UDP;
+                    (*c).cmsg_type = UDP_SEGMENT;
+                    (*c).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as _;
+                    libc::CMSG_DATA(c).cast::<u16>().write_unaligned(g.segment);
+                }
+            }
+        }
+        let sent = loop {
+            // SAFETY: `msgs[..n]` point at live iovecs/addresses/control buffers for the
+            // whole call; sendmmsg only reads the payload.
+            let r = unsafe {
+                libc::sendmmsg(
+                    self.socket.as_raw_fd(),
+                    msgs.as_mut_ptr(),
+                    n as libc::c_uint,
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if r >= 0 {
+                break Ok(r as usize);
+            }
+            let err = io::Error::last_os_error();
+            match err.kind() {
+                io::ErrorKind::Interrupted => continue,
+                io::ErrorKind::WouldBlock => break Ok(0),
+                _ => break Err(err),
+            }
+        };
+        for addr in addrs.iter_mut().take(n) {
+            // SAFETY: the first `n` entries were initialised above.
+            unsafe { addr.assume_init_drop() };
+        }
+        sent
+    }
+}
+
+/// The GRO segment size a received message's control data carries (0: none).
+fn gro_segment(hdr: &libc::msghdr) -> usize {
+    // SAFETY: `hdr` is a msghdr the kernel filled, its control buffer still live; the
+    // CMSG_* walk stays inside msg_controllen.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(hdr);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == UDP_GRO {
+                return libc::CMSG_DATA(c)
+                    .cast::<libc::c_int>()
+                    .read_unaligned()
+                    .max(0) as usize;
+            }
+            c = libc::CMSG_NXTHDR(hdr, c);
+        }
+    }
+    0
+}
+
 /// How many datagrams one batched syscall moves at most.
 pub const MAX_BATCH: usize = 32;
 
@@ -233,8 +387,12 @@ fn set_int_opt(
     }
 }
 
-fn sockaddr_to_std(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
-    match storage.ss_family as libc::c_int {
+/// # Safety
+/// `storage` points at a socket address whose family is set and, for AF_INET and
+/// AF_INET6, whose `sockaddr_in`/`sockaddr_in6` is initialised.
+unsafe fn sockaddr_to_std(storage: *const libc::sockaddr_storage) -> Option<SocketAddr> {
+    // SAFETY: the family is set (contract).
+    match unsafe { (*storage).ss_family } as libc::c_int {
         libc::AF_INET => {
             // SAFETY: the family says this storage holds a sockaddr_in.
             let sin: &libc::sockaddr_in = unsafe { &*(storage as *const _ as *const _) };
@@ -272,6 +430,7 @@ mod tests {
                 len: 0,
                 from: sock.local_addr(),
                 truncated: false,
+                segment: 0,
             }; 8];
             let n = sock.recv_batch(&mut bufs, &mut meta).unwrap();
             for i in 0..n {
@@ -304,6 +463,51 @@ mod tests {
     }
 
     #[test]
+    fn a_gso_send_arrives_as_the_datagrams_it_was_cut_into() {
+        let a = RoceSocket::bind("127.78.15.1:0".parse().unwrap()).unwrap();
+        let b = RoceSocket::bind("127.78.15.2:0".parse().unwrap()).unwrap();
+        // Three full segments and a short last one, gathered from pieces that do not
+        // follow segment boundaries; then a plain datagram in the same call.
+        let bytes: Vec<u8> = (0..3 * 1000 + 300).map(|i| (i % 251) as u8).collect();
+        let (x, y) = bytes.split_at(1500);
+        let gso = [IoSlice::new(x), IoSlice::new(y)];
+        let plain = [IoSlice::new(b"after")];
+        let groups = [
+            SendGroup {
+                dest: b.local_addr(),
+                iov: &gso,
+                segment: 1000,
+            },
+            SendGroup {
+                dest: b.local_addr(),
+                iov: &plain,
+                segment: 0,
+            },
+        ];
+        assert_eq!(a.send_groups(&groups).unwrap(), 2);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut got: Vec<Vec<u8>> = Vec::new();
+        while got.len() < 5 && Instant::now() < deadline {
+            let mut storage = vec![vec![0u8; MAX_RECEIVE]; 4];
+            let mut bufs: Vec<&mut [u8]> = storage.iter_mut().map(|b| b.as_mut_slice()).collect();
+            let mut meta = [Received {
+                len: 0,
+                from: b.local_addr(),
+                truncated: false,
+                segment: 0,
+            }; 4];
+            let n = b.recv_batch(&mut bufs, &mut meta).unwrap();
+            for i in 0..n {
+                assert_eq!(meta[i].from, a.local_addr());
+                got.extend(meta[i].datagrams(bufs[i]).map(<[u8]>::to_vec));
+            }
+        }
+        let mut want: Vec<Vec<u8>> = bytes.chunks(1000).map(<[u8]>::to_vec).collect();
+        want.push(b"after".to_vec());
+        assert_eq!(got, want);
+    }
+
+    #[test]
     fn ipv6_loopback_socket_binds_with_zero_checksum_rx_enabled() {
         let a = RoceSocket::bind("[::1]:0".parse().unwrap()).unwrap();
         let b = RoceSocket::bind("[::1]:0".parse().unwrap()).unwrap();
@@ -332,6 +536,7 @@ mod tests {
             len: 0,
             from: a.local_addr(),
             truncated: false,
+            segment: 0,
         }];
         assert_eq!(a.recv_batch(&mut bufs, &mut meta).unwrap(), 0);
     }
