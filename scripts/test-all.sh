@@ -37,6 +37,13 @@ if ! /usr/bin/python3 -c 'import pyverbs.device' >/dev/null 2>&1; then
   apt-get -o DPkg::Lock::Timeout=600 update -qq
   apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends python3-pyverbs >/dev/null
 fi
+# rdma-core's suite registers regions over 2 MiB huge pages when some are reserved (it
+# skips those tests otherwise): reserve a few, as a host running RDMA software often has.
+hugepages=/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
+if [ -w "$hugepages" ] && [ "$(cat "$hugepages")" -lt 16 ]; then
+  echo "[test-all] reserving 16 huge pages of 2 MiB (rdma-core's huge-page tests)"
+  echo 16 >"$hugepages" || echo "[test-all] could not reserve huge pages; those tests skip"
+fi
 # --all-features: the async (tokio) tests of softroce-verbs run too.
 cargo test --workspace --all-features --locked
 # Every example tells a story and checks it; they must keep working.

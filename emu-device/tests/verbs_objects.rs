@@ -540,10 +540,9 @@ fn post_send_reports_the_index_of_the_first_bad_work_request() {
         }
     ));
     to_rts(&mut hca, qp);
-    let mut bad_lkey = good.clone();
-    bad_lkey.sg_list[0].lkey ^= 0x5a5a;
-    let mut out_of_bounds = good.clone();
-    out_of_bounds.sg_list[0].length = 300;
+    // A bad lkey or a range outside its region is not among these: it posts, and completes
+    // with IBV_WC_LOC_PROT_ERR when the data moves (ibv_poll_cq(3); the C program
+    // man_local_protection.c checks it).
     let mut too_many_sges = good.clone();
     too_many_sges.sg_list = vec![sge(&buf, 0, 1); 3];
     let mut too_much_inline = good.clone();
@@ -552,8 +551,6 @@ fn post_send_reports_the_index_of_the_first_bad_work_request() {
     let mut atomic_wrong_len = SendWr::new(9, WrOpcode::AtomicFetchAndAdd);
     atomic_wrong_len.sg_list = vec![sge(&buf, 0, 4)];
     for (bad, what) in [
-        (bad_lkey, "names no registered memory region"),
-        (out_of_bounds, "outside the region"),
         (too_many_sges, "exceeds max_send_sge"),
         (too_much_inline, "exceed max_inline_data"),
         (atomic_wrong_len, "exactly one 8-byte"),
@@ -568,7 +565,7 @@ fn post_send_reports_the_index_of_the_first_bad_work_request() {
     let wrs = vec![good.clone(); 9];
     // SAFETY: no inline data.
     let _ = unsafe { hca.post_send(qp, &wrs[..2]) };
-    let queued = 5 + 2; // one good WR per refused batch above, plus these two
+    let queued = 3 + 2; // one good WR per refused batch above, plus these two
     // SAFETY: no inline data.
     let err = unsafe { hca.post_send(qp, &wrs) }.unwrap_err();
     assert_eq!(err.index, 8 - queued);

@@ -131,7 +131,8 @@ pub fn device_attr_to_c(a: &DeviceAttr) -> ibv_device_attr {
 }
 
 /// The core's device attributes from `ibv_query_device`'s answer. `max_inline_data`,
-/// `max_msg_sz` and `num_comp_vectors` are not in the struct: they are 0.
+/// `max_msg_sz`, `num_comp_vectors`, `odp` and `max_dm_size` are not in the struct: they
+/// are 0.
 pub fn device_attr_from_c(a: &ibv_device_attr) -> DeviceAttr {
     DeviceAttr {
         fw_ver: string_from_cstr(&a.fw_ver),
@@ -151,8 +152,9 @@ pub fn device_attr_from_c(a: &ibv_device_attr) -> DeviceAttr {
         max_cqe: non_negative(a.max_cqe),
         max_mr: non_negative(a.max_mr),
         max_mw: non_negative(a.max_mw),
-        // Not in ibv_device_attr (ibv_query_device_ex has it).
+        // Not in ibv_device_attr (ibv_query_device_ex has them).
         odp: OdpCaps::default(),
+        max_dm_size: 0,
         max_pd: non_negative(a.max_pd),
         max_qp_rd_atom: non_negative(a.max_qp_rd_atom),
         max_qp_init_rd_atom: non_negative(a.max_qp_init_rd_atom),

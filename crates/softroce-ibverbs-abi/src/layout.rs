@@ -569,6 +569,18 @@ layout! {
         free        32    8,
         pd_context  40    8,
     }
+    ibv_alloc_dm_attr 16 8 {
+        length          0    8,
+        log_align_req   8    4,
+        comp_mask      12    4,
+    }
+    ibv_dm 32 8 {
+        context          0    8,
+        memcpy_to_dm     8    8,
+        memcpy_from_dm  16    8,
+        comp_mask       24    4,
+        handle          28    4,
+    }
     ibv_mw 32 8 {
         context           0    8,
         pd                8    8,

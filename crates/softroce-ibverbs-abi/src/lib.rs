@@ -312,17 +312,21 @@ pub struct verbs_context {
     pub reg_dm_mr: Option<
         unsafe extern "C" fn(
             pd: *mut ibv_pd,
-            dm: *mut c_void,
+            dm: *mut ibv_dm,
             dm_offset: u64,
             length: usize,
             access: c_uint,
         ) -> *mut ibv_mr,
     >,
     /// `ibv_alloc_dm`.
-    pub alloc_dm:
-        Option<unsafe extern "C" fn(context: *mut ibv_context, attr: *mut c_void) -> *mut c_void>,
+    pub alloc_dm: Option<
+        unsafe extern "C" fn(
+            context: *mut ibv_context,
+            attr: *mut ibv_alloc_dm_attr,
+        ) -> *mut ibv_dm,
+    >,
     /// `ibv_free_dm`.
-    pub free_dm: Option<unsafe extern "C" fn(dm: *mut c_void) -> c_int>,
+    pub free_dm: Option<unsafe extern "C" fn(dm: *mut ibv_dm) -> c_int>,
     /// `ibv_modify_flow_action_esp`.
     pub modify_flow_action_esp:
         Option<unsafe extern "C" fn(action: *mut c_void, attr: *mut c_void) -> c_int>,
@@ -819,6 +823,49 @@ pub struct ibv_mw {
     pub handle: u32,
     /// `enum ibv_mw_type`.
     pub type_: u32,
+}
+
+/// `struct ibv_alloc_dm_attr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ibv_alloc_dm_attr {
+    /// Bytes.
+    pub length: usize,
+    /// Log2 of the alignment of the memory's start.
+    pub log_align_req: u32,
+    /// Valid fields beyond these (none).
+    pub comp_mask: u32,
+}
+
+/// `struct ibv_dm`: verbs.h's inline `ibv_memcpy_to_dm` / `ibv_memcpy_from_dm` call its
+/// function pointers.
+#[repr(C)]
+#[derive(Debug)]
+pub struct ibv_dm {
+    /// The context.
+    pub context: *mut ibv_context,
+    /// `ibv_memcpy_to_dm`.
+    pub memcpy_to_dm: Option<
+        unsafe extern "C" fn(
+            dm: *mut ibv_dm,
+            dm_offset: u64,
+            host_addr: *const c_void,
+            length: usize,
+        ) -> c_int,
+    >,
+    /// `ibv_memcpy_from_dm`.
+    pub memcpy_from_dm: Option<
+        unsafe extern "C" fn(
+            host_addr: *mut c_void,
+            dm: *mut ibv_dm,
+            dm_offset: u64,
+            length: usize,
+        ) -> c_int,
+    >,
+    /// Valid fields beyond these (none).
+    pub comp_mask: u32,
+    /// Kernel handle (`ibv_import_dm`).
+    pub handle: u32,
 }
 
 /// `struct ibv_mw_bind_info`.

@@ -338,6 +338,7 @@ unsafe extern "C" fn vctx_query_device_ex(
         let mut ex: ibv_device_attr_ex = zeroed();
         ex.orig_attr = ctx.query(|h| reported_device_attr(h.query_device()));
         ex.phys_port_cnt_ex = u32::from(ex.orig_attr.phys_port_cnt);
+        ex.max_dm_size = ctx.query(|h| h.query_device().max_dm_size);
         let odp = ctx.query(|h| h.query_device().odp);
         ex.odp_caps = ibv_odp_caps {
             general_caps: odp.general,

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use softroce_emu::Hca;
 use softroce_emu::core::{
-    AccessFlags, AhHandle, ChannelHandle, CqHandle, MrHandle, MwHandle, MwType, PdHandle,
+    AccessFlags, AhHandle, ChannelHandle, CqHandle, DmHandle, MrHandle, MwHandle, MwType, PdHandle,
     PostError, QpAttrMask, QpHandle, QpType, RecvWr, SendFlags, SendWr, SrqHandle, VerbsError,
     VerbsResult, WcOpcode, WorkCompletion,
 };
@@ -636,6 +636,221 @@ unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
     const VERB: &str = "ibv_dereg_mr";
     // SAFETY: an MR from ibv_reg_mr, or rejected.
     guard_errno(VERB, || unsafe { destroy::<EmuMr>(VERB, mr) })
+}
+
+// ---- DM (verbs.h's inline ibv_alloc_dm, ibv_free_dm, ibv_reg_dm_mr call the verbs_context;
+// ibv_memcpy_to_dm / ibv_memcpy_from_dm the ibv_dm's pointers) -----------------------------
+
+/// Device memory: process memory the application reaches only through the copy functions
+/// and zero-based regions (ibv_alloc_dm(3)); the core accounts for it.
+#[repr(C)]
+pub(crate) struct EmuDm {
+    dm: ibv_dm,
+    handle: DmHandle,
+    mem: *mut u8,
+    layout: std::alloc::Layout,
+}
+
+// SAFETY: repr(C), ibv_dm first, allocated by publish.
+unsafe impl Object for EmuDm {
+    type C = ibv_dm;
+    type Handle = DmHandle;
+    const ARG: &'static str = "dm";
+    object_fields!(dm);
+    fn destroy_on(dev: &Device, handle: DmHandle) -> VerbsResult<()> {
+        dev.with(|h| h.free_dm(handle))
+    }
+    unsafe fn release(_ctx: &EmuContext, p: *mut Self) {
+        // SAFETY: the live object, no longer used; its memory came from alloc_zeroed with
+        // this layout and no region covers it any more (the device refused otherwise).
+        unsafe { std::alloc::dealloc((*p).mem, (*p).layout) };
+    }
+}
+
+/// `verbs_context.alloc_dm` (`ibv_alloc_dm`): NULL with errno (ibv_alloc_dm(3)): EINVAL
+/// for a comp_mask this version does not know, an empty allocation or an alignment above a
+/// page; ENOMEM beyond `max_dm_size`.
+pub(crate) unsafe extern "C" fn vctx_alloc_dm(
+    context: *mut ibv_context,
+    attr: *mut ibv_alloc_dm_attr,
+) -> *mut ibv_dm {
+    const VERB: &str = "ibv_alloc_dm";
+    guard_ptr(VERB, || {
+        // SAFETY: an ibv_context from ibv_open_device, or rejected.
+        let (ctx, dev) = unsafe { ctx_and_device(VERB, context) }?;
+        if attr.is_null() {
+            return Err(fail(VERB, libc::EINVAL, "attr is NULL"));
+        }
+        // SAFETY: the caller's attributes.
+        let a = unsafe { *attr };
+        if a.comp_mask != 0 {
+            return Err(fail(
+                VERB,
+                libc::EINVAL,
+                format!("comp_mask {:#x}: no optional fields are known", a.comp_mask),
+            ));
+        }
+        let handle = on_device(VERB, dev, |h| h.alloc_dm(a.length as u64, a.log_align_req))?;
+        // The device checked the alignment (at most a page) and the length (non-zero,
+        // within max_dm_size); atomics on device memory want 8 bytes at least.
+        let align = (1usize << a.log_align_req.min(12)).max(8);
+        let layout = std::alloc::Layout::from_size_align(a.length, align)
+            .map_err(|e| fail(VERB, libc::EINVAL, e))?;
+        // SAFETY: a non-zero size (the device refuses 0).
+        let mem = unsafe { std::alloc::alloc_zeroed(layout) };
+        if mem.is_null() {
+            let _ = dev.with(|h| h.free_dm(handle));
+            return Err(fail(VERB, libc::ENOMEM, "out of memory"));
+        }
+        let dm = ibv_dm {
+            context: ctx.ctx_ptr(),
+            memcpy_to_dm: Some(dm_memcpy_to),
+            memcpy_from_dm: Some(dm_memcpy_from),
+            comp_mask: 0,
+            handle: handle.to_raw() as u32,
+        };
+        Ok(publish(Box::new(EmuDm {
+            dm,
+            handle,
+            mem,
+            layout,
+        }))
+        .cast())
+    })
+}
+
+/// `verbs_context.free_dm` (`ibv_free_dm`): 0 or the errno value; EBUSY while a region
+/// covers the memory (ibv_alloc_dm(3), NOTES).
+pub(crate) unsafe extern "C" fn vctx_free_dm(dm: *mut ibv_dm) -> c_int {
+    const VERB: &str = "ibv_free_dm";
+    // SAFETY: device memory from ibv_alloc_dm, or rejected.
+    guard_errno(VERB, || unsafe { destroy::<EmuDm>(VERB, dm) })
+}
+
+/// The bytes `offset..offset+len` of device memory `dm`, checked as mlx5 checks them (its
+/// copies move 4-byte words): EFAULT outside the allocation, EINVAL when the offset or the
+/// length is not a multiple of 4.
+///
+/// # Safety
+/// `dm` is NULL or live device memory from ibv_alloc_dm.
+unsafe fn dm_bytes(verb: &str, dm: *mut ibv_dm, offset: u64, len: usize) -> Result<*mut u8, c_int> {
+    // SAFETY: forwarded.
+    let d = unsafe { resolve::<EmuDm>(verb, dm) }?;
+    // SAFETY: the live object; its size is fixed at creation.
+    let size = unsafe { (*d.ptr).layout.size() } as u64;
+    if offset.checked_add(len as u64).is_none_or(|end| end > size) {
+        return Err(fail(
+            verb,
+            libc::EFAULT,
+            format!("offset {offset} + length {len} is outside the {size} bytes of device memory"),
+        ));
+    }
+    if offset % 4 != 0 || len % 4 != 0 {
+        return Err(fail(
+            verb,
+            libc::EINVAL,
+            format!("offset {offset} and length {len} must be multiples of 4"),
+        ));
+    }
+    // SAFETY: in bounds, checked above.
+    Ok(unsafe { (*d.ptr).mem.add(offset as usize) })
+}
+
+/// `ibv_memcpy_to_dm`: 0 or the errno value (ibv_alloc_dm(3)).
+unsafe extern "C" fn dm_memcpy_to(
+    dm: *mut ibv_dm,
+    dm_offset: u64,
+    host_addr: *const c_void,
+    length: usize,
+) -> c_int {
+    const VERB: &str = "ibv_memcpy_to_dm";
+    guard_errno(VERB, || {
+        // SAFETY: forwarded.
+        let to = unsafe { dm_bytes(VERB, dm, dm_offset, length) }?;
+        if length > 0 && host_addr.is_null() {
+            return Err(fail(VERB, libc::EINVAL, "host_addr is NULL"));
+        }
+        // SAFETY: the caller's `length` readable bytes; the checked device memory range.
+        unsafe { std::ptr::copy(host_addr.cast::<u8>(), to, length) };
+        Ok(())
+    })
+}
+
+/// `ibv_memcpy_from_dm`: 0 or the errno value (ibv_alloc_dm(3)).
+unsafe extern "C" fn dm_memcpy_from(
+    host_addr: *mut c_void,
+    dm: *mut ibv_dm,
+    dm_offset: u64,
+    length: usize,
+) -> c_int {
+    const VERB: &str = "ibv_memcpy_from_dm";
+    guard_errno(VERB, || {
+        // SAFETY: forwarded.
+        let from = unsafe { dm_bytes(VERB, dm, dm_offset, length) }?;
+        if length > 0 && host_addr.is_null() {
+            return Err(fail(VERB, libc::EINVAL, "host_addr is NULL"));
+        }
+        // SAFETY: the checked device memory range; the caller's `length` writable bytes.
+        unsafe { std::ptr::copy(from, host_addr.cast::<u8>(), length) };
+        Ok(())
+    })
+}
+
+/// `verbs_context.reg_dm_mr` (`ibv_reg_dm_mr`): a zero-based region over part of the device
+/// memory; NULL with errno: EINVAL without `IBV_ACCESS_ZERO_BASED` or for a range outside
+/// the allocation (ibv_alloc_dm(3), "Device memory registration").
+pub(crate) unsafe extern "C" fn vctx_reg_dm_mr(
+    pd: *mut ibv_pd,
+    dm: *mut ibv_dm,
+    dm_offset: u64,
+    length: usize,
+    access: c_uint,
+) -> *mut ibv_mr {
+    const VERB: &str = "ibv_reg_dm_mr";
+    guard_ptr(VERB, || {
+        // SAFETY: device memory from ibv_alloc_dm, or rejected.
+        let d = unsafe { resolve::<EmuDm>(VERB, dm) }?;
+        // SAFETY: a PD from ibv_alloc_pd, or rejected.
+        let p = unsafe { resolve::<EmuPd>(VERB, pd) }?;
+        if !std::ptr::eq(p.dev, d.dev) {
+            return Err(fail(
+                VERB,
+                libc::EINVAL,
+                "the PD and the device memory are of different devices",
+            ));
+        }
+        let flags = AccessFlags(access & !IBV_ACCESS_OPTIONAL_RANGE);
+        let (handle, keys) = on_device(VERB, d.dev, |h| {
+            h.check_dm_range(d.handle, dm_offset, length as u64, flags)?;
+            // SAFETY: our own allocation, in bounds (checked above), so no page check (and
+            // an empty region is fine, as on mlx5); it lives until ibv_free_dm, which the
+            // device refuses while this region exists.
+            let (mr, keys) = unsafe {
+                h.reg_mr(
+                    p.handle,
+                    (*d.ptr).mem.add(dm_offset as usize),
+                    length,
+                    flags,
+                )
+            }?;
+            if let Err(e) = h.tie_mr_to_dm(mr, d.handle) {
+                let _ = h.dereg_mr(mr);
+                return Err(e);
+            }
+            Ok((mr, keys))
+        })?;
+        // As the kernel's registration: the memory's address is the device's, hidden.
+        let mr = ibv_mr {
+            context: p.ctx.ctx_ptr(),
+            pd,
+            addr: std::ptr::null_mut(),
+            length,
+            handle: handle.to_raw() as u32,
+            lkey: keys.lkey,
+            rkey: keys.rkey,
+        };
+        Ok(publish(Box::new(EmuMr { mr, handle })).cast())
+    })
 }
 
 // ---- MW (verbs.h's inline ibv_alloc_mw, ibv_bind_mw, ibv_dealloc_mw call ctx->ops) -----

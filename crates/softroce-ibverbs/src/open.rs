@@ -23,6 +23,9 @@ pub(crate) unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut
             vctx.advise_mr = Some(objects::vctx_advise_mr);
             vctx.dealloc_td = Some(objects::vctx_dealloc_td);
             vctx.alloc_parent_domain = Some(objects::vctx_alloc_parent_domain);
+            vctx.alloc_dm = Some(objects::vctx_alloc_dm);
+            vctx.free_dm = Some(objects::vctx_free_dm);
+            vctx.reg_dm_mr = Some(objects::vctx_reg_dm_mr);
         })
     })
 }

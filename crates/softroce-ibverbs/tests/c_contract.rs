@@ -169,6 +169,20 @@ fn man_pages_zero_based_and_iova_regions() {
     run_c_program("man_mr_iova", "softroce0=127.78.18.10");
 }
 
+/// ibv_alloc_dm(3): device memory bounded by max_dm_size, 4-byte copies inside it,
+/// zero-based regions over it that peers and SGEs address by offset, EBUSY while covered.
+#[test]
+fn man_pages_device_memory() {
+    run_c_program("man_device_memory", "softroce0=127.78.18.11");
+}
+
+/// ibv_poll_cq(3), IBV_WC_LOC_PROT_ERR: an lkey that does not match the WR's address is a
+/// completion error (the QP goes to Error), not a failed post.
+#[test]
+fn man_pages_local_protection_errors_complete() {
+    run_c_program("man_local_protection", "softroce0=127.78.18.12");
+}
+
 /// ibv_get_device_list(3): no devices (SOFTROCE_DEVICES set and empty) is an empty list
 /// with num_devices 0, not an error.
 #[test]

@@ -113,6 +113,9 @@ pub struct DeviceAttr {
     pub max_mr: u32,
     /// Maximum memory windows.
     pub max_mw: u32,
+    /// Device memory, in bytes, all `ibv_alloc_dm` allocations together may take
+    /// (`ibv_device_attr_ex.max_dm_size`).
+    pub max_dm_size: u64,
     /// On-demand paging (`ibv_device_attr_ex.odp_caps`).
     pub odp: OdpCaps,
     /// Maximum PDs.
@@ -213,6 +216,9 @@ pub struct PortAttr {
 /// The first QPN handed out (rxe starts at 0x11; 0 and 1 are the special QPs).
 pub(crate) const FIRST_QPN: u32 = 0x11;
 
+/// `max_dm_size`: 256 KiB.
+pub(crate) const MAX_DM_SIZE: u64 = 256 * 1024;
+
 /// What the device is: its setup, limits, port and GIDs.
 #[derive(Debug)]
 pub(crate) struct Device {
@@ -249,6 +255,10 @@ impl Device {
             max_mr: 0x7_FFFF,
             // rxe's RXE_MAX_MW.
             max_mw: 0x7_FFFF,
+            // rxe has no device memory. Ours is process memory, so any bound would do; this
+            // one is the size of a ConnectX-5's MEMIC (an application sizing its use by the
+            // attribute sees a realistic figure) and makes running out testable.
+            max_dm_size: MAX_DM_SIZE,
             odp: OdpCaps::EMULATED,
             max_pd: 0x10_0000,
             max_qp_rd_atom: 128,

@@ -57,6 +57,8 @@ handle!(/// A memory region.
     MrHandle, "MR");
 handle!(/// A memory window.
     MwHandle, "MW");
+handle!(/// A device memory allocation (`ibv_alloc_dm`).
+    DmHandle, "DM");
 handle!(/// An address handle.
     AhHandle, "AH");
 handle!(/// A completion queue.
@@ -136,6 +138,11 @@ impl<H: Handle, T> Table<H, T> {
 
     pub(crate) fn len(&self) -> usize {
         self.slab.len()
+    }
+
+    /// Every object, in no particular order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
+        self.slab.iter().map(|(_, (_, v))| v)
     }
 }
 

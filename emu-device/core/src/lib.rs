@@ -113,7 +113,7 @@ pub use device::{DeviceAttr, HcaConfig, OdpCaps, PortAttr, PortState};
 pub use error::{PostError, VerbsError, VerbsResult};
 pub use events::{AsyncEvent, EventElement, HcaEvent};
 pub use handles::{
-    AhHandle, ChannelHandle, CqHandle, MrHandle, MwHandle, PdHandle, QpHandle, SrqHandle,
+    AhHandle, ChannelHandle, CqHandle, DmHandle, MrHandle, MwHandle, PdHandle, QpHandle, SrqHandle,
 };
 pub use hca::{Hca, MrKeys};
 pub use objects::{AhAttr, QpAttr, QpCap, QpInitAttr, SrqAttr, SrqAttrMask};

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 
 use softroce_wire::{Gid, Mtu, Psn, Qpn};
 
-use super::handles::{ChannelHandle, CqHandle, MrHandle, PdHandle, QpHandle, SrqHandle};
+use super::handles::{ChannelHandle, CqHandle, DmHandle, MrHandle, PdHandle, QpHandle, SrqHandle};
 use super::types::{AccessFlags, MwType, QpState, QpType};
 use super::wr::{RecvWr, SendWr, WorkCompletion};
 
@@ -34,6 +34,20 @@ pub(crate) struct Mr {
     /// Memory windows bound to the region: `ibv_dereg_mr` fails while any is
     /// (ibv_alloc_mw(3), NOTES).
     pub(crate) windows: u32,
+    /// The device memory the region covers (`ibv_reg_dm_mr`), which cannot be freed while
+    /// the region exists (ibv_alloc_dm(3), NOTES).
+    pub(crate) dm: Option<DmHandle>,
+}
+
+/// A device memory allocation (ibv_alloc_dm(3)). The emulator's device memory is memory
+/// of the process the application reaches only through `ibv_memcpy_to_dm` /
+/// `ibv_memcpy_from_dm` and regions over it; the core keeps its size (the device's
+/// `max_dm_size` bounds the sum) and the regions that cover it.
+#[derive(Debug, Clone)]
+pub(crate) struct Dm {
+    pub(crate) len: u64,
+    /// Regions registered over it.
+    pub(crate) regions: u32,
 }
 
 impl Mr {
@@ -417,6 +431,7 @@ mod tests {
             rkey: 1,
             remote_valid: true,
             windows: 0,
+            dm: None,
         };
         assert!(mr.contains(0x1_0000, 4096) && !mr.contains(0x1_0000, 4097));
         assert!(

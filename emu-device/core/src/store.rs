@@ -7,8 +7,10 @@ use softroce_wire::Qpn;
 
 use super::device::FIRST_QPN;
 use super::error::VerbsResult;
-use super::handles::{AhHandle, Handle, MrHandle, MwHandle, PdHandle, QpHandle, SrqHandle, Table};
-use super::objects::{Ah, Mr, Mw, Pd, Qp, Srq};
+use super::handles::{
+    AhHandle, DmHandle, Handle, MrHandle, MwHandle, PdHandle, QpHandle, SrqHandle, Table,
+};
+use super::objects::{Ah, Dm, Mr, Mw, Pd, Qp, Srq};
 use super::types::MwType;
 
 /// A handle whose objects live in the [`Store`].
@@ -35,6 +37,7 @@ macro_rules! stored {
 stored!(PdHandle, Pd, pds);
 stored!(MrHandle, Mr, mrs);
 stored!(MwHandle, Mw, mws);
+stored!(DmHandle, Dm, dms);
 stored!(AhHandle, Ah, ahs);
 stored!(SrqHandle, Srq, srqs);
 stored!(QpHandle, Qp, qps);
@@ -48,6 +51,7 @@ pub(crate) struct Store {
     mws: Table<MwHandle, Mw>,
     /// A window keeps its key index (R_Key >> 8) for life; binds change the low byte.
     mw_by_index: HashMap<u32, MwHandle>,
+    dms: Table<DmHandle, Dm>,
     ahs: Table<AhHandle, Ah>,
     srqs: Table<SrqHandle, Srq>,
     qps: Table<QpHandle, Qp>,
@@ -63,6 +67,7 @@ impl Store {
             mr_by_key: HashMap::new(),
             mws: Table::default(),
             mw_by_index: HashMap::new(),
+            dms: Table::default(),
             ahs: Table::default(),
             srqs: Table::default(),
             qps: Table::default(),
@@ -183,6 +188,19 @@ impl Store {
     }
 
     /// Store a region under its key (lkey and rkey are the same).
+    pub(crate) fn insert_dm(&mut self, dm: Dm) -> DmHandle {
+        self.dms.insert(dm)
+    }
+
+    pub(crate) fn remove_dm(&mut self, verb: &'static str, dm: DmHandle) -> VerbsResult<Dm> {
+        self.dms.remove(verb, dm)
+    }
+
+    /// Bytes of device memory allocated.
+    pub(crate) fn dm_in_use(&self) -> u64 {
+        self.dms.iter().map(|d| d.len).sum()
+    }
+
     pub(crate) fn insert_mr(&mut self, mr: Mr) -> MrHandle {
         let key = mr.lkey;
         let handle = self.mrs.insert(mr);

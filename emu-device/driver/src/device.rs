@@ -1082,7 +1082,17 @@ fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
     {
         let ts = shared.epoch.elapsed();
         for (from, d) in datagrams() {
-            let _ = w.write_roce(ts, from, local, d);
+            // A socket does not show the IPv4 ID a datagram came with, and GSO senders (we
+            // are one) number segments up from 0: the ID the ICRC was computed for is the
+            // one the capture shows, so the capture verifies as the wire did.
+            let ep = softroce_wire::icrc::UdpEndpoints::between(from, local);
+            let _ = match softroce_wire::icrc::verify_udp_socket(&ep, d) {
+                Ok(softroce_wire::icrc::IcrcCheck::RecoveredIpv4Id {
+                    id,
+                    dont_fragment: true,
+                }) => w.write_gso_segment(ts, from, local, d, id),
+                _ => w.write_roce(ts, from, local, d),
+            };
         }
     }
     let oversize = (0..n).filter(|&i| meta[i].truncated).count()

@@ -15,8 +15,10 @@ use super::cq::Completions;
 use super::device::{Device, DeviceAttr, HcaConfig, PortAttr, PortState};
 use super::error::{VerbsError, VerbsResult};
 use super::events::{AsyncEvent, EventElement, Events, HcaEvent};
-use super::handles::{AhHandle, ChannelHandle, CqHandle, MrHandle, MwHandle, PdHandle, QpHandle};
-use super::objects::{Ah, AhAttr, Mr, Mw};
+use super::handles::{
+    AhHandle, ChannelHandle, CqHandle, DmHandle, MrHandle, MwHandle, PdHandle, QpHandle,
+};
+use super::objects::{Ah, AhAttr, Dm, Mr, Mw};
 use super::store::Store;
 use super::transport::gsi::{self, Gsi, ReceivedMad};
 use super::transport::{self, Engine, IncomingDatagram, Outbox, Transmit};
@@ -244,6 +246,7 @@ impl Hca {
             rkey: key,
             remote_valid: true,
             windows: 0,
+            dm: None,
         };
         let handle = self.store.insert_mr(mr);
         self.store.add_pd_users(VERB, pd, 1)?;
@@ -277,6 +280,12 @@ impl Hca {
             return Err(VerbsError::busy(
                 VERB,
                 format!("{} memory windows are bound to the region", m.windows),
+            ));
+        }
+        if m.dm.is_some() && range.is_some() {
+            return Err(VerbsError::invalid(
+                VERB,
+                "a device memory region's translation is its device memory",
             ));
         }
         let old_pd = m.pd;
@@ -447,7 +456,103 @@ impl Hca {
             ));
         }
         let m = self.store.remove_mr(VERB, mr)?;
+        if let Some(dm) = m.dm
+            && let Some(d) = self.store.get_mut(dm)
+        {
+            d.regions -= 1;
+        }
         self.store.add_pd_users(VERB, m.pd, -1)
+    }
+
+    // ---- DM ---------------------------------------------------------------------------
+
+    /// `ibv_alloc_dm`: account `len` bytes of device memory (the caller provides them).
+    /// ENOMEM beyond what `max_dm_size` leaves (ibv_alloc_dm(3), NOTES); EINVAL for an
+    /// empty allocation or an alignment above a page (an allocation is page-aligned at
+    /// most, as a BAR mapping is).
+    pub fn alloc_dm(&mut self, len: u64, log_align_req: u32) -> VerbsResult<DmHandle> {
+        const VERB: &str = "alloc_dm";
+        if len == 0 {
+            return Err(VerbsError::invalid(VERB, "length is 0"));
+        }
+        if log_align_req > 12 {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!("log_align_req {log_align_req}: alignment above 4096 bytes"),
+            ));
+        }
+        let max = self.device.attr().max_dm_size;
+        let in_use = self.store.dm_in_use();
+        if len > max - in_use.min(max) {
+            return Err(VerbsError::no_resources(
+                VERB,
+                format!(
+                    "{len} bytes of device memory asked, {} of max_dm_size {max} free",
+                    max - in_use.min(max)
+                ),
+            ));
+        }
+        Ok(self.store.insert_dm(Dm { len, regions: 0 }))
+    }
+
+    /// `ibv_free_dm`: EBUSY while a region covers it (ibv_alloc_dm(3), NOTES).
+    pub fn free_dm(&mut self, dm: DmHandle) -> VerbsResult<()> {
+        const VERB: &str = "free_dm";
+        let regions = self.store.lookup(VERB, dm)?.regions;
+        if regions > 0 {
+            return Err(VerbsError::busy(
+                VERB,
+                format!("{regions} memory regions are registered over the device memory"),
+            ));
+        }
+        self.store.remove_dm(VERB, dm).map(drop)
+    }
+
+    /// `ibv_reg_dm_mr`'s checks before the region is registered: the range lies inside the
+    /// allocation and the access is zero-based, as the man page requires (ibv_alloc_dm(3),
+    /// "Device memory registration").
+    pub fn check_dm_range(
+        &self,
+        dm: DmHandle,
+        offset: u64,
+        len: u64,
+        access: AccessFlags,
+    ) -> VerbsResult<()> {
+        const VERB: &str = "reg_dm_mr";
+        let d = self.store.lookup(VERB, dm)?;
+        if !access.contains(AccessFlags::ZERO_BASED) {
+            return Err(VerbsError::invalid(
+                VERB,
+                "a device memory region must be registered with IBV_ACCESS_ZERO_BASED",
+            ));
+        }
+        if offset.checked_add(len).is_none_or(|end| end > d.len) {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!(
+                    "offset {offset} + length {len} exceeds the device memory's {} bytes",
+                    d.len
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Record that region `mr`, registered over part of `dm`, covers it: `dm` cannot be
+    /// freed until the region is deregistered.
+    pub fn tie_mr_to_dm(&mut self, mr: MrHandle, dm: DmHandle) -> VerbsResult<()> {
+        const VERB: &str = "reg_dm_mr";
+        self.store.lookup(VERB, dm)?;
+        let m = self.store.lookup_mut(VERB, mr)?;
+        if m.dm.is_some() {
+            return Err(VerbsError::invalid(
+                VERB,
+                "the region already covers device memory",
+            ));
+        }
+        m.dm = Some(dm);
+        self.store.lookup_mut(VERB, dm)?.regions += 1;
+        Ok(())
     }
 
     // ---- MW ---------------------------------------------------------------------------
