@@ -11,7 +11,7 @@ pub(crate) const MAX_MSG_SZ: u64 = 0x80_0000;
 /// The device's deepest work queue (`max_qp_wr`; `max_srq_wr` is the same).
 pub(crate) const MAX_QP_WR: u64 = 0x4000;
 /// The device's largest CQ (`max_cqe`).
-pub(crate) const MAX_CQE: u64 = 32767;
+pub(crate) const MAX_CQE: u64 = softroce_emu::core::MAX_CQE as u64;
 /// The IBTA's largest message, 2^31 bytes: the bound for a size that only filters.
 pub(crate) const IBTA_MAX_MSG: u64 = 1 << 31;
 /// The longest timeout: a day. Longer is a typo, and `Instant` arithmetic overflows near

@@ -156,9 +156,10 @@ fn rc_pingpong_over_ipv6_gids_verifies_every_byte_and_every_icrc() {
     let summary = out.lines().last().unwrap_or_default();
     assert!(summary.ends_with("icrc_bad=0 malformed=0"), "{summary}");
     assert!(
-        out.lines()
-            .any(|l| l.contains(&format!("[{CLIENT}]:4791 > [{SERVER}]:4791"))
-                || l.contains(&format!("{CLIENT}:4791 > {SERVER}:4791"))),
+        out.lines().any(
+            |l| l.contains(&format!("[{CLIENT}]:4791 > [{SERVER}]:4791"))
+                || l.contains(&format!("{CLIENT}:4791 > {SERVER}:4791"))
+        ),
         "packets from the client's IPv6 address:\n{}",
         out.lines().take(5).collect::<Vec<_>>().join("\n")
     );

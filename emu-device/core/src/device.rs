@@ -216,6 +216,12 @@ pub struct PortAttr {
 /// The first QPN handed out (rxe starts at 0x11; 0 and 1 are the special QPs).
 pub(crate) const FIRST_QPN: u32 = 0x11;
 
+/// `max_cqe`: mlx5's (rxe's is 32767). Middleware sized for hardware asks for more than
+/// rxe's: libfabric 1.17's ofi_rxm opens a 262144-entry CQ and does not clamp it to the
+/// device's limit. A CQ's storage grows only with the completions it holds, so the larger
+/// limit costs nothing until used.
+pub const MAX_CQE: u32 = 0x3F_FFFF;
+
 /// `max_dm_size`: 256 KiB.
 pub(crate) const MAX_DM_SIZE: u64 = 256 * 1024;
 
@@ -251,7 +257,7 @@ impl Device {
             max_sge: 32,
             max_sge_rd: 32,
             max_cq: 0x10_0000,
-            max_cqe: 32767,
+            max_cqe: MAX_CQE,
             max_mr: 0x7_FFFF,
             // rxe's RXE_MAX_MW.
             max_mw: 0x7_FFFF,

@@ -109,7 +109,7 @@ pub mod wr;
 
 pub use bringup::{QpBringup, QpPeer};
 pub use counters::{Counters, DropReason};
-pub use device::{DeviceAttr, HcaConfig, OdpCaps, PortAttr, PortState};
+pub use device::{DeviceAttr, HcaConfig, MAX_CQE, OdpCaps, PortAttr, PortState};
 pub use error::{PostError, VerbsError, VerbsResult};
 pub use events::{AsyncEvent, EventElement, HcaEvent};
 pub use handles::{
