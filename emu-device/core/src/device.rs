@@ -277,7 +277,9 @@ impl Device {
             max_pkeys: 1,
             local_ca_ack_delay: 15,
             phys_port_cnt: 1,
-            max_inline_data: 256,
+            // rxe's RXE_MAX_INLINE_DATA: a send WQE's room for its 32 SGEs (32 x 16 bytes).
+            // Libraries probe it by creating QPs from 512 down (libfabric's verbs provider).
+            max_inline_data: 512,
             max_msg_sz: 0x80_0000,
             num_comp_vectors: config.num_comp_vectors.max(1),
         };
