@@ -16,6 +16,7 @@ use super::device::{Device, DeviceAttr, HcaConfig, PortAttr, PortState};
 use super::error::{VerbsError, VerbsResult};
 use super::events::{AsyncEvent, EventElement, Events, HcaEvent};
 use super::handles::{AhHandle, ChannelHandle, CqHandle, MrHandle, MwHandle, PdHandle, QpHandle};
+use super::multicast::Multicast;
 use super::objects::{Ah, AhAttr, Mr, Mw};
 use super::store::Store;
 use super::transport::gsi::{self, Gsi, ReceivedMad};
@@ -58,6 +59,7 @@ pub struct Hca {
     outbox: Outbox,
     counters: Counters,
     gsi: Gsi,
+    multicast: Multicast,
 }
 
 impl Hca {
@@ -71,6 +73,7 @@ impl Hca {
             outbox: Outbox::default(),
             counters: Counters::default(),
             gsi: Gsi::default(),
+            multicast: Multicast::default(),
         }
     }
 
@@ -84,6 +87,7 @@ impl Hca {
             outbox: &mut self.outbox,
             counters: &mut self.counters,
             gsi: &mut self.gsi,
+            multicast: &self.multicast,
         }
     }
 
