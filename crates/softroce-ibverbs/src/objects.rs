@@ -1326,7 +1326,11 @@ pub(crate) unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
 /// `ibv_attach_mcast(3)`: receive the group `gid` on a UD QP (the device joins the IP
 /// group); `lid` is meaningless on RoCE. Returns 0 or the errno value.
 #[unsafe(no_mangle)]
-unsafe extern "C" fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
+pub(crate) unsafe extern "C" fn ibv_attach_mcast(
+    qp: *mut ibv_qp,
+    gid: *const ibv_gid,
+    lid: u16,
+) -> c_int {
     const VERB: &str = "ibv_attach_mcast";
     guard_errno(VERB, || {
         // SAFETY: a QP from ibv_create_qp, or rejected.
@@ -1344,7 +1348,11 @@ unsafe extern "C" fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid:
 
 /// `ibv_detach_mcast(3)`: EINVAL when the QP is not attached to `gid`.
 #[unsafe(no_mangle)]
-unsafe extern "C" fn ibv_detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
+pub(crate) unsafe extern "C" fn ibv_detach_mcast(
+    qp: *mut ibv_qp,
+    gid: *const ibv_gid,
+    lid: u16,
+) -> c_int {
     const VERB: &str = "ibv_detach_mcast";
     guard_errno(VERB, || {
         // SAFETY: a QP from ibv_create_qp, or rejected.

@@ -3,7 +3,7 @@
 //! member of the group its destination address names; the driver joins the IP group while
 //! the group has members ([`Multicast::groups`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use softroce_wire::Gid;
 
@@ -21,6 +21,8 @@ pub(crate) struct Multicast {
     groups: BTreeMap<Gid, Vec<QpHandle>>,
     /// Attachments over all groups (rxe's `mcg_attach`).
     attachments: usize,
+    /// QPs created with `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`.
+    blocks_own: HashSet<QpHandle>,
 }
 
 impl Multicast {
@@ -90,6 +92,20 @@ impl Multicast {
     /// How many groups `qp` is attached to.
     pub(crate) fn groups_of(&self, qp: QpHandle) -> usize {
         self.groups.values().filter(|m| m.contains(&qp)).count()
+    }
+
+    /// `qp` no longer receives the multicast it sent itself (or, with `false`, does again).
+    pub(crate) fn set_block_own(&mut self, qp: QpHandle, block: bool) {
+        if block {
+            self.blocks_own.insert(qp);
+        } else {
+            self.blocks_own.remove(&qp);
+        }
+    }
+
+    /// Whether `qp` refuses the multicast it sent itself.
+    pub(crate) fn blocks_own(&self, qp: QpHandle) -> bool {
+        self.blocks_own.contains(&qp)
     }
 
     /// The groups with members.

@@ -62,6 +62,93 @@ static int ud_ready(struct ibv_qp *qp, uint32_t qkey)
 	return 0;
 }
 
+static struct ibv_qp *ud_qp_ex(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_cq *cq,
+			       enum ibv_qp_type type, uint32_t create_flags)
+{
+	struct ibv_qp_init_attr_ex ia = {.send_cq = cq,
+					 .recv_cq = cq,
+					 .cap = {.max_send_wr = 4,
+						 .max_recv_wr = 4,
+						 .max_send_sge = 1,
+						 .max_recv_sge = 1},
+					 .qp_type = type,
+					 .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS,
+					 .pd = pd,
+					 .create_flags = create_flags};
+	return ibv_create_qp_ex(ctx, &ia);
+}
+
+static void post_one_recv(struct ibv_qp *qp, struct ibv_mr *mr, char *buf)
+{
+	struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = 40 + MSG, .lkey = mr->lkey};
+	struct ibv_recv_wr wr = {.sg_list = &sge, .num_sge = 1}, *bad;
+	CHECK(ibv_post_recv(qp, &wr, &bad) == 0, "post_recv: errno %d", errno);
+}
+
+/* Multicast sent on a device reaches the device's own attached QPs (the device is a member
+ * of the IP group, which the host loops back, as for rxe joined through rdma_cm), except
+ * the sending QP when it was created with IBV_QP_CREATE_BLOCK_SELF_MCAST_LB. */
+static void loopback(struct ibv_context *ctx, struct ibv_pd *pd)
+{
+	union ibv_gid group = gid_of_ipv4("239.79.1.3");
+	struct ibv_cq *cqs[3];
+	struct ibv_qp *qps[3];
+	static char bufs[3][2][40 + MSG];
+	struct ibv_mr *mr = ibv_reg_mr(pd, bufs, sizeof(bufs), IBV_ACCESS_LOCAL_WRITE);
+	CHECK(ud_qp_ex(ctx, pd, NULL, IBV_QPT_RC, IBV_QP_CREATE_BLOCK_SELF_MCAST_LB) == NULL &&
+		      errno == EOPNOTSUPP,
+	      "BLOCK_SELF_MCAST_LB on an RC QP: errno %d", errno);
+	for (int i = 0; i < 3; i++) {
+		cqs[i] = ibv_create_cq(ctx, 8, NULL, NULL, 0);
+		qps[i] = ud_qp_ex(ctx, pd, cqs[i], IBV_QPT_UD,
+				  i == 0 ? IBV_QP_CREATE_BLOCK_SELF_MCAST_LB : 0);
+		CHECK(qps[i] != NULL, "create_qp_ex %d: errno %d", i, errno);
+		if (!qps[i])
+			return;
+		CHECK(ud_ready(qps[i], QKEY) == 0, "ready %d", i);
+		CHECK(ibv_attach_mcast(qps[i], &group, 0) == 0, "attach %d", i);
+		post_one_recv(qps[i], mr, bufs[i][0]);
+		post_one_recv(qps[i], mr, bufs[i][1]);
+	}
+	struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1};
+	aa.grh.dgid = group;
+	aa.grh.hop_limit = 1;
+	struct ibv_ah *ah = ibv_create_ah(pd, &aa);
+	static char msg[MSG];
+	struct ibv_mr *smr = ibv_reg_mr(pd, msg, MSG, 0);
+	for (int from = 0; from < 2; from++) {
+		snprintf(msg, MSG, "msg %d from %x", from, qps[from]->qp_num);
+		struct ibv_sge sge = {.addr = (uintptr_t)msg, .length = MSG, .lkey = smr->lkey};
+		struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+					 .send_flags = IBV_SEND_SIGNALED}, *bad;
+		wr.wr.ud.ah = ah;
+		wr.wr.ud.remote_qpn = 0xFFFFFF;
+		wr.wr.ud.remote_qkey = QKEY;
+		CHECK(ibv_post_send(qps[from], &wr, &bad) == 0, "send from %d", from);
+	}
+	/* qp0 sent (blocked for itself) and qp1 sent (not blocked): qp0 gets qp1's, qp1 both,
+	 * qp2 both. Each CQ also holds its QP's own send completion. */
+	int want[3] = {1 + 1, 2 + 1, 2}, recvs[3] = {0};
+	struct ibv_wc wc[8];
+	for (int i = 0; i < 3; i++) {
+		int n = poll_n(cqs[i], wc, want[i]);
+		n += poll_n_within(cqs[i], wc + n, 1, 200);
+		for (int k = 0; k < n; k++)
+			recvs[i] += wc[k].opcode == IBV_WC_RECV && wc[k].status == IBV_WC_SUCCESS;
+	}
+	CHECK(recvs[0] == 1, "the blocking sender got %d (only the other's)", recvs[0]);
+	CHECK(recvs[1] == 2, "the non-blocking sender got %d (its own too)", recvs[1]);
+	CHECK(recvs[2] == 2, "a bystander QP of the device got %d", recvs[2]);
+	ibv_destroy_ah(ah);
+	for (int i = 0; i < 3; i++) {
+		CHECK(ibv_detach_mcast(qps[i], &group, 0) == 0, "detach %d", i);
+		CHECK(ibv_destroy_qp(qps[i]) == 0, "destroy %d", i);
+		ibv_destroy_cq(cqs[i]);
+	}
+	ibv_dereg_mr(smr);
+	ibv_dereg_mr(mr);
+}
+
 static void rules(void)
 {
 	struct ibv_context *ctx = open_first();
@@ -127,6 +214,7 @@ static void rules(void)
 	for (int i = 0; i < 57; i++)
 		CHECK(ibv_destroy_qp(qps[i]) == 0, "destroy %d", i);
 
+	loopback(ctx, pd);
 	CHECK(ibv_destroy_cq(cq) == 0, "destroy cq");
 	CHECK(ibv_dealloc_pd(pd) == 0, "dealloc pd");
 	CHECK(ibv_close_device(ctx) == 0, "close");

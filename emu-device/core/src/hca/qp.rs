@@ -561,6 +561,21 @@ impl Hca {
         self.multicast.detach(qp, mgid)
     }
 
+    /// `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`: the UD QP does not receive the multicast
+    /// packets it sent itself (copies of them still reach the device's other QPs).
+    pub fn block_multicast_loopback(&mut self, qp: QpHandle) -> VerbsResult<()> {
+        const VERB: &str = "create_qp";
+        let q = self.store.lookup(VERB, qp)?;
+        if q.init.qp_type != QpType::Ud {
+            return Err(VerbsError::invalid(
+                VERB,
+                "blocking multicast loopback applies to UD QPs only",
+            ));
+        }
+        self.multicast.set_block_own(qp, true);
+        Ok(())
+    }
+
     /// The multicast groups some QP of this device is attached to: the driver receives
     /// their traffic while they are listed.
     pub fn multicast_groups(&self) -> Vec<Gid> {
@@ -593,6 +608,7 @@ impl Hca {
         // already); it leaves with the next transmit.
         self.engine().flush_deferred_ack(qp);
         let q = self.store.remove_qp(VERB, qp)?;
+        self.multicast.set_block_own(qp, false);
         for cq in [q.init.send_cq, q.init.recv_cq] {
             self.cqs.add_users(cq, -1);
         }

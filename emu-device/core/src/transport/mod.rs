@@ -161,7 +161,13 @@ pub(crate) fn handle_datagram(eng: &mut Engine<'_>, now: Instant, d: IncomingDat
             eng.counters.drop(DropReason::UnknownQpn);
             return;
         }
+        let from_us = d.src == eng.device.local_addr();
+        let src_qpn = packet.deth().map(|h| h.src_qpn().value());
         for &qp in members {
+            let own = from_us && eng.store.get(qp).map(|q| q.qpn.value()) == src_qpn;
+            if own && eng.multicast.blocks_own(qp) {
+                continue;
+            }
             deliver(eng, now, qp, &packet, &bth, info, d, ip_id);
         }
         return;
