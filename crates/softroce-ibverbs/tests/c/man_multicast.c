@@ -180,6 +180,8 @@ static void rules(void)
 	union ibv_gid link_local = {.raw = {0xfe, 0x80, [15] = 1}};
 	CHECK(ibv_attach_mcast(ud, &link_local, 0) == EINVAL, "fe80::1 attached");
 	CHECK(ibv_attach_mcast(ud, NULL, 0) == EINVAL, "NULL gid attached");
+	CHECK(ibv_attach_mcast(NULL, &group, 0) == EINVAL, "NULL QP attached");
+	CHECK(ibv_detach_mcast(NULL, &group, 0) == EINVAL, "NULL QP detached");
 
 	/* A QP in any state may attach; attaching twice is one membership. */
 	CHECK(ibv_attach_mcast(ud, &group, 0) == 0, "attach: errno %d", errno);
