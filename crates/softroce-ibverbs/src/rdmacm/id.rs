@@ -249,7 +249,7 @@ impl CmId {
             self.c.event = std::ptr::null_mut();
         }
         let mut event = self.channel().pop()?;
-        super::mcast::on_retrieved(&mut event);
+        super::mcast::on_retrieved_by(self, &mut event);
         let status = event.c.status;
         let kind = event.c.event;
         self.c.event = &raw mut Box::leak(event).c;

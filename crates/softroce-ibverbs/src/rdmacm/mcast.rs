@@ -143,10 +143,17 @@ pub(crate) fn join(
 /// A join event is being handed to the application: attach the id's QP (unless send-only
 /// or there is none), or turn the event into MULTICAST_ERROR with the attach's errno.
 pub(crate) fn on_retrieved(event: &mut Event) {
-    let Some(PendingAttach { addr }) = event.join.take() else {
+    if event.join.is_none() {
         return;
-    };
-    let Ok(cm_id) = id::id(event.c.id) else {
+    }
+    if let Ok(cm_id) = id::id(event.c.id) {
+        on_retrieved_by(cm_id, event);
+    }
+}
+
+/// [`on_retrieved`] for an event of `cm_id`.
+pub(crate) fn on_retrieved_by(cm_id: &CmId, event: &mut Event) {
+    let Some(PendingAttach { addr }) = event.join.take() else {
         return;
     };
     let qp = cm_id.c.qp;
