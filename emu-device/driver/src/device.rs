@@ -175,6 +175,9 @@ struct Shared {
     /// Datagrams dropped because they were larger than [`MAX_DATAGRAM`] (cut by the socket):
     /// no RoCEv2 packet is, so they come from a misconfigured or hostile peer.
     rx_oversize: AtomicU64,
+    /// Datagrams the kernel refused to send (no route, no buffer): counted, never silent.
+    /// RC recovers them by retransmission; for UD and UC they are lost.
+    tx_failed: AtomicU64,
     /// Print the counters when the device closes.
     counters_at_close: bool,
     /// The connection manager (locked after `hca`, never before).
@@ -266,6 +269,7 @@ impl Device {
             waiters: AtomicUsize::new(0),
             progress_fd: EventFd::new()?,
             rx_oversize: AtomicU64::new(0),
+            tx_failed: AtomicU64::new(0),
             counters_at_close: config.counters_at_close,
             cm: Mutex::new(cm),
             cm_fd: EventFd::new()?,
@@ -501,12 +505,17 @@ impl Device {
     }
 
     /// Every counter of the device as `(name, value)`: the core's (rxe's `hw_counters`
-    /// names first, then drops by reason), then the driver's own `drop_oversize`.
+    /// names first, then drops by reason), then the driver's own `drop_oversize` and
+    /// `drop_send_failed`.
     pub fn counters(&self) -> Vec<(&'static str, u64)> {
         let mut all: Vec<_> = self.with(|h| h.counters().iter().collect());
         all.push((
             "drop_oversize",
             self.shared.rx_oversize.load(Ordering::Relaxed),
+        ));
+        all.push((
+            "drop_send_failed",
+            self.shared.tx_failed.load(Ordering::Relaxed),
         ));
         all
     }
@@ -1031,7 +1040,9 @@ fn send_segmented(shared: &Shared, tx: &TxScratch, n: usize) -> usize {
                 return groups[sent].0;
             }
             Err(e) => {
-                tracing::warn!(error = %e, "sending a datagram failed; the transport will retransmit");
+                // Counted, never silent: RC retransmits it, UD and UC lose it.
+                tracing::warn!(error = %e, "sending a datagram failed (drop_send_failed)");
+                shared.tx_failed.fetch_add(1, Ordering::Relaxed);
                 sent += 1;
             }
         }
@@ -1082,7 +1093,9 @@ fn send_uncaptured(shared: &Shared, batch: &[(SocketAddr, &[u8])]) {
         match shared.socket.send_batch(&batch[sent..]) {
             Ok(n) => sent += n,
             Err(e) => {
-                tracing::warn!(error = %e, "sending a datagram failed; the transport will retransmit");
+                // Counted, never silent: RC retransmits it, UD and UC lose it.
+                tracing::warn!(error = %e, "sending a datagram failed (drop_send_failed)");
+                shared.tx_failed.fetch_add(1, Ordering::Relaxed);
                 sent += 1;
             }
         }
