@@ -384,10 +384,12 @@ impl Device {
                 ),
             ));
         }
-        // The kernel routes nothing from a loopback source to another host (EINVAL). A
-        // multicast group is reached on the device's own interface (the driver sends with
-        // IP_MULTICAST_IF set to the device's address).
-        if ours.is_loopback() && !theirs.is_loopback() && !theirs.is_multicast() {
+        // The kernel routes nothing from a loopback source to another host (EINVAL). An
+        // IPv4 multicast group is reached on the device's own interface (the driver sends
+        // with IP_MULTICAST_IF set to the device's address); Linux has no IPv6 multicast
+        // route on lo, so there an IPv6 group is unreachable too.
+        let group_on_lo = theirs.is_multicast() && theirs.is_ipv4();
+        if ours.is_loopback() && !theirs.is_loopback() && !group_on_lo {
             return Err(VerbsError::invalid(
                 verb,
                 format!(

@@ -135,6 +135,23 @@ mod tests {
     }
 
     #[test]
+    fn a_group_is_reachable_from_loopback_over_ipv4_only() {
+        use crate::objects::AhAttr;
+        let v4 = Device::new(HcaConfig::new("t", "127.79.0.1".parse().unwrap()));
+        assert!(
+            v4.check_ah_attr("create_ah", &AhAttr::new(group(1), 0))
+                .is_ok()
+        );
+        // Linux routes no IPv6 multicast on lo: refused as unreachable, not lost later.
+        let v6 = Device::new(HcaConfig::new("t", "::1".parse().unwrap()));
+        let ff0e = Gid::from_ip("ff0e::79".parse().unwrap());
+        let e = v6
+            .check_ah_attr("create_ah", &AhAttr::new(ff0e, 0))
+            .unwrap_err();
+        assert_eq!(e.errno(), errno::EINVAL, "{e}");
+    }
+
+    #[test]
     fn every_limit_is_enomem_and_a_detach_frees_its_place() {
         let a = attr(2, 2, 3);
         let mut m = Multicast::default();
