@@ -80,7 +80,7 @@ fn device_looks_like_rxe_with_the_ip_gid_at_index_0() {
     let a = hca.query_device();
     assert_eq!(
         (a.max_sge, a.max_cqe, a.max_qp_rd_atom, a.atomic_cap),
-        (32, softroce_emu::core::MAX_CQE, 128, 1)
+        (32, MAX_CQE, 128, 1)
     );
     let port = hca.query_port(1).unwrap();
     assert_eq!(port.state, PortState::Active);
@@ -99,16 +99,7 @@ fn device_looks_like_rxe_with_the_ip_gid_at_index_0() {
 #[test]
 fn cq_is_created_with_at_least_the_requested_entries() {
     let mut hca = device();
-    for want in [
-        1,
-        2,
-        3,
-        100,
-        1000,
-        32767,
-        262_144,
-        softroce_emu::core::MAX_CQE,
-    ] {
+    for want in [1, 2, 3, 100, 1000, 32767, 262_144, MAX_CQE] {
         let (_, got) = hca.create_cq(want, None, 0, 0).unwrap();
         assert!(got >= want, "asked {want}, got {got}");
     }
@@ -117,9 +108,7 @@ fn cq_is_created_with_at_least_the_requested_entries() {
         libc::EINVAL
     );
     assert_eq!(
-        hca.create_cq(softroce_emu::core::MAX_CQE + 1, None, 0, 0)
-            .unwrap_err()
-            .errno(),
+        hca.create_cq(MAX_CQE + 1, None, 0, 0).unwrap_err().errno(),
         libc::EINVAL
     );
 }

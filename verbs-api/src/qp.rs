@@ -490,6 +490,34 @@ impl QueuePair {
         unsafe { self.inner.pd.dev.post_recv(self.inner.qp, wrs) }
     }
 
+    /// `ibv_attach_mcast`: this UD QP receives what is sent to the multicast group `mgid`
+    /// (an IPv4-mapped multicast address such as `::ffff:239.1.2.3`, or an IPv6 one); see
+    /// [`QueuePair::multicast_target`] for sending to it. A QP must be detached before it is
+    /// destroyed (dropping an attached QP fails, as `ibv_destroy_qp` does with EBUSY).
+    pub fn attach_mcast(&self, mgid: Gid) -> Result<()> {
+        self.inner.pd.dev.attach_mcast(self.inner.qp, mgid)
+    }
+
+    /// `ibv_detach_mcast`.
+    pub fn detach_mcast(&self, mgid: Gid) -> Result<()> {
+        self.inner.pd.dev.detach_mcast(self.inner.qp, mgid)
+    }
+
+    /// A UD destination that is the multicast group `mgid`: its packets go to every QP
+    /// attached to the group (QPN 0xFFFFFF), which takes those with its Q_Key `qkey`.
+    pub fn multicast_target(&self, mgid: Gid, qkey: u32) -> Result<UdTarget> {
+        let udp_port = self.inner.pd.dev.udp_port();
+        self.ud_target(
+            QueuePairEndpoint {
+                qpn: softroce_emu::core::MULTICAST_QPN,
+                psn: 0,
+                gid: mgid,
+                udp_port,
+            },
+            qkey,
+        )
+    }
+
     /// A UD destination: an address handle to `remote` plus its QPN and Q_Key, for
     /// `SendWr::ud`.
     pub fn ud_target(&self, remote: QueuePairEndpoint, qkey: u32) -> Result<UdTarget> {

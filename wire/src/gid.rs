@@ -59,6 +59,16 @@ impl Gid {
         self.0[..10].iter().all(|&b| b == 0) && self.0[10] == 0xff && self.0[11] == 0xff
     }
 
+    /// Whether this GID names a multicast group: an IPv4-mapped multicast address
+    /// (224.0.0.0/4), else an IPv6 multicast address (`ff00::/8`), as the kernel's
+    /// `rdma_is_multicast_addr` decides.
+    pub fn is_multicast(self) -> bool {
+        match self.to_ip() {
+            IpAddr::V4(v4) => v4.is_multicast(),
+            IpAddr::V6(_) => self.0[0] == 0xff,
+        }
+    }
+
     /// The link-local IPv6 GID (`fe80::` + EUI-64) rxe puts at index 0 for a MAC address.
     pub const fn link_local_from_mac(mac: [u8; 6]) -> Self {
         Self([
@@ -126,6 +136,20 @@ mod tests {
         assert_eq!(gid.to_string(), "::ffff:10.99.0.11");
         assert!(gid.is_ipv4_mapped());
         assert_eq!(gid.to_ip(), "10.99.0.11".parse::<IpAddr>().unwrap());
+    }
+
+    #[test]
+    fn multicast_gids_are_ipv4_mapped_class_d_or_ff00() {
+        let g = |s: &str| Gid::from_ip(s.parse().unwrap());
+        assert!(g("239.79.0.1").is_multicast());
+        assert!(g("ff0e::1").is_multicast());
+        assert!(!g("127.79.0.1").is_multicast());
+        assert!(!g("fe80::1").is_multicast());
+        // The kernel's IB-style MGID for IPv4 (ff0e::ffff:a.b.c.d) is an IPv6 multicast GID.
+        let mut ib = g("239.79.0.1").to_bytes();
+        ib[0] = 0xff;
+        ib[1] = 0x0e;
+        assert!(Gid::from_bytes(ib).is_multicast());
     }
 
     #[test]

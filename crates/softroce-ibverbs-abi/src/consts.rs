@@ -226,6 +226,8 @@ consts! {
         IBV_QP_INIT_ATTR_RX_HASH = 1 << 5,
         /// send_ops_flags.
         IBV_QP_INIT_ATTR_SEND_OPS_FLAGS = 1 << 6,
+        /// `enum ibv_qp_create_flags`: the QP does not receive the multicast it sends.
+        IBV_QP_CREATE_BLOCK_SELF_MCAST_LB = 1 << 1,
 
         /// `enum ibv_qp_create_send_ops_flags`: `ibv_wr_rdma_write`.
         IBV_QP_EX_WITH_RDMA_WRITE = 1 << 0,

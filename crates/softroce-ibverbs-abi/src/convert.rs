@@ -94,8 +94,7 @@ pub fn mtu_from_c(code: u32) -> Option<Mtu> {
     u8::try_from(code).ok().and_then(Mtu::from_code)
 }
 
-/// `ibv_query_device`'s answer. The fields the core does not model (EE, multicast, memory
-/// windows, responder resources …) are 0.
+/// `ibv_query_device`'s answer. The fields the core does not model (EE, raw QPs …) are 0.
 pub fn device_attr_to_c(a: &DeviceAttr) -> ibv_device_attr {
     // SAFETY: ibv_device_attr holds integers and a char array: all-zero is valid.
     let mut d: ibv_device_attr = unsafe { core::mem::zeroed() };
@@ -121,6 +120,9 @@ pub fn device_attr_to_c(a: &DeviceAttr) -> ibv_device_attr {
     d.max_qp_init_rd_atom = clamp_i32(a.max_qp_init_rd_atom);
     d.atomic_cap = a.atomic_cap;
     d.max_ah = clamp_i32(a.max_ah);
+    d.max_mcast_grp = clamp_i32(a.max_mcast_grp);
+    d.max_mcast_qp_attach = clamp_i32(a.max_mcast_qp_attach);
+    d.max_total_mcast_qp_attach = clamp_i32(a.max_total_mcast_qp_attach);
     d.max_srq = clamp_i32(a.max_srq);
     d.max_srq_wr = clamp_i32(a.max_srq_wr);
     d.max_srq_sge = clamp_i32(a.max_srq_sge);
@@ -160,6 +162,9 @@ pub fn device_attr_from_c(a: &ibv_device_attr) -> DeviceAttr {
         max_qp_init_rd_atom: non_negative(a.max_qp_init_rd_atom),
         atomic_cap: a.atomic_cap,
         max_ah: non_negative(a.max_ah),
+        max_mcast_grp: non_negative(a.max_mcast_grp),
+        max_mcast_qp_attach: non_negative(a.max_mcast_qp_attach),
+        max_total_mcast_qp_attach: non_negative(a.max_total_mcast_qp_attach),
         max_srq: non_negative(a.max_srq),
         max_srq_wr: non_negative(a.max_srq_wr),
         max_srq_sge: non_negative(a.max_srq_sge),

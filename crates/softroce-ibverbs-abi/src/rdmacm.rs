@@ -72,6 +72,19 @@ pub const RDMA_MAX_RESP_RES: c_int = 0xFF;
 /// `RDMA_MAX_INIT_DEPTH`: the most initiator depth a connection parameter may ask for.
 pub const RDMA_MAX_INIT_DEPTH: c_int = 0xFF;
 
+/// `rdma_cm_join_mc_attr_ex.addr` is set.
+pub const RDMA_CM_JOIN_MC_ATTR_ADDRESS: u32 = 1 << 0;
+/// `rdma_cm_join_mc_attr_ex.join_flags` is set.
+pub const RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS: u32 = 1 << 1;
+/// The first `comp_mask` bit librdmacm does not know.
+pub const RDMA_CM_JOIN_MC_ATTR_RESERVED: u32 = 1 << 2;
+/// Join to send and receive.
+pub const RDMA_MC_JOIN_FLAG_FULLMEMBER: u32 = 0;
+/// Join to send only: the QP is not attached.
+pub const RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER: u32 = 1;
+/// The first join flag librdmacm does not know.
+pub const RDMA_MC_JOIN_FLAG_RESERVED: u32 = 2;
+
 /// `rdma_getaddrinfo` hint: the address is for a passive (listening) side.
 pub const RAI_PASSIVE: c_int = 0x1;
 /// `rdma_getaddrinfo` hint: the node is a numeric address, do not resolve names.

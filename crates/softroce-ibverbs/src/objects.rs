@@ -1538,6 +1538,51 @@ pub(crate) unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
     guard_errno(VERB, || unsafe { destroy::<EmuQp>(VERB, qp) })
 }
 
+/// `ibv_attach_mcast(3)`: receive the group `gid` on a UD QP (the device joins the IP
+/// group); `lid` is meaningless on RoCE. Returns 0 or the errno value.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_attach_mcast(
+    qp: *mut ibv_qp,
+    gid: *const ibv_gid,
+    lid: u16,
+) -> c_int {
+    const VERB: &str = "ibv_attach_mcast";
+    guard_errno(VERB, || {
+        // SAFETY: a QP from ibv_create_qp, or rejected.
+        let q = unsafe { resolve::<EmuQp>(VERB, qp) }?;
+        if gid.is_null() {
+            return Err(fail(VERB, libc::EINVAL, "gid is NULL"));
+        }
+        // SAFETY: non-NULL from the caller.
+        let mgid = convert::gid_from_c(unsafe { &*gid });
+        q.dev
+            .attach_mcast(q.handle, mgid, lid)
+            .map_err(|e| fail(VERB, e.errno(), e))
+    })
+}
+
+/// `ibv_detach_mcast(3)`: EINVAL when the QP is not attached to `gid`.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_detach_mcast(
+    qp: *mut ibv_qp,
+    gid: *const ibv_gid,
+    lid: u16,
+) -> c_int {
+    const VERB: &str = "ibv_detach_mcast";
+    guard_errno(VERB, || {
+        // SAFETY: a QP from ibv_create_qp, or rejected.
+        let q = unsafe { resolve::<EmuQp>(VERB, qp) }?;
+        if gid.is_null() {
+            return Err(fail(VERB, libc::EINVAL, "gid is NULL"));
+        }
+        // SAFETY: non-NULL from the caller.
+        let mgid = convert::gid_from_c(unsafe { &*gid });
+        q.dev
+            .detach_mcast(q.handle, mgid, lid)
+            .map_err(|e| fail(VERB, e.errno(), e))
+    })
+}
+
 /// The `ibv_qp_ex` of a QP made by `ibv_create_qp_ex` with send ops; NULL for others (as
 /// rdma-core).
 #[unsafe(no_mangle)]

@@ -10,7 +10,9 @@ use softroce_emu::core::{
 use softroce_ibverbs_abi::*;
 
 use crate::ffi::{fail, guard, guard_ptr};
-use crate::objects::{EmuAh, EmuMr, EmuMw, EmuQp, Object, WrBatch, create_qp, resolve};
+use crate::objects::{
+    EmuAh, EmuMr, EmuMw, EmuQp, Object, WrBatch, create_qp, ibv_destroy_qp, resolve,
+};
 
 /// Send ops the emulator carries out.
 const SUPPORTED_SEND_OPS: u64 = (IBV_QP_EX_WITH_RDMA_WRITE
@@ -446,9 +448,15 @@ pub(crate) unsafe extern "C" fn vctx_create_qp_ex(
                 "a PD is required (XRC target QPs are not emulated)",
             ));
         }
-        if a.comp_mask & !known != 0
-            || (a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS != 0 && a.create_flags != 0)
-        {
+        let create_flags = if a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS != 0 {
+            a.create_flags
+        } else {
+            0
+        };
+        // Blocking one's own multicast is meaningful for UD only (mckey asks for it).
+        let block_mcast_lb =
+            create_flags == IBV_QP_CREATE_BLOCK_SELF_MCAST_LB && a.qp_type == IBV_QPT_UD;
+        if a.comp_mask & !known != 0 || (create_flags != 0 && !block_mcast_lb) {
             return Err(fail(
                 VERB,
                 libc::EOPNOTSUPP,
@@ -510,6 +518,15 @@ pub(crate) unsafe extern "C" fn vctx_create_qp_ex(
         let r = unsafe { create_qp(VERB, a.pd, &mut ia, extended) };
         a.cap = ia.cap;
         let qp = r?;
+        if block_mcast_lb {
+            // SAFETY: created above, not handed out yet.
+            let q = unsafe { resolve::<EmuQp>(VERB, qp.cast()) }?;
+            if let Err(e) = q.dev.with(|h| h.block_multicast_loopback(q.handle)) {
+                // SAFETY: ours, not handed out.
+                unsafe { ibv_destroy_qp(qp.cast()) };
+                return Err(fail(VERB, e.errno(), e));
+            }
+        }
         if extended {
             // SAFETY: created above, not handed out yet.
             fill_wr_ops(unsafe { &mut (*qp).qpx });

@@ -73,15 +73,8 @@ macro_rules! void_stubs {
     };
 }
 
-// Public verbs: multicast needs a fabric the emulator does not model; ECE, dma-buf and
-// importing objects from another process need a kernel.
-errno_stubs!(
-    ibv_attach_mcast,
-    ibv_detach_mcast,
-    ibv_query_ece,
-    ibv_set_ece,
-    ibv_resolve_eth_l2_from_gid,
-);
+// Public verbs: ECE, dma-buf and importing objects from another process need a kernel.
+errno_stubs!(ibv_query_ece, ibv_set_ece, ibv_resolve_eth_l2_from_gid,);
 minus_one_stubs!(ibv_read_ibdev_sysfs_file);
 null_stubs!(
     ibv_reg_dmabuf_mr,

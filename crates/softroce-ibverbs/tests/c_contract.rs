@@ -189,3 +189,84 @@ fn man_pages_local_protection_errors_complete() {
 fn man_pages_no_devices_is_an_empty_list() {
     run_c_program("man_no_devices", "");
 }
+
+/// `man_multicast`, compiled once for the tests that run it side by side (a program being
+/// rewritten cannot be started).
+fn multicast_program() -> &'static std::path::Path {
+    static EXE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    EXE.get_or_init(|| common::compile_c("man_multicast"))
+}
+
+/// ibv_attach_mcast(3), ibv_detach_mcast(3) as the kernel's uverbs and rxe answer them: UD
+/// QPs only (EINVAL), multicast GIDs only (EINVAL), attaching twice is one membership, a
+/// detach of what is not attached is EINVAL, destroying an attached QP is EBUSY, and
+/// ibv_query_device's limits are rxe's and enforced (ENOMEM).
+#[test]
+fn man_pages_multicast_attach_rules() {
+    let exe = multicast_program();
+    let run = common::spawn(
+        "man_multicast rules",
+        "mc0=127.79.1.1",
+        exe.to_str().expect("UTF-8 path"),
+        &["rules"],
+    )
+    .finish(Duration::from_secs(60));
+    assert!(
+        run.ok() && run.stdout.contains("0 failures"),
+        "{}",
+        run.report()
+    );
+}
+
+/// One sender process, two receiver processes with two attached QPs each: every attached
+/// QP gets each message once, with the GRH area and src_qp of a unicast UD receive; an
+/// attached QP with another Q_Key and a QP of a device that never attached get nothing.
+#[test]
+fn multicast_reaches_every_attached_qp_in_other_processes() {
+    const GROUP: &str = "239.79.2.1";
+    const N: &str = "40";
+    let exe = multicast_program();
+    let exe = exe.to_str().expect("UTF-8 path");
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mcast-ready");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("ready dir");
+    let ready: Vec<String> = (1..=2)
+        .map(|i| dir.join(format!("rx{i}")).display().to_string())
+        .collect();
+    let rx1 = common::spawn(
+        "receiver 1",
+        "rx1=127.79.2.2",
+        exe,
+        &["recv", &ready[0], N, GROUP],
+    );
+    let rx2 = common::spawn(
+        "receiver 2",
+        "rx2=127.79.2.3,idle=127.79.2.4",
+        exe,
+        &["recv", &ready[1], N, GROUP],
+    );
+    // Bounded: both receivers have attached and posted their buffers within 30 s.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !ready.iter().all(|r| std::path::Path::new(r).exists()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "receivers never got ready:\n{}\n{}",
+            rx1.finish(Duration::from_secs(1)).report(),
+            rx2.finish(Duration::from_secs(1)).report()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let tx = common::spawn("sender", "tx=127.79.2.1", exe, &["send", N, GROUP])
+        .finish(Duration::from_secs(60));
+    let rx1 = rx1.finish(Duration::from_secs(60));
+    let rx2 = rx2.finish(Duration::from_secs(60));
+    for run in [&tx, &rx1, &rx2] {
+        assert!(
+            run.ok() && run.stdout.contains("0 failures"),
+            "{}\n{}\n{}",
+            tx.report(),
+            rx1.report(),
+            rx2.report()
+        );
+    }
+}

@@ -174,3 +174,17 @@ fn a_connection_follows_the_man_pages() {
 fn misused_calls_are_refused_and_nothing_breaks() {
     run("rdmacm_misuse", "127.77.31.7");
 }
+
+/// UD multicast through rdma_cm as the kernel runs it on RoCEv2: misuse refused as the
+/// kernel and librdmacm refuse it, the MULTICAST_JOIN event field by field, data through
+/// the event's address vector, attach at retrieval (not for send-only joins or ids without
+/// a QP), leave stops delivery and cancels an unretrieved join, a unicast group is a
+/// MULTICAST_ERROR, destroying an id leaves its groups.
+#[test]
+fn multicast_joins_follow_the_man_pages() {
+    run_with(
+        "rdmacm_multicast",
+        &["127.79.3.1", "127.79.3.2"],
+        library_dir(),
+    );
+}

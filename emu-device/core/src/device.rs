@@ -128,6 +128,12 @@ pub struct DeviceAttr {
     pub atomic_cap: u32,
     /// Maximum AHs.
     pub max_ah: u32,
+    /// Maximum multicast groups.
+    pub max_mcast_grp: u32,
+    /// Maximum QPs attached to one multicast group.
+    pub max_mcast_qp_attach: u32,
+    /// Maximum QP attachments over all multicast groups.
+    pub max_total_mcast_qp_attach: u32,
     /// Maximum SRQs.
     pub max_srq: u32,
     /// Maximum WRs per SRQ.
@@ -271,6 +277,11 @@ impl Device {
             max_qp_init_rd_atom: 128,
             atomic_cap: 1,
             max_ah: 32767,
+            // rxe_param.h: RXE_MAX_MCAST_GRP, RXE_MAX_MCAST_QP_ATTACH,
+            // RXE_MAX_TOT_MCAST_QP_ATTACH.
+            max_mcast_grp: 8192,
+            max_mcast_qp_attach: 56,
+            max_total_mcast_qp_attach: 0x7_0000,
             max_srq: 0xD_FFFF,
             max_srq_wr: 0x4000,
             max_srq_sge: 27,
@@ -391,8 +402,12 @@ impl Device {
                 ),
             ));
         }
-        // The kernel routes nothing from a loopback source to another host (EINVAL).
-        if ours.is_loopback() && !theirs.is_loopback() {
+        // The kernel routes nothing from a loopback source to another host (EINVAL). An
+        // IPv4 multicast group is reached on the device's own interface (the driver sends
+        // with IP_MULTICAST_IF set to the device's address); Linux has no IPv6 multicast
+        // route on lo, so there an IPv6 group is unreachable too.
+        let group_on_lo = theirs.is_multicast() && theirs.is_ipv4();
+        if ours.is_loopback() && !theirs.is_loopback() && !group_on_lo {
             return Err(VerbsError::invalid(
                 verb,
                 format!(

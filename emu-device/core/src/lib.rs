@@ -99,6 +99,7 @@ pub(crate) mod events;
 pub mod handles;
 pub mod hca;
 pub(crate) mod memory;
+pub(crate) mod multicast;
 pub mod objects;
 pub mod qp_state;
 pub(crate) mod qp_transport;
@@ -116,6 +117,7 @@ pub use handles::{
     AhHandle, ChannelHandle, CqHandle, DmHandle, MrHandle, MwHandle, PdHandle, QpHandle, SrqHandle,
 };
 pub use hca::{Hca, MrKeys};
+pub use multicast::MULTICAST_QPN;
 pub use objects::{AhAttr, QpAttr, QpCap, QpInitAttr, SrqAttr, SrqAttrMask};
 pub use qp_state::{
     TransitionError, TransitionRule, check_transition, required_mask, transition_rule,

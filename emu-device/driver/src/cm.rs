@@ -265,6 +265,11 @@ impl CmHca {
         }
     }
 
+    /// The multicast groups the HCA's QPs are attached to.
+    pub fn multicast_groups(&self) -> Vec<Gid> {
+        self.hca.multicast_groups()
+    }
+
     /// Fire the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.hca.poll_timeout().is_some_and(|t| t <= now) {

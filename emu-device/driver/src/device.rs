@@ -38,7 +38,7 @@ use softroce_emu_cm::{
 };
 use softroce_emu_core::{
     AccessFlags, AsyncEvent, ChannelHandle, CqHandle, Hca, HcaConfig, HcaEvent, IncomingDatagram,
-    MrHandle, MrKeys, PdHandle, VerbsError, VerbsResult,
+    MrHandle, MrKeys, PdHandle, QpHandle, VerbsError, VerbsResult,
 };
 use softroce_emu_faults::{Direction, FaultCounters, FaultInjector, FaultPlan};
 use softroce_wire::pcap::CaptureWriter;
@@ -175,6 +175,9 @@ struct Shared {
     /// Datagrams dropped because they were larger than [`MAX_DATAGRAM`] (cut by the socket):
     /// no RoCEv2 packet is, so they come from a misconfigured or hostile peer.
     rx_oversize: AtomicU64,
+    /// Datagrams the kernel refused to send (no route, no buffer): counted, never silent.
+    /// RC recovers them by retransmission; for UD and UC they are lost.
+    tx_failed: AtomicU64,
     /// Print the counters when the device closes.
     counters_at_close: bool,
     /// The connection manager (locked after `hca`, never before).
@@ -183,12 +186,18 @@ struct Shared {
     cm_fd: EventFd,
     /// QPs that reached COMM_EST during a pump, for the connection manager.
     comm_est: Mutex<Vec<Qpn>>,
+    /// One socket per multicast group some QP is attached to (locked after `hca`).
+    groups: Mutex<Vec<(Gid, Arc<RoceSocket>)>>,
+    /// Wakes the multicast receiver (the groups changed, or the device stops).
+    groups_changed: EventFd,
 }
 
 /// A running emulated device.
 pub struct Device {
     shared: Arc<Shared>,
     engine: Option<JoinHandle<()>>,
+    /// The thread receiving on the group sockets, started with the first group.
+    multicast_rx: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Device {
@@ -260,10 +269,13 @@ impl Device {
             waiters: AtomicUsize::new(0),
             progress_fd: EventFd::new()?,
             rx_oversize: AtomicU64::new(0),
+            tx_failed: AtomicU64::new(0),
             counters_at_close: config.counters_at_close,
             cm: Mutex::new(cm),
             cm_fd: EventFd::new()?,
             comm_est: Mutex::new(Vec::new()),
+            groups: Mutex::new(Vec::new()),
+            groups_changed: EventFd::new()?,
         });
         let engine_shared = Arc::clone(&shared);
         let engine = std::thread::Builder::new()
@@ -272,7 +284,67 @@ impl Device {
         Ok(Self {
             shared,
             engine: Some(engine),
+            multicast_rx: Mutex::new(None),
         })
+    }
+
+    /// `ibv_attach_mcast`: attach the QP in the core, then receive the group's traffic: the
+    /// device joins the IP group (on the interface of its address) with its first QP. A
+    /// group of the other IP family is attached as rxe attaches it, and nothing arrives
+    /// for it (no packet of that family reaches the device). A group that cannot be joined
+    /// (out of sockets) undoes the attach with ENOMEM.
+    pub fn attach_mcast(&self, qp: QpHandle, mgid: Gid, lid: u16) -> VerbsResult<()> {
+        let mut hca = lock(&self.shared.hca);
+        let before = hca.multicast_groups().contains(&mgid);
+        hca.attach_mcast(qp, mgid, lid)?;
+        let group = SocketAddr::new(mgid.to_ip(), hca.config().udp_port);
+        if before || group.is_ipv4() != hca.config().ip.is_ipv4() {
+            return Ok(());
+        }
+        let socket = match RoceSocket::bind_group(group, hca.config().ip) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = hca.detach_mcast(qp, mgid, lid);
+                return Err(VerbsError::NoResources {
+                    verb: "attach_mcast",
+                    reason: format!("cannot join IP multicast group {}: {e}", group.ip()),
+                });
+            }
+        };
+        lock(&self.shared.groups).push((mgid, Arc::new(socket)));
+        drop(hca);
+        let _ = self.shared.groups_changed.notify();
+        let mut rx = lock(&self.multicast_rx);
+        if rx.is_none() {
+            let shared = Arc::clone(&self.shared);
+            match std::thread::Builder::new()
+                .name("softroce-mcast".into())
+                .spawn(move || multicast_receiver(shared))
+            {
+                Ok(t) => *rx = Some(t),
+                Err(e) => {
+                    drop(rx);
+                    let _ = self.detach_mcast(qp, mgid, lid);
+                    return Err(VerbsError::NoResources {
+                        verb: "attach_mcast",
+                        reason: format!("cannot start the multicast receiver: {e}"),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `ibv_detach_mcast`: the device leaves the IP group with the group's last QP.
+    pub fn detach_mcast(&self, qp: QpHandle, mgid: Gid, lid: u16) -> VerbsResult<()> {
+        let mut hca = lock(&self.shared.hca);
+        hca.detach_mcast(qp, mgid, lid)?;
+        if !hca.multicast_groups().contains(&mgid) {
+            // Closing the socket (when the receiver lets go of it too) leaves the group.
+            lock(&self.shared.groups).retain(|(g, _)| *g != mgid);
+            let _ = self.shared.groups_changed.notify();
+        }
+        Ok(())
     }
 
     /// The address the device receives on.
@@ -433,12 +505,17 @@ impl Device {
     }
 
     /// Every counter of the device as `(name, value)`: the core's (rxe's `hw_counters`
-    /// names first, then drops by reason), then the driver's own `drop_oversize`.
+    /// names first, then drops by reason), then the driver's own `drop_oversize` and
+    /// `drop_send_failed`.
     pub fn counters(&self) -> Vec<(&'static str, u64)> {
         let mut all: Vec<_> = self.with(|h| h.counters().iter().collect());
         all.push((
             "drop_oversize",
             self.shared.rx_oversize.load(Ordering::Relaxed),
+        ));
+        all.push((
+            "drop_send_failed",
+            self.shared.tx_failed.load(Ordering::Relaxed),
         ));
         all
     }
@@ -619,7 +696,11 @@ impl Drop for Device {
         self.print_counters_if_asked();
         self.shared.stop.store(true, Ordering::SeqCst);
         let _ = self.shared.engine_wake.notify();
+        let _ = self.shared.groups_changed.notify();
         if let Some(t) = self.engine.take() {
+            let _ = t.join();
+        }
+        if let Some(t) = lock(&self.multicast_rx).take() {
             let _ = t.join();
         }
         // The capture writer flushes when the last reference to the device state drops.
@@ -959,7 +1040,9 @@ fn send_segmented(shared: &Shared, tx: &TxScratch, n: usize) -> usize {
                 return groups[sent].0;
             }
             Err(e) => {
-                tracing::warn!(error = %e, "sending a datagram failed; the transport will retransmit");
+                // Counted, never silent: RC retransmits it, UD and UC lose it.
+                tracing::warn!(error = %e, "sending a datagram failed (drop_send_failed)");
+                shared.tx_failed.fetch_add(1, Ordering::Relaxed);
                 sent += 1;
             }
         }
@@ -1010,7 +1093,9 @@ fn send_uncaptured(shared: &Shared, batch: &[(SocketAddr, &[u8])]) {
         match shared.socket.send_batch(&batch[sent..]) {
             Ok(n) => sent += n,
             Err(e) => {
-                tracing::warn!(error = %e, "sending a datagram failed; the transport will retransmit");
+                // Counted, never silent: RC retransmits it, UD and UC lose it.
+                tracing::warn!(error = %e, "sending a datagram failed (drop_send_failed)");
+                shared.tx_failed.fetch_add(1, Ordering::Relaxed);
                 sent += 1;
             }
         }
@@ -1043,7 +1128,13 @@ fn deliver<'a>(
 /// Receive one batch of waiting datagrams (without blocking), process them and send what
 /// they produced. Called with the device locked; returns how many were received.
 fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
-    let local = shared.socket.local_addr();
+    receive_from(shared, hca, &shared.socket)
+}
+
+/// [`receive_ready`] on `socket`: the device's own, or a multicast group's (whose datagrams
+/// are addressed to the group).
+fn receive_from(shared: &Shared, hca: &mut Hca, socket: &RoceSocket) -> usize {
+    let local = socket.local_addr();
     let mut storage = lock(&shared.rx_storage);
     // An array, not a Vec: no allocation per poll.
     let mut slots = storage.iter_mut();
@@ -1055,7 +1146,7 @@ fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
         truncated: false,
         segment: 0,
     }; MAX_BATCH];
-    let n = match shared.socket.recv_batch(&mut bufs, &mut meta) {
+    let n = match socket.recv_batch(&mut bufs, &mut meta) {
         Ok(n) => n,
         Err(e) => {
             tracing::warn!(error = %e, "receive failed");
@@ -1130,6 +1221,53 @@ fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
     drop(storage);
     pump(shared, hca, now);
     n
+}
+
+/// Receive on the group sockets until the device stops: sleep in `poll` on them and on
+/// `groups_changed`, and hand what arrives to the device as the engine does its own
+/// socket's datagrams.
+fn multicast_receiver(shared: Arc<Shared>) {
+    while !shared.stop.load(Ordering::SeqCst) {
+        let groups: Vec<Arc<RoceSocket>> = lock(&shared.groups)
+            .iter()
+            .map(|(_, s)| Arc::clone(s))
+            .collect();
+        let mut fds: Vec<libc::pollfd> = std::iter::once(shared.groups_changed.as_raw_fd())
+            .chain(groups.iter().map(|s| s.as_raw_fd()))
+            .map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: `fds` is a live array of `fds.len()` pollfds. The timeout bounds how long
+        // a missed wakeup could delay a stop.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 1000) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                tracing::warn!(error = %e, "multicast receiver: poll failed");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            continue;
+        }
+        if fds[0].revents != 0 {
+            let _ = shared.groups_changed.try_consume();
+        }
+        for (socket, fd) in groups.iter().zip(&fds[1..]) {
+            if fd.revents == 0 {
+                continue;
+            }
+            let mut hca = lock(&shared.hca);
+            // Bounded per wakeup: the lock is the application's too.
+            for _ in 0..16 {
+                if receive_from(&shared, &mut hca, socket) == 0 {
+                    break;
+                }
+            }
+            wake_engine_for_timers(&shared, &hca);
+        }
+    }
 }
 
 fn engine(shared: Arc<Shared>) {

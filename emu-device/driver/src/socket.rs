@@ -124,11 +124,64 @@ impl RoceSocket {
         socket.set_nonblocking(true)?;
         // Best effort (Linux 5.0+): without it every datagram is its own receive.
         let _ = set_int_opt(&socket, libc::SOL_UDP, UDP_GRO, 1);
+        // Multicast leaves on the interface of the device's address (loopback for 127.x),
+        // never by the default route: a group is reached where the device lives.
+        match addr.ip() {
+            std::net::IpAddr::V4(v4) => socket.set_multicast_if_v4(&v4)?,
+            std::net::IpAddr::V6(v6) => {
+                if let Some(index) = interface_index(v6.into()) {
+                    let _ = socket.set_multicast_if_v6(index);
+                }
+            }
+        }
         let local = socket
             .local_addr()?
             .as_socket()
             .ok_or_else(|| io::Error::other("bound socket has no IP address"))?;
         Ok(Self { socket, local })
+    }
+
+    /// A socket receiving the multicast group `group` (an address and the device's port)
+    /// on the interface of `device_ip`: bound to the group with `SO_REUSEADDR`, so every
+    /// device and process on the host that joins the group gets its own copy, and a member
+    /// of it (`IP_ADD_MEMBERSHIP` / `IPV6_JOIN_GROUP`) until dropped.
+    pub fn bind_group(group: SocketAddr, device_ip: std::net::IpAddr) -> io::Result<Self> {
+        let domain = Domain::for_address(group);
+        let socket = Socket::new(domain, Type::DGRAM.cloexec(), Some(Protocol::UDP))?;
+        socket.set_reuse_address(true)?;
+        let _ = socket.set_recv_buffer_size(SOCKET_BUFFER_BYTES);
+        match (group.ip(), device_ip) {
+            (std::net::IpAddr::V4(g), std::net::IpAddr::V4(ours)) => {
+                socket.bind(&SockAddr::from(group))?;
+                socket.join_multicast_v4(&g, &ours)?;
+            }
+            (std::net::IpAddr::V6(g), std::net::IpAddr::V6(ours)) => {
+                socket.set_only_v6(true)?;
+                set_int_opt(&socket, libc::IPPROTO_UDP, UDP_NO_CHECK6_RX, 1)?;
+                socket.bind(&SockAddr::from(group))?;
+                let index = interface_index(ours.into()).ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::AddrNotAvailable,
+                        format!("no interface holds {ours}"),
+                    )
+                })?;
+                socket.join_multicast_v6(&g, index)?;
+            }
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "group {group} and device address {device_ip} are of different IP families"
+                    ),
+                ));
+            }
+        }
+        socket.set_nonblocking(true)?;
+        let _ = set_int_opt(&socket, libc::SOL_UDP, UDP_GRO, 1);
+        Ok(Self {
+            socket,
+            local: group,
+        })
     }
 
     /// The bound address (with the real port when 0 was requested).
@@ -362,6 +415,15 @@ impl AsFd for RoceSocket {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.socket.as_fd()
     }
+}
+
+/// The index of the interface holding `ip` (0 is no interface).
+fn interface_index(ip: std::net::IpAddr) -> Option<u32> {
+    let name = crate::link::interface_of(ip)?;
+    let name = std::ffi::CString::new(name).ok()?;
+    // SAFETY: a NUL-terminated name.
+    let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    (index != 0).then_some(index)
 }
 
 fn set_int_opt(

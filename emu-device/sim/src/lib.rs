@@ -101,6 +101,12 @@ pub trait SimNode {
     fn poll_timeout(&self) -> Option<Instant>;
     /// Let timers that expired at or before `now` fire.
     fn handle_timeout(&mut self, now: Instant);
+    /// Whether the node receives datagrams sent to the multicast address `group` (it has a
+    /// QP attached to the group, as a real device then joins the IP group).
+    fn receives_multicast(&self, group: IpAddr) -> bool {
+        let _ = group;
+        false
+    }
 }
 
 /// Index of a node in a [`Fabric`].
@@ -503,7 +509,7 @@ impl<N: SimNode> Fabric<N> {
         }
     }
 
-    fn route(&mut self, from: usize, mut datagram: SimDatagram) {
+    fn route(&mut self, from: usize, datagram: SimDatagram) {
         self.stats.sent += 1;
         if let Some(captured) = self.captured.as_mut() {
             captured.push((self.now - self.epoch, datagram.clone()));
@@ -511,11 +517,33 @@ impl<N: SimNode> Fabric<N> {
         // A BTH's worth, kept for the loss log (a fault plan may consume the payload).
         let head_len = if self.losses.is_some() { 12 } else { 0 };
         let head = datagram.payload[..head_len.min(datagram.payload.len())].to_vec();
+        let group = datagram.dst.ip();
+        if group.is_multicast() {
+            // One copy per member (the sender too when it is one, as the host loops
+            // multicast back to its own members); each copy meets the link's faults.
+            let members: Vec<usize> = (0..self.nodes.len())
+                .filter(|&i| self.nodes[i].node.receives_multicast(group))
+                .collect();
+            if members.is_empty() {
+                self.stats.unroutable += 1;
+                self.lost(&datagram, &head, "unroutable");
+            }
+            for to in members {
+                self.route_to(from, to, datagram.clone(), &head);
+            }
+            return;
+        }
         let Some(to) = self.nodes.iter().position(|s| s.addr == datagram.dst.ip()) else {
             self.stats.unroutable += 1;
             self.lost(&datagram, &head, "unroutable");
             return;
         };
+        self.route_to(from, to, datagram, &head);
+    }
+
+    /// [`Fabric::route`] to node `to`: the link's faults, then the flight.
+    fn route_to(&mut self, from: usize, to: usize, mut datagram: SimDatagram, head: &[u8]) {
+        let head = head.to_vec();
         if datagram.payload.len() > self.mtu {
             self.stats.dropped_mtu += 1;
             self.lost(&datagram, &head, "mtu");
@@ -780,6 +808,10 @@ macro_rules! sans_io_node {
 
             fn handle_timeout(&mut self, now: Instant) {
                 <$ty>::handle_timeout(self, now);
+            }
+
+            fn receives_multicast(&self, group: IpAddr) -> bool {
+                <$ty>::multicast_groups(self).contains(&softroce_wire::Gid::from_ip(group))
             }
         }
     };

@@ -127,4 +127,11 @@ impl Backend for Emulated {
     fn emulated(&self) -> Option<&Arc<Device>> {
         Some(&self.dev)
     }
+    // Through the device: it joins the IP group the core's membership asks for.
+    fn attach_mcast(&self, qp: QpHandle, mgid: Gid) -> Result<()> {
+        Ok(self.dev.attach_mcast(qp, mgid, 0)?)
+    }
+    fn detach_mcast(&self, qp: QpHandle, mgid: Gid) -> Result<()> {
+        Ok(self.dev.detach_mcast(qp, mgid, 0)?)
+    }
 }

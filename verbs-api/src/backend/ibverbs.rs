@@ -83,6 +83,8 @@ struct Fns {
         *mut sys::ibv_qp_init_attr,
     ) -> c_int,
     destroy_qp: unsafe extern "C" fn(*mut c_void) -> c_int,
+    attach_mcast: unsafe extern "C" fn(*mut c_void, *const sys::ibv_gid, u16) -> c_int,
+    detach_mcast: unsafe extern "C" fn(*mut c_void, *const sys::ibv_gid, u16) -> c_int,
     create_ah: unsafe extern "C" fn(*mut c_void, *mut sys::ibv_ah_attr) -> *mut c_void,
     destroy_ah: unsafe extern "C" fn(*mut c_void) -> c_int,
     get_async_event:
@@ -133,6 +135,8 @@ impl Fns {
             modify_qp: sym!("ibv_modify_qp"),
             query_qp: sym!("ibv_query_qp"),
             destroy_qp: sym!("ibv_destroy_qp"),
+            attach_mcast: sym!("ibv_attach_mcast"),
+            detach_mcast: sym!("ibv_detach_mcast"),
             create_ah: sym!("ibv_create_ah"),
             destroy_ah: sym!("ibv_destroy_ah"),
             get_async_event: sym!("ibv_get_async_event"),
@@ -665,6 +669,18 @@ impl Backend for Ibverbs {
         // SAFETY: a QP this backend made.
         let rc = unsafe { (self.fns.destroy_qp)(ptr_of(qp.to_raw())) };
         check("ibv_destroy_qp", String::new, rc)
+    }
+    fn attach_mcast(&self, qp: QpHandle, mgid: Gid) -> Result<()> {
+        let gid = convert::gid_to_c(mgid);
+        // SAFETY: a QP this backend made; a GID on the stack.
+        let rc = unsafe { (self.fns.attach_mcast)(ptr_of(qp.to_raw()), &gid, 0) };
+        check("ibv_attach_mcast", || format!("{mgid}"), rc)
+    }
+    fn detach_mcast(&self, qp: QpHandle, mgid: Gid) -> Result<()> {
+        let gid = convert::gid_to_c(mgid);
+        // SAFETY: a QP this backend made; a GID on the stack.
+        let rc = unsafe { (self.fns.detach_mcast)(ptr_of(qp.to_raw()), &gid, 0) };
+        check("ibv_detach_mcast", || format!("{mgid}"), rc)
     }
     unsafe fn post_send(&self, qp: QpHandle, wrs: &[SendWr]) -> Result<()> {
         let post = self

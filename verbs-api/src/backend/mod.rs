@@ -255,6 +255,10 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn qp_state(&self, qp: QpHandle) -> Result<QpState>;
     /// `ibv_destroy_qp`.
     fn destroy_qp(&self, qp: QpHandle) -> Result<()>;
+    /// `ibv_attach_mcast` (a UD QP to the group `mgid`).
+    fn attach_mcast(&self, qp: QpHandle, mgid: Gid) -> Result<()>;
+    /// `ibv_detach_mcast`.
+    fn detach_mcast(&self, qp: QpHandle, mgid: Gid) -> Result<()>;
     /// `ibv_post_send`; a refusal names the first rejected request (`bad_wr`).
     ///
     /// # Safety

@@ -193,6 +193,13 @@ impl Backend for Simulated {
     fn async_fd(&self) -> RawFd {
         self.fabric.lock().devices[self.dev].async_fd.as_raw_fd()
     }
+    // The fabric copies a multicast datagram to every device with a QP in its group.
+    fn attach_mcast(&self, qp: QpHandle, mgid: Gid) -> Result<()> {
+        Ok(self.with(|h| h.attach_mcast(qp, mgid, 0))?)
+    }
+    fn detach_mcast(&self, qp: QpHandle, mgid: Gid) -> Result<()> {
+        Ok(self.with(|h| h.detach_mcast(qp, mgid, 0))?)
+    }
 
     fn simulated(&self) -> Option<&Simulated> {
         Some(self)

@@ -20,6 +20,8 @@ pub(crate) struct Event {
     pub(crate) c: rdma_cm_event,
     /// The private data `c.param.{conn,ud}.private_data` points into.
     pub(crate) private_data: Vec<u8>,
+    /// A multicast join whose QP is attached when the application retrieves the event.
+    pub(crate) join: Option<super::mcast::PendingAttach>,
 }
 
 impl Event {
@@ -35,6 +37,7 @@ impl Event {
                 param: unsafe { std::mem::zeroed() },
             },
             private_data: Vec::new(),
+            join: None,
         })
     }
 }
@@ -103,11 +106,18 @@ impl Channel {
     // Boxed: an event's address is what the application gets, so it must not move.
     #[allow(clippy::vec_box)]
     pub(crate) fn take_events_of(&self, id: *mut rdma_cm_id) -> Vec<Box<Event>> {
+        self.take_events_where(|e| e.c.id == id || e.c.listen_id == id)
+    }
+
+    /// Takes the queued events `which` picks out of this channel (their counts too), in
+    /// order.
+    #[allow(clippy::vec_box)]
+    pub(crate) fn take_events_where(&self, which: impl Fn(&Event) -> bool) -> Vec<Box<Event>> {
         let mut queue = self.queue();
         let mut taken = Vec::new();
         let mut kept = VecDeque::new();
         for event in queue.drain(..) {
-            if event.c.id == id || event.c.listen_id == id {
+            if which(&event) {
                 taken.push(event);
             } else {
                 kept.push_back(event);

@@ -74,6 +74,8 @@ pub(crate) struct IdState {
     pub(crate) conn: Option<super::conn::Connection>,
     /// A passive `rdma_create_ep`'s QP attributes, for the QPs of `rdma_get_request`.
     pub(crate) qp_init_attr: Option<ibv_qp_init_attr>,
+    /// The multicast groups joined.
+    pub(crate) multicast: Vec<super::mcast::Membership>,
 }
 
 /// Everything handed out, by address; and the ports in use per port space.
@@ -185,6 +187,7 @@ pub(crate) fn create_id(
             path: None,
             conn: None,
             qp_init_attr: None,
+            multicast: Vec::new(),
         }),
         reported: AtomicUsize::new(0),
         acked: AtomicUsize::new(0),
@@ -212,9 +215,18 @@ impl CmId {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn channel(&self) -> &Channel {
+    pub(crate) fn channel(&self) -> &Channel {
         // SAFETY: an id's channel outlives it (destroy_channel refuses while ids use it).
         unsafe { &*self.channel }
+    }
+
+    /// Drops events of this id taken from its channel unread: they count as acknowledged.
+    #[allow(clippy::vec_box)]
+    pub(crate) fn discard(&self, events: Vec<Box<Event>>) {
+        for event in events {
+            with_registry(|r| r.events.remove(&((&raw const event.c) as usize)));
+            self.acked.fetch_add(1, Ordering::SeqCst);
+        }
     }
 
     /// Queues an event for this id.
@@ -236,7 +248,8 @@ impl CmId {
             ack_event(self.c.event)?;
             self.c.event = std::ptr::null_mut();
         }
-        let event = self.channel().pop()?;
+        let mut event = self.channel().pop()?;
+        super::mcast::on_retrieved_by(self, &mut event);
         let status = event.c.status;
         let kind = event.c.event;
         self.c.event = &raw mut Box::leak(event).c;
@@ -251,6 +264,9 @@ impl CmId {
 
 pub(crate) fn destroy_id(p: *mut rdma_cm_id) -> Result<(), c_int> {
     let cm_id = id(p)?;
+    // rdma_leave_multicast(3): "Destroying an rdma_cm_id will automatically leave all
+    // multicast groups."
+    super::mcast::leave_all(cm_id);
     // No event reaches it from here on; its connection says goodbye (the kernel's destroy).
     super::conn::forget_id(cm_id);
     if cm_id.synchronous && !cm_id.c.event.is_null() {
@@ -261,10 +277,7 @@ pub(crate) fn destroy_id(p: *mut rdma_cm_id) -> Result<(), c_int> {
     // (rdma_get_cm_event(3): "destruction of an rdma_cm_id will block until related events
     // have been acknowledged").
     let discarded = cm_id.channel().take_events_of(p);
-    for event in discarded {
-        with_registry(|r| r.events.remove(&((&raw const event.c) as usize)));
-        cm_id.acked.fetch_add(1, Ordering::SeqCst);
-    }
+    cm_id.discard(discarded);
     let reported = &cm_id.reported;
     let acked = &cm_id.acked;
     cm_id
@@ -300,7 +313,8 @@ pub(crate) fn get_event(
     if out.is_null() {
         return Err(libc::EINVAL);
     }
-    let event = channel.pop()?;
+    let mut event = channel.pop()?;
+    super::mcast::on_retrieved(&mut event);
     // SAFETY: checked non-null; the caller passes room for one pointer.
     unsafe { *out = &raw mut Box::leak(event).c };
     Ok(())

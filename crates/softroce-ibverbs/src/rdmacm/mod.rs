@@ -13,13 +13,13 @@
 //! - `conn`: listening, connecting, accepting, rejecting, disconnecting on the IB CM of the
 //!   devices' QP1, and the QP attributes of a connection;
 //! - `addrinfo`: `rdma_getaddrinfo`.
-//!
-//! UD multicast (`rdma_join_multicast`) is not there yet: ENOSYS.
+//! - `mcast`: UD multicast joins and leaves, as the kernel's rdma_cm runs them on RoCEv2.
 
 mod addrinfo;
 mod channel;
 mod conn;
 mod id;
+mod mcast;
 mod qp;
 
 use std::ffi::{c_char, c_int, c_void};
@@ -28,7 +28,7 @@ use libc::sockaddr;
 use softroce_ibverbs_abi::rdmacm::*;
 use softroce_ibverbs_abi::*;
 
-use crate::ffi::{fail, guard, guard_ptr, guard_status, set_errno};
+use crate::ffi::{guard, guard_ptr, guard_status, set_errno};
 
 symver_directives!();
 
@@ -193,39 +193,35 @@ unsafe extern "C" fn rdma_disconnect(p: *mut rdma_cm_id) -> c_int {
 
 unsafe extern "C" fn rdma_join_multicast(
     p: *mut rdma_cm_id,
-    _addr: *mut sockaddr,
-    _context: *mut c_void,
+    addr: *mut sockaddr,
+    context: *mut c_void,
 ) -> c_int {
     guard_status("rdma_join_multicast", || {
-        id::id(p)?;
-        Err(fail(
-            "rdma_join_multicast",
-            libc::ENOSYS,
-            "no UD multicast yet",
-        ))
+        let cm_id = id::id(p)?;
+        // SAFETY: NULL (refused) or the caller's sockaddr.
+        let addr = unsafe { mcast::group_addr(addr) }?;
+        mcast::join(cm_id, addr, false, context)
     })
 }
 
-unsafe extern "C" fn rdma_leave_multicast(p: *mut rdma_cm_id, _addr: *mut sockaddr) -> c_int {
+unsafe extern "C" fn rdma_leave_multicast(p: *mut rdma_cm_id, addr: *mut sockaddr) -> c_int {
     guard_status("rdma_leave_multicast", || {
-        id::id(p)?;
-        // Nothing can have been joined.
-        Err(libc::EADDRNOTAVAIL)
+        let cm_id = id::id(p)?;
+        // SAFETY: NULL (refused) or the caller's sockaddr.
+        let addr = unsafe { mcast::group_addr(addr) }?;
+        mcast::leave(cm_id, addr)
     })
 }
 
 unsafe extern "C" fn rdma_join_multicast_ex(
     p: *mut rdma_cm_id,
-    _attr: *mut rdma_cm_join_mc_attr_ex,
-    _context: *mut c_void,
+    attr: *mut rdma_cm_join_mc_attr_ex,
+    context: *mut c_void,
 ) -> c_int {
     guard_status("rdma_join_multicast_ex", || {
-        id::id(p)?;
-        Err(fail(
-            "rdma_join_multicast_ex",
-            libc::ENOSYS,
-            "no UD multicast yet",
-        ))
+        let cm_id = id::id(p)?;
+        // SAFETY: NULL (refused) or the caller's struct.
+        unsafe { mcast::join_ex(cm_id, attr, context) }
     })
 }
 

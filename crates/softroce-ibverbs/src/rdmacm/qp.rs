@@ -204,6 +204,9 @@ pub(crate) fn create_qp(
 }
 
 pub(crate) fn destroy_qp(cm_id: &mut CmId) {
+    // An attached QP cannot be destroyed (EBUSY, the kernel's rule): the id knows its
+    // groups and lets go of them first, so the QP does not outlive the call.
+    super::mcast::detach_qp(cm_id);
     if !cm_id.c.qp.is_null() {
         // SAFETY: the QP rdma_create_qp made.
         unsafe { objects::ibv_destroy_qp(cm_id.c.qp) };

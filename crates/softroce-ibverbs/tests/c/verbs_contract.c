@@ -68,7 +68,6 @@ int main(void)
 	errno = 0;
 	CHECK(ibv_reg_dmabuf_mr(pd, 0, 4096, 0, 0, 0) == NULL && errno == EOPNOTSUPP,
 	      "reg_dmabuf_mr %d", errno);
-	CHECK(ibv_attach_mcast(NULL, &gid, 0) == EOPNOTSUPP, "attach_mcast");
 	errno = 0;
 	CHECK(ibv_open_xrcd(ctx, &(struct ibv_xrcd_init_attr){0}) == NULL && errno == EOPNOTSUPP,
 	      "open_xrcd %d", errno);

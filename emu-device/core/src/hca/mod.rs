@@ -18,6 +18,7 @@ use super::events::{AsyncEvent, EventElement, Events, HcaEvent};
 use super::handles::{
     AhHandle, ChannelHandle, CqHandle, DmHandle, MrHandle, MwHandle, PdHandle, QpHandle,
 };
+use super::multicast::Multicast;
 use super::objects::{Ah, AhAttr, Dm, Mr, Mw};
 use super::store::Store;
 use super::transport::gsi::{self, Gsi, ReceivedMad};
@@ -60,6 +61,7 @@ pub struct Hca {
     outbox: Outbox,
     counters: Counters,
     gsi: Gsi,
+    multicast: Multicast,
 }
 
 impl Hca {
@@ -73,6 +75,7 @@ impl Hca {
             outbox: Outbox::default(),
             counters: Counters::default(),
             gsi: Gsi::default(),
+            multicast: Multicast::default(),
         }
     }
 
@@ -86,6 +89,7 @@ impl Hca {
             outbox: &mut self.outbox,
             counters: &mut self.counters,
             gsi: &mut self.gsi,
+            multicast: &self.multicast,
         }
     }
 

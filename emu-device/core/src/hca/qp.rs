@@ -1,6 +1,6 @@
 //! The QP and SRQ verbs: creation, the state machine, posting, destruction.
 
-use softroce_wire::Qpn;
+use softroce_wire::{Gid, Qpn};
 
 use super::super::error::{PostError, VerbsError, VerbsResult};
 use super::super::events::EventElement;
@@ -523,11 +523,76 @@ impl Hca {
         Ok(())
     }
 
-    /// `ibv_destroy_qp`: EBUSY while async events about it are unacknowledged. Outstanding
-    /// work requests are discarded without completions.
+    // ---- multicast -----------------------------------------------------------------------
+
+    /// `ibv_attach_mcast`: attach a UD QP to the group `mgid` (EINVAL for another QP type
+    /// or a GID that is no multicast address, as the kernel's `ib_attach_mcast`; ENOMEM
+    /// beyond the device's limits). Attaching again is a no-op. `lid` means nothing on
+    /// RoCE (the kernel ignores it there).
+    pub fn attach_mcast(&mut self, qp: QpHandle, mgid: Gid, lid: u16) -> VerbsResult<()> {
+        const VERB: &str = "attach_mcast";
+        let _ = lid;
+        let q = self.store.lookup(VERB, qp)?;
+        if q.init.qp_type != QpType::Ud {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!(
+                    "only UD QPs join multicast groups (QP {:#x} is {:?})",
+                    q.qpn.value(),
+                    q.init.qp_type
+                ),
+            ));
+        }
+        if !mgid.is_multicast() {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!("{mgid} is not a multicast GID"),
+            ));
+        }
+        self.multicast.attach(self.device.attr(), qp, mgid)
+    }
+
+    /// `ibv_detach_mcast`: EINVAL when the QP is not attached to `mgid`.
+    pub fn detach_mcast(&mut self, qp: QpHandle, mgid: Gid, lid: u16) -> VerbsResult<()> {
+        let _ = lid;
+        self.store.lookup("detach_mcast", qp)?;
+        self.multicast.detach(qp, mgid)
+    }
+
+    /// `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`: the UD QP does not receive the multicast
+    /// packets it sent itself (copies of them still reach the device's other QPs).
+    pub fn block_multicast_loopback(&mut self, qp: QpHandle) -> VerbsResult<()> {
+        const VERB: &str = "create_qp";
+        let q = self.store.lookup(VERB, qp)?;
+        if q.init.qp_type != QpType::Ud {
+            return Err(VerbsError::invalid(
+                VERB,
+                "blocking multicast loopback applies to UD QPs only",
+            ));
+        }
+        self.multicast.set_block_own(qp, true);
+        Ok(())
+    }
+
+    /// The multicast groups some QP of this device is attached to: the driver receives
+    /// their traffic while they are listed.
+    pub fn multicast_groups(&self) -> Vec<Gid> {
+        self.multicast.groups().collect()
+    }
+
+    /// `ibv_destroy_qp`: EBUSY while async events about it are unacknowledged, and while it
+    /// is attached to a multicast group (the kernel's `uverbs_free_qp`). Outstanding work
+    /// requests are discarded without completions.
     pub fn destroy_qp(&mut self, qp: QpHandle) -> VerbsResult<()> {
         const VERB: &str = "destroy_qp";
         let q = self.store.lookup(VERB, qp)?;
+        let groups = self.multicast.groups_of(qp);
+        if groups > 0 {
+            return Err(VerbsError::busy(
+                VERB,
+                format!("the QP is attached to {groups} multicast groups: detach it first"),
+            ));
+        }
         if q.async_unacked > 0 {
             return Err(VerbsError::unacknowledged(
                 VERB,
@@ -541,6 +606,7 @@ impl Hca {
         // already); it leaves with the next transmit.
         self.engine().flush_deferred_ack(qp);
         let q = self.store.remove_qp(VERB, qp)?;
+        self.multicast.set_block_own(qp, false);
         for cq in [q.init.send_cq, q.init.recv_cq] {
             self.cqs.add_users(cq, -1);
         }

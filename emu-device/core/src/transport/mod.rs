@@ -33,6 +33,7 @@ use super::cq::Completions;
 use super::device::{Device, PortState};
 use super::events::{EventElement, Events};
 use super::handles::QpHandle;
+use super::multicast::{MULTICAST_QPN, Multicast};
 use super::store::Store;
 use super::types::{EventType, QpState, QpType};
 
@@ -106,6 +107,7 @@ pub(crate) struct Engine<'a> {
     pub(crate) outbox: &'a mut Outbox,
     pub(crate) counters: &'a mut Counters,
     pub(crate) gsi: &'a mut gsi::Gsi,
+    pub(crate) multicast: &'a Multicast,
 }
 
 /// Receive path: the checks rxe makes (rxe_recv.c), in its order, then dispatch.
@@ -150,10 +152,45 @@ pub(crate) fn handle_datagram(eng: &mut Engine<'_>, now: Instant, d: IncomingDat
         gsi::on_datagram(eng, &packet, &bth, d);
         return;
     }
+    if bth.dest_qpn.value() == MULTICAST_QPN {
+        // rxe_rcv_mcast_pkt: the group is the packet's destination address; each attached
+        // QP gets its own copy after its own checks (type, state, Q_Key).
+        let mgid = softroce_wire::Gid::from_ip(d.dst);
+        let members = eng.multicast.members(mgid);
+        if !mgid.is_multicast() || members.is_empty() {
+            eng.counters.drop(DropReason::UnknownQpn);
+            return;
+        }
+        let from_us = d.src == eng.device.local_addr();
+        let src_qpn = packet.deth().map(|h| h.src_qpn().value());
+        for &qp in members {
+            let own = from_us && eng.store.get(qp).map(|q| q.qpn.value()) == src_qpn;
+            if own && eng.multicast.blocks_own(qp) {
+                continue;
+            }
+            deliver(eng, now, qp, &packet, &bth, info, d, ip_id);
+        }
+        return;
+    }
     let Some(qp) = eng.store.qp_by_number(bth.dest_qpn) else {
         eng.counters.drop(DropReason::UnknownQpn);
         return;
     };
+    deliver(eng, now, qp, &packet, &bth, info, d, ip_id);
+}
+
+/// The checks of one QP (type, state, address or Q_Key), then the responder or completer.
+#[allow(clippy::too_many_arguments)]
+fn deliver(
+    eng: &mut Engine<'_>,
+    now: Instant,
+    qp: QpHandle,
+    packet: &RocePacket<&[u8]>,
+    bth: &BthRepr,
+    info: softroce_wire::opcode::OpcodeInfo,
+    d: IncomingDatagram<'_>,
+    ip_id: u16,
+) {
     let Some(q) = eng.store.get(qp) else {
         eng.counters.drop(DropReason::UnknownQpn);
         return;
@@ -219,9 +256,9 @@ pub(crate) fn handle_datagram(eng: &mut Engine<'_>, now: Instant, d: IncomingDat
         }
     }
     if info.is_response() {
-        completer::on_response(eng, now, qp, &packet, &bth);
+        completer::on_response(eng, now, qp, packet, bth);
     } else {
-        responder::on_request(eng, now, qp, &packet, &bth, d, ip_id);
+        responder::on_request(eng, now, qp, packet, bth, d, ip_id);
     }
     eng.outbox.mark_active(qp);
 }
