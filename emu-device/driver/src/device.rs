@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use super::cm::CmAgent;
 use super::eventfd::EventFd;
+use super::share::{Guest, Owner};
 use super::socket::{
     MAX_BATCH, MAX_DATAGRAM, MAX_GSO_BYTES, MAX_GSO_SEGMENTS, MAX_RECEIVE, Received, RoceSocket,
     SendGroup,
@@ -65,6 +66,10 @@ pub struct DeviceConfig {
     pub cm_response_timeout: u8,
     /// Retries of a REQ, REP or DREQ before the connection manager gives up (15).
     pub cm_max_retries: u8,
+    /// Share the device with other processes (on by default): the first to open it owns
+    /// its port, later ones become its guests ([`crate::share`]). Off, a second opener gets
+    /// EADDRINUSE. Never for port 0 (every device then has a port of its own).
+    pub share: bool,
 }
 
 impl DeviceConfig {
@@ -87,6 +92,7 @@ impl DeviceConfig {
             counters_at_close: counters_env(),
             cm_response_timeout: 20,
             cm_max_retries: 15,
+            share: true,
         }
     }
 }
@@ -136,9 +142,25 @@ struct TxScratch {
     n: usize,
 }
 
+/// How this process holds the device.
+#[derive(Debug)]
+enum Role {
+    /// Alone on its port (sharing off, or a private port).
+    Alone,
+    /// It binds the device's port and routes for guests.
+    Owner(Owner),
+    /// Another process owns the port; this one receives through it.
+    Guest(Guest),
+}
+
 struct Shared {
     hca: Mutex<Hca>,
     socket: RoceSocket,
+    /// The device's address and port (the socket's, unless this process is a guest).
+    device_addr: SocketAddr,
+    role: Role,
+    /// A guest's buffer for records from the owner (locked after `hca`).
+    guest_rx: Mutex<Vec<u8>>,
     /// Wakes the engine (a stop, a new fault plan, an earlier timer, the socket handed back).
     engine_wake: EventFd,
     /// When an application thread last busy-polled (nanoseconds since `epoch`, 0: never).
@@ -194,7 +216,8 @@ pub struct Device {
 impl std::fmt::Debug for Device {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Device")
-            .field("addr", &self.shared.socket.local_addr())
+            .field("addr", &self.shared.device_addr)
+            .field("role", &self.shared.role)
             .finish_non_exhaustive()
     }
 }
@@ -216,9 +239,12 @@ impl Device {
             None => None,
         };
         let bind = SocketAddr::new(config.hca.ip, config.hca.udp_port);
-        let socket = RoceSocket::bind(bind)?;
-        // Port 0 asks for an ephemeral port: the device then lives on the real one.
-        config.hca.udp_port = socket.local_addr().port();
+        let (socket, role) = open_socket(&mut config, bind)?;
+        if matches!(role, Role::Alone) {
+            // Port 0 asks for an ephemeral port: the device then lives on the real one.
+            config.hca.udp_port = socket.local_addr().port();
+        }
+        let device_addr = SocketAddr::new(config.hca.ip, config.hca.udp_port);
         let capture = match &config.pcap {
             Some(path) => Some(Mutex::new(Some(
                 CaptureWriter::create(path).map_err(|e| io::Error::other(e.to_string()))?,
@@ -233,10 +259,18 @@ impl Device {
         );
         cm_config.cm_response_timeout = config.cm_response_timeout;
         cm_config.max_cm_retries = config.cm_max_retries;
+        cm_config.id_slot = hca.config().qpn_slot;
         let cm = CmAgent::new(CmEndpoint::new(cm_config), hca.config().udp_port);
         let shared = Arc::new(Shared {
             hca: Mutex::new(hca),
             socket,
+            device_addr,
+            guest_rx: Mutex::new(if matches!(role, Role::Guest(_)) {
+                vec![0u8; MAX_RECEIVE + 64]
+            } else {
+                Vec::new()
+            }),
+            role,
             engine_wake: EventFd::new()?,
             polled_at: AtomicU64::new(0),
             engine_watches_socket: AtomicBool::new(true),
@@ -275,9 +309,29 @@ impl Device {
         })
     }
 
-    /// The address the device receives on.
+    /// The address the device receives on (its owner's port when this process is a guest).
     pub fn local_addr(&self) -> SocketAddr {
+        self.shared.device_addr
+    }
+
+    /// The address this process's packets leave from (the device's, or a guest's own).
+    pub fn source_addr(&self) -> SocketAddr {
         self.shared.socket.local_addr()
+    }
+
+    /// How this process shares the device ([`crate::share`]): `None` alone, else its slot
+    /// and whether it is the owner (binds the device's port).
+    pub fn share_slot(&self) -> Option<(u8, bool)> {
+        match &self.shared.role {
+            Role::Alone => None,
+            Role::Owner(_) => Some((0, true)),
+            Role::Guest(g) => Some((g.slot, false)),
+        }
+    }
+
+    /// Whether this process is a guest whose owner went away (the device is dead here).
+    pub fn owner_lost(&self) -> bool {
+        matches!(&self.shared.role, Role::Guest(g) if g.owner_lost.load(Ordering::Acquire))
     }
 
     /// Apply verbs to the device, then send what they produced and signal fds.
@@ -440,6 +494,19 @@ impl Device {
             "drop_oversize",
             self.shared.rx_oversize.load(Ordering::Relaxed),
         ));
+        match &self.shared.role {
+            Role::Alone => {}
+            Role::Owner(o) => {
+                let c = &o.router.counters;
+                all.push(("share_forwarded", c.forwarded.load(Ordering::Relaxed)));
+                all.push(("drop_share_queue", c.forward_drops.load(Ordering::Relaxed)));
+                all.push(("drop_share_msg", c.bad_messages.load(Ordering::Relaxed)));
+                all.push(("share_refused", c.refused.load(Ordering::Relaxed)));
+            }
+            Role::Guest(g) => {
+                all.push(("drop_share_msg", g.bad_datagrams.load(Ordering::Relaxed)));
+            }
+        }
         all
     }
 
@@ -514,7 +581,19 @@ impl Device {
     /// driver's books.
     pub fn with_cm<R>(&self, f: impl FnOnce(&mut CmEndpoint, Instant) -> R) -> R {
         let now = Instant::now();
-        self.with(|_| f(&mut lock(&self.shared.cm).endpoint, now))
+        self.with(|_| {
+            let mut cm = lock(&self.shared.cm);
+            let r = f(&mut cm.endpoint, now);
+            if let Role::Guest(g) = &self.shared.role {
+                // The owner routes REQs for our listens here; in force before we return.
+                let wanted = cm.endpoint.listeners().collect();
+                if let Err(e) = g.sync_listens(&wanted) {
+                    tracing::warn!(error = %e, "registering listens with the device's owner");
+                    eprintln!("softroce: {e}");
+                }
+            }
+            r
+        })
     }
 
     /// Send a REQ to the connection manager listening at `peer` (its address and the
@@ -697,20 +776,87 @@ fn engine_sleep(shared: &Shared, watch_socket: bool, timeout: Duration) -> io::R
             events: libc::POLLIN,
             revents: 0,
         },
+        libc::pollfd {
+            // A guest's records from the owner arrive with its datagrams.
+            fd: if watch_socket { guest_fd(shared) } else { -1 },
+            events: libc::POLLIN,
+            revents: 0,
+        },
     ];
     let ts = libc::timespec {
         tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
         tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
     };
-    // SAFETY: two valid pollfds and a timespec for the duration of the call; no signal mask.
-    let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
+    // SAFETY: three pollfds (negative fds ignored) and a timespec for the duration of the call; no signal mask.
+    let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 3, &ts, std::ptr::null()) };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }
     if fds[0].revents != 0 {
         let _ = shared.engine_wake.try_consume();
     }
-    Ok(fds[1].revents != 0)
+    Ok(fds[1].revents != 0 || fds[2].revents != 0)
+}
+
+/// A guest's connection carrying forwarded datagrams (-1: none to watch).
+fn guest_fd(shared: &Shared) -> std::os::fd::RawFd {
+    match &shared.role {
+        Role::Guest(g) => g.poll_fd(),
+        _ => -1,
+    }
+}
+
+/// Bind the device's port, or share it: an owner when the port is free, a guest of the
+/// process holding it otherwise ([`crate::share`]). Sets the HCA's slot and source port.
+fn open_socket(config: &mut DeviceConfig, bind: SocketAddr) -> io::Result<(RoceSocket, Role)> {
+    let share = config.share && bind.port() != 0;
+    let mut why = String::new();
+    // Bounded: the owner may sit between its bind and its listen, or have just exited.
+    for _ in 0..100 {
+        match RoceSocket::bind(bind) {
+            Ok(socket) if share => match Owner::start(bind, 0) {
+                Ok(owner) => {
+                    config.hca.qpn_slot = Some(0);
+                    return Ok((socket, Role::Owner(owner)));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, %bind, "cannot offer the device to other processes");
+                    return Ok((socket, Role::Alone));
+                }
+            },
+            Ok(socket) => return Ok((socket, Role::Alone)),
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse && share => {
+                match Guest::join(bind, None) {
+                    Ok(guest) => {
+                        let socket = RoceSocket::bind(SocketAddr::new(bind.ip(), 0))?;
+                        config.hca.qpn_slot = Some(guest.slot);
+                        config.hca.source_port = Some(socket.local_addr().port());
+                        return Ok((socket, Role::Guest(guest)));
+                    }
+                    Err(j)
+                        if matches!(
+                            j.kind(),
+                            io::ErrorKind::ConnectionRefused | io::ErrorKind::NotFound
+                        ) =>
+                    {
+                        why = format!("{e}; nobody offers to share it ({j})");
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    Err(j) => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::AddrInUse,
+                            format!("{bind} is in use; sharing it failed: {j}"),
+                        ));
+                    }
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AddrInUse,
+        format!("{bind}: {why} (held by a program other than softroce, or with sharing off)"),
+    ))
 }
 
 /// Wake the engine when the device now has a timer due before the engine's own wakeup.
@@ -752,10 +898,15 @@ fn wait_socket_or_progress(shared: &Shared, timeout: Duration) -> io::Result<()>
             events: libc::POLLIN,
             revents: 0,
         },
+        libc::pollfd {
+            fd: guest_fd(shared),
+            events: libc::POLLIN,
+            revents: 0,
+        },
     ];
     let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-    // SAFETY: two valid pollfds for the duration of the call.
-    let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+    // SAFETY: three valid pollfds (or ignored negative fds) for the duration of the call.
+    let r = unsafe { libc::poll(fds.as_mut_ptr(), 3, ms) };
     if r < 0 {
         let e = io::Error::last_os_error();
         if e.kind() != io::ErrorKind::Interrupted {
@@ -1021,14 +1172,26 @@ fn send_uncaptured(shared: &Shared, batch: &[(SocketAddr, &[u8])]) {
     }
 }
 
-/// Hand received datagrams (with their sources) to the device.
+/// Hand received datagrams (with their sources) to the device, or, in an owner, those
+/// for a guest to that guest.
 fn deliver<'a>(
+    shared: &Shared,
     hca: &mut Hca,
     now: Instant,
-    local: SocketAddr,
     datagrams: impl IntoIterator<Item = (SocketAddr, &'a [u8])>,
 ) {
+    let local = shared.device_addr;
+    let router = match &shared.role {
+        Role::Owner(o) if o.router.has_guests() => Some(&o.router),
+        _ => None,
+    };
     for (src, payload) in datagrams {
+        if let Some(r) = router
+            && let Some(slot) = r.route(payload)
+        {
+            r.forward(slot, src, payload);
+            continue;
+        }
         hca.handle_datagram(
             now,
             IncomingDatagram {
@@ -1043,6 +1206,59 @@ fn deliver<'a>(
 /// Receive one batch of waiting datagrams (without blocking), process them and send what
 /// they produced. Called with the device locked; returns how many were received.
 fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
+    let forwarded = receive_from_owner(shared, hca);
+    let n = receive_udp(shared, hca);
+    if forwarded > 0 && n == 0 {
+        pump(shared, hca, Instant::now());
+    }
+    forwarded + n
+}
+
+/// A guest: take the datagrams the owner forwarded (one batch, without blocking). Returns
+/// how many records were read; the owner's exit kills the device here.
+fn receive_from_owner(shared: &Shared, hca: &mut Hca) -> usize {
+    let Role::Guest(g) = &shared.role else {
+        return 0;
+    };
+    let mut buf = lock(&shared.guest_rx);
+    let now = Instant::now();
+    let local = shared.device_addr;
+    let mut capture = shared.capture.as_ref().map(lock);
+    let ts = shared.epoch.elapsed();
+    let (n, lost) = g.receive(&mut buf, MAX_BATCH, |src, payload| {
+        if payload.len() > MAX_DATAGRAM {
+            shared.rx_oversize.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if let Some(w) = capture.as_deref_mut().and_then(Option::as_mut) {
+            let _ = w.write_roce(ts, src, local, payload);
+        }
+        hca.handle_datagram(
+            now,
+            IncomingDatagram {
+                src,
+                dst: local.ip(),
+                payload,
+            },
+        );
+    });
+    if lost {
+        // No takeover of the port yet: fail loudly rather than wait for packets forever.
+        let name = hca.config().name.clone();
+        tracing::error!(device = %name, addr = %local, "the process owning the device exited");
+        eprintln!(
+            "softroce: device {name} ({local}): the process owning the device exited; \
+             the device is dead in this process (IBV_EVENT_DEVICE_FATAL)"
+        );
+        hca.inject_device_fatal();
+        hca.set_port_active(false);
+        return n + 1;
+    }
+    n
+}
+
+/// Receive one batch from the UDP socket (see [`receive_ready`]).
+fn receive_udp(shared: &Shared, hca: &mut Hca) -> usize {
     let local = shared.socket.local_addr();
     let mut storage = lock(&shared.rx_storage);
     // An array, not a Vec: no allocation per poll.
@@ -1108,14 +1324,14 @@ fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
         }
         drop(faults);
         deliver(
+            shared,
             hca,
             now,
-            local,
             passed.iter().map(|(src, d)| (*src, d.as_slice())),
         );
     } else {
         drop(faults);
-        deliver(hca, now, local, received);
+        deliver(shared, hca, now, received);
     }
     drop(storage);
     pump(shared, hca, now);
@@ -1235,7 +1451,7 @@ fn engine(shared: Arc<Shared>) {
             if !due_rx.is_empty() {
                 let mut hca = lock(&shared.hca);
                 let due = due_rx.iter().map(|(src, d)| (*src, d.as_slice()));
-                deliver(&mut hca, now, shared.socket.local_addr(), due);
+                deliver(&shared, &mut hca, now, due);
                 pump(&shared, &mut hca, now);
             }
         }
