@@ -23,7 +23,7 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -142,7 +142,7 @@ struct TxScratch {
     n: usize,
 }
 
-/// How this process holds the device.
+/// How `open_socket` found the device.
 #[derive(Debug)]
 enum Role {
     /// Alone on its port (sharing off, or a private port).
@@ -158,7 +158,17 @@ struct Shared {
     socket: RoceSocket,
     /// The device's address and port (the socket's, unless this process is a guest).
     device_addr: SocketAddr,
-    role: Role,
+    /// Set while this process owns the device's port and routes for guests (from the
+    /// start, or since it took the port over from an owner that exited).
+    owner: OnceLock<Owner>,
+    /// Set while this process is a guest (locked after `hca` and `cm`).
+    guest: Mutex<Option<Guest>>,
+    /// A guest that took over the port receives on it here (its `socket` keeps sending).
+    takeover_socket: OnceLock<RoceSocket>,
+    /// The owner went away: the engine takes the port over or joins the new owner.
+    failover_needed: AtomicBool,
+    /// Neither worked: DEVICE_FATAL was raised, the device is dead in this process.
+    share_dead: AtomicBool,
     /// A guest's buffer for records from the owner (locked after `hca`).
     guest_rx: Mutex<Vec<u8>>,
     /// Wakes the engine (a stop, a new fault plan, an earlier timer, the socket handed back).
@@ -217,7 +227,7 @@ impl std::fmt::Debug for Device {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Device")
             .field("addr", &self.shared.device_addr)
-            .field("role", &self.shared.role)
+            .field("share", &self.share_slot())
             .finish_non_exhaustive()
     }
 }
@@ -239,8 +249,15 @@ impl Device {
             None => None,
         };
         let bind = SocketAddr::new(config.hca.ip, config.hca.udp_port);
-        let (socket, role) = open_socket(&mut config, bind)?;
-        if matches!(role, Role::Alone) {
+        let (socket, mut role) = open_socket(&mut config, bind)?;
+        let guest = match std::mem::replace(&mut role, Role::Alone) {
+            Role::Guest(g) => Some(g),
+            other => {
+                role = other;
+                None
+            }
+        };
+        if matches!(role, Role::Alone) && guest.is_none() {
             // Port 0 asks for an ephemeral port: the device then lives on the real one.
             config.hca.udp_port = socket.local_addr().port();
         }
@@ -265,12 +282,15 @@ impl Device {
             hca: Mutex::new(hca),
             socket,
             device_addr,
-            guest_rx: Mutex::new(if matches!(role, Role::Guest(_)) {
-                vec![0u8; MAX_RECEIVE + 64]
-            } else {
-                Vec::new()
-            }),
-            role,
+            guest_rx: Mutex::new(vec![0u8; MAX_RECEIVE + 64]),
+            owner: match role {
+                Role::Owner(o) => OnceLock::from(o),
+                _ => OnceLock::new(),
+            },
+            guest: Mutex::new(guest),
+            takeover_socket: OnceLock::new(),
+            failover_needed: AtomicBool::new(false),
+            share_dead: AtomicBool::new(false),
             engine_wake: EventFd::new()?,
             polled_at: AtomicU64::new(0),
             engine_watches_socket: AtomicBool::new(true),
@@ -322,16 +342,16 @@ impl Device {
     /// How this process shares the device ([`crate::share`]): `None` alone, else its slot
     /// and whether it is the owner (binds the device's port).
     pub fn share_slot(&self) -> Option<(u8, bool)> {
-        match &self.shared.role {
-            Role::Alone => None,
-            Role::Owner(_) => Some((0, true)),
-            Role::Guest(g) => Some((g.slot, false)),
+        if let Some(o) = self.shared.owner.get() {
+            return Some((o.router.slot(), true));
         }
+        lock(&self.shared.guest).as_ref().map(|g| (g.slot, false))
     }
 
-    /// Whether this process is a guest whose owner went away (the device is dead here).
-    pub fn owner_lost(&self) -> bool {
-        matches!(&self.shared.role, Role::Guest(g) if g.owner_lost.load(Ordering::Acquire))
+    /// Whether this process was a guest whose owner went away and could neither take the
+    /// port over nor join a new owner: the device is dead here (DEVICE_FATAL was raised).
+    pub fn share_dead(&self) -> bool {
+        self.shared.share_dead.load(Ordering::Acquire)
     }
 
     /// Apply verbs to the device, then send what they produced and signal fds.
@@ -494,18 +514,14 @@ impl Device {
             "drop_oversize",
             self.shared.rx_oversize.load(Ordering::Relaxed),
         ));
-        match &self.shared.role {
-            Role::Alone => {}
-            Role::Owner(o) => {
-                let c = &o.router.counters;
-                all.push(("share_forwarded", c.forwarded.load(Ordering::Relaxed)));
-                all.push(("drop_share_queue", c.forward_drops.load(Ordering::Relaxed)));
-                all.push(("drop_share_msg", c.bad_messages.load(Ordering::Relaxed)));
-                all.push(("share_refused", c.refused.load(Ordering::Relaxed)));
-            }
-            Role::Guest(g) => {
-                all.push(("drop_share_msg", g.bad_datagrams.load(Ordering::Relaxed)));
-            }
+        if let Some(o) = self.shared.owner.get() {
+            let c = &o.router.counters;
+            all.push(("share_forwarded", c.forwarded.load(Ordering::Relaxed)));
+            all.push(("drop_share_queue", c.forward_drops.load(Ordering::Relaxed)));
+            all.push(("drop_share_msg", c.bad_messages.load(Ordering::Relaxed)));
+            all.push(("share_refused", c.refused.load(Ordering::Relaxed)));
+        } else if let Some(g) = lock(&self.shared.guest).as_ref() {
+            all.push(("drop_share_msg", g.bad_datagrams.load(Ordering::Relaxed)));
         }
         all
     }
@@ -584,7 +600,7 @@ impl Device {
         self.with(|_| {
             let mut cm = lock(&self.shared.cm);
             let r = f(&mut cm.endpoint, now);
-            if let Role::Guest(g) = &self.shared.role {
+            if let Some(g) = lock(&self.shared.guest).as_ref() {
                 // The owner routes REQs for our listens here; in force before we return.
                 let wanted = cm.endpoint.listeners().collect();
                 if let Err(e) = g.sync_listens(&wanted) {
@@ -800,10 +816,10 @@ fn engine_sleep(shared: &Shared, watch_socket: bool, timeout: Duration) -> io::R
 
 /// A guest's connection carrying forwarded datagrams (-1: none to watch).
 fn guest_fd(shared: &Shared) -> std::os::fd::RawFd {
-    match &shared.role {
-        Role::Guest(g) => g.poll_fd(),
-        _ => -1,
+    if let Some(s) = shared.takeover_socket.get() {
+        return s.as_raw_fd();
     }
+    lock(&shared.guest).as_ref().map_or(-1, Guest::poll_fd)
 }
 
 /// Bind the device's port, or share it: an owner when the port is free, a guest of the
@@ -1181,10 +1197,11 @@ fn deliver<'a>(
     datagrams: impl IntoIterator<Item = (SocketAddr, &'a [u8])>,
 ) {
     let local = shared.device_addr;
-    let router = match &shared.role {
-        Role::Owner(o) if o.router.has_guests() => Some(&o.router),
-        _ => None,
-    };
+    let router = shared
+        .owner
+        .get()
+        .map(|o| &o.router)
+        .filter(|r| r.has_guests());
     for (src, payload) in datagrams {
         if let Some(r) = router
             && let Some(slot) = r.route(payload)
@@ -1207,7 +1224,10 @@ fn deliver<'a>(
 /// they produced. Called with the device locked; returns how many were received.
 fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
     let forwarded = receive_from_owner(shared, hca);
-    let n = receive_udp(shared, hca);
+    let mut n = receive_udp(shared, hca, &shared.socket);
+    if let Some(s) = shared.takeover_socket.get() {
+        n += receive_udp(shared, hca, s);
+    }
     if forwarded > 0 && n == 0 {
         pump(shared, hca, Instant::now());
     }
@@ -1217,7 +1237,8 @@ fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
 /// A guest: take the datagrams the owner forwarded (one batch, without blocking). Returns
 /// how many records were read; the owner's exit kills the device here.
 fn receive_from_owner(shared: &Shared, hca: &mut Hca) -> usize {
-    let Role::Guest(g) = &shared.role else {
+    let guest = lock(&shared.guest);
+    let Some(g) = guest.as_ref() else {
         return 0;
     };
     let mut buf = lock(&shared.guest_rx);
@@ -1243,23 +1264,19 @@ fn receive_from_owner(shared: &Shared, hca: &mut Hca) -> usize {
         );
     });
     if lost {
-        // No takeover of the port yet: fail loudly rather than wait for packets forever.
-        let name = hca.config().name.clone();
-        tracing::error!(device = %name, addr = %local, "the process owning the device exited");
-        eprintln!(
-            "softroce: device {name} ({local}): the process owning the device exited; \
-             the device is dead in this process (IBV_EVENT_DEVICE_FATAL)"
-        );
-        hca.inject_device_fatal();
-        hca.set_port_active(false);
+        // The engine takes the port over or joins whoever did (not under the device lock:
+        // it waits for the other guests).
+        tracing::info!(addr = %local, "the process owning the device exited");
+        shared.failover_needed.store(true, Ordering::Release);
+        let _ = shared.engine_wake.notify();
         return n + 1;
     }
     n
 }
 
-/// Receive one batch from the UDP socket (see [`receive_ready`]).
-fn receive_udp(shared: &Shared, hca: &mut Hca) -> usize {
-    let local = shared.socket.local_addr();
+/// Receive one batch from a UDP socket (see [`receive_ready`]).
+fn receive_udp(shared: &Shared, hca: &mut Hca, socket: &RoceSocket) -> usize {
+    let local = socket.local_addr();
     let mut storage = lock(&shared.rx_storage);
     // An array, not a Vec: no allocation per poll.
     let mut slots = storage.iter_mut();
@@ -1271,7 +1288,7 @@ fn receive_udp(shared: &Shared, hca: &mut Hca) -> usize {
         truncated: false,
         segment: 0,
     }; MAX_BATCH];
-    let n = match shared.socket.recv_batch(&mut bufs, &mut meta) {
+    let n = match socket.recv_batch(&mut bufs, &mut meta) {
         Ok(n) => n,
         Err(e) => {
             tracing::warn!(error = %e, "receive failed");
@@ -1344,6 +1361,9 @@ fn engine(shared: Arc<Shared>) {
     let mut watch_while_polled = true;
     let mut needless_wakes = 0u32;
     while !shared.stop.load(Ordering::SeqCst) {
+        if shared.failover_needed.swap(false, Ordering::AcqRel) {
+            fail_over(&shared);
+        }
         let now = Instant::now();
         if let Some(ends) = shared.busy_polled(now)
             && lock(&shared.faults).is_none()
@@ -1459,6 +1479,78 @@ fn engine(shared: Arc<Shared>) {
         fire_timers(&shared, &mut hca, now);
         pump(&shared, &mut hca, now);
     }
+}
+
+/// The owner exited: take its port over (this process becomes the owner, keeping its slot,
+/// so its QPNs and connections stay valid) or, when another guest was faster, register
+/// with that one in the same slot, listens included. Packets in flight meanwhile are lost
+/// (RC retransmits). When neither works the device dies here: DEVICE_FATAL, QPs flushed.
+fn fail_over(shared: &Shared) {
+    let Some(slot) = lock(&shared.guest).as_ref().map(|g| g.slot) else {
+        return;
+    };
+    let addr = shared.device_addr;
+    // Read before the guest lock is taken (the CM is locked before it elsewhere).
+    let listens: std::collections::BTreeSet<u64> = lock(&shared.cm).endpoint.listeners().collect();
+    let mut why = String::from("no owner appeared in time");
+    // Bounded: the guest that wins the port needs a moment before it listens.
+    for _ in 0..150 {
+        match RoceSocket::bind(addr) {
+            Ok(socket) => match Owner::start(addr, slot) {
+                Ok(owner) => {
+                    let _ = shared.takeover_socket.set(socket);
+                    let _ = shared.owner.set(owner);
+                    *lock(&shared.guest) = None;
+                    let _ = shared.progress_fd.notify();
+                    tracing::info!(%addr, slot, "took over the device's port from its exited owner");
+                    return;
+                }
+                Err(e) => {
+                    why = format!("bound {addr} but cannot offer it to other processes: {e}");
+                    break;
+                }
+            },
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => match Guest::join(addr, Some(slot)) {
+                Ok(g) => {
+                    if let Err(e) = g.sync_listens(&listens) {
+                        tracing::warn!(error = %e, "listening again with the new owner");
+                    }
+                    *lock(&shared.guest) = Some(g);
+                    let _ = shared.progress_fd.notify();
+                    tracing::info!(%addr, slot, "joined the device's new owner");
+                    return;
+                }
+                Err(j)
+                    if matches!(
+                        j.kind(),
+                        io::ErrorKind::ConnectionRefused | io::ErrorKind::NotFound
+                    ) =>
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(j) => {
+                    why = j.to_string();
+                    break;
+                }
+            },
+            Err(e) => {
+                why = e.to_string();
+                break;
+            }
+        }
+    }
+    // Fail loudly rather than wait for packets that will never come.
+    shared.share_dead.store(true, Ordering::Release);
+    let mut hca = lock(&shared.hca);
+    let name = hca.config().name.clone();
+    tracing::error!(device = %name, %addr, reason = %why, "the device's owner exited; no takeover");
+    eprintln!(
+        "softroce: device {name} ({addr}): the process owning the device exited and this one \
+         could not take over ({why}); the device is dead here (IBV_EVENT_DEVICE_FATAL)"
+    );
+    hca.inject_device_fatal();
+    hca.set_port_active(false);
+    pump(shared, &mut hca, Instant::now());
 }
 
 /// The earliest timer of the device and its connection manager.

@@ -23,9 +23,12 @@
 //! connection, which the guest's receive path drains with its UDP socket. The data
 //! connection proves it belongs to the slot with a random nonce from the WELCOME.
 //!
-//! The owner's exit closes both connections: the guest's data connection reads EOF and the
-//! guest raises `IBV_EVENT_DEVICE_FATAL` (its QPs flush to the error state, its port goes
-//! down). Taking over the port is left for later.
+//! The owner's exit closes both connections: each guest's data connection reads EOF, and
+//! its engine tries to bind the port. The first to succeed becomes the owner in its own
+//! slot; the others register with it again asking for their slots, so QPNs and CM IDs stay
+//! valid (datagrams in flight meanwhile are lost; RC retransmits). A guest that can do
+//! neither raises `IBV_EVENT_DEVICE_FATAL` (its QPs flush to the error state, its port goes
+//! down) rather than wait for packets that will never come.
 
 use std::collections::{BTreeSet, HashMap};
 use std::io;
@@ -449,6 +452,11 @@ impl Drop for Owner {
 }
 
 impl Router {
+    /// This process's slot.
+    pub fn slot(&self) -> u8 {
+        self.my_slot
+    }
+
     /// Whether any guest may receive (cheap; checked per datagram).
     pub fn has_guests(&self) -> bool {
         self.active.load(Ordering::Acquire) > 0
