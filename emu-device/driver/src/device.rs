@@ -1643,6 +1643,8 @@ mod tests {
         let dev = start("127.0.0.1");
         let mut cfg = DeviceConfig::new("t2", "127.0.0.1".parse().unwrap());
         cfg.hca.udp_port = dev.local_addr().port();
+        // Sharing off: the port's holder does not offer it (see `share` for sharing).
+        cfg.share = false;
         let err = Device::start(cfg).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
     }
