@@ -969,6 +969,9 @@ fn transmit_and_signal(shared: &Shared, hca: &mut Hca, now: Instant) {
         let Some(t) = hca.poll_transmit(now, &mut tx.bufs[i]) else {
             break;
         };
+        if t.destination == shared.device_addr && forward_own(shared, &tx.bufs[i][..t.len]) {
+            continue;
+        }
         tx.dests[i] = t.destination;
         tx.lens[i] = t.len;
         tx.n += 1;
@@ -994,6 +997,36 @@ fn transmit_and_signal(shared: &Shared, hca: &mut Hca, now: Instant) {
             HcaEvent::CommEst(qpn) => lock(&shared.comm_est).push(qpn),
         }
     }
+}
+
+/// An owner's packet to its own port for a guest's QP goes to that guest at once, not
+/// through UDP back to itself. Not with a fault plan, which must see every datagram.
+fn forward_own(shared: &Shared, datagram: &[u8]) -> bool {
+    let Some(router) = shared.owner.get().map(|o| &o.router) else {
+        return false;
+    };
+    if !router.has_guests() || lock(&shared.faults).is_some() {
+        return false;
+    }
+    let Some(slot) = router.route(datagram) else {
+        return false;
+    };
+    if let Some(w) = shared
+        .capture
+        .as_ref()
+        .map(lock)
+        .as_deref_mut()
+        .and_then(Option::as_mut)
+    {
+        let _ = w.write_roce(
+            shared.epoch.elapsed(),
+            shared.socket.local_addr(),
+            shared.device_addr,
+            datagram,
+        );
+    }
+    router.forward(slot, shared.socket.local_addr(), datagram);
+    true
 }
 
 /// Send the datagrams built in `tx` (through the fault injector when one is configured).
