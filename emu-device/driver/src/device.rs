@@ -822,6 +822,17 @@ fn guest_fd(shared: &Shared) -> std::os::fd::RawFd {
     lock(&shared.guest).as_ref().map_or(-1, Guest::poll_fd)
 }
 
+/// Whether joining the port's owner may work on another try: nobody listens yet (an owner
+/// between its bind and its listen), or the owner went away mid-registration (it closed
+/// the device; the port is free or has a new owner). A refusal (a full slot table) or an
+/// answer that is not the protocol is final.
+fn join_again(e: &io::Error) -> bool {
+    !matches!(
+        e.kind(),
+        io::ErrorKind::AddrInUse | io::ErrorKind::InvalidData | io::ErrorKind::TimedOut
+    )
+}
+
 /// Bind the device's port, or share it: an owner when the port is free, a guest of the
 /// process holding it otherwise ([`crate::share`]). Sets the HCA's slot and source port.
 fn open_socket(config: &mut DeviceConfig, bind: SocketAddr) -> io::Result<(RoceSocket, Role)> {
@@ -849,13 +860,8 @@ fn open_socket(config: &mut DeviceConfig, bind: SocketAddr) -> io::Result<(RoceS
                         config.hca.source_port = Some(socket.local_addr().port());
                         return Ok((socket, Role::Guest(guest)));
                     }
-                    Err(j)
-                        if matches!(
-                            j.kind(),
-                            io::ErrorKind::ConnectionRefused | io::ErrorKind::NotFound
-                        ) =>
-                    {
-                        why = format!("{e}; nobody offers to share it ({j})");
+                    Err(j) if join_again(&j) => {
+                        why = format!("{e}; sharing it failed ({j})");
                         std::thread::sleep(Duration::from_millis(20));
                     }
                     Err(j) => {
@@ -1553,12 +1559,8 @@ fn fail_over(shared: &Shared) {
                     tracing::info!(%addr, slot, "joined the device's new owner");
                     return;
                 }
-                Err(j)
-                    if matches!(
-                        j.kind(),
-                        io::ErrorKind::ConnectionRefused | io::ErrorKind::NotFound
-                    ) =>
-                {
+                Err(j) if join_again(&j) => {
+                    why = j.to_string();
                     std::thread::sleep(Duration::from_millis(20));
                 }
                 Err(j) => {
