@@ -197,3 +197,55 @@ fn perftest_server_and_client_on_one_device() {
         }
     }
 }
+
+/// The owner exits while guests run: one of them takes the port over and the other
+/// registers with it again, listens included, so a ucmatose server that was a guest keeps
+/// accepting, and a new process joins the new owner.
+#[test]
+fn when_the_owning_process_exits_the_guests_carry_on() {
+    let a = "127.80.1.4";
+    let owner = on_device(a, "rping", &["-s", "-a", a, "-p", "7000"])
+        .spawn()
+        .expect("spawning the owner");
+    std::thread::sleep(Duration::from_millis(500));
+    let server = on_device(a, "ucmatose", &["-p", "7471"])
+        .spawn()
+        .expect("spawning the ucmatose server");
+    let other_guest = on_device(a, "rping", &["-s", "-a", a, "-p", "7002"])
+        .spawn()
+        .expect("spawning a second guest");
+    std::thread::sleep(Duration::from_millis(500));
+    let owner = finish(owner, Duration::ZERO);
+    std::thread::sleep(Duration::from_millis(200));
+    // Bounded retries: the takeover takes a moment after the owner's exit.
+    let mut client = None;
+    for _ in 0..20 {
+        let o = finish(
+            on_device(a, "ucmatose", &["-s", a, "-p", "7471"])
+                .spawn()
+                .expect("spawning the client"),
+            Duration::from_secs(60),
+        );
+        let ok = o.status.success();
+        client = Some(o);
+        if ok {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let client = client.expect("the client ran");
+    let server = finish(server, Duration::from_secs(60));
+    let other = finish(other_guest, Duration::ZERO);
+    assert!(
+        server.status.success() && client.status.success(),
+        "{}\nowner:\n{}\nother guest:\n{}",
+        report(&server, &client),
+        text(&owner),
+        text(&other)
+    );
+    assert!(
+        text(&client).contains("return status 0"),
+        "{}",
+        report(&server, &client)
+    );
+}

@@ -345,3 +345,32 @@ fn garbage_on_the_unix_socket_and_dying_guests_cost_nothing() {
     assert!(joined.is_some(), "a slot freed");
     rc_exchange(&mut a, &mut p, "still");
 }
+
+/// A guest whose owner exits while the port stays taken by something that does not share
+/// it (here a plain UDP socket) can neither take over nor join: it raises DEVICE_FATAL and
+/// flushes its QPs, within a bounded time, rather than wait for packets forever.
+#[test]
+fn a_guest_that_can_neither_take_over_nor_join_dies_loudly() {
+    let addr: SocketAddr = "127.80.3.7:4791".parse().unwrap();
+    let squatter = std::net::UdpSocket::bind(addr).unwrap();
+    // An owner's unix side without its UDP port: the guest registers with it.
+    let fake_owner = softroce_emu_driver::share::Owner::start(addr, 0).unwrap();
+    let g = start("127.80.3.7");
+    assert_eq!(g.share_slot(), Some((1, false)));
+    let peer = start("127.80.3.8");
+    let (a, p) = (Side::new(&g, QpType::Rc), Side::new(&peer, QpType::Rc));
+    a.connect(Some(&p));
+    p.connect(Some(&a));
+    a.post_recv(64);
+
+    drop(fake_owner);
+    let ev = g
+        .get_async_event(Some(WAIT))
+        .expect("DEVICE_FATAL within the wait");
+    assert_eq!(ev.event_type, EventType::DeviceFatal);
+    assert!(g.share_dead());
+    // The posted receive is flushed, not left waiting.
+    let wc = a.completion();
+    assert_eq!(wc.status, WcStatus::WrFlushErr, "{wc:?}");
+    drop(squatter);
+}
