@@ -824,12 +824,15 @@ fn guest_fd(shared: &Shared) -> std::os::fd::RawFd {
 
 /// Whether joining the port's owner may work on another try: nobody listens yet (an owner
 /// between its bind and its listen), or the owner went away mid-registration (it closed
-/// the device; the port is free or has a new owner). A refusal (a full slot table) or an
-/// answer that is not the protocol is final.
+/// the device; the port is free or has a new owner). A refusal (a full slot table), an
+/// owner of another user or an answer that is not the protocol is final.
 fn join_again(e: &io::Error) -> bool {
     !matches!(
         e.kind(),
-        io::ErrorKind::AddrInUse | io::ErrorKind::InvalidData | io::ErrorKind::TimedOut
+        io::ErrorKind::AddrInUse
+            | io::ErrorKind::InvalidData
+            | io::ErrorKind::TimedOut
+            | io::ErrorKind::PermissionDenied
     )
 }
 

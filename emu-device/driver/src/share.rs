@@ -809,6 +809,15 @@ impl Guest {
         let control = seqpacket()?;
         control.connect(&name)?;
         let control = OwnedFd::from(control);
+        // Abstract names have no permissions: only trust an owner of our own user.
+        // SAFETY: getuid cannot fail.
+        let me = unsafe { libc::getuid() };
+        if peer_uid(control.as_raw_fd())? != me {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("the process owning {addr} belongs to another user"),
+            ));
+        }
         let (slot, nonce) = match request(control.as_raw_fd(), &Message::Hello { slot })? {
             Message::Welcome { slot, nonce } => (slot, nonce),
             Message::Refuse(why) => {
