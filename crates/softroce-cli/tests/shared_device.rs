@@ -249,3 +249,33 @@ fn when_the_owning_process_exits_the_guests_carry_on() {
         report(&server, &client)
     );
 }
+
+/// Two UCX ranks on one device (as MPI ranks on one host's HCA): ucx_perftest's tag
+/// latency over rc_verbs (ud_verbs wires the connection up), server and client both on
+/// softroce0.
+#[test]
+fn two_ucx_ranks_on_one_device() {
+    dropin::require_tools(&["ucx_perftest"], "ucx-utils");
+    let a = "127.80.1.5";
+    let port = free_tcp_port(a);
+    let ucx = |args: &[&str]| {
+        let mut c = on_device(a, "ucx_perftest", args);
+        c.env("UCX_TLS", "rc_v")
+            .env("UCX_NET_DEVICES", "softroce0:1");
+        c
+    };
+    let server_args = ["-t", "tag_lat", "-p", &port, "-n", "300", "-w", "30"];
+    let mut client_args = server_args.to_vec();
+    client_args.push(a);
+    let (server, client) = pair(ucx(&server_args), || ucx(&client_args));
+    assert!(
+        server.status.success() && client.status.success(),
+        "{}",
+        report(&server, &client)
+    );
+    assert!(
+        text(&client).contains("Final:"),
+        "{}",
+        report(&server, &client)
+    );
+}
