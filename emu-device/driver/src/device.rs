@@ -600,7 +600,9 @@ impl Device {
         self.with(|_| {
             let mut cm = lock(&self.shared.cm);
             let r = f(&mut cm.endpoint, now);
-            if let Some(g) = lock(&self.shared.guest).as_ref() {
+            if let Some(o) = self.shared.owner.get() {
+                o.router.set_own_listens(cm.endpoint.listeners().collect());
+            } else if let Some(g) = lock(&self.shared.guest).as_ref() {
                 // The owner routes REQs for our listens here; in force before we return.
                 let wanted = cm.endpoint.listeners().collect();
                 if let Err(e) = g.sync_listens(&wanted) {
@@ -609,6 +611,31 @@ impl Device {
                 }
             }
             r
+        })
+    }
+
+    /// Accept REQs and SIDR_REQs for `service_id`: `listen` on the connection manager, and
+    /// on a device shared by several processes only if no other process listens on it
+    /// (`AlreadyListening` otherwise, as binding a port another process listens on fails).
+    pub fn cm_listen(&self, service_id: u64) -> Result<(), CmError> {
+        self.with(|_| {
+            let mut cm = lock(&self.shared.cm);
+            if let Some(o) = self.shared.owner.get()
+                && !cm.endpoint.is_listening(service_id)
+                && !o.router.claim_listen(service_id)
+            {
+                return Err(CmError::AlreadyListening(service_id));
+            }
+            cm.endpoint.listen(service_id)?;
+            if let Some(g) = lock(&self.shared.guest).as_ref() {
+                let wanted = cm.endpoint.listeners().collect();
+                if let Err(e) = g.sync_listens(&wanted) {
+                    tracing::debug!(error = %e, "the device's owner refused a listen");
+                    let _ = cm.endpoint.stop_listening(service_id);
+                    return Err(CmError::AlreadyListening(service_id));
+                }
+            }
+            Ok(())
         })
     }
 
@@ -1540,6 +1567,7 @@ fn fail_over(shared: &Shared) {
         match RoceSocket::bind(addr) {
             Ok(socket) => match Owner::start(addr, slot) {
                 Ok(owner) => {
+                    owner.router.set_own_listens(listens);
                     let _ = shared.takeover_socket.set(socket);
                     let _ = shared.owner.set(owner);
                     *lock(&shared.guest) = None;

@@ -373,6 +373,8 @@ struct Table {
     slots: Vec<Option<GuestEntry>>,
     /// Service ID → the guest slot listening on it.
     listens: HashMap<u64, u8>,
+    /// What the owner itself listens on (a guest may not take these).
+    own_listens: BTreeSet<u64>,
 }
 
 /// What the owner counts about sharing.
@@ -424,6 +426,7 @@ impl Owner {
             table: Mutex::new(Table {
                 slots,
                 listens: HashMap::new(),
+                own_listens: BTreeSet::new(),
             }),
             active: AtomicUsize::new(0),
             counters: ShareCounters::default(),
@@ -536,6 +539,21 @@ impl Router {
         }
     }
 
+    /// The owner listens on `sid` unless a guest does: whether it may.
+    pub fn claim_listen(&self, sid: u64) -> bool {
+        let mut table = lock(&self.table);
+        if table.listens.contains_key(&sid) {
+            return false;
+        }
+        table.own_listens.insert(sid);
+        true
+    }
+
+    /// The owner's listens are exactly `sids` (after an unlisten, say).
+    pub fn set_own_listens(&self, sids: BTreeSet<u64>) {
+        lock(&self.table).own_listens = sids;
+    }
+
     /// Guests registered now.
     pub fn guests(&self) -> usize {
         lock(&self.table).slots.iter().flatten().count()
@@ -544,13 +562,18 @@ impl Router {
     /// Handle one control message from the guest in `slot`; `false` closes it.
     fn on_control(&self, slot: u8, msg: Message) -> bool {
         let mut table = lock(&self.table);
-        let Table { slots, listens } = &mut *table;
+        let Table {
+            slots,
+            listens,
+            own_listens,
+        } = &mut *table;
         let Some(g) = slots[usize::from(slot)].as_mut() else {
             return false;
         };
         let reply = match msg {
             Message::Listen(sid) => {
-                let taken = listens.get(&sid).is_some_and(|&s| s != slot);
+                let taken =
+                    own_listens.contains(&sid) || listens.get(&sid).is_some_and(|&s| s != slot);
                 if !taken {
                     listens.insert(sid, slot);
                     g.listens.insert(sid);

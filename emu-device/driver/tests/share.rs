@@ -374,3 +374,76 @@ fn a_guest_that_can_neither_take_over_nor_join_dies_loudly() {
     assert_eq!(wc.status, WcStatus::WrFlushErr, "{wc:?}");
     drop(squatter);
 }
+
+/// Listens are per device, as ports are per host: a service one process listens on is
+/// refused to the others, and a REQ for a guest's service reaches that guest through the
+/// owner, its REP and RTU too, so the connection establishes on both sides.
+#[test]
+fn listens_are_exclusive_across_processes_and_reqs_reach_the_listening_guest() {
+    use softroce_emu_cm::{AcceptParams, CmError, CmEvent, ConnectParams};
+    use softroce_wire::{Mtu, PortSpace, Qpn};
+    let owner = start("127.80.3.9");
+    let g1 = start("127.80.3.9");
+    let g2 = start("127.80.3.9");
+    let peer = start("127.80.3.10");
+    let (x, y) = (
+        PortSpace::Tcp.service_id(7001),
+        PortSpace::Tcp.service_id(7002),
+    );
+    owner.cm_listen(x).unwrap();
+    assert_eq!(g1.cm_listen(x), Err(CmError::AlreadyListening(x)));
+    g1.cm_listen(y).unwrap();
+    assert_eq!(owner.cm_listen(y), Err(CmError::AlreadyListening(y)));
+    assert_eq!(g2.cm_listen(y), Err(CmError::AlreadyListening(y)));
+    // A refused listen leaves nothing behind in the refused process.
+    assert!(!g2.with_cm(|cm, _| cm.is_listening(y)));
+
+    let params = ConnectParams {
+        remote_gid: Gid::ZERO,
+        service_id: y,
+        local_qpn: Qpn::new(0x11).unwrap(),
+        starting_psn: Psn::new(0x123),
+        responder_resources: 1,
+        initiator_depth: 1,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        path_mtu: Mtu::Mtu1024,
+        srq: false,
+        flow_control: true,
+        private_data: b"to the guest".to_vec(),
+    };
+    let id = peer.cm_connect(owner.local_addr(), params).unwrap();
+    let Some(CmEvent::ConnectRequest {
+        id: g_id,
+        private_data,
+        ..
+    }) = g1.cm_get_event(Some(WAIT))
+    else {
+        panic!("the listening guest gets the request");
+    };
+    assert_eq!(&private_data[..12], b"to the guest");
+    let accept = AcceptParams {
+        local_qpn: Qpn::new(qpn_slot_range(1).start).unwrap(),
+        starting_psn: Psn::new(0x456),
+        responder_resources: 1,
+        initiator_depth: 1,
+        rnr_retry_count: 7,
+        srq: false,
+        flow_control: true,
+        private_data: Vec::new(),
+    };
+    g1.cm_accept(g_id, accept).unwrap();
+    assert!(matches!(
+        peer.cm_get_event(Some(WAIT)),
+        Some(CmEvent::ConnectResponse { id: i, .. }) if i == id
+    ));
+    peer.with_cm(|cm, _| cm.send_rtu(id, &[])).unwrap();
+    assert_eq!(
+        g1.cm_get_event(Some(WAIT)),
+        Some(CmEvent::Established { id: g_id })
+    );
+    // Nobody else saw any of it.
+    for d in [&owner, &g2] {
+        assert_eq!(d.cm_get_event(Some(Duration::ZERO)), None);
+    }
+}
