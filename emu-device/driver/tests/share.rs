@@ -447,3 +447,59 @@ fn listens_are_exclusive_across_processes_and_reqs_reach_the_listening_guest() {
         assert_eq!(d.cm_get_event(Some(Duration::ZERO)), None);
     }
 }
+
+/// A guest that stops reading costs the owner only the kernel's socket buffer: what does
+/// not fit is dropped and counted, and the owner goes on serving everyone else.
+#[test]
+fn datagrams_for_a_guest_that_does_not_read_are_dropped_and_counted() {
+    use softroce_wire::{BthRepr, DethRepr, ExtRepr, Opcode, Qpn, RoceRepr};
+    let owner = start("127.80.3.11");
+    let addr = owner.local_addr();
+    // Registered, never reading.
+    let stalled = Guest::join(addr, None).unwrap();
+    let qpn = qpn_slot_range(stalled.slot).start;
+    let repr = RoceRepr::new(
+        BthRepr::new(Opcode::UD_SEND_ONLY, Qpn::new(qpn).unwrap(), Psn::new(1)),
+        ExtRepr {
+            deth: Some(DethRepr {
+                qkey: 1,
+                reserved: 0,
+                src_qpn: Qpn::new(0x11).unwrap(),
+            }),
+            ..ExtRepr::default()
+        },
+        4000,
+    );
+    let mut datagram = vec![0u8; repr.buffer_len()];
+    repr.emit_with_payload(&[0x5a; 4000], &mut datagram)
+        .unwrap();
+    let sender = std::net::UdpSocket::bind("127.80.3.12:0").unwrap();
+    // Bounded: far more than any default unix socket buffer holds.
+    for i in 0..20_000 {
+        let _ = sender.send_to(&datagram, addr);
+        if i % 500 == 499 {
+            std::thread::sleep(Duration::from_millis(5));
+            if counter(&owner, "drop_share_queue") > 0 {
+                break;
+            }
+        }
+    }
+    let mut dropped = 0;
+    for _ in 0..500 {
+        dropped = counter(&owner, "drop_share_queue");
+        if dropped > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(dropped > 0, "{}", owner.counters_line());
+    assert!(counter(&owner, "share_forwarded") > 0);
+    // The owner still serves others.
+    let g = start("127.80.3.11");
+    let peer = start("127.80.3.12");
+    let (mut a, mut p) = (Side::new(&g, QpType::Rc), Side::new(&peer, QpType::Rc));
+    a.connect(Some(&p));
+    p.connect(Some(&a));
+    rc_exchange(&mut a, &mut p, "beside a stalled guest");
+    drop(stalled);
+}
