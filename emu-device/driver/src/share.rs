@@ -359,6 +359,32 @@ fn request(fd: RawFd, msg: &Message) -> io::Result<Message> {
 
 // ---- owner ---------------------------------------------------------------------------
 
+/// What decides which process a datagram on the device's port is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteKey {
+    /// The slot in its destination QPN, or in the communication ID a CM MAD addresses.
+    Slot(u8),
+    /// A REQ or SIDR_REQ: whoever listens on this service ID.
+    Service(u64),
+}
+
+/// Where `datagram` goes, from its headers alone (`None`: it does not parse, or is a QP1
+/// MAD of another class than the CM's; the owner keeps those).
+pub fn route_key(datagram: &[u8]) -> Option<RouteKey> {
+    let packet = RocePacket::new_checked(datagram).ok()?;
+    let qpn = packet.bth().dest_qpn().value();
+    if qpn != softroce_emu_core::GSI_QPN {
+        return Some(RouteKey::Slot(qpn_slot(qpn)));
+    }
+    let mad = Mad::new_checked(packet.payload()).ok()?;
+    let cm = CmMadRepr::parse(&mad).ok()?;
+    Some(match cm.message {
+        CmMessage::Req(r) => RouteKey::Service(r.service_id),
+        CmMessage::SidrReq(r) => RouteKey::Service(r.service_id),
+        m => RouteKey::Slot(comm_id_slot(m.comm_ids()?.1)),
+    })
+}
+
 /// A registered guest.
 #[derive(Debug)]
 struct GuestEntry {
@@ -469,19 +495,11 @@ impl Router {
     /// this process (its own QPs, QP1 MADs for nobody else, anything that does not parse:
     /// the core counts those drops).
     pub fn route(&self, datagram: &[u8]) -> Option<u8> {
-        let packet = RocePacket::new_checked(datagram).ok()?;
-        let qpn = packet.bth().dest_qpn().value();
+        let key = route_key(datagram)?;
         let table = lock(&self.table);
-        let slot = if qpn == softroce_emu_core::GSI_QPN {
-            let mad = Mad::new_checked(packet.payload()).ok()?;
-            let cm = CmMadRepr::parse(&mad).ok()?;
-            match cm.message {
-                CmMessage::Req(r) => *table.listens.get(&r.service_id)?,
-                CmMessage::SidrReq(r) => *table.listens.get(&r.service_id)?,
-                m => comm_id_slot(m.comm_ids()?.1),
-            }
-        } else {
-            qpn_slot(qpn)
+        let slot = match key {
+            RouteKey::Slot(slot) => slot,
+            RouteKey::Service(sid) => *table.listens.get(&sid)?,
         };
         if slot == self.my_slot {
             return None;
@@ -1004,5 +1022,18 @@ mod tests {
         let mut rec = h[..n].to_vec();
         rec.extend_from_slice(b"payload");
         assert_eq!(decode_datagram(&rec), Ok((src, &b"payload"[..])));
+    }
+
+    proptest::proptest! {
+        /// Whatever arrives on a unix connection or the port, parsing never panics.
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..600)) {
+            let _ = Message::decode(&bytes);
+            let _ = decode_datagram(&bytes);
+            let _ = route_key(&bytes);
+            let mut tagged = b"SRL1".to_vec();
+            tagged.extend_from_slice(&bytes);
+            let _ = Message::decode(&tagged);
+        }
     }
 }
