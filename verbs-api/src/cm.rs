@@ -171,6 +171,14 @@ impl CmDev {
         }
     }
 
+    /// Listen on `service_id` (on a shared device, only if no other process does).
+    fn listen(&self, service_id: u64) -> std::result::Result<(), softroce_emu::cm::CmError> {
+        match self {
+            Self::Emulated(dev) => dev.cm_listen(service_id),
+            Self::Simulated(_) => self.with_cm(|cm, _| cm.listen(service_id)),
+        }
+    }
+
     fn connect(
         &self,
         peer: SocketAddr,
@@ -429,7 +437,7 @@ impl ConnectionManager {
         let mut d = lock(&self.shared.dispatch);
         self.shared
             .dev
-            .with_cm(|cm, _| cm.listen(service_id))
+            .listen(service_id)
             .map_err(|e| cm_error("listen", e))?;
         d.listeners.insert(service_id, VecDeque::new());
         Ok(Listener {

@@ -41,9 +41,10 @@ pub(crate) struct EmuContext {
     vctx: verbs_context,
     magic: u64,
     pub(crate) entry: &'static DeviceEntry,
-    /// Shared by the contexts of this process that opened the same device. `None` when the
-    /// device's address and port were taken (another process uses the device): queries
-    /// still work, creating objects fails with EADDRINUSE.
+    /// Shared by the contexts of this process that opened the same device (and with other
+    /// processes on it: the first binds its port, later ones are its guests). `None` when
+    /// the port is held by something that does not share it (not softroce, or every slot
+    /// taken): queries still work, creating objects fails with EADDRINUSE.
     device: Option<Arc<Device>>,
     open_error: String,
     /// The async fd when there is no device.
@@ -100,8 +101,8 @@ impl EmuContext {
             Ok(d) => (Some(d), String::new(), None),
             Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
                 let why = format!(
-                    "device {} cannot bind {}:{} ({e}): another process uses it; \
-                     only queries work in this one",
+                    "device {} cannot bind {}:{} and cannot share it ({e}); \
+                     only queries work in this process",
                     spec.name, spec.ip, spec.udp_port
                 );
                 let fd = EventFd::new().map_err(|e| fail(verb, libc::EMFILE, e))?;

@@ -197,6 +197,11 @@ impl CmEndpoint {
         self.connections.len()
     }
 
+    /// The service IDs listened on.
+    pub fn listeners(&self) -> impl Iterator<Item = u64> + '_ {
+        self.listeners.iter().copied()
+    }
+
     /// Whether REQs and SIDR_REQs for `service_id` are accepted.
     pub fn is_listening(&self, service_id: u64) -> bool {
         self.listeners.contains(&service_id)
@@ -1094,7 +1099,11 @@ impl CmEndpoint {
     fn alloc_comm_id(&mut self) -> u32 {
         loop {
             self.id_counter = self.id_counter.wrapping_add(1);
-            let id = self.id_counter ^ self.id_scrambler;
+            let mut id = self.id_counter ^ self.id_scrambler;
+            if let Some(slot) = self.config.id_slot {
+                let low = id & ((1 << COMM_ID_SLOT_SHIFT) - 1);
+                id = (u32::from(slot) << COMM_ID_SLOT_SHIFT) | low;
+            }
             if id != 0 && !self.connections.contains_key(&id) {
                 return id;
             }

@@ -92,7 +92,8 @@ pub use endpoint::CmEndpoint;
 pub use private_data::{cma_private_data, cma_sidr_private_data, split_cma_private_data};
 pub use timing::{cm_ack_timeout, cm_timeout};
 pub use types::{
-    AcceptParams, CmConfig, CmCounters, CmError, CmEvent, CmState, CmTransmit, ConnId,
-    ConnectParams, REJ_CONSUMER_DEFINED, REJ_INVALID_SERVICE_ID, REJ_STALE_CONN, REJ_TIMEOUT,
-    ReplyParams, RequestParams, SIDR_REJECT, SIDR_SUCCESS, SIDR_UNSUPPORTED, SidrParams, SidrReply,
+    AcceptParams, COMM_ID_SLOT_SHIFT, CmConfig, CmCounters, CmError, CmEvent, CmState, CmTransmit,
+    ConnId, ConnectParams, REJ_CONSUMER_DEFINED, REJ_INVALID_SERVICE_ID, REJ_STALE_CONN,
+    REJ_TIMEOUT, ReplyParams, RequestParams, SIDR_REJECT, SIDR_SUCCESS, SIDR_UNSUPPORTED,
+    SidrParams, SidrReply, comm_id_slot,
 };

@@ -93,6 +93,19 @@ pub struct CmConfig {
     pub ack_delay: u8,
     /// Partition key of our requests.
     pub pkey: u16,
+    /// The slot of this process when several share the device (`None`: alone). Our
+    /// communication IDs then carry it in their top bits ([`comm_id_slot`]), so the
+    /// process receiving the device's MADs can route every answer to its connection's
+    /// process.
+    pub id_slot: Option<u8>,
+}
+
+/// Bits of a communication ID below the slot of a shared device (64 slots).
+pub const COMM_ID_SLOT_SHIFT: u32 = 26;
+
+/// The slot a communication ID of a shared device's endpoint belongs to.
+pub const fn comm_id_slot(id: u32) -> u8 {
+    (id >> COMM_ID_SLOT_SHIFT) as u8
 }
 
 impl CmConfig {
@@ -107,6 +120,7 @@ impl CmConfig {
             packet_life_time: 16,
             ack_delay: 15,
             pkey: 0xffff,
+            id_slot: None,
         }
     }
 }

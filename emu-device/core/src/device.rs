@@ -39,6 +39,34 @@ pub struct HcaConfig {
     /// PSN), and the QP's next request, NAK or re-ACK takes it along, so a request/response
     /// exchange costs one datagram per turn instead of two.
     pub ack_defer: std::time::Duration,
+    /// The slot of this process when several share the device (`None`: alone, every QPN
+    /// is ours). Its QPNs then lie in [`qpn_slot_range`], so the QPNs of all processes on
+    /// the device are distinct and the one receiving on the device's port can route a
+    /// packet by its destination QPN alone.
+    pub qpn_slot: Option<u8>,
+    /// The UDP port this process's packets leave from when it is not `udp_port` (a process
+    /// sharing the device sends from a socket of its own; the ICRC covers the port).
+    pub source_port: Option<u16>,
+}
+
+/// Bits of a QPN above the per-slot range: `MAX_SLOTS` slots of 2^18 QPNs each.
+pub const QPN_SLOT_SHIFT: u32 = 18;
+/// Processes that can share one device.
+pub const MAX_SLOTS: usize = 1 << (24 - QPN_SLOT_SHIFT);
+
+/// The slot a QPN of a shared device belongs to.
+pub const fn qpn_slot(qpn: u32) -> u8 {
+    ((qpn & 0xFF_FFFF) >> QPN_SLOT_SHIFT) as u8
+}
+
+/// The QPNs slot `slot` hands out (QPN 0 and 1 excluded, the last QPN of the space too:
+/// 0xFFFFFF is the multicast QPN).
+pub const fn qpn_slot_range(slot: u8) -> std::ops::Range<u32> {
+    let start = (slot as u32) << QPN_SLOT_SHIFT;
+    let end = start + (1 << QPN_SLOT_SHIFT);
+    let start = if start < FIRST_QPN { FIRST_QPN } else { start };
+    let end = if end > 0xFF_FFFF { 0xFF_FFFF } else { end };
+    start..end
 }
 
 impl HcaConfig {
@@ -71,6 +99,8 @@ impl HcaConfig {
             retry_cnt_7_is_infinite: true,
             first_qpn: FIRST_QPN,
             ack_defer: std::time::Duration::ZERO,
+            qpn_slot: None,
+            source_port: None,
         }
     }
 }
@@ -335,6 +365,12 @@ impl Device {
     /// The address and port this device receives on.
     pub(crate) fn local_addr(&self) -> SocketAddr {
         SocketAddr::new(self.config.ip, self.config.udp_port)
+    }
+
+    /// The address and port this process's packets leave from.
+    pub(crate) fn source_addr(&self) -> SocketAddr {
+        let port = self.config.source_port.unwrap_or(self.config.udp_port);
+        SocketAddr::new(self.config.ip, port)
     }
 
     /// A random key for which `in_use` is false: 24 random index bits and an 8-bit key

@@ -5,7 +5,6 @@ use std::collections::HashMap;
 
 use softroce_wire::Qpn;
 
-use super::device::FIRST_QPN;
 use super::error::VerbsResult;
 use super::handles::{
     AhHandle, DmHandle, Handle, MrHandle, MwHandle, PdHandle, QpHandle, SrqHandle, Table,
@@ -57,10 +56,12 @@ pub(crate) struct Store {
     qps: Table<QpHandle, Qp>,
     qp_by_qpn: HashMap<u32, QpHandle>,
     next_qpn: u32,
+    /// The QPNs this store hands out.
+    qpn_range: std::ops::Range<u32>,
 }
 
 impl Store {
-    pub(crate) fn new(first_qpn: u32) -> Self {
+    pub(crate) fn new(first_qpn: u32, qpn_range: std::ops::Range<u32>) -> Self {
         Self {
             pds: Table::default(),
             mrs: Table::default(),
@@ -72,7 +73,8 @@ impl Store {
             srqs: Table::default(),
             qps: Table::default(),
             qp_by_qpn: HashMap::new(),
-            next_qpn: first_qpn.clamp(2, 0xFF_FFFE),
+            next_qpn: first_qpn.clamp(qpn_range.start, qpn_range.end - 1),
+            qpn_range,
         }
     }
 
@@ -277,9 +279,13 @@ impl Store {
 
     /// Allocate the next QP number (24 bits, skipping numbers in use).
     pub(crate) fn alloc_qpn(&mut self) -> Option<Qpn> {
-        for _ in 0..0x10_0000 {
+        for _ in 0..self.qpn_range.len() {
             let n = self.next_qpn;
-            self.next_qpn = if n >= 0xFF_FFFE { FIRST_QPN } else { n + 1 };
+            self.next_qpn = if n + 1 >= self.qpn_range.end {
+                self.qpn_range.start
+            } else {
+                n + 1
+            };
             if !self.qp_by_qpn.contains_key(&n) {
                 return Qpn::new(n);
             }

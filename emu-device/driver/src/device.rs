@@ -23,12 +23,13 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::cm::CmAgent;
 use super::eventfd::EventFd;
+use super::share::{Guest, Owner};
 use super::socket::{
     MAX_BATCH, MAX_DATAGRAM, MAX_GSO_BYTES, MAX_GSO_SEGMENTS, MAX_RECEIVE, Received, RoceSocket,
     SendGroup,
@@ -65,6 +66,10 @@ pub struct DeviceConfig {
     pub cm_response_timeout: u8,
     /// Retries of a REQ, REP or DREQ before the connection manager gives up (15).
     pub cm_max_retries: u8,
+    /// Share the device with other processes (on by default): the first to open it owns
+    /// its port, later ones become its guests ([`crate::share`]). Off, a second opener gets
+    /// EADDRINUSE. Never for port 0 (every device then has a port of its own).
+    pub share: bool,
 }
 
 impl DeviceConfig {
@@ -87,6 +92,7 @@ impl DeviceConfig {
             counters_at_close: counters_env(),
             cm_response_timeout: 20,
             cm_max_retries: 15,
+            share: true,
         }
     }
 }
@@ -136,9 +142,35 @@ struct TxScratch {
     n: usize,
 }
 
+/// How `open_socket` found the device.
+#[derive(Debug)]
+enum Role {
+    /// Alone on its port (sharing off, or a private port).
+    Alone,
+    /// It binds the device's port and routes for guests.
+    Owner(Owner),
+    /// Another process owns the port; this one receives through it.
+    Guest(Guest),
+}
+
 struct Shared {
     hca: Mutex<Hca>,
     socket: RoceSocket,
+    /// The device's address and port (the socket's, unless this process is a guest).
+    device_addr: SocketAddr,
+    /// Set while this process owns the device's port and routes for guests (from the
+    /// start, or since it took the port over from an owner that exited).
+    owner: OnceLock<Owner>,
+    /// Set while this process is a guest (locked after `hca` and `cm`).
+    guest: Mutex<Option<Guest>>,
+    /// A guest that took over the port receives on it here (its `socket` keeps sending).
+    takeover_socket: OnceLock<RoceSocket>,
+    /// The owner went away: the engine takes the port over or joins the new owner.
+    failover_needed: AtomicBool,
+    /// Neither worked: DEVICE_FATAL was raised, the device is dead in this process.
+    share_dead: AtomicBool,
+    /// A guest's buffer for records from the owner (locked after `hca`).
+    guest_rx: Mutex<Vec<u8>>,
     /// Wakes the engine (a stop, a new fault plan, an earlier timer, the socket handed back).
     engine_wake: EventFd,
     /// When an application thread last busy-polled (nanoseconds since `epoch`, 0: never).
@@ -203,7 +235,8 @@ pub struct Device {
 impl std::fmt::Debug for Device {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Device")
-            .field("addr", &self.shared.socket.local_addr())
+            .field("addr", &self.shared.device_addr)
+            .field("share", &self.share_slot())
             .finish_non_exhaustive()
     }
 }
@@ -225,9 +258,19 @@ impl Device {
             None => None,
         };
         let bind = SocketAddr::new(config.hca.ip, config.hca.udp_port);
-        let socket = RoceSocket::bind(bind)?;
-        // Port 0 asks for an ephemeral port: the device then lives on the real one.
-        config.hca.udp_port = socket.local_addr().port();
+        let (socket, mut role) = open_socket(&mut config, bind)?;
+        let guest = match std::mem::replace(&mut role, Role::Alone) {
+            Role::Guest(g) => Some(g),
+            other => {
+                role = other;
+                None
+            }
+        };
+        if matches!(role, Role::Alone) && guest.is_none() {
+            // Port 0 asks for an ephemeral port: the device then lives on the real one.
+            config.hca.udp_port = socket.local_addr().port();
+        }
+        let device_addr = SocketAddr::new(config.hca.ip, config.hca.udp_port);
         let capture = match &config.pcap {
             Some(path) => Some(Mutex::new(Some(
                 CaptureWriter::create(path).map_err(|e| io::Error::other(e.to_string()))?,
@@ -242,10 +285,21 @@ impl Device {
         );
         cm_config.cm_response_timeout = config.cm_response_timeout;
         cm_config.max_cm_retries = config.cm_max_retries;
+        cm_config.id_slot = hca.config().qpn_slot;
         let cm = CmAgent::new(CmEndpoint::new(cm_config), hca.config().udp_port);
         let shared = Arc::new(Shared {
             hca: Mutex::new(hca),
             socket,
+            device_addr,
+            guest_rx: Mutex::new(vec![0u8; MAX_RECEIVE + 64]),
+            owner: match role {
+                Role::Owner(o) => OnceLock::from(o),
+                _ => OnceLock::new(),
+            },
+            guest: Mutex::new(guest),
+            takeover_socket: OnceLock::new(),
+            failover_needed: AtomicBool::new(false),
+            share_dead: AtomicBool::new(false),
             engine_wake: EventFd::new()?,
             polled_at: AtomicU64::new(0),
             engine_watches_socket: AtomicBool::new(true),
@@ -347,9 +401,29 @@ impl Device {
         Ok(())
     }
 
-    /// The address the device receives on.
+    /// The address the device receives on (its owner's port when this process is a guest).
     pub fn local_addr(&self) -> SocketAddr {
+        self.shared.device_addr
+    }
+
+    /// The address this process's packets leave from (the device's, or a guest's own).
+    pub fn source_addr(&self) -> SocketAddr {
         self.shared.socket.local_addr()
+    }
+
+    /// How this process shares the device ([`crate::share`]): `None` alone, else its slot
+    /// and whether it is the owner (binds the device's port).
+    pub fn share_slot(&self) -> Option<(u8, bool)> {
+        if let Some(o) = self.shared.owner.get() {
+            return Some((o.router.slot(), true));
+        }
+        lock(&self.shared.guest).as_ref().map(|g| (g.slot, false))
+    }
+
+    /// Whether this process was a guest whose owner went away and could neither take the
+    /// port over nor join a new owner: the device is dead here (DEVICE_FATAL was raised).
+    pub fn share_dead(&self) -> bool {
+        self.shared.share_dead.load(Ordering::Acquire)
     }
 
     /// Apply verbs to the device, then send what they produced and signal fds.
@@ -517,6 +591,15 @@ impl Device {
             "drop_send_failed",
             self.shared.tx_failed.load(Ordering::Relaxed),
         ));
+        if let Some(o) = self.shared.owner.get() {
+            let c = &o.router.counters;
+            all.push(("share_forwarded", c.forwarded.load(Ordering::Relaxed)));
+            all.push(("drop_share_queue", c.forward_drops.load(Ordering::Relaxed)));
+            all.push(("drop_share_msg", c.bad_messages.load(Ordering::Relaxed)));
+            all.push(("share_refused", c.refused.load(Ordering::Relaxed)));
+        } else if let Some(g) = lock(&self.shared.guest).as_ref() {
+            all.push(("drop_share_msg", g.bad_datagrams.load(Ordering::Relaxed)));
+        }
         all
     }
 
@@ -591,7 +674,46 @@ impl Device {
     /// driver's books.
     pub fn with_cm<R>(&self, f: impl FnOnce(&mut CmEndpoint, Instant) -> R) -> R {
         let now = Instant::now();
-        self.with(|_| f(&mut lock(&self.shared.cm).endpoint, now))
+        self.with(|_| {
+            let mut cm = lock(&self.shared.cm);
+            let r = f(&mut cm.endpoint, now);
+            if let Some(o) = self.shared.owner.get() {
+                o.router.set_own_listens(cm.endpoint.listeners().collect());
+            } else if let Some(g) = lock(&self.shared.guest).as_ref() {
+                // The owner routes REQs for our listens here; in force before we return.
+                let wanted = cm.endpoint.listeners().collect();
+                if let Err(e) = g.sync_listens(&wanted) {
+                    tracing::warn!(error = %e, "registering listens with the device's owner");
+                    eprintln!("softroce: {e}");
+                }
+            }
+            r
+        })
+    }
+
+    /// Accept REQs and SIDR_REQs for `service_id`: `listen` on the connection manager, and
+    /// on a device shared by several processes only if no other process listens on it
+    /// (`AlreadyListening` otherwise, as binding a port another process listens on fails).
+    pub fn cm_listen(&self, service_id: u64) -> Result<(), CmError> {
+        self.with(|_| {
+            let mut cm = lock(&self.shared.cm);
+            if let Some(o) = self.shared.owner.get()
+                && !cm.endpoint.is_listening(service_id)
+                && !o.router.claim_listen(service_id)
+            {
+                return Err(CmError::AlreadyListening(service_id));
+            }
+            cm.endpoint.listen(service_id)?;
+            if let Some(g) = lock(&self.shared.guest).as_ref() {
+                let wanted = cm.endpoint.listeners().collect();
+                if let Err(e) = g.sync_listens(&wanted) {
+                    tracing::debug!(error = %e, "the device's owner refused a listen");
+                    let _ = cm.endpoint.stop_listening(service_id);
+                    return Err(CmError::AlreadyListening(service_id));
+                }
+            }
+            Ok(())
+        })
     }
 
     /// Send a REQ to the connection manager listening at `peer` (its address and the
@@ -778,20 +900,96 @@ fn engine_sleep(shared: &Shared, watch_socket: bool, timeout: Duration) -> io::R
             events: libc::POLLIN,
             revents: 0,
         },
+        libc::pollfd {
+            // A guest's records from the owner arrive with its datagrams.
+            fd: if watch_socket { guest_fd(shared) } else { -1 },
+            events: libc::POLLIN,
+            revents: 0,
+        },
     ];
     let ts = libc::timespec {
         tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
         tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
     };
-    // SAFETY: two valid pollfds and a timespec for the duration of the call; no signal mask.
-    let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
+    // SAFETY: three pollfds (negative fds ignored) and a timespec for the duration of the call; no signal mask.
+    let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 3, &ts, std::ptr::null()) };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }
     if fds[0].revents != 0 {
         let _ = shared.engine_wake.try_consume();
     }
-    Ok(fds[1].revents != 0)
+    Ok(fds[1].revents != 0 || fds[2].revents != 0)
+}
+
+/// A guest's connection carrying forwarded datagrams (-1: none to watch).
+fn guest_fd(shared: &Shared) -> std::os::fd::RawFd {
+    if let Some(s) = shared.takeover_socket.get() {
+        return s.as_raw_fd();
+    }
+    lock(&shared.guest).as_ref().map_or(-1, Guest::poll_fd)
+}
+
+/// Whether joining the port's owner may work on another try: nobody listens yet (an owner
+/// between its bind and its listen), or the owner went away mid-registration (it closed
+/// the device; the port is free or has a new owner). A refusal (a full slot table), an
+/// owner of another user or an answer that is not the protocol is final.
+fn join_again(e: &io::Error) -> bool {
+    !matches!(
+        e.kind(),
+        io::ErrorKind::AddrInUse
+            | io::ErrorKind::InvalidData
+            | io::ErrorKind::TimedOut
+            | io::ErrorKind::PermissionDenied
+    )
+}
+
+/// Bind the device's port, or share it: an owner when the port is free, a guest of the
+/// process holding it otherwise ([`crate::share`]). Sets the HCA's slot and source port.
+fn open_socket(config: &mut DeviceConfig, bind: SocketAddr) -> io::Result<(RoceSocket, Role)> {
+    let share = config.share && bind.port() != 0;
+    let mut why = String::new();
+    // Bounded: the owner may sit between its bind and its listen, or have just exited.
+    for _ in 0..100 {
+        match RoceSocket::bind(bind) {
+            Ok(socket) if share => match Owner::start(bind, 0) {
+                Ok(owner) => {
+                    config.hca.qpn_slot = Some(0);
+                    return Ok((socket, Role::Owner(owner)));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, %bind, "cannot offer the device to other processes");
+                    return Ok((socket, Role::Alone));
+                }
+            },
+            Ok(socket) => return Ok((socket, Role::Alone)),
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse && share => {
+                match Guest::join(bind, None) {
+                    Ok(guest) => {
+                        let socket = RoceSocket::bind(SocketAddr::new(bind.ip(), 0))?;
+                        config.hca.qpn_slot = Some(guest.slot);
+                        config.hca.source_port = Some(socket.local_addr().port());
+                        return Ok((socket, Role::Guest(guest)));
+                    }
+                    Err(j) if join_again(&j) => {
+                        why = format!("{e}; sharing it failed ({j})");
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    Err(j) => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::AddrInUse,
+                            format!("{bind} is in use; sharing it failed: {j}"),
+                        ));
+                    }
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AddrInUse,
+        format!("{bind}: {why} (held by a program other than softroce, or with sharing off)"),
+    ))
 }
 
 /// Wake the engine when the device now has a timer due before the engine's own wakeup.
@@ -833,10 +1031,15 @@ fn wait_socket_or_progress(shared: &Shared, timeout: Duration) -> io::Result<()>
             events: libc::POLLIN,
             revents: 0,
         },
+        libc::pollfd {
+            fd: guest_fd(shared),
+            events: libc::POLLIN,
+            revents: 0,
+        },
     ];
     let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-    // SAFETY: two valid pollfds for the duration of the call.
-    let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+    // SAFETY: three valid pollfds (or ignored negative fds) for the duration of the call.
+    let r = unsafe { libc::poll(fds.as_mut_ptr(), 3, ms) };
     if r < 0 {
         let e = io::Error::last_os_error();
         if e.kind() != io::ErrorKind::Interrupted {
@@ -883,6 +1086,9 @@ fn transmit_and_signal(shared: &Shared, hca: &mut Hca, now: Instant) {
         let Some(t) = hca.poll_transmit(now, &mut tx.bufs[i]) else {
             break;
         };
+        if t.destination == shared.device_addr && forward_own(shared, &tx.bufs[i][..t.len]) {
+            continue;
+        }
         tx.dests[i] = t.destination;
         tx.lens[i] = t.len;
         tx.n += 1;
@@ -908,6 +1114,36 @@ fn transmit_and_signal(shared: &Shared, hca: &mut Hca, now: Instant) {
             HcaEvent::CommEst(qpn) => lock(&shared.comm_est).push(qpn),
         }
     }
+}
+
+/// An owner's packet to its own port for a guest's QP goes to that guest at once, not
+/// through UDP back to itself. Not with a fault plan, which must see every datagram.
+fn forward_own(shared: &Shared, datagram: &[u8]) -> bool {
+    let Some(router) = shared.owner.get().map(|o| &o.router) else {
+        return false;
+    };
+    if !router.has_guests() || lock(&shared.faults).is_some() {
+        return false;
+    }
+    let Some(slot) = router.route(datagram) else {
+        return false;
+    };
+    if let Some(w) = shared
+        .capture
+        .as_ref()
+        .map(lock)
+        .as_deref_mut()
+        .and_then(Option::as_mut)
+    {
+        let _ = w.write_roce(
+            shared.epoch.elapsed(),
+            shared.socket.local_addr(),
+            shared.device_addr,
+            datagram,
+        );
+    }
+    router.forward(slot, shared.socket.local_addr(), datagram);
+    true
 }
 
 /// Send the datagrams built in `tx` (through the fault injector when one is configured).
@@ -1106,14 +1342,27 @@ fn send_uncaptured(shared: &Shared, batch: &[(SocketAddr, &[u8])]) {
     }
 }
 
-/// Hand received datagrams (with their sources) to the device.
+/// Hand received datagrams (with their sources) to the device, or, in an owner, those
+/// for a guest to that guest.
 fn deliver<'a>(
+    shared: &Shared,
     hca: &mut Hca,
     now: Instant,
-    local: SocketAddr,
     datagrams: impl IntoIterator<Item = (SocketAddr, &'a [u8])>,
 ) {
+    let local = shared.device_addr;
+    let router = shared
+        .owner
+        .get()
+        .map(|o| &o.router)
+        .filter(|r| r.has_guests());
     for (src, payload) in datagrams {
+        if let Some(r) = router
+            && let Some(slot) = r.route(payload)
+        {
+            r.forward(slot, src, payload);
+            continue;
+        }
         hca.handle_datagram(
             now,
             IncomingDatagram {
@@ -1128,12 +1377,79 @@ fn deliver<'a>(
 /// Receive one batch of waiting datagrams (without blocking), process them and send what
 /// they produced. Called with the device locked; returns how many were received.
 fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
-    receive_from(shared, hca, &shared.socket)
+    let forwarded = receive_from_owner(shared, hca);
+    let mut n = receive_udp(shared, hca, &shared.socket);
+    if let Some(s) = shared.takeover_socket.get() {
+        n += receive_udp(shared, hca, s);
+    }
+    if forwarded > 0 && n == 0 {
+        pump(shared, hca, Instant::now());
+    }
+    forwarded + n
 }
 
-/// [`receive_ready`] on `socket`: the device's own, or a multicast group's (whose datagrams
-/// are addressed to the group).
-fn receive_from(shared: &Shared, hca: &mut Hca, socket: &RoceSocket) -> usize {
+/// A guest: take the datagrams the owner forwarded (one batch, without blocking). Returns
+/// how many records were read; the owner's exit kills the device here.
+fn receive_from_owner(shared: &Shared, hca: &mut Hca) -> usize {
+    let guest = lock(&shared.guest);
+    let Some(g) = guest.as_ref() else {
+        return 0;
+    };
+    let mut buf = lock(&shared.guest_rx);
+    let now = Instant::now();
+    let local = shared.device_addr;
+    let mut capture = shared.capture.as_ref().map(lock);
+    let ts = shared.epoch.elapsed();
+    let (n, lost) = g.receive(&mut buf, MAX_BATCH, |src, payload| {
+        if payload.len() > MAX_DATAGRAM {
+            shared.rx_oversize.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if let Some(w) = capture.as_deref_mut().and_then(Option::as_mut) {
+            capture_received(w, ts, src, local, payload);
+        }
+        hca.handle_datagram(
+            now,
+            IncomingDatagram {
+                src,
+                dst: local.ip(),
+                payload,
+            },
+        );
+    });
+    if lost {
+        // The engine takes the port over or joins whoever did (not under the device lock:
+        // it waits for the other guests).
+        tracing::info!(addr = %local, "the process owning the device exited");
+        shared.failover_needed.store(true, Ordering::Release);
+        let _ = shared.engine_wake.notify();
+        return n + 1;
+    }
+    n
+}
+
+/// Capture a received datagram. A socket does not show the IPv4 ID a datagram came with,
+/// and GSO senders (we are one) number segments up from 0: the ID the ICRC was computed for
+/// is the one the capture shows, so the capture verifies as the wire did.
+fn capture_received(
+    w: &mut CaptureWriter<io::BufWriter<std::fs::File>>,
+    ts: Duration,
+    from: SocketAddr,
+    local: SocketAddr,
+    datagram: &[u8],
+) {
+    let ep = softroce_wire::icrc::UdpEndpoints::between(from, local);
+    let _ = match softroce_wire::icrc::verify_udp_socket(&ep, datagram) {
+        Ok(softroce_wire::icrc::IcrcCheck::RecoveredIpv4Id {
+            id,
+            dont_fragment: true,
+        }) => w.write_gso_segment(ts, from, local, datagram, id),
+        _ => w.write_roce(ts, from, local, datagram),
+    };
+}
+
+/// Receive one batch from a UDP socket (see [`receive_ready`]).
+fn receive_udp(shared: &Shared, hca: &mut Hca, socket: &RoceSocket) -> usize {
     let local = socket.local_addr();
     let mut storage = lock(&shared.rx_storage);
     // An array, not a Vec: no allocation per poll.
@@ -1173,17 +1489,7 @@ fn receive_from(shared: &Shared, hca: &mut Hca, socket: &RoceSocket) -> usize {
     {
         let ts = shared.epoch.elapsed();
         for (from, d) in datagrams() {
-            // A socket does not show the IPv4 ID a datagram came with, and GSO senders (we
-            // are one) number segments up from 0: the ID the ICRC was computed for is the
-            // one the capture shows, so the capture verifies as the wire did.
-            let ep = softroce_wire::icrc::UdpEndpoints::between(from, local);
-            let _ = match softroce_wire::icrc::verify_udp_socket(&ep, d) {
-                Ok(softroce_wire::icrc::IcrcCheck::RecoveredIpv4Id {
-                    id,
-                    dont_fragment: true,
-                }) => w.write_gso_segment(ts, from, local, d, id),
-                _ => w.write_roce(ts, from, local, d),
-            };
+            capture_received(w, ts, from, local, d);
         }
     }
     let oversize = (0..n).filter(|&i| meta[i].truncated).count()
@@ -1209,14 +1515,14 @@ fn receive_from(shared: &Shared, hca: &mut Hca, socket: &RoceSocket) -> usize {
         }
         drop(faults);
         deliver(
+            shared,
             hca,
             now,
-            local,
             passed.iter().map(|(src, d)| (*src, d.as_slice())),
         );
     } else {
         drop(faults);
-        deliver(hca, now, local, received);
+        deliver(shared, hca, now, received);
     }
     drop(storage);
     pump(shared, hca, now);
@@ -1261,7 +1567,7 @@ fn multicast_receiver(shared: Arc<Shared>) {
             let mut hca = lock(&shared.hca);
             // Bounded per wakeup: the lock is the application's too.
             for _ in 0..16 {
-                if receive_from(&shared, &mut hca, socket) == 0 {
+                if receive_udp(&shared, &mut hca, socket) == 0 {
                     break;
                 }
             }
@@ -1276,6 +1582,9 @@ fn engine(shared: Arc<Shared>) {
     let mut watch_while_polled = true;
     let mut needless_wakes = 0u32;
     while !shared.stop.load(Ordering::SeqCst) {
+        if shared.failover_needed.swap(false, Ordering::AcqRel) {
+            fail_over(&shared);
+        }
         let now = Instant::now();
         if let Some(ends) = shared.busy_polled(now)
             && lock(&shared.faults).is_none()
@@ -1383,7 +1692,7 @@ fn engine(shared: Arc<Shared>) {
             if !due_rx.is_empty() {
                 let mut hca = lock(&shared.hca);
                 let due = due_rx.iter().map(|(src, d)| (*src, d.as_slice()));
-                deliver(&mut hca, now, shared.socket.local_addr(), due);
+                deliver(&shared, &mut hca, now, due);
                 pump(&shared, &mut hca, now);
             }
         }
@@ -1391,6 +1700,75 @@ fn engine(shared: Arc<Shared>) {
         fire_timers(&shared, &mut hca, now);
         pump(&shared, &mut hca, now);
     }
+}
+
+/// The owner exited: take its port over (this process becomes the owner, keeping its slot,
+/// so its QPNs and connections stay valid) or, when another guest was faster, register
+/// with that one in the same slot, listens included. Packets in flight meanwhile are lost
+/// (RC retransmits). When neither works the device dies here: DEVICE_FATAL, QPs flushed.
+fn fail_over(shared: &Shared) {
+    let Some(slot) = lock(&shared.guest).as_ref().map(|g| g.slot) else {
+        return;
+    };
+    let addr = shared.device_addr;
+    // Read before the guest lock is taken (the CM is locked before it elsewhere).
+    let listens: std::collections::BTreeSet<u64> = lock(&shared.cm).endpoint.listeners().collect();
+    let mut why = String::from("no owner appeared in time");
+    // Bounded: the guest that wins the port needs a moment before it listens.
+    for _ in 0..150 {
+        match RoceSocket::bind(addr) {
+            Ok(socket) => match Owner::start(addr, slot) {
+                Ok(owner) => {
+                    owner.router.set_own_listens(listens);
+                    let _ = shared.takeover_socket.set(socket);
+                    let _ = shared.owner.set(owner);
+                    *lock(&shared.guest) = None;
+                    let _ = shared.progress_fd.notify();
+                    tracing::info!(%addr, slot, "took over the device's port from its exited owner");
+                    return;
+                }
+                Err(e) => {
+                    why = format!("bound {addr} but cannot offer it to other processes: {e}");
+                    break;
+                }
+            },
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => match Guest::join(addr, Some(slot)) {
+                Ok(g) => {
+                    if let Err(e) = g.sync_listens(&listens) {
+                        tracing::warn!(error = %e, "listening again with the new owner");
+                    }
+                    *lock(&shared.guest) = Some(g);
+                    let _ = shared.progress_fd.notify();
+                    tracing::info!(%addr, slot, "joined the device's new owner");
+                    return;
+                }
+                Err(j) if join_again(&j) => {
+                    why = j.to_string();
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(j) => {
+                    why = j.to_string();
+                    break;
+                }
+            },
+            Err(e) => {
+                why = e.to_string();
+                break;
+            }
+        }
+    }
+    // Fail loudly rather than wait for packets that will never come.
+    shared.share_dead.store(true, Ordering::Release);
+    let mut hca = lock(&shared.hca);
+    let name = hca.config().name.clone();
+    tracing::error!(device = %name, %addr, reason = %why, "the device's owner exited; no takeover");
+    eprintln!(
+        "softroce: device {name} ({addr}): the process owning the device exited and this one \
+         could not take over ({why}); the device is dead here (IBV_EVENT_DEVICE_FATAL)"
+    );
+    hca.inject_device_fatal();
+    hca.set_port_active(false);
+    pump(shared, &mut hca, Instant::now());
 }
 
 /// The earliest timer of the device and its connection manager.
@@ -1483,6 +1861,8 @@ mod tests {
         let dev = start("127.0.0.1");
         let mut cfg = DeviceConfig::new("t2", "127.0.0.1".parse().unwrap());
         cfg.hca.udp_port = dev.local_addr().port();
+        // Sharing off: the port's holder does not offer it (see `share` for sharing).
+        cfg.share = false;
         let err = Device::start(cfg).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
     }

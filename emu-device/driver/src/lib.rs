@@ -26,6 +26,7 @@ pub mod device;
 pub mod entropy;
 pub mod eventfd;
 pub mod link;
+pub mod share;
 pub mod socket;
 pub mod user_memory;
 

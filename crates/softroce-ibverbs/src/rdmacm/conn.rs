@@ -637,8 +637,7 @@ pub(crate) fn listen(cm_id: &mut CmId) -> Result<(), c_int> {
             let ids = r.listeners.entry((d, service)).or_default();
             if ids.is_empty() {
                 // The CM listens once per service; ids share it by address.
-                dev.with_cm(|cm, _| cm.listen(service))
-                    .map_err(|_| libc::EADDRINUSE)?;
+                dev.cm_listen(service).map_err(|_| libc::EADDRINUSE)?;
             }
             ids.push(me);
             Ok::<(), c_int>(())

@@ -677,8 +677,10 @@ pub(crate) fn resolve_addr(
     }
     write_sockaddr(&mut cm_id.c.route.addr.dst, dst);
     // Unlike the kernel, a loopback destination is not this device itself: softroce's
-    // processes each have their own device, usually on a 127.x address of their own, and
-    // a connection to another process's address must reach that process.
+    // processes often have devices of their own, each on a 127.x address, and a connection
+    // to another process's address must reach that process. A destination that is this
+    // device's own address reaches the process listening on it, this one or another
+    // sharing the device (the device's owner routes it).
     cm_id.c.route.addr.ibaddr.dgid = ibv_gid {
         raw: Gid::from_ip(dst.ip()).to_bytes(),
     };

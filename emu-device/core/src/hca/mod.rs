@@ -68,7 +68,13 @@ impl Hca {
     /// A new device.
     pub fn new(config: HcaConfig) -> Self {
         Self {
-            store: Store::new(config.first_qpn),
+            store: Store::new(
+                config.first_qpn,
+                match config.qpn_slot {
+                    Some(slot) => super::device::qpn_slot_range(slot),
+                    None => super::device::FIRST_QPN..0xFF_FFFF,
+                },
+            ),
             device: Device::new(config),
             cqs: Completions::default(),
             events: Events::default(),

@@ -28,7 +28,7 @@ impl Engine<'_> {
             self.counters.send_err += 1;
             return;
         }
-        let src = self.device.local_addr();
+        let src = self.device.source_addr();
         let ep = UdpEndpoints {
             src: src.ip(),
             dst: dst.ip(),

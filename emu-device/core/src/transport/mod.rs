@@ -298,7 +298,7 @@ pub(crate) fn poll_transmit(
     buf.extend_from_slice(&p.data);
     Some(Transmit {
         destination: p.dst,
-        source: eng.device.local_addr(),
+        source: eng.device.source_addr(),
         len: p.data.len(),
     })
 }
