@@ -1342,20 +1342,22 @@ fn send_uncaptured(shared: &Shared, batch: &[(SocketAddr, &[u8])]) {
     }
 }
 
-/// Hand received datagrams (with their sources) to the device, or, in an owner, those
-/// for a guest to that guest.
+/// Hand datagrams received at `local` (the device's address, or a multicast group's, which
+/// the ICRC covers) with their sources to the device, or, in an owner, those for a guest to
+/// that guest. Multicast is never forwarded: every process on the device receives the
+/// group on a socket of its own.
 fn deliver<'a>(
     shared: &Shared,
     hca: &mut Hca,
     now: Instant,
+    local: SocketAddr,
     datagrams: impl IntoIterator<Item = (SocketAddr, &'a [u8])>,
 ) {
-    let local = shared.device_addr;
     let router = shared
         .owner
         .get()
         .map(|o| &o.router)
-        .filter(|r| r.has_guests());
+        .filter(|r| r.has_guests() && !local.ip().is_multicast());
     for (src, payload) in datagrams {
         if let Some(r) = router
             && let Some(slot) = r.route(payload)
@@ -1518,11 +1520,12 @@ fn receive_udp(shared: &Shared, hca: &mut Hca, socket: &RoceSocket) -> usize {
             shared,
             hca,
             now,
+            local,
             passed.iter().map(|(src, d)| (*src, d.as_slice())),
         );
     } else {
         drop(faults);
-        deliver(shared, hca, now, received);
+        deliver(shared, hca, now, local, received);
     }
     drop(storage);
     pump(shared, hca, now);
@@ -1692,7 +1695,7 @@ fn engine(shared: Arc<Shared>) {
             if !due_rx.is_empty() {
                 let mut hca = lock(&shared.hca);
                 let due = due_rx.iter().map(|(src, d)| (*src, d.as_slice()));
-                deliver(&shared, &mut hca, now, due);
+                deliver(&shared, &mut hca, now, shared.device_addr, due);
                 pump(&shared, &mut hca, now);
             }
         }
