@@ -8,76 +8,31 @@
 
 mod dropin;
 
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
-use dropin::{dropin_library, require_tools};
+use dropin::{Netns, require_tools};
 
 /// The two device addresses, unique local (fd00::/8) inside the namespace.
 const SERVER: &str = "fd53:6f66::1";
 const CLIENT: &str = "fd53:6f66::2";
 
-/// A network namespace with SERVER and CLIENT on its loopback; deleted on drop.
-struct Netns {
-    name: String,
+/// A namespace with SERVER and CLIENT on its loopback.
+fn namespace(story: &str) -> Netns {
+    let addr = |a: &str| format!("{a}/128");
+    let (s, c) = (addr(SERVER), addr(CLIENT));
+    Netns::new(
+        &format!("v6-{story}"),
+        &[
+            &["-6", "addr", "add", &s, "dev", "lo", "nodad"],
+            &["-6", "addr", "add", &c, "dev", "lo", "nodad"],
+        ],
+    )
 }
 
-impl Netns {
-    fn new(story: &str) -> Self {
-        require_tools(&["ip"], "iproute2");
-        let name = format!("softroce-v6-{story}-{}", std::process::id());
-        let ip = |args: &[&str]| {
-            let o = Command::new("ip").args(args).output().expect("running ip");
-            assert!(
-                o.status.success(),
-                "ip {}: {} (the test runs as root, as scripts/test-all.sh does)",
-                args.join(" "),
-                String::from_utf8_lossy(&o.stderr)
-            );
-        };
-        let _ = Command::new("ip").args(["netns", "del", &name]).output();
-        ip(&["netns", "add", &name]);
-        let ns = Self { name };
-        ip(&["-n", &ns.name, "link", "set", "lo", "up"]);
-        for addr in [SERVER, CLIENT] {
-            ip(&[
-                "-n",
-                &ns.name,
-                "-6",
-                "addr",
-                "add",
-                &format!("{addr}/128"),
-                "dev",
-                "lo",
-                "nodad",
-            ]);
-        }
-        ns
-    }
-
-    /// `PROGRAM ARGS` on device `dev`=`addr` under `softroce exec`, inside the namespace.
-    fn on_device(&self, dev: &str, addr: &str, program: &str, args: &[&str]) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.name])
-            .arg(assert_cmd::cargo::cargo_bin("softroce"))
-            .args(["exec", "--devices", &format!("{dev}={addr}"), "--", program])
-            .args(args)
-            .env("SOFTROCE_IBVERBS_LIB", dropin_library())
-            .env_remove("SOFTROCE_DEVICES")
-            .env_remove("SOFTROCE_LOG")
-            .env_remove("SOFTROCE_FAULTS")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        c
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .output();
-    }
+/// `PROGRAM ARGS` on device `dev`=`addr` under `softroce exec`, inside the namespace.
+fn on_device(ns: &Netns, dev: &str, addr: &str, program: &str, args: &[&str]) -> Command {
+    ns.exec(&format!("{dev}={addr}"), program, args)
 }
 
 fn text(o: &Output) -> String {
@@ -122,18 +77,18 @@ fn pair(mut server: Command, mut client: impl FnMut() -> Command) -> (Output, Ou
 #[test]
 fn rc_pingpong_over_ipv6_gids_verifies_every_byte_and_every_icrc() {
     require_tools(&["ibv_rc_pingpong"], "ibverbs-utils");
-    let ns = Netns::new("rc");
+    let ns = namespace("rc");
     let pcap = std::env::temp_dir().join(format!("softroce-v6-rc-{}.pcap", std::process::id()));
     let _ = std::fs::remove_file(&pcap);
     let args = ["-g", "0", "-n", "200", "-s", "4096", "-c"];
-    let mut server = ns.on_device("softroce0", SERVER, "ibv_rc_pingpong", &args);
+    let mut server = on_device(&ns, "softroce0", SERVER, "ibv_rc_pingpong", &args);
     server.env("SOFTROCE_PCAP", &pcap);
     let (srv, cli) = pair(server, || {
         // The side channel is TCP on the namespace's 127.0.0.1; the data path is IPv6.
         let mut a = vec!["-d", "softroce1"];
         a.extend_from_slice(&args);
         a.push("127.0.0.1");
-        ns.on_device("softroce1", CLIENT, "ibv_rc_pingpong", &a)
+        on_device(&ns, "softroce1", CLIENT, "ibv_rc_pingpong", &a)
     });
     let report = format!("server:\n{}\nclient:\n{}", text(&srv), text(&cli));
     assert!(srv.status.success() && cli.status.success(), "{report}");
@@ -168,15 +123,15 @@ fn rc_pingpong_over_ipv6_gids_verifies_every_byte_and_every_icrc() {
 #[test]
 fn ud_pingpong_over_ipv6_delivers_datagrams_with_an_ipv6_grh() {
     require_tools(&["ibv_ud_pingpong"], "ibverbs-utils");
-    let ns = Netns::new("ud");
+    let ns = namespace("ud");
     let args = ["-g", "0", "-n", "100", "-s", "1024"];
     let (srv, cli) = pair(
-        ns.on_device("softroce0", SERVER, "ibv_ud_pingpong", &args),
+        on_device(&ns, "softroce0", SERVER, "ibv_ud_pingpong", &args),
         || {
             let mut a = vec!["-d", "softroce1"];
             a.extend_from_slice(&args);
             a.push("127.0.0.1");
-            ns.on_device("softroce1", CLIENT, "ibv_ud_pingpong", &a)
+            on_device(&ns, "softroce1", CLIENT, "ibv_ud_pingpong", &a)
         },
     );
     let report = format!("server:\n{}\nclient:\n{}", text(&srv), text(&cli));
@@ -189,16 +144,18 @@ fn ud_pingpong_over_ipv6_delivers_datagrams_with_an_ipv6_grh() {
 #[test]
 fn rping_connects_through_rdma_cm_on_ipv6_addresses_and_validates_the_data() {
     require_tools(&["rping"], "rdmacm-utils");
-    let ns = Netns::new("cm");
+    let ns = namespace("cm");
     let (srv, cli) = pair(
-        ns.on_device(
+        on_device(
+            &ns,
             "softroce0",
             SERVER,
             "rping",
             &["-s", "-a", SERVER, "-C", "10", "-V", "-v"],
         ),
         || {
-            ns.on_device(
+            on_device(
+                &ns,
                 "softroce1",
                 CLIENT,
                 "rping",

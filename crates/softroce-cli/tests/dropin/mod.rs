@@ -72,3 +72,64 @@ pub(crate) fn exec_on(ip: &str, program: &str, args: &[&str]) -> Command {
         .stderr(Stdio::piped());
     c
 }
+
+/// A network namespace a test creates (root: `ip netns add`), with `lo` up and whatever
+/// `setup` adds (each entry the arguments of one `ip -n NAME …` command); deleted on drop.
+/// Addresses in it reach nothing outside.
+#[allow(dead_code)] // not every test binary needs a namespace
+pub(crate) struct Netns {
+    pub(crate) name: String,
+}
+
+#[allow(dead_code)]
+impl Netns {
+    pub(crate) fn new(story: &str, setup: &[&[&str]]) -> Self {
+        require_tools(&["ip"], "iproute2");
+        let name = format!("softroce-{story}-{}", std::process::id());
+        let _ = Command::new("ip").args(["netns", "del", &name]).output();
+        Self::ip(&["netns", "add", &name]);
+        let ns = Self { name };
+        Self::ip(&["-n", &ns.name, "link", "set", "lo", "up"]);
+        for args in setup {
+            let mut all = vec!["-n", ns.name.as_str()];
+            all.extend_from_slice(args);
+            Self::ip(&all);
+        }
+        ns
+    }
+
+    fn ip(args: &[&str]) {
+        let o = Command::new("ip").args(args).output().expect("running ip");
+        assert!(
+            o.status.success(),
+            "ip {}: {} (the tests run as root, as scripts/test-all.sh does)",
+            args.join(" "),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+
+    /// `softroce exec --devices DEVICES -- PROGRAM ARGS` inside the namespace, on the drop-in
+    /// cargo built, output captured.
+    pub(crate) fn exec(&self, devices: &str, program: &str, args: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name])
+            .arg(assert_cmd::cargo::cargo_bin("softroce"))
+            .args(["exec", "--devices", devices, "--", program])
+            .args(args)
+            .env("SOFTROCE_IBVERBS_LIB", dropin_library())
+            .env_remove("SOFTROCE_DEVICES")
+            .env_remove("SOFTROCE_LOG")
+            .env_remove("SOFTROCE_FAULTS")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
+    }
+}
