@@ -129,4 +129,18 @@ static inline struct ibv_qp *rc_qp(struct ibv_pd *pd, struct ibv_cq *cq, struct 
 				      .qp_type = IBV_QPT_RC};
 	return ibv_create_qp(pd, &ia);
 }
+/* Post one send WR on qp and wait for its completion on cq: whether it completed with
+ * status want (a different status is printed). */
+static inline int run_one(struct ibv_cq *cq, struct ibv_qp *qp, struct ibv_send_wr *wr,
+			  enum ibv_wc_status want)
+{
+	struct ibv_send_wr *bad;
+	struct ibv_wc wc;
+	if (ibv_post_send(qp, wr, &bad) || poll_n(cq, &wc, 1) != 1)
+		return 0;
+	if (wc.status != want)
+		fprintf(stderr, "wr %lu: %s\n", (unsigned long)wr->wr_id, ibv_wc_status_str(wc.status));
+	return wc.status == want;
+}
+
 #endif

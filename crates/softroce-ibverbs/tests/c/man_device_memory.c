@@ -9,17 +9,6 @@
 
 static struct ibv_cq *cq;
 
-static int one(struct ibv_qp *qp, struct ibv_send_wr *wr, enum ibv_wc_status want)
-{
-	struct ibv_send_wr *bad;
-	struct ibv_wc wc;
-	if (ibv_post_send(qp, wr, &bad) || poll_n(cq, &wc, 1) != 1)
-		return 0;
-	if (wc.status != want)
-		fprintf(stderr, "wr %lu: %s\n", (unsigned long)wr->wr_id, ibv_wc_status_str(wc.status));
-	return wc.status == want;
-}
-
 int main(void)
 {
 	struct ibv_context *ctx = open_first();
@@ -121,14 +110,14 @@ int main(void)
 	wr.wr.rdma.remote_addr = 100;
 	wr.wr.rdma.rkey = dmr->rkey;
 	char seen[16] = {0};
-	CHECK(one(a, &wr, IBV_WC_SUCCESS), "WRITE to the region's offset 100");
+	CHECK(run_one(cq, a, &wr, IBV_WC_SUCCESS), "WRITE to the region's offset 100");
 	CHECK(ibv_memcpy_from_dm(seen, dm, 1024 + 100, 16) == 0 &&
 		      memcmp(seen, "device memory!!!", 16) == 0,
 	      "lands at the device memory's offset 1124");
 	sge.addr = (uintptr_t)(host + 512);
 	wr.opcode = IBV_WR_RDMA_READ;
 	wr.wr_id = 2;
-	CHECK(one(a, &wr, IBV_WC_SUCCESS) && memcmp(host + 512, "device memory!!!", 16) == 0,
+	CHECK(run_one(cq, a, &wr, IBV_WC_SUCCESS) && memcmp(host + 512, "device memory!!!", 16) == 0,
 	      "READ of it back into host memory");
 	uint64_t five = 5, old = 0;
 	CHECK(ibv_memcpy_to_dm(dm, 1024 + 64, &five, 8) == 0, "an 8-byte counter at offset 64");
@@ -139,7 +128,7 @@ int main(void)
 	wr.wr.atomic.remote_addr = 64;
 	wr.wr.atomic.rkey = dmr->rkey;
 	wr.wr.atomic.compare_add = 3;
-	CHECK(one(a, &wr, IBV_WC_SUCCESS) && *(uint64_t *)(host + 1024) == 5 &&
+	CHECK(run_one(cq, a, &wr, IBV_WC_SUCCESS) && *(uint64_t *)(host + 1024) == 5 &&
 		      ibv_memcpy_from_dm(&old, dm, 1024 + 64, 8) == 0 && old == 8,
 	      "FETCH_AND_ADD on device memory: 5 -> 8");
 	/* The region as a local gather list: an SGE addresses it by offset too. */
@@ -149,7 +138,7 @@ int main(void)
 	wr.wr_id = 4;
 	wr.wr.rdma.remote_addr = 200;
 	wr.wr.rdma.rkey = dmr->rkey;
-	CHECK(one(a, &wr, IBV_WC_SUCCESS) && ibv_memcpy_from_dm(seen, dm, 1024 + 200, 16) == 0 &&
+	CHECK(run_one(cq, a, &wr, IBV_WC_SUCCESS) && ibv_memcpy_from_dm(seen, dm, 1024 + 200, 16) == 0 &&
 		      memcmp(seen, "device memory!!!", 16) == 0,
 	      "WRITE gathered from the region's offset 100 to its offset 200");
 	sge.addr = (uintptr_t)host;
@@ -158,7 +147,7 @@ int main(void)
 	wr.sg_list = &sge;
 	wr.wr_id = 5;
 	wr.wr.rdma.remote_addr = 2044;
-	CHECK(one(a, &wr, IBV_WC_REM_ACCESS_ERR), "a WRITE across the region's end");
+	CHECK(run_one(cq, a, &wr, IBV_WC_REM_ACCESS_ERR), "a WRITE across the region's end");
 
 	ibv_destroy_qp(a);
 	ibv_destroy_qp(b);

@@ -8,17 +8,6 @@
 
 static struct ibv_cq *cq;
 
-static int one(struct ibv_qp *qp, struct ibv_send_wr *wr, enum ibv_wc_status want)
-{
-	struct ibv_send_wr *bad;
-	struct ibv_wc wc;
-	if (ibv_post_send(qp, wr, &bad) || poll_n(cq, &wc, 1) != 1)
-		return 0;
-	if (wc.status != want)
-		fprintf(stderr, "wr %lu: %s\n", (unsigned long)wr->wr_id, ibv_wc_status_str(wc.status));
-	return wc.status == want;
-}
-
 int main(void)
 {
 	struct ibv_context *ctx = open_first();
@@ -64,12 +53,12 @@ int main(void)
 				 .send_flags = IBV_SEND_SIGNALED};
 	wr.wr.rdma.remote_addr = 100;
 	wr.wr.rdma.rkey = zmr->rkey;
-	CHECK(one(a, &wr, IBV_WC_SUCCESS) && memcmp(remote + 100, "zero-based", 10) == 0,
+	CHECK(run_one(cq, a, &wr, IBV_WC_SUCCESS) && memcmp(remote + 100, "zero-based", 10) == 0,
 	      "WRITE from offset 16 to offset 100");
 	sge.addr = 200;
 	wr.opcode = IBV_WR_RDMA_READ;
 	wr.wr_id = 2;
-	CHECK(one(a, &wr, IBV_WC_SUCCESS) && memcmp(local + 200, "zero-based", 10) == 0,
+	CHECK(run_one(cq, a, &wr, IBV_WC_SUCCESS) && memcmp(local + 200, "zero-based", 10) == 0,
 	      "READ from offset 100 into offset 200");
 	*(uint64_t *)(remote + 64) = 5;
 	sge.addr = 512;
@@ -79,7 +68,7 @@ int main(void)
 	wr.wr.atomic.remote_addr = 64;
 	wr.wr.atomic.rkey = zmr->rkey;
 	wr.wr.atomic.compare_add = 3;
-	CHECK(one(a, &wr, IBV_WC_SUCCESS) && *(uint64_t *)(remote + 64) == 8 &&
+	CHECK(run_one(cq, a, &wr, IBV_WC_SUCCESS) && *(uint64_t *)(remote + 64) == 8 &&
 		      *(uint64_t *)(local + 512) == 5,
 	      "FETCH_AND_ADD at offset 64");
 	/* The region's extent is 0..4096 now: an offset past it, or the process address, is
@@ -90,7 +79,7 @@ int main(void)
 	wr.wr_id = 4;
 	wr.wr.rdma.remote_addr = 4092;
 	wr.wr.rdma.rkey = zmr->rkey;
-	CHECK(one(a, &wr, IBV_WC_REM_ACCESS_ERR), "WRITE across the end of the region");
+	CHECK(run_one(cq, a, &wr, IBV_WC_REM_ACCESS_ERR), "WRITE across the end of the region");
 
 	/* a is in Error now: start again, with a region addressed from an iova. */
 	CHECK(ibv_destroy_qp(a) == 0 && ibv_destroy_qp(b) == 0, "destroy");
@@ -113,14 +102,14 @@ int main(void)
 	wr.wr_id = 5;
 	wr.wr.rdma.remote_addr = iova + 300;
 	wr.wr.rdma.rkey = imr->rkey;
-	CHECK(one(a, &wr, IBV_WC_SUCCESS) && memcmp(remote + 300, "by-iova!", 8) == 0,
+	CHECK(run_one(cq, a, &wr, IBV_WC_SUCCESS) && memcmp(remote + 300, "by-iova!", 8) == 0,
 	      "WRITE to iova + 300 lands at addr + 300");
 	/* The same region's lkey addresses it from the iova as well. */
 	struct ibv_sge isge = {iova + 300, 8, imr->lkey};
 	wr.sg_list = &isge;
 	wr.wr_id = 6;
 	wr.wr.rdma.remote_addr = iova + 400;
-	CHECK(one(a, &wr, IBV_WC_SUCCESS) && memcmp(remote + 400, "by-iova!", 8) == 0,
+	CHECK(run_one(cq, a, &wr, IBV_WC_SUCCESS) && memcmp(remote + 400, "by-iova!", 8) == 0,
 	      "an SGE at iova + 300 gathers addr + 300");
 
 	/* A type 2 window bound by the region's addresses (iova + 1024, 64 bytes). */
@@ -137,16 +126,16 @@ int main(void)
 		bind.bind_mw.bind_info.addr = iova + 1024;
 		bind.bind_mw.bind_info.length = 64;
 		bind.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
-		CHECK(one(b, &bind, IBV_WC_SUCCESS), "bind on b");
+		CHECK(run_one(cq, b, &bind, IBV_WC_SUCCESS), "bind on b");
 		wr.sg_list = &sge;
 		wr.wr_id = 8;
 		wr.wr.rdma.remote_addr = iova + 1024 + 8;
 		wr.wr.rdma.rkey = rkey;
-		CHECK(one(a, &wr, IBV_WC_SUCCESS) && memcmp(remote + 1032, "by-iova!", 8) == 0,
+		CHECK(run_one(cq, a, &wr, IBV_WC_SUCCESS) && memcmp(remote + 1032, "by-iova!", 8) == 0,
 		      "WRITE through the window at iova + 1032 lands at addr + 1032");
 		wr.wr_id = 9;
 		wr.wr.rdma.remote_addr = iova + 1024 + 60;
-		CHECK(one(a, &wr, IBV_WC_REM_ACCESS_ERR), "a WRITE across the window's end");
+		CHECK(run_one(cq, a, &wr, IBV_WC_REM_ACCESS_ERR), "a WRITE across the window's end");
 	}
 	/* What a failed bind or access left: tear down regardless. */
 	ibv_destroy_qp(a);
