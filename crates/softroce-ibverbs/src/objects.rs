@@ -763,17 +763,11 @@ unsafe extern "C" fn dm_memcpy_to(
     host_addr: *const c_void,
     length: usize,
 ) -> c_int {
+    const VERB: &str = "ibv_memcpy_to_dm";
     // SAFETY: forwarded.
-    unsafe {
-        dm_copy(
-            "ibv_memcpy_to_dm",
-            dm,
-            dm_offset,
-            host_addr.cast_mut(),
-            length,
-            true,
-        )
-    }
+    guard_errno(VERB, || unsafe {
+        dm_copy(VERB, dm, dm_offset, host_addr.cast_mut(), length, true)
+    })
 }
 
 /// `ibv_memcpy_from_dm`: 0 or the errno value (ibv_alloc_dm(3)).
@@ -783,17 +777,11 @@ unsafe extern "C" fn dm_memcpy_from(
     dm_offset: u64,
     length: usize,
 ) -> c_int {
+    const VERB: &str = "ibv_memcpy_from_dm";
     // SAFETY: forwarded.
-    unsafe {
-        dm_copy(
-            "ibv_memcpy_from_dm",
-            dm,
-            dm_offset,
-            host_addr,
-            length,
-            false,
-        )
-    }
+    guard_errno(VERB, || unsafe {
+        dm_copy(VERB, dm, dm_offset, host_addr, length, false)
+    })
 }
 
 /// Copy `length` bytes between the host memory at `host` and device memory `dm` at
@@ -803,28 +791,26 @@ unsafe extern "C" fn dm_memcpy_from(
 /// `dm` is NULL or live device memory; `host` holds `length` readable (or, from the device,
 /// writable) bytes.
 unsafe fn dm_copy(
-    verb: &'static str,
+    verb: &str,
     dm: *mut ibv_dm,
     offset: u64,
     host: *mut c_void,
     length: usize,
     to_device: bool,
-) -> c_int {
-    guard_errno(verb, || {
-        // SAFETY: forwarded.
-        let device = unsafe { dm_bytes(verb, dm, offset, length) }?;
-        if length > 0 && host.is_null() {
-            return Err(fail(verb, libc::EINVAL, "host_addr is NULL"));
-        }
-        let (from, to) = if to_device {
-            (host.cast::<u8>().cast_const(), device)
-        } else {
-            (device.cast_const(), host.cast::<u8>())
-        };
-        // SAFETY: the checked device memory range and the caller's `length` bytes.
-        unsafe { std::ptr::copy(from, to, length) };
-        Ok(())
-    })
+) -> Result<(), c_int> {
+    // SAFETY: forwarded.
+    let device = unsafe { dm_bytes(verb, dm, offset, length) }?;
+    if length > 0 && host.is_null() {
+        return Err(fail(verb, libc::EINVAL, "host_addr is NULL"));
+    }
+    let (from, to) = if to_device {
+        (host.cast::<u8>().cast_const(), device)
+    } else {
+        (device.cast_const(), host.cast::<u8>())
+    };
+    // SAFETY: the checked device memory range and the caller's `length` bytes.
+    unsafe { std::ptr::copy(from, to, length) };
+    Ok(())
 }
 
 /// `verbs_context.reg_dm_mr` (`ibv_reg_dm_mr`): a zero-based region over part of the device
@@ -1577,8 +1563,11 @@ pub(crate) unsafe extern "C" fn ibv_attach_mcast(
     gid: *const ibv_gid,
     lid: u16,
 ) -> c_int {
+    const VERB: &str = "ibv_attach_mcast";
     // SAFETY: forwarded.
-    unsafe { mcast_membership("ibv_attach_mcast", qp, gid, lid, Device::attach_mcast) }
+    guard_errno(VERB, || unsafe {
+        mcast_membership(VERB, qp, gid, lid, Device::attach_mcast)
+    })
 }
 
 /// `ibv_detach_mcast(3)`: EINVAL when the QP is not attached to `gid`.
@@ -1588,31 +1577,32 @@ pub(crate) unsafe extern "C" fn ibv_detach_mcast(
     gid: *const ibv_gid,
     lid: u16,
 ) -> c_int {
+    const VERB: &str = "ibv_detach_mcast";
     // SAFETY: forwarded.
-    unsafe { mcast_membership("ibv_detach_mcast", qp, gid, lid, Device::detach_mcast) }
+    guard_errno(VERB, || unsafe {
+        mcast_membership(VERB, qp, gid, lid, Device::detach_mcast)
+    })
 }
 
-/// Attach or detach (`change`) the QP's membership of group `gid`: 0 or the errno value.
+/// Attach or detach (`change`) the QP's membership of group `gid`.
 ///
 /// # Safety
 /// `qp` is NULL or a QP from ibv_create_qp; `gid` is NULL or readable.
 unsafe fn mcast_membership(
-    verb: &'static str,
+    verb: &str,
     qp: *mut ibv_qp,
     gid: *const ibv_gid,
     lid: u16,
     change: fn(&Device, QpHandle, softroce_wire::Gid, u16) -> VerbsResult<()>,
-) -> c_int {
-    guard_errno(verb, || {
-        // SAFETY: a QP from ibv_create_qp, or rejected.
-        let q = unsafe { resolve::<EmuQp>(verb, qp) }?;
-        if gid.is_null() {
-            return Err(fail(verb, libc::EINVAL, "gid is NULL"));
-        }
-        // SAFETY: non-NULL from the caller.
-        let mgid = convert::gid_from_c(unsafe { &*gid });
-        change(q.dev, q.handle, mgid, lid).map_err(|e| fail(verb, e.errno(), e))
-    })
+) -> Result<(), c_int> {
+    // SAFETY: a QP from ibv_create_qp, or rejected.
+    let q = unsafe { resolve::<EmuQp>(verb, qp) }?;
+    if gid.is_null() {
+        return Err(fail(verb, libc::EINVAL, "gid is NULL"));
+    }
+    // SAFETY: non-NULL from the caller.
+    let mgid = convert::gid_from_c(unsafe { &*gid });
+    change(q.dev, q.handle, mgid, lid).map_err(|e| fail(verb, e.errno(), e))
 }
 
 /// The `ibv_qp_ex` of a QP made by `ibv_create_qp_ex` with send ops; NULL for others (as
