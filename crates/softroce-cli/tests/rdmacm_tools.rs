@@ -5,13 +5,17 @@
 //! A client that starts before its server listens is refused (as on a real device), so a
 //! refused client is started again, a bounded number of times, while the server runs.
 
+mod dropin;
+
 use std::process::{Child, Command, Output, Stdio};
+
+use dropin::require_tools;
 use std::time::{Duration, Instant};
 
 /// `softroce exec --devices softroce0=ADDR -- PROGRAM ARGS…` (exec becomes the program, so
 /// killing the child kills the program).
 fn on_device(addr: &str, program: &str, args: &[&str]) -> Command {
-    require_tools(&[program]);
+    require_tools(&[program], "rdmacm-utils and perftest");
     let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("softroce"));
     cmd.args(["exec", "--devices", &format!("softroce0={addr}"), "--"])
         .arg(program)
@@ -412,19 +416,4 @@ fn connections_survive_a_fifth_of_the_cm_traffic_lost() {
         4,
         "one REP connection per client connection:\n{text}"
     );
-}
-
-/// Fail with a clear message unless every one of `tools` is on the PATH: tests never
-/// install packages, `scripts/test-all.sh` does (rdmacm-utils, perftest, …).
-fn require_tools(tools: &[&str]) {
-    for tool in tools {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {tool} >/dev/null")])
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(
-            found,
-            "{tool} is missing: run scripts/test-all.sh as root, which installs it"
-        );
-    }
 }

@@ -76,6 +76,22 @@ fn report(server: &Output, client: &Output) -> String {
     )
 }
 
+/// Both programs succeeded, the client printed `client_says` and the server `server_says`
+/// (when given); a failure shows both outputs and `context`.
+fn assert_pair(
+    server: &Output,
+    client: &Output,
+    server_says: Option<&str>,
+    client_says: &str,
+    context: &str,
+) {
+    let ok = server.status.success()
+        && client.status.success()
+        && text(client).contains(client_says)
+        && server_says.is_none_or(|w| text(server).contains(w));
+    assert!(ok, "{context}\n{}", report(server, client));
+}
+
 /// A TCP port nobody listens on now, for perftest's side channel.
 fn free_tcp_port(ip: &str) -> String {
     let l = std::net::TcpListener::bind((ip, 0)).expect("a free TCP port");
@@ -93,20 +109,12 @@ fn rping_server_and_client_on_one_device() {
         on_device(a, "rping", &["-s", "-a", a, "-C", "10", "-v"]),
         || on_device(a, "rping", &["-c", "-a", a, "-C", "10", "-v"]),
     );
-    assert!(
-        server.status.success() && client.status.success(),
-        "{}",
-        report(&server, &client)
-    );
-    assert!(
-        text(&client).contains("ping data: rdma-ping-9: "),
-        "{}",
-        report(&server, &client)
-    );
-    assert!(
-        text(&server).contains("server ping data: rdma-ping-9: "),
-        "{}",
-        report(&server, &client)
+    assert_pair(
+        &server,
+        &client,
+        Some("server ping data: rdma-ping-9: "),
+        "ping data: rdma-ping-9: ",
+        "",
     );
 }
 
@@ -118,18 +126,8 @@ fn ucmatose_server_and_client_on_one_device() {
     let (server, client) = pair(on_device(a, "ucmatose", &[]), || {
         on_device(a, "ucmatose", &["-s", a])
     });
-    assert!(
-        server.status.success() && client.status.success(),
-        "{}",
-        report(&server, &client)
-    );
-    for o in [&server, &client] {
-        assert!(
-            text(o).contains("return status 0"),
-            "{}",
-            report(&server, &client)
-        );
-    }
+    let ok = Some("return status 0");
+    assert_pair(&server, &client, ok, "return status 0", "");
 }
 
 /// An rdma_cm listener in a guest: a first process holds the device (an rping server on
@@ -146,19 +144,14 @@ fn an_rdma_cm_listener_in_a_guest_accepts() {
         on_device(a, "ucmatose", &["-s", a, "-p", "7471"])
     });
     let owner = finish(owner, Duration::ZERO);
-    assert!(
-        server.status.success() && client.status.success(),
-        "{}\nowner:\n{}",
-        report(&server, &client),
-        text(&owner)
+    let owner = format!("owner:\n{}", text(&owner));
+    assert_pair(
+        &server,
+        &client,
+        Some("return status 0"),
+        "return status 0",
+        &owner,
     );
-    for o in [&server, &client] {
-        assert!(
-            text(o).contains("return status 0"),
-            "{}",
-            report(&server, &client)
-        );
-    }
 }
 
 /// perftest's bandwidth tests with server and client on one device: the TCP side channel
@@ -198,18 +191,8 @@ fn perftest_server_and_client_on_one_device() {
             }
             eprintln!("{tool}: the client won perftest's connect race; running the pair again");
         };
-        assert!(
-            server.status.success() && client.status.success(),
-            "{tool} {extra:?}: {}",
-            report(&server, &client)
-        );
-        for o in [&server, &client] {
-            assert!(
-                text(o).contains("#bytes"),
-                "{tool} {extra:?}: {}",
-                report(&server, &client)
-            );
-        }
+        let what = format!("{tool} {extra:?}");
+        assert_pair(&server, &client, Some("#bytes"), "#bytes", &what);
     }
 }
 
@@ -251,18 +234,8 @@ fn when_the_owning_process_exits_the_guests_carry_on() {
     let client = client.expect("the client ran");
     let server = finish(server, Duration::from_secs(60));
     let other = finish(other_guest, Duration::ZERO);
-    assert!(
-        server.status.success() && client.status.success(),
-        "{}\nowner:\n{}\nother guest:\n{}",
-        report(&server, &client),
-        text(&owner),
-        text(&other)
-    );
-    assert!(
-        text(&client).contains("return status 0"),
-        "{}",
-        report(&server, &client)
-    );
+    let others = format!("owner:\n{}\nother guest:\n{}", text(&owner), text(&other));
+    assert_pair(&server, &client, None, "return status 0", &others);
 }
 
 /// Two UCX ranks on one device (as MPI ranks on one host's HCA): ucx_perftest's tag
@@ -283,14 +256,5 @@ fn two_ucx_ranks_on_one_device() {
     let mut client_args = server_args.to_vec();
     client_args.push(a);
     let (server, client) = pair(ucx(&server_args), || ucx(&client_args));
-    assert!(
-        server.status.success() && client.status.success(),
-        "{}",
-        report(&server, &client)
-    );
-    assert!(
-        text(&client).contains("Final:"),
-        "{}",
-        report(&server, &client)
-    );
+    assert_pair(&server, &client, None, "Final:", "");
 }

@@ -1128,12 +1128,8 @@ fn forward_own(shared: &Shared, datagram: &[u8]) -> bool {
     let Some(slot) = router.route(datagram) else {
         return false;
     };
-    if let Some(w) = shared
-        .capture
-        .as_ref()
-        .map(lock)
-        .as_deref_mut()
-        .and_then(Option::as_mut)
+    if let Some(mut capture) = capturing(shared)
+        && let Some(w) = capture.as_mut()
     {
         let _ = w.write_roce(
             shared.epoch.elapsed(),
@@ -1233,12 +1229,8 @@ fn send_segmented(shared: &Shared, tx: &TxScratch, n: usize) -> usize {
         ngroups += 1;
         i = end;
     }
-    if let Some(w) = shared
-        .capture
-        .as_ref()
-        .map(lock)
-        .as_deref_mut()
-        .and_then(Option::as_mut)
+    if let Some(mut capture) = capturing(shared)
+        && let Some(w) = capture.as_mut()
     {
         let ts = shared.epoch.elapsed();
         for &(first, end, _) in &groups[..ngroups] {
@@ -1302,12 +1294,8 @@ fn send_all(shared: &Shared, batch: &[(SocketAddr, &[u8])]) {
     if batch.is_empty() {
         return;
     }
-    if let Some(w) = shared
-        .capture
-        .as_ref()
-        .map(lock)
-        .as_deref_mut()
-        .and_then(Option::as_mut)
+    if let Some(mut capture) = capturing(shared)
+        && let Some(w) = capture.as_mut()
     {
         let ts = shared.epoch.elapsed();
         let src = shared.socket.local_addr();
@@ -1400,7 +1388,7 @@ fn receive_from_owner(shared: &Shared, hca: &mut Hca) -> usize {
     let mut buf = lock(&shared.guest_rx);
     let now = Instant::now();
     let local = shared.device_addr;
-    let mut capture = shared.capture.as_ref().map(lock);
+    let mut capture = capturing(shared);
     let ts = shared.epoch.elapsed();
     let (n, lost) = g.receive(&mut buf, MAX_BATCH, |src, payload| {
         if payload.len() > MAX_DATAGRAM {
@@ -1428,6 +1416,14 @@ fn receive_from_owner(shared: &Shared, hca: &mut Hca) -> usize {
         return n + 1;
     }
     n
+}
+
+/// The pcap capture, locked, when the device captures and its writer is still open (at
+/// exit [`Device::finish_at_exit`] takes the writer out).
+fn capturing(
+    shared: &Shared,
+) -> Option<MutexGuard<'_, Option<CaptureWriter<io::BufWriter<std::fs::File>>>>> {
+    shared.capture.as_ref().map(lock)
 }
 
 /// Capture a received datagram. A socket does not show the IPv4 ID a datagram came with,
@@ -1482,12 +1478,8 @@ fn receive_udp(shared: &Shared, hca: &mut Hca, socket: &RoceSocket) -> usize {
             meta[i].datagrams(bufs[i]).map(move |d| (from, d))
         })
     };
-    if let Some(w) = shared
-        .capture
-        .as_ref()
-        .map(lock)
-        .as_deref_mut()
-        .and_then(Option::as_mut)
+    if let Some(mut capture) = capturing(shared)
+        && let Some(w) = capture.as_mut()
     {
         let ts = shared.epoch.elapsed();
         for (from, d) in datagrams() {
