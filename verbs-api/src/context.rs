@@ -113,8 +113,8 @@ impl Context {
     }
 
     /// Every counter of an emulated device as one `name=value …` line: rxe's `hw_counters`
-    /// names first, then drops by reason, the driver's `drop_oversize` and
-    /// `drop_send_failed` and, with faults
+    /// names first, then drops by reason, the driver's `drop_oversize`,
+    /// `drop_send_failed` and `unmapped_bytes` and, with faults
     /// configured, what they injected. `None` on other backends.
     pub fn counters_line(&self) -> Option<String> {
         self.dev.emulated().map(|d| d.counters_line())

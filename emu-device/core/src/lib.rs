@@ -120,6 +120,7 @@ pub use handles::{
     AhHandle, ChannelHandle, CqHandle, DmHandle, MrHandle, MwHandle, PdHandle, QpHandle, SrqHandle,
 };
 pub use hca::{Hca, MrKeys};
+pub use memory::{AppCopier, install_copier};
 pub use multicast::MULTICAST_QPN;
 pub use objects::{AhAttr, QpAttr, QpCap, QpInitAttr, SrqAttr, SrqAttrMask};
 pub use qp_state::{

@@ -4,30 +4,70 @@
 //! time, so the core never forms a `&[u8]`/`&mut [u8]` to it (that would assert exclusivity
 //! the core cannot guarantee); it copies with raw pointers, as DMA would. Every address and
 //! length reaching these functions has been checked against a live memory region first.
+//!
+//! A checked range can still be gone: an application (UCX's registration cache, for one)
+//! may unmap memory whose registration is live. A real HCA keeps registered pages pinned, so
+//! its late DMA lands in pages the process no longer sees; a plain copy here would kill the
+//! process. The driver therefore installs a fault-safe [`AppCopier`] (the core itself
+//! touches no signals or system calls); without one the copies are plain.
 
-/// Copy `dst.len()` bytes from application address `addr` into `dst`.
+use std::sync::OnceLock;
+
+/// Copies between the core's buffers and application memory that survive unmapped pages.
+/// Each returns how many bytes could not be accessed: skipped when writing, read as zeros —
+/// what a pinned page the process has let go of would absorb or hold.
+#[derive(Debug, Clone, Copy)]
+pub struct AppCopier {
+    /// Copy from application address `src` into `dst`.
+    pub read: unsafe fn(src: u64, dst: &mut [u8]) -> usize,
+    /// Copy `src` to application address `dst`.
+    pub write: unsafe fn(dst: u64, src: &[u8]) -> usize,
+}
+
+static COPIER: OnceLock<AppCopier> = OnceLock::new();
+
+/// Make every later copy to or from application memory go through `copier` (process-wide:
+/// the first installation wins, later ones are ignored).
+pub fn install_copier(copier: AppCopier) {
+    let _ = COPIER.set(copier);
+}
+
+/// Copy `dst.len()` bytes from application address `addr` into `dst`; the number of bytes
+/// that were not mapped (read as zeros).
 ///
 /// # Safety
 /// `addr..addr + dst.len()` must lie inside a registered memory region whose registration
-/// contract (valid, not freed or moved until deregistration) holds.
-pub(crate) unsafe fn read_app(addr: u64, dst: &mut [u8]) {
+/// contract (valid, not freed or moved until deregistration) holds, unless a fault-safe
+/// copier is installed.
+pub(crate) unsafe fn read_app(addr: u64, dst: &mut [u8]) -> usize {
     if dst.is_empty() {
-        return;
+        return 0;
+    }
+    if let Some(copier) = COPIER.get() {
+        // SAFETY: the copier survives unmapped application pages.
+        return unsafe { (copier.read)(addr, dst) };
     }
     // SAFETY: the caller checked the range against a live registration.
-    unsafe { core::ptr::copy(addr as usize as *const u8, dst.as_mut_ptr(), dst.len()) }
+    unsafe { core::ptr::copy(addr as usize as *const u8, dst.as_mut_ptr(), dst.len()) };
+    0
 }
 
-/// Copy `src` to application address `addr`.
+/// Copy `src` to application address `addr`; the number of bytes that were not mapped
+/// (dropped).
 ///
 /// # Safety
 /// As for [`read_app`], and the region must have been registered writable.
-pub(crate) unsafe fn write_app(addr: u64, src: &[u8]) {
+pub(crate) unsafe fn write_app(addr: u64, src: &[u8]) -> usize {
     if src.is_empty() {
-        return;
+        return 0;
+    }
+    if let Some(copier) = COPIER.get() {
+        // SAFETY: the copier survives unmapped application pages.
+        return unsafe { (copier.write)(addr, src) };
     }
     // SAFETY: the caller checked the range against a live, writable registration.
-    unsafe { core::ptr::copy(src.as_ptr(), addr as usize as *mut u8, src.len()) }
+    unsafe { core::ptr::copy(src.as_ptr(), addr as usize as *mut u8, src.len()) };
+    0
 }
 
 /// Read an 8-byte atomic target (native byte order, as the application sees it).
@@ -37,7 +77,7 @@ pub(crate) unsafe fn write_app(addr: u64, src: &[u8]) {
 pub(crate) unsafe fn read_u64(addr: u64) -> u64 {
     let mut b = [0u8; 8];
     // SAFETY: forwarded contract.
-    unsafe { read_app(addr, &mut b) };
+    let _ = unsafe { read_app(addr, &mut b) };
     u64::from_ne_bytes(b)
 }
 
@@ -47,5 +87,5 @@ pub(crate) unsafe fn read_u64(addr: u64) -> u64 {
 /// As for [`write_app`] with an 8-byte range.
 pub(crate) unsafe fn write_u64(addr: u64, value: u64) {
     // SAFETY: forwarded contract.
-    unsafe { write_app(addr, &value.to_ne_bytes()) }
+    let _ = unsafe { write_app(addr, &value.to_ne_bytes()) };
 }

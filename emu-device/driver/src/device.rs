@@ -579,8 +579,8 @@ impl Device {
     }
 
     /// Every counter of the device as `(name, value)`: the core's (rxe's `hw_counters`
-    /// names first, then drops by reason), then the driver's own `drop_oversize` and
-    /// `drop_send_failed`.
+    /// names first, then drops by reason), then the driver's own `drop_oversize`,
+    /// `drop_send_failed` and `unmapped_bytes` ([`crate::guarded_copy`]).
     pub fn counters(&self) -> Vec<(&'static str, u64)> {
         let mut all: Vec<_> = self.with(|h| h.counters().iter().collect());
         all.push((
@@ -591,6 +591,8 @@ impl Device {
             "drop_send_failed",
             self.shared.tx_failed.load(Ordering::Relaxed),
         ));
+        // Process-wide: the memory belongs to the process, not to one device.
+        all.push(("unmapped_bytes", crate::guarded_copy::unmapped_bytes()));
         if let Some(o) = self.shared.owner.get() {
             let c = &o.router.counters;
             all.push(("share_forwarded", c.forwarded.load(Ordering::Relaxed)));

@@ -25,6 +25,7 @@ pub mod cm;
 pub mod device;
 pub mod entropy;
 pub mod eventfd;
+pub mod guarded_copy;
 pub mod link;
 pub mod share;
 pub mod socket;

@@ -7,7 +7,8 @@
 //! the same answers by reading the process's own mappings (`/proc/self/maps`).
 //!
 //! What stays the application's promise (ibv_reg_mr(3)): the memory is not unmapped or
-//! `mprotect`ed before `ibv_dereg_mr`.
+//! `mprotect`ed before `ibv_dereg_mr`. A program that breaks it anyway meets what pinned
+//! pages would give it, not a crash ([`crate::guarded_copy`]).
 
 use std::io::{BufRead, BufReader};
 
@@ -74,6 +75,8 @@ pub unsafe fn register_checked(
     len: usize,
     access: AccessFlags,
 ) -> VerbsResult<(MrHandle, MrKeys)> {
+    // Registered pages are pinned on hardware; the copies emulate that from now on.
+    crate::guarded_copy::install();
     // SAFETY: the caller's contract; the MR is removed again if the pages fail.
     let (mr, keys) = unsafe { hca.reg_mr(pd, addr, len, access) }?;
     match check_registration(addr as u64, len as u64, access) {

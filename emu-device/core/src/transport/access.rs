@@ -207,13 +207,13 @@ impl Store {
     /// Read remote-accessible memory (after [`Store::check_remote`]).
     pub(crate) fn read_remote(&self, va: u64, out: &mut [u8]) {
         // SAFETY: callers checked `va..va+out.len()` with `check_remote`.
-        unsafe { memory::read_app(va, out) }
+        unsafe { memory::read_app(va, out) };
     }
 
     /// Write remote-accessible memory (after [`Store::check_remote`] with write rights).
     pub(crate) fn write_remote(&self, va: u64, data: &[u8]) {
         // SAFETY: callers checked `va..va+data.len()` with `check_remote` for write rights.
-        unsafe { memory::write_app(va, data) }
+        unsafe { memory::write_app(va, data) };
     }
 
     /// Atomically (the engine is single-threaded) apply an 8-byte atomic; returns the

@@ -1,0 +1,289 @@
+//! Copies to and from application memory that survive pages the application has unmapped:
+//! emulated pinning.
+//!
+//! ibv_reg_mr(3) pins the pages of a region on a real HCA: if the application frees memory
+//! whose registration is still live (UCX's registration cache keeps regions over memory it
+//! has freed; some programs tear down in the "wrong" order), a late DMA still lands in the
+//! pinned pages, which the process no longer sees, and nothing happens. An emulator that
+//! copies with plain loads and stores would die with SIGSEGV instead, in its engine thread,
+//! in the middle of someone else's teardown. These copies behave as the pinned pages would:
+//! bytes for an unmapped page are dropped when writing and read as zeros, counted, and
+//! reported once.
+//!
+//! How: one copy routine (`rep movsb`) whose faulting instruction is known; a SIGSEGV/SIGBUS
+//! handler that finds the fault at that instruction resumes after it with the count of bytes
+//! left (the kernel's `copy_from_user` fixup, in user space), and hands every other fault to
+//! the handler that was installed before (or the default action, so a program's own bugs
+//! still crash as they would). x86-64 Linux only; elsewhere copies stay plain.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Total bytes that fell on unmapped application pages since the process started.
+static UNMAPPED_BYTES: AtomicU64 = AtomicU64::new(0);
+static REPORTED: AtomicBool = AtomicBool::new(false);
+
+/// Make the core's copies to and from application memory fault-safe (idempotent; the
+/// first call installs the signal handlers). Called before memory is first registered.
+pub fn install() {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            if x86_64::install_handlers() {
+                softroce_emu_core::install_copier(softroce_emu_core::AppCopier {
+                    read: read_app,
+                    write: write_app,
+                });
+            }
+        });
+    }
+}
+
+/// Whether the copies are fault-safe in this process (after [`install`]).
+pub fn installed() -> bool {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        x86_64::INSTALLED.load(Ordering::Acquire)
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    {
+        false
+    }
+}
+
+/// Bytes of transfers that met unmapped application memory (dropped or read as zeros).
+pub fn unmapped_bytes() -> u64 {
+    UNMAPPED_BYTES.load(Ordering::Relaxed)
+}
+
+fn record_unmapped(addr: usize, bytes: usize) {
+    UNMAPPED_BYTES.fetch_add(bytes as u64, Ordering::Relaxed);
+    if !REPORTED.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            "registered memory at {addr:#x} is no longer mapped: the application freed memory \
+             whose registration is live (ibv_reg_mr(3) asks it to stay until ibv_dereg_mr); \
+             {bytes} bytes were dropped or read as zeros, as pinned pages would absorb them \
+             (reported once)"
+        );
+    }
+}
+
+/// The fault-safe copy from application address `src` into `dst`.
+///
+/// # Safety
+/// `dst` is the caller's buffer; `src..src + dst.len()` is application memory that was
+/// registered (it may since have been unmapped).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+unsafe fn read_app(src: u64, dst: &mut [u8]) -> usize {
+    // SAFETY: forwarded; the destination is a live Rust buffer of `dst.len()` bytes.
+    unsafe {
+        x86_64::copy_skipping_holes(
+            dst.as_mut_ptr(),
+            src as usize as *const u8,
+            dst.len(),
+            Side::Source,
+        )
+    }
+}
+
+/// The fault-safe copy of `src` to application address `dst`.
+///
+/// # Safety
+/// As [`read_app`], the application range being the destination.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+unsafe fn write_app(dst: u64, src: &[u8]) -> usize {
+    // SAFETY: forwarded; the source is a live Rust buffer of `src.len()` bytes.
+    unsafe {
+        x86_64::copy_skipping_holes(
+            dst as usize as *mut u8,
+            src.as_ptr(),
+            src.len(),
+            Side::Destination,
+        )
+    }
+}
+
+/// Which side of a copy is application memory (the other is ours and always mapped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    not(all(target_arch = "x86_64", target_os = "linux")),
+    allow(dead_code)
+)]
+enum Side {
+    Source,
+    Destination,
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod x86_64 {
+    use std::ffi::{c_int, c_void};
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::Side;
+
+    /// The granule a hole is skipped by: the smallest page (a fault never spans less).
+    const PAGE: usize = 4096;
+
+    pub(super) static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+    // rdi = destination, rsi = source, rdx = length → rax = bytes not copied. `rep movsb` is
+    // restartable: at a fault rcx counts the bytes left and rsi/rdi point at the byte that
+    // faulted, so resuming at the fixup label returns exactly how far the copy got.
+    std::arch::global_asm!(
+        ".pushsection .text.softroce_guarded_copy,\"ax\",@progbits",
+        ".globl softroce_guarded_copy",
+        ".hidden softroce_guarded_copy",
+        ".type softroce_guarded_copy,@function",
+        "softroce_guarded_copy:",
+        "    mov rcx, rdx",
+        ".globl softroce_guarded_copy_fault",
+        ".hidden softroce_guarded_copy_fault",
+        "softroce_guarded_copy_fault:",
+        "    rep movsb",
+        ".globl softroce_guarded_copy_fixup",
+        ".hidden softroce_guarded_copy_fixup",
+        "softroce_guarded_copy_fixup:",
+        "    mov rax, rcx",
+        "    ret",
+        ".size softroce_guarded_copy, .-softroce_guarded_copy",
+        ".popsection",
+    );
+
+    unsafe extern "C" {
+        fn softroce_guarded_copy(dst: *mut u8, src: *const u8, len: usize) -> usize;
+        static softroce_guarded_copy_fault: u8;
+        static softroce_guarded_copy_fixup: u8;
+    }
+
+    /// Copy `len` bytes, skipping (and, when the application memory is the source, zeroing
+    /// in `dst`) every page of the application side that faults; the bytes skipped.
+    ///
+    /// # Safety
+    /// The non-application side is a live buffer of `len` bytes; the application side was a
+    /// registered range.
+    pub(super) unsafe fn copy_skipping_holes(
+        dst: *mut u8,
+        src: *const u8,
+        len: usize,
+        app: Side,
+    ) -> usize {
+        let mut done = 0;
+        let mut lost = 0;
+        let mut first_hole = None;
+        // Each pass ends the copy or moves past at least one byte of a hole: at most one
+        // pass per page.
+        while done < len {
+            // SAFETY: both ranges are as the caller promised; faults on the application side
+            // come back as a short count.
+            let left = unsafe { softroce_guarded_copy(dst.add(done), src.add(done), len - done) };
+            if left == 0 {
+                break;
+            }
+            let at = len - left;
+            let faulted = match app {
+                Side::Source => src as usize + at,
+                Side::Destination => dst as usize + at,
+            };
+            let hole = (PAGE - faulted % PAGE).min(left);
+            if app == Side::Source {
+                // SAFETY: `dst` is the caller's live buffer of `len` bytes.
+                unsafe { core::ptr::write_bytes(dst.add(at), 0, hole) };
+            }
+            first_hole.get_or_insert(faulted);
+            lost += hole;
+            done = at + hole;
+        }
+        if let Some(addr) = first_hole {
+            super::record_unmapped(addr, lost);
+        }
+        lost
+    }
+
+    /// The dispositions in force before ours, for the faults that are not ours.
+    struct Previous(libc::sigaction);
+    // SAFETY: plain data (a handler address, flags and a mask), read-only once set.
+    unsafe impl Sync for Previous {}
+    unsafe impl Send for Previous {}
+
+    static PREVIOUS_SEGV: OnceLock<Previous> = OnceLock::new();
+    static PREVIOUS_BUS: OnceLock<Previous> = OnceLock::new();
+
+    fn previous(sig: c_int) -> &'static OnceLock<Previous> {
+        if sig == libc::SIGBUS {
+            &PREVIOUS_BUS
+        } else {
+            &PREVIOUS_SEGV
+        }
+    }
+
+    /// Install the handler for SIGSEGV and SIGBUS, remembering what was there.
+    pub(super) fn install_handlers() -> bool {
+        for sig in [libc::SIGSEGV, libc::SIGBUS] {
+            // SAFETY: sigaction with valid pointers; the zeroed struct is a valid "no handler".
+            unsafe {
+                let mut old: libc::sigaction = core::mem::zeroed();
+                if libc::sigaction(sig, core::ptr::null(), &mut old) != 0 {
+                    return false;
+                }
+                let _ = previous(sig).set(Previous(old));
+                let mut action: libc::sigaction = core::mem::zeroed();
+                action.sa_sigaction = on_fault as *const () as usize;
+                action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+                libc::sigemptyset(&mut action.sa_mask);
+                if libc::sigaction(sig, &action, core::ptr::null_mut()) != 0 {
+                    return false;
+                }
+            }
+        }
+        INSTALLED.store(true, Ordering::Release);
+        true
+    }
+
+    /// Async-signal-safe: compares addresses, edits the saved context, or chains.
+    extern "C" fn on_fault(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+        // SAFETY: the kernel passes a valid ucontext_t for an SA_SIGINFO handler; the symbols
+        // are our routine's labels.
+        unsafe {
+            let uc = ctx.cast::<libc::ucontext_t>();
+            let ip = &mut (*uc).uc_mcontext.gregs[libc::REG_RIP as usize];
+            if *ip as usize == (&raw const softroce_guarded_copy_fault) as usize {
+                *ip = (&raw const softroce_guarded_copy_fixup) as usize as i64;
+                return;
+            }
+            chain(sig, info, ctx);
+        }
+    }
+
+    /// A fault that is not ours: what would have happened without us.
+    unsafe fn chain(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+        let handler = previous(sig)
+            .get()
+            .map(|p| (p.0.sa_sigaction, p.0.sa_flags))
+            .filter(|&(h, _)| h != libc::SIG_DFL && h != libc::SIG_IGN);
+        match handler {
+            Some((h, flags)) if flags & libc::SA_SIGINFO != 0 => {
+                // SAFETY: an SA_SIGINFO handler's address, called as the kernel would.
+                let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) =
+                    unsafe { core::mem::transmute(h) };
+                f(sig, info, ctx);
+            }
+            Some((h, _)) => {
+                // SAFETY: a plain handler's address.
+                let f: extern "C" fn(c_int) = unsafe { core::mem::transmute(h) };
+                f(sig);
+            }
+            None => {
+                // Back to the default action; returning re-runs the faulting instruction,
+                // which now ends the process as it would have without us (core dump and all).
+                // SAFETY: sigaction with a valid struct.
+                unsafe {
+                    let mut default: libc::sigaction = core::mem::zeroed();
+                    default.sa_sigaction = libc::SIG_DFL;
+                    libc::sigemptyset(&mut default.sa_mask);
+                    libc::sigaction(sig, &default, core::ptr::null_mut());
+                }
+            }
+        }
+    }
+}
