@@ -373,6 +373,8 @@ impl Fabric {
         cfg.seed = mix(self.shared.seed ^ mix(index + 1));
         let async_fd = EventFd::new().map_err(|e| Error::io("creating the async event fd", e))?;
         let (name, ip) = (cfg.name.clone(), cfg.ip);
+        // As a real device: copies that survive unmapped pages (and implicit ODP).
+        softroce_emu::driver::guarded_copy::install();
         let hca = Hca::new(cfg);
         // The CM's IDs and transaction IDs from the device's seed, as on a real device.
         let cm = CmConfig::new(

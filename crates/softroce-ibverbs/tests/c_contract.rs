@@ -80,7 +80,8 @@ fn man_pages_thread_and_parent_domains() {
 }
 
 /// ibv_query_device_ex(3) odp_caps, ibv_reg_mr(3) IBV_ACCESS_ON_DEMAND, ibv_advise_mr(3):
-/// explicit ODP for every operation, no implicit ODP, and each errno advise_mr lists.
+/// explicit and implicit ODP for every operation (an unmapped page fails the work request,
+/// not the process), and each errno advise_mr lists.
 #[test]
 fn man_pages_on_demand_paging() {
     run_c_program("man_odp", "softroce0=127.77.30.12");

@@ -203,8 +203,8 @@ pub struct OdpCaps {
 impl OdpCaps {
     /// What the emulator offers. It pins nothing for any region, so an ODP region is one
     /// more region and every operation of every QP type may use it. Implicit ODP (a region
-    /// over the whole address space, pages mapped later) is not offered: every region's pages
-    /// are checked when it is registered, so no access can fault the process.
+    /// over the whole address space, pages mapped later) is added by
+    /// [`OdpCaps::emulated`] where copies survive unmapped pages.
     pub const EMULATED: Self = Self {
         general: 1,
         rc: 0x3F,
@@ -213,6 +213,19 @@ impl OdpCaps {
         // UD: SEND, RECV, SRQ_RECV.
         ud: 0x23,
     };
+
+    /// `IBV_ODP_SUPPORT_IMPLICIT`.
+    pub const IMPLICIT: u64 = 2;
+
+    /// [`OdpCaps::EMULATED`], with implicit ODP when `fault_safe` (an access to a page the
+    /// process has not mapped then fails the work request instead of the process).
+    pub const fn emulated(fault_safe: bool) -> Self {
+        let mut caps = Self::EMULATED;
+        if fault_safe {
+            caps.general |= Self::IMPLICIT;
+        }
+        caps
+    }
 }
 
 /// Port state (`enum ibv_port_state`).
@@ -301,7 +314,7 @@ impl Device {
             // one is the size of a ConnectX-5's MEMIC (an application sizing its use by the
             // attribute sees a realistic figure) and makes running out testable.
             max_dm_size: MAX_DM_SIZE,
-            odp: OdpCaps::EMULATED,
+            odp: OdpCaps::emulated(crate::memory::fault_safe()),
             max_pd: 0x10_0000,
             max_qp_rd_atom: 128,
             max_qp_init_rd_atom: 128,

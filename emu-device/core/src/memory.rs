@@ -32,6 +32,12 @@ pub fn install_copier(copier: AppCopier) {
     let _ = COPIER.set(copier);
 }
 
+/// Whether copies survive unmapped pages (a fault-safe copier is installed): what implicit
+/// on-demand paging needs, its region spanning memory the process never mapped.
+pub(crate) fn fault_safe() -> bool {
+    COPIER.get().is_some()
+}
+
 /// Copy `dst.len()` bytes from application address `addr` into `dst`; the number of bytes
 /// that were not mapped (read as zeros).
 ///
@@ -68,24 +74,4 @@ pub(crate) unsafe fn write_app(addr: u64, src: &[u8]) -> usize {
     // SAFETY: the caller checked the range against a live, writable registration.
     unsafe { core::ptr::copy(src.as_ptr(), addr as usize as *mut u8, src.len()) };
     0
-}
-
-/// Read an 8-byte atomic target (native byte order, as the application sees it).
-///
-/// # Safety
-/// As for [`read_app`] with an 8-byte range.
-pub(crate) unsafe fn read_u64(addr: u64) -> u64 {
-    let mut b = [0u8; 8];
-    // SAFETY: forwarded contract.
-    let _ = unsafe { read_app(addr, &mut b) };
-    u64::from_ne_bytes(b)
-}
-
-/// Write an 8-byte atomic target.
-///
-/// # Safety
-/// As for [`write_app`] with an 8-byte range.
-pub(crate) unsafe fn write_u64(addr: u64, value: u64) {
-    // SAFETY: forwarded contract.
-    let _ = unsafe { write_app(addr, &value.to_ne_bytes()) };
 }

@@ -277,6 +277,9 @@ impl Device {
             ))),
             None => None,
         };
+        // Before the device exists: its attributes report implicit ODP where copies are
+        // fault-safe.
+        crate::guarded_copy::install();
         let hca = Hca::new(config.hca);
         let mut cm_config = CmConfig::new(
             hca.gids()[hca.ip_gid_index()],

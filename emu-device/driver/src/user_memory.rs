@@ -30,6 +30,12 @@ pub fn check_registration(addr: u64, len: u64, access: AccessFlags) -> VerbsResu
             reason: "length 0 (nothing to pin)".into(),
         });
     }
+    if access.contains(AccessFlags::ON_DEMAND) && crate::guarded_copy::installed() {
+        // On-demand paging pins nothing: pages are faulted in when accessed, and one that is
+        // not mapped then fails the work request (the copies survive it), as on an HCA with
+        // ODP. The range may even be the whole address space (implicit ODP).
+        return Ok(());
+    }
     let end = addr
         .checked_add(len)
         .and_then(|e| e.checked_next_multiple_of(PAGE))

@@ -1,7 +1,11 @@
 /* On-demand paging, rule by rule: ibv_query_device_ex(3) (odp_caps), ibv_reg_mr(3)
- * (IBV_ACCESS_ON_DEMAND), ibv_advise_mr(3) (advice, flags, and each errno it lists). The
- * device offers explicit ODP for every transport operation, not implicit ODP. Prints
- * "N failures". */
+ * (IBV_ACCESS_ON_DEMAND, and "to create an implicit ODP MR, IBV_ACCESS_ON_DEMAND should be
+ * set, addr should be 0 and length should be SIZE_MAX"), ibv_advise_mr(3) (advice, flags,
+ * and each errno it lists). The device offers explicit and implicit ODP for every transport
+ * operation; a page that is not mapped when accessed fails the work request (as a failed
+ * ODP page fault does), not the process. Prints "N failures". */
+#include <sys/mman.h>
+
 #include "common.h"
 
 int main(void)
@@ -16,7 +20,7 @@ int main(void)
 	struct ibv_odp_caps *o = &ax.odp_caps;
 	CHECK(o->general_caps & IBV_ODP_SUPPORT, "IBV_ODP_SUPPORT: %#lx",
 	      (unsigned long)o->general_caps);
-	CHECK(!(o->general_caps & IBV_ODP_SUPPORT_IMPLICIT), "no implicit ODP");
+	CHECK(o->general_caps & IBV_ODP_SUPPORT_IMPLICIT, "IBV_ODP_SUPPORT_IMPLICIT");
 	uint32_t rc_all = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
 			  IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
 	CHECK((o->per_transport_caps.rc_odp_caps & rc_all) == rc_all, "rc caps %#x",
@@ -37,12 +41,18 @@ int main(void)
 	CHECK(odp && plain && ro_odp, "reg_mr with IBV_ACCESS_ON_DEMAND: errno %d", errno);
 	if (!odp || !plain || !ro_odp)
 		return 1;
-	/* No implicit ODP: a region over the whole address space is refused. */
+	/* Implicit ODP: one region over the whole address space. */
+	struct ibv_mr *all = ibv_reg_mr(pd, NULL, SIZE_MAX, acc);
+	CHECK(all != NULL, "implicit ODP region: errno %d", errno);
+	if (!all)
+		return 1;
+	CHECK(all->addr == NULL && all->length == SIZE_MAX, "implicit region %p+%zu", all->addr,
+	      all->length);
+	/* It covers every address, so it cannot be zero-based. */
 	errno = 0;
-	CHECK(ibv_reg_mr(pd, NULL, SIZE_MAX, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND) ==
-			      NULL &&
+	CHECK(ibv_reg_mr(pd, NULL, SIZE_MAX, acc | IBV_ACCESS_ZERO_BASED) == NULL &&
 		      errno == EINVAL,
-	      "implicit ODP region: errno %d", errno);
+	      "zero-based implicit region: errno %d", errno);
 
 	/* ODP regions carry every RC operation: an atomic and a READ between two QPs, both
 	 * ends in ODP memory. */
@@ -79,6 +89,31 @@ int main(void)
 		      wc.status == IBV_WC_SUCCESS && odp_buf[1] == 42,
 	      "READ between ODP regions: status %d", wc.status);
 
+	/* Through the implicit region: memory never registered by itself — a fresh heap buffer,
+	 * a page mapped after the registration — is read and written with its keys. */
+	uint64_t *heap = calloc(64, sizeof(uint64_t));
+	uint64_t *late = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(heap && late != MAP_FAILED, "memory");
+	heap[0] = 0x1122334455667788ull;
+	struct ibv_sge hs = {.addr = (uintptr_t)heap, .length = 8, .lkey = all->lkey};
+	struct ibv_send_wr iw = {.wr_id = 2, .sg_list = &hs, .num_sge = 1,
+				 .opcode = IBV_WR_RDMA_WRITE,
+				 .send_flags = IBV_SEND_SIGNALED};
+	iw.wr.rdma.remote_addr = (uintptr_t)&late[7];
+	iw.wr.rdma.rkey = all->rkey;
+	CHECK(ibv_post_send(a, &iw, &bad) == 0 && poll_n(cq, &wc, 1) == 1 &&
+		      wc.status == IBV_WC_SUCCESS && late[7] == 0x1122334455667788ull,
+	      "WRITE heap -> late page through the implicit region: status %d", wc.status);
+	iw.opcode = IBV_WR_RDMA_READ;
+	hs.addr = (uintptr_t)&heap[1];
+	CHECK(ibv_post_send(a, &iw, &bad) == 0 && poll_n(cq, &wc, 1) == 1 &&
+		      wc.status == IBV_WC_SUCCESS && heap[1] == 0x1122334455667788ull,
+	      "READ late page -> heap through the implicit region: status %d", wc.status);
+	struct ibv_sge ipf = {.addr = (uintptr_t)late, .length = 4096, .lkey = all->lkey};
+	CHECK(ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, IBV_ADVISE_MR_FLAG_FLUSH, &ipf,
+			    1) == 0,
+	      "prefetch through the implicit region");
+
 	/* ibv_advise_mr(3): a prefetch of ODP ranges succeeds, synchronous or not. */
 	struct ibv_sge pf = {.addr = (uintptr_t)odp_buf, .length = 4096, .lkey = odp->lkey};
 	CHECK(ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, IBV_ADVISE_MR_FLAG_FLUSH, &pf,
@@ -110,10 +145,22 @@ int main(void)
 	CHECK(ibv_advise_mr(pd2, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &pf, 1) == EPERM,
 	      "a region of another PD");
 
+	/* A page that is not mapped when the device touches it: the page fault fails, so does
+	 * the work request — the peer's WRITE gets a remote access error — and the process
+	 * lives on. */
+	CHECK(munmap(late, 4096) == 0, "munmap");
+	hs.addr = (uintptr_t)heap;
+	iw.opcode = IBV_WR_RDMA_WRITE;
+	CHECK(ibv_post_send(a, &iw, &bad) == 0 && poll_n(cq, &wc, 1) == 1 &&
+		      wc.status == IBV_WC_REM_ACCESS_ERR,
+	      "WRITE into an unmapped page of the implicit region: status %d", wc.status);
+
 	ibv_destroy_qp(a);
 	ibv_destroy_qp(b);
 	ibv_destroy_cq(cq);
-	CHECK(ibv_dereg_mr(odp) == 0 && ibv_dereg_mr(plain) == 0 && ibv_dereg_mr(ro_odp) == 0,
+	free(heap);
+	CHECK(ibv_dereg_mr(odp) == 0 && ibv_dereg_mr(plain) == 0 && ibv_dereg_mr(ro_odp) == 0 &&
+		      ibv_dereg_mr(all) == 0,
 	      "dereg_mr");
 	ibv_dealloc_pd(pd2);
 	ibv_dealloc_pd(pd);

@@ -424,6 +424,11 @@ impl Hca {
         Ok((m.addr, m.len as usize, m.access))
     }
 
+    /// An implicit on-demand paging registration: the whole address space.
+    pub fn is_implicit_odp(addr: *mut u8, len: usize, access: AccessFlags) -> bool {
+        access.contains(AccessFlags::ON_DEMAND) && addr.is_null() && len == usize::MAX
+    }
+
     /// The checks a registration's range and access must pass (ibv_reg_mr(3)).
     fn check_registration(
         verb: &'static str,
@@ -444,6 +449,24 @@ impl Hca {
                 verb,
                 format!("{access} requires IBV_ACCESS_LOCAL_WRITE (IBTA 10.6.3.1)"),
             ));
+        }
+        if Self::is_implicit_odp(addr, len, access) {
+            // ibv_reg_mr(3): "To create an implicit ODP MR, IBV_ACCESS_ON_DEMAND should be
+            // set, addr should be 0 and length should be SIZE_MAX."
+            if !crate::memory::fault_safe() {
+                return Err(VerbsError::invalid(
+                    verb,
+                    "implicit on-demand paging needs copies that survive unmapped pages, \
+                     which this platform lacks (IBV_ODP_SUPPORT_IMPLICIT is not reported)",
+                ));
+            }
+            if access.contains(AccessFlags::ZERO_BASED) {
+                return Err(VerbsError::invalid(
+                    verb,
+                    "an implicit ODP region spans the address space: it cannot be zero-based",
+                ));
+            }
+            return Ok(());
         }
         if addr.is_null() && len > 0 {
             return Err(VerbsError::invalid(verb, "null address"));

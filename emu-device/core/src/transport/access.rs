@@ -32,6 +32,9 @@ pub(crate) enum RemoteFault {
     /// An atomic target not 8-byte aligned: an invalid request (IBTA oA19-28; rxe's
     /// RESPST_ERR_MISALIGNED_ATOMIC), not an access error.
     Misaligned,
+    /// A page of an on-demand paging region is not mapped: the page fault fails, as it would
+    /// on an HCA with ODP (a pinned region's hole is absorbed instead: `core::memory`).
+    Unmapped,
 }
 
 /// Whom a remote access comes from: the QP a request arrived on, its PD and its access
@@ -45,13 +48,39 @@ pub(crate) struct Via {
 
 impl Store {
     /// Find the region behind `sge` and check it covers `sge` with `need` rights: the
-    /// process address of `sge.addr`.
-    fn local_ok(&self, pd: PdHandle, sge: &Sge, write: bool) -> Option<u64> {
+    /// process address of `sge.addr`, and whether the region pages on demand.
+    fn local_ok(&self, pd: PdHandle, sge: &Sge, write: bool) -> Option<(u64, bool)> {
         let mr = self.mr_by_key(sge.lkey)?;
         (mr.pd == pd
             && mr.contains(sge.addr, u64::from(sge.length))
             && (!write || mr.access.contains(AccessFlags::LOCAL_WRITE)))
-        .then(|| mr.local(sge.addr))
+        .then(|| {
+            (
+                mr.local(sge.addr),
+                mr.access.contains(AccessFlags::ON_DEMAND),
+            )
+        })
+    }
+
+    /// Whether the region an R_Key opens (directly or through a window) pages on demand.
+    fn remote_on_demand(&self, rkey: u32) -> bool {
+        let mr = match self.mr_by_key(rkey) {
+            Some(mr) => Some(mr),
+            None => self
+                .mw_by_rkey(rkey)
+                .and_then(|(_, mw)| mw.binding)
+                .and_then(|b| self.get(b.mr)),
+        };
+        mr.is_some_and(|mr| mr.access.contains(AccessFlags::ON_DEMAND))
+    }
+
+    /// A copy's outcome for the region it touched: unmapped bytes fail an on-demand region.
+    fn faulted(&self, rkey: u32, unmapped: usize) -> Result<(), RemoteFault> {
+        if unmapped > 0 && self.remote_on_demand(rkey) {
+            Err(RemoteFault::Unmapped)
+        } else {
+            Ok(())
+        }
     }
 
     /// Copy `out.len()` bytes starting `offset` bytes into a scatter/gather list.
@@ -73,12 +102,15 @@ impl Store {
                 skip -= len;
                 continue;
             }
-            let Some(addr) = self.local_ok(pd, sge, false) else {
+            let Some((addr, on_demand)) = self.local_ok(pd, sge, false) else {
                 return Err(LocalFault::Protection);
             };
             let n = ((len - skip) as usize).min(out.len() - done);
             // SAFETY: `local_ok` found `sge` inside a live registered region of this PD.
-            unsafe { memory::read_app(addr + skip, &mut out[done..done + n]) };
+            let unmapped = unsafe { memory::read_app(addr + skip, &mut out[done..done + n]) };
+            if unmapped > 0 && on_demand {
+                return Err(LocalFault::Protection);
+            }
             done += n;
             skip = 0;
         }
@@ -112,12 +144,15 @@ impl Store {
                 skip -= len;
                 continue;
             }
-            let Some(addr) = self.local_ok(pd, sge, true) else {
+            let Some((addr, on_demand)) = self.local_ok(pd, sge, true) else {
                 return Err(LocalFault::Protection);
             };
             let n = ((len - skip) as usize).min(data.len() - done);
             // SAFETY: `local_ok` found `sge` inside a live, locally writable region.
-            unsafe { memory::write_app(addr + skip, &data[done..done + n]) };
+            let unmapped = unsafe { memory::write_app(addr + skip, &data[done..done + n]) };
+            if unmapped > 0 && on_demand {
+                return Err(LocalFault::Protection);
+            }
             done += n;
             skip = 0;
         }
@@ -204,23 +239,40 @@ impl Store {
         Ok(addr)
     }
 
-    /// Read remote-accessible memory (after [`Store::check_remote`]).
-    pub(crate) fn read_remote(&self, va: u64, out: &mut [u8]) {
+    /// Read remote-accessible memory at process address `va` (after
+    /// [`Store::check_remote`] for `rkey`).
+    pub(crate) fn read_remote(
+        &self,
+        rkey: u32,
+        va: u64,
+        out: &mut [u8],
+    ) -> Result<(), RemoteFault> {
         // SAFETY: callers checked `va..va+out.len()` with `check_remote`.
-        unsafe { memory::read_app(va, out) };
+        let unmapped = unsafe { memory::read_app(va, out) };
+        self.faulted(rkey, unmapped)
     }
 
     /// Write remote-accessible memory (after [`Store::check_remote`] with write rights).
-    pub(crate) fn write_remote(&self, va: u64, data: &[u8]) {
+    pub(crate) fn write_remote(&self, rkey: u32, va: u64, data: &[u8]) -> Result<(), RemoteFault> {
         // SAFETY: callers checked `va..va+data.len()` with `check_remote` for write rights.
-        unsafe { memory::write_app(va, data) };
+        let unmapped = unsafe { memory::write_app(va, data) };
+        self.faulted(rkey, unmapped)
     }
 
     /// Atomically (the engine is single-threaded) apply an 8-byte atomic; returns the
     /// original value.
-    pub(crate) fn atomic_remote(&self, va: u64, swap_or_add: u64, compare: Option<u64>) -> u64 {
+    pub(crate) fn atomic_remote(
+        &self,
+        rkey: u32,
+        va: u64,
+        swap_or_add: u64,
+        compare: Option<u64>,
+    ) -> Result<u64, RemoteFault> {
+        let mut bytes = [0u8; 8];
         // SAFETY: callers checked `va..va+8` with `check_remote` for atomic rights.
-        let orig = unsafe { memory::read_u64(va) };
+        let unmapped = unsafe { memory::read_app(va, &mut bytes) };
+        self.faulted(rkey, unmapped)?;
+        let orig = u64::from_ne_bytes(bytes);
         let new = match compare {
             Some(cmp) if orig == cmp => Some(swap_or_add),
             Some(_) => None,
@@ -228,8 +280,9 @@ impl Store {
         };
         if let Some(v) = new {
             // SAFETY: as above.
-            unsafe { memory::write_u64(va, v) };
+            let unmapped = unsafe { memory::write_app(va, &v.to_ne_bytes()) };
+            self.faulted(rkey, unmapped)?;
         }
-        orig
+        Ok(orig)
     }
 }

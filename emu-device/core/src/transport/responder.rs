@@ -432,7 +432,9 @@ fn on_write(
     } else {
         None
     };
-    eng.store.write_remote(addr, payload);
+    eng.store
+        .write_remote(rkey, addr, payload)
+        .map_err(remote_fault_to_failure)?;
     advance(eng, qp, 1, ends);
     if ends {
         if let (Some(imm), Some((wqe, _))) = (imm, recv) {
@@ -622,7 +624,11 @@ fn send_read_response(
             AccessFlags::REMOTE_READ,
         )
     };
-    let Ok(addr) = addr else {
+    let read = addr.and_then(|addr| {
+        let mut buf = vec![0u8; chunk as usize];
+        eng.store.read_remote(c.rkey, addr, &mut buf).map(|()| buf)
+    });
+    let Ok(buf) = read else {
         if let Some(q) = eng.store.get_mut(qp) {
             q.transport.replies.clear();
         }
@@ -658,8 +664,6 @@ fn send_read_response(
         },
         chunk as usize,
     );
-    let mut buf = vec![0u8; chunk as usize];
-    eng.store.read_remote(addr, &mut buf);
     eng.queue_packet(dst, &repr, &buf);
     Ok((!last).then_some(ReadCursor {
         psn: c.psn.next(),
@@ -700,7 +704,10 @@ fn on_atomic(
         )
         .map_err(remote_fault_to_failure)?;
     let compare = (bth.opcode == Opcode::RC_COMPARE_SWAP).then_some(a.compare());
-    let orig = eng.store.atomic_remote(addr, a.swap_add(), compare);
+    let orig = eng
+        .store
+        .atomic_remote(a.rkey(), addr, a.swap_add(), compare)
+        .map_err(remote_fault_to_failure)?;
     remember(eng, qp, Resource::Atomic { psn: bth.psn, orig });
     advance(eng, qp, 1, true);
     eng.queue_response(qp, bth.psn, Syndrome::ACK, Some(orig));
