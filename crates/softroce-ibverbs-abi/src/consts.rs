@@ -281,6 +281,9 @@ consts! {
         /// The fields of `ibv_wc` (`IBV_WC_STANDARD_FLAGS`).
         IBV_WC_STANDARD_FLAGS = 0x7f,
 
+        /// `enum ibv_values_mask`: the raw clock (`ibv_query_rt_values_ex`).
+        IBV_VALUES_MASK_RAW_CLOCK = 1 << 0,
+
         /// `enum ibv_cq_init_attr_mask`: flags.
         IBV_CQ_INIT_ATTR_MASK_FLAGS = 1 << 0,
         /// parent_domain.

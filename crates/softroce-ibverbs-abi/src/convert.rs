@@ -174,6 +174,9 @@ pub fn device_attr_from_c(a: &ibv_device_attr) -> DeviceAttr {
         max_inline_data: 0,
         max_msg_sz: 0,
         num_comp_vectors: 0,
+        // Only ibv_query_device_ex reports a clock; ibv_poll_cq's completions carry none.
+        hca_core_clock: 0,
+        completion_timestamp_mask: 0,
     }
 }
 
@@ -269,6 +272,7 @@ pub fn wc_from_c(w: &ibv_wc) -> WorkCompletion {
         slid: w.slid,
         sl: w.sl,
         dlid_path_bits: w.dlid_path_bits,
+        completion_ts: 0,
     }
 }
 

@@ -47,6 +47,11 @@ pub struct HcaConfig {
     /// The UDP port this process's packets leave from when it is not `udp_port` (a process
     /// sharing the device sends from a socket of its own; the ICRC covers the port).
     pub source_port: Option<u16>,
+    /// The instant the device clock ([`Hca::clock`](crate::Hca::clock)) reads 0 (`None`:
+    /// the first `now` the device is given). The UDP driver sets CLOCK_MONOTONIC's zero, so
+    /// completion timestamps are CLOCK_MONOTONIC nanoseconds; the simulator sets the
+    /// fabric's start, so they are virtual nanoseconds.
+    pub clock_epoch: Option<std::time::Instant>,
 }
 
 /// Bits of a QPN above the per-slot range: `MAX_SLOTS` slots of 2^18 QPNs each.
@@ -101,6 +106,7 @@ impl HcaConfig {
             ack_defer: std::time::Duration::ZERO,
             qpn_slot: None,
             source_port: None,
+            clock_epoch: None,
         }
     }
 }
@@ -182,6 +188,12 @@ pub struct DeviceAttr {
     pub max_msg_sz: u32,
     /// Completion vectors.
     pub num_comp_vectors: u32,
+    /// Frequency of the device clock in kHz (`ibv_device_attr_ex.hca_core_clock`): it
+    /// counts nanoseconds, so 1 GHz.
+    pub hca_core_clock: u64,
+    /// Valid bits of a completion timestamp
+    /// (`ibv_device_attr_ex.completion_timestamp_mask`): all 64, the clock never wraps.
+    pub completion_timestamp_mask: u64,
 }
 
 /// On-demand paging capabilities (`struct ibv_odp_caps`): the general bits
@@ -323,6 +335,8 @@ impl Device {
             max_inline_data: 512,
             max_msg_sz: 0x80_0000,
             num_comp_vectors: config.num_comp_vectors.max(1),
+            hca_core_clock: 1_000_000,
+            completion_timestamp_mask: u64::MAX,
         };
         let rng = ChaCha8Rng::seed_from_u64(config.seed);
         Self {
