@@ -357,7 +357,7 @@ consts! {
         /// Driver-specific.
         IBV_WR_DRIVER1 = 11,
         /// Atomic write.
-        IBV_WR_ATOMIC_WRITE = 15,
+        IBV_WR_ATOMIC_WRITE = WrOpcode::AtomicWrite as u32,
 
         /// `enum ibv_send_flags`.
         IBV_SEND_FENCE = SendFlags::FENCE.0,
@@ -435,6 +435,8 @@ consts! {
         IBV_WC_LOCAL_INV = WcOpcode::LocalInv as u32,
         /// TSO.
         IBV_WC_TSO = 7,
+        /// RDMA ATOMIC WRITE.
+        IBV_WC_ATOMIC_WRITE = WcOpcode::AtomicWrite as u32,
         /// Receive.
         IBV_WC_RECV = WcOpcode::Recv as u32,
         /// Receive of RDMA WRITE with immediate.

@@ -148,6 +148,7 @@ pub fn device_attr_from_c(a: &ibv_device_attr) -> DeviceAttr {
         max_qp: non_negative(a.max_qp),
         max_qp_wr: non_negative(a.max_qp_wr),
         device_cap_flags: a.device_cap_flags,
+        device_cap_flags_ex: u64::from(a.device_cap_flags),
         max_sge: non_negative(a.max_sge),
         max_sge_rd: non_negative(a.max_sge_rd),
         max_cq: non_negative(a.max_cq),
@@ -539,7 +540,10 @@ pub unsafe fn recv_wr_from_c(wr: &ibv_recv_wr) -> Result<RecvWr, ConvertError> {
 fn uses_rdma(op: WrOpcode) -> bool {
     matches!(
         op,
-        WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm | WrOpcode::RdmaRead
+        WrOpcode::RdmaWrite
+            | WrOpcode::RdmaWriteWithImm
+            | WrOpcode::RdmaRead
+            | WrOpcode::AtomicWrite
     )
 }
 

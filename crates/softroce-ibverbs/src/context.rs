@@ -342,6 +342,7 @@ unsafe extern "C" fn vctx_query_device_ex(
         ex.phys_port_cnt_ex = u32::from(ex.orig_attr.phys_port_cnt);
         ex.max_dm_size = ctx.query(|h| h.query_device().max_dm_size);
         ex.hca_core_clock = ctx.query(|h| h.query_device().hca_core_clock);
+        ex.device_cap_flags_ex = ctx.query(|h| h.query_device().device_cap_flags_ex);
         ex.completion_timestamp_mask = ctx.query(|h| h.query_device().completion_timestamp_mask);
         let odp = ctx.query(|h| h.query_device().odp);
         ex.odp_caps = ibv_odp_caps {

@@ -137,6 +137,9 @@ pub struct DeviceAttr {
     /// Device capability flags: rxe's set but MEM_MGT_EXTENSIONS (bit 21: fast-registration
     /// work requests are not emulated); memory windows of type 1 and 2B (bits 17, 24).
     pub device_cap_flags: u32,
+    /// `ibv_device_attr_ex.device_cap_flags_ex`: the kernel's 64-bit flags, whose low half
+    /// is `device_cap_flags`; above it [`DEVICE_ATOMIC_WRITE`], as rxe sets it.
+    pub device_cap_flags_ex: u64,
     /// Maximum SGEs per WR.
     pub max_sge: u32,
     /// Maximum SGEs per READ.
@@ -261,6 +264,10 @@ pub struct PortAttr {
     pub link_layer_ethernet: bool,
 }
 
+/// `IB_UVERBS_DEVICE_ATOMIC_WRITE` (kernel uapi `ib_user_verbs.h`, Linux 6.2; not in
+/// rdma-core 44's headers): the device executes RDMA ATOMIC WRITE.
+pub const DEVICE_ATOMIC_WRITE: u64 = 1 << 40;
+
 /// The first QPN handed out (rxe starts at 0x11; 0 and 1 are the special QPs).
 pub(crate) const FIRST_QPN: u32 = 0x11;
 
@@ -302,6 +309,7 @@ impl Device {
             max_qp: 0x10_0000 - FIRST_QPN,
             max_qp_wr: 0x4000,
             device_cap_flags: 0x0102_3C76,
+            device_cap_flags_ex: 0x0102_3C76 | DEVICE_ATOMIC_WRITE,
             max_sge: 32,
             max_sge_rd: 32,
             max_cq: 0x10_0000,

@@ -41,6 +41,22 @@ pub(crate) unsafe fn read_u64(addr: u64) -> u64 {
     u64::from_ne_bytes(b)
 }
 
+/// Store 8 bytes at an 8-byte aligned address in one atomic store, ordered after every
+/// earlier write (rxe's `smp_store_release`): ATOMIC WRITE's guarantee that a reader sees
+/// the old or the new value, never a mix.
+///
+/// # Safety
+/// As for [`write_app`] with an 8-byte range, and `addr` 8-byte aligned.
+pub(crate) unsafe fn store_u64_release(addr: u64, bytes: [u8; 8]) {
+    // SAFETY: aligned and inside a live, writable registration (the caller's contract);
+    // other accesses to it are the application's or the NIC's, as for a device's DMA.
+    let target = unsafe { core::sync::atomic::AtomicU64::from_ptr(addr as usize as *mut u64) };
+    target.store(
+        u64::from_ne_bytes(bytes),
+        core::sync::atomic::Ordering::Release,
+    );
+}
+
 /// Write an 8-byte atomic target.
 ///
 /// # Safety

@@ -216,6 +216,13 @@ impl Store {
         unsafe { memory::write_app(va, data) }
     }
 
+    /// ATOMIC WRITE: store `bytes` at `va` in one atomic store.
+    pub(crate) fn atomic_write_remote(&self, va: u64, bytes: [u8; 8]) {
+        // SAFETY: callers checked `va..va+8` with `check_remote` for write rights, and its
+        // 8-byte alignment.
+        unsafe { memory::store_u64_release(va, bytes) }
+    }
+
     /// Atomically (the engine is single-threaded) apply an 8-byte atomic; returns the
     /// original value.
     pub(crate) fn atomic_remote(&self, va: u64, swap_or_add: u64, compare: Option<u64>) -> u64 {
