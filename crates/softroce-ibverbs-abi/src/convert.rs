@@ -536,7 +536,9 @@ pub unsafe fn recv_wr_from_c(wr: &ibv_recv_wr) -> Result<RecvWr, ConvertError> {
     })
 }
 
-/// Whether the `wr.rdma` member of `ibv_send_wr` carries `op`'s target.
+/// Whether the `wr.rdma` member of `ibv_send_wr` carries `op`'s target. `ibv_send_wr` has
+/// no field for ATOMIC WRITE's 8 bytes (verbs.h gives them to `ibv_wr_atomic_write` only):
+/// through `ibv_post_send` they come from its scatter/gather list, as a WRITE's data does.
 fn uses_rdma(op: WrOpcode) -> bool {
     matches!(
         op,
