@@ -120,6 +120,15 @@ impl Context {
         self.dev.emulated().map(|d| d.counters_line())
     }
 
+    /// The device clock now (`ibv_query_rt_values_ex`, `IBV_VALUES_MASK_RAW_CLOCK`): what
+    /// [`WorkCompletion::completion_ts`] is stamped with, in units of
+    /// [`DeviceAttr::hca_core_clock`] kHz (nanoseconds: of CLOCK_MONOTONIC on the emulator,
+    /// of virtual time since the fabric began on the simulator). `None` on backends whose
+    /// completions carry no timestamp (the system libibverbs).
+    pub fn raw_clock(&self) -> Option<u64> {
+        self.dev.raw_clock()
+    }
+
     /// The device's counters, where the backend keeps them (the emulator does).
     pub fn counters(&self) -> Option<Counters> {
         self.dev.counters()

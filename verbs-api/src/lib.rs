@@ -84,9 +84,10 @@ pub use context::{
 pub use error::{Error, Result};
 pub use qp::{PreparedQueuePair, QueuePair, QueuePairBuilder, QueuePairEndpoint};
 pub use softroce_emu::core::{
-    AccessFlags, AsyncEvent, AtomicTarget, Counters, DeviceAttr, EventElement, EventType, MwBind,
-    MwType, PortAttr, QpAttr, QpAttrMask, QpCap, QpState, QpType, RdmaTarget, RecvWr, SendFlags,
-    SendWr, Sge, UdTarget, VendorErr, WcFlags, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
+    AccessFlags, AsyncEvent, AtomicTarget, Counters, DEVICE_ATOMIC_WRITE, DeviceAttr, EventElement,
+    EventType, MwBind, MwType, PortAttr, QpAttr, QpAttrMask, QpCap, QpState, QpType, RdmaTarget,
+    RecvWr, SendFlags, SendWr, Sge, UdTarget, VendorErr, WcFlags, WcOpcode, WcStatus,
+    WorkCompletion, WrOpcode,
 };
 /// The 40-byte area at the start of every UD receive buffer: what it says about the sender.
 pub use softroce_wire::grh;

@@ -371,6 +371,8 @@ impl Fabric {
         }
         let index = w.devices.len() as u64;
         cfg.seed = mix(self.shared.seed ^ mix(index + 1));
+        // Completion timestamps count virtual nanoseconds since the fabric began.
+        cfg.clock_epoch = Some(w.instant() - w.elapsed());
         let async_fd = EventFd::new().map_err(|e| Error::io("creating the async event fd", e))?;
         let (name, ip) = (cfg.name.clone(), cfg.ip);
         // As a real device: copies that survive unmapped pages (and implicit ODP).

@@ -281,6 +281,9 @@ consts! {
         /// The fields of `ibv_wc` (`IBV_WC_STANDARD_FLAGS`).
         IBV_WC_STANDARD_FLAGS = 0x7f,
 
+        /// `enum ibv_values_mask`: the raw clock (`ibv_query_rt_values_ex`).
+        IBV_VALUES_MASK_RAW_CLOCK = 1 << 0,
+
         /// `enum ibv_cq_init_attr_mask`: flags.
         IBV_CQ_INIT_ATTR_MASK_FLAGS = 1 << 0,
         /// parent_domain.
@@ -354,7 +357,7 @@ consts! {
         /// Driver-specific.
         IBV_WR_DRIVER1 = 11,
         /// Atomic write.
-        IBV_WR_ATOMIC_WRITE = 15,
+        IBV_WR_ATOMIC_WRITE = WrOpcode::AtomicWrite as u32,
 
         /// `enum ibv_send_flags`.
         IBV_SEND_FENCE = SendFlags::FENCE.0,
@@ -432,6 +435,8 @@ consts! {
         IBV_WC_LOCAL_INV = WcOpcode::LocalInv as u32,
         /// TSO.
         IBV_WC_TSO = 7,
+        /// RDMA ATOMIC WRITE.
+        IBV_WC_ATOMIC_WRITE = WcOpcode::AtomicWrite as u32,
         /// Receive.
         IBV_WC_RECV = WcOpcode::Recv as u32,
         /// Receive of RDMA WRITE with immediate.

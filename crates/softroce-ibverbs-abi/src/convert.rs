@@ -148,6 +148,7 @@ pub fn device_attr_from_c(a: &ibv_device_attr) -> DeviceAttr {
         max_qp: non_negative(a.max_qp),
         max_qp_wr: non_negative(a.max_qp_wr),
         device_cap_flags: a.device_cap_flags,
+        device_cap_flags_ex: u64::from(a.device_cap_flags),
         max_sge: non_negative(a.max_sge),
         max_sge_rd: non_negative(a.max_sge_rd),
         max_cq: non_negative(a.max_cq),
@@ -174,6 +175,9 @@ pub fn device_attr_from_c(a: &ibv_device_attr) -> DeviceAttr {
         max_inline_data: 0,
         max_msg_sz: 0,
         num_comp_vectors: 0,
+        // Only ibv_query_device_ex reports a clock; ibv_poll_cq's completions carry none.
+        hca_core_clock: 0,
+        completion_timestamp_mask: 0,
     }
 }
 
@@ -269,6 +273,7 @@ pub fn wc_from_c(w: &ibv_wc) -> WorkCompletion {
         slid: w.slid,
         sl: w.sl,
         dlid_path_bits: w.dlid_path_bits,
+        completion_ts: 0,
     }
 }
 
@@ -531,11 +536,16 @@ pub unsafe fn recv_wr_from_c(wr: &ibv_recv_wr) -> Result<RecvWr, ConvertError> {
     })
 }
 
-/// Whether the `wr.rdma` member of `ibv_send_wr` carries `op`'s target.
+/// Whether the `wr.rdma` member of `ibv_send_wr` carries `op`'s target. `ibv_send_wr` has
+/// no field for ATOMIC WRITE's 8 bytes (verbs.h gives them to `ibv_wr_atomic_write` only):
+/// through `ibv_post_send` they come from its scatter/gather list, as a WRITE's data does.
 fn uses_rdma(op: WrOpcode) -> bool {
     matches!(
         op,
-        WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm | WrOpcode::RdmaRead
+        WrOpcode::RdmaWrite
+            | WrOpcode::RdmaWriteWithImm
+            | WrOpcode::RdmaRead
+            | WrOpcode::AtomicWrite
     )
 }
 

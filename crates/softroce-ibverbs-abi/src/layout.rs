@@ -547,6 +547,10 @@ layout! {
     ibv_poll_cq_attr 4 4 {
         comp_mask    0    4,
     }
+    ibv_values_ex 24 8 {
+        comp_mask    0    4,
+        raw_clock    8   16,
+    }
     ibv_grh 40 8 {
         version_tclass_flow    0    4,
         paylen                 4    2,

@@ -991,6 +991,16 @@ pub struct ibv_poll_cq_attr {
     pub comp_mask: u32,
 }
 
+/// `struct ibv_values_ex` (`ibv_query_rt_values_ex`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ibv_values_ex {
+    /// `IBV_VALUES_MASK_*` asked for on input, answered on output.
+    pub comp_mask: u32,
+    /// The device's raw clock, in HCA clock units split as a timespec.
+    pub raw_clock: libc::timespec,
+}
+
 /// `struct ibv_cq_init_attr_ex` (`ibv_create_cq_ex`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]

@@ -139,6 +139,7 @@ impl EmuContext {
         let mut vctx: verbs_context = unsafe { std::mem::zeroed() };
         vctx.query_port = Some(vctx_query_port);
         vctx.query_device_ex = Some(vctx_query_device_ex);
+        vctx.query_rt_values = Some(vctx_query_rt_values);
         vctx.sz = size_of::<verbs_context>();
         install(&mut vctx);
         let c = &mut vctx.context;
@@ -340,6 +341,9 @@ unsafe extern "C" fn vctx_query_device_ex(
         ex.orig_attr = ctx.query(|h| reported_device_attr(h.query_device()));
         ex.phys_port_cnt_ex = u32::from(ex.orig_attr.phys_port_cnt);
         ex.max_dm_size = ctx.query(|h| h.query_device().max_dm_size);
+        ex.hca_core_clock = ctx.query(|h| h.query_device().hca_core_clock);
+        ex.device_cap_flags_ex = ctx.query(|h| h.query_device().device_cap_flags_ex);
+        ex.completion_timestamp_mask = ctx.query(|h| h.query_device().completion_timestamp_mask);
         let odp = ctx.query(|h| h.query_device().odp);
         ex.odp_caps = ibv_odp_caps {
             general_caps: odp.general,
@@ -357,6 +361,42 @@ unsafe extern "C" fn vctx_query_device_ex(
                 attr.cast::<u8>(),
                 n,
             );
+        }
+        Ok(())
+    })
+}
+
+/// `ibv_query_rt_values_ex`: the raw clock, the one completions are stamped with
+/// (nanoseconds of CLOCK_MONOTONIC: see `softroce_emu::driver::clock`), as a normalised
+/// timespec (`tv_sec * 1e9 + tv_nsec` is the value; mlx5 puts its cycles in `tv_nsec`
+/// alone, which for nanoseconds is the same sum).
+unsafe extern "C" fn vctx_query_rt_values(context: *mut ibv_context, values: *mut c_void) -> c_int {
+    const VERB: &str = "ibv_query_rt_values_ex";
+    guard_errno(VERB, || {
+        // SAFETY: an ibv_context from ibv_open_device, or rejected.
+        let ctx = unsafe { ctx_of(VERB, context) }?;
+        let values = values.cast::<ibv_values_ex>();
+        if values.is_null() {
+            return Err(fail(VERB, libc::EINVAL, "values is NULL"));
+        }
+        // SAFETY: non-NULL, the caller's struct.
+        let v = unsafe { &mut *values };
+        if v.comp_mask & !IBV_VALUES_MASK_RAW_CLOCK != 0 {
+            return Err(fail(
+                VERB,
+                libc::EINVAL,
+                format!(
+                    "comp_mask {:#x} asks for values other than IBV_VALUES_MASK_RAW_CLOCK",
+                    v.comp_mask
+                ),
+            ));
+        }
+        if v.comp_mask & IBV_VALUES_MASK_RAW_CLOCK != 0 {
+            let ns = ctx.device(VERB)?.raw_clock();
+            v.raw_clock = libc::timespec {
+                tv_sec: (ns / 1_000_000_000) as libc::time_t,
+                tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+            };
         }
         Ok(())
     })

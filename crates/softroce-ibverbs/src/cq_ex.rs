@@ -10,8 +10,9 @@ use softroce_ibverbs_abi::*;
 use crate::ffi::{fail, guard, guard_ptr};
 use crate::objects::{self, EmuCq, create_cq, peek, resolve, with_roce_packet_type};
 
-/// `verbs_context.create_cq_ex`: completions carry the fields of `ibv_wc` (no timestamps,
-/// flow tags or tag matching).
+/// `verbs_context.create_cq_ex`: completions carry the fields of `ibv_wc` and the time
+/// they were generated (`IBV_WC_EX_WITH_COMPLETION_TIMESTAMP` in the device clock,
+/// `…_WALLCLOCK` in wall-clock nanoseconds); no CVLAN, flow tags or tag matching.
 pub(crate) unsafe extern "C" fn vctx_create_cq_ex(
     context: *mut ibv_context,
     attr: *mut ibv_cq_init_attr_ex,
@@ -23,13 +24,18 @@ pub(crate) unsafe extern "C" fn vctx_create_cq_ex(
         }
         // SAFETY: non-NULL from the caller.
         let a = unsafe { &*attr };
-        if a.wc_flags & !u64::from(IBV_WC_STANDARD_FLAGS) != 0 {
+        let supported = u64::from(
+            IBV_WC_STANDARD_FLAGS
+                | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP
+                | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK,
+        );
+        if a.wc_flags & !supported != 0 {
             return Err(fail(
                 VERB,
                 libc::EOPNOTSUPP,
                 format!(
-                    "wc_flags {:#x}: completion timestamps, CVLAN, flow tags and tag matching are not emulated",
-                    a.wc_flags & !u64::from(IBV_WC_STANDARD_FLAGS)
+                    "wc_flags {:#x}: CVLAN, flow tags and tag matching are not emulated",
+                    a.wc_flags & !supported
                 ),
             ));
         }
@@ -80,9 +86,9 @@ pub(crate) unsafe extern "C" fn vctx_create_cq_ex(
         cqx.read_slid = Some(read_slid);
         cqx.read_sl = Some(read_sl);
         cqx.read_dlid_path_bits = Some(read_dlid_path_bits);
+        cqx.read_completion_ts = Some(read_completion_ts);
+        cqx.read_completion_wallclock_ns = Some(read_completion_wallclock_ns);
         // Not requestable (refused above), set anyway so a stray call reads 0.
-        cqx.read_completion_ts = Some(read_zero_u64);
-        cqx.read_completion_wallclock_ns = Some(read_zero_u64);
         cqx.read_cvlan = Some(read_zero_u16);
         cqx.read_flow_tag = Some(read_zero_u32);
         cqx.read_tm_info = Some(read_tm_info);
@@ -209,8 +215,14 @@ unsafe extern "C" fn read_dlid_path_bits(cq: *mut ibv_cq_ex) -> u8 {
     read(cq, |w| w.dlid_path_bits)
 }
 
-unsafe extern "C" fn read_zero_u64(cq: *mut ibv_cq_ex) -> u64 {
-    read(cq, |_| 0)
+unsafe extern "C" fn read_completion_ts(cq: *mut ibv_cq_ex) -> u64 {
+    read(cq, |w| w.completion_ts)
+}
+
+unsafe extern "C" fn read_completion_wallclock_ns(cq: *mut ibv_cq_ex) -> u64 {
+    read(cq, |w| {
+        softroce_emu::driver::clock::wallclock_ns(w.completion_ts)
+    })
 }
 
 unsafe extern "C" fn read_zero_u32(cq: *mut ibv_cq_ex) -> u32 {

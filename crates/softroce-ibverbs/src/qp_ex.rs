@@ -24,7 +24,8 @@ const SUPPORTED_SEND_OPS: u64 = (IBV_QP_EX_WITH_RDMA_WRITE
     | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
     | IBV_QP_EX_WITH_SEND_WITH_INV
     | IBV_QP_EX_WITH_BIND_MW
-    | IBV_QP_EX_WITH_LOCAL_INV) as u64;
+    | IBV_QP_EX_WITH_LOCAL_INV
+    | IBV_QP_EX_WITH_ATOMIC_WRITE) as u64;
 
 /// Each send op flag and the opcode it posts.
 const SEND_OPS: &[(u64, WrOpcode)] = &[
@@ -47,6 +48,7 @@ const SEND_OPS: &[(u64, WrOpcode)] = &[
     (IBV_QP_EX_WITH_SEND_WITH_INV as u64, WrOpcode::SendWithInv),
     (IBV_QP_EX_WITH_BIND_MW as u64, WrOpcode::BindMw),
     (IBV_QP_EX_WITH_LOCAL_INV as u64, WrOpcode::LocalInv),
+    (IBV_QP_EX_WITH_ATOMIC_WRITE as u64, WrOpcode::AtomicWrite),
 ];
 
 impl WrBatch {
@@ -142,20 +144,23 @@ fn with_batch(verb: &str, qpx: *mut ibv_qp_ex, f: impl FnOnce(&mut WrBatch)) {
 
 /// Start a new work request with the `wr_id` and `wr_flags` the application set.
 fn new_wr(verb: &str, qpx: *mut ibv_qp_ex, opcode: WrOpcode, fill: impl FnOnce(&mut SendWr)) {
-    with_batch(verb, qpx, |b| {
-        // SAFETY: the application writes these fields before each builder call; read them
-        // as plain values.
-        let (wr_id, flags) = unsafe {
-            (
-                std::ptr::addr_of!((*qpx).wr_id).read(),
-                std::ptr::addr_of!((*qpx).wr_flags).read(),
-            )
-        };
-        let mut wr = SendWr::new(wr_id, opcode);
-        wr.send_flags = SendFlags(flags);
-        fill(&mut wr);
-        b.wrs.push(wr);
-    });
+    with_batch(verb, qpx, |b| push_wr(b, qpx, opcode, fill));
+}
+
+/// Add a work request of `opcode` with the QP's current `wr_id` and `wr_flags`.
+fn push_wr(b: &mut WrBatch, qpx: *mut ibv_qp_ex, opcode: WrOpcode, fill: impl FnOnce(&mut SendWr)) {
+    // SAFETY: a QP from ibv_create_qp_ex (the caller's check); the application writes these
+    // fields before each builder call: read them as plain values.
+    let (wr_id, flags) = unsafe {
+        (
+            std::ptr::addr_of!((*qpx).wr_id).read(),
+            std::ptr::addr_of!((*qpx).wr_flags).read(),
+        )
+    };
+    let mut wr = SendWr::new(wr_id, opcode);
+    wr.send_flags = SendFlags(flags);
+    fill(&mut wr);
+    b.wrs.push(wr);
 }
 
 /// Change the last work request.
@@ -417,13 +422,28 @@ unsafe extern "C" fn wr_send_tso(qpx: *mut ibv_qp_ex, _hdr: *mut c_void, _hdr_sz
     record_unsupported("ibv_wr_send_tso", qpx);
 }
 
+/// RDMA ATOMIC WRITE of the 8 bytes at `atomic_wr` (copied now, as rxe's provider does:
+/// the caller may reuse them at once) to `remote_addr`, which the responder requires to be
+/// 8-byte aligned.
 unsafe extern "C" fn wr_atomic_write(
     qpx: *mut ibv_qp_ex,
-    _rkey: u32,
-    _remote_addr: u64,
-    _atomic_wr: *const c_void,
+    rkey: u32,
+    remote_addr: u64,
+    atomic_wr: *const c_void,
 ) {
-    record_unsupported("ibv_wr_atomic_write", qpx);
+    const VERB: &str = "ibv_wr_atomic_write";
+    with_batch(VERB, qpx, |b| {
+        if atomic_wr.is_null() {
+            b.record(libc::EINVAL, || format!("{VERB}: atomic_wr is NULL"));
+            return;
+        }
+        // SAFETY: the caller's 8 bytes (verbs.h: `const void *atomic_wr`), any alignment.
+        let data = unsafe { atomic_wr.cast::<[u8; 8]>().read_unaligned() };
+        push_wr(b, qpx, WrOpcode::AtomicWrite, |w| {
+            w.rdma = RdmaTarget { remote_addr, rkey }
+        });
+        b.set_inline(VERB, data.to_vec());
+    });
 }
 
 /// `verbs_context.create_qp_ex`: what `ibv_create_qp_ex` calls for anything beyond a plain
@@ -480,7 +500,7 @@ pub(crate) unsafe extern "C" fn vctx_create_qp_ex(
                 VERB,
                 libc::EOPNOTSUPP,
                 format!(
-                    "send_ops_flags {:#x}: TSO and atomic write are not emulated",
+                    "send_ops_flags {:#x}: TSO and unknown send ops are not emulated",
                     a.send_ops_flags & !SUPPORTED_SEND_OPS
                 ),
             ));

@@ -177,6 +177,24 @@ fn man_pages_device_memory() {
     run_c_program("man_device_memory", "softroce0=127.78.18.11");
 }
 
+/// ibv_create_cq_ex(3), ibv_query_rt_values_ex(3), ibv_query_device_ex(3): completion
+/// timestamps in the device clock (CLOCK_MONOTONIC nanoseconds) and in wall-clock
+/// nanoseconds, monotonic and between raw-clock readings taken around them; flushes
+/// stamped too; CVLAN, flow tags and tag matching refused with EOPNOTSUPP.
+#[test]
+fn man_pages_completion_timestamps() {
+    run_c_program("man_completion_timestamps", "softroce0=127.78.18.13");
+}
+
+/// RDMA ATOMIC WRITE (verbs.h's ibv_wr_atomic_write; no rdma-core 44 man page): advertised
+/// in device_cap_flags_ex, 8 bytes stored at the target with IBV_WC_ATOMIC_WRITE; a
+/// misaligned target IBV_WC_REM_INV_REQ_ERR and a region without remote write
+/// IBV_WC_REM_ACCESS_ERR, as rxe's responder answers; refused on UC (ibv_wr_post(3)).
+#[test]
+fn atomic_write_through_the_wr_api() {
+    run_c_program("man_atomic_write", "softroce0=127.78.18.14");
+}
+
 /// ibv_poll_cq(3), IBV_WC_LOC_PROT_ERR: an lkey that does not match the WR's address is a
 /// completion error (the QP goes to Error), not a failed post.
 #[test]

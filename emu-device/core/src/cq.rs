@@ -12,6 +12,8 @@
 //! the failure). [`Hca::poll_cq`](super::Hca::poll_cq) keeps returning the completions stored before the overrun,
 //! then fails with EIO for as long as the CQ exists.
 
+use std::time::Instant;
+
 use super::counters::Counters;
 use super::device::DeviceAttr;
 use super::error::{VerbsError, VerbsResult};
@@ -30,14 +32,48 @@ pub(crate) enum PushOutcome {
     Overrun,
 }
 
+/// The device clock completions are stamped with: nanoseconds since its epoch, never
+/// going back. The core reads no clock; it moves with each `now` it is given.
+#[derive(Debug, Default)]
+pub(crate) struct Clock {
+    /// The instant the clock reads 0 (`HcaConfig::clock_epoch`, else the first `now`).
+    epoch: Option<Instant>,
+    ns: u64,
+}
+
+impl Clock {
+    pub(crate) fn new(epoch: Option<Instant>) -> Self {
+        Self { epoch, ns: 0 }
+    }
+
+    /// Move to `now`; an earlier `now` (two callers racing to the lock) leaves it be.
+    pub(crate) fn advance(&mut self, now: Instant) {
+        let epoch = *self.epoch.get_or_insert(now);
+        let ns = u64::try_from(now.saturating_duration_since(epoch).as_nanos()).unwrap_or(u64::MAX);
+        self.ns = self.ns.max(ns);
+    }
+
+    pub(crate) fn ns(&self) -> u64 {
+        self.ns
+    }
+}
+
 /// The CQs and completion channels.
 #[derive(Debug, Default)]
 pub(crate) struct Completions {
     cqs: Table<CqHandle, Cq>,
     channels: Table<ChannelHandle, Channel>,
+    pub(crate) clock: Clock,
 }
 
 impl Completions {
+    pub(crate) fn new(clock_epoch: Option<Instant>) -> Self {
+        Self {
+            clock: Clock::new(clock_epoch),
+            ..Self::default()
+        }
+    }
+
     pub(crate) fn create_channel(&mut self) -> ChannelHandle {
         self.channels.insert(Channel::default())
     }
@@ -262,16 +298,17 @@ impl Completions {
         }
     }
 
-    /// Store a completion, firing the channel event if armed. `solicited` marks a receive
-    /// completion of a message with the SE bit.
+    /// Store a completion stamped with the clock, firing the channel event if armed.
+    /// `solicited` marks a receive completion of a message with the SE bit.
     pub(crate) fn push(
         &mut self,
         events: &mut Events,
         counters: &mut Counters,
         cq: CqHandle,
-        wc: WorkCompletion,
+        mut wc: WorkCompletion,
         solicited: bool,
     ) -> PushOutcome {
+        wc.completion_ts = self.clock.ns();
         let Some(c) = self.cqs.get_mut(cq) else {
             return PushOutcome::Overrun;
         };

@@ -47,6 +47,11 @@ pub struct HcaConfig {
     /// The UDP port this process's packets leave from when it is not `udp_port` (a process
     /// sharing the device sends from a socket of its own; the ICRC covers the port).
     pub source_port: Option<u16>,
+    /// The instant the device clock ([`Hca::clock`](crate::Hca::clock)) reads 0 (`None`:
+    /// the first `now` the device is given). The UDP driver sets CLOCK_MONOTONIC's zero, so
+    /// completion timestamps are CLOCK_MONOTONIC nanoseconds; the simulator sets the
+    /// fabric's start, so they are virtual nanoseconds.
+    pub clock_epoch: Option<std::time::Instant>,
 }
 
 /// Bits of a QPN above the per-slot range: `MAX_SLOTS` slots of 2^18 QPNs each.
@@ -101,6 +106,7 @@ impl HcaConfig {
             ack_defer: std::time::Duration::ZERO,
             qpn_slot: None,
             source_port: None,
+            clock_epoch: None,
         }
     }
 }
@@ -131,6 +137,9 @@ pub struct DeviceAttr {
     /// Device capability flags: rxe's set but MEM_MGT_EXTENSIONS (bit 21: fast-registration
     /// work requests are not emulated); memory windows of type 1 and 2B (bits 17, 24).
     pub device_cap_flags: u32,
+    /// `ibv_device_attr_ex.device_cap_flags_ex`: the kernel's 64-bit flags, whose low half
+    /// is `device_cap_flags`; above it [`DEVICE_ATOMIC_WRITE`], as rxe sets it.
+    pub device_cap_flags_ex: u64,
     /// Maximum SGEs per WR.
     pub max_sge: u32,
     /// Maximum SGEs per READ.
@@ -182,6 +191,12 @@ pub struct DeviceAttr {
     pub max_msg_sz: u32,
     /// Completion vectors.
     pub num_comp_vectors: u32,
+    /// Frequency of the device clock in kHz (`ibv_device_attr_ex.hca_core_clock`): it
+    /// counts nanoseconds, so 1 GHz.
+    pub hca_core_clock: u64,
+    /// Valid bits of a completion timestamp
+    /// (`ibv_device_attr_ex.completion_timestamp_mask`): all 64, the clock never wraps.
+    pub completion_timestamp_mask: u64,
 }
 
 /// On-demand paging capabilities (`struct ibv_odp_caps`): the general bits
@@ -262,6 +277,10 @@ pub struct PortAttr {
     pub link_layer_ethernet: bool,
 }
 
+/// `IB_UVERBS_DEVICE_ATOMIC_WRITE` (kernel uapi `ib_user_verbs.h`, Linux 6.2; not in
+/// rdma-core 44's headers): the device executes RDMA ATOMIC WRITE.
+pub const DEVICE_ATOMIC_WRITE: u64 = 1 << 40;
+
 /// The first QPN handed out (rxe starts at 0x11; 0 and 1 are the special QPs).
 pub(crate) const FIRST_QPN: u32 = 0x11;
 
@@ -303,6 +322,7 @@ impl Device {
             max_qp: 0x10_0000 - FIRST_QPN,
             max_qp_wr: 0x4000,
             device_cap_flags: 0x0102_3C76,
+            device_cap_flags_ex: 0x0102_3C76 | DEVICE_ATOMIC_WRITE,
             max_sge: 32,
             max_sge_rd: 32,
             max_cq: 0x10_0000,
@@ -336,6 +356,8 @@ impl Device {
             max_inline_data: 512,
             max_msg_sz: 0x80_0000,
             num_comp_vectors: config.num_comp_vectors.max(1),
+            hca_core_clock: 1_000_000,
+            completion_timestamp_mask: u64::MAX,
         };
         let rng = ChaCha8Rng::seed_from_u64(config.seed);
         Self {

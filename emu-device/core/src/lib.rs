@@ -111,8 +111,8 @@ pub mod wr;
 pub use bringup::{QpBringup, QpPeer};
 pub use counters::{Counters, DropReason};
 pub use device::{
-    DeviceAttr, HcaConfig, MAX_CQE, MAX_SLOTS, OdpCaps, PortAttr, PortState, QPN_SLOT_SHIFT,
-    qpn_slot, qpn_slot_range,
+    DEVICE_ATOMIC_WRITE, DeviceAttr, HcaConfig, MAX_CQE, MAX_SLOTS, OdpCaps, PortAttr, PortState,
+    QPN_SLOT_SHIFT, qpn_slot, qpn_slot_range,
 };
 pub use error::{PostError, VerbsError, VerbsResult};
 pub use events::{AsyncEvent, EventElement, HcaEvent};

@@ -22,6 +22,9 @@ pub struct AppCopier {
     pub read: unsafe fn(src: u64, dst: &mut [u8]) -> usize,
     /// Copy `src` to application address `dst`.
     pub write: unsafe fn(dst: u64, src: &[u8]) -> usize,
+    /// Store `value` at the 8-byte aligned application address `dst` in one atomic store
+    /// ordered after every earlier write (8 when the page is gone, else 0).
+    pub store_u64_release: unsafe fn(dst: u64, value: u64) -> usize,
 }
 
 static COPIER: OnceLock<AppCopier> = OnceLock::new();
@@ -73,5 +76,26 @@ pub(crate) unsafe fn write_app(addr: u64, src: &[u8]) -> usize {
     }
     // SAFETY: the caller checked the range against a live, writable registration.
     unsafe { core::ptr::copy(src.as_ptr(), addr as usize as *mut u8, src.len()) };
+    0
+}
+
+/// Store 8 bytes at an 8-byte aligned address in one atomic store, ordered after every
+/// earlier write (rxe's `smp_store_release`): ATOMIC WRITE's guarantee that a reader sees
+/// the old or the new value, never a mix. The number of bytes not mapped (8 or 0).
+///
+/// # Safety
+/// As for [`write_app`] with an 8-byte range, and `addr` 8-byte aligned.
+pub(crate) unsafe fn store_u64_release(addr: u64, bytes: [u8; 8]) -> usize {
+    if let Some(copier) = COPIER.get() {
+        // SAFETY: the copier survives an unmapped target.
+        return unsafe { (copier.store_u64_release)(addr, u64::from_ne_bytes(bytes)) };
+    }
+    // SAFETY: aligned and inside a live, writable registration (the caller's contract);
+    // other accesses to it are the application's or the NIC's, as for a device's DMA.
+    let target = unsafe { core::sync::atomic::AtomicU64::from_ptr(addr as usize as *mut u64) };
+    target.store(
+        u64::from_ne_bytes(bytes),
+        core::sync::atomic::Ordering::Release,
+    );
     0
 }

@@ -23,6 +23,10 @@ pub(crate) enum Resource {
         psn: Psn,
         orig: u64,
     },
+    /// An ATOMIC WRITE executed: a duplicate is acknowledged again, never stored twice.
+    AtomicWrite {
+        psn: Psn,
+    },
 }
 
 /// READ response packets still owed: built one at a time when the transmit path asks
@@ -53,8 +57,18 @@ pub(crate) struct AckReply {
     pub(crate) psn: Psn,
     pub(crate) syndrome: Syndrome,
     pub(crate) msn: u32,
-    /// The original value an atomic ACK returns.
-    pub(crate) atomic_orig: Option<u64>,
+    pub(crate) kind: AckKind,
+}
+
+/// The packet an acknowledgement travels in: rxe answers each request type with its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AckKind {
+    /// ACKNOWLEDGE: SEND, WRITE, and every NAK.
+    Plain,
+    /// ATOMIC ACKNOWLEDGE with the original value.
+    Atomic(u64),
+    /// ATOMIC WRITE: a READ RESPONSE ONLY without data (rxe's `send_read_response_ack`).
+    AtomicWrite,
 }
 
 /// What the responder still owes the peer, in request order.

@@ -86,6 +86,9 @@ c_enum! {
         BindMw = 8 => "IBV_WR_BIND_MW",
         /// SEND with invalidate.
         SendWithInv = 9 => "IBV_WR_SEND_WITH_INV",
+        /// RDMA ATOMIC WRITE (IBTA 1.5, rxe since Linux 6.2): the WR's 8 bytes of data
+        /// stored at `rdma.remote_addr` in one atomic store. RC only.
+        AtomicWrite = 15 => "IBV_WR_ATOMIC_WRITE",
     }
 }
 
@@ -192,6 +195,8 @@ c_enum! {
         BindMw = 5 => "IBV_WC_BIND_MW",
         /// Local invalidate completed.
         LocalInv = 6 => "IBV_WC_LOCAL_INV",
+        /// RDMA ATOMIC WRITE completed.
+        AtomicWrite = 9 => "IBV_WC_ATOMIC_WRITE",
         /// A receive completed.
         Recv = 128 => "IBV_WC_RECV",
         /// A receive of RDMA WRITE with immediate completed.
@@ -210,6 +215,7 @@ impl WcOpcode {
             WrOpcode::AtomicFetchAndAdd => Self::FetchAdd,
             WrOpcode::LocalInv => Self::LocalInv,
             WrOpcode::BindMw => Self::BindMw,
+            WrOpcode::AtomicWrite => Self::AtomicWrite,
         }
     }
 }

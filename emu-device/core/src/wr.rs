@@ -163,6 +163,10 @@ pub struct WorkCompletion {
     pub sl: u8,
     /// Destination LID path bits (0 on RoCE).
     pub dlid_path_bits: u8,
+    /// The device clock when the completion was generated
+    /// (`ibv_wc_read_completion_ts`): see [`Hca::clock`](crate::Hca::clock) for its unit
+    /// and epoch. 0 from a backend that does not report it.
+    pub completion_ts: u64,
 }
 
 impl WorkCompletion {
@@ -188,6 +192,7 @@ impl WorkCompletion {
             slid: 0,
             sl: 0,
             dlid_path_bits: 0,
+            completion_ts: 0,
         }
     }
 
@@ -207,6 +212,7 @@ impl WorkCompletion {
             slid: 0,
             sl: 0,
             dlid_path_bits: 0,
+            completion_ts: 0,
         }
     }
 }

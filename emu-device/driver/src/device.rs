@@ -280,6 +280,10 @@ impl Device {
         // Before the device exists: its attributes report implicit ODP where copies are
         // fault-safe.
         crate::guarded_copy::install();
+        config
+            .hca
+            .clock_epoch
+            .get_or_insert_with(crate::clock::monotonic_epoch);
         let hca = Hca::new(config.hca);
         let mut cm_config = CmConfig::new(
             hca.gids()[hca.ip_gid_index()],
@@ -432,11 +436,21 @@ impl Device {
     /// Apply verbs to the device, then send what they produced and signal fds.
     pub fn with<R>(&self, f: impl FnOnce(&mut Hca) -> R) -> R {
         let mut hca = lock(&self.shared.hca);
+        // Completions a verb generates (flushes, local operations) carry the time it ran.
+        hca.advance_clock(Instant::now());
         let r = f(&mut hca);
         let now = Instant::now();
         pump(&self.shared, &mut hca, now);
         wake_engine_for_timers(&self.shared, &hca);
         r
+    }
+
+    /// `ibv_query_rt_values_ex`'s raw clock: the device clock now (CLOCK_MONOTONIC
+    /// nanoseconds, see [`crate::clock`]), never behind a completion already stamped.
+    pub fn raw_clock(&self) -> u64 {
+        let mut hca = lock(&self.shared.hca);
+        hca.advance_clock(Instant::now());
+        hca.clock()
     }
 
     /// `ibv_reg_mr`: register `len` bytes at `addr` after checking, as pinning would, that

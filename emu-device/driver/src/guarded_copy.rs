@@ -10,7 +10,8 @@
 //! bytes for an unmapped page are dropped when writing and read as zeros, counted, and
 //! reported once.
 //!
-//! How: one copy routine (`rep movsb`) whose faulting instruction is known; a SIGSEGV/SIGBUS
+//! How: one copy routine (`rep movsb`) and one atomic 8-byte store whose faulting
+//! instructions are known; a SIGSEGV/SIGBUS
 //! handler that finds the fault at that instruction resumes after it with the count of bytes
 //! left (the kernel's `copy_from_user` fixup, in user space), and hands every other fault to
 //! the handler that was installed before (or the default action, so a program's own bugs
@@ -33,6 +34,7 @@ pub fn install() {
                 softroce_emu_core::install_copier(softroce_emu_core::AppCopier {
                     read: read_app,
                     write: write_app,
+                    store_u64_release: store_app_u64,
                 });
             }
         });
@@ -103,6 +105,22 @@ unsafe fn write_app(dst: u64, src: &[u8]) -> usize {
     }
 }
 
+/// The fault-safe atomic 8-byte store (RDMA ATOMIC WRITE) to an aligned application
+/// address: 8 when the page is gone (nothing stored), else 0.
+///
+/// # Safety
+/// `dst` is 8-byte aligned and was a registered, writable range.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+unsafe fn store_app_u64(dst: u64, value: u64) -> usize {
+    // SAFETY: forwarded; an aligned 8-byte `mov` is one atomic store on x86-64, and x86
+    // orders it after every earlier store (release), the call being a compiler barrier.
+    let lost = unsafe { x86_64::softroce_guarded_store8(dst as usize as *mut u64, value) };
+    if lost > 0 {
+        record_unmapped(dst as usize, lost);
+    }
+    lost
+}
+
 /// Which side of a copy is application memory (the other is ours and always mapped).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(
@@ -147,6 +165,23 @@ mod x86_64 {
         "    mov rax, rcx",
         "    ret",
         ".size softroce_guarded_copy, .-softroce_guarded_copy",
+        // rdi = aligned destination, rsi = value → rax = bytes not stored (0 or 8).
+        ".globl softroce_guarded_store8",
+        ".hidden softroce_guarded_store8",
+        ".type softroce_guarded_store8,@function",
+        "softroce_guarded_store8:",
+        ".globl softroce_guarded_store8_fault",
+        ".hidden softroce_guarded_store8_fault",
+        "softroce_guarded_store8_fault:",
+        "    mov qword ptr [rdi], rsi",
+        "    xor eax, eax",
+        "    ret",
+        ".globl softroce_guarded_store8_fixup",
+        ".hidden softroce_guarded_store8_fixup",
+        "softroce_guarded_store8_fixup:",
+        "    mov eax, 8",
+        "    ret",
+        ".size softroce_guarded_store8, .-softroce_guarded_store8",
         ".popsection",
     );
 
@@ -154,6 +189,9 @@ mod x86_64 {
         fn softroce_guarded_copy(dst: *mut u8, src: *const u8, len: usize) -> usize;
         static softroce_guarded_copy_fault: u8;
         static softroce_guarded_copy_fixup: u8;
+        pub(super) fn softroce_guarded_store8(dst: *mut u64, value: u64) -> usize;
+        static softroce_guarded_store8_fault: u8;
+        static softroce_guarded_store8_fixup: u8;
     }
 
     /// Copy `len` bytes, skipping (and, when the application memory is the source, zeroing
@@ -247,8 +285,13 @@ mod x86_64 {
         unsafe {
             let uc = ctx.cast::<libc::ucontext_t>();
             let ip = &mut (*uc).uc_mcontext.gregs[libc::REG_RIP as usize];
-            if *ip as usize == (&raw const softroce_guarded_copy_fault) as usize {
+            let at = *ip as usize;
+            if at == (&raw const softroce_guarded_copy_fault) as usize {
                 *ip = (&raw const softroce_guarded_copy_fixup) as usize as i64;
+                return;
+            }
+            if at == (&raw const softroce_guarded_store8_fault) as usize {
+                *ip = (&raw const softroce_guarded_store8_fixup) as usize as i64;
                 return;
             }
             chain(sig, info, ctx);

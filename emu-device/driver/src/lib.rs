@@ -21,6 +21,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod clock;
 pub mod cm;
 pub mod device;
 pub mod entropy;

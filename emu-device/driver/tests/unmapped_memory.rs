@@ -2,8 +2,8 @@
 //! cache does; so does many a teardown in the wrong order) breaks ibv_reg_mr(3)'s promise,
 //! but on a real HCA nothing happens: the pages stay pinned, late DMA lands in pages the
 //! process no longer sees. The emulator does the same instead of dying with SIGSEGV in its
-//! engine thread: writes into the hole are dropped, reads of it give zeros, it is counted,
-//! and the device goes on working. A fault of the program's own still kills it as before.
+//! engine thread: writes into the hole (atomic ones too) are dropped, reads of it give zeros,
+//! it is counted, and the device goes on working. A fault of the program's own still kills it as before.
 //!
 //! Addresses: 127.81.0.0/16 only.
 
@@ -198,6 +198,14 @@ fn rdma_into_and_out_of_unmapped_registered_memory_acts_as_pinned_pages_would() 
         "the hole reads as zeros"
     );
     assert!(read[2 * PAGE..].iter().all(|&b| b == 0xAB));
+
+    // An ATOMIC WRITE into the hole: acknowledged, absorbed, counted.
+    let before = guarded_copy::unmapped_bytes();
+    assert_eq!(
+        writer.rdma(WrOpcode::AtomicWrite, 0, &owner, PAGE + 64, 8),
+        WcStatus::Success
+    );
+    assert_eq!(guarded_copy::unmapped_bytes() - before, 8);
 
     // Nothing was written elsewhere: a fresh page mapped into the hole is still zero, and
     // the device keeps working.

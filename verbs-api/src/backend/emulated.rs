@@ -127,6 +127,9 @@ impl Backend for Emulated {
     fn emulated(&self) -> Option<&Arc<Device>> {
         Some(&self.dev)
     }
+    fn raw_clock(&self) -> Option<u64> {
+        Some(self.dev.raw_clock())
+    }
     // Through the device: it joins the IP group the core's membership asks for.
     fn attach_mcast(&self, qp: QpHandle, mgid: Gid) -> Result<()> {
         Ok(self.dev.attach_mcast(qp, mgid, 0)?)

@@ -287,6 +287,10 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn counters(&self) -> Option<Counters> {
         None
     }
+    /// `ibv_query_rt_values_ex`'s raw clock, where the backend stamps completions with it.
+    fn raw_clock(&self) -> Option<u64> {
+        None
+    }
     /// The emulated device behind this backend, if it is one (fault injection, the HCA).
     fn emulated(&self) -> Option<&Arc<Device>> {
         None

@@ -45,6 +45,9 @@ impl Simulated {
     /// A verb on the HCA under the fabric's lock; what it raised is signalled after.
     fn with<R>(&self, f: impl FnOnce(&mut Hca) -> R) -> R {
         let mut w = self.fabric.lock();
+        let now = w.instant();
+        // Completions a verb generates carry the virtual time it ran at.
+        w.hca(self.dev).advance_clock(now);
         let r = f(w.hca(self.dev));
         w.pump();
         r
@@ -79,6 +82,10 @@ impl Backend for Simulated {
 
     fn kind(&self) -> BackendKind {
         BackendKind::Simulated
+    }
+    fn raw_clock(&self) -> Option<u64> {
+        // `with` brings the device's clock to the fabric's virtual now.
+        Some(self.with(|h| h.clock()))
     }
     fn device_name(&self) -> String {
         self.name.clone()

@@ -75,8 +75,8 @@ impl Hca {
                     None => super::device::FIRST_QPN..0xFF_FFFF,
                 },
             ),
+            cqs: Completions::new(config.clock_epoch),
             device: Device::new(config),
-            cqs: Completions::default(),
             events: Events::default(),
             outbox: Outbox::default(),
             counters: Counters::default(),
@@ -844,12 +844,14 @@ impl Hca {
 
     /// B: a datagram arrived for this device.
     pub fn handle_datagram(&mut self, now: Instant, datagram: IncomingDatagram<'_>) {
+        self.advance_clock(now);
         transport::handle_datagram(&mut self.engine(), now, datagram);
     }
 
     /// D: the next datagram to send, written into `buf` (cleared first).
     #[must_use]
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.advance_clock(now);
         transport::poll_transmit(&mut self.engine(), now, buf)
     }
 
@@ -868,7 +870,25 @@ impl Hca {
 
     /// B: timers due at or before `now` fire. Spurious calls are harmless.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.advance_clock(now);
         transport::handle_timeout(&mut self.engine(), now);
+    }
+
+    /// B: time has come to `now` without a datagram or timer: a driver calls this before
+    /// verbs that may complete work (a flush, a local operation) so their completions carry
+    /// the time they happen, and before reading [`Hca::clock`]. An earlier `now` than one
+    /// already seen is ignored: the clock never goes back.
+    pub fn advance_clock(&mut self, now: Instant) {
+        self.cqs.clock.advance(now);
+    }
+
+    /// The device clock (`ibv_query_rt_values_ex`'s raw clock), as of the latest `now`
+    /// given: nanoseconds since [`HcaConfig::clock_epoch`] (or the first `now` when that is
+    /// `None`), so it ticks at [`DeviceAttr::hca_core_clock`] kHz. Completions are stamped
+    /// with it when generated ([`WorkCompletion::completion_ts`]).
+    #[must_use]
+    pub fn clock(&self) -> u64 {
+        self.cqs.clock.ns()
     }
 
     // ---- QP1 (GSI): management datagrams -------------------------------------------

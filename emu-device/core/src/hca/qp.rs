@@ -760,7 +760,9 @@ impl Hca {
         }
         let inline = wr.send_flags.contains(SendFlags::INLINE);
         let total = wr.total_len();
-        if inline {
+        // ATOMIC WRITE's 8 bytes travel in the WQE, as the other atomics' operands do
+        // (ibv_wr_atomic_write copies them): they take no inline room.
+        if inline && wr.opcode != WrOpcode::AtomicWrite {
             if total > u64::from(q.init.cap.max_inline_data) {
                 return Err(VerbsError::invalid(
                     VERB,
@@ -806,6 +808,12 @@ impl Hca {
             return Err(VerbsError::invalid(
                 VERB,
                 "an atomic needs exactly one 8-byte scatter/gather element for the result",
+            ));
+        }
+        if wr.opcode == WrOpcode::AtomicWrite && total != 8 {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!("an ATOMIC WRITE carries exactly 8 bytes, not {total}"),
             ));
         }
         if qp_type == QpType::Ud {

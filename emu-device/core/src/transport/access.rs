@@ -259,6 +259,19 @@ impl Store {
         self.faulted(rkey, unmapped)
     }
 
+    /// ATOMIC WRITE: store `bytes` at `va` in one atomic store.
+    pub(crate) fn atomic_write_remote(
+        &self,
+        rkey: u32,
+        va: u64,
+        bytes: [u8; 8],
+    ) -> Result<(), RemoteFault> {
+        // SAFETY: callers checked `va..va+8` with `check_remote` for write rights, and its
+        // 8-byte alignment.
+        let unmapped = unsafe { memory::store_u64_release(va, bytes) };
+        self.faulted(rkey, unmapped)
+    }
+
     /// Atomically (the engine is single-threaded) apply an 8-byte atomic; returns the
     /// original value.
     pub(crate) fn atomic_remote(

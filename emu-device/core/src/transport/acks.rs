@@ -9,7 +9,7 @@ use softroce_wire::icrc::{self, UdpEndpoints};
 use softroce_wire::{BthRepr, ExtRepr, Opcode, Psn, Qpn, RocePacket, RoceRepr, Syndrome};
 
 use super::super::handles::QpHandle;
-use super::super::qp_transport::{AckReply, Reply};
+use super::super::qp_transport::{AckKind, AckReply, Reply};
 use super::super::types::QpState;
 use super::{Engine, OutPacket};
 
@@ -80,10 +80,10 @@ impl Engine<'_> {
     }
 
     fn queue_ack_now(&mut self, qp: QpHandle, psn: Psn, syndrome: Syndrome) {
-        self.queue_response(qp, psn, syndrome, None);
+        self.queue_response(qp, psn, syndrome, AckKind::Plain);
     }
 
-    /// An ACK, NAK or (with `atomic_orig`) atomic ACK carrying the QP's MSN now: built at
+    /// An ACK, NAK or atomic (write) ACK carrying the QP's MSN now: built at
     /// once, or owed behind the READ responses still to send, so the peer sees answers in
     /// request order.
     pub(crate) fn queue_response(
@@ -91,7 +91,7 @@ impl Engine<'_> {
         qp: QpHandle,
         psn: Psn,
         syndrome: Syndrome,
-        atomic_orig: Option<u64>,
+        kind: AckKind,
     ) {
         let Some(q) = self.store.get(qp) else {
             return;
@@ -100,7 +100,7 @@ impl Engine<'_> {
             psn,
             syndrome,
             msn: q.transport.msn,
-            atomic_orig,
+            kind,
         };
         if q.transport.replies.is_empty() {
             self.emit_response(qp, &ack);
@@ -118,10 +118,10 @@ impl Engine<'_> {
         let Some(dst) = self.qp_peer(qp) else {
             return;
         };
-        let opcode = if ack.atomic_orig.is_some() {
-            Opcode::RC_ATOMIC_ACKNOWLEDGE
-        } else {
-            Opcode::RC_ACKNOWLEDGE
+        let (opcode, atomic_ack) = match ack.kind {
+            AckKind::Plain => (Opcode::RC_ACKNOWLEDGE, None),
+            AckKind::Atomic(orig) => (Opcode::RC_ATOMIC_ACKNOWLEDGE, Some(orig)),
+            AckKind::AtomicWrite => (Opcode::RC_RDMA_READ_RESPONSE_ONLY, None),
         };
         let repr = RoceRepr::new(
             BthRepr::new(opcode, dest, ack.psn),
@@ -130,7 +130,7 @@ impl Engine<'_> {
                     syndrome: ack.syndrome,
                     msn: softroce_wire::Msn::new(ack.msn),
                 }),
-                atomic_ack: ack.atomic_orig,
+                atomic_ack,
                 ..ExtRepr::default()
             },
             0,
@@ -149,8 +149,8 @@ impl Engine<'_> {
         };
         let replies = &mut q.transport.replies;
         if let (Reply::Ack(new), Some(Reply::Ack(last))) = (&reply, replies.back_mut())
-            && new.atomic_orig.is_none()
-            && last.atomic_orig.is_none()
+            && new.kind == AckKind::Plain
+            && last.kind == AckKind::Plain
             && new.syndrome == Syndrome::ACK
             && last.syndrome == Syndrome::ACK
         {

@@ -224,6 +224,18 @@ fn on_read_response(
         eng.counters.drop(DropReason::UnexpectedResponse);
         return;
     };
+    if w.wr.opcode == WrOpcode::AtomicWrite {
+        // rxe acknowledges an ATOMIC WRITE with a READ RESPONSE ONLY without data.
+        let acked = packet
+            .aeth()
+            .is_some_and(|a| matches!(Syndrome::from_byte(a.syndrome_raw()), Syndrome::Ack { .. }));
+        if acked && w.first_psn == Some(psn) && w.all_sent && packet.payload().is_empty() {
+            complete_front(eng, now, qp, 8);
+        } else {
+            eng.counters.drop(DropReason::UnexpectedResponse);
+        }
+        return;
+    }
     let (Some(first), WrOpcode::RdmaRead) = (w.first_psn, w.wr.opcode) else {
         eng.counters.drop(DropReason::UnexpectedResponse);
         return;

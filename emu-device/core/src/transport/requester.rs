@@ -26,10 +26,15 @@ const PKTS_PER_ACK: u32 = 64;
 /// Packets built per call, so one QP cannot starve the others.
 const BUDGET: usize = 64;
 
+/// Requests that take one of the responder's READ/atomic resources: ATOMIC WRITE too (rxe's
+/// requester counts it against `max_rd_atomic` and a fence waits for it).
 fn is_rd_atomic(op: WrOpcode) -> bool {
     matches!(
         op,
-        WrOpcode::RdmaRead | WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
+        WrOpcode::RdmaRead
+            | WrOpcode::AtomicCmpAndSwp
+            | WrOpcode::AtomicFetchAndAdd
+            | WrOpcode::AtomicWrite
     )
 }
 
@@ -280,7 +285,11 @@ fn data_packet(
             ext.ieth = Some(wqe.wr.invalidate_rkey);
         }
     }
-    if matches!(op, WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm) && i == 0 {
+    if matches!(
+        op,
+        WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm | WrOpcode::AtomicWrite
+    ) && i == 0
+    {
         ext.reth = Some(RethRepr {
             va: wqe.wr.rdma.remote_addr,
             rkey: wqe.wr.rdma.rkey,
@@ -375,6 +384,8 @@ fn data_opcode(qp_type: QpType, op: WrOpcode, i: u32, n: u32) -> Opcode {
     let first = i == 0;
     let last = i + 1 == n;
     match op {
+        // Always one packet: 8 bytes.
+        WrOpcode::AtomicWrite => Opcode::RC_ATOMIC_WRITE,
         WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm => {
             let imm = op == WrOpcode::RdmaWriteWithImm;
             match (only, first, last, imm) {

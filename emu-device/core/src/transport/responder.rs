@@ -15,7 +15,7 @@ use softroce_wire::{
 
 use super::super::counters::DropReason;
 use super::super::handles::QpHandle;
-use super::super::qp_transport::{InProgress, ReadCursor, Reply, Resource};
+use super::super::qp_transport::{AckKind, InProgress, ReadCursor, Reply, Resource};
 use super::super::types::{AccessFlags, EventType, QpType, WcFlags, WcOpcode, WcStatus};
 use super::super::wr::{RecvWr, VendorErr, WorkCompletion};
 use super::Engine;
@@ -149,7 +149,8 @@ fn rc_receive(
         Operation::Write => on_write(eng, now, qp, packet, bth, info.position, true),
         Operation::ReadRequest => on_read(eng, qp, packet, bth),
         Operation::CompareSwap | Operation::FetchAdd => on_atomic(eng, qp, packet, bth),
-        // FLUSH and ATOMIC WRITE (IBTA 1.5) are not implemented: refuse them cleanly.
+        Operation::AtomicWrite => on_atomic_write(eng, qp, packet, bth),
+        // FLUSH (IBTA 1.5) is not implemented: refuse it cleanly.
         _ => Err(invalid_request()),
     };
     match result {
@@ -710,7 +711,65 @@ fn on_atomic(
         .map_err(remote_fault_to_failure)?;
     remember(eng, qp, Resource::Atomic { psn: bth.psn, orig });
     advance(eng, qp, 1, true);
-    eng.queue_response(qp, bth.psn, Syndrome::ACK, Some(orig));
+    eng.queue_response(qp, bth.psn, Syndrome::ACK, AckKind::Atomic(orig));
+    Ok(())
+}
+
+/// ATOMIC WRITE, as rxe's responder runs it: the QP must allow remote writes (rxe's
+/// `check_op_valid`: else an invalid request) and have a responder resource; the RETH
+/// names 8 bytes of a region writable by the peer (else a remote access error) and the
+/// packet carries exactly those 8 (else an invalid request, rxe's RESPST_ERR_LENGTH); the
+/// target must be 8-byte aligned (else an invalid request, RESPST_ERR_MISALIGNED_ATOMIC).
+/// The store is one atomic store; the answer a READ RESPONSE ONLY without data.
+fn on_atomic_write(
+    eng: &mut Engine<'_>,
+    qp: QpHandle,
+    packet: &RocePacket<&[u8]>,
+    bth: &BthRepr,
+) -> Result<(), Failure> {
+    let Some(q) = eng.store.get(qp) else {
+        return Ok(());
+    };
+    let access = q.attr.qp_access_flags;
+    let inside_message = !matches!(q.transport.in_progress, InProgress::None);
+    if inside_message
+        || !access.contains(AccessFlags::REMOTE_WRITE)
+        || q.attr.max_dest_rd_atomic == 0
+    {
+        return Err(invalid_request());
+    }
+    let Some(reth) = packet.reth() else {
+        return Err(invalid_request());
+    };
+    let Ok(bytes) = <[u8; 8]>::try_from(packet.payload()) else {
+        return Err(invalid_request());
+    };
+    if reth.dma_len() != 8 {
+        return Err(invalid_request());
+    }
+    let addr = eng
+        .store
+        .check_remote(
+            Via {
+                pd: q.pd,
+                qp,
+                access,
+            },
+            reth.rkey(),
+            reth.va(),
+            8,
+            AccessFlags::REMOTE_WRITE,
+        )
+        .map_err(remote_fault_to_failure)?;
+    if addr % 8 != 0 {
+        return Err(remote_fault_to_failure(RemoteFault::Misaligned));
+    }
+    eng.store
+        .atomic_write_remote(reth.rkey(), addr, bytes)
+        .map_err(remote_fault_to_failure)?;
+    remember(eng, qp, Resource::AtomicWrite { psn: bth.psn });
+    advance(eng, qp, 1, true);
+    eng.queue_response(qp, bth.psn, Syndrome::ACK, AckKind::AtomicWrite);
     Ok(())
 }
 
@@ -786,7 +845,21 @@ fn on_duplicate(eng: &mut Engine<'_>, qp: QpHandle, packet: &RocePacket<&[u8]>, 
                 _ => None,
             });
             if let Some(orig) = orig {
-                eng.queue_response(qp, psn, Syndrome::ACK, Some(orig));
+                eng.queue_response(qp, psn, Syndrome::ACK, AckKind::Atomic(orig));
+            }
+        }
+        Some(Operation::AtomicWrite) => {
+            // Acknowledged again from its resource, never stored twice; a duplicate whose
+            // resource was recycled is dropped (rxe: a class D error).
+            let done = q
+                .transport
+                .resources
+                .iter()
+                .any(|r| matches!(*r, Resource::AtomicWrite { psn: p } if p == psn));
+            if done {
+                eng.queue_response(qp, psn, Syndrome::ACK, AckKind::AtomicWrite);
+            } else {
+                eng.counters.drop(DropReason::UnexpectedResponse);
             }
         }
         _ => {
