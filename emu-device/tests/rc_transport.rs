@@ -701,3 +701,25 @@ fn a_lost_last_packet_has_no_later_packet_to_nak_it_and_waits_out_the_ack_timeou
     assert!(took >= TIMEOUT_14, "{took:?}");
     assert!(took < TIMEOUT_14 + TIMEOUT_14 / 10, "{took:?}");
 }
+
+#[test]
+fn a_sequence_nak_restarts_the_ack_timer_for_the_resend_even_when_it_acknowledges_nothing_new() {
+    // Packet 65 is the first after b's ACK of packet 64 (AckReq every 64): its NAK
+    // acknowledges nothing new. a still gives the resend a whole timeout from the NAK, as
+    // rxe does (its completer re-arms the timer after every response), rather than what
+    // was left of the timer armed at that ACK.
+    let mut pair = one_mebibyte_pair();
+    lose_nth_data_packet(&mut pair, 65);
+    let wr = pair.rdma_wr('a', WrOpcode::RdmaWrite, 1, 0, 0, 1 << 20);
+    pair.post_send('a', wr);
+    for _ in 0..100_000 {
+        if pair.counters('a').rcvd_seq_err == 1 {
+            break;
+        }
+        pair.fabric.step();
+    }
+    assert_eq!(pair.counters('a').rcvd_seq_err, 1, "the NAK arrived");
+    let nak_at = pair.fabric.now();
+    assert_eq!(pair.hca('a').poll_timeout(), Some(nak_at + TIMEOUT_14));
+    assert_eq!(pair.completions('a', 1, LONG)[0].status, WcStatus::Success);
+}
