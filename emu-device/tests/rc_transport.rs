@@ -620,3 +620,106 @@ fn destroying_the_responder_qp_sends_the_ack_it_held() {
     );
     assert_eq!(a[0].status, WcStatus::Success);
 }
+
+/// A signaled 1 MiB WRITE from `a` to `b` at MTU 4096 (256 packets); returns how long it
+/// took to complete, in virtual time.
+fn write_one_mebibyte(pair: &mut Pair) -> Duration {
+    let len = 1 << 20;
+    let data = pattern(3, len);
+    pair.a.mem.write(0, &data);
+    let start = pair.fabric.elapsed();
+    let wr = pair.rdma_wr('a', WrOpcode::RdmaWrite, 1, 0, 0, len);
+    pair.post_send('a', wr);
+    let a = pair.completions('a', 1, LONG);
+    assert_eq!(
+        (a.len(), a[0].status),
+        (1, WcStatus::Success),
+        "the WRITE completes"
+    );
+    assert_eq!(pair.b.mem.read(0, len), data, "1 MiB arrives intact");
+    pair.fabric.elapsed() - start
+}
+
+/// Timeout 14: 4.096 µs × 2^14, about 67 ms, far longer than a 1 MiB WRITE takes.
+const TIMEOUT_14: Duration = Duration::from_nanos(4096 << 14);
+
+fn one_mebibyte_pair() -> Pair {
+    Pair::new(Options {
+        mtu: Mtu::Mtu4096,
+        mem_len: 1 << 20,
+        timeout: 14,
+        ..Options::default()
+    })
+}
+
+#[test]
+fn a_lost_middle_packet_is_resent_on_the_sequence_nak_long_before_the_ack_timeout() {
+    let clean = write_one_mebibyte(&mut one_mebibyte_pair());
+
+    // Packet 100 of 256 is lost: b NAKs packet 101 (sequence error, once for the gap) and
+    // a goes back to packet 100 at once, as IBTA 9.7.5.2.1 and rxe do.
+    let mut pair = one_mebibyte_pair();
+    lose_nth_data_packet(&mut pair, 100);
+    let lossy = write_one_mebibyte(&mut pair);
+    eprintln!("1 MiB WRITE: {clean:?} loss-free, {lossy:?} with packet 100 lost");
+
+    let (a, b) = (pair.counters('a'), pair.counters('b'));
+    assert!(
+        b.out_of_seq_request > 0,
+        "packets behind the gap arrived out of order"
+    );
+    assert_eq!(a.rcvd_seq_err, 1, "one NAK for the gap");
+    assert_eq!(a.completer_retry_err, 1, "one go-back, caused by that NAK");
+    // Go-back-N from the NAK's PSN resends exactly what b dropped: the lost packet and the
+    // ones that arrived behind the gap, nothing that b had already placed.
+    assert_eq!(a.retransmitted_pkts, b.out_of_seq_request + 1);
+    assert_eq!(a.sent_pkts, 256 + a.retransmitted_pkts);
+    // The NAK, not the timer, drove recovery: the loss cost at most one more pass over the
+    // message, nowhere near one ACK timeout.
+    assert!(lossy < clean * 3, "{lossy:?} against {clean:?} loss-free");
+    assert!(
+        lossy < TIMEOUT_14 / 10,
+        "{lossy:?} against a {TIMEOUT_14:?} timeout"
+    );
+}
+
+#[test]
+fn a_lost_last_packet_has_no_later_packet_to_nak_it_and_waits_out_the_ack_timeout() {
+    // Tail loss: nothing follows packet 256 to reveal the gap, so only a's ACK timer finds
+    // it (IBTA 9.7.6.1.3; rxe the same).
+    let mut pair = one_mebibyte_pair();
+    lose_nth_data_packet(&mut pair, 256);
+    let took = write_one_mebibyte(&mut pair);
+    eprintln!("1 MiB WRITE with its last packet lost: {took:?}");
+
+    let a = pair.counters('a');
+    assert_eq!(a.rcvd_seq_err, 0, "no NAK: b never saw a gap");
+    assert_eq!(a.completer_retry_err, 1, "one timeout");
+    // a goes back to the last ACK it had: b acknowledged packet 192, the last before 256
+    // to ask for an ACK (AckReq every 64 packets, as rxe), so 193..=256 go again.
+    assert_eq!(a.retransmitted_pkts, 64);
+    assert!(took >= TIMEOUT_14, "{took:?}");
+    assert!(took < TIMEOUT_14 + TIMEOUT_14 / 10, "{took:?}");
+}
+
+#[test]
+fn a_sequence_nak_restarts_the_ack_timer_for_the_resend_even_when_it_acknowledges_nothing_new() {
+    // Packet 65 is the first after b's ACK of packet 64 (AckReq every 64): its NAK
+    // acknowledges nothing new. a still gives the resend a whole timeout from the NAK, as
+    // rxe does (its completer re-arms the timer after every response), rather than what
+    // was left of the timer armed at that ACK.
+    let mut pair = one_mebibyte_pair();
+    lose_nth_data_packet(&mut pair, 65);
+    let wr = pair.rdma_wr('a', WrOpcode::RdmaWrite, 1, 0, 0, 1 << 20);
+    pair.post_send('a', wr);
+    for _ in 0..100_000 {
+        if pair.counters('a').rcvd_seq_err == 1 {
+            break;
+        }
+        pair.fabric.step();
+    }
+    assert_eq!(pair.counters('a').rcvd_seq_err, 1, "the NAK arrived");
+    let nak_at = pair.fabric.now();
+    assert_eq!(pair.hca('a').poll_timeout(), Some(nak_at + TIMEOUT_14));
+    assert_eq!(pair.completions('a', 1, LONG)[0].status, WcStatus::Success);
+}

@@ -22,6 +22,18 @@ pub(crate) const MAX_ITERS: u64 = 1_000_000_000;
 /// The path MTUs the IBTA defines.
 pub(crate) const MTUS: [usize; 5] = [256, 512, 1024, 2048, 4096];
 
+/// The RC local ACK timeout exponent a command uses unless `--qp-timeout` says: rdma-core's
+/// 14 (67 ms), or 10 (4 ms) when faults are injected (`faults`), where every loss no NAK
+/// reports (a lost NAK, a lost resend, a lost last packet) waits out one timeout.
+pub(crate) fn default_qp_timeout(faults: bool) -> u8 {
+    if faults { 10 } else { 14 }
+}
+
+/// Whether `SOFTROCE_FAULTS` asks the device for faults.
+pub(crate) fn faults_from_env() -> bool {
+    std::env::var("SOFTROCE_FAULTS").is_ok_and(|f| !f.is_empty())
+}
+
 /// A clap parser for an integer of type `T` within `range`.
 pub(crate) fn ranged<T>(range: RangeInclusive<u64>) -> RangedU64ValueParser<T>
 where

@@ -70,6 +70,11 @@ pub(crate) struct PerfArgs {
     /// Path MTU in bytes: 256, 512, 1024, 2048 or 4096.
     #[arg(short = 'm', long, default_value_t = 4096, value_parser = limits::mtu)]
     mtu: usize,
+    /// Local ACK timeout exponent of this side's RC QPs, 0 to 31: 4.096 us * 2^N (perftest's
+    /// `-u`). Default: rdma-core's 14 (67 ms), or 10 (4 ms) when `SOFTROCE_FAULTS` injects
+    /// faults.
+    #[arg(short = 'u', long = "qp-timeout", value_parser = ranged::<u8>(0..=31))]
+    qp_timeout_exp: Option<u8>,
     /// Two-process mode: give up after this many seconds (1 to 86400) waiting for the
     /// client or for the peer on the side channel.
     #[arg(long, default_value_t = 600, value_parser = ranged::<u64>(1..=MAX_TIMEOUT_SECS))]
@@ -123,6 +128,12 @@ impl PerfArgs {
     pub(crate) fn check(&self) -> Result<(), String> {
         check_shape(self.size, self.qps, self.depth)
     }
+
+    /// The RC QPs' local ACK timeout exponent (see `--qp-timeout`).
+    fn qp_timeout(&self) -> u8 {
+        self.qp_timeout_exp
+            .unwrap_or_else(|| limits::default_qp_timeout(limits::faults_from_env()))
+    }
 }
 
 /// The CQ and the message slots must fit: `-q` × `--depth` messages in flight, each with a
@@ -169,6 +180,7 @@ fn open_side(
     depth: usize,
     size: usize,
     mtu: Mtu,
+    qp_timeout: u8,
     connect: impl FnOnce(&[QueuePairEndpoint], u64, u32) -> anyhow::Result<Vec<QueuePairEndpoint>>,
 ) -> anyhow::Result<Side> {
     let pd = ctx.alloc_pd()?;
@@ -181,6 +193,7 @@ fn open_side(
             pd.create_qp(&cq, &cq, QpType::Rc)
                 .caps(cap)
                 .mtu(mtu)
+                .reliability(qp_timeout, 7, 7)
                 .build()
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -606,6 +619,7 @@ fn report(args: &PerfArgs) -> anyhow::Result<()> {
                 args.depth,
                 args.size,
                 mtu,
+                args.qp_timeout(),
                 |local, addr, rkey| {
                     tx_b.send((local.to_vec(), addr, rkey))
                         .map_err(|_| anyhow!("peer gone"))?;
@@ -620,6 +634,7 @@ fn report(args: &PerfArgs) -> anyhow::Result<()> {
             args.depth,
             args.size,
             mtu,
+            args.qp_timeout(),
             |local, addr, rkey| {
                 tx_a.send((local.to_vec(), addr, rkey))
                     .map_err(|_| anyhow!("peer gone"))?;
@@ -804,12 +819,21 @@ fn two_process_on(args: &PerfArgs, mode: Mode, ctx: Context) -> anyhow::Result<(
     let mtu =
         Mtu::from_bytes(p.mtu).with_context(|| format!("MTU {} is not an IBTA MTU", p.mtu))?;
     let mut remote = None;
-    let side = open_side(ctx, p.qps, p.depth, size, mtu, |local, addr, rkey| {
-        writeln!(writer, "{}", encode_hello(local, addr, rkey))?;
-        let (eps, r) = decode_hello(&read_line(&mut reader)?)?;
-        remote = Some(r);
-        Ok(eps)
-    })?;
+    let timeout = args.qp_timeout();
+    let side = open_side(
+        ctx,
+        p.qps,
+        p.depth,
+        size,
+        mtu,
+        timeout,
+        |local, addr, rkey| {
+            writeln!(writer, "{}", encode_hello(local, addr, rkey))?;
+            let (eps, r) = decode_hello(&read_line(&mut reader)?)?;
+            remote = Some(r);
+            Ok(eps)
+        },
+    )?;
     let remote = remote.context("no peer region")?;
     // Both sides connected before the client starts.
     let mut sync = |what: &str| -> anyhow::Result<()> {

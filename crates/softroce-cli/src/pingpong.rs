@@ -80,8 +80,7 @@ pub(crate) struct PingpongArgs {
     #[arg(long)]
     faults: Option<String>,
     /// Local ACK timeout exponent of the RC QP, 0 to 31: 4.096 us * 2^N. Default:
-    /// rdma-core's 14 (67 ms), or 10 (4 ms) when faults are injected, where every lost
-    /// packet waits for it.
+    /// rdma-core's 14 (67 ms), or 10 (4 ms) when faults are injected.
     #[arg(long = "qp-timeout", value_parser = ranged::<u8>(0..=31))]
     qp_timeout_exp: Option<u8>,
     /// Give up after this many seconds (1 to 86400), waiting for a client included.
@@ -178,9 +177,9 @@ impl PingpongArgs {
 
     /// The RC QP's local ACK timeout exponent (see `--qp-timeout`).
     fn qp_timeout(&self) -> u8 {
-        let faulty =
-            self.faults.is_some() || std::env::var("SOFTROCE_FAULTS").is_ok_and(|f| !f.is_empty());
-        self.qp_timeout_exp.unwrap_or(if faulty { 10 } else { 14 })
+        let faulty = self.faults.is_some() || limits::faults_from_env();
+        self.qp_timeout_exp
+            .unwrap_or_else(|| limits::default_qp_timeout(faulty))
     }
 }
 

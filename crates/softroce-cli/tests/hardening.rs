@@ -135,6 +135,7 @@ fn every_numeric_argument_out_of_range_is_a_usage_error_naming_it_and_its_range(
             "'--size <SIZE>': 0 is not in 1..=8388608",
         ),
         (&["perf", "write", "-q", "65"], "is not in 1..=64"),
+        (&["perf", "write", "-u", "32"], "is not in 0..=31"),
         (
             &["perf", "write", "--depth", "16381"],
             "is not in 1..=16380",

@@ -377,6 +377,9 @@ pub(crate) struct SendWqe {
     pub(crate) npkts: u32,
     /// Next packet index to (re)send.
     pub(crate) next_pkt: u32,
+    /// Packets sent at least once (the high-water mark of `next_pkt`): one below it is a
+    /// retransmission, even while a go-back interrupted the first pass.
+    pub(crate) sent_pkts: u32,
     /// Every packet has been sent at least once.
     pub(crate) all_sent: bool,
 }

@@ -869,6 +869,7 @@ impl Hca {
             first_psn: None,
             npkts: 0,
             next_pkt: 0,
+            sent_pkts: 0,
             all_sent: false,
         })
     }

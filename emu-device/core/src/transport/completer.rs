@@ -53,6 +53,12 @@ pub(super) fn on_response(
                 if outstanding(eng, qp) {
                     eng.counters.completer_retry_err += 1;
                     rewind_to(eng, qp, psn);
+                    // The responder answered: the resend gets a whole timeout, as in rxe
+                    // (its completer re-arms the timer after every response), not what is
+                    // left of one armed before the loss.
+                    if let Some(q) = eng.store.get_mut(qp) {
+                        q.transport.retrans_at = ack_timeout(q.attr.timeout).map(|t| now + t);
+                    }
                 }
             }
             Syndrome::Nak(code) => {

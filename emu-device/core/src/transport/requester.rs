@@ -346,7 +346,7 @@ fn transmit(
         .store
         .get(qp)
         .and_then(|q| q.sq.get(idx))
-        .is_some_and(|w| w.all_sent);
+        .is_some_and(|w| w.all_sent || w.next_pkt < w.sent_pkts);
     eng.queue_packet(dst, &packet.repr, &packet.payload);
     if retransmit {
         eng.counters.retransmitted_pkts += 1;
@@ -358,6 +358,7 @@ fn transmit(
     let mut message_sent = false;
     if let Some(w) = q.sq.get_mut(idx) {
         w.next_pkt = next_pkt;
+        w.sent_pkts = w.sent_pkts.max(next_pkt);
         if next_pkt >= w.npkts {
             w.all_sent = true;
             message_sent = true;
