@@ -38,7 +38,10 @@ impl DeviceEntry {
         start: impl FnOnce() -> std::io::Result<Device>,
     ) -> std::io::Result<Arc<Device>> {
         let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(d) = running.upgrade() {
+        // After fork() the parent's running device is only a copy in the child: start one
+        // of this process's own (it joins the parent's as a guest, as a second process on
+        // a host shares its HCA).
+        if let Some(d) = running.upgrade().filter(|d| !d.inherited()) {
             return Ok(d);
         }
         let d = Arc::new(start()?);
@@ -65,7 +68,7 @@ fn finish_devices() {
         // SAFETY: entries are leaked and live for the whole process.
         let entry = unsafe { &*entry };
         let running = entry.running.try_lock().ok().and_then(|r| r.upgrade());
-        if let Some(device) = running {
+        if let Some(device) = running.filter(|d| !d.inherited()) {
             device.finish_at_exit();
         }
     }

@@ -289,3 +289,10 @@ fn multicast_reaches_every_attached_qp_in_other_processes() {
         );
     }
 }
+
+/// A process that forks with the device open: the child opens a device of its own (the
+/// parent's is only a copy there, without its engine), and both move traffic.
+#[test]
+fn a_forked_child_opens_a_working_device() {
+    run_c_program("fork_child_opens_device", "softroce0=127.77.30.40");
+}

@@ -230,6 +230,9 @@ pub struct Device {
     engine: Option<JoinHandle<()>>,
     /// The thread receiving on the group sockets, started with the first group.
     multicast_rx: Mutex<Option<JoinHandle<()>>>,
+    /// The process that started the device: a child `fork()`ed from it inherits this
+    /// memory but none of its threads.
+    started_by: u32,
 }
 
 impl std::fmt::Debug for Device {
@@ -346,6 +349,7 @@ impl Device {
             shared,
             engine: Some(engine),
             multicast_rx: Mutex::new(None),
+            started_by: std::process::id(),
         })
     }
 
@@ -834,6 +838,14 @@ impl Device {
 
 impl Drop for Device {
     fn drop(&mut self) {
+        if self.inherited() {
+            // A fork's copy: its threads exist only in the parent, so joining them would
+            // wait forever, and the socket and eventfds are the parent's too. Leave all of
+            // it to the parent.
+            std::mem::forget(self.engine.take());
+            std::mem::forget(lock(&self.multicast_rx).take());
+            return;
+        }
         self.print_counters_if_asked();
         self.shared.stop.store(true, Ordering::SeqCst);
         let _ = self.shared.engine_wake.notify();
@@ -859,6 +871,13 @@ impl Device {
                 self.counters_line()
             );
         }
+    }
+
+    /// Whether this is a copy a `fork()`ed child inherited: no engine runs it here (only in
+    /// the parent), so the child must start a device of its own (a guest of the parent's,
+    /// on the same address) rather than use this one.
+    pub fn inherited(&self) -> bool {
+        self.started_by != std::process::id()
     }
 
     /// What closing the device would do, for a process that exits with it open (exit runs

@@ -12,7 +12,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use softroce_ibverbs_abi::rdmacm::*;
 use softroce_ibverbs_abi::*;
-use softroce_wire::Gid;
+use softroce_wire::{Gid, ROCE_V2_PORT};
 
 use super::channel::{Channel, Event};
 use crate::devices::{self, DeviceEntry};
@@ -455,6 +455,16 @@ fn device_with(ip: IpAddr) -> Option<usize> {
     device_entries().iter().position(|e| e.spec.ip == ip)
 }
 
+/// Whether `ip` is the host's own loopback address (127.0.0.1, ::1) and no device, of this
+/// process or another, receives RoCEv2 on it (its UDP port is free).
+fn is_host_loopback_without_device(ip: IpAddr) -> bool {
+    let host = match ip {
+        IpAddr::V4(v4) => v4 == Ipv4Addr::LOCALHOST,
+        IpAddr::V6(v6) => v6 == Ipv6Addr::LOCALHOST,
+    };
+    host && device_with(ip).is_none() && UdpSocket::bind(SocketAddr::new(ip, ROCE_V2_PORT)).is_ok()
+}
+
 /// Whether `ip` is an address of this host (a socket can bind to it).
 fn is_local_address(ip: IpAddr) -> bool {
     UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
@@ -676,13 +686,20 @@ pub(crate) fn resolve_addr(
         cm_id.state().device = Some(device);
     }
     write_sockaddr(&mut cm_id.c.route.addr.dst, dst);
-    // Unlike the kernel, a loopback destination is not this device itself: softroce's
+    // A loopback destination is not always this device itself, as in the kernel: softroce's
     // processes often have devices of their own, each on a 127.x address, and a connection
     // to another process's address must reach that process. A destination that is this
     // device's own address reaches the process listening on it, this one or another
-    // sharing the device (the device's owner routes it).
+    // sharing the device (the device's owner routes it). Only 127.0.0.1 or ::1 where no
+    // device lives is the kernel's cma_resolve_loopback: this device (rdma-core's tests
+    // listen on lo's address in one forked process and connect to it from another).
+    let dgid_ip = if is_host_loopback_without_device(dst.ip()) {
+        source_ip
+    } else {
+        dst.ip()
+    };
     cm_id.c.route.addr.ibaddr.dgid = ibv_gid {
-        raw: Gid::from_ip(dst.ip()).to_bytes(),
+        raw: Gid::from_ip(dgid_ip).to_bytes(),
     };
     cm_id.state().phase = Phase::AddrResolved;
     let me = std::ptr::from_mut(cm_id).cast::<rdma_cm_id>();
@@ -859,7 +876,15 @@ pub(crate) fn set_option(
             }
             state.ipv6_only = int()? != 0;
         }
-        (RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT) => state.ack_timeout = Some(byte()?),
+        (RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT) => {
+            let timeout = byte()?;
+            state.ack_timeout = Some(timeout);
+            // Set on a connection request's id before rdma_accept: its QP goes to RTS with it
+            // (the kernel's cma_modify_qp_rts reads the id's timeout then).
+            if let Some(c) = state.conn.as_mut() {
+                c.timeout = timeout;
+            }
+        }
         // Path records come from the route on RoCE; the kernel refuses them there too.
         (RDMA_OPTION_IB, RDMA_OPTION_IB_PATH) => return Err(libc::EINVAL),
         _ => return Err(libc::ENOSYS),
