@@ -27,6 +27,8 @@
 # usage: interop.sh [FLAVOR=6.1]     (needs root; installs what it needs with apt)
 # Env: ITERS (200, messages per small cell), CELLS (extended regex: run only matching cell
 #      rows, e.g. 'srq|netem'), NETEM (netem arguments, default below).
+# A row tagged kernel>=X needs rxe of Linux X or later: on an older kernel it is not run and
+# shows "-" (not applicable; neither passed nor failed).
 #
 # Adding a cell kind: write `cell_KIND ROLE NAME ARGS...` (see cell_pingpong) that runs one
 # role through `two_sided` and returns its status, then add "KIND ARGS..." rows to CELL_ROWS.
@@ -92,6 +94,12 @@ CELL_ROWS=(
   "ops rc-read 0..1M 1024"
   "ops rc-cmp-swap 8 1024"
   "ops rc-fetch-add 8 1024"
+  # RDMA ATOMIC WRITE (rxe since Linux 6.2; posted with ibv_wr_atomic_write on rxe0)
+  "ops rc-atomic-write 8 1024 kernel>=6.2"
+  "ops rc-atomic-write 8 4096 kernel>=6.2"
+  # WRITE/READ through a type 2 memory window the responder binds on its RC QP
+  "ops rc-mw-write 1..64K 1024"
+  "ops rc-mw-read 1..64K 1024"
   "ops uc-send 0..1M 1024"
   "ops uc-write 0..1M 1024"
   "ops ud-send 0..MTU 1024"
@@ -404,6 +412,16 @@ record() { # ROW ROLE RESULT SECONDS NOTE
   printf "%s\t%s\t%s\t%s\t%s\t%s\n" "$1" "$2" "$3" "$CELL_ITERS" "$4" "$5" >>"$RESULTS"
   printf "%-32s %-16s %-5s %6ss  %s\n" "$1" "$(role_label "$2")" "$3" "$4" "$5" | tee -a "$SUMMARY"
 }
+record_na() { # ROW ROLE NOTE: a cell this kernel cannot run
+  printf "%s\t%s\t-\t-\t-\t%s\n" "$1" "$2" "$3" >>"$RESULTS"
+  printf "%-32s %-16s %-5s %6s   %s\n" "$1" "$(role_label "$2")" "-" "" "$3" | tee -a "$SUMMARY"
+}
+needs_newer_kernel() { # ROW: status 0 when the row's kernel>=X is newer than the VM's KVER
+  local want
+  want=$(grep -o 'kernel>=[0-9.]*' <<<"$1") || return 1
+  want=${want#kernel>=}
+  [ "$(printf '%s\n%s\n' "$want" "$KVER" | sort -V | head -1)" != "$want" ]
+}
 show_failure() { # NAME DELTA
   echo "---- $1 failed: VM side ($LOGS/$1.vm.log)"; tail -n 8 "$LOGS/$1.vm.log"
   echo "---- host side ($LOGS/$1.host.log)"; tail -n 8 "$LOGS/$1.host.log"
@@ -457,7 +475,7 @@ print_matrix() { # RESULTS_TSV KVER
   printf "%-22s %-6s %-5s %8s %6s  %-16s %-16s\n" OP LINK MTU SIZE ITERS "rxe -> softroce" "softroce -> rxe"
   awk -F'\t' '
     { split($1, f, " "); key = $1; if (!(key in seen)) { seen[key] = 1; order[++n] = key }
-      res[key, $2] = ($3 == "pass" ? "pass" : "FAIL") " " $5 "s"; iters[key] = $4 }
+      res[key, $2] = ($3 == "-" ? "-" : ($3 == "pass" ? "pass" : "FAIL") " " $5 "s"); iters[key] = $4 }
     END { for (i = 1; i <= n; i++) { k = order[i]; split(k, f, " ")
             op = f[1] == "pingpong" ? f[2] : f[1] " " f[2]
             printf "%-22s %-6s %-5s %8s %6s  %-16s %-16s\n", op, (f[5] == "netem" ? "netem" : "clean"),
@@ -473,6 +491,8 @@ print_matrix() { # RESULTS_TSV KVER
   echo "clean cell rxe's hw_counters show no retries/sequence errors/duplicates/RNR. cmtool rows:"
   echo "rdma-core's rdma_cm programs and perftest -R unmodified on both sides, connected by the"
   echo "kernel's rdma_cm on rxe0 and softroce's drop-in librdmacm (\"-\": not run, see the script)."
+  echo "ops rc-atomic-write: RDMA ATOMIC WRITE, in rxe since Linux 6.2 (\"-\" on older kernels)."
+  echo "ops rc-mw-*: WRITE/READ with the key of a type 2 window the responder bound on its RC QP."
 }
 
 # ---- main -------------------------------------------------------------------------------
@@ -512,6 +532,10 @@ for row in "${CELL_ROWS[@]}"; do
   [[ $row =~ $CELLS ]] || continue
   for role in "${ROLES[@]}"; do
     [[ $row == *rxe-client-only* && $role != vm-client ]] && continue
+    if needs_newer_kernel "$row"; then
+      record_na "$row" "$role" "not applicable: rxe of kernel $KVER lacks it"
+      continue
+    fi
     run_cell "$row" "$role"
   done
 done

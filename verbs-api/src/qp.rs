@@ -81,6 +81,7 @@ pub struct QueuePairBuilder<'a> {
     srq: Option<&'a SharedReceiveQueue>,
     cap: QpCap,
     sq_sig_all: bool,
+    atomic_write: bool,
     bringup: QpBringup,
 }
 
@@ -99,6 +100,7 @@ impl ProtectionDomain {
             srq: None,
             cap: QpCap::new(64, 64).with_sges(4).with_inline(64),
             sq_sig_all: false,
+            atomic_write: false,
             bringup: QpBringup::new(qp_type),
         }
     }
@@ -118,6 +120,14 @@ impl<'a> QueuePairBuilder<'a> {
     /// Every send generates a completion.
     pub fn sq_sig_all(mut self, all: bool) -> Self {
         self.sq_sig_all = all;
+        self
+    }
+    /// An RC QP that can post [`WrOpcode::AtomicWrite`](softroce_emu::core::WrOpcode):
+    /// on libibverbs it is created with `ibv_create_qp_ex` and
+    /// `IBV_QP_EX_WITH_ATOMIC_WRITE`, which ATOMIC WRITE needs there
+    /// ([`Backend::create_qp_atomic_write`]); the emulator needs nothing.
+    pub fn atomic_write(mut self, on: bool) -> Self {
+        self.atomic_write = on;
         self
     }
     /// Remote access the responder grants (RC/UC).
@@ -155,7 +165,11 @@ impl<'a> QueuePairBuilder<'a> {
             sq_sig_all: self.sq_sig_all,
             qp_context: 0,
         };
-        let (qp, qpn) = dev.create_qp(self.pd.pd.pd, init)?;
+        let (qp, qpn) = if self.atomic_write {
+            dev.create_qp_atomic_write(self.pd.pd.pd, init)?
+        } else {
+            dev.create_qp(self.pd.pd.pd, init)?
+        };
         let inner = QpInner {
             pd: Arc::clone(&self.pd.pd),
             qp,

@@ -1,7 +1,8 @@
 //! `softroce ops`: every verb the pingpong tools do not cover — RC SEND/SEND_IMM/WRITE/
-//! WRITE_IMM/READ/CMP_SWAP/FETCH_ADD, UC SEND/WRITE, UD SEND with its GRH area, SRQ receives —
-//! at the sizes that matter (0, 1, MTU, MTU+1, 64 KiB, 1 MiB), between two processes, each
-//! verified byte for byte on both sides.
+//! WRITE_IMM/READ/CMP_SWAP/FETCH_ADD/ATOMIC_WRITE, WRITE/READ through a type 2 memory window
+//! the responder binds, UC SEND/WRITE, UD SEND with its GRH area, SRQ receives — at the sizes
+//! that matter (0, 1, MTU, MTU+1, 64 KiB, 1 MiB), between two processes, each verified byte
+//! for byte on both sides.
 //!
 //! The client is the requester of every cell; the server is the responder. Both run on any
 //! backend, so `softroce ops --backend ibverbs` on rdma_rxe against `softroce ops` on the
@@ -9,10 +10,12 @@
 //!
 //! Control channel (TCP, one text line per message): both sides send `HELLO key=value…`
 //! with their QPs and memory; then per cell the client sends `CELL op size seed`, the server
-//! prepares (posts a receive, fills or clears memory) and answers `READY`, the client runs
+//! prepares (posts a receive, fills or clears memory, binds a window) and answers `READY`
+//! (memory window cells: `READY mw=RKEY:ADDR`, the window's key and start), the client runs
 //! the work request and checks its completion, sends `CHECK`, and the server answers `PASS`
 //! or `FAIL reason` after checking its side. `BYE` ends.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
 use std::io::{BufRead, BufReader, Write};
@@ -24,8 +27,9 @@ use anyhow::{Context as _, bail, ensure};
 use clap::{Args, ValueEnum};
 use softroce_emu::core::{QpCap, SendWr, UdTarget};
 use softroce_verbs::{
-    CompletionQueue, Context, Gid, MemoryRegion, Mtu, QpType, QueuePair, QueuePairEndpoint,
-    SharedReceiveQueue, WcFlags, WcOpcode, WorkCompletion, WrOpcode,
+    AccessFlags, CompletionQueue, Context, Gid, MemoryRegion, MemoryWindow, Mtu, MwType,
+    ProtectionDomain, QpType, QueuePair, QueuePairEndpoint, SharedReceiveQueue, WcFlags, WcOpcode,
+    WorkCompletion, WrOpcode,
 };
 use softroce_wire::ROCE_V2_PORT;
 
@@ -73,7 +77,7 @@ pub(crate) struct OpsArgs {
     max_size: usize,
     /// Only these operations (comma-separated names, e.g. `rc-read,ud-send`; all of:
     /// rc-send, rc-send-imm, rc-write, rc-write-imm, rc-read, rc-cmp-swap, rc-fetch-add,
-    /// uc-send, uc-write, ud-send, srq-send).
+    /// rc-atomic-write, rc-mw-write, rc-mw-read, uc-send, uc-write, ud-send, srq-send).
     #[arg(long)]
     only: Option<String>,
     /// Give up on the client's connection, or on one completion, after this many seconds
@@ -98,13 +102,16 @@ enum Op {
     RcRead,
     RcCmpSwap,
     RcFetchAdd,
+    RcAtomicWrite,
+    RcMwWrite,
+    RcMwRead,
     UcSend,
     UcWrite,
     UdSend,
     SrqSend,
 }
 
-const ALL_OPS: [Op; 11] = [
+const ALL_OPS: [Op; 14] = [
     Op::RcSend,
     Op::RcSendImm,
     Op::RcWrite,
@@ -112,6 +119,9 @@ const ALL_OPS: [Op; 11] = [
     Op::RcRead,
     Op::RcCmpSwap,
     Op::RcFetchAdd,
+    Op::RcAtomicWrite,
+    Op::RcMwWrite,
+    Op::RcMwRead,
     Op::UcSend,
     Op::UcWrite,
     Op::UdSend,
@@ -128,6 +138,9 @@ impl Op {
             Self::RcRead => "rc-read",
             Self::RcCmpSwap => "rc-cmp-swap",
             Self::RcFetchAdd => "rc-fetch-add",
+            Self::RcAtomicWrite => "rc-atomic-write",
+            Self::RcMwWrite => "rc-mw-write",
+            Self::RcMwRead => "rc-mw-read",
             Self::UcSend => "uc-send",
             Self::UcWrite => "uc-write",
             Self::UdSend => "ud-send",
@@ -141,6 +154,16 @@ impl Op {
 
     fn is_atomic(self) -> bool {
         matches!(self, Self::RcCmpSwap | Self::RcFetchAdd)
+    }
+
+    /// Whether the requester reaches the responder through a window it bound for the cell.
+    fn uses_window(self) -> bool {
+        matches!(self, Self::RcMwWrite | Self::RcMwRead)
+    }
+
+    /// Whether the requester reads the responder's memory (it checks the data itself).
+    fn reads(self) -> bool {
+        matches!(self, Self::RcRead | Self::RcMwRead)
     }
 
     /// Whether the responder sees a receive completion.
@@ -164,11 +187,12 @@ impl Op {
         match self {
             Self::RcSend | Self::UcSend | Self::UdSend | Self::SrqSend => WrOpcode::Send,
             Self::RcSendImm => WrOpcode::SendWithImm,
-            Self::RcWrite | Self::UcWrite => WrOpcode::RdmaWrite,
+            Self::RcWrite | Self::UcWrite | Self::RcMwWrite => WrOpcode::RdmaWrite,
             Self::RcWriteImm => WrOpcode::RdmaWriteWithImm,
-            Self::RcRead => WrOpcode::RdmaRead,
+            Self::RcRead | Self::RcMwRead => WrOpcode::RdmaRead,
             Self::RcCmpSwap => WrOpcode::AtomicCmpAndSwp,
             Self::RcFetchAdd => WrOpcode::AtomicFetchAndAdd,
+            Self::RcAtomicWrite => WrOpcode::AtomicWrite,
         }
     }
 
@@ -178,14 +202,18 @@ impl Op {
             WrOpcode::RdmaRead => WcOpcode::RdmaRead,
             WrOpcode::AtomicCmpAndSwp => WcOpcode::CompSwap,
             WrOpcode::AtomicFetchAndAdd => WcOpcode::FetchAdd,
+            WrOpcode::AtomicWrite => WcOpcode::AtomicWrite,
             _ => WcOpcode::Send,
         }
     }
 
     /// Message sizes of this op at path MTU `mtu` (UD: the port's active MTU `ud_mtu`).
     fn sizes(self, mtu: usize, ud_mtu: usize) -> Vec<usize> {
-        if self.is_atomic() {
+        if self.is_atomic() || self == Self::RcAtomicWrite {
             vec![8]
+        } else if self.uses_window() {
+            // Within the window; 0 bytes would not check the key at all.
+            vec![1, mtu, mtu + 1, MW_LEN]
         } else if self == Self::UdSend {
             // A UD message is one packet of at most the port's MTU.
             vec![0, 1, ud_mtu]
@@ -208,6 +236,15 @@ const QKEY: u32 = 0x1111_1111;
 const IMM: u32 = 0x1234_5678;
 const ATOMIC_START: u64 = 0x0102_0304_0506_0708;
 const ATOMIC_ADD: u64 = 0x10_0000_0001;
+/// The memory window cells' window: `MW_LEN` bytes from `MW_OFF` of a region of their own,
+/// with guard bytes on either side.
+const MW_OFF: usize = 4096;
+const MW_LEN: usize = 64 << 10;
+
+/// What an ATOMIC WRITE of the cell seeded `seed` stores.
+fn atomic_write_value(seed: u32) -> u64 {
+    !ATOMIC_START ^ (u64::from(seed) << 32)
+}
 
 /// Deterministic payload byte `i` of a cell seeded `seed`.
 fn pattern(seed: u32, i: usize) -> u8 {
@@ -245,8 +282,13 @@ fn read_u64(mr: &MemoryRegion, offset: usize) -> anyhow::Result<u64> {
 /// One side's objects.
 struct Side {
     ctx: Context,
+    pd: ProtectionDomain,
     cq: CompletionQueue,
     mr: MemoryRegion,
+    /// Responder: the window of the current memory window cell (dropped before its region).
+    mw: RefCell<Option<MemoryWindow>>,
+    /// Responder: the region its windows are bound to (it needs IBV_ACCESS_MW_BIND).
+    mw_mr: Option<MemoryRegion>,
     rc: QueuePair,
     uc: QueuePair,
     ud: QueuePair,
@@ -477,7 +519,10 @@ fn ops_on(args: &OpsArgs, ctx: &Context) -> anyhow::Result<usize> {
     } else {
         0 // learnt from the client's HELLO
     };
-    let build = |qp_type: QpType, on_srq: bool, mtu: Mtu| {
+    // Only a requester that will post ATOMIC WRITE asks for it: on libibverbs that QP is made
+    // with ibv_create_qp_ex, and the other cells keep the plain ibv_create_qp.
+    let atomic_write = is_client && selected_ops(args)?.contains(&Op::RcAtomicWrite);
+    let build = |qp_type: QpType, on_srq: bool, mtu: Mtu, atomic_write: bool| {
         // A 268 ms ACK timeout: a peer in a busy emulated VM may answer a 1 MiB message
         // slower than rdma-core's 67 ms, and a needless resend only adds noise.
         let b = pd
@@ -485,7 +530,8 @@ fn ops_on(args: &OpsArgs, ctx: &Context) -> anyhow::Result<usize> {
             .caps(caps)
             .mtu(mtu)
             .qkey(QKEY)
-            .reliability(16, 7, 7);
+            .reliability(16, 7, 7)
+            .atomic_write(atomic_write);
         match (&srq, on_srq) {
             (Some(s), true) => b.srq(s).build(),
             _ => b.build(),
@@ -511,10 +557,10 @@ fn ops_on(args: &OpsArgs, ctx: &Context) -> anyhow::Result<usize> {
         let mtu = Mtu::from_bytes(mtu_bytes)
             .with_context(|| format!("--mtu {mtu_bytes} is not 256, 512, 1024, 2048 or 4096"))?;
         let (rc, uc, ud, sq) = (
-            build(QpType::Rc, false, mtu)?,
-            build(QpType::Uc, false, mtu)?,
-            build(QpType::Ud, false, mtu)?,
-            build(QpType::Rc, false, mtu)?,
+            build(QpType::Rc, false, mtu, atomic_write)?,
+            build(QpType::Uc, false, mtu, false)?,
+            build(QpType::Ud, false, mtu, false)?,
+            build(QpType::Rc, false, mtu, false)?,
         );
         let hello = hello_of(
             &[
@@ -533,10 +579,10 @@ fn ops_on(args: &OpsArgs, ctx: &Context) -> anyhow::Result<usize> {
         let mtu = Mtu::from_bytes(peer.mtu)
             .with_context(|| format!("client MTU {} is not a valid path MTU", peer.mtu))?;
         let (rc, uc, ud, sq) = (
-            build(QpType::Rc, false, mtu)?,
-            build(QpType::Uc, false, mtu)?,
-            build(QpType::Ud, false, mtu)?,
-            build(QpType::Rc, true, mtu)?,
+            build(QpType::Rc, false, mtu, false)?,
+            build(QpType::Uc, false, mtu, false)?,
+            build(QpType::Ud, false, mtu, false)?,
+            build(QpType::Rc, true, mtu, false)?,
         );
         let hello = hello_of(
             &[
@@ -555,10 +601,25 @@ fn ops_on(args: &OpsArgs, ctx: &Context) -> anyhow::Result<usize> {
     let ud = ud.handshake(peer.endpoint("ud"))?;
     let srq_qp = srq_qp.handshake(peer.endpoint("srq"))?;
     let ud_peer = ud.ud_target(peer.endpoint("ud"), QKEY)?;
+    let mw_mr = (!is_client)
+        .then(|| {
+            pd.allocate_with(
+                MW_OFF + MW_LEN + 4096,
+                AccessFlags::LOCAL_WRITE
+                    | AccessFlags::REMOTE_WRITE
+                    | AccessFlags::REMOTE_READ
+                    | AccessFlags::MW_BIND,
+            )
+        })
+        .transpose()
+        .context("registering the memory window region")?;
     let side = Side {
         ctx: ctx.clone(),
+        pd,
         cq,
         mr,
+        mw: RefCell::new(None),
+        mw_mr,
         rc,
         uc,
         ud,
@@ -623,8 +684,17 @@ fn run_cell(side: &Side, line: &mut Line, op: Op, size: usize, seed: u32) -> any
     if let Some(reason) = ready.strip_prefix("FAIL ") {
         bail!("responder could not prepare: {reason}");
     }
-    ensure!(ready == "READY", "expected READY, got {ready:?}");
-    if let Err(e) = request(side, op, size, seed) {
+    let window = match ready.strip_prefix("READY") {
+        Some("") => None,
+        Some(rest) => Some(parse_window(rest.trim())?),
+        None => bail!("expected READY, got {ready:?}"),
+    };
+    ensure!(
+        window.is_some() == op.uses_window(),
+        "{op}: READY {} a memory window",
+        if window.is_some() { "names" } else { "lacks" }
+    );
+    if let Err(e) = request(side, op, size, seed, window) {
         // Keep the control channel in step: the responder reports and moves on.
         line.send("ABORT")?;
         let _ = line.recv()?;
@@ -639,12 +709,33 @@ fn run_cell(side: &Side, line: &mut Line, op: Op, size: usize, seed: u32) -> any
     Ok(())
 }
 
-/// The requester's half of a cell: post, complete, check what came back.
-fn request(side: &Side, op: Op, size: usize, seed: u32) -> anyhow::Result<()> {
+/// `mw=RKEY:ADDR` (hex) of a memory window cell's READY.
+fn parse_window(s: &str) -> anyhow::Result<(u32, u64)> {
+    let (key, addr) = s
+        .strip_prefix("mw=")
+        .and_then(|kv| kv.split_once(':'))
+        .with_context(|| format!("{s:?} is not mw=RKEY:ADDR"))?;
+    Ok((
+        u32::from_str_radix(key, 16).with_context(|| format!("window R_Key {key:?}"))?,
+        u64::from_str_radix(addr, 16).with_context(|| format!("window address {addr:?}"))?,
+    ))
+}
+
+/// The requester's half of a cell: post, complete, check what came back. `window`: the
+/// R_Key and start of the responder's window (memory window cells).
+fn request(
+    side: &Side,
+    op: Op,
+    size: usize,
+    seed: u32,
+    window: Option<(u32, u64)>,
+) -> anyhow::Result<()> {
     let mr = &side.mr;
     if op.is_atomic() {
         mr.write(0, &0u64.to_ne_bytes())?;
-    } else if op == Op::RcRead {
+    } else if op == Op::RcAtomicWrite {
+        mr.write(0, &atomic_write_value(seed).to_ne_bytes())?;
+    } else if op.reads() {
         mr.write(0, &vec![0u8; size])?;
     } else {
         fill(mr, 0, size, seed)?;
@@ -661,6 +752,10 @@ fn request(side: &Side, op: Op, size: usize, seed: u32) -> anyhow::Result<()> {
     wr.rdma.rkey = side.peer.rkey;
     wr.atomic.remote_addr = side.peer.addr;
     wr.atomic.rkey = side.peer.rkey;
+    if let Some((rkey, start)) = window {
+        wr.rdma.remote_addr = start;
+        wr.rdma.rkey = rkey;
+    }
     match op {
         Op::RcCmpSwap => {
             wr.atomic.compare_add = ATOMIC_START;
@@ -691,7 +786,7 @@ fn request(side: &Side, op: Op, size: usize, seed: u32) -> anyhow::Result<()> {
         wr.wr_id,
         op.send_wc_opcode()
     );
-    if op == Op::RcRead {
+    if op.reads() {
         ensure!(
             wc.byte_len as usize == size,
             "READ completion byte_len {} != {size}",
@@ -724,12 +819,16 @@ fn server(side: &Side, line: &mut Line) -> anyhow::Result<usize> {
         let op = Op::parse(name).with_context(|| format!("unknown op {name:?}"))?;
         let size: usize = size.parse().context("size")?;
         let seed: u32 = seed.parse().context("seed")?;
-        if let Err(e) = prepare(side, op, size, seed) {
-            line.send(&format!("FAIL {e:#}"))?;
-            failed += 1;
-            continue;
-        }
-        line.send("READY")?;
+        let ready = match prepare(side, op, size, seed) {
+            Ok(None) => "READY".to_string(),
+            Ok(Some((rkey, start))) => format!("READY mw={rkey:x}:{start:x}"),
+            Err(e) => {
+                line.send(&format!("FAIL {e:#}"))?;
+                failed += 1;
+                continue;
+            }
+        };
+        line.send(&ready)?;
         let check = line.recv()?;
         if check == "ABORT" {
             println!("FAIL {op} {size} (requester failed; see its output)");
@@ -752,15 +851,20 @@ fn server(side: &Side, line: &mut Line) -> anyhow::Result<usize> {
     }
 }
 
-fn prepare(side: &Side, op: Op, size: usize, seed: u32) -> anyhow::Result<()> {
+/// The responder's preparation of a cell; memory window cells: the window's R_Key and start.
+fn prepare(side: &Side, op: Op, size: usize, seed: u32) -> anyhow::Result<Option<(u32, u64)>> {
     ensure!(size <= MR_LEN - GRH, "size {size} exceeds the region");
     let mr = &side.mr;
-    if op.is_atomic() {
+    if op.is_atomic() || op == Op::RcAtomicWrite {
         mr.write(0, &ATOMIC_START.to_ne_bytes())?;
-        return Ok(());
+        mr.write(8, &[0xA5])?;
+        return Ok(None);
+    }
+    if op.uses_window() {
+        return bind_window(side, op, size, seed).map(Some);
     }
     if op == Op::RcRead {
-        return fill(mr, 0, size, seed);
+        return fill(mr, 0, size, seed).map(|()| None);
     }
     // Clear what the message lands in, plus a guard byte that must stay untouched.
     let span = if op == Op::UdSend { GRH + size } else { size };
@@ -787,13 +891,79 @@ fn prepare(side: &Side, op: Op, size: usize, seed: u32) -> anyhow::Result<()> {
             }
         }?;
     }
-    Ok(())
+    Ok(None)
+}
+
+/// A fresh type 2 window over `MW_LEN` bytes of the window region, bound on the RC QP (so
+/// only the requester's RC QP may use its key), the region around it cleared or filled.
+fn bind_window(side: &Side, op: Op, size: usize, seed: u32) -> anyhow::Result<(u32, u64)> {
+    ensure!(
+        size <= MW_LEN,
+        "size {size} exceeds the {MW_LEN}-byte window"
+    );
+    let region = side
+        .mw_mr
+        .as_ref()
+        .context("no window region on this side")?;
+    // The previous cell's window goes first: a type 2 window is bound once.
+    side.mw.borrow_mut().take();
+    region.write(0, &vec![0u8; region.len()])?;
+    region.write(MW_OFF - 1, &[0xA5])?;
+    region.write(MW_OFF + size, &[0xA5])?;
+    if op == Op::RcMwRead {
+        fill(region, MW_OFF, size, seed)?;
+    }
+    let mw = side.pd.alloc_mw(MwType::Type2)?;
+    let access = match op {
+        Op::RcMwRead => AccessFlags::REMOTE_READ,
+        _ => AccessFlags::REMOTE_WRITE,
+    };
+    let (wr, rkey) = mw.bind_wr(9, region, MW_OFF, MW_LEN, access);
+    // SAFETY: the region outlives the window, which is dropped before it (`Side`).
+    unsafe { side.rc.post_send(std::slice::from_ref(&wr)) }?;
+    let wc = one_completion(side, "bind")?;
+    check_success(&wc, "bind")?;
+    ensure!(
+        wc.wr_id == 9 && wc.opcode == WcOpcode::BindMw,
+        "bind completion is wr_id {} {:?}",
+        wc.wr_id,
+        wc.opcode
+    );
+    *side.mw.borrow_mut() = Some(mw);
+    Ok((rkey, region.addr(MW_OFF)))
 }
 
 fn respond_check(side: &Side, op: Op, size: usize, seed: u32) -> anyhow::Result<()> {
     let mr = &side.mr;
     // A READ's data was checked by the requester; the responder's memory is unchanged.
     if op == Op::RcRead {
+        return Ok(());
+    }
+    if op.uses_window() {
+        let region = side
+            .mw_mr
+            .as_ref()
+            .context("no window region on this side")?;
+        side.mw.borrow_mut().take();
+        if op == Op::RcMwWrite {
+            verify(region, MW_OFF, size, seed).context("data written through the window")?;
+        }
+        let mut guards = [0u8; 2];
+        region.read(MW_OFF - 1, &mut guards[..1])?;
+        region.read(MW_OFF + size, &mut guards[1..])?;
+        ensure!(
+            guards == [0xA5; 2],
+            "a byte next to the window's data was overwritten"
+        );
+        return Ok(());
+    }
+    if op == Op::RcAtomicWrite {
+        let now = read_u64(mr, 0)?;
+        let want = atomic_write_value(seed);
+        ensure!(now == want, "{op} left {now:#x}, expected {want:#x}");
+        let mut guard = [0u8; 1];
+        mr.read(8, &mut guard)?;
+        ensure!(guard[0] == 0xA5, "the byte after the 8 was overwritten");
         return Ok(());
     }
     if op.is_atomic() {

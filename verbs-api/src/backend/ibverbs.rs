@@ -18,8 +18,8 @@ use libloading::Library;
 use softroce_emu::core::{
     AccessFlags, AhAttr, AhHandle, AsyncEvent, ChannelHandle, CqHandle, DeviceAttr, EventElement,
     EventType, MrHandle, MrKeys, MwBind, MwHandle, MwType, PdHandle, PortAttr, QpAttr, QpAttrMask,
-    QpHandle, QpInitAttr, QpState, RecvWr, SendFlags, SendWr, SrqAttr, SrqAttrMask, SrqHandle,
-    WorkCompletion,
+    QpHandle, QpInitAttr, QpState, QpType, RecvWr, SendFlags, SendWr, SrqAttr, SrqAttrMask,
+    SrqHandle, WorkCompletion, WrOpcode,
 };
 use softroce_ibverbs_abi as sys;
 use softroce_ibverbs_abi::convert::{self, CEventElement, WrChain};
@@ -90,7 +90,12 @@ struct Fns {
     get_async_event:
         unsafe extern "C" fn(*mut sys::ibv_context, *mut sys::ibv_async_event) -> c_int,
     ack_async_event: unsafe extern "C" fn(*mut sys::ibv_async_event),
+    /// rdma-core 24 and later: the `ibv_wr_*` view of a QP made with `send_ops_flags`.
+    qp_to_qp_ex: Option<unsafe extern "C" fn(*mut c_void) -> *mut sys::ibv_qp_ex>,
 }
+
+type CreateQpExFn =
+    unsafe extern "C" fn(*mut sys::ibv_context, *mut sys::ibv_qp_init_attr_ex) -> *mut sys::ibv_qp;
 
 impl Fns {
     /// Resolve every entry point; a missing one names itself.
@@ -141,6 +146,8 @@ impl Fns {
             destroy_ah: sym!("ibv_destroy_ah"),
             get_async_event: sym!("ibv_get_async_event"),
             ack_async_event: sym!("ibv_ack_async_event"),
+            // SAFETY: as above; without it there is no ATOMIC WRITE, nothing else is lost.
+            qp_to_qp_ex: unsafe { lib.get(b"ibv_qp_to_qp_ex\0") }.ok().map(|s| *s),
         })
     }
 }
@@ -328,6 +335,117 @@ impl Ibverbs {
                 ),
                 libc::ENOENT,
             )
+        })
+    }
+
+    /// The provider's `verbs_context.create_qp_ex`, as verbs.h's `verbs_get_ctx_op` finds it:
+    /// only in an extended context whose library copy is large enough to hold it.
+    fn create_qp_ex_op(&self) -> Option<CreateQpExFn> {
+        // SAFETY: the context lives as long as `self`.
+        if unsafe { (*self.ctx).abi_compat } as usize != sys::__VERBS_ABI_IS_EXTENDED {
+            return None;
+        }
+        let tail = std::mem::offset_of!(sys::verbs_context, context);
+        // SAFETY: an extended context is the last member of its verbs_context (verbs_get_ctx).
+        let vctx = unsafe { self.ctx.cast::<u8>().sub(tail) }.cast::<sys::verbs_context>();
+        // It grows downwards: `sz` counts from the member the library knows first.
+        let need = size_of::<sys::verbs_context>()
+            - std::mem::offset_of!(sys::verbs_context, create_qp_ex);
+        // SAFETY: `sz` sits just before `context` in every version.
+        if unsafe { (*vctx).sz } < need {
+            return None;
+        }
+        // SAFETY: the library's copy holds the member (checked above).
+        unsafe { (*vctx).create_qp_ex }
+    }
+
+    /// The QP number of a QP the library just made.
+    fn qpn_of(qp: *mut c_void) -> Result<Qpn> {
+        // SAFETY: a live QP.
+        let qpn = unsafe { (*qp.cast::<sys::ibv_qp>()).qp_num };
+        Qpn::new(qpn).ok_or_else(|| {
+            fail(
+                "ibv_create_qp",
+                format!("QPN {qpn:#x} out of range"),
+                libc::EPROTO,
+            )
+        })
+    }
+
+    /// ATOMIC WRITEs through the `ibv_wr_*` API (`ibv_send_wr` has no field for their 8
+    /// bytes): one `ibv_wr_start` … `ibv_wr_complete` batch, all or nothing.
+    ///
+    /// # Safety
+    /// As [`Backend::post_send`]: each request's one SGE names 8 readable bytes.
+    unsafe fn post_atomic_writes(&self, qp: QpHandle, wrs: &[SendWr]) -> Result<()> {
+        const VERB: &str = "ibv_wr_atomic_write";
+        for (i, wr) in wrs.iter().enumerate() {
+            if wr.opcode != WrOpcode::AtomicWrite {
+                return Err(Error::Invalid {
+                    what: "send work request list",
+                    reason: format!(
+                        "#{i} is {:?} beside ATOMIC WRITE: on libibverbs ATOMIC WRITE goes \
+                         through ibv_wr_atomic_write, so post it apart from other opcodes",
+                        wr.opcode
+                    ),
+                });
+            }
+            if wr.sg_list.len() != 1 || wr.sg_list[0].length != 8 {
+                return Err(Error::Invalid {
+                    what: "ATOMIC WRITE",
+                    reason: format!(
+                        "#{i} must carry its 8 bytes in exactly one SGE, not {:?}",
+                        wr.sg_list
+                    ),
+                });
+            }
+        }
+        let to_ex = self.fns.qp_to_qp_ex.ok_or_else(|| {
+            fail(
+                VERB,
+                "this libibverbs predates the ibv_wr_* API (ibv_qp_to_qp_ex)",
+                libc::EOPNOTSUPP,
+            )
+        })?;
+        // SAFETY: a live QP this backend made.
+        let qpx = unsafe { to_ex(ptr_of(qp.to_raw())) };
+        if qpx.is_null() {
+            return Err(fail(
+                VERB,
+                "the QP was not created with IBV_QP_EX_WITH_ATOMIC_WRITE \
+                 (QueuePairBuilder::atomic_write)",
+                libc::EINVAL,
+            ));
+        }
+        // SAFETY: a live extended QP; the provider filled its function table.
+        let (start, write, complete) =
+            unsafe { ((*qpx).wr_start, (*qpx).wr_atomic_write, (*qpx).wr_complete) };
+        let (Some(start), Some(write), Some(complete)) = (start, write, complete) else {
+            return Err(fail(
+                VERB,
+                format!("{}'s provider has no ibv_wr_atomic_write", self.name),
+                libc::EOPNOTSUPP,
+            ));
+        };
+        // SAFETY: a live extended QP; each source is 8 readable bytes (the caller's
+        // contract), which the provider copies into the work request at once.
+        let rc = unsafe {
+            start(qpx);
+            for wr in wrs {
+                (*qpx).wr_id = wr.wr_id;
+                (*qpx).wr_flags = wr.send_flags.0;
+                let src = wr.sg_list[0].addr as usize as *const c_void;
+                write(qpx, wr.rdma.rkey, wr.rdma.remote_addr, src);
+            }
+            complete(qpx)
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        Err(Error::IbverbsPost {
+            verb: "ibv_wr_complete",
+            index: 0,
+            errno: if rc < 0 { errno() } else { rc },
         })
     }
 
@@ -621,16 +739,60 @@ impl Backend for Ibverbs {
             || format!("{} with {:?}", init.qp_type, init.cap),
             qp,
         )?;
-        // SAFETY: a live QP.
-        let qpn = unsafe { (*qp.cast::<sys::ibv_qp>()).qp_num };
-        let qpn = Qpn::new(qpn).ok_or_else(|| {
+        Ok((QpHandle::from_raw(qp as u64), Self::qpn_of(qp)?))
+    }
+    fn create_qp_atomic_write(&self, pd: PdHandle, init: QpInitAttr) -> Result<(QpHandle, Qpn)> {
+        const VERB: &str = "ibv_create_qp_ex";
+        if init.qp_type != QpType::Rc {
+            return Err(fail(
+                VERB,
+                format!("ATOMIC WRITE is RC only, not {}", init.qp_type),
+                libc::EINVAL,
+            ));
+        }
+        let create = self.create_qp_ex_op().ok_or_else(|| {
             fail(
-                "ibv_create_qp",
-                format!("QPN {qpn:#x} out of range"),
-                libc::EPROTO,
+                VERB,
+                format!("{}'s provider has no extended QP creation", self.name),
+                libc::EOPNOTSUPP,
             )
         })?;
-        Ok((QpHandle::from_raw(qp as u64), qpn))
+        let base = convert::qp_init_attr_to_c(
+            &init,
+            ptr_of(init.send_cq.to_raw()),
+            ptr_of(init.recv_cq.to_raw()),
+            init.srq.map_or(ptr::null_mut(), |s| ptr_of(s.to_raw())),
+        );
+        // SAFETY: plain-old-data; all-zero is valid (no optional member asked for).
+        let mut a: sys::ibv_qp_init_attr_ex = unsafe { std::mem::zeroed() };
+        a.qp_context = base.qp_context;
+        a.send_cq = base.send_cq;
+        a.recv_cq = base.recv_cq;
+        a.srq = base.srq;
+        a.cap = base.cap;
+        a.qp_type = base.qp_type;
+        a.sq_sig_all = base.sq_sig_all;
+        a.comp_mask = sys::IBV_QP_INIT_ATTR_PD | sys::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+        a.pd = ptr_of(pd.to_raw());
+        // What ibv_post_send can post on RC, and ATOMIC WRITE, which only ibv_wr_* can.
+        a.send_ops_flags = u64::from(
+            sys::IBV_QP_EX_WITH_RDMA_WRITE
+                | sys::IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
+                | sys::IBV_QP_EX_WITH_SEND
+                | sys::IBV_QP_EX_WITH_SEND_WITH_IMM
+                | sys::IBV_QP_EX_WITH_RDMA_READ
+                | sys::IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
+                | sys::IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
+                | sys::IBV_QP_EX_WITH_ATOMIC_WRITE,
+        );
+        // SAFETY: a valid context and attribute struct; tokens from this backend.
+        let qp = unsafe { create(self.ctx, &mut a) }.cast::<c_void>();
+        let qp = non_null(
+            VERB,
+            || format!("RC with {:?} and IBV_QP_EX_WITH_ATOMIC_WRITE", init.cap),
+            qp,
+        )?;
+        Ok((QpHandle::from_raw(qp as u64), Self::qpn_of(qp)?))
     }
     fn modify_qp(&self, qp: QpHandle, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
         let mut a = convert::qp_attr_to_c(attr);
@@ -689,6 +851,10 @@ impl Backend for Ibverbs {
             .ok_or_else(|| fail("ibv_post_send", "the provider has none", libc::EOPNOTSUPP))?;
         if wrs.is_empty() {
             return Ok(());
+        }
+        if wrs.iter().any(|w| w.opcode == WrOpcode::AtomicWrite) {
+            // SAFETY: forwarded buffer contract.
+            return unsafe { self.post_atomic_writes(qp, wrs) };
         }
         let mut chain = WrChain::send(wrs, &mut Tokens);
         let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();

@@ -249,6 +249,15 @@ pub trait Backend: Send + Sync + fmt::Debug {
 
     /// `ibv_create_qp`: the QP and its number.
     fn create_qp(&self, pd: PdHandle, init: QpInitAttr) -> Result<(QpHandle, Qpn)>;
+    /// `ibv_create_qp_ex` of an RC QP that can post [`WrOpcode::AtomicWrite`]
+    /// (`IBV_QP_EX_WITH_ATOMIC_WRITE`): verbs.h carries ATOMIC WRITE's 8 bytes only through
+    /// `ibv_wr_atomic_write`, on a QP created for the `ibv_wr_*` API. The emulator takes
+    /// every opcode on any QP, so by default this is [`Backend::create_qp`].
+    ///
+    /// [`WrOpcode::AtomicWrite`]: softroce_emu::core::WrOpcode::AtomicWrite
+    fn create_qp_atomic_write(&self, pd: PdHandle, init: QpInitAttr) -> Result<(QpHandle, Qpn)> {
+        self.create_qp(pd, init)
+    }
     /// `ibv_modify_qp`.
     fn modify_qp(&self, qp: QpHandle, attr: &QpAttr, mask: QpAttrMask) -> Result<()>;
     /// `ibv_query_qp` of the state.
