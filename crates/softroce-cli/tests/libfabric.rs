@@ -3,16 +3,20 @@
 //! checks (`-c`) between two processes over verbs datagrams (`-e dgram`, UD QPs) and over
 //! libfabric's reliable-datagram layer on top of them (`verbs;ofi_rxd`, `-e rdm`).
 //!
-//! (libfabric's connected `FI_EP_MSG` endpoints need an address on an interface other than
-//! `lo` and Debian's fi_pingpong server listens on 127.0.0.1, which on a real host is the
-//! one HCA both processes share; two softroce processes do not share a device yet.)
+//!
+//! libfabric's reliable-message layer over connected verbs endpoints (`verbs;ofi_rxm`,
+//! rdma_cm RC connections) runs as on a real host with one RoCE NIC: libfabric lists
+//! `FI_EP_MSG` only for devices whose address sits on an interface other than `lo`, and
+//! Debian's fi_pingpong (no source-address option) listens on "localhost", which the
+//! kernel binds to the host's RDMA device; so both processes share one device whose
+//! address is on a tap interface inside a namespace the test creates.
 
 mod dropin;
 
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
-use dropin::{exec_on, require_tools, tcp_listening};
+use dropin::{Netns, exec_on, require_tools, tcp_listening, tcp_listening_in};
 
 fn require_libfabric() {
     require_tools(&["fi_info", "fi_pingpong"], "libfabric-bin");
@@ -151,5 +155,72 @@ fn fi_pingpong_reliable_datagrams_over_verbs() {
             &["-I", "50", "-S", size],
             &[if size == "8" { "8" } else { "64k" }],
         );
+    }
+}
+
+/// `verbs;ofi_rxm -e rdm`: rxm opens a connected verbs endpoint per peer (rdma_create_ep,
+/// rdma_migrate_id onto its event queue, rdma_connect / rdma_accept) and moves 8-byte
+/// eager messages and 128 KiB ones in segments, data checked. Both processes share the
+/// device 10.91.0.1 (the first owns it, the second is its guest), as two processes share
+/// the one HCA of a host.
+#[test]
+fn fi_pingpong_reliable_messages_over_rdma_cm_connections() {
+    require_libfabric();
+    let ns = Netns::new(
+        "fi-rxm",
+        &[
+            &["tuntap", "add", "dev", "tap0", "mode", "tap"],
+            &["addr", "add", "10.91.0.1/24", "dev", "tap0"],
+            &["link", "set", "tap0", "up"],
+        ],
+    );
+    let device = "softroce0=10.91.0.1";
+    for (size, row) in [("8", "8"), ("131072", "128k")] {
+        // The namespace is the test's own: a fixed port meets no one else's.
+        let port = "47593";
+        let args = |more: &[&'static str]| {
+            let mut a = vec!["-p", "verbs;ofi_rxm", "-e", "rdm", "-c", "-I", "20", "-S"];
+            a.push(size);
+            a.extend_from_slice(more);
+            a
+        };
+        let mut server = ns.exec(device, "fi_pingpong", &args(&["-B", port]));
+        server.env_remove("FI_PROVIDER");
+        let server = server.spawn().expect("spawning the fi_pingpong server");
+        let start = Instant::now();
+        while !tcp_listening_in(server.id(), port.parse().expect("a port"))
+            && start.elapsed() < Duration::from_secs(30)
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut client = ns.exec(device, "fi_pingpong", &args(&["-P", port, "10.91.0.1"]));
+        client.env_remove("FI_PROVIDER");
+        let client = finish(
+            client.spawn().expect("spawning the fi_pingpong client"),
+            Duration::from_secs(120),
+        );
+        let server = finish(server, Duration::from_secs(20));
+        let report = format!(
+            "fi_pingpong -p verbs;ofi_rxm -e rdm -S {size}\nclient ({}):\n{}\nserver ({}):\n{}",
+            client.status,
+            text(&client),
+            server.status,
+            text(&server)
+        );
+        assert!(
+            client.status.success() && server.status.success(),
+            "{report}"
+        );
+        // Both sides print the result row: 20 messages sent, all acknowledged.
+        for side in [&client, &server] {
+            let table = String::from_utf8_lossy(&side.stdout);
+            assert!(
+                table.lines().any(|l| {
+                    let cols: Vec<&str> = l.split_whitespace().collect();
+                    cols.len() > 2 && cols[0] == row && cols[1] == "20" && cols[2] == "=20"
+                }),
+                "no result row for {row} bytes, 20 sent and acknowledged:\n{report}"
+            );
+        }
     }
 }

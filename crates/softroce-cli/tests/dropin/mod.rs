@@ -24,10 +24,21 @@ pub(crate) fn dropin_library() -> PathBuf {
 /// as their peer.
 #[allow(dead_code)] // not every test binary waits for a server
 pub(crate) fn tcp_listening(port: u16) -> bool {
+    tcp_listening_at("/proc/net", port)
+}
+
+/// `tcp_listening` in the network namespace of process `pid` (its /proc/PID/net).
+#[allow(dead_code)]
+pub(crate) fn tcp_listening_in(pid: u32, port: u16) -> bool {
+    tcp_listening_at(&format!("/proc/{pid}/net"), port)
+}
+
+fn tcp_listening_at(dir: &str, port: u16) -> bool {
     let want = format!(":{port:04X} ");
-    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+    ["tcp", "tcp6"].iter().any(|f| {
+        let f = format!("{dir}/{f}");
         let mut text = String::new();
-        std::fs::File::open(f)
+        std::fs::File::open(&f)
             .and_then(|mut h| h.read_to_string(&mut text))
             .is_ok()
             && text.lines().any(|l| {

@@ -339,12 +339,24 @@ pub(crate) fn migrate_id(
     new_channel: *mut rdma_event_channel,
 ) -> Result<(), c_int> {
     let cm_id = id(p)?;
+    // librdmacm: a synchronous id has no channel of the caller's to leave for another
+    // synchronous one.
+    if cm_id.synchronous && new_channel.is_null() {
+        return Err(libc::EINVAL);
+    }
     let (target, synchronous) = if new_channel.is_null() {
         (create_channel()?, true)
     } else {
         channel(new_channel)?;
         (new_channel, false)
     };
+    // A synchronous id keeps its last event in `id.event`, unacknowledged; librdmacm
+    // acknowledges it here, else the wait below never ends (libfabric's verbs provider
+    // migrates the ids rdma_create_ep resolved synchronously onto its event queue).
+    if cm_id.synchronous && !cm_id.c.event.is_null() {
+        ack_event(cm_id.c.event)?;
+        cm_id.c.event = std::ptr::null_mut();
+    }
     // rdma_migrate_id(3): "will block while there are any unacknowledged events on the
     // current event channel" (of this id), then moves the pending ones.
     let pending = cm_id.channel().take_events_of(p);
