@@ -160,7 +160,9 @@ fn fi_pingpong_reliable_datagrams_over_verbs() {
 
 /// `verbs;ofi_rxm -e rdm`: rxm opens a connected verbs endpoint per peer (rdma_create_ep,
 /// rdma_migrate_id onto its event queue, rdma_connect / rdma_accept) and moves 8-byte
-/// eager messages and 128 KiB ones in segments, data checked. Both processes share the
+/// eager messages, 128 KiB ones in segments and 1 MiB ones by rendezvous (the receiver
+/// RDMA READs the sender's buffer, over a connection both sides made with RDMA_MAX_*
+/// depths), data checked. Both processes share the
 /// device 10.91.0.1 (the first owns it, the second is its guest), as two processes share
 /// the one HCA of a host.
 #[test]
@@ -175,7 +177,7 @@ fn fi_pingpong_reliable_messages_over_rdma_cm_connections() {
         ],
     );
     let device = "softroce0=10.91.0.1";
-    for (size, row) in [("8", "8"), ("131072", "128k")] {
+    for (size, row) in [("8", "8"), ("131072", "128k"), ("1048576", "1m")] {
         // The namespace is the test's own: a fixed port meets no one else's.
         let port = "47593";
         let args = |more: &[&'static str]| {

@@ -296,3 +296,32 @@ fn multicast_reaches_every_attached_qp_in_other_processes() {
 fn a_forked_child_opens_a_working_device() {
     run_c_program("fork_child_opens_device", "softroce0=127.77.30.40");
 }
+
+/// A library's signal handler that calls exit() while the program is inside a verb (as
+/// libinfinipath's SIGTERM handler does under libfabric): the process ends, its counters
+/// printed or a line saying why not, instead of hanging in the drop-in's exit-time work.
+/// Several runs, as the signal lands inside the device lock only part of the time.
+#[test]
+fn exit_from_a_signal_handler_inside_a_verb_ends_the_process() {
+    let exe = common::compile_c("exit_from_signal_handler");
+    for run in 0..8 {
+        let done = common::spawn_env(
+            "exit_from_signal_handler",
+            "softroce0=127.77.30.41",
+            exe.to_str().expect("UTF-8 path"),
+            &[],
+            &[("SOFTROCE_COUNTERS", "stderr")],
+        )
+        .finish(Duration::from_secs(15));
+        assert!(
+            done.ok() && done.stdout.contains("0 failures"),
+            "run {run}: {}",
+            done.report()
+        );
+        assert!(
+            done.stderr.contains("softroce counters"),
+            "run {run}: the counters (or why they are missing) at exit: {}",
+            done.report()
+        );
+    }
+}

@@ -885,7 +885,19 @@ impl Device {
     /// asked (`SOFTROCE_COUNTERS=stderr`) and flush and close the pcap capture, so its last
     /// packets are not lost. Skips a capture that another thread is writing at that moment.
     pub fn finish_at_exit(&self) {
-        self.print_counters_if_asked();
+        // exit() may run from a signal handler that interrupted a verb holding the device
+        // lock (libinfinipath, which libfabric loads, exits from its SIGTERM handler): wait
+        // for the lock briefly, never forever, or the process could not be terminated.
+        if self.shared.counters_at_close {
+            if frees_within(&self.shared.hca, EXIT_LOCK_WAIT) {
+                self.print_counters_if_asked();
+            } else {
+                eprintln!(
+                    "softroce counters {}: not printed: the device was busy when the process exited",
+                    self.local_addr()
+                );
+            }
+        }
         if let Some(Ok(mut capture)) = self.shared.capture.as_ref().map(Mutex::try_lock) {
             // Dropping the writer flushes its buffer; later packets are not captured.
             drop(capture.take().map(CaptureWriter::into_inner));
@@ -1047,6 +1059,23 @@ fn wake_engine_for_timers(shared: &Shared, hca: &Hca) {
 /// `t` as nanoseconds after `epoch` (0 for earlier instants).
 fn nanos_since(epoch: Instant, t: Instant) -> u64 {
     u64::try_from(t.saturating_duration_since(epoch).as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// How long exit waits for a device lock another thread (or the interrupted one) holds.
+const EXIT_LOCK_WAIT: Duration = Duration::from_millis(200);
+
+/// Whether `m` could be locked within `wait` (it is released again at once).
+fn frees_within<T>(m: &Mutex<T>, wait: Duration) -> bool {
+    let deadline = Instant::now() + wait;
+    loop {
+        match m.try_lock() {
+            Ok(_) | Err(std::sync::TryLockError::Poisoned(_)) => return true,
+            Err(std::sync::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(std::sync::TryLockError::WouldBlock) => return false,
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

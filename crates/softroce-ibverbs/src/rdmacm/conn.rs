@@ -799,7 +799,8 @@ pub(crate) unsafe fn connect(cm_id: &mut CmId, param: *const rdma_conn_param) ->
         let qp = unsafe { &*cm_id.c.qp };
         (qp.qp_num, !qp.srq.is_null())
     };
-    let (responder_resources, initiator_depth) = depths(index, param, (0, 0))?;
+    // rdma_connect: no parameters, or RDMA_MAX_*, asks for all the device offers.
+    let (responder_resources, initiator_depth) = depths(index, param, device_limits(index))?;
     let retry_count = param.map_or(7, |p| p.retry_count.min(7));
     let rnr_retry_count = param.map_or(7, |p| p.rnr_retry_count.min(7));
     let mtu = cm_id

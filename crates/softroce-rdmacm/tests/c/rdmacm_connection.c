@@ -453,6 +453,94 @@ static void loopback_binds_to_the_first_device(void)
 	CHECK(l && rdma_destroy_id(l) == 0, "destroying the loopback listener");
 }
 
+/* rdma_connect(3) / rdma_accept(3): RDMA_MAX_RESP_RES and RDMA_MAX_INIT_DEPTH ask for what
+ * the device offers (librdmacm uses its max_qp_rd_atom / max_qp_init_rd_atom; libfabric's
+ * verbs provider connects this way and then READs from the passive side's peer). */
+static void max_depths_offer_what_the_device_has(void)
+{
+	struct rdma_cm_id *c = resolved_client(), *s = NULL;
+	struct ibv_qp_init_attr ca = rc_attr(), sa = rc_attr();
+	struct ibv_device_attr dev;
+	CHECK(ibv_query_device(c->verbs, &dev) == 0, "ibv_query_device: errno %d", errno);
+	CHECK(rdma_create_qp(c, NULL, &ca) == 0, "client QP: errno %d", errno);
+	struct rdma_conn_param cp = {.responder_resources = RDMA_MAX_RESP_RES,
+				     .initiator_depth = RDMA_MAX_INIT_DEPTH,
+				     .retry_count = 7,
+				     .rnr_retry_count = 7};
+	CHECK(rdma_connect(c, &cp) == 0, "rdma_connect with RDMA_MAX_*: errno %d", errno);
+	struct rdma_cm_event *ev = take(ch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	CHECK(ev != NULL, "a connect request");
+	if (!ev)
+		return;
+	s = ev->id;
+	/* The request carries the device's limits, crossed. */
+	CHECK(ev->param.conn.responder_resources == (uint8_t)dev.max_qp_init_rd_atom &&
+		      ev->param.conn.initiator_depth == (uint8_t)dev.max_qp_rd_atom,
+	      "request: responder_resources %u (want %d), initiator_depth %u (want %d)",
+	      ev->param.conn.responder_resources, dev.max_qp_init_rd_atom,
+	      ev->param.conn.initiator_depth, dev.max_qp_rd_atom);
+	CHECK(rdma_create_qp(s, NULL, &sa) == 0, "server QP: errno %d", errno);
+	struct rdma_conn_param ap = {.responder_resources = RDMA_MAX_RESP_RES,
+				     .initiator_depth = RDMA_MAX_INIT_DEPTH,
+				     .rnr_retry_count = 7};
+	CHECK(rdma_accept(s, &ap) == 0, "rdma_accept with RDMA_MAX_*: errno %d", errno);
+	rdma_ack_cm_event(ev);
+	for (int i = 0; i < 2; i++) {
+		ev = next_event(ch);
+		CHECK(ev && ev->event == RDMA_CM_EVENT_ESTABLISHED, "ESTABLISHED, got %s",
+		      ev ? rdma_event_str(ev->event) : "nothing");
+		if (!ev)
+			return;
+		rdma_ack_cm_event(ev);
+	}
+	struct ibv_qp_attr cq_attr, sq_attr;
+	CHECK(qp_state(c->qp, &cq_attr) == IBV_QPS_RTS && qp_state(s->qp, &sq_attr) == IBV_QPS_RTS,
+	      "both QPs in RTS");
+	CHECK(cq_attr.max_dest_rd_atomic > 0 && cq_attr.max_rd_atomic > 0 &&
+		      sq_attr.max_dest_rd_atomic > 0 && sq_attr.max_rd_atomic > 0,
+	      "READs allowed both ways: client %u/%u, server %u/%u (issue/serve)",
+	      cq_attr.max_rd_atomic, cq_attr.max_dest_rd_atomic, sq_attr.max_rd_atomic,
+	      sq_attr.max_dest_rd_atomic);
+
+	/* Both directions of RDMA READ work, the passive side's included. */
+	uint64_t at_client = 0xc11e, at_server = 0x5e4e, got_c = 0, got_s = 0;
+	struct ibv_mr *cmr = rdma_reg_read(c, &at_client, sizeof(at_client));
+	struct ibv_mr *smr = rdma_reg_read(s, &at_server, sizeof(at_server));
+	struct ibv_mr *cdst = rdma_reg_msgs(c, &got_c, sizeof(got_c));
+	struct ibv_mr *sdst = rdma_reg_msgs(s, &got_s, sizeof(got_s));
+	struct ibv_wc wc = {0};
+	CHECK(cmr && smr && cdst && sdst, "registrations");
+	if (cmr && smr && cdst && sdst) {
+		CHECK(rdma_post_read(s, NULL, &got_s, sizeof(got_s), sdst, IBV_SEND_SIGNALED,
+				     (uintptr_t)&at_client, cmr->rkey) == 0 &&
+			      rdma_get_send_comp(s, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
+			      got_s == 0xc11e,
+		      "the server READs the client: %s, got %#lx", ibv_wc_status_str(wc.status),
+		      (unsigned long)got_s);
+		CHECK(rdma_post_read(c, NULL, &got_c, sizeof(got_c), cdst, IBV_SEND_SIGNALED,
+				     (uintptr_t)&at_server, smr->rkey) == 0 &&
+			      rdma_get_send_comp(c, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
+			      got_c == 0x5e4e,
+		      "the client READs the server: %s, got %#lx", ibv_wc_status_str(wc.status),
+		      (unsigned long)got_c);
+	}
+	if (cmr)
+		rdma_dereg_mr(cmr);
+	if (smr)
+		rdma_dereg_mr(smr);
+	if (cdst)
+		rdma_dereg_mr(cdst);
+	if (sdst)
+		rdma_dereg_mr(sdst);
+	CHECK(rdma_disconnect(c) == 0 && expect(ch, RDMA_CM_EVENT_DISCONNECTED, s, NULL) == 0 &&
+		      rdma_disconnect(s) == 0 && expect(ch, RDMA_CM_EVENT_DISCONNECTED, c, NULL) == 0,
+	      "disconnected both ways: errno %d", errno);
+	rdma_destroy_qp(c);
+	rdma_destroy_qp(s);
+	rdma_destroy_id(c);
+	rdma_destroy_id(s);
+}
+
 int main(int argc, char **argv)
 {
 	server_ip = argc > 2 ? argv[1] : "127.0.0.1";
@@ -466,6 +554,7 @@ int main(int argc, char **argv)
 	if (failures)
 		return 1;
 	connection_parameters_data_and_disconnect();
+	max_depths_offer_what_the_device_has();
 	private_data_limits();
 	reject_and_srq();
 	establish_without_a_qp();
