@@ -58,9 +58,9 @@
 //! `get_async_event` (which run the fabric) instead.
 //!
 //! # Devices
-//! Devices follow the IBTA where rxe differs: `retry_cnt` 7 means seven retries, not
-//! "forever" (see [`HcaConfig::retry_cnt_7_is_infinite`]). Every device receives on UDP
-//! port 4791 and is reached by its IP address.
+//! Devices follow the man pages where rxe differs (as emulated devices do): `retry_cnt` 7
+//! means seven retries, not "forever" (see [`HcaConfig::retry_cnt_7_is_infinite`]). Every
+//! device receives on UDP port 4791 and is reached by its IP address.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -346,9 +346,7 @@ impl Fabric {
     /// Add a device named `name` reachable at `ip`, and open it: the [`Context`] your code
     /// uses. Its keys and QP numbers come from the fabric's seed.
     pub fn device(&self, name: &str, ip: IpAddr) -> Result<Context> {
-        let mut cfg = HcaConfig::new(name, ip);
-        cfg.retry_cnt_7_is_infinite = false;
-        self.device_with(cfg)
+        self.device_with(HcaConfig::new(name, ip))
     }
 
     /// Add a device with a full configuration (its `seed` is replaced by one drawn from

@@ -267,3 +267,172 @@ fn io_demo_pair(tls: &str, server_ip: &str, client_ip: &str) -> (Output, Output)
     let sout = server.wait_with_output().expect("server output");
     (cout, sout)
 }
+
+/// A process under `softroce exec` writing its output to files the test can read while it
+/// runs.
+struct Watched {
+    child: Child,
+    out: std::path::PathBuf,
+}
+
+impl Watched {
+    fn spawn(mut cmd: Command, name: &str) -> Self {
+        let out = std::env::temp_dir().join(format!("ucx-{}-{name}.log", std::process::id()));
+        let file = std::fs::File::create(&out).expect("a log file");
+        cmd.stdout(file.try_clone().expect("log fd")).stderr(file);
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawning {name}: {e}"));
+        Self { child, out }
+    }
+
+    fn text(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+
+    /// Wait (at most `limit`) until the output has a line for which `found` holds.
+    fn wait_for(&self, limit: Duration, found: impl Fn(&str) -> bool) -> bool {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if self.text().lines().any(&found) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
+    /// Wait (at most `limit`) for the process to end; kill it at the deadline.
+    fn exit_within(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().expect("status") {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        None
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.out);
+    }
+}
+
+/// Whether an io_demo report line shows data moving (a non-zero read rate).
+fn moving(line: &str) -> bool {
+    line.contains(" read ") && !line.contains(" read 0 MBs") && line.contains("MBs")
+}
+
+/// The peer of a UCX connection is killed (SIGKILL: nothing is said on the wire) while data
+/// moves. On hardware the survivor's RC QP runs out of retries (retry_cnt 7 means seven, as
+/// ibv_modify_qp(3) says — rxe would retry forever) and UCX reports the endpoint failed;
+/// over UD, UCX's own timeout does it. The survivor never hangs: a server closes the dead
+/// connection and serves the next client; a client gives up and exits with an error.
+#[test]
+fn ucx_survivor_of_a_killed_peer_gets_an_error_and_goes_on() {
+    require_ucx();
+    for (tls, ips) in [
+        ("rc_verbs", ["127.77.65.1", "127.77.65.2"]),
+        ("ud_verbs", ["127.77.65.3", "127.77.65.4"]),
+    ] {
+        // Shorter than UCX's defaults (1 s per RC retry, 30 s for UD) to keep the test short.
+        let timeouts = |mut c: Command| {
+            match tls {
+                "rc_verbs" => c.env("UCX_RC_VERBS_TIMEOUT", "200ms"),
+                _ => c.env("UCX_UD_VERBS_TIMEOUT", "5s"),
+            };
+            c.env("UCX_SOCKADDR_TLS_PRIORITY", "rdmacm");
+            c
+        };
+        let server_at = |port: &str| {
+            let c = exec(ips[0], tls, "io_demo", &["-p", port, "-q"]);
+            Watched::spawn(timeouts(c), &format!("server-{tls}"))
+        };
+        let client_of = |port: &str, iterations: &str, name: &str| {
+            let args = [
+                "-p",
+                port,
+                "-q",
+                "-o",
+                "read,write",
+                "-i",
+                iterations,
+                "-c",
+                "1",
+                "-y",
+                "0.25s",
+                "-n",
+                "3",
+                ips[0],
+            ];
+            Watched::spawn(timeouts(exec(ips[1], tls, "io_demo", &args)), name)
+        };
+        // io_demo listens through rdma_cm (no TCP socket to look for): it says when.
+        let listening = |port: &str, server: &Watched| {
+            assert!(
+                server.wait_for(Duration::from_secs(30), |l| l.contains("started listener")),
+                "{tls}: io_demo never listened on {port}:\n{}",
+                server.text()
+            );
+        };
+
+        // 1. The client dies: the server is told and serves a second client.
+        let port = free_tcp_port().to_string();
+        let server = server_at(&port);
+        listening(&port, &server);
+        let mut doomed = client_of(&port, "100000000", "doomed-client");
+        assert!(
+            server.wait_for(Duration::from_secs(30), moving),
+            "{tls}: no data moved\nserver:\n{}\nclient:\n{}",
+            server.text(),
+            doomed.text()
+        );
+        doomed.child.kill().expect("killing the client");
+        let _ = doomed.child.wait();
+        assert!(
+            server.wait_for(Duration::from_secs(40), |l| {
+                l.contains("disconnecting connection") && l.contains("with status")
+            }),
+            "{tls}: the server was never told its client died:\n{}",
+            server.text()
+        );
+        let mut next = client_of(&port, "200", "next-client");
+        let status = next.exit_within(Duration::from_secs(60));
+        assert!(
+            status.is_some_and(|s| s.success())
+                && next.text().contains("Client exit with status 'OK'"),
+            "{tls}: a client after the dead one ({status:?}):\n{}\nserver:\n{}",
+            next.text(),
+            server.text()
+        );
+        drop(server);
+
+        // 2. The server dies: the client is told, retries once, and exits with an error.
+        let port = free_tcp_port().to_string();
+        let mut server = server_at(&port);
+        listening(&port, &server);
+        let mut client = client_of(&port, "100000000", "orphaned-client");
+        assert!(
+            client.wait_for(Duration::from_secs(30), moving),
+            "{tls}: no data moved\nclient:\n{}",
+            client.text()
+        );
+        server.child.kill().expect("killing the server");
+        let _ = server.child.wait();
+        let status = client.exit_within(Duration::from_secs(60));
+        let text = client.text();
+        assert!(
+            status.is_some_and(|s| !s.success())
+                && text.contains("detected error")
+                && text.contains("Client exit with status"),
+            "{tls}: the client of a dead server ({status:?}):\n{text}"
+        );
+    }
+}

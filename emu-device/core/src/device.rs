@@ -28,9 +28,10 @@ pub struct HcaConfig {
     pub seed: u64,
     /// Completion vectors offered.
     pub num_comp_vectors: u32,
-    /// Treat `retry_cnt` 7 as "retry forever", as rxe does (IBTA reserves that meaning for
-    /// `rnr_retry` only). On by default for rxe compatibility; off gives exactly seven
-    /// retries.
+    /// Treat `retry_cnt` 7 as "retry forever", as rxe does. Off by default: ibv_modify_qp(3)
+    /// and IBTA give `retry_cnt` no such meaning (only `rnr_retry` 7 is infinite), so 7
+    /// means seven retries and then IBV_WC_RETRY_EXC_ERR — what a program on hardware sees
+    /// when its peer dies, and what middleware relies on to notice it.
     pub retry_cnt_7_is_infinite: bool,
     /// The first QP number handed out (rxe starts at 0x11; 0 and 1 are the special QPs).
     pub first_qpn: u32,
@@ -101,7 +102,7 @@ impl HcaConfig {
             mac: Some([0x02, 0x00, o[0], o[1], o[2], o[3]]),
             seed: 0x5eed,
             num_comp_vectors: 1,
-            retry_cnt_7_is_infinite: true,
+            retry_cnt_7_is_infinite: false,
             first_qpn: FIRST_QPN,
             ack_defer: std::time::Duration::ZERO,
             qpn_slot: None,

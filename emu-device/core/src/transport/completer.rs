@@ -2,8 +2,8 @@
 //! timers drive retransmission (go-back-N) and RNR back-off.
 //!
 //! Retry counting: `retry_cnt` 0–6 is the number of retransmissions after a timeout or an
-//! implied NAK before IBV_WC_RETRY_EXC_ERR. For 7, IBTA means seven retries but rxe retries
-//! forever; softroce follows rxe unless `HcaConfig::retry_cnt_7_is_infinite` is off.
+//! implied NAK before IBV_WC_RETRY_EXC_ERR, 7 included (IBTA and the man pages; rxe retries
+//! forever on 7, which `HcaConfig::retry_cnt_7_is_infinite` reproduces when asked).
 //! `rnr_retry` 7 means infinite RNR retries (IBTA). Both counters are restored whenever the
 //! responder makes progress.
 
