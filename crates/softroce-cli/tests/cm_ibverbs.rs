@@ -223,6 +223,7 @@ fn connecting_from_the_ibverbs_backend_to_a_port_nobody_listens_on_is_refused_at
         other => panic!("expected a REJ with reason 8, got {other:?} ({other})"),
     }
     assert!(err.to_string().contains("nobody listens"), "{err}");
+    println!("  {err} after {:?}", started.elapsed());
     assert!(
         started.elapsed() < Duration::from_secs(3),
         "{:?}",
@@ -300,6 +301,95 @@ fn a_rejection_carries_its_private_data_both_ways() {
     assert_eq!(hw.connection_manager().unwrap().connection_count(), 0);
 }
 
+fn a_connect_nobody_answers_times_out_when_asked() {
+    // No device at 127.0.21.9: the REQ goes unanswered, and the caller's timeout ends it.
+    let hw = hardware("hw2");
+    let (_ep, qp) = endpoint(&hw);
+    let started = Instant::now();
+    let opts = ConnectOptions {
+        timeout: Duration::from_millis(800),
+        ..options(&[])
+    };
+    let err = hw
+        .connection_manager()
+        .unwrap()
+        .connect(qp, "127.0.21.9:7471".parse().unwrap(), &opts)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::ConnectFailed {
+                failure: CmFailure::TimedOut(t),
+                ..
+            } if t == Duration::from_millis(800)
+        ),
+        "{err:?}"
+    );
+    let took = started.elapsed();
+    println!("  {err} after {took:?}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    // The abandoned attempt's id is gone.
+    assert_eq!(hw.connection_manager().unwrap().connection_count(), 0);
+}
+
+/// The async calls on the libibverbs backend wait on librdmacm's event channel fd: an
+/// ibverbs server awaits a request and accepts it, an ibverbs client awaits its connect,
+/// a SEND each way, the disconnect awaited on both sides.
+fn the_async_calls_work_on_the_ibverbs_backend() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (hw, emu) = (hardware("hw3"), emulated("127.0.21.10"));
+    rt.block_on(async {
+        for (server, client) in [(&hw, &emu), (&emu, &hw)] {
+            let addr = SocketAddr::new(server_addr(server), PORT + 1);
+            let listener = server.connection_manager().unwrap().listen(addr).unwrap();
+            let (sep, sqp) = endpoint(server);
+            let (cep, cqp) = endpoint(client);
+            let ccm = client.connection_manager().unwrap();
+            let opts = options(b"async");
+            let (accepted, connected) = tokio::join!(
+                async {
+                    let req = tokio::time::timeout(WAIT, listener.next_request())
+                        .await
+                        .unwrap()
+                        .unwrap();
+                    assert_eq!(&req.private_data()[..5], b"async");
+                    req.accept_async(sqp, b"ok", WAIT).await
+                },
+                ccm.connect_async(cqp, addr, &opts)
+            );
+            let (sconn, cconn) = (accepted.unwrap(), connected.unwrap());
+            assert_eq!(&cconn.private_data()[..2], b"ok");
+            for (conn, ep, peer) in [(&cconn, &cep, &sep), (&sconn, &sep, &cep)] {
+                ep.mr.write(32, b"sixteen bytes!!\0").unwrap();
+                let mut wr = SendWr::new(2, WrOpcode::Send);
+                wr.sg_list = vec![ep.mr.slice(32..48).unwrap()];
+                post(conn, wr);
+                let wcs = peer.cq.poll_wait(1, WAIT).unwrap();
+                assert_eq!(
+                    (wcs[0].status, wcs[0].opcode),
+                    (WcStatus::Success, WcOpcode::Recv)
+                );
+                let wcs = ep.cq.poll_wait(1, WAIT).unwrap();
+                assert_eq!(wcs[0].status, WcStatus::Success);
+                // SAFETY: the buffer outlives the receive's completion (polled above next
+                // round, or left to flush when the QP goes).
+                unsafe { conn.qp().post_receive(&[ep.mr.slice(0..16).unwrap()], 1) }.unwrap();
+            }
+            let (a, b) = tokio::join!(cconn.disconnect_async(WAIT), async {
+                tokio::time::timeout(WAIT, sconn.disconnected())
+                    .await
+                    .unwrap()
+            });
+            a.unwrap();
+            b.unwrap();
+        }
+    });
+    assert_eq!(hw.connection_manager().unwrap().connection_count(), 0);
+}
+
 /// Run in a child whose librdmacm cannot be loaded: the error says so, nothing panics.
 fn without_librdmacm_the_connection_manager_says_why() {
     let out = Command::new(std::env::current_exe().unwrap())
@@ -342,7 +432,7 @@ fn main() {
         child_without_librdmacm();
         return;
     }
-    let stories: [(&str, fn()); 5] = [
+    let stories: [(&str, fn()); 7] = [
         (
             "a_program_on_the_ibverbs_backend_accepts_an_emulated_client",
             a_program_on_the_ibverbs_backend_accepts_an_emulated_client,
@@ -358,6 +448,14 @@ fn main() {
         (
             "a_rejection_carries_its_private_data_both_ways",
             a_rejection_carries_its_private_data_both_ways,
+        ),
+        (
+            "a_connect_nobody_answers_times_out_when_asked",
+            a_connect_nobody_answers_times_out_when_asked,
+        ),
+        (
+            "the_async_calls_work_on_the_ibverbs_backend",
+            the_async_calls_work_on_the_ibverbs_backend,
         ),
         (
             "without_librdmacm_the_connection_manager_says_why",
