@@ -332,12 +332,23 @@ impl Rdmacm {
         let channel = unsafe { (fns.create_event_channel)() };
         if channel.is_null() {
             let e = errno();
-            return Err(call_failed(
+            let hint = match e {
+                // ucma_init: no /dev/infiniband/rdma_cm, or no device behind it.
+                libc::ENOENT | libc::ENODEV | libc::ENOSYS => {
+                    " (no kernel RDMA CM here: is rdma_ucm loaded and an RDMA device present?)"
+                }
+                _ => "",
+            };
+            let mut err = call_failed(
                 "connection_manager",
                 "rdma_create_event_channel",
                 &format!(" ({path})"),
                 e,
-            ));
+            );
+            if let Error::Cm { reason, .. } = &mut err {
+                reason.push_str(hint);
+            }
+            return Err(err);
         }
         // SAFETY: a live channel; its fd is librdmacm's, made non-blocking as
         // rdma_get_cm_event(3) allows.
@@ -438,6 +449,18 @@ impl Rdmacm {
                 reason: format!(
                     "the address is on RDMA device {theirs}, but this context (and its QPs) \
                      is on {ours}: open the context on {theirs}"
+                ),
+                errno: libc::EXDEV,
+            });
+        }
+        // SAFETY: the caller's live id.
+        let port = unsafe { (*id).port_num };
+        if port > 1 {
+            return Err(Error::Cm {
+                what,
+                reason: format!(
+                    "the address is on port {port} of {ours}, but the QPs of this API are on \
+                     port 1"
                 ),
                 errno: libc::EXDEV,
             });
