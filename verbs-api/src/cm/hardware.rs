@@ -487,14 +487,6 @@ impl Rdmacm {
                 &format!(" to {addr}"),
                 errno(),
             ))
-        // SAFETY: a live, bound id.
-        } else if unsafe { (self.fns.listen)(id, super::MAX_BACKLOG as c_int) } != 0 {
-            Err(call_failed(
-                "listen",
-                "rdma_listen",
-                &format!(" on {addr}"),
-                errno(),
-            ))
         } else {
             // SAFETY: a live id, bound to a device.
             unsafe { self.check_device("listen", id) }
@@ -503,9 +495,18 @@ impl Rdmacm {
             self.destroy_ptr(id);
             return Err(e);
         }
-        let mut s = lock(&self.state);
-        s.listeners.insert(service_id, id as usize);
-        s.services.insert(id as usize, service_id);
+        // Known before the first request can come.
+        {
+            let mut s = lock(&self.state);
+            s.listeners.insert(service_id, id as usize);
+            s.services.insert(id as usize, service_id);
+        }
+        // SAFETY: a live, bound id.
+        if unsafe { (self.fns.listen)(id, super::MAX_BACKLOG as c_int) } != 0 {
+            let e = call_failed("listen", "rdma_listen", &format!(" on {addr}"), errno());
+            self.stop_listening(service_id);
+            return Err(e);
+        }
         Ok(())
     }
 
