@@ -24,7 +24,7 @@ const WAIT: Duration = Duration::from_secs(20);
 const PORT: u16 = 7471;
 
 /// The libibverbs device names of `SOFTROCE_DEVICES` and their addresses.
-const DEVICES: &str = "hw0=127.0.21.1,hw1=127.0.21.3,hw2=127.0.21.5,hw3=127.0.21.7";
+const DEVICES: &str = "hw0=127.0.21.1,hw1=127.0.21.3,hw2=127.0.21.5,hw3=127.0.21.7,hw4=127.0.21.11";
 
 /// The drop-in libraries cargo built for these tests (dependencies of the CLI).
 fn deps_dir() -> PathBuf {
@@ -390,6 +390,57 @@ fn the_async_calls_work_on_the_ibverbs_backend() {
     assert_eq!(hw.connection_manager().unwrap().connection_count(), 0);
 }
 
+/// Threads of one program on the ibverbs backend connect at once, round after round: each
+/// call gets its own answer from the shared event channel (the server answers each request
+/// with the requester's own private data), and nothing is left behind.
+fn concurrent_connects_each_get_their_own_answer() {
+    const THREADS: usize = 4;
+    const ROUNDS: usize = 5;
+    let (hw, emu) = (hardware("hw4"), emulated("127.0.21.12"));
+    let addr = SocketAddr::new(server_addr(&emu), PORT);
+    let listener = emu.connection_manager().unwrap().listen(addr).unwrap();
+    let server = {
+        let emu = emu.clone();
+        std::thread::spawn(move || {
+            let mut accepting = Vec::new();
+            for _ in 0..THREADS * ROUNDS {
+                let req = listener.get_request(WAIT).unwrap();
+                let answer = req.private_data()[..2].to_vec();
+                let (ep, qp) = endpoint(&emu);
+                let emu_accept = req.start_accept(qp, &answer).unwrap();
+                accepting.push((emu_accept, ep));
+                if accepting.len() == THREADS {
+                    for (a, _ep) in accepting.drain(..) {
+                        let conn = a.wait(WAIT).unwrap();
+                        conn.wait_disconnected(WAIT).unwrap();
+                    }
+                }
+            }
+        })
+    };
+    let cm = hw.connection_manager().unwrap();
+    for round in 0..ROUNDS {
+        let clients: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (hw, cm) = (hw.clone(), cm.clone());
+                std::thread::spawn(move || {
+                    let (_ep, qp) = endpoint(&hw);
+                    let me = [round as u8, t as u8];
+                    let conn = cm.connect(qp, addr, &options(&me)).unwrap();
+                    assert_eq!(&conn.private_data()[..2], &me);
+                    assert_eq!(conn.qp().state().unwrap(), QpState::Rts);
+                    conn.disconnect(WAIT).unwrap();
+                })
+            })
+            .collect();
+        for c in clients {
+            c.join().unwrap();
+        }
+    }
+    server.join().unwrap();
+    assert_eq!(cm.connection_count(), 0);
+}
+
 /// Run in a child whose librdmacm cannot be loaded: the error says so, nothing panics.
 fn without_librdmacm_the_connection_manager_says_why() {
     let out = Command::new(std::env::current_exe().unwrap())
@@ -455,7 +506,7 @@ fn main() {
         child_without_librdmacm();
         return;
     }
-    let stories: [(&str, fn()); 8] = [
+    let stories: [(&str, fn()); 9] = [
         (
             "a_program_on_the_ibverbs_backend_accepts_an_emulated_client",
             a_program_on_the_ibverbs_backend_accepts_an_emulated_client,
@@ -479,6 +530,10 @@ fn main() {
         (
             "the_async_calls_work_on_the_ibverbs_backend",
             the_async_calls_work_on_the_ibverbs_backend,
+        ),
+        (
+            "concurrent_connects_each_get_their_own_answer",
+            concurrent_connects_each_get_their_own_answer,
         ),
         (
             "without_librdmacm_the_connection_manager_says_why",
