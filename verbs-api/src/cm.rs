@@ -16,8 +16,9 @@
 //! the librdmacm call and its errno; without librdmacm, `connection_manager()` fails with
 //! `EOPNOTSUPP` saying which file it could not load. On that backend
 //! [`ConnectionRequest::params`] holds only what rdma_cm's event carries (QPN, responder
-//! resources, initiator depth, retry counts, SRQ, flow control), and
-//! [`ConnectionManager::counters`] is zero (librdmacm keeps no MAD counters).
+//! resources, initiator depth, retry counts, SRQ, flow control),
+//! [`ConnectOptions::device_port`] does not apply (librdmacm reaches the peer's device on
+//! 4791), and [`ConnectionManager::counters`] is zero (librdmacm keeps no MAD counters).
 //!
 //! ```no_run
 //! # use softroce_verbs::*;
@@ -627,6 +628,7 @@ impl ConnectionManager {
         let mtu = self.ctx.query_port(1)?.active_mtu;
         #[cfg(feature = "ibverbs")]
         if let Some(hw) = self.shared.dev.hardware() {
+            hw.check_qp("connect", &qp)?;
             if options.private_data.len() > 56 {
                 return Err(Error::Invalid {
                     what: "connect private data",

@@ -299,6 +299,18 @@ fn a_rejection_carries_its_private_data_both_ways() {
         other => panic!("expected a REJ with reason 28, got {other:?}"),
     }
     assert_eq!(hw.connection_manager().unwrap().connection_count(), 0);
+
+    // A QP of another context (here the emulator's) cannot be connected by this manager.
+    let (_ep, qp) = endpoint(&emu);
+    let err = hw
+        .connection_manager()
+        .unwrap()
+        .connect(qp, SocketAddr::new(server_addr(&emu), PORT), &options(&[]))
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Invalid { .. }) && err.to_string().contains("emulated backend"),
+        "{err}"
+    );
 }
 
 fn a_connect_nobody_answers_times_out_when_asked() {

@@ -561,6 +561,25 @@ impl Rdmacm {
         lock(&self.state).failures.remove(&id)
     }
 
+    /// `qp` must be of this manager's context: its handle is then one of the backend's
+    /// `ibv_qp` pointers (a QP of another backend carries a token that is none).
+    pub(crate) fn check_qp(&self, what: &'static str, qp: &PreparedQueuePair) -> Result<()> {
+        let (backend, _) = qp.backend_handle();
+        if ptr::addr_eq(Arc::as_ptr(backend), Arc::as_ptr(&self.backend)) {
+            return Ok(());
+        }
+        Err(Error::Invalid {
+            what,
+            reason: format!(
+                "the QP was made on {} ({} backend), not on this connection manager's \
+                 context ({}, libibverbs)",
+                backend.device_name(),
+                backend.kind(),
+                self.backend.device_name()
+            ),
+        })
+    }
+
     /// Move `qp` to RTR and RTS with `rdma_init_qp_attr` of `id` (overriding the responder
     /// resources and initiator depth on the passive side, as `rdma_accept` does); returns
     /// the PSN it sends from.
@@ -571,6 +590,7 @@ impl Rdmacm {
         qp: &PreparedQueuePair,
         depths: Option<(u8, u8)>,
     ) -> Result<u32> {
+        self.check_qp(what, qp)?;
         // SAFETY: a live id.
         unsafe { self.check_device(what, id) }?;
         let (_, handle) = qp.backend_handle();
