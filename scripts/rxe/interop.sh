@@ -119,6 +119,10 @@ CELL_ROWS=(
   # CM on rxe0) against softroce rdma-server/rdma-client: REQ/REP/RTU/DREQ/DREP on QP1, then
   # 16 bytes each way on the RC QPs the CMs brought up
   "rdmacm rdma_server-client 16 4096"
+  # the same exchange with softroce's Rust connection manager on the VM's rxe0 (`softroce
+  # rdma-server/rdma-client --backend ibverbs`: the VM's librdmacm, the kernel's rdma_cm)
+  # against the emulated softroce rdma-client/rdma-server on the host
+  "rustcm rdma-server-client-ibverbs 16 4096"
   # rdma-core's rdma_cm programs unmodified on both sides: the kernel's rdma_cm on rxe0 in the
   # VM, the drop-in librdmacm.so.1 + libibverbs.so.1 on the host (softroce exec). rping: RC,
   # RDMA READ/WRITE of the peer's buffer, validated (-V); ucmatose: 4 RC connections at once;
@@ -346,6 +350,43 @@ cell_rdmacm() {
   fi
   CELL_NOTE="vm=$VM_RC host=$HOST_RC $(grep -ho 'mad_sent=[0-9]* mad_rx_overflow=[0-9]*' "$hlog" | tail -1) $(grep -h 'end' "$vlog" | tr '\n' ' ')"
   # rdma_server/rdma_client print "end 0" and exit 0 only when every step succeeded.
+  [ "$VM_RC" = 0 ] && [ "$HOST_RC" = 0 ] && grep -q 'end 0' "$vlog"
+}
+
+# cell_rustcm ROLE NAME ...: `softroce rdma-server`/`rdma-client --backend ibverbs` in the VM
+# (the verbs API's connection manager over the VM's librdmacm, QPs moved by
+# rdma_init_qp_attr) against the emulated `softroce rdma-client`/`rdma-server` on the host;
+# readiness as in cell_rdmacm.
+cell_rustcm() {
+  local role=$1 name=$2
+  local vlog="$LOGS/$name.vm.log" hlog="$LOGS/$name.host.log" pcap="$LOGS/$name.pcap" hp i
+  local vmcmd="/usr/local/bin/softroce"
+  local vmargs="--backend ibverbs --device rxe0 -g 1 --timeout $CELL_TIMEOUT"
+  CELL_ITERS=1
+  if [ "$role" = vm-client ]; then
+    in_ns env SOFTROCE_PCAP="$pcap" "$S" rdma-server --bind "$HOST_IP" --timeout "$CELL_TIMEOUT" --counters >"$hlog" 2>&1 &
+    hp=$!
+    for i in $(seq 100); do grep -q '^listening on' "$hlog" && break; sleep 0.1; done
+    vm --timeout $((CELL_TIMEOUT + 30)) "timeout $CELL_TIMEOUT $vmcmd rdma-client $vmargs -s $HOST_IP" >"$vlog" 2>&1
+    VM_RC=$?
+    [ "$VM_RC" = 0 ] || kill "$hp" 2>/dev/null
+    wait "$hp"; HOST_RC=$?
+  else
+    vm "timeout $CELL_TIMEOUT $vmcmd rdma-server $vmargs >/tmp/cell.log 2>&1 & echo \$! >/tmp/cell.pid" >/dev/null
+    : >"$hlog"
+    HOST_RC=1
+    for i in $(seq 50); do
+      in_ns env SOFTROCE_PCAP="$pcap" "$S" rdma-client --bind "$HOST_IP" -s "$VM_IP" --timeout "$CELL_TIMEOUT" --counters >>"$hlog" 2>&1
+      HOST_RC=$?
+      [ "$HOST_RC" = 0 ] && break
+      tail -n 3 "$hlog" | grep -q 'rejected with reason 8' || break
+      sleep 0.2
+    done
+    [ "$HOST_RC" = 0 ] || vm 'kill $(cat /tmp/cell.pid) 2>/dev/null' >/dev/null
+    vm --timeout $((CELL_TIMEOUT + 30)) 'wait $(cat /tmp/cell.pid); r=$?; cat /tmp/cell.log; (exit $r)' >"$vlog" 2>&1
+    VM_RC=$?
+  fi
+  CELL_NOTE="vm=$VM_RC host=$HOST_RC $(grep -ho 'mad_sent=[0-9]* mad_rx_overflow=[0-9]*' "$hlog" | tail -1) $(grep -h 'end' "$vlog" | tr '\n' ' ')"
   [ "$VM_RC" = 0 ] && [ "$HOST_RC" = 0 ] && grep -q 'end 0' "$vlog"
 }
 

@@ -4,6 +4,22 @@
 //! so a peer may be rdma_cm on rxe; this module brings the QPs through INIT → RTR → RTS
 //! with what the CM negotiated, as `rdma_accept` / `rdma_connect` do.
 //!
+//! On the libibverbs backend (cargo feature `ibverbs`) the same API runs on the system's
+//! librdmacm, loaded at run time like libibverbs: `SOFTROCE_LIBRDMACM` names the file, else
+//! the `librdmacm.so.1` (or `librdmacm.so`) next to the libibverbs file the backend loaded,
+//! else `librdmacm.so.1`. One `rdma_event_channel` per device, its events taken by whichever
+//! call waits and dispatched as on the emulator (each acknowledged at once); connects run
+//! `rdma_resolve_addr` → `rdma_resolve_route` → `rdma_connect` and conclude with
+//! `rdma_establish`. The QP is the application's (built on the context, not with
+//! `rdma_create_qp`): its number goes in `rdma_conn_param.qp_num` and it is moved to RTR and
+//! RTS with `rdma_init_qp_attr`; the address must be on the context's device. Errors name
+//! the librdmacm call and its errno; without librdmacm, `connection_manager()` fails with
+//! `EOPNOTSUPP` saying which file it could not load. On that backend
+//! [`ConnectionRequest::params`] holds only what rdma_cm's event carries (QPN, responder
+//! resources, initiator depth, retry counts, SRQ, flow control),
+//! [`ConnectOptions::device_port`] does not apply (librdmacm reaches the peer's device on
+//! 4791), and [`ConnectionManager::counters`] is zero (librdmacm keeps no MAD counters).
+//!
 //! ```no_run
 //! # use softroce_verbs::*;
 //! # use softroce_verbs::cm::*;
@@ -48,6 +64,8 @@ const MAX_BACKLOG: usize = 1024;
 
 #[cfg(feature = "tokio")]
 mod asynchronous;
+#[cfg(feature = "ibverbs")]
+mod hardware;
 
 /// Why a connection attempt or a wait failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,30 +170,102 @@ struct Dispatch {
 }
 
 /// The device a connection manager runs on: an emulated one (real UDP, wall-clock time,
-/// its engine thread runs the CM) or one of a simulated fabric (virtual time, the fabric
-/// runs while a call waits).
+/// its engine thread runs the CM), one of a simulated fabric (virtual time, the fabric
+/// runs while a call waits), or a libibverbs device whose CM is the system's librdmacm.
 #[derive(Debug)]
 enum CmDev {
     Emulated(Arc<Device>),
     Simulated(Simulated),
+    #[cfg(feature = "ibverbs")]
+    Hardware(Box<hardware::Rdmacm>),
 }
 
 impl CmDev {
-    /// Run `f` on the device's CM endpoint, then send what it produced.
-    fn with_cm<R>(&self, f: impl FnOnce(&mut CmEndpoint, Instant) -> R) -> R {
+    /// Run `f` on the device's CM endpoint, then send what it produced (`None` on a
+    /// hardware device, whose CM is librdmacm's).
+    fn try_with_cm<R>(&self, f: impl FnOnce(&mut CmEndpoint, Instant) -> R) -> Option<R> {
         match self {
-            Self::Emulated(dev) => dev.with_cm(f),
-            Self::Simulated(sim) => sim
-                .fabric()
-                .with_cm(sim.index(), |cm, now| f(cm.endpoint(), now)),
+            Self::Emulated(dev) => Some(dev.with_cm(f)),
+            Self::Simulated(sim) => Some(
+                sim.fabric()
+                    .with_cm(sim.index(), |cm, now| f(cm.endpoint(), now)),
+            ),
+            #[cfg(feature = "ibverbs")]
+            Self::Hardware(_) => None,
         }
+    }
+
+    /// Run `f` on the device's CM endpoint (emulated and simulated devices only).
+    fn with_cm<R>(
+        &self,
+        f: impl FnOnce(&mut CmEndpoint, Instant) -> std::result::Result<R, softroce_emu::cm::CmError>,
+    ) -> std::result::Result<R, softroce_emu::cm::CmError> {
+        match self.try_with_cm(f) {
+            Some(r) => r,
+            None => Err(softroce_emu::cm::CmError::UnknownConnection(ConnId(0))),
+        }
+    }
+
+    /// The librdmacm CM of a hardware device.
+    #[cfg(feature = "ibverbs")]
+    fn hardware(&self) -> Option<&hardware::Rdmacm> {
+        match self {
+            Self::Hardware(hw) => Some(hw),
+            _ => None,
+        }
+    }
+
+    /// `rdma_reject` of request `id` with `private_data`.
+    fn reject(&self, id: ConnId, private_data: &[u8]) -> Result<()> {
+        #[cfg(feature = "ibverbs")]
+        if let Some(hw) = self.hardware() {
+            return hw.reject(id, private_data);
+        }
+        self.with_cm(|cm, now| cm.reject(now, id, private_data))
+            .map_err(|e| cm_error("reject", e))
+    }
+
+    /// Forget connection `id` (as destroying an rdma_cm_id does: the peer is told).
+    fn destroy(&self, id: ConnId) {
+        #[cfg(feature = "ibverbs")]
+        if let Some(hw) = self.hardware() {
+            return hw.destroy(id);
+        }
+        let _ = self.with_cm(|cm, _| cm.destroy(id));
+    }
+
+    /// `rdma_disconnect`: the DREQ, or the DREP to the peer's.
+    fn disconnect(&self, id: ConnId) -> Result<()> {
+        #[cfg(feature = "ibverbs")]
+        if let Some(hw) = self.hardware() {
+            return hw.disconnect(id);
+        }
+        self.with_cm(|cm, now| cm.disconnect(now, id, &[]))
+            .map_err(|e| cm_error("disconnect", e))
+    }
+
+    fn stop_listening(&self, service_id: u64) {
+        #[cfg(feature = "ibverbs")]
+        if let Some(hw) = self.hardware() {
+            return hw.stop_listening(service_id);
+        }
+        let _ = self.with_cm(|cm, _| cm.stop_listening(service_id));
+    }
+
+    fn connection_count(&self) -> usize {
+        #[cfg(feature = "ibverbs")]
+        if let Some(hw) = self.hardware() {
+            return hw.connection_count();
+        }
+        self.try_with_cm(|cm, _| cm.connection_count())
+            .unwrap_or_default()
     }
 
     /// Listen on `service_id` (on a shared device, only if no other process does).
     fn listen(&self, service_id: u64) -> std::result::Result<(), softroce_emu::cm::CmError> {
         match self {
             Self::Emulated(dev) => dev.cm_listen(service_id),
-            Self::Simulated(_) => self.with_cm(|cm, _| cm.listen(service_id)),
+            _ => self.with_cm(|cm, _| cm.listen(service_id)),
         }
     }
 
@@ -189,6 +279,8 @@ impl CmDev {
             Self::Simulated(sim) => sim
                 .fabric()
                 .with_cm(sim.index(), |cm, now| cm.connect(now, peer, params)),
+            #[cfg(feature = "ibverbs")]
+            Self::Hardware(_) => Err(softroce_emu::cm::CmError::UnknownConnection(ConnId(0))),
         }
     }
 
@@ -202,6 +294,8 @@ impl CmDev {
             Self::Simulated(sim) => sim
                 .fabric()
                 .with_cm(sim.index(), |cm, now| cm.accept(now, id, params)),
+            #[cfg(feature = "ibverbs")]
+            Self::Hardware(_) => Err(softroce_emu::cm::CmError::UnknownConnection(id)),
         }
     }
 
@@ -209,6 +303,8 @@ impl CmDev {
         match self {
             Self::Emulated(dev) => dev.cm_peer_addr(gid),
             Self::Simulated(sim) => sim.fabric().with_cm(sim.index(), |cm, _| cm.peer_addr(gid)),
+            #[cfg(feature = "ibverbs")]
+            Self::Hardware(_) => SocketAddr::new(gid.to_ip(), softroce_wire::ROCE_V2_PORT),
         }
     }
 
@@ -218,6 +314,9 @@ impl CmDev {
             Self::Simulated(sim) => sim
                 .fabric()
                 .with_cm(sim.index(), |cm, _| *cm.endpoint().counters()),
+            // librdmacm keeps no MAD counters.
+            #[cfg(feature = "ibverbs")]
+            Self::Hardware(_) => CmCounters::default(),
         }
     }
 
@@ -226,6 +325,8 @@ impl CmDev {
         match self {
             Self::Emulated(dev) => dev.cm_get_event(Some(Duration::ZERO)),
             Self::Simulated(sim) => sim.fabric().take_cm_event(sim.index()),
+            #[cfg(feature = "ibverbs")]
+            Self::Hardware(hw) => hw.try_event(),
         }
     }
 
@@ -239,6 +340,9 @@ impl CmDev {
                 sim.fabric().wait_cm_event(sim.index(), left);
                 None
             }
+            // In slices too, for the same reason.
+            #[cfg(feature = "ibverbs")]
+            Self::Hardware(hw) => hw.wait_event(left.min(SLICE)),
         }
     }
 }
@@ -275,6 +379,9 @@ impl CmShared {
     fn new(dev: CmDev) -> Self {
         let random = match &dev {
             CmDev::Emulated(_) => softroce_emu::driver::entropy::random_u64(),
+            // librdmacm chooses the source ports.
+            #[cfg(feature = "ibverbs")]
+            CmDev::Hardware(_) => 0,
             // From the seed, so simulated runs replay.
             CmDev::Simulated(sim) => sim.fabric().draw(),
         };
@@ -291,8 +398,8 @@ impl CmShared {
     /// The device's time: wall-clock on an emulated device, virtual on a simulated one.
     fn now(&self) -> Duration {
         match &self.dev {
-            CmDev::Emulated(_) => self.epoch.elapsed(),
             CmDev::Simulated(sim) => sim.fabric().now(),
+            _ => self.epoch.elapsed(),
         }
     }
 
@@ -309,8 +416,7 @@ impl CmShared {
                 // Nobody listens, or the application leaves requests untaken: refused,
                 // as a full listen backlog refuses them.
                 _ => {
-                    let id = *id;
-                    let _ = self.dev.with_cm(|cm, now| cm.reject(now, id, &[]));
+                    let _ = self.dev.reject(*id, &[]);
                 }
             }
             return;
@@ -368,7 +474,7 @@ impl CmShared {
         lock(&self.dispatch).mailboxes.remove(&id);
         // Tell the peer what the kernel tells it when an rdma_cm_id is destroyed; an ID
         // the CM already forgot (after time-wait) needs nothing.
-        let _ = self.dev.with_cm(|cm, _| cm.destroy(id));
+        self.dev.destroy(id);
     }
 }
 
@@ -380,20 +486,32 @@ pub struct ConnectionManager {
 }
 
 impl Context {
-    /// The device's connection manager (emulated devices only for now).
+    /// The device's connection manager: the emulator's IB CM on emulated and simulated
+    /// devices; on the libibverbs backend (cargo feature `ibverbs`), the system's
+    /// librdmacm, loaded on first use (an error says why when it cannot be).
     pub fn connection_manager(&self) -> Result<ConnectionManager> {
+        if let Some(shared) = self.cm.get() {
+            return Ok(ConnectionManager {
+                ctx: self.clone(),
+                shared: Arc::clone(shared),
+            });
+        }
         let backend = self.backend();
         let dev = match (backend.emulated(), backend.simulated()) {
             (Some(dev), _) => CmDev::Emulated(Arc::clone(dev)),
             (None, Some(sim)) => CmDev::Simulated(sim.clone()),
-            // A hardware device's CM is the kernel's, reached through librdmacm.
+            #[cfg(feature = "ibverbs")]
+            (None, None) if backend.ibverbs().is_some() => {
+                CmDev::Hardware(Box::new(hardware::Rdmacm::open(backend)?))
+            }
             (None, None) => {
                 return Err(Error::Unsupported {
-                    what: "the connection manager (on hardware, use rdma_cm through librdmacm)",
+                    what: "the connection manager (built without the `ibverbs` feature)",
                     backend: backend.kind(),
                 });
             }
         };
+        // A thread that raced us may have set it first: its manager is the one.
         let shared = self.cm.get_or_init(|| Arc::new(CmShared::new(dev))).clone();
         Ok(ConnectionManager {
             ctx: self.clone(),
@@ -408,13 +526,16 @@ impl ConnectionManager {
         match &self.shared.dev {
             CmDev::Emulated(dev) => Ok(dev.local_addr().ip()),
             CmDev::Simulated(_) => self.ctx.with_hca(|h| h.config().ip),
+            // The address the source GID is made from (RoCEv2: IPv4-mapped or IPv6).
+            #[cfg(feature = "ibverbs")]
+            CmDev::Hardware(_) => Ok(self.ctx.gid(self.ctx.ip_gid_index())?.to_ip()),
         }
     }
 
     /// Connections the device's CM still remembers (time-wait included): 0 once every
     /// connection was disconnected and dropped.
     pub fn connection_count(&self) -> usize {
-        self.shared.dev.with_cm(|cm, _| cm.connection_count())
+        self.shared.dev.connection_count()
     }
 
     /// What the device's CM did with its MADs (sent, received, retransmitted, duplicates,
@@ -435,6 +556,16 @@ impl ConnectionManager {
         }
         let service_id = PortSpace::Tcp.service_id(addr.port());
         let mut d = lock(&self.shared.dispatch);
+        #[cfg(feature = "ibverbs")]
+        if let Some(hw) = self.shared.dev.hardware() {
+            hw.listen(service_id, SocketAddr::new(ip, addr.port()))?;
+            d.listeners.insert(service_id, VecDeque::new());
+            return Ok(Listener {
+                cm: self.clone(),
+                service_id,
+                addr: SocketAddr::new(ip, addr.port()),
+            });
+        }
         self.shared
             .dev
             .listen(service_id)
@@ -494,9 +625,46 @@ impl ConnectionManager {
                 });
             }
         };
+        let mtu = self.ctx.query_port(1)?.active_mtu;
+        #[cfg(feature = "ibverbs")]
+        if let Some(hw) = self.shared.dev.hardware() {
+            hw.check_qp("connect", &qp)?;
+            if options.private_data.len() > 56 {
+                return Err(Error::Invalid {
+                    what: "connect private data",
+                    reason: format!("{} bytes (at most 56)", options.private_data.len()),
+                });
+            }
+            let params = hardware::ConnectRequestParams {
+                private_data: options.private_data.clone(),
+                responder_resources: options.responder_resources,
+                initiator_depth: options.initiator_depth,
+                retry_count: options.retry_count,
+                rnr_retry_count: options.rnr_retry_count,
+                qp_num: local.qpn,
+            };
+            let id = {
+                // Filed before any event for it can be taken from the channel.
+                let mut d = lock(&self.shared.dispatch);
+                let id = hw.connect(ip, to, params, options.timeout)?;
+                d.mailboxes.insert(id, VecDeque::new());
+                id
+            };
+            return Ok(Connecting {
+                cm: self.clone(),
+                id: Some(id),
+                qp: Some(qp),
+                to,
+                local_psn: local.psn,
+                mtu,
+                device_port: softroce_wire::ROCE_V2_PORT,
+                retry_count: options.retry_count,
+                timeout: options.timeout,
+                started: self.shared.now(),
+            });
+        }
         let private_data = cma_private_data(&CmaHdrRepr { src_port, addrs }, &options.private_data)
             .map_err(|e| cm_error("connect", e))?;
-        let mtu = self.ctx.query_port(1)?.active_mtu;
         let params = ConnectParams {
             remote_gid: Gid::ZERO,
             service_id: PortSpace::Tcp.service_id(to.port()),
@@ -590,6 +758,14 @@ impl Connecting {
     fn conclude(mut self, ev: Option<CmEvent>) -> Result<Connection> {
         let id = self.conn_id();
         let to = self.to;
+        // A step of librdmacm's connect that failed says which and why.
+        #[cfg(feature = "ibverbs")]
+        if let (Some(hw), Some(CmEvent::Unreachable { .. })) = (self.cm.shared.dev.hardware(), &ev)
+        {
+            if let Some(e) = hw.failure(id) {
+                return Err(e);
+            }
+        }
         let fail = |failure: CmFailure| Err(Error::ConnectFailed { to, failure });
         let (reply, private_data) = match ev {
             Some(CmEvent::ConnectResponse {
@@ -611,6 +787,24 @@ impl Connecting {
             Some(_) => return fail(CmFailure::Disconnected),
             None => return fail(CmFailure::TimedOut(self.timeout)),
         };
+        #[cfg(feature = "ibverbs")]
+        if let Some(hw) = self.cm.shared.dev.hardware() {
+            let Some(qp) = self.qp.take() else {
+                unreachable!("the QP is taken once, here")
+            };
+            let _ = reply;
+            let psn = match hw.establish(id, &qp) {
+                Ok(psn) => psn,
+                Err(e) => {
+                    // rdma_connect's failure path: the peer learns with a REJ.
+                    let _ = hw.reject(id, &[]);
+                    return Err(e);
+                }
+            };
+            self.id = None;
+            let qp = qp.into_connected(psn);
+            return Ok(Connection::new(self.cm.clone(), id, qp, to, private_data));
+        }
         let transition = CmTransition {
             remote: QueuePairEndpoint {
                 qpn: reply.remote_qpn.value(),
@@ -637,7 +831,7 @@ impl Connecting {
             Err(e) => {
                 // rdma_connect's failure path: the peer learns with a REJ (then Drop
                 // forgets the ID).
-                let _ = shared.dev.with_cm(|cm, now| cm.reject(now, id, &[]));
+                let _ = shared.dev.reject(id, &[]);
                 return Err(e);
             }
         };
@@ -724,18 +918,9 @@ impl Drop for Listener {
     fn drop(&mut self) {
         let service = self.service_id;
         let pending = lock(&self.cm.shared.dispatch).listeners.remove(&service);
-        let _ = self
-            .cm
-            .shared
-            .dev
-            .with_cm(|cm, _| cm.stop_listening(service));
+        self.cm.shared.dev.stop_listening(service);
         for ev in pending.into_iter().flatten() {
-            let id = ev.id();
-            let _ = self
-                .cm
-                .shared
-                .dev
-                .with_cm(|cm, now| cm.reject(now, id, &[]));
+            let _ = self.cm.shared.dev.reject(ev.id(), &[]);
         }
     }
 }
@@ -794,8 +979,42 @@ impl ConnectionRequest {
         };
         let shared = Arc::clone(&self.cm.shared);
         let p = self.params;
+        #[cfg(feature = "ibverbs")]
+        if let Some(hw) = shared.dev.hardware() {
+            let attr = match self.cm.ctx.query_device() {
+                Ok(attr) => attr,
+                Err(e) => {
+                    let _ = hw.reject(id, &[]);
+                    return Err(e);
+                }
+            };
+            let responder_resources = p
+                .responder_resources
+                .min(attr.max_qp_rd_atom.min(255) as u8);
+            let initiator_depth = p
+                .initiator_depth
+                .min(attr.max_qp_init_rd_atom.min(255) as u8);
+            let psn = {
+                // Filed before the RTU's ESTABLISHED can be taken from the channel.
+                let mut d = lock(&shared.dispatch);
+                d.mailboxes.insert(id, VecDeque::new());
+                match hw.accept(id, &qp, responder_resources, initiator_depth, private_data) {
+                    Ok(psn) => psn,
+                    Err(e) => {
+                        d.mailboxes.remove(&id);
+                        drop(d);
+                        let _ = hw.reject(id, &[]);
+                        return Err(e);
+                    }
+                }
+            };
+            let (peer_addr, remote_data) = (self.peer_addr, std::mem::take(&mut self.private_data));
+            let qp = qp.into_connected(psn);
+            let conn = Connection::new(self.cm.clone(), id, qp, peer_addr, remote_data);
+            return Ok(Accepting { conn });
+        }
         let Some(mtu) = p.path_mtu else {
-            let _ = shared.dev.with_cm(|cm, now| cm.reject(now, id, &[]));
+            let _ = shared.dev.reject(id, &[]);
             return Err(Error::Cm {
                 what: "accept",
                 reason: "the request names an unknown path MTU".into(),
@@ -829,7 +1048,7 @@ impl ConnectionRequest {
         let qp = match qp.handshake_cm(&transition) {
             Ok(qp) => qp,
             Err(e) => {
-                let _ = shared.dev.with_cm(|cm, now| cm.reject(now, id, &[]));
+                let _ = shared.dev.reject(id, &[]);
                 return Err(e);
             }
         };
@@ -870,22 +1089,14 @@ impl ConnectionRequest {
         let Some(id) = self.id.take() else {
             unreachable!("a request is answered once")
         };
-        self.cm
-            .shared
-            .dev
-            .with_cm(|cm, now| cm.reject(now, id, private_data))
-            .map_err(|e| cm_error("reject", e))
+        self.cm.shared.dev.reject(id, private_data)
     }
 }
 
 impl Drop for ConnectionRequest {
     fn drop(&mut self) {
         if let Some(id) = self.id.take() {
-            let _ = self
-                .cm
-                .shared
-                .dev
-                .with_cm(|cm, now| cm.reject(now, id, &[]));
+            let _ = self.cm.shared.dev.reject(id, &[]);
         }
     }
 }
@@ -1036,11 +1247,7 @@ impl Connection {
         }
         self.qp.to_error()?;
         let id = self.id;
-        self.cm
-            .shared
-            .dev
-            .with_cm(|cm, now| cm.disconnect(now, id, &[]))
-            .map_err(|e| cm_error("disconnect", e))
+        self.cm.shared.dev.disconnect(id)
     }
 
     /// Take connection `id`'s `Disconnected` event, wherever it is in its mailbox.

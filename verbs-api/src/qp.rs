@@ -310,6 +310,26 @@ impl PreparedQueuePair {
         unsafe { self.post_receives(&[wr]) }
     }
 
+    /// The backend and this QP's handle in it (for a connection manager that moves the QP
+    /// with attributes of its own, librdmacm's `rdma_init_qp_attr`).
+    #[cfg_attr(not(feature = "ibverbs"), allow(dead_code))]
+    pub(crate) fn backend_handle(&self) -> (&Arc<dyn Backend>, QpHandle) {
+        (&self.inner.pd.dev, self.inner.qp)
+    }
+
+    /// The QP once a connection manager moved it to RTS itself, sending from `sq_psn`.
+    #[cfg_attr(not(feature = "ibverbs"), allow(dead_code))]
+    pub(crate) fn into_connected(self, sq_psn: u32) -> QueuePair {
+        QueuePair {
+            inner: self.inner,
+            endpoint: QueuePairEndpoint {
+                psn: sq_psn,
+                ..self.endpoint
+            },
+            bringup: self.bringup,
+        }
+    }
+
     /// INIT → RTR → RTS with what a connection manager negotiated.
     pub(crate) fn handshake_cm(self, t: &CmTransition) -> Result<QueuePair> {
         let dev = Arc::clone(&self.inner.pd.dev);

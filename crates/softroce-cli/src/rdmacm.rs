@@ -2,7 +2,8 @@
 //! `rdma_server` / `rdma_client` on an emulated device, on the wire and in their exchange:
 //! the client connects through the CM (REQ/REP/RTU on QP1) to port 7471, sends a 16-byte
 //! message, and the server answers with 16 bytes; both then disconnect (DREQ/DREP). Either
-//! side may be the real tool on rdma_rxe.
+//! side may be the real tool on rdma_rxe, and either may run on the libibverbs backend
+//! (`--backend ibverbs`), where the Rust connection manager drives the system's librdmacm.
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
@@ -19,6 +20,7 @@ use softroce_verbs::{
 use softroce_wire::ROCE_V2_PORT;
 
 use crate::limits::{MAX_TIMEOUT_SECS, ranged};
+use crate::ops::BackendChoice;
 
 /// The message size of rdma_server / rdma_client.
 const MSG: usize = 16;
@@ -26,6 +28,17 @@ const MSG: usize = 16;
 /// Arguments shared by both sides.
 #[derive(Debug, Args)]
 pub(crate) struct Common {
+    /// Backend of this side: the emulator on `--bind`, or the system's libibverbs with its
+    /// librdmacm (`SOFTROCE_LIBRDMACM` names another file).
+    #[arg(long, value_enum, default_value = "emulated")]
+    backend: BackendChoice,
+    /// libibverbs device name (ibverbs backend; default: the first device).
+    #[arg(long)]
+    device: Option<String>,
+    /// GID index, 0 to 65535 (ibverbs backend; default: the device's first IPv4-mapped
+    /// RoCEv2 GID).
+    #[arg(short = 'g', long, value_parser = ranged::<usize>(0..=u64::from(u16::MAX)))]
+    gid_index: Option<usize>,
     /// Address of the emulated device (its RoCEv2 GID is made from it).
     #[arg(long, default_value = "127.0.0.1")]
     bind: IpAddr,
@@ -64,12 +77,40 @@ pub(crate) struct ClientArgs {
 }
 
 fn open(c: &Common) -> anyhow::Result<Context> {
+    if c.backend == BackendChoice::Ibverbs {
+        return open_ibverbs(c);
+    }
     let mut cfg = softroce_emu::driver::DeviceConfig::new("softroce0", c.bind);
     cfg.hca.udp_port = c.udp_port;
     if c.faults.is_some() {
         cfg.faults.clone_from(&c.faults);
     }
     Context::open_emulated_with(cfg).context("starting the device")
+}
+
+#[cfg(feature = "ibverbs")]
+fn open_ibverbs(c: &Common) -> anyhow::Result<Context> {
+    let ctx = Context::open_ibverbs(c.device.as_deref(), c.gid_index)?;
+    Ok(ctx)
+}
+
+#[cfg(not(feature = "ibverbs"))]
+fn open_ibverbs(_: &Common) -> anyhow::Result<Context> {
+    anyhow::bail!(
+        "this softroce was built without the ibverbs backend \
+         (cargo build -p softroce-cli --features ibverbs)"
+    )
+}
+
+/// The address to listen on: `--bind` on the emulator; on libibverbs, the device's own (the
+/// unspecified address of `--bind`'s family, which the connection manager takes as it).
+fn listen_addr(c: &Common) -> SocketAddr {
+    let ip = match (c.backend, c.bind) {
+        (BackendChoice::Emulated, ip) => ip,
+        (BackendChoice::Ibverbs, IpAddr::V4(_)) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        (BackendChoice::Ibverbs, IpAddr::V6(_)) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+    };
+    SocketAddr::new(ip, c.port)
 }
 
 /// A QP like rdma_create_ep's for these tools (one send and one receive, 16 bytes
@@ -150,9 +191,7 @@ pub(crate) fn server(args: &ServerArgs) -> ExitCode {
 
 fn run_server(c: &Common, ctx: &Context) -> anyhow::Result<()> {
     let timeout = Duration::from_secs(c.timeout);
-    let listener = ctx
-        .connection_manager()?
-        .listen(SocketAddr::new(c.bind, c.port))?;
+    let listener = ctx.connection_manager()?.listen(listen_addr(c))?;
     println!("listening on {}", listener.local_addr());
     let req = listener.get_request(timeout)?;
     let (s, qp) = side(ctx)?;

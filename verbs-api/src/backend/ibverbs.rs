@@ -158,6 +158,9 @@ pub struct Ibverbs {
     ctx: *mut sys::ibv_context,
     name: String,
     sgid_index: usize,
+    /// The file loaded (`SOFTROCE_LIBIBVERBS` or `libibverbs.so.1`): librdmacm is looked
+    /// for next to it.
+    lib_path: String,
     /// Keeps the entry points valid; dropped last.
     _lib: Library,
 }
@@ -287,6 +290,7 @@ impl Ibverbs {
             ctx,
             name,
             sgid_index: 0,
+            lib_path: path,
             _lib: lib,
         };
         this.sgid_index = match gid_index {
@@ -455,6 +459,40 @@ impl Ibverbs {
     }
 }
 
+/// What the connection manager (`crate::cm`, through librdmacm) needs of the library.
+impl Ibverbs {
+    /// The libibverbs file this backend loaded.
+    pub(crate) fn library_path(&self) -> &str {
+        &self.lib_path
+    }
+
+    /// The name of the device `ctx` (another library's context, such as an
+    /// `rdma_cm_id`'s `verbs`) was opened on.
+    ///
+    /// # Safety
+    /// `ctx` must be a live context of the libibverbs this backend loaded.
+    pub(crate) unsafe fn device_name_of(&self, ctx: *mut sys::ibv_context) -> String {
+        // SAFETY: the caller's live context; its device has a NUL-terminated name.
+        unsafe { CStr::from_ptr((self.fns.get_device_name)((*ctx).device.cast())) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// `ibv_modify_qp` with C attributes as `rdma_init_qp_attr` produced them (nothing is
+    /// lost in a translation to the core's types and back).
+    pub(crate) fn modify_qp_c(
+        &self,
+        qp: QpHandle,
+        attr: &mut sys::ibv_qp_attr,
+        mask: c_int,
+        detail: impl FnOnce() -> String,
+    ) -> Result<()> {
+        // SAFETY: a live QP of this backend and a valid attribute struct.
+        let rc = unsafe { (self.fns.modify_qp)(ptr_of(qp.to_raw()), attr, mask) };
+        check("ibv_modify_qp", detail, rc)
+    }
+}
+
 impl Drop for Ibverbs {
     fn drop(&mut self) {
         // SAFETY: the context came from ibv_open_device; objects were destroyed by their
@@ -478,6 +516,9 @@ fn to_c_ah(a: &AhAttr) -> Result<sys::ibv_ah_attr> {
 impl Backend for Ibverbs {
     fn kind(&self) -> BackendKind {
         BackendKind::Ibverbs
+    }
+    fn ibverbs(&self) -> Option<&Ibverbs> {
+        Some(self)
     }
     fn device_name(&self) -> String {
         self.name.clone()

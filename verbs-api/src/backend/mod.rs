@@ -308,6 +308,12 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn simulated(&self) -> Option<&Simulated> {
         None
     }
+    /// The libibverbs device behind this backend, if it is one (the connection manager,
+    /// through librdmacm).
+    #[cfg(feature = "ibverbs")]
+    fn ibverbs(&self) -> Option<&Ibverbs> {
+        None
+    }
     /// Run `f` on the emulator's HCA behind this backend (the emulated and the simulated
     /// backends have one); `false` if there is none. Error injection goes through here.
     fn with_hca_dyn(&self, f: &mut dyn FnMut(&mut Hca)) -> bool {

@@ -14,8 +14,8 @@
 //! dropping a [`Connecting`] or an [`Accepting`] does.
 //!
 //! Simulated devices are refused ([`Error::Unsupported`]): their fabric runs only inside
-//! the blocking calls, which there cost no wall time; use those. Hardware devices have no
-//! connection manager here at all (their CM is the kernel's, reached through librdmacm).
+//! the blocking calls, which there cost no wall time; use those. On the libibverbs
+//! backend the wait sleeps on librdmacm's event channel fd the same way.
 
 use std::future::{Future, poll_fn};
 use std::os::fd::AsFd;
@@ -47,18 +47,23 @@ impl CmShared {
         timeout: Option<Duration>,
         mut take: impl FnMut(&mut Dispatch) -> Option<T>,
     ) -> Result<Option<T>> {
-        let CmDev::Emulated(dev) = &self.dev else {
-            return Err(Error::Unsupported {
-                what: "async connection management (use the blocking calls: they run the \
-                       simulated fabric in virtual time)",
-                backend: BackendKind::Simulated,
-            });
+        let fd = match &self.dev {
+            CmDev::Emulated(dev) => dev.cm_fd().as_fd().try_clone_to_owned(),
+            // librdmacm's event channel (non-blocking, readable while events are queued).
+            #[cfg(feature = "ibverbs")]
+            CmDev::Hardware(hw) => {
+                // SAFETY: the channel's fd stays open as long as `self` (borrowed here).
+                unsafe { std::os::fd::BorrowedFd::borrow_raw(hw.fd()) }.try_clone_to_owned()
+            }
+            CmDev::Simulated(_) => {
+                return Err(Error::Unsupported {
+                    what: "async connection management (use the blocking calls: they run \
+                           the simulated fabric in virtual time)",
+                    backend: BackendKind::Simulated,
+                });
+            }
         };
-        let fd = dev
-            .cm_fd()
-            .as_fd()
-            .try_clone_to_owned()
-            .map_err(|e| Error::io(format!("{what}: duplicating the CM fd"), e))?;
+        let fd = fd.map_err(|e| Error::io(format!("{what}: duplicating the CM fd"), e))?;
         // SAFETY: the registration owns the (duplicated) fd, so it stays open, naming the
         // same file, as long as the registration lives.
         let fd =
