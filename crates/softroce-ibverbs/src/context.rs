@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::ffi::{c_int, c_uint, c_void};
 use std::mem::{offset_of, size_of};
 use std::os::fd::AsRawFd;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use softroce_emu::Hca;
@@ -47,8 +47,13 @@ pub(crate) struct EmuContext {
     /// taken): queries still work, creating objects fails with EADDRINUSE.
     device: Option<Arc<Device>>,
     open_error: String,
-    /// The async fd when there is no device.
-    spare_async_fd: Option<EventFd>,
+    /// `ibv_context.async_fd`: this context's own (ibv_get_async_event(3) is per context;
+    /// UCX, for one, keys its handlers by fd and fails when two contexts share one),
+    /// readable while `async_queue` may hold events.
+    async_fd: Arc<EventFd>,
+    /// The device's async events that belong to this context: those of its own CQs, QPs
+    /// and SRQs, and every port and device event.
+    async_queue: Mutex<std::collections::VecDeque<AsyncEvent>>,
     /// Answers queries when there is no device.
     query_hca: Mutex<Hca>,
     /// `ibv_context.cmd_fd`. A kernel provider issues its commands on this fd (an open
@@ -72,6 +77,115 @@ struct PendingEvent {
 }
 
 static PENDING_EVENTS: Mutex<Vec<PendingEvent>> = Mutex::new(Vec::new());
+
+/// The open contexts (addresses), to route a device's async events to: a context leaves
+/// this list, under its lock, before it is freed.
+static LIVE_CONTEXTS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// The object an async event names, as contexts register objects.
+fn element_key(element: EventElement) -> Option<(ObjectKind, u64)> {
+    match element {
+        EventElement::Cq(h) => Some((ObjectKind::Cq, h.to_raw())),
+        EventElement::Qp(h) => Some((ObjectKind::Qp, h.to_raw())),
+        EventElement::Srq(h) => Some((ObjectKind::Srq, h.to_raw())),
+        EventElement::Port(_) | EventElement::Device => None,
+    }
+}
+
+/// Move every async event `dev` has queued to the contexts it belongs to: an object's to
+/// the context that made it (none: destroyed since), a port's or the device's to all.
+fn route_async_events(dev: &Arc<Device>) {
+    while let Ok(ev) = dev.get_async_event(Some(Duration::ZERO)) {
+        let owner = element_key(ev.element);
+        let live = lock(&LIVE_CONTEXTS);
+        for &p in live.iter() {
+            // SAFETY: listed contexts are alive while the list is locked.
+            let c = unsafe { &*(p as *const EmuContext) };
+            let on_dev = c.device.as_ref().is_some_and(|d| Arc::ptr_eq(d, dev));
+            if on_dev && owner.is_none_or(|(kind, h)| c.object_address(kind, h) != 0) {
+                let mut queue = lock(&c.async_queue);
+                queue.push_back(ev);
+                // Under the queue's lock: the fd is readable exactly while it holds events.
+                let _ = c.async_fd.notify();
+            }
+        }
+    }
+}
+
+/// Before an object is destroyed: the events about it that were routed to a context and
+/// not read yet are dropped and acknowledged to the device (the application never got
+/// them, so the destroy must not wait for their acknowledgement). `hca` is `dev`'s, locked.
+pub(crate) fn discard_unread_events(dev: &Device, hca: &mut Hca, object: (ObjectKind, u64)) {
+    let live = lock(&LIVE_CONTEXTS);
+    for &p in live.iter() {
+        // SAFETY: listed contexts are alive while the list is locked.
+        let c = unsafe { &*(p as *const EmuContext) };
+        if !c.device.as_ref().is_some_and(|d| std::ptr::eq(&**d, dev)) {
+            continue;
+        }
+        let mut queue = lock(&c.async_queue);
+        queue.retain(|ev| {
+            let about_it = element_key(ev.element) == Some(object);
+            if about_it {
+                let _ = hca.ack_async_event(ev);
+            }
+            !about_it
+        });
+        if queue.is_empty() {
+            let _ = c.async_fd.try_consume();
+        }
+    }
+}
+
+/// The devices a router thread serves (weak: the allocation stays, so no other device
+/// can take its address while listed).
+static ROUTED_DEVICES: Mutex<Vec<Weak<Device>>> = Mutex::new(Vec::new());
+
+/// Start the thread that routes `dev`'s async events as they are queued (so a context's
+/// async fd becomes readable for its own events only), unless one runs. It ends when the
+/// device has no open context left.
+fn ensure_async_router(dev: &Arc<Device>) {
+    let weak = Arc::downgrade(dev);
+    let mut routed = lock(&ROUTED_DEVICES);
+    if routed.iter().any(|w| w.ptr_eq(&weak)) {
+        return;
+    }
+    // Without the thread (no fd or thread to spare), ibv_get_async_event still routes:
+    // only the fd's readability comes late.
+    let Ok(hint) = EventFd::new().map(Arc::new) else {
+        return;
+    };
+    dev.watch_async_events(&hint);
+    let mine = weak.clone();
+    let started = std::thread::Builder::new()
+        .name("softroce-async".into())
+        .spawn(move || {
+            loop {
+                let _ = hint.wait_readable(Some(Duration::from_millis(500)));
+                let _ = hint.try_consume();
+                let mut routed = lock(&ROUTED_DEVICES);
+                let dev = mine.upgrade();
+                let used = dev.as_ref().is_some_and(|d| {
+                    lock(&LIVE_CONTEXTS).iter().any(|&p| {
+                        // SAFETY: listed contexts are alive while the list is locked.
+                        let c = unsafe { &*(p as *const EmuContext) };
+                        c.device.as_ref().is_some_and(|cd| Arc::ptr_eq(cd, d))
+                    })
+                });
+                if !used {
+                    routed.retain(|w| !w.ptr_eq(&mine));
+                    return;
+                }
+                drop(routed);
+                if let Some(d) = dev {
+                    route_async_events(&d);
+                }
+            }
+        });
+    if started.is_ok() {
+        routed.push(weak);
+    }
+}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -97,16 +211,15 @@ impl EmuContext {
         cfg.hca.udp_port = spec.udp_port;
         // Queries answer what the running device would (its link MTU, its address).
         let query_cfg = cfg.hca.clone();
-        let (device, open_error, spare_async_fd) = match entry.open(|| Device::start(cfg)) {
-            Ok(d) => (Some(d), String::new(), None),
+        let (device, open_error) = match entry.open(|| Device::start(cfg)) {
+            Ok(d) => (Some(d), String::new()),
             Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
                 let why = format!(
                     "device {} cannot bind {}:{} and cannot share it ({e}); \
                      only queries work in this process",
                     spec.name, spec.ip, spec.udp_port
                 );
-                let fd = EventFd::new().map_err(|e| fail(verb, libc::EMFILE, e))?;
-                (None, why, Some(fd))
+                (None, why)
             }
             Err(e) => {
                 return Err(fail(
@@ -129,11 +242,8 @@ impl EmuContext {
             })?;
         let query_hca = Hca::new(query_cfg);
         let num_comp_vectors = query_hca.query_device().num_comp_vectors;
-        let async_fd = match (&device, &spare_async_fd) {
-            (Some(d), _) => d.async_fd().as_raw_fd(),
-            (None, Some(fd)) => fd.as_raw_fd(),
-            (None, None) => -1,
-        };
+        let async_fd = Arc::new(EventFd::new().map_err(|e| fail(verb, libc::EMFILE, e))?);
+
         // SAFETY: all-zero is valid for verbs_context (integers, raw pointers, optional
         // function pointers; a zeroed pthread mutex is PTHREAD_MUTEX_INITIALIZER on glibc).
         let mut vctx: verbs_context = unsafe { std::mem::zeroed() };
@@ -145,7 +255,7 @@ impl EmuContext {
         let c = &mut vctx.context;
         c.device = std::ptr::addr_of!(entry.dev).cast_mut();
         c.cmd_fd = cmd_fd.as_raw_fd();
-        c.async_fd = async_fd;
+        c.async_fd = async_fd.as_raw_fd();
         c.num_comp_vectors = i32::try_from(num_comp_vectors).unwrap_or(1);
         c.abi_compat = __VERBS_ABI_IS_EXTENDED as *mut c_void;
         let ctx = Box::into_raw(Box::new(Self {
@@ -154,7 +264,8 @@ impl EmuContext {
             entry,
             device,
             open_error,
-            spare_async_fd,
+            async_fd,
+            async_queue: Mutex::new(std::collections::VecDeque::new()),
             query_hca: Mutex::new(query_hca),
             cmd_fd,
             objects: Mutex::new(HashMap::new()),
@@ -162,8 +273,14 @@ impl EmuContext {
         // SAFETY: freshly boxed; the mutex is initialised in place, where it stays.
         unsafe {
             libc::pthread_mutex_init(&mut (*ctx).vctx.context.mutex, std::ptr::null());
-            Ok((*ctx).ctx_ptr())
         }
+        lock(&LIVE_CONTEXTS).push(ctx as usize);
+        // SAFETY: as above.
+        if let Some(d) = unsafe { &(*ctx).device } {
+            ensure_async_router(d);
+        }
+        // SAFETY: as above.
+        Ok(unsafe { (*ctx).ctx_ptr() })
     }
 
     /// Close a context: forget its pending events, free it (which stops its device when it
@@ -177,6 +294,7 @@ impl EmuContext {
         let ctx = unsafe { ctx_of(verb, context) }?;
         let p = std::ptr::from_ref(ctx).cast_mut();
         lock(&PENDING_EVENTS).retain(|e| e.ctx != p as usize);
+        lock(&LIVE_CONTEXTS).retain(|&c| c != p as usize);
         // SAFETY: the box from open, no longer used. Dropping joins the engine thread.
         unsafe {
             (*p).magic = 0;
@@ -235,6 +353,34 @@ impl EmuContext {
     /// Forget a destroyed object.
     pub(crate) fn unregister(&self, kind: ObjectKind, handle: u64) {
         lock(&self.objects).remove(&(kind, handle));
+        // Its unread events go with it (the device forgets those it still holds).
+        let mut queue = lock(&self.async_queue);
+        queue.retain(|ev| element_key(ev.element) != Some((kind, handle)));
+        if queue.is_empty() {
+            let _ = self.async_fd.try_consume();
+        }
+    }
+
+    /// This context's next async event: at once when its fd is non-blocking (EAGAIN when
+    /// there is none), else waiting for one.
+    fn next_async_event(&self, dev: &Arc<Device>) -> Result<AsyncEvent, c_int> {
+        loop {
+            route_async_events(dev);
+            let mut queue = lock(&self.async_queue);
+            let ev = queue.pop_front();
+            if queue.is_empty() {
+                let _ = self.async_fd.try_consume();
+            }
+            drop(queue);
+            if let Some(ev) = ev {
+                return Ok(ev);
+            }
+            if fd_is_nonblocking(self.async_fd.as_raw_fd()) {
+                return Err(libc::EAGAIN);
+            }
+            dev.before_waiting();
+            let _ = self.async_fd.wait_readable(None);
+        }
     }
 
     /// The address of a registered object, 0 when there is none.
@@ -668,8 +814,7 @@ unsafe extern "C" fn ibv_get_async_event(
             return Err(libc::EINVAL);
         }
         let dev = ctx.shared_device(VERB)?;
-        let timeout = fd_is_nonblocking(dev.async_fd().as_raw_fd()).then_some(Duration::ZERO);
-        let ev = dev.get_async_event(timeout).map_err(|e| e.errno())?;
+        let ev = ctx.next_async_event(dev)?;
         let object = |kind, handle| CEventElement::Object(ctx.object_address(kind, handle));
         let element = match ev.element {
             EventElement::Cq(h) => object(ObjectKind::Cq, h.to_raw()),

@@ -150,26 +150,31 @@ unsafe fn destroy<O: Object>(verb: &str, c: *mut O::C) -> Result<(), c_int> {
 /// about the object were retrieved and not acknowledged: libibverbs' destroy verbs wait for
 /// those acknowledgements, which another thread gives (ibv_get_cq_event(3),
 /// ibv_get_async_event(3) NOTES). As there, a program that never acknowledges waits forever.
+/// Events routed to a context and not yet read are not waited for: they are discarded.
 fn destroy_after_acks(
     dev: &Device,
     verb: &str,
+    object: (ObjectKind, u64),
     mut destroy: impl FnMut(&mut Hca) -> VerbsResult<()>,
 ) -> VerbsResult<()> {
     let mut told = false;
     loop {
-        let done = dev.wait_for(Duration::from_secs(60), |h| match destroy(h) {
-            Err(e @ VerbsError::Unacknowledged { .. }) => {
-                if !told {
-                    fail(
-                        verb,
-                        e.errno(),
-                        format!("{e}; waiting for the acknowledgements"),
-                    );
-                    told = true;
+        let done = dev.wait_for(Duration::from_secs(60), |h| {
+            crate::context::discard_unread_events(dev, h, object);
+            match destroy(h) {
+                Err(e @ VerbsError::Unacknowledged { .. }) => {
+                    if !told {
+                        fail(
+                            verb,
+                            e.errno(),
+                            format!("{e}; waiting for the acknowledgements"),
+                        );
+                        told = true;
+                    }
+                    None
                 }
-                None
+                r => Some(r),
             }
-            r => Some(r),
         });
         if let Some(r) = done {
             return r;
@@ -1021,7 +1026,12 @@ unsafe impl Object for EmuCq {
     const ARG: &'static str = "cq";
     object_fields!(cqx);
     fn destroy_on(dev: &Device, handle: CqHandle) -> VerbsResult<()> {
-        destroy_after_acks(dev, "ibv_destroy_cq", |h| h.destroy_cq(handle))
+        destroy_after_acks(
+            dev,
+            "ibv_destroy_cq",
+            (ObjectKind::Cq, handle.to_raw()),
+            |h| h.destroy_cq(handle),
+        )
     }
     unsafe fn release(ctx: &EmuContext, p: *mut Self) {
         // SAFETY: a live CQ no longer used (as documented).
@@ -1261,7 +1271,12 @@ unsafe impl Object for EmuSrq {
     const ARG: &'static str = "srq";
     object_fields!(srq);
     fn destroy_on(dev: &Device, handle: SrqHandle) -> VerbsResult<()> {
-        destroy_after_acks(dev, "ibv_destroy_srq", |h| h.destroy_srq(handle))
+        destroy_after_acks(
+            dev,
+            "ibv_destroy_srq",
+            (ObjectKind::Srq, handle.to_raw()),
+            |h| h.destroy_srq(handle),
+        )
     }
     unsafe fn release(ctx: &EmuContext, p: *mut Self) {
         // SAFETY: a live SRQ no longer used (as documented).
@@ -1403,7 +1418,12 @@ unsafe impl Object for EmuQp {
     const ARG: &'static str = "qp";
     object_fields!(qpx.qp_base);
     fn destroy_on(dev: &Device, handle: QpHandle) -> VerbsResult<()> {
-        destroy_after_acks(dev, "ibv_destroy_qp", |h| h.destroy_qp(handle))
+        destroy_after_acks(
+            dev,
+            "ibv_destroy_qp",
+            (ObjectKind::Qp, handle.to_raw()),
+            |h| h.destroy_qp(handle),
+        )
     }
     unsafe fn release(ctx: &EmuContext, p: *mut Self) {
         // SAFETY: a live QP no longer used (as documented).

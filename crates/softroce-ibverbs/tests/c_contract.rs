@@ -325,3 +325,9 @@ fn exit_from_a_signal_handler_inside_a_verb_ends_the_process() {
         );
     }
 }
+
+/// Two contexts of one device: an async fd each, each QP's events to its own context.
+#[test]
+fn man_pages_async_events_are_per_context() {
+    run_c_program("man_async_per_context", "softroce0=127.77.30.42");
+}

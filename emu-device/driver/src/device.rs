@@ -185,6 +185,10 @@ struct Shared {
     stop: AtomicBool,
     channel_fds: Mutex<HashMap<ChannelHandle, Arc<EventFd>>>,
     async_fd: EventFd,
+    /// More fds to signal when an async event is queued: each `ibv_context` of the drop-in
+    /// has an async fd of its own (ibv_get_async_event(3) is per context), which must
+    /// become readable when the device queues an event.
+    async_watchers: Mutex<Vec<std::sync::Weak<EventFd>>>,
     /// The pcap capture, until the device or the process ends ([`Device::finish_at_exit`]
     /// takes it out to flush it).
     capture: Option<Mutex<Option<CaptureWriter<io::BufWriter<std::fs::File>>>>>,
@@ -325,6 +329,7 @@ impl Device {
             stop: AtomicBool::new(false),
             channel_fds: Mutex::new(HashMap::new()),
             async_fd: EventFd::new()?,
+            async_watchers: Mutex::new(Vec::new()),
             capture,
             faults: Mutex::new(faults),
             epoch: Instant::now(),
@@ -672,6 +677,17 @@ impl Device {
             let ev = hca.get_cq_event(ch)?;
             Ok((ev, hca.channel_pending(ch).unwrap_or(0) > 0))
         })
+    }
+
+    /// Signal `fd` too whenever an async event is queued (until `fd` is dropped).
+    pub fn watch_async_events(&self, fd: &Arc<EventFd>) {
+        lock(&self.shared.async_watchers).push(Arc::downgrade(fd));
+    }
+
+    /// The caller is about to sleep on an fd of its own until an event: the engine must
+    /// receive what it waits for (a busy-polling thread may have been doing that).
+    pub fn before_waiting(&self) {
+        self.shared.hand_back_to_engine();
     }
 
     /// `ibv_get_async_event`, waiting up to `timeout` like [`Device::get_cq_event`].
@@ -1174,6 +1190,13 @@ fn transmit_and_signal(shared: &Shared, hca: &mut Hca, now: Instant) {
             }
             HcaEvent::AsyncEventQueued => {
                 let _ = shared.async_fd.notify();
+                lock(&shared.async_watchers).retain(|w| match w.upgrade() {
+                    Some(fd) => {
+                        let _ = fd.notify();
+                        true
+                    }
+                    None => false,
+                });
             }
             HcaEvent::AsyncQueueEmptied => {
                 let _ = shared.async_fd.try_consume();
