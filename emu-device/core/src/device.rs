@@ -321,8 +321,9 @@ impl Device {
             hw_ver: 0,
             max_qp: 0x10_0000 - FIRST_QPN,
             max_qp_wr: 0x4000,
-            device_cap_flags: 0x0102_3C76,
-            device_cap_flags_ex: 0x0102_3C76 | DEVICE_ATOMIC_WRITE,
+            // rxe's flags plus IBV_DEVICE_XRC (1 << 20): XRC domains, SRQs and QPs.
+            device_cap_flags: 0x0112_3C76,
+            device_cap_flags_ex: 0x0112_3C76 | DEVICE_ATOMIC_WRITE,
             max_sge: 32,
             max_sge_rd: 32,
             max_cq: 0x10_0000,
