@@ -213,6 +213,8 @@ pub struct OdpCaps {
     pub uc: u32,
     /// `per_transport_caps.ud_odp_caps`.
     pub ud: u32,
+    /// `xrc_odp_caps`.
+    pub xrc: u32,
 }
 
 impl OdpCaps {
@@ -227,6 +229,8 @@ impl OdpCaps {
         uc: 0x07,
         // UD: SEND, RECV, SRQ_RECV.
         ud: 0x23,
+        // XRC: as RC (its receives are all SRQ receives).
+        xrc: 0x3F,
     };
 
     /// `IBV_ODP_SUPPORT_IMPLICIT`.
