@@ -240,8 +240,8 @@ const fn header_of(h: ExtHeaders) -> Header {
 /// The owned extended headers of a packet; which are present must match the opcode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct ExtRepr {
-    /// XRCETH (XRC requests): the XRC SRQ number, 24 bits (the reserved byte is emitted
-    /// as zero and ignored on parse).
+    /// XRCETH (XRC requests), raw 32 bits: the reserved byte, then the XRC SRQ number in
+    /// the low 24 bits.
     pub xrceth: Option<u32>,
     /// DETH (UD).
     pub deth: Option<DethRepr>,
@@ -333,7 +333,9 @@ impl RoceRepr {
         p.check_len()?;
         let bth = BthRepr::parse(&p.bth())?;
         let ext = ExtRepr {
-            xrceth: p.xrceth().map(|v| v.srqn()),
+            xrceth: p
+                .xrceth()
+                .map(|v| (u32::from(v.reserved()) << 24) | v.srqn()),
             deth: p.deth().map(|v| DethRepr::parse(&v)).transpose()?,
             feth: p.feth().map(|v| v.raw()),
             reth: p.reth().map(|v| RethRepr::parse(&v)).transpose()?,
@@ -437,8 +439,9 @@ impl RoceRepr {
                 Header::Ieth => Ieth::new_unchecked(out).set_rkey(self.ext.ieth.unwrap_or(0)),
                 Header::XrcEth => {
                     let mut v = XrcEth::new_unchecked(out);
-                    v.set_reserved(0);
-                    v.set_srqn(self.ext.xrceth.unwrap_or(0) & 0x00FF_FFFF);
+                    let raw = self.ext.xrceth.unwrap_or(0);
+                    v.set_reserved((raw >> 24) as u8);
+                    v.set_srqn(raw & 0x00FF_FFFF);
                 }
                 _ => out.copy_from_slice(&self.ext.cnp.unwrap_or([0; 16])),
             }

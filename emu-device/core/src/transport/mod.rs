@@ -73,7 +73,8 @@ pub(crate) fn to_xrc(repr: &mut RoceRepr, srqn: Option<u32>) {
     if let Some(op) = repr.bth.opcode.rc_to_xrc() {
         repr.bth.opcode = op;
     }
-    repr.ext.xrceth = srqn;
+    // The reserved byte stays zero.
+    repr.ext.xrceth = srqn.map(|n| n & 0x00FF_FFFF);
 }
 
 /// The local ACK timeout of a QP: 4.096 µs × 2^timeout; `None` for 0 (infinite).
