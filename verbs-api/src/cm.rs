@@ -498,6 +498,7 @@ impl ConnectionManager {
             .map_err(|e| cm_error("connect", e))?;
         let mtu = self.ctx.query_port(1)?.active_mtu;
         let params = ConnectParams {
+            xrc: false,
             remote_gid: Gid::ZERO,
             service_id: PortSpace::Tcp.service_id(to.port()),
             local_qpn: Qpn::from_wire(local.qpn),
@@ -836,6 +837,7 @@ impl ConnectionRequest {
         {
             let mut d = lock(&shared.dispatch);
             let params = AcceptParams {
+                xrc: false,
                 local_qpn: Qpn::from_wire(local.qpn),
                 starting_psn: Psn::new(local.psn),
                 responder_resources: transition.responder_resources,

@@ -2269,19 +2269,19 @@ pub(crate) unsafe extern "C" fn vctx_get_srq_num(srq: *mut ibv_srq, srq_num: *mu
     })
 }
 
-/// An XRC target QP of `xrcd` (`ibv_create_qp_ex` with `IBV_QPT_XRC_RECV`): no PD, CQs,
-/// SRQ or queues.
+/// An XRC target QP of `a.xrcd` (`ibv_create_qp_ex` with `IBV_QPT_XRC_RECV`): no PD, CQs,
+/// SRQ or queues of its own.
 ///
 /// # Safety
-/// `xrcd` must be NULL or from ibv_open_xrcd.
+/// `a.xrcd` must be NULL or from ibv_open_xrcd.
 pub(crate) unsafe fn create_xrc_recv_qp(
     verb: &str,
     context: *mut ibv_context,
-    xrcd: *mut ibv_xrcd,
-    qp_context: *mut c_void,
+    a: &ibv_qp_init_attr_ex,
 ) -> Result<*mut EmuQp, c_int> {
+    let qp_context = a.qp_context;
     // SAFETY: forwarded.
-    let x = unsafe { resolve::<EmuXrcd>(verb, xrcd) }?;
+    let x = unsafe { resolve::<EmuXrcd>(verb, a.xrcd) }?;
     if x.ctx.ctx_ptr() != context {
         return Err(fail(
             verb,
@@ -2292,9 +2292,19 @@ pub(crate) unsafe fn create_xrc_recv_qp(
     let (handle, qpn) = on_device(verb, x.dev, |h| {
         h.create_xrc_recv_qp(x.handle, qp_context as u64)
     })?;
+    let mut qpx = xrc_recv_qpx(x.ctx, qp_context, handle, qpn.value(), IBV_QPS_RESET);
+    // As libibverbs' set_qp: the QP shows the PD and CQs it was created with, which the
+    // target does not use (librdmacm passes its id's, and keeps `id->pd = qp->pd`).
+    let base = &mut qpx.qp_base;
+    if a.comp_mask & IBV_QP_INIT_ATTR_PD != 0 {
+        base.pd = a.pd;
+    }
+    base.send_cq = a.send_cq;
+    base.recv_cq = a.recv_cq;
+    base.srq = a.srq;
     Ok(publish_qp(
         x.ctx,
-        xrc_recv_qpx(x.ctx, qp_context, handle, qpn.value(), IBV_QPS_RESET),
+        qpx,
         handle,
         QpType::XrcRecv,
         false,

@@ -485,7 +485,7 @@ pub(crate) unsafe extern "C" fn vctx_create_qp_ex(
                 ));
             }
             // SAFETY: a domain from ibv_open_xrcd, or rejected.
-            let qp = unsafe { create_xrc_recv_qp(VERB, context, a.xrcd, a.qp_context) }?;
+            let qp = unsafe { create_xrc_recv_qp(VERB, context, a) }?;
             a.cap = ibv_qp_cap::default();
             return Ok(qp.cast());
         }

@@ -810,6 +810,7 @@ pub(crate) unsafe fn connect(cm_id: &mut CmId, param: *const rdma_conn_param) ->
     let local_psn = random_psn();
     let ack_timeout = cm_id.state().ack_timeout;
     let params = ConnectParams {
+        xrc: false,
         remote_gid,
         service_id: service,
         local_qpn: Qpn::new(qp_num & 0x00ff_ffff).ok_or(libc::EINVAL)?,
@@ -924,6 +925,7 @@ pub(crate) unsafe fn accept(cm_id: &mut CmId, param: *const rdma_conn_param) -> 
         return Err(e);
     }
     let accept = AcceptParams {
+        xrc: false,
         local_qpn: Qpn::new(qp_num & 0x00ff_ffff).ok_or(libc::EINVAL)?,
         starting_psn: Psn::new(c.rq_psn),
         responder_resources,
