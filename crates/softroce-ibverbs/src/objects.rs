@@ -2056,6 +2056,11 @@ fn xrcd_files() -> std::sync::MutexGuard<'static, Vec<XrcdFile>> {
     XRCD_FILES.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The context is going away: its domains are no longer found through their files.
+pub(crate) fn forget_xrcd_files(context: *mut ibv_context) {
+    xrcd_files().retain(|f| f.ctx != context as usize);
+}
+
 /// `verbs_context.open_xrcd`: a new domain, or with `fd` the one the file already has
 /// (`O_CREAT` creates it if missing, `O_EXCL` refuses an existing one).
 pub(crate) unsafe extern "C" fn vctx_open_xrcd(

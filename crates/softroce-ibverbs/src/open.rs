@@ -40,5 +40,11 @@ pub(crate) unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c
     const VERB: &str = "ibv_close_device";
     // SAFETY: an ibv_context from ibv_open_device, or rejected; the application promises not
     // to use it (or objects of it) any more.
-    guard_errno(VERB, || unsafe { EmuContext::close(VERB, context) })
+    guard_errno(VERB, || {
+        // SAFETY: as above.
+        unsafe { EmuContext::close(VERB, context) }?;
+        // A later context at the same address must not find this one's domains.
+        objects::forget_xrcd_files(context);
+        Ok(())
+    })
 }

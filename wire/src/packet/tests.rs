@@ -248,4 +248,10 @@ fn xrc_write_has_the_xrceth_before_the_reth() {
     let ack = build(Opcode::XRC_ACKNOWLEDGE, &[]);
     let p = RocePacket::new_checked(&ack[..]).unwrap();
     assert!(p.xrceth().is_none() && p.aeth().is_some());
+    let p = RocePacket::new_checked(&buf[..]).unwrap();
+    assert_eq!(
+        crate::pretty::Summary(&p).to_string(),
+        "XRC_RDMA_WRITE_ONLY dqpn=0x11 psn=100 xrceth{srqn=0xabcdef} \
+         reth{va=0x7f0000001000 rkey=0x1234 len=3000} payload=3 pad=1"
+    );
 }
