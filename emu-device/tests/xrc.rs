@@ -239,3 +239,25 @@ fn an_srq_outside_the_domain_is_an_invalid_request() {
     let busy = x.fabric.node_mut(b).close_xrcd(x.b_xrcd);
     assert!(matches!(busy, Err(VerbsError::Busy { .. })), "{busy:?}");
 }
+
+/// The rkey of an RDMA WRITE over XRC must name a region of the named SRQ's PD: a region of
+/// another PD of the same device is a remote access error, and nothing is written.
+#[test]
+fn a_write_to_a_region_outside_the_srqs_pd_is_a_remote_access_error() {
+    let mut x = Xrc::new(6);
+    let b = x.b;
+    let other_pd = x.fabric.node_mut(b).alloc_pd().unwrap();
+    let elsewhere = register(x.fabric.node_mut(b), other_pd, 4096, access());
+    x.a_mem.write(0, b"xrc-write");
+    let mut wr = SendWr::new(1, WrOpcode::RdmaWrite);
+    wr.sg_list = vec![x.a_mem.sge(0, 9)];
+    wr.rdma = RdmaTarget {
+        remote_addr: elsewhere.addr(0),
+        rkey: elsewhere.keys.rkey,
+    };
+    wr.xrc_remote_srqn = x.b_srqn;
+    x.post(wr);
+    let a = x.completions(false, 1);
+    assert_eq!(a[0].status, WcStatus::RemAccessErr);
+    assert_eq!(elsewhere.read(0, 9), vec![0; 9]);
+}
