@@ -2237,6 +2237,13 @@ pub(crate) unsafe extern "C" fn vctx_create_srq_ex(
                 }
                 // SAFETY: a domain from ibv_open_xrcd, or rejected; a CQ from ibv_create_cq.
                 let x = unsafe { resolve::<EmuXrcd>(VERB, a.xrcd) }?;
+                if x.ctx.ctx_ptr() != context {
+                    return Err(fail(
+                        VERB,
+                        libc::EINVAL,
+                        "the XRC domain belongs to another context",
+                    ));
+                }
                 // SAFETY: as above.
                 let cq = unsafe { EmuCq::handle(a.cq.cast()) };
                 on_device(VERB, p.dev, |h| {
