@@ -82,6 +82,7 @@ impl Story {
         let b_gid = Gid::from_ip(self.fabric.addr(self.b));
         let a = self.node(self.a);
         let params = ConnectParams {
+            xrc: false,
             remote_gid: b_gid,
             service_id,
             local_qpn: Qpn::new(0x11).unwrap(),
@@ -110,6 +111,7 @@ impl Story {
                 match &ev {
                     CmEvent::ConnectRequest { id, .. } => {
                         let params = AcceptParams {
+                            xrc: false,
                             local_qpn: Qpn::new(0x22).unwrap(),
                             starting_psn: Psn::new(2),
                             responder_resources: 1,

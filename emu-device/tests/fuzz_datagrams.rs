@@ -20,6 +20,7 @@ fn build(
 ) -> Vec<u8> {
     let h = op.info().map_or(ExtHeaders::NONE, |i| i.headers);
     let ext = ExtRepr {
+        xrceth: h.contains(ExtHeaders::XRCETH).then_some(1),
         deth: h.contains(ExtHeaders::DETH).then_some(DethRepr {
             qkey: 0x1111_1111,
             reserved: 0,

@@ -666,6 +666,7 @@ impl ConnectionManager {
         let private_data = cma_private_data(&CmaHdrRepr { src_port, addrs }, &options.private_data)
             .map_err(|e| cm_error("connect", e))?;
         let params = ConnectParams {
+            xrc: false,
             remote_gid: Gid::ZERO,
             service_id: PortSpace::Tcp.service_id(to.port()),
             local_qpn: Qpn::from_wire(local.qpn),
@@ -1055,6 +1056,7 @@ impl ConnectionRequest {
         {
             let mut d = lock(&shared.dispatch);
             let params = AcceptParams {
+                xrc: false,
                 local_qpn: Qpn::from_wire(local.qpn),
                 starting_psn: Psn::new(local.psn),
                 responder_resources: transition.responder_resources,

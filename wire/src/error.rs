@@ -26,6 +26,8 @@ pub enum Header {
     Feth,
     /// The 16 reserved bytes of a RoCEv2 CNP.
     Cnp,
+    /// XRC extended transport header (4 bytes).
+    XrcEth,
     /// The payload an opcode requires (e.g. ATOMIC WRITE's 8 bytes).
     Payload,
     /// The pad bytes announced by the BTH pad count.
@@ -62,6 +64,7 @@ impl Header {
             Self::Deth => "DETH",
             Self::Feth => "FETH",
             Self::Cnp => "CNP",
+            Self::XrcEth => "XRCETH",
             Self::Payload => "payload",
             Self::Pad => "pad",
             Self::Icrc => "ICRC",

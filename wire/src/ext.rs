@@ -291,6 +291,17 @@ header_view! {
 }
 
 header_view! {
+    /// XRC extended transport header (4 bytes): a reserved byte and the XRC SRQ number
+    /// (24 bits) the request is for; first after the BTH in every XRC request.
+    XrcEth, Header::XrcEth, 4, {
+        /// Reserved byte.
+        reserved, set_reserved: u8 = 0..1;
+        /// XRC SRQ number (24 bits).
+        srqn, set_srqn: u32 = 1..4;
+    }
+}
+
+header_view! {
     /// Datagram extended transport header (8 bytes).
     Deth, Header::Deth, 8, {
         /// Queue key.
@@ -516,5 +527,16 @@ mod tests {
         truncations(&[0u8; 4], Header::Feth, |b| {
             Feth::new_checked(b).map(|_| ())
         });
+    }
+
+    #[test]
+    fn xrceth_is_a_reserved_byte_and_a_24_bit_srq_number() {
+        let mut x = [0xa5u8; 4];
+        let mut v = XrcEth::new_unchecked(&mut x[..]);
+        v.set_reserved(0);
+        v.set_srqn(0x12_3456);
+        assert_eq!(x, [0, 0x12, 0x34, 0x56]);
+        assert_eq!(XrcEth::new_checked(&x[..]).unwrap().srqn(), 0x12_3456);
+        truncations(&x, Header::XrcEth, |b| XrcEth::new_checked(b).map(|_| ()));
     }
 }

@@ -55,7 +55,7 @@ pub use cm::{CmAttr, CmMadRepr, CmMessage, CmaHdrRepr, PortSpace};
 pub use error::{Header, Result, WireError};
 pub use ext::{
     Aeth, AethRepr, AtomicAckEth, AtomicEth, AtomicEthRepr, Deth, DethRepr, Feth, Ieth, ImmDt,
-    NakCode, Reth, RethRepr, Syndrome, rnr_timer_micros,
+    NakCode, Reth, RethRepr, Syndrome, XrcEth, rnr_timer_micros,
 };
 pub use gid::Gid;
 pub use icrc::{IcrcCheck, ROCE_V2_PORT, UdpEndpoints};

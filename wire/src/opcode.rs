@@ -65,9 +65,12 @@ impl ExtHeaders {
     pub const IETH: Self = Self(1 << 7);
     /// The 16 reserved bytes of a RoCEv2 CNP.
     pub const CNP: Self = Self(1 << 8);
+    /// XRCETH (4 bytes): the XRC SRQ number a request is for; first after the BTH.
+    pub const XRCETH: Self = Self(1 << 9);
 
     /// Wire order of the extended headers.
-    pub const ORDER: [Self; 9] = [
+    pub const ORDER: [Self; 10] = [
+        Self::XRCETH,
         Self::DETH,
         Self::FETH,
         Self::RETH,
@@ -106,6 +109,7 @@ impl ExtHeaders {
             x if x == Self::IMM.0 => 4,
             x if x == Self::IETH.0 => 4,
             x if x == Self::CNP.0 => 16,
+            x if x == Self::XRCETH.0 => 4,
             _ => 0,
         }
     }
@@ -336,12 +340,81 @@ opcodes! {
     UD_SEND_ONLY_WITH_IMMEDIATE = 0x65, Send, Only, [DETH, IMM], true, None;
     /// RoCEv2 congestion notification packet.
     CNP = 0x81, Cnp, Only, [CNP], false, None;
+    /// XRC SEND First.
+    XRC_SEND_FIRST = 0xA0, Send, First, [XRCETH], true, None;
+    /// XRC SEND Middle.
+    XRC_SEND_MIDDLE = 0xA1, Send, Middle, [XRCETH], true, None;
+    /// XRC SEND Last.
+    XRC_SEND_LAST = 0xA2, Send, Last, [XRCETH], true, None;
+    /// XRC SEND Last with Immediate.
+    XRC_SEND_LAST_WITH_IMMEDIATE = 0xA3, Send, Last, [XRCETH, IMM], true, None;
+    /// XRC SEND Only.
+    XRC_SEND_ONLY = 0xA4, Send, Only, [XRCETH], true, None;
+    /// XRC SEND Only with Immediate.
+    XRC_SEND_ONLY_WITH_IMMEDIATE = 0xA5, Send, Only, [XRCETH, IMM], true, None;
+    /// XRC RDMA WRITE First.
+    XRC_RDMA_WRITE_FIRST = 0xA6, Write, First, [XRCETH, RETH], true, None;
+    /// XRC RDMA WRITE Middle.
+    XRC_RDMA_WRITE_MIDDLE = 0xA7, Write, Middle, [XRCETH], true, None;
+    /// XRC RDMA WRITE Last.
+    XRC_RDMA_WRITE_LAST = 0xA8, Write, Last, [XRCETH], true, None;
+    /// XRC RDMA WRITE Last with Immediate.
+    XRC_RDMA_WRITE_LAST_WITH_IMMEDIATE = 0xA9, Write, Last, [XRCETH, IMM], true, None;
+    /// XRC RDMA WRITE Only.
+    XRC_RDMA_WRITE_ONLY = 0xAA, Write, Only, [XRCETH, RETH], true, None;
+    /// XRC RDMA WRITE Only with Immediate.
+    XRC_RDMA_WRITE_ONLY_WITH_IMMEDIATE = 0xAB, Write, Only, [XRCETH, RETH, IMM], true, None;
+    /// XRC RDMA READ Request.
+    XRC_RDMA_READ_REQUEST = 0xAC, ReadRequest, Only, [XRCETH, RETH], false, None;
+    /// XRC RDMA READ response First (responses carry no XRCETH).
+    XRC_RDMA_READ_RESPONSE_FIRST = 0xAD, ReadResponse, First, [AETH], true, None;
+    /// XRC RDMA READ response Middle.
+    XRC_RDMA_READ_RESPONSE_MIDDLE = 0xAE, ReadResponse, Middle, [], true, None;
+    /// XRC RDMA READ response Last.
+    XRC_RDMA_READ_RESPONSE_LAST = 0xAF, ReadResponse, Last, [AETH], true, None;
+    /// XRC RDMA READ response Only.
+    XRC_RDMA_READ_RESPONSE_ONLY = 0xB0, ReadResponse, Only, [AETH], true, None;
+    /// XRC Acknowledge (ACK, NAK, RNR NAK).
+    XRC_ACKNOWLEDGE = 0xB1, Acknowledge, Only, [AETH], false, None;
+    /// XRC ATOMIC Acknowledge.
+    XRC_ATOMIC_ACKNOWLEDGE = 0xB2, AtomicAcknowledge, Only, [AETH, ATOMIC_ACK_ETH], false, None;
+    /// XRC CmpSwap.
+    XRC_COMPARE_SWAP = 0xB3, CompareSwap, Only, [XRCETH, ATOMIC_ETH], false, None;
+    /// XRC FetchAdd.
+    XRC_FETCH_ADD = 0xB4, FetchAdd, Only, [XRCETH, ATOMIC_ETH], false, None;
+    /// XRC SEND Last with Invalidate.
+    XRC_SEND_LAST_WITH_INVALIDATE = 0xB6, Send, Last, [XRCETH, IETH], true, None;
+    /// XRC SEND Only with Invalidate.
+    XRC_SEND_ONLY_WITH_INVALIDATE = 0xB7, Send, Only, [XRCETH, IETH], true, None;
 }
 
 impl Opcode {
     /// The transport service of this opcode.
     pub const fn transport(self) -> Transport {
         Transport::of(self.0)
+    }
+
+    /// The XRC opcode with the same operation (`0xA0 | op`) for an RC opcode this table
+    /// knows an XRC twin of; `None` otherwise. The requester builds RC opcodes and an XRC
+    /// QP sends their twins.
+    pub const fn rc_to_xrc(self) -> Option<Self> {
+        let twin = Self(0xA0 | (self.0 & 0x1F));
+        if matches!(self.transport(), Transport::Rc) && twin.info().is_some() {
+            Some(twin)
+        } else {
+            None
+        }
+    }
+
+    /// The RC opcode with the same operation for an XRC opcode this table knows; `None`
+    /// otherwise. The responder and completer run XRC packets as RC ones (their headers
+    /// are read from the packet, whose layout follows the real opcode).
+    pub const fn xrc_to_rc(self) -> Option<Self> {
+        if matches!(self.transport(), Transport::Xrc) && self.info().is_some() {
+            Some(Self(self.0 & 0x1F))
+        } else {
+            None
+        }
     }
 
     /// The IBTA name, or `None` for unknown opcodes.
@@ -449,7 +522,7 @@ mod tests {
             assert_eq!(info.ext_len(), ext_len, "{name}");
             assert_eq!(info.name, name);
         }
-        assert_eq!(Opcode::KNOWN.len(), 40);
+        assert_eq!(Opcode::KNOWN.len(), 63);
         assert_eq!(Opcode(0x15).info(), None, "RESYNC is reserved");
     }
 
@@ -465,10 +538,35 @@ mod tests {
                 Transport::Rc => "RC_",
                 Transport::Uc => "UC_",
                 Transport::Ud => "UD_",
+                Transport::Xrc => "XRC_",
                 _ => "CNP",
             };
             assert!(info.name.starts_with(prefix), "{}", info.name);
         }
+    }
+
+    /// IBTA 9.2 and table 36: an XRC opcode is `0xA0 | op` with the RC op's meaning; every
+    /// request carries the 4-byte XRCETH first, responses carry none.
+    #[test]
+    fn xrc_opcodes_are_rc_ones_plus_the_xrceth_on_requests() {
+        let mut twins = 0;
+        for &op in Opcode::KNOWN {
+            let Some(x) = op.rc_to_xrc() else { continue };
+            twins += 1;
+            let (rc, xrc) = (op.info().unwrap(), x.info().unwrap());
+            assert_eq!(x.xrc_to_rc(), Some(op));
+            assert_eq!(x.transport(), Transport::Xrc);
+            assert_eq!(xrc.operation, rc.operation);
+            assert_eq!(xrc.position, rc.position);
+            assert_eq!(xrc.name.strip_prefix("XRC_"), rc.name.strip_prefix("RC_"));
+            let extra = if rc.is_request() { 4 } else { 0 };
+            assert_eq!(xrc.ext_len(), rc.ext_len() + extra, "{}", xrc.name);
+            assert_eq!(xrc.headers.contains(ExtHeaders::XRCETH), rc.is_request());
+        }
+        assert_eq!(twins, 23, "every RC opcode but FLUSH and ATOMIC WRITE");
+        assert_eq!(Opcode::RC_FLUSH.rc_to_xrc(), None);
+        assert_eq!(Opcode::UC_SEND_ONLY.rc_to_xrc(), None);
+        assert_eq!(Opcode::RC_SEND_ONLY.xrc_to_rc(), None);
     }
 
     #[test]

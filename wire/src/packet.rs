@@ -8,7 +8,7 @@ use crate::bth::{Bth, BthRepr};
 use crate::error::{Header, Result, WireError, need};
 use crate::ext::{
     Aeth, AethRepr, AtomicAckEth, AtomicEth, AtomicEthRepr, Deth, DethRepr, Feth, Ieth, ImmDt,
-    Reth, RethRepr,
+    Reth, RethRepr, XrcEth,
 };
 use crate::opcode::{ExtHeaders, Opcode};
 
@@ -129,6 +129,10 @@ impl<T: AsRef<[u8]>> RocePacket<T> {
         Some(&self.buffer.as_ref()[off..off + which.single_len()])
     }
 
+    /// The XRCETH, if the opcode carries one (XRC requests).
+    pub fn xrceth(&self) -> Option<XrcEth<&[u8]>> {
+        self.ext(ExtHeaders::XRCETH).map(XrcEth::new_unchecked)
+    }
     /// The DETH, if the opcode carries one.
     pub fn deth(&self) -> Option<Deth<&[u8]>> {
         self.ext(ExtHeaders::DETH).map(Deth::new_unchecked)
@@ -228,6 +232,7 @@ const fn header_of(h: ExtHeaders) -> Header {
         x if x == ExtHeaders::ATOMIC_ACK_ETH.bits() => Header::AtomicAckEth,
         x if x == ExtHeaders::IMM.bits() => Header::ImmDt,
         x if x == ExtHeaders::IETH.bits() => Header::Ieth,
+        x if x == ExtHeaders::XRCETH.bits() => Header::XrcEth,
         _ => Header::Cnp,
     }
 }
@@ -235,6 +240,9 @@ const fn header_of(h: ExtHeaders) -> Header {
 /// The owned extended headers of a packet; which are present must match the opcode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct ExtRepr {
+    /// XRCETH (XRC requests), raw 32 bits: the reserved byte, then the XRC SRQ number in
+    /// the low 24 bits.
+    pub xrceth: Option<u32>,
     /// DETH (UD).
     pub deth: Option<DethRepr>,
     /// FETH (FLUSH), raw 32 bits.
@@ -259,6 +267,9 @@ impl ExtRepr {
     /// The set of headers present.
     pub const fn headers(&self) -> ExtHeaders {
         let mut s = ExtHeaders::NONE;
+        if self.xrceth.is_some() {
+            s = s.with(ExtHeaders::XRCETH);
+        }
         if self.deth.is_some() {
             s = s.with(ExtHeaders::DETH);
         }
@@ -322,6 +333,9 @@ impl RoceRepr {
         p.check_len()?;
         let bth = BthRepr::parse(&p.bth())?;
         let ext = ExtRepr {
+            xrceth: p
+                .xrceth()
+                .map(|v| (u32::from(v.reserved()) << 24) | v.srqn()),
             deth: p.deth().map(|v| DethRepr::parse(&v)).transpose()?,
             feth: p.feth().map(|v| v.raw()),
             reth: p.reth().map(|v| RethRepr::parse(&v)).transpose()?,
@@ -423,6 +437,12 @@ impl RoceRepr {
                 }
                 Header::ImmDt => ImmDt::new_unchecked(out).set_imm(self.ext.imm.unwrap_or(0)),
                 Header::Ieth => Ieth::new_unchecked(out).set_rkey(self.ext.ieth.unwrap_or(0)),
+                Header::XrcEth => {
+                    let mut v = XrcEth::new_unchecked(out);
+                    let raw = self.ext.xrceth.unwrap_or(0);
+                    v.set_reserved((raw >> 24) as u8);
+                    v.set_srqn(raw & 0x00FF_FFFF);
+                }
                 _ => out.copy_from_slice(&self.ext.cnp.unwrap_or([0; 16])),
             }
             off += n;

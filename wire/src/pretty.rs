@@ -59,6 +59,9 @@ impl<T: AsRef<[u8]>> fmt::Display for Summary<'_, T> {
         if bth.pkey() != 0xFFFF {
             write!(f, " pkey={:#06x}", bth.pkey())?;
         }
+        if let Some(x) = p.xrceth() {
+            write!(f, " xrceth{{srqn={:#x}}}", x.srqn())?;
+        }
         if let Some(d) = p.deth() {
             write!(f, " deth{{qkey={:#x} srcqp={}}}", d.qkey(), d.src_qpn())?;
         }

@@ -110,6 +110,7 @@ fn pair(server: Command, client: impl FnMut() -> Command, server_ends: bool) -> 
     pair_retrying(server, client, server_ends, |_| true)
 }
 
+/// rdma_server/rdma_client, and rdma_xserver/rdma_xclient over RC and over XRC.
 #[test]
 fn rdma_server_and_xserver_examples_end_cleanly() {
     for (server, client, server_addr, client_addr, server_args, client_args) in [
@@ -128,6 +129,16 @@ fn rdma_server_and_xserver_examples_end_cleanly() {
             "127.77.42.20",
             &["-c", "r"][..],
             &["-s", "127.77.42.19", "-c", "r"][..],
+        ),
+        // XRC (`-c x`): an XRC_RECV id with an XRC SRQ whose number the server accepts
+        // with; the client's XRC_SEND QP sends to it (RDMA_PS_IB, the REQ's transport XRC).
+        (
+            "rdma_xserver",
+            "rdma_xclient",
+            "127.77.42.31",
+            "127.77.42.32",
+            &["-c", "x"][..],
+            &["-s", "127.77.42.31", "-c", "x"][..],
         ),
     ] {
         let p = pair(

@@ -212,6 +212,30 @@ consts! {
         IBV_SRQ_INIT_ATTR_PD = 1 << 1,
         /// `enum ibv_srq_type`: an ordinary SRQ.
         IBV_SRQT_BASIC = 0,
+        /// `enum ibv_srq_type`: an XRC SRQ (in an XRC domain, with its own CQ).
+        IBV_SRQT_XRC = 1,
+        /// `enum ibv_srq_type`: a tag-matching SRQ.
+        IBV_SRQT_TM = 2,
+        /// `enum ibv_srq_init_attr_mask`: `srq_type` is set.
+        IBV_SRQ_INIT_ATTR_TYPE = 1 << 0,
+        /// `enum ibv_srq_init_attr_mask`: `xrcd` is set.
+        IBV_SRQ_INIT_ATTR_XRCD = 1 << 2,
+        /// `enum ibv_srq_init_attr_mask`: `cq` is set.
+        IBV_SRQ_INIT_ATTR_CQ = 1 << 3,
+        /// `enum ibv_srq_init_attr_mask`: `tm_cap` is set.
+        IBV_SRQ_INIT_ATTR_TM = 1 << 4,
+        /// `enum ibv_xrcd_init_attr_mask`: `fd` is set.
+        IBV_XRCD_INIT_ATTR_FD = 1 << 0,
+        /// `enum ibv_xrcd_init_attr_mask`: `oflags` is set.
+        IBV_XRCD_INIT_ATTR_OFLAGS = 1 << 1,
+        /// `enum ibv_qp_open_attr_mask`: `qp_num` is set.
+        IBV_QP_OPEN_ATTR_NUM = 1 << 0,
+        /// `enum ibv_qp_open_attr_mask`: `xrcd` is set.
+        IBV_QP_OPEN_ATTR_XRCD = 1 << 1,
+        /// `enum ibv_qp_open_attr_mask`: `qp_context` is set.
+        IBV_QP_OPEN_ATTR_CONTEXT = 1 << 2,
+        /// `enum ibv_qp_open_attr_mask`: `qp_type` is set.
+        IBV_QP_OPEN_ATTR_TYPE = 1 << 3,
         /// `enum ibv_rate`: 10 Gb/s.
         IBV_RATE_10_GBPS = 3,
         /// xrcd.

@@ -431,7 +431,10 @@ pub fn qp_init_attr_from_c(
 ) -> Result<QpInitAttr, ConvertError> {
     let qp_type = QpType::from_raw(a.qp_type).ok_or_else(|| ConvertError {
         errno: libc::EOPNOTSUPP,
-        why: format!("QP type {} (the emulator has RC, UC and UD)", a.qp_type),
+        why: format!(
+            "QP type {} (the emulator has RC, UC, UD, XRC_SEND and XRC_RECV)",
+            a.qp_type
+        ),
     })?;
     Ok(QpInitAttr {
         send_cq,
@@ -637,6 +640,10 @@ pub unsafe fn send_wr_from_c(
         let mr = (!b.bind_info.mr.is_null()).then(|| mr_handle(b.bind_info.mr));
         out.bind = Some(mw_bind_from_c(mw_handle(b.mw), mr, b.rkey, &b.bind_info));
     }
+    if qp_type == QpType::XrcSend {
+        // SAFETY: XRC initiator QPs use the xrc member of the qp_type union.
+        out.xrc_remote_srqn = unsafe { wr.qp_type.xrc.remote_srqn };
+    }
     if qp_type == QpType::Ud {
         // SAFETY: UD QPs use the ud member.
         let ud = unsafe { wr.wr.ud };
@@ -689,6 +696,7 @@ pub fn send_wr_to_c(w: &SendWr, objects: &mut impl CObjects) -> ibv_send_wr {
             },
         };
     }
+    c.qp_type.xrc.remote_srqn = w.xrc_remote_srqn;
     if let Some(ud) = w.ud {
         c.wr.ud = ibv_send_wr_ud {
             ah: objects.ah(ud.ah),

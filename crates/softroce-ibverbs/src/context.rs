@@ -499,6 +499,7 @@ unsafe extern "C" fn vctx_query_device_ex(
                 ud_odp_caps: odp.ud,
             },
         };
+        ex.xrc_odp_caps = odp.xrc;
         let n = attr_size.min(size_of::<ibv_device_attr_ex>());
         // SAFETY: the caller's struct holds attr_size bytes; we write at most that.
         unsafe {

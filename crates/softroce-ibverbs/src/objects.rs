@@ -15,7 +15,7 @@ use softroce_emu::Hca;
 use softroce_emu::core::{
     AccessFlags, AhHandle, ChannelHandle, CqHandle, DmHandle, MrHandle, MwHandle, MwType, PdHandle,
     PostError, QpAttrMask, QpHandle, QpType, RecvWr, SendFlags, SendWr, SrqHandle, VerbsError,
-    VerbsResult, WcOpcode, WorkCompletion,
+    VerbsResult, WcOpcode, WorkCompletion, XrcdHandle,
 };
 use softroce_emu::driver::{Device, EventFd};
 use softroce_ibverbs_abi::convert::{CWorkRequest, ConvertError};
@@ -1307,19 +1307,29 @@ pub(crate) unsafe extern "C" fn ibv_create_srq(
         })?;
         ia.attr.max_wr = real.max_wr;
         ia.attr.max_sge = real.max_sge;
-        // SAFETY: ibv_srq is plain data (pointers, integers, optional fn pointers, pthread
-        // objects initialised below) for which all-zero bytes are valid.
-        let mut srq: ibv_srq = unsafe { std::mem::zeroed() };
-        srq.context = p.ctx.ctx_ptr();
-        srq.srq_context = ia.srq_context;
-        srq.pd = pd;
-        srq.handle = handle.to_raw() as u32;
-        let s = publish(Box::new(EmuSrq { srq, handle }));
-        // SAFETY: allocated above and not handed out yet.
-        unsafe { init_sync(&mut (*s).srq.mutex, &mut (*s).srq.cond) };
-        p.ctx.register(ObjectKind::Srq, handle.to_raw(), s as usize);
-        Ok(s.cast())
+        Ok(publish_srq(p.ctx, pd, ia.srq_context, handle).cast())
     })
+}
+
+/// The application's SRQ for a device SRQ just created.
+fn publish_srq(
+    ctx: &EmuContext,
+    pd: *mut ibv_pd,
+    srq_context: *mut c_void,
+    handle: SrqHandle,
+) -> *mut EmuSrq {
+    // SAFETY: ibv_srq is plain data (pointers, integers, optional fn pointers, pthread
+    // objects initialised below) for which all-zero bytes are valid.
+    let mut srq: ibv_srq = unsafe { std::mem::zeroed() };
+    srq.context = ctx.ctx_ptr();
+    srq.srq_context = srq_context;
+    srq.pd = pd;
+    srq.handle = handle.to_raw() as u32;
+    let s = publish(Box::new(EmuSrq { srq, handle }));
+    // SAFETY: allocated above and not handed out yet.
+    unsafe { init_sync(&mut (*s).srq.mutex, &mut (*s).srq.cond) };
+    ctx.register(ObjectKind::Srq, handle.to_raw(), s as usize);
+    s
 }
 
 #[unsafe(no_mangle)]
@@ -1388,6 +1398,9 @@ pub(crate) struct EmuQp {
     qp_type: QpType,
     /// Created with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`: the `ibv_wr_*` API is set up.
     extended: bool,
+    /// A second handle to an XRC target (`ibv_open_qp`): the object index keeps naming
+    /// the creator's.
+    opened: bool,
     pub(crate) batch: Mutex<WrBatch>,
 }
 
@@ -1428,7 +1441,9 @@ unsafe impl Object for EmuQp {
     unsafe fn release(ctx: &EmuContext, p: *mut Self) {
         // SAFETY: a live QP no longer used (as documented).
         unsafe {
-            ctx.unregister(ObjectKind::Qp, (*p).handle.to_raw());
+            if !(*p).opened {
+                ctx.unregister(ObjectKind::Qp, (*p).handle.to_raw());
+            }
             destroy_sync(&mut (*p).qpx.qp_base.mutex, &mut (*p).qpx.qp_base.cond);
         }
     }
@@ -1463,14 +1478,17 @@ pub(crate) unsafe fn create_qp(
 ) -> Result<*mut EmuQp, c_int> {
     // SAFETY: forwarded.
     let p = unsafe { resolve::<EmuPd>(verb, pd) }?;
-    if ia.send_cq.is_null() || ia.recv_cq.is_null() {
+    // ibv_create_qp_ex(3): an XRC initiator has a send CQ only.
+    let xrc_send = ia.qp_type == IBV_QPT_XRC_SEND;
+    if ia.send_cq.is_null() || (ia.recv_cq.is_null() && !xrc_send) {
         return Err(fail(verb, libc::EINVAL, "send_cq and recv_cq are required"));
     }
+    let recv_cq = if xrc_send { ia.send_cq } else { ia.recv_cq };
     // SAFETY: CQs from ibv_create_cq, SRQ from ibv_create_srq (as documented).
     let (send_cq, recv_cq, srq) = unsafe {
         (
             EmuCq::handle(ia.send_cq.cast()),
-            EmuCq::handle(ia.recv_cq.cast()),
+            EmuCq::handle(recv_cq.cast()),
             (!ia.srq.is_null()).then(|| EmuSrq::handle(ia.srq.cast())),
         )
     };
@@ -1492,17 +1510,39 @@ pub(crate) unsafe fn create_qp(
     base.qp_num = qpn.value();
     base.state = IBV_QPS_RESET;
     base.qp_type = ia.qp_type;
+    Ok(publish_qp(
+        p.ctx,
+        qpx,
+        handle,
+        attr.qp_type,
+        extended,
+        false,
+    ))
+}
+
+/// The application's QP for a device QP (`opened`: a further handle to an XRC target).
+fn publish_qp(
+    ctx: &EmuContext,
+    qpx: ibv_qp_ex,
+    handle: QpHandle,
+    qp_type: QpType,
+    extended: bool,
+    opened: bool,
+) -> *mut EmuQp {
     let q = publish(Box::new(EmuQp {
         qpx,
         handle,
-        qp_type: attr.qp_type,
+        qp_type,
         extended,
+        opened,
         batch: Mutex::new(WrBatch::default()),
     }));
     // SAFETY: allocated above and not handed out yet.
     unsafe { init_sync(&mut (*q).qpx.qp_base.mutex, &mut (*q).qpx.qp_base.cond) };
-    p.ctx.register(ObjectKind::Qp, handle.to_raw(), q as usize);
-    Ok(q)
+    if !opened {
+        ctx.register(ObjectKind::Qp, handle.to_raw(), q as usize);
+    }
+    q
 }
 
 #[unsafe(no_mangle)]
@@ -1997,5 +2037,388 @@ unsafe extern "C" fn ibv_create_ah_from_wc(
             init_ah_from_wc(VERB, EmuPd::context(pd.cast()), port_num, wc, grh, &mut a)?;
             create_ah(VERB, pd, &mut a)
         }
+    })
+}
+
+// ---- XRC ------------------------------------------------------------------------------
+
+/// An XRC domain (ibv_open_xrcd(3)).
+#[repr(C)]
+struct EmuXrcd {
+    xrcd: ibv_xrcd,
+    handle: XrcdHandle,
+}
+
+// SAFETY: repr(C), ibv_xrcd first, allocated by publish.
+unsafe impl Object for EmuXrcd {
+    type C = ibv_xrcd;
+    type Handle = XrcdHandle;
+    const ARG: &'static str = "xrcd";
+    object_fields!(xrcd);
+    fn destroy_on(dev: &Device, handle: XrcdHandle) -> VerbsResult<()> {
+        dev.with(|h| h.close_xrcd(handle))
+    }
+}
+
+/// A domain opened through a file: the context, the file (device, inode), the domain and
+/// how many opens it has. Opens of the same file in one context share the domain, and the
+/// last close frees it (ibv_open_xrcd(3), as the kernel's per-inode table).
+struct XrcdFile {
+    ctx: usize,
+    file: (u64, u64),
+    xrcd: usize,
+    opens: u32,
+}
+
+static XRCD_FILES: Mutex<Vec<XrcdFile>> = Mutex::new(Vec::new());
+
+fn xrcd_files() -> std::sync::MutexGuard<'static, Vec<XrcdFile>> {
+    XRCD_FILES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The context is going away: its domains are no longer found through their files.
+pub(crate) fn forget_xrcd_files(context: *mut ibv_context) {
+    xrcd_files().retain(|f| f.ctx != context as usize);
+}
+
+/// `verbs_context.open_xrcd`: a new domain, or with `fd` the one the file already has
+/// (`O_CREAT` creates it if missing, `O_EXCL` refuses an existing one).
+pub(crate) unsafe extern "C" fn vctx_open_xrcd(
+    context: *mut ibv_context,
+    attr: *mut ibv_xrcd_init_attr,
+) -> *mut ibv_xrcd {
+    const VERB: &str = "ibv_open_xrcd";
+    guard_ptr(VERB, || {
+        // SAFETY: an ibv_context from ibv_open_device, or rejected.
+        let (ctx, dev) = unsafe { ctx_and_device(VERB, context) }?;
+        if attr.is_null() {
+            return Err(fail(VERB, libc::EINVAL, "xrcd_init_attr is NULL"));
+        }
+        // SAFETY: non-NULL from the caller.
+        let a = unsafe { *attr };
+        let needed = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+        if a.comp_mask & !needed != 0 {
+            return Err(fail(
+                VERB,
+                libc::EOPNOTSUPP,
+                format!("comp_mask {:#x} has unknown bits", a.comp_mask),
+            ));
+        }
+        if a.comp_mask & needed != needed {
+            return Err(fail(
+                VERB,
+                libc::EINVAL,
+                "comp_mask must name both fd and oflags",
+            ));
+        }
+        let file = if a.fd == -1 {
+            None
+        } else {
+            // SAFETY: fstat writes the struct it is given.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            // SAFETY: any fd value; a bad one fails with EBADF.
+            if unsafe { libc::fstat(a.fd, &mut st) } != 0 {
+                let e = std::io::Error::last_os_error();
+                return Err(fail(
+                    VERB,
+                    e.raw_os_error().unwrap_or(libc::EBADF),
+                    format!("fd {}: {e}", a.fd),
+                ));
+            }
+            Some((st.st_dev, st.st_ino))
+        };
+        let mut files = xrcd_files();
+        let ctx_key = ctx.ctx_ptr() as usize;
+        if let Some(file) = file
+            && let Some(f) = files
+                .iter_mut()
+                .find(|f| f.ctx == ctx_key && f.file == file)
+        {
+            if a.oflags & libc::O_EXCL != 0 {
+                return Err(fail(
+                    VERB,
+                    libc::EINVAL,
+                    "O_EXCL: the file already has an XRC domain",
+                ));
+            }
+            f.opens += 1;
+            return Ok(f.xrcd as *mut ibv_xrcd);
+        }
+        if file.is_some() && a.oflags & libc::O_CREAT == 0 {
+            return Err(fail(
+                VERB,
+                libc::EINVAL,
+                "the file has no XRC domain and oflags lacks O_CREAT",
+            ));
+        }
+        let handle = on_device(VERB, dev, |h| Ok(h.open_xrcd()))?;
+        let x = publish(Box::new(EmuXrcd {
+            xrcd: ibv_xrcd {
+                context: ctx.ctx_ptr(),
+            },
+            handle,
+        }));
+        if let Some(file) = file {
+            files.push(XrcdFile {
+                ctx: ctx_key,
+                file,
+                xrcd: x as usize,
+                opens: 1,
+            });
+        }
+        Ok(x.cast())
+    })
+}
+
+/// `verbs_context.close_xrcd`: one open fewer; the last frees the domain, which fails with
+/// EBUSY while XRC SRQs or target QPs use it.
+pub(crate) unsafe extern "C" fn vctx_close_xrcd(xrcd: *mut ibv_xrcd) -> c_int {
+    const VERB: &str = "ibv_close_xrcd";
+    guard_errno(VERB, || {
+        let mut files = xrcd_files();
+        let at = files.iter().position(|f| f.xrcd == xrcd as usize);
+        if let Some(i) = at
+            && files[i].opens > 1
+        {
+            files[i].opens -= 1;
+            return Ok(());
+        }
+        // SAFETY: a domain from ibv_open_xrcd, or rejected.
+        unsafe { destroy::<EmuXrcd>(VERB, xrcd) }?;
+        if let Some(i) = at {
+            files.remove(i);
+        }
+        Ok(())
+    })
+}
+
+/// `verbs_context.create_srq_ex`: an XRC SRQ (in `xrcd`, completing on `cq`) or a basic
+/// one; tag matching is not emulated.
+pub(crate) unsafe extern "C" fn vctx_create_srq_ex(
+    context: *mut ibv_context,
+    attr: *mut ibv_srq_init_attr_ex,
+) -> *mut ibv_srq {
+    const VERB: &str = "ibv_create_srq_ex";
+    guard_ptr(VERB, || {
+        if attr.is_null() {
+            return Err(fail(VERB, libc::EINVAL, "srq_init_attr_ex is NULL"));
+        }
+        // SAFETY: non-NULL from the caller.
+        let a = unsafe { &mut *attr };
+        let known = IBV_SRQ_INIT_ATTR_TYPE
+            | IBV_SRQ_INIT_ATTR_PD
+            | IBV_SRQ_INIT_ATTR_XRCD
+            | IBV_SRQ_INIT_ATTR_CQ;
+        if a.comp_mask & !known != 0 {
+            return Err(fail(
+                VERB,
+                libc::EOPNOTSUPP,
+                format!(
+                    "comp_mask {:#x}: tag matching and unknown bits are not emulated",
+                    a.comp_mask
+                ),
+            ));
+        }
+        let srq_type = if a.comp_mask & IBV_SRQ_INIT_ATTR_TYPE != 0 {
+            a.srq_type
+        } else {
+            IBV_SRQT_BASIC
+        };
+        if a.comp_mask & IBV_SRQ_INIT_ATTR_PD == 0 || a.pd.is_null() {
+            return Err(fail(VERB, libc::EINVAL, "an SRQ needs its PD"));
+        }
+        // SAFETY: a PD from ibv_alloc_pd, or rejected.
+        let p = unsafe { resolve::<EmuPd>(VERB, a.pd) }?;
+        if p.ctx.ctx_ptr() != context {
+            return Err(fail(
+                VERB,
+                libc::EINVAL,
+                "the PD belongs to another context",
+            ));
+        }
+        let attr = convert::srq_attr_from_c(&a.attr);
+        let context_value = a.srq_context as u64;
+        let (handle, real) = match srq_type {
+            IBV_SRQT_BASIC => {
+                on_device(VERB, p.dev, |h| h.create_srq(p.handle, attr, context_value))?
+            }
+            IBV_SRQT_XRC => {
+                let has = |bit| a.comp_mask & bit != 0;
+                if !has(IBV_SRQ_INIT_ATTR_XRCD)
+                    || !has(IBV_SRQ_INIT_ATTR_CQ)
+                    || a.xrcd.is_null()
+                    || a.cq.is_null()
+                {
+                    return Err(fail(
+                        VERB,
+                        libc::EINVAL,
+                        "an XRC SRQ needs its XRC domain and CQ (IBV_SRQ_INIT_ATTR_XRCD, _CQ)",
+                    ));
+                }
+                // SAFETY: a domain from ibv_open_xrcd, or rejected; a CQ from ibv_create_cq.
+                let x = unsafe { resolve::<EmuXrcd>(VERB, a.xrcd) }?;
+                if x.ctx.ctx_ptr() != context {
+                    return Err(fail(
+                        VERB,
+                        libc::EINVAL,
+                        "the XRC domain belongs to another context",
+                    ));
+                }
+                // SAFETY: as above.
+                let cq = unsafe { EmuCq::handle(a.cq.cast()) };
+                on_device(VERB, p.dev, |h| {
+                    h.create_xrc_srq(p.handle, x.handle, cq, attr, context_value)
+                })?
+            }
+            other => {
+                return Err(fail(
+                    VERB,
+                    libc::EOPNOTSUPP,
+                    format!("SRQ type {other}: tag-matching SRQs are not emulated"),
+                ));
+            }
+        };
+        a.attr.max_wr = real.max_wr;
+        a.attr.max_sge = real.max_sge;
+        Ok(publish_srq(p.ctx, a.pd, a.srq_context, handle).cast())
+    })
+}
+
+/// `verbs_context.get_srq_num`: the number XRC senders name the SRQ by (every SRQ has
+/// one, as on mlx5).
+pub(crate) unsafe extern "C" fn vctx_get_srq_num(srq: *mut ibv_srq, srq_num: *mut u32) -> c_int {
+    const VERB: &str = "ibv_get_srq_num";
+    guard_errno(VERB, || {
+        // SAFETY: an SRQ from ibv_create_srq(_ex), or rejected.
+        let s = unsafe { resolve::<EmuSrq>(VERB, srq) }?;
+        if srq_num.is_null() {
+            return Err(fail(VERB, libc::EINVAL, "srq_num is NULL"));
+        }
+        let n = on_device(VERB, s.dev, |h| h.srq_num(s.handle))?;
+        // SAFETY: non-NULL from the caller.
+        unsafe { *srq_num = n };
+        Ok(())
+    })
+}
+
+/// An XRC target QP of `a.xrcd` (`ibv_create_qp_ex` with `IBV_QPT_XRC_RECV`): no PD, CQs,
+/// SRQ or queues of its own.
+///
+/// # Safety
+/// `a.xrcd` must be NULL or from ibv_open_xrcd.
+pub(crate) unsafe fn create_xrc_recv_qp(
+    verb: &str,
+    context: *mut ibv_context,
+    a: &ibv_qp_init_attr_ex,
+) -> Result<*mut EmuQp, c_int> {
+    let qp_context = a.qp_context;
+    // SAFETY: forwarded.
+    let x = unsafe { resolve::<EmuXrcd>(verb, a.xrcd) }?;
+    if x.ctx.ctx_ptr() != context {
+        return Err(fail(
+            verb,
+            libc::EINVAL,
+            "the XRC domain belongs to another context",
+        ));
+    }
+    let (handle, qpn) = on_device(verb, x.dev, |h| {
+        h.create_xrc_recv_qp(x.handle, qp_context as u64)
+    })?;
+    let mut qpx = xrc_recv_qpx(x.ctx, qp_context, handle, qpn.value(), IBV_QPS_RESET);
+    // As libibverbs' set_qp: the QP shows the PD and CQs it was created with, which the
+    // target does not use (librdmacm passes its id's, and keeps `id->pd = qp->pd`).
+    let base = &mut qpx.qp_base;
+    if a.comp_mask & IBV_QP_INIT_ATTR_PD != 0 {
+        base.pd = a.pd;
+    }
+    base.send_cq = a.send_cq;
+    base.recv_cq = a.recv_cq;
+    base.srq = a.srq;
+    Ok(publish_qp(
+        x.ctx,
+        qpx,
+        handle,
+        QpType::XrcRecv,
+        false,
+        false,
+    ))
+}
+
+/// The C side of an XRC target QP handle.
+fn xrc_recv_qpx(
+    ctx: &EmuContext,
+    qp_context: *mut c_void,
+    handle: QpHandle,
+    qp_num: u32,
+    state: u32,
+) -> ibv_qp_ex {
+    // SAFETY: ibv_qp_ex is plain data (pointers, integers, optional fn pointers, pthread
+    // objects initialised by publish_qp) for which all-zero bytes are valid.
+    let mut qpx: ibv_qp_ex = unsafe { std::mem::zeroed() };
+    let base = &mut qpx.qp_base;
+    base.context = ctx.ctx_ptr();
+    base.qp_context = qp_context;
+    base.handle = handle.to_raw() as u32;
+    base.qp_num = qp_num;
+    base.state = state;
+    base.qp_type = IBV_QPT_XRC_RECV;
+    qpx
+}
+
+/// `verbs_context.open_qp` (ibv_open_qp(3)): another handle to the XRC target QP
+/// `qp_num` of `xrcd`; the QP lives until its last handle is destroyed.
+pub(crate) unsafe extern "C" fn vctx_open_qp(
+    context: *mut ibv_context,
+    attr: *mut ibv_qp_open_attr,
+) -> *mut ibv_qp {
+    const VERB: &str = "ibv_open_qp";
+    guard_ptr(VERB, || {
+        if attr.is_null() {
+            return Err(fail(VERB, libc::EINVAL, "qp_open_attr is NULL"));
+        }
+        // SAFETY: non-NULL from the caller.
+        let a = unsafe { *attr };
+        let needed = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+        if a.comp_mask & !(needed | IBV_QP_OPEN_ATTR_CONTEXT) != 0 {
+            return Err(fail(
+                VERB,
+                libc::EOPNOTSUPP,
+                format!("comp_mask {:#x} has unknown bits", a.comp_mask),
+            ));
+        }
+        if a.comp_mask & needed != needed || a.xrcd.is_null() {
+            return Err(fail(
+                VERB,
+                libc::EINVAL,
+                "qp_num, xrcd and qp_type are required",
+            ));
+        }
+        if a.qp_type != IBV_QPT_XRC_RECV {
+            return Err(fail(
+                VERB,
+                libc::EINVAL,
+                format!("QP type {}: only XRC target QPs can be opened", a.qp_type),
+            ));
+        }
+        // SAFETY: a domain from ibv_open_xrcd, or rejected.
+        let x = unsafe { resolve::<EmuXrcd>(VERB, a.xrcd) }?;
+        if x.ctx.ctx_ptr() != context {
+            return Err(fail(
+                VERB,
+                libc::EINVAL,
+                "the XRC domain belongs to another context",
+            ));
+        }
+        let (handle, state) = on_device(VERB, x.dev, |h| {
+            let qp = h.open_xrc_recv_qp(x.handle, a.qp_num)?;
+            Ok((qp, h.qp_state(qp)?))
+        })?;
+        let qp_context = if a.comp_mask & IBV_QP_OPEN_ATTR_CONTEXT != 0 {
+            a.qp_context
+        } else {
+            std::ptr::null_mut()
+        };
+        let qpx = xrc_recv_qpx(x.ctx, qp_context, handle, a.qp_num, state.raw());
+        Ok(publish_qp(x.ctx, qpx, handle, QpType::XrcRecv, false, true).cast())
     })
 }

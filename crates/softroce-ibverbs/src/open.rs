@@ -26,6 +26,11 @@ pub(crate) unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut
             vctx.alloc_dm = Some(objects::vctx_alloc_dm);
             vctx.free_dm = Some(objects::vctx_free_dm);
             vctx.reg_dm_mr = Some(objects::vctx_reg_dm_mr);
+            vctx.open_xrcd = Some(objects::vctx_open_xrcd);
+            vctx.close_xrcd = Some(objects::vctx_close_xrcd);
+            vctx.create_srq_ex = Some(objects::vctx_create_srq_ex);
+            vctx.get_srq_num = Some(objects::vctx_get_srq_num);
+            vctx.open_qp = Some(objects::vctx_open_qp);
         })
     })
 }
@@ -35,5 +40,11 @@ pub(crate) unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c
     const VERB: &str = "ibv_close_device";
     // SAFETY: an ibv_context from ibv_open_device, or rejected; the application promises not
     // to use it (or objects of it) any more.
-    guard_errno(VERB, || unsafe { EmuContext::close(VERB, context) })
+    guard_errno(VERB, || {
+        // SAFETY: as above.
+        unsafe { EmuContext::close(VERB, context) }?;
+        // A later context at the same address must not find this one's domains.
+        objects::forget_xrcd_files(context);
+        Ok(())
+    })
 }

@@ -11,7 +11,8 @@ use softroce_ibverbs_abi::*;
 
 use crate::ffi::{fail, guard, guard_ptr};
 use crate::objects::{
-    EmuAh, EmuMr, EmuMw, EmuQp, Object, WrBatch, create_qp, ibv_destroy_qp, resolve,
+    EmuAh, EmuMr, EmuMw, EmuQp, Object, WrBatch, create_qp, create_xrc_recv_qp, ibv_destroy_qp,
+    resolve,
 };
 
 /// Send ops the emulator carries out.
@@ -376,8 +377,11 @@ unsafe extern "C" fn wr_set_ud_addr(
     });
 }
 
-unsafe extern "C" fn wr_set_xrc_srqn(qpx: *mut ibv_qp_ex, _remote_srqn: u32) {
-    record_unsupported("ibv_wr_set_xrc_srqn", qpx);
+/// The peer's XRC SRQ the WR being built is for (an XRC initiator's `qp_type.xrc`).
+unsafe extern "C" fn wr_set_xrc_srqn(qpx: *mut ibv_qp_ex, remote_srqn: u32) {
+    set_last_wr("ibv_wr_set_xrc_srqn", qpx, |w, _| {
+        w.xrc_remote_srqn = remote_srqn
+    });
 }
 
 unsafe extern "C" fn wr_bind_mw(
@@ -461,12 +465,32 @@ pub(crate) unsafe extern "C" fn vctx_create_qp_ex(
         let a = unsafe { &mut *attr };
         let known =
             IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+        if a.qp_type == IBV_QPT_XRC_RECV {
+            // An XRC target lives in its XRC domain: no PD, CQs, queues or send ops.
+            if a.comp_mask & IBV_QP_INIT_ATTR_XRCD == 0 || a.xrcd.is_null() {
+                return Err(fail(
+                    VERB,
+                    libc::EINVAL,
+                    "an XRC target QP needs its XRC domain (IBV_QP_INIT_ATTR_XRCD)",
+                ));
+            }
+            if a.comp_mask & !(IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_PD) != 0 {
+                return Err(fail(
+                    VERB,
+                    libc::EINVAL,
+                    format!(
+                        "comp_mask {:#x}: an XRC target QP takes only its XRC domain",
+                        a.comp_mask
+                    ),
+                ));
+            }
+            // SAFETY: a domain from ibv_open_xrcd, or rejected.
+            let qp = unsafe { create_xrc_recv_qp(VERB, context, a) }?;
+            a.cap = ibv_qp_cap::default();
+            return Ok(qp.cast());
+        }
         if a.comp_mask & IBV_QP_INIT_ATTR_PD == 0 || a.pd.is_null() {
-            return Err(fail(
-                VERB,
-                libc::EINVAL,
-                "a PD is required (XRC target QPs are not emulated)",
-            ));
+            return Err(fail(VERB, libc::EINVAL, "a PD is required"));
         }
         let create_flags = if a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS != 0 {
             a.create_flags
@@ -481,7 +505,7 @@ pub(crate) unsafe extern "C" fn vctx_create_qp_ex(
                 VERB,
                 libc::EOPNOTSUPP,
                 format!(
-                    "comp_mask {:#x} / create_flags {:#x}: XRC, RSS, TSO and creation flags are not emulated",
+                    "comp_mask {:#x} / create_flags {:#x}: RSS, TSO and creation flags are not emulated",
                     a.comp_mask, a.create_flags
                 ),
             ));

@@ -195,6 +195,15 @@ fn atomic_write_through_the_wr_api() {
     run_c_program("man_atomic_write", "softroce0=127.78.18.14");
 }
 
+/// XRC (ibv_open_xrcd(3), ibv_create_srq_ex(3), ibv_get_srq_num(3), ibv_create_qp_ex(3),
+/// ibv_open_qp(3), qp_type.xrc.remote_srqn, ibv_wr_set_xrc_srqn(3)): domains shared by file
+/// and busy while used, target QPs without queues, sends landing in the SRQ they name, an
+/// SRQ of another domain an invalid request, RDMA WRITE checked against the SRQ's PD.
+#[test]
+fn man_pages_xrc() {
+    run_c_program("man_xrc", "softroce0=127.78.18.15");
+}
+
 /// ibv_poll_cq(3), IBV_WC_LOC_PROT_ERR: an lkey that does not match the WR's address is a
 /// completion error (the QP goes to Error), not a failed post.
 #[test]

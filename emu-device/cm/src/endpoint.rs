@@ -22,6 +22,9 @@ const PERMISSIVE_LID: u16 = 0xffff;
 const ROCE_HOP_LIMIT: u8 = 64;
 /// Transport service type RC in a REQ.
 const TRANSPORT_RC: u8 = 0;
+/// Transport service type "extended" in a REQ, with extended transport type 1: XRC.
+const TRANSPORT_EXTENDED: u8 = 3;
+const EXTENDED_XRC: u8 = 1;
 
 /// A request or reply waiting for its answer, retransmitted on timeout (the MAD layer's
 /// `ib_mad_send_buf` with `retries` and `timeout_ms`).
@@ -63,6 +66,8 @@ struct Connection {
     /// Key in the SIDR duplicate table (passive SIDR only).
     sidr_key: Option<(Gid, u32)>,
     disconnect_reported: bool,
+    /// An XRC connection: the REP names the target QP in its local EECN.
+    xrc: bool,
 }
 
 impl Connection {
@@ -86,6 +91,7 @@ impl Connection {
             remote_qpn_key: None,
             sidr_key: None,
             disconnect_reported: false,
+            xrc: false,
         }
     }
 
@@ -305,6 +311,7 @@ impl CmEndpoint {
         let mut conn = Connection::new(CmState::ReqSent, params.remote_gid, &cfg);
         conn.local_qpn = params.local_qpn;
         conn.service_id = params.service_id;
+        conn.xrc = params.xrc;
         conn.tid = self.tid_for(local);
         // The active side waits for the REQ's round trip plus the peer's processing time.
         conn.response_timeout =
@@ -334,7 +341,11 @@ impl CmEndpoint {
             initiator_depth: params.initiator_depth,
             remote_eecn: 0,
             remote_cm_response_timeout: cfg.cm_response_timeout.min(31),
-            transport_service_type: TRANSPORT_RC,
+            transport_service_type: if params.xrc {
+                TRANSPORT_EXTENDED
+            } else {
+                TRANSPORT_RC
+            },
             end_to_end_flow_control: params.flow_control,
             starting_psn: params.starting_psn,
             local_cm_response_timeout: cfg.cm_response_timeout.min(31),
@@ -345,7 +356,7 @@ impl CmEndpoint {
             rnr_retry_count: params.rnr_retry_count,
             max_cm_retries: conn.max_retries,
             srq: params.srq,
-            extended_transport_type: 0,
+            extended_transport_type: if params.xrc { EXTENDED_XRC } else { 0 },
             primary_path: path,
             alternate_path: CmPathRepr::default(),
             sap_supported: false,
@@ -373,8 +384,16 @@ impl CmEndpoint {
             local_comm_id: id.0,
             remote_comm_id: conn.remote_comm_id,
             local_qkey: 0,
-            local_qpn: params.local_qpn,
-            local_eecn: 0,
+            local_qpn: if params.xrc {
+                Qpn::default()
+            } else {
+                params.local_qpn
+            },
+            local_eecn: if params.xrc {
+                params.local_qpn.value()
+            } else {
+                0
+            },
             starting_psn: params.starting_psn,
             responder_resources: params.responder_resources,
             initiator_depth: params.initiator_depth,
@@ -382,7 +401,7 @@ impl CmEndpoint {
             failover_accepted: 0,
             end_to_end_flow_control: params.flow_control,
             rnr_retry_count: params.rnr_retry_count,
-            srq: params.srq,
+            srq: params.srq || params.xrc,
             local_ca_guid: cfg.ca_guid,
             private_data: padded(&params.private_data),
         };
@@ -827,7 +846,13 @@ impl CmEndpoint {
             self.counters.duplicates += 1;
             return;
         }
-        let remote_qpn_key = (rep.local_ca_guid, rep.local_qpn.value());
+        // An XRC target is named in the REP's local EECN (the kernel's cm_rep_get_qpn).
+        let remote_qpn = if conn.xrc {
+            Qpn::from_wire(rep.local_eecn)
+        } else {
+            rep.local_qpn
+        };
+        let remote_qpn_key = (rep.local_ca_guid, remote_qpn.value());
         let stale_rej = Self::rej_reply(
             tid,
             rep.local_comm_id,
@@ -846,12 +871,12 @@ impl CmEndpoint {
         conn.outstanding = None;
         conn.remote_comm_id = rep.local_comm_id;
         conn.remote_ca_guid = rep.local_ca_guid;
-        conn.remote_qpn = rep.local_qpn;
+        conn.remote_qpn = remote_qpn;
         conn.ack_timeout = ack_timeout;
         self.index_remote(local, remote_id_key, remote_qpn_key);
         let params = ReplyParams {
             remote_ca_guid: rep.local_ca_guid,
-            remote_qpn: rep.local_qpn,
+            remote_qpn,
             starting_psn: rep.starting_psn,
             responder_resources: rep.initiator_depth,
             initiator_depth: rep.responder_resources,

@@ -57,7 +57,7 @@
 //! a.connect(now, ConnectParams {
 //!     remote_gid: b_gid, service_id: service, local_qpn: Qpn::new(0x11).unwrap(),
 //!     starting_psn: Psn::new(1), responder_resources: 1, initiator_depth: 1, retry_count: 7,
-//!     rnr_retry_count: 7, path_mtu: Mtu::Mtu1024, srq: false, flow_control: true,
+//!     rnr_retry_count: 7, path_mtu: Mtu::Mtu1024, srq: false, xrc: false, flow_control: true,
 //!     private_data: Vec::new(),
 //! })?;
 //! let req = a.poll_transmit().unwrap();
@@ -66,7 +66,7 @@
 //! assert_eq!(params.remote_qpn.value(), 0x11);
 //! b.accept(now, id, AcceptParams {
 //!     local_qpn: Qpn::new(0x22).unwrap(), starting_psn: Psn::new(2), responder_resources: 1,
-//!     initiator_depth: 1, rnr_retry_count: 7, srq: false, flow_control: true,
+//!     initiator_depth: 1, rnr_retry_count: 7, srq: false, xrc: false, flow_control: true,
 //!     private_data: Vec::new(),
 //! })?;
 //! let rep = b.poll_transmit().unwrap();

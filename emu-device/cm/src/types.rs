@@ -149,6 +149,10 @@ pub struct ConnectParams {
     pub path_mtu: Mtu,
     /// Our QP uses an SRQ.
     pub srq: bool,
+    /// Our QP is an XRC initiator: the REQ's transport is XRC (service type 3, extended
+    /// type 1, as the kernel's `cm_req_set_qp_type`) and the REP names the target QP in
+    /// its local EECN.
+    pub xrc: bool,
     /// End-to-end flow control.
     pub flow_control: bool,
     /// Private data (at most 92 bytes; rdma_cm starts it with a `cma_hdr`, see
@@ -172,6 +176,9 @@ pub struct AcceptParams {
     pub rnr_retry_count: u8,
     /// Our QP uses an SRQ.
     pub srq: bool,
+    /// Our QP is an XRC target: the REP names it in its local EECN, with the SRQ bit set
+    /// (the kernel's `cm_format_rep`).
+    pub xrc: bool,
     /// End-to-end flow control.
     pub flow_control: bool,
     /// Private data (at most 196 bytes).

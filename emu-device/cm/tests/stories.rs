@@ -556,3 +556,40 @@ fn messages_carry_the_fields_the_kernel_cm_reads() {
     assert_eq!(j.message_rejected, softroce_wire::cm::CmMsgResponse::Req);
     assert_eq!(j.reason, REJ_INVALID_SERVICE_ID);
 }
+
+/// XRC through the CM as the kernel's cm.c runs it: the REQ says transport 3 (extended)
+/// with extended type 1 (XRC); the REP names the target QP in its local EECN (its local
+/// QPN 0) with the SRQ bit set, and the initiator takes its destination from there.
+#[test]
+fn an_xrc_connection_names_the_target_in_the_local_eecn() {
+    let mut pair = Pair::default();
+    pair.a.xrc = true;
+    pair.b.xrc = true;
+    pair.start_connect();
+    pair.run_until(|p| p.b.count(is_established) == 1);
+    let (_, req) = pair.b.find(is_request).unwrap();
+    let CmEvent::ConnectRequest { params, .. } = req else {
+        unreachable!()
+    };
+    assert_eq!(params.transport_service_type, 3);
+    let CmMessage::Req(req) = pair.a.sent[0].1.message else {
+        panic!("A's first MAD is its REQ")
+    };
+    assert_eq!(
+        (req.transport_service_type, req.extended_transport_type),
+        (3, 1)
+    );
+    let CmMessage::Rep(rep) = pair.b.sent[0].1.message else {
+        panic!("B's first MAD is its REP")
+    };
+    assert_eq!((rep.local_qpn.value(), rep.local_eecn), (0, B_QPN));
+    assert!(rep.srq);
+    let (_, response) = pair
+        .a
+        .find(|e| matches!(e, CmEvent::ConnectResponse { .. }))
+        .unwrap();
+    let CmEvent::ConnectResponse { params, .. } = response else {
+        unreachable!()
+    };
+    assert_eq!(params.remote_qpn, Qpn::new(B_QPN).unwrap());
+}

@@ -214,6 +214,8 @@ pub struct OdpCaps {
     pub uc: u32,
     /// `per_transport_caps.ud_odp_caps`.
     pub ud: u32,
+    /// `xrc_odp_caps`.
+    pub xrc: u32,
 }
 
 impl OdpCaps {
@@ -228,6 +230,8 @@ impl OdpCaps {
         uc: 0x07,
         // UD: SEND, RECV, SRQ_RECV.
         ud: 0x23,
+        // XRC: as RC (its receives are all SRQ receives).
+        xrc: 0x3F,
     };
 
     /// `IBV_ODP_SUPPORT_IMPLICIT`.
@@ -322,8 +326,9 @@ impl Device {
             hw_ver: 0,
             max_qp: 0x10_0000 - FIRST_QPN,
             max_qp_wr: 0x4000,
-            device_cap_flags: 0x0102_3C76,
-            device_cap_flags_ex: 0x0102_3C76 | DEVICE_ATOMIC_WRITE,
+            // rxe's flags plus IBV_DEVICE_XRC (1 << 20): XRC domains, SRQs and QPs.
+            device_cap_flags: 0x0112_3C76,
+            device_cap_flags_ex: 0x0112_3C76 | DEVICE_ATOMIC_WRITE,
             max_sge: 32,
             max_sge_rd: 32,
             max_cq: 0x10_0000,

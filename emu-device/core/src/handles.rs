@@ -28,6 +28,11 @@ macro_rules! handle {
             pub const fn from_raw(raw: u64) -> Self {
                 Self { index: raw as u32, generation: (raw >> 32) as u32 }
             }
+
+            /// A handle no object ever has (its lookups fail): what an XRC target QP holds
+            /// for the PD and CQs it does not have.
+            #[allow(dead_code)]
+            pub(crate) const NONE: Self = Self { index: u32::MAX, generation: u32::MAX };
         }
 
         impl Handle for $name {
@@ -69,6 +74,8 @@ handle!(/// A shared receive queue.
     SrqHandle, "SRQ");
 handle!(/// A queue pair.
     QpHandle, "QP");
+handle!(/// An XRC domain (`ibv_open_xrcd`).
+    XrcdHandle, "XRCD");
 
 /// A handle type naming one kind of object in a [`Table`].
 pub(crate) trait Handle: Copy + 'static {

@@ -118,6 +118,7 @@ pub use error::{PostError, VerbsError, VerbsResult};
 pub use events::{AsyncEvent, EventElement, HcaEvent};
 pub use handles::{
     AhHandle, ChannelHandle, CqHandle, DmHandle, MrHandle, MwHandle, PdHandle, QpHandle, SrqHandle,
+    XrcdHandle,
 };
 pub use hca::{Hca, MrKeys};
 pub use memory::{AppCopier, install_copier};

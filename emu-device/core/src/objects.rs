@@ -5,7 +5,9 @@ use std::net::SocketAddr;
 
 use softroce_wire::{Gid, Mtu, Psn, Qpn};
 
-use super::handles::{ChannelHandle, CqHandle, DmHandle, MrHandle, PdHandle, QpHandle, SrqHandle};
+use super::handles::{
+    ChannelHandle, CqHandle, DmHandle, MrHandle, PdHandle, QpHandle, SrqHandle, XrcdHandle,
+};
 use super::types::{AccessFlags, MwType, QpState, QpType};
 use super::wr::{RecvWr, SendWr, WorkCompletion};
 
@@ -14,6 +16,21 @@ use super::wr::{RecvWr, SendWr, WorkCompletion};
 pub(crate) struct Pd {
     /// MRs, AHs, QPs and SRQs using it.
     pub(crate) users: u32,
+}
+
+/// An XRC domain: the scope in which XRC target QPs deliver into XRC SRQs.
+#[derive(Debug, Default)]
+pub(crate) struct Xrcd {
+    /// XRC SRQs and XRC target QPs in it.
+    pub(crate) users: u32,
+}
+
+/// What makes an SRQ an XRC SRQ (`IBV_SRQT_XRC`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct XrcSrq {
+    pub(crate) xrcd: XrcdHandle,
+    /// Where the receives it completes go, whichever target QP they came through.
+    pub(crate) cq: CqHandle,
 }
 
 /// A memory region.
@@ -248,6 +265,9 @@ pub struct SrqAttrMask {
 #[derive(Debug)]
 pub(crate) struct Srq {
     pub(crate) pd: PdHandle,
+    /// The SRQ number (`ibv_get_srq_num`): what an XRCETH names.
+    pub(crate) srqn: u32,
+    pub(crate) xrc: Option<XrcSrq>,
     pub(crate) attr: SrqAttr,
     pub(crate) queue: VecDeque<RecvWr>,
     pub(crate) users: u32,
@@ -397,7 +417,14 @@ impl SendWqe {
 #[derive(Debug)]
 pub(crate) struct Qp {
     pub(crate) qpn: Qpn,
+    /// [`PdHandle::NONE`] for an XRC target, whose requests use the PD of the XRC SRQ
+    /// they name.
     pub(crate) pd: PdHandle,
+    /// An XRC target's domain.
+    pub(crate) xrcd: Option<XrcdHandle>,
+    /// Handles to an XRC target (its creation and each `ibv_open_qp`): the QP goes with
+    /// the last (the kernel's `__ib_destroy_shared_qp`). 1 for every other QP.
+    pub(crate) opens: u32,
     pub(crate) init: QpInitAttr,
     pub(crate) attr: QpAttr,
     pub(crate) sq: VecDeque<SendWqe>,

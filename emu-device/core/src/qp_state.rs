@@ -1,6 +1,6 @@
 //! The one QP state machine: which transitions IBTA allows for each QP type, and which
 //! attributes each transition requires and permits (the kernel's `qp_state_table`, for RC,
-//! UC and UD). The core enforces it in `modify_qp`; the verbs API uses it to explain a
+//! UC, UD and the XRC initiator and target). The core enforces it in `modify_qp`; the verbs API uses it to explain a
 //! failed modify in terms of the offending `IBV_QP_*` bits.
 
 use core::fmt;
@@ -45,19 +45,24 @@ pub const fn transition_rule(
         (_, Reset) | (_, Err) => rule(NONE, NONE),
         (Reset, Init) => match qp_type {
             Ud => rule(bits(&[M::PKEY_INDEX, M::PORT, M::QKEY]), NONE),
-            Uc | Rc => rule(bits(&[M::PKEY_INDEX, M::PORT, M::ACCESS_FLAGS]), NONE),
+            Uc | Rc | XrcSend | XrcRecv => {
+                rule(bits(&[M::PKEY_INDEX, M::PORT, M::ACCESS_FLAGS]), NONE)
+            }
         },
         (Init, Init) => match qp_type {
             Ud => rule(NONE, bits(&[M::PKEY_INDEX, M::PORT, M::QKEY])),
-            Uc | Rc => rule(NONE, bits(&[M::PKEY_INDEX, M::PORT, M::ACCESS_FLAGS])),
+            Uc | Rc | XrcSend | XrcRecv => {
+                rule(NONE, bits(&[M::PKEY_INDEX, M::PORT, M::ACCESS_FLAGS]))
+            }
         },
         (Init, Rtr) => match qp_type {
             Ud => rule(NONE, bits(&[M::PKEY_INDEX, M::QKEY])),
-            Uc => rule(
+            // The initiator receives no requests: no responder resources, no RNR timer.
+            Uc | XrcSend => rule(
                 bits(&[M::AV, M::PATH_MTU, M::DEST_QPN, M::RQ_PSN]),
                 bits(&[M::ALT_PATH, M::ACCESS_FLAGS, M::PKEY_INDEX]),
             ),
-            Rc => rule(
+            Rc | XrcRecv => rule(
                 bits(&[
                     M::AV,
                     M::PATH_MTU,
@@ -96,10 +101,36 @@ pub const fn transition_rule(
                     M::PATH_MIG_STATE,
                 ]),
             ),
+            XrcSend => rule(
+                bits(&[
+                    M::TIMEOUT,
+                    M::RETRY_CNT,
+                    M::RNR_RETRY,
+                    M::SQ_PSN,
+                    M::MAX_QP_RD_ATOMIC,
+                ]),
+                bits(&[
+                    M::CUR_STATE,
+                    M::ALT_PATH,
+                    M::ACCESS_FLAGS,
+                    M::PATH_MIG_STATE,
+                ]),
+            ),
+            // The target sends only responses: no retries of its own.
+            XrcRecv => rule(
+                bits(&[M::TIMEOUT, M::SQ_PSN]),
+                bits(&[
+                    M::CUR_STATE,
+                    M::ALT_PATH,
+                    M::ACCESS_FLAGS,
+                    M::MIN_RNR_TIMER,
+                    M::PATH_MIG_STATE,
+                ]),
+            ),
         },
         (Rts, Rts) | (Sqd, Rts) => match qp_type {
             Ud => rule(NONE, bits(&[M::CUR_STATE, M::QKEY])),
-            Uc => rule(
+            Uc | XrcSend => rule(
                 NONE,
                 bits(&[
                     M::CUR_STATE,
@@ -108,7 +139,7 @@ pub const fn transition_rule(
                     M::PATH_MIG_STATE,
                 ]),
             ),
-            Rc => rule(
+            Rc | XrcRecv => rule(
                 NONE,
                 bits(&[
                     M::CUR_STATE,
@@ -149,12 +180,41 @@ pub const fn transition_rule(
                     M::PATH_MIG_STATE,
                 ]),
             ),
+            XrcSend => rule(
+                NONE,
+                bits(&[
+                    M::PORT,
+                    M::AV,
+                    M::TIMEOUT,
+                    M::RETRY_CNT,
+                    M::RNR_RETRY,
+                    M::MAX_QP_RD_ATOMIC,
+                    M::ALT_PATH,
+                    M::ACCESS_FLAGS,
+                    M::PKEY_INDEX,
+                    M::PATH_MIG_STATE,
+                ]),
+            ),
+            XrcRecv => rule(
+                NONE,
+                bits(&[
+                    M::PORT,
+                    M::AV,
+                    M::TIMEOUT,
+                    M::MAX_DEST_RD_ATOMIC,
+                    M::ALT_PATH,
+                    M::ACCESS_FLAGS,
+                    M::PKEY_INDEX,
+                    M::MIN_RNR_TIMER,
+                    M::PATH_MIG_STATE,
+                ]),
+            ),
         },
         // SQE exists for UD and UC only: an RC send error moves the QP to ERR.
         (Sqe, Rts) => match qp_type {
             Ud => rule(NONE, bits(&[M::CUR_STATE, M::QKEY])),
             Uc => rule(NONE, bits(&[M::CUR_STATE, M::ACCESS_FLAGS])),
-            Rc => None,
+            Rc | XrcSend | XrcRecv => None,
         },
         _ => None,
     }
@@ -286,6 +346,47 @@ mod tests {
                 next: QpState::Rts,
                 unexpected: M::TIMEOUT
             })
+        );
+    }
+
+    /// The kernel's table: the XRC initiator's RTR needs no responder attributes and its
+    /// RTS the requester's; the target's RTS needs only the timeout and SQ PSN.
+    #[test]
+    fn xrc_initiator_and_target_follow_the_kernel_table() {
+        let rtr = M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN;
+        let responder = M::MAX_DEST_RD_ATOMIC | M::MIN_RNR_TIMER;
+        assert!(check_transition(QpType::XrcSend, QpState::Init, QpState::Rtr, rtr).is_ok());
+        assert_eq!(
+            check_transition(
+                QpType::XrcSend,
+                QpState::Init,
+                QpState::Rtr,
+                rtr | responder
+            ),
+            Err(TransitionError::UnexpectedAttributes {
+                cur: QpState::Init,
+                next: QpState::Rtr,
+                unexpected: responder
+            })
+        );
+        assert!(
+            check_transition(
+                QpType::XrcRecv,
+                QpState::Init,
+                QpState::Rtr,
+                rtr | responder
+            )
+            .is_ok()
+        );
+        let rts = M::STATE | M::TIMEOUT | M::SQ_PSN;
+        assert!(check_transition(QpType::XrcRecv, QpState::Rtr, QpState::Rts, rts).is_ok());
+        assert!(matches!(
+            check_transition(QpType::XrcSend, QpState::Rtr, QpState::Rts, rts),
+            Err(TransitionError::MissingAttributes { .. })
+        ));
+        assert_eq!(
+            transition_rule(QpType::XrcSend, QpState::Sqe, QpState::Rts),
+            None
         );
     }
 

@@ -124,6 +124,9 @@ pub(crate) struct QpTransport {
     /// UC: drop packets until the next FIRST/ONLY.
     pub(crate) uc_resync: bool,
     pub(crate) in_progress: InProgress,
+    /// XRC target: the XRC SRQ the request being handled named (checked against the
+    /// QP's domain); its PD, CQ and queue serve the request.
+    pub(crate) xrc_srq: Option<super::handles::SrqHandle>,
     pub(crate) resources: VecDeque<Resource>,
     /// Answers owed while READ responses are being sent (bounded: `replies_cap`).
     pub(crate) replies: VecDeque<Reply>,

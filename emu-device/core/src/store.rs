@@ -8,8 +8,9 @@ use softroce_wire::Qpn;
 use super::error::VerbsResult;
 use super::handles::{
     AhHandle, DmHandle, Handle, MrHandle, MwHandle, PdHandle, QpHandle, SrqHandle, Table,
+    XrcdHandle,
 };
-use super::objects::{Ah, Dm, Mr, Mw, Pd, Qp, Srq};
+use super::objects::{Ah, Dm, Mr, Mw, Pd, Qp, Srq, Xrcd};
 use super::types::MwType;
 
 /// A handle whose objects live in the [`Store`].
@@ -40,6 +41,7 @@ stored!(DmHandle, Dm, dms);
 stored!(AhHandle, Ah, ahs);
 stored!(SrqHandle, Srq, srqs);
 stored!(QpHandle, Qp, qps);
+stored!(XrcdHandle, Xrcd, xrcds);
 
 /// Every object but CQs and channels (those are the completion machinery's).
 #[derive(Debug)]
@@ -53,6 +55,9 @@ pub(crate) struct Store {
     dms: Table<DmHandle, Dm>,
     ahs: Table<AhHandle, Ah>,
     srqs: Table<SrqHandle, Srq>,
+    srq_by_num: HashMap<u32, SrqHandle>,
+    next_srqn: u32,
+    xrcds: Table<XrcdHandle, Xrcd>,
     qps: Table<QpHandle, Qp>,
     qp_by_qpn: HashMap<u32, QpHandle>,
     next_qpn: u32,
@@ -71,6 +76,9 @@ impl Store {
             dms: Table::default(),
             ahs: Table::default(),
             srqs: Table::default(),
+            srq_by_num: HashMap::new(),
+            next_srqn: 1,
+            xrcds: Table::default(),
             qps: Table::default(),
             qp_by_qpn: HashMap::new(),
             next_qpn: first_qpn.clamp(qpn_range.start, qpn_range.end - 1),
@@ -245,12 +253,54 @@ impl Store {
         self.ahs.remove(verb, ah)
     }
 
-    pub(crate) fn insert_srq(&mut self, srq: Srq) -> SrqHandle {
-        self.srqs.insert(srq)
+    /// Store an SRQ under a fresh SRQ number (24 bits, never 0, skipping numbers in use),
+    /// or `None` when every number is taken.
+    pub(crate) fn insert_srq(&mut self, mut srq: Srq) -> Option<SrqHandle> {
+        const SRQN_MAX: u32 = 0x00FF_FFFF;
+        let mut srqn = None;
+        for _ in 0..SRQN_MAX {
+            let n = self.next_srqn;
+            self.next_srqn = if n >= SRQN_MAX { 1 } else { n + 1 };
+            if !self.srq_by_num.contains_key(&n) {
+                srqn = Some(n);
+                break;
+            }
+        }
+        srq.srqn = srqn?;
+        let n = srq.srqn;
+        let handle = self.srqs.insert(srq);
+        self.srq_by_num.insert(n, handle);
+        Some(handle)
     }
 
     pub(crate) fn remove_srq(&mut self, verb: &'static str, srq: SrqHandle) -> VerbsResult<Srq> {
-        self.srqs.remove(verb, srq)
+        let s = self.srqs.remove(verb, srq)?;
+        self.srq_by_num.remove(&s.srqn);
+        Ok(s)
+    }
+
+    /// The SRQ with this number (an XRCETH's), if any.
+    pub(crate) fn srq_by_number(&self, srqn: u32) -> Option<SrqHandle> {
+        self.srq_by_num.get(&srqn).copied()
+    }
+
+    pub(crate) fn insert_xrcd(&mut self) -> XrcdHandle {
+        self.xrcds.insert(Xrcd::default())
+    }
+
+    pub(crate) fn remove_xrcd(&mut self, verb: &'static str, x: XrcdHandle) -> VerbsResult<Xrcd> {
+        self.xrcds.remove(verb, x)
+    }
+
+    pub(crate) fn add_xrcd_users(
+        &mut self,
+        verb: &'static str,
+        x: XrcdHandle,
+        delta: i32,
+    ) -> VerbsResult<()> {
+        let d = self.xrcds.lookup_mut(verb, x)?;
+        d.users = d.users.saturating_add_signed(delta);
+        Ok(())
     }
 
     /// Store a QP under its number.

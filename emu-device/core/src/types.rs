@@ -60,6 +60,11 @@ c_enum! {
         Uc = 3 => "IBV_QPT_UC",
         /// Unreliable datagram.
         Ud = 4 => "IBV_QPT_UD",
+        /// XRC initiator: a send queue whose requests name an XRC SRQ of the peer's XRC
+        /// domain; no receive queue.
+        XrcSend = 9 => "IBV_QPT_XRC_SEND",
+        /// XRC target: receives into the XRC SRQs of its XRC domain; no PD, CQs or queues.
+        XrcRecv = 10 => "IBV_QPT_XRC_RECV",
     }
 }
 
@@ -92,6 +97,13 @@ c_enum! {
     }
 }
 
+impl QpType {
+    /// Reliable: acknowledged, retried, go-back-N (RC and both XRC halves).
+    pub const fn is_reliable(self) -> bool {
+        matches!(self, Self::Rc | Self::XrcSend | Self::XrcRecv)
+    }
+}
+
 impl WrOpcode {
     /// Operations the send queue executes locally, without a packet: bind a memory window,
     /// invalidate an R_Key.
@@ -103,6 +115,10 @@ impl WrOpcode {
     pub const fn valid_for(self, qp_type: QpType) -> bool {
         match qp_type {
             QpType::Rc => true,
+            // XRC has no ATOMIC WRITE opcode (its twins stop at the IBTA 1.4 RC set).
+            QpType::XrcSend => !matches!(self, Self::AtomicWrite),
+            // An XRC target has no send queue (ibv_create_qp_ex(3)).
+            QpType::XrcRecv => false,
             QpType::Uc => matches!(
                 self,
                 Self::Send

@@ -87,6 +87,8 @@ pub struct SendWr {
     pub atomic: AtomicTarget,
     /// UD destination.
     pub ud: Option<UdTarget>,
+    /// XRC initiator: the peer's XRC SRQ the request is for (`qp_type.xrc.remote_srqn`).
+    pub xrc_remote_srqn: u32,
     /// The window to bind (`IBV_WR_BIND_MW`).
     pub bind: Option<MwBind>,
 }
@@ -104,6 +106,7 @@ impl SendWr {
             rdma: RdmaTarget::default(),
             atomic: AtomicTarget::default(),
             ud: None,
+            xrc_remote_srqn: 0,
             bind: None,
         }
     }

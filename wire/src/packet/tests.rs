@@ -6,6 +6,7 @@ use proptest::prelude::*;
 fn ext_for(op: Opcode) -> ExtRepr {
     let h = op.info().map_or(ExtHeaders::NONE, |i| i.headers);
     ExtRepr {
+        xrceth: h.contains(ExtHeaders::XRCETH).then_some(0x00ab_cdef),
         deth: h.contains(ExtHeaders::DETH).then_some(DethRepr {
             qkey: 0x1111_1111,
             reserved: 0,
@@ -224,4 +225,33 @@ proptest! {
         prop_assert_eq!(RoceRepr::parse(&p).unwrap(), repr);
         prop_assert_eq!(p.payload(), &payload[..]);
     }
+}
+
+/// An XRC request carries the XRCETH right after the BTH, before its RETH; a packet cut
+/// inside the XRCETH is refused as a truncated XRCETH, and responses have none.
+#[test]
+fn xrc_write_has_the_xrceth_before_the_reth() {
+    let buf = build(Opcode::XRC_RDMA_WRITE_ONLY, b"hey");
+    assert_eq!(&buf[BTH_LEN..BTH_LEN + 4], &[0, 0xab, 0xcd, 0xef]);
+    let p = RocePacket::new_checked(&buf[..]).unwrap();
+    assert_eq!(p.xrceth().unwrap().srqn(), 0xab_cdef);
+    assert_eq!(p.reth().unwrap().rkey(), 0x1234);
+    assert_eq!(p.payload(), b"hey");
+    assert_eq!(
+        RocePacket::new_checked(&buf[..BTH_LEN + 3]),
+        Err(WireError::Truncated {
+            header: Header::XrcEth,
+            need: BTH_LEN + 4,
+            got: BTH_LEN + 3
+        })
+    );
+    let ack = build(Opcode::XRC_ACKNOWLEDGE, &[]);
+    let p = RocePacket::new_checked(&ack[..]).unwrap();
+    assert!(p.xrceth().is_none() && p.aeth().is_some());
+    let p = RocePacket::new_checked(&buf[..]).unwrap();
+    assert_eq!(
+        crate::pretty::Summary(&p).to_string(),
+        "XRC_RDMA_WRITE_ONLY dqpn=0x11 psn=100 xrceth{srqn=0xabcdef} \
+         reth{va=0x7f0000001000 rkey=0x1234 len=3000} payload=3 pad=1"
+    );
 }

@@ -543,17 +543,21 @@ pub(crate) fn connected_qp_attr(
             attr.rq_psn = c.rq_psn;
             attr.max_dest_rd_atomic = c.responder_resources;
             attr.min_rnr_timer = 0;
-            Ok((IBV_QP_STATE
-                | IBV_QP_AV
-                | IBV_QP_PATH_MTU
-                | IBV_QP_DEST_QPN
-                | IBV_QP_RQ_PSN
-                | IBV_QP_MAX_DEST_RD_ATOMIC
-                | IBV_QP_MIN_RNR_TIMER) as c_int)
+            let mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+            // The kernel's cm_init_qp_rtr_attr: responder attributes for RC and XRC targets.
+            if cm_id.c.qp_type == IBV_QPT_XRC_SEND as c_int {
+                Ok(mask as c_int)
+            } else {
+                Ok((mask | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) as c_int)
+            }
         }
         IBV_QPS_RTS => {
             attr.sq_psn = c.sq_psn;
             attr.timeout = c.timeout;
+            // The kernel's cm_init_qp_rts_attr: an XRC target sends no requests of its own.
+            if cm_id.c.qp_type == IBV_QPT_XRC_RECV as c_int {
+                return Ok((IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT) as c_int);
+            }
             attr.retry_cnt = c.retry_count.min(7);
             attr.rnr_retry = c.rnr_retry_count.min(7);
             attr.max_rd_atomic = c.initiator_depth;
@@ -811,6 +815,7 @@ pub(crate) unsafe fn connect(cm_id: &mut CmId, param: *const rdma_conn_param) ->
     let local_psn = random_psn();
     let ack_timeout = cm_id.state().ack_timeout;
     let params = ConnectParams {
+        xrc: cm_id.c.qp_type == IBV_QPT_XRC_SEND as c_int,
         remote_gid,
         service_id: service,
         local_qpn: Qpn::new(qp_num & 0x00ff_ffff).ok_or(libc::EINVAL)?,
@@ -925,6 +930,7 @@ pub(crate) unsafe fn accept(cm_id: &mut CmId, param: *const rdma_conn_param) -> 
         return Err(e);
     }
     let accept = AcceptParams {
+        xrc: cm_id.c.qp_type == IBV_QPT_XRC_RECV as c_int,
         local_qpn: Qpn::new(qp_num & 0x00ff_ffff).ok_or(libc::EINVAL)?,
         starting_psn: Psn::new(c.rq_psn),
         responder_resources,

@@ -14,6 +14,34 @@ fn is_ud(cm_id: &CmId) -> bool {
     cm_id.c.qp_type == IBV_QPT_UD as c_int
 }
 
+fn is_xrc_recv(cm_id: &CmId) -> bool {
+    cm_id.c.qp_type == IBV_QPT_XRC_RECV as c_int
+}
+
+/// The XRC domain librdmacm keeps per device for its XRC targets and SRQs (`ucma_get_xrcd`:
+/// opened on first use, without a file), by context.
+static XRCDS: std::sync::Mutex<Vec<(usize, usize)>> = std::sync::Mutex::new(Vec::new());
+
+fn device_xrcd(cm_id: &CmId) -> Result<*mut ibv_xrcd, c_int> {
+    let mut xrcds = XRCDS.lock().unwrap_or_else(|e| e.into_inner());
+    let ctx = cm_id.c.verbs as usize;
+    if let Some(&(_, x)) = xrcds.iter().find(|(c, _)| *c == ctx) {
+        return Ok(x as *mut ibv_xrcd);
+    }
+    let mut attr = ibv_xrcd_init_attr {
+        comp_mask: IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+        fd: -1,
+        oflags: libc::O_CREAT,
+    };
+    // SAFETY: the id's context and a complete attribute struct.
+    let x = unsafe { objects::vctx_open_xrcd(cm_id.c.verbs, &mut attr) };
+    if x.is_null() {
+        return Err(crate::ffi::errno());
+    }
+    xrcds.push((ctx, x as usize));
+    Ok(x)
+}
+
 /// The device the id is bound to.
 fn device_of(cm_id: &CmId) -> Result<usize, c_int> {
     cm_id.state().device.ok_or(libc::EINVAL)
@@ -158,6 +186,10 @@ pub(crate) fn create_qp_ex(cm_id: &mut CmId, attr: &mut ibv_qp_init_attr_ex) -> 
     if attr.srq.is_null() && !cm_id.c.srq.is_null() {
         attr.srq = cm_id.c.srq.cast();
     }
+    if is_xrc_recv(cm_id) && (attr.comp_mask & IBV_QP_INIT_ATTR_XRCD == 0 || attr.xrcd.is_null()) {
+        attr.xrcd = device_xrcd(cm_id)?;
+        attr.comp_mask |= IBV_QP_INIT_ATTR_XRCD;
+    }
     // SAFETY: the id's context and a complete attribute struct.
     let qp = unsafe { crate::qp_ex::vctx_create_qp_ex(cm_id.c.verbs, attr) };
     if qp.is_null() {
@@ -227,6 +259,19 @@ pub(crate) fn create_srq(
     if pd.is_null() {
         return Err(libc::EINVAL);
     }
+    if is_xrc_recv(cm_id) {
+        // librdmacm's rdma_create_srq: an XRC target's id gets an XRC SRQ.
+        // SAFETY: ibv_srq_init_attr_ex is plain data.
+        let mut ex: ibv_srq_init_attr_ex = unsafe { std::mem::zeroed() };
+        ex.srq_context = attr.srq_context;
+        ex.attr = attr.attr;
+        ex.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
+        ex.srq_type = IBV_SRQT_XRC;
+        ex.pd = pd;
+        create_srq_ex(cm_id, &mut ex)?;
+        attr.attr = ex.attr;
+        return Ok(());
+    }
     // SAFETY: a PD of the caller (or ours) and its attribute struct.
     let srq = unsafe { objects::ibv_create_srq(pd, attr) };
     if srq.is_null() {
@@ -241,8 +286,10 @@ pub(crate) fn create_srq_ex(
     cm_id: &mut CmId,
     attr: &mut ibv_srq_init_attr_ex,
 ) -> Result<(), c_int> {
+    if attr.comp_mask & IBV_SRQ_INIT_ATTR_TYPE != 0 && attr.srq_type == IBV_SRQT_XRC {
+        return create_xrc_srq(cm_id, attr);
+    }
     if attr.srq_type != IBV_SRQT_BASIC {
-        // XRC SRQs need XRC domains, which the device does not have.
         return Err(libc::EOPNOTSUPP);
     }
     let pd = if attr.comp_mask & IBV_SRQ_INIT_ATTR_PD != 0 {
@@ -256,6 +303,34 @@ pub(crate) fn create_srq_ex(
     };
     create_srq(cm_id, pd, &mut basic)?;
     attr.attr = basic.attr;
+    Ok(())
+}
+
+/// librdmacm's rdma_create_srq_ex for `IBV_SRQT_XRC`: the id's PD, the device's XRC
+/// domain and the id's receive CQ (made here if missing) unless the caller gives them.
+fn create_xrc_srq(cm_id: &mut CmId, attr: &mut ibv_srq_init_attr_ex) -> Result<(), c_int> {
+    if cm_id.c.verbs.is_null() || !cm_id.c.srq.is_null() {
+        return Err(libc::EINVAL);
+    }
+    if attr.comp_mask & IBV_SRQ_INIT_ATTR_PD == 0 || attr.pd.is_null() {
+        attr.pd = cm_id.c.pd;
+        attr.comp_mask |= IBV_SRQ_INIT_ATTR_PD;
+    }
+    if attr.comp_mask & IBV_SRQ_INIT_ATTR_XRCD == 0 || attr.xrcd.is_null() {
+        attr.xrcd = device_xrcd(cm_id)?;
+    }
+    if attr.comp_mask & IBV_SRQ_INIT_ATTR_CQ == 0 || attr.cq.is_null() {
+        create_cqs(cm_id, 0, attr.attr.max_wr as c_int)?;
+        attr.cq = cm_id.c.recv_cq.cast();
+    }
+    attr.comp_mask |= IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+    // SAFETY: the id's context and a complete attribute struct.
+    let srq = unsafe { objects::vctx_create_srq_ex(cm_id.c.verbs, attr) };
+    if srq.is_null() {
+        return Err(crate::ffi::errno());
+    }
+    cm_id.c.pd = attr.pd;
+    cm_id.c.srq = srq.cast();
     Ok(())
 }
 

@@ -86,6 +86,8 @@ pub struct Node {
     pub gid: Gid,
     pub qpn: Qpn,
     pub react: Reactions,
+    /// The side's QP is an XRC initiator (A) or target (B).
+    pub xrc: bool,
     /// Every event, with the time it was polled.
     pub events: Vec<(Instant, CmEvent)>,
     /// Every MAD sent, with the time it left.
@@ -104,6 +106,7 @@ impl Node {
             gid,
             qpn: Qpn::new(qpn).unwrap(),
             react: Reactions::default(),
+            xrc: false,
             events: Vec::new(),
             sent: Vec::new(),
         }
@@ -134,6 +137,7 @@ impl Node {
 
     pub fn accept_params(&self) -> AcceptParams {
         AcceptParams {
+            xrc: self.xrc,
             local_qpn: self.qpn,
             starting_psn: Psn::new(0x00b0_b0b0),
             responder_resources: 4,
@@ -215,6 +219,7 @@ impl Pair {
     /// A REQ from A to B's service, as rdma_cm would build it (less the `cma_hdr`).
     pub fn connect_params(&self) -> ConnectParams {
         ConnectParams {
+            xrc: self.a.xrc,
             remote_gid: self.b.gid,
             service_id: SERVICE,
             local_qpn: self.a.qpn,

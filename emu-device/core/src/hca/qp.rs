@@ -4,9 +4,11 @@ use softroce_wire::{Gid, Qpn};
 
 use super::super::error::{PostError, VerbsError, VerbsResult};
 use super::super::events::EventElement;
-use super::super::handles::{PdHandle, QpHandle, SrqHandle};
+use super::super::handles::{CqHandle, PdHandle, QpHandle, SrqHandle, XrcdHandle};
 use super::super::memory;
-use super::super::objects::{Qp, QpAttr, QpCap, QpInitAttr, SendWqe, Srq, SrqAttr, SrqAttrMask};
+use super::super::objects::{
+    Qp, QpAttr, QpCap, QpInitAttr, SendWqe, Srq, SrqAttr, SrqAttrMask, XrcSrq,
+};
 use super::super::qp_state::{TransitionError, check_transition};
 use super::super::transport;
 use super::super::types::{EventType, QpAttrMask as M, QpState, QpType, SendFlags, WrOpcode};
@@ -52,16 +54,135 @@ impl Hca {
             srq_limit: 0,
             ..attr
         };
-        let handle = self.store.insert_srq(Srq {
-            pd,
-            attr: real,
-            queue: std::collections::VecDeque::new(),
-            users: 0,
-            async_unacked: 0,
-            context,
-        });
+        let handle = self
+            .store
+            .insert_srq(Srq {
+                pd,
+                srqn: 0,
+                xrc: None,
+                attr: real,
+                queue: std::collections::VecDeque::new(),
+                users: 0,
+                async_unacked: 0,
+                context,
+            })
+            .ok_or_else(|| VerbsError::no_resources(VERB, "no free SRQ number"))?;
         self.store.add_pd_users(VERB, pd, 1)?;
         Ok((handle, real))
+    }
+
+    // ---- XRC ----------------------------------------------------------------------------
+
+    /// `ibv_open_xrcd` (a new domain; sharing one through a file is the caller's).
+    pub fn open_xrcd(&mut self) -> XrcdHandle {
+        self.store.insert_xrcd()
+    }
+
+    /// `ibv_close_xrcd`: EBUSY while XRC SRQs or XRC target QPs use the domain.
+    pub fn close_xrcd(&mut self, xrcd: XrcdHandle) -> VerbsResult<()> {
+        const VERB: &str = "close_xrcd";
+        let x = self.store.lookup(VERB, xrcd)?;
+        if x.users > 0 {
+            return Err(VerbsError::busy(
+                VERB,
+                format!("{} XRC SRQs and target QPs still use the domain", x.users),
+            ));
+        }
+        self.store.remove_xrcd(VERB, xrcd).map(|_| ())
+    }
+
+    /// `ibv_create_srq_ex` with `IBV_SRQT_XRC`: an SRQ of `pd` in `xrcd` whose receives
+    /// complete on `cq`, whichever target QP of the domain they arrive through.
+    pub fn create_xrc_srq(
+        &mut self,
+        pd: PdHandle,
+        xrcd: XrcdHandle,
+        cq: CqHandle,
+        attr: SrqAttr,
+        context: u64,
+    ) -> VerbsResult<(SrqHandle, SrqAttr)> {
+        const VERB: &str = "create_srq_ex";
+        self.store.lookup(VERB, xrcd)?;
+        self.cqs.lookup(VERB, cq)?;
+        let (srq, real) = self.create_srq(pd, attr, context)?;
+        if let Some(s) = self.store.get_mut(srq) {
+            s.xrc = Some(XrcSrq { xrcd, cq });
+        }
+        self.cqs.add_users(cq, 1);
+        self.store.add_xrcd_users(VERB, xrcd, 1)?;
+        Ok((srq, real))
+    }
+
+    /// `ibv_get_srq_num`: the number XRC requests name the SRQ by.
+    pub fn srq_num(&self, srq: SrqHandle) -> VerbsResult<u32> {
+        Ok(self.store.lookup("get_srq_num", srq)?.srqn)
+    }
+
+    /// `ibv_create_qp_ex` with `IBV_QPT_XRC_RECV`: a target QP in `xrcd`, without PD,
+    /// CQs or queues; its requests are served by the XRC SRQ each one names.
+    pub fn create_xrc_recv_qp(
+        &mut self,
+        xrcd: XrcdHandle,
+        qp_context: u64,
+    ) -> VerbsResult<(QpHandle, Qpn)> {
+        const VERB: &str = "create_qp";
+        self.store.lookup(VERB, xrcd)?;
+        if self.store.count::<QpHandle>() >= self.device.attr().max_qp as usize {
+            return Err(VerbsError::no_resources(VERB, "max_qp reached"));
+        }
+        let qpn = self
+            .store
+            .alloc_qpn()
+            .ok_or_else(|| VerbsError::no_resources(VERB, "no free QP number"))?;
+        let init = QpInitAttr {
+            send_cq: CqHandle::NONE,
+            recv_cq: CqHandle::NONE,
+            srq: None,
+            cap: QpCap::default(),
+            qp_type: QpType::XrcRecv,
+            sq_sig_all: false,
+            qp_context,
+        };
+        let handle = self.store.insert_qp(Qp {
+            qpn,
+            pd: PdHandle::NONE,
+            xrcd: Some(xrcd),
+            opens: 1,
+            init,
+            attr: QpAttr::default(),
+            sq: std::collections::VecDeque::new(),
+            rq: std::collections::VecDeque::new(),
+            async_unacked: 0,
+            sqd_notify_pending: false,
+            transport: Default::default(),
+        });
+        self.store.add_xrcd_users(VERB, xrcd, 1)?;
+        Ok((handle, qpn))
+    }
+
+    /// `ibv_open_qp`: another handle to the XRC target QP `qpn` of `xrcd`; the QP goes
+    /// when its last handle is destroyed.
+    pub fn open_xrc_recv_qp(&mut self, xrcd: XrcdHandle, qpn: u32) -> VerbsResult<QpHandle> {
+        const VERB: &str = "open_qp";
+        self.store.lookup(VERB, xrcd)?;
+        let found = Qpn::new(qpn).and_then(|n| self.store.qp_by_number(n));
+        let Some(qp) = found else {
+            return Err(VerbsError::invalid(VERB, format!("no QP {qpn:#x}")));
+        };
+        let q = self.store.lookup_mut(VERB, qp)?;
+        if q.init.qp_type != QpType::XrcRecv || q.xrcd != Some(xrcd) {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!("QP {qpn:#x} is not an XRC target QP of this XRC domain"),
+            ));
+        }
+        q.opens += 1;
+        Ok(qp)
+    }
+
+    /// The XRC domain of an XRC target QP.
+    pub fn qp_xrcd(&self, qp: QpHandle) -> VerbsResult<Option<XrcdHandle>> {
+        Ok(self.store.lookup("query_qp", qp)?.xrcd)
     }
 
     /// `ibv_modify_srq`: resize (not below the WRs held) and/or arm the limit (which must
@@ -145,9 +266,13 @@ impl Hca {
                 ),
             ));
         }
-        let pd = s.pd;
+        let (pd, xrc) = (s.pd, s.xrc);
         self.store.remove_srq(VERB, srq)?;
         self.events.purge(EventElement::Srq(srq));
+        if let Some(x) = xrc {
+            self.cqs.add_users(x.cq, -1);
+            self.store.add_xrcd_users(VERB, x.xrcd, -1)?;
+        }
         self.store.add_pd_users(VERB, pd, -1)
     }
 
@@ -190,6 +315,26 @@ impl Hca {
         init: QpInitAttr,
     ) -> VerbsResult<(QpHandle, Qpn, QpCap)> {
         const VERB: &str = "create_qp";
+        if init.qp_type == QpType::XrcRecv {
+            return Err(VerbsError::invalid(
+                VERB,
+                "an XRC target QP has no PD: create it in its XRC domain (create_xrc_recv_qp)",
+            ));
+        }
+        let mut init = init;
+        if init.qp_type == QpType::XrcSend {
+            // ibv_create_qp_ex(3): the initiator has no receive side; its one CQ is the
+            // send CQ.
+            if init.srq.is_some() {
+                return Err(VerbsError::invalid(
+                    VERB,
+                    "an XRC initiator QP has no receive queue: no SRQ",
+                ));
+            }
+            init.recv_cq = init.send_cq;
+            init.cap.max_recv_wr = 0;
+            init.cap.max_recv_sge = 0;
+        }
         self.store.lookup(VERB, pd)?;
         self.cqs.lookup(VERB, init.send_cq)?;
         self.cqs.lookup(VERB, init.recv_cq)?;
@@ -261,7 +406,6 @@ impl Hca {
                 .min(a.max_inline_data.max(cap.max_inline_data)),
             ..cap
         };
-        let mut init = init;
         init.cap = granted;
         let attr = QpAttr {
             cap: granted,
@@ -270,6 +414,8 @@ impl Hca {
         let handle = self.store.insert_qp(Qp {
             qpn,
             pd,
+            xrcd: None,
+            opens: 1,
             init,
             attr,
             sq: std::collections::VecDeque::new(),
@@ -585,6 +731,12 @@ impl Hca {
     /// requests are discarded without completions.
     pub fn destroy_qp(&mut self, qp: QpHandle) -> VerbsResult<()> {
         const VERB: &str = "destroy_qp";
+        let q = self.store.lookup_mut(VERB, qp)?;
+        if q.opens > 1 {
+            // Another handle (ibv_open_qp) still uses the XRC target QP.
+            q.opens -= 1;
+            return Ok(());
+        }
         let q = self.store.lookup(VERB, qp)?;
         let groups = self.multicast.groups_of(qp);
         if groups > 0 {
@@ -607,6 +759,11 @@ impl Hca {
         self.engine().flush_deferred_ack(qp);
         let q = self.store.remove_qp(VERB, qp)?;
         self.multicast.set_block_own(qp, false);
+        self.events.purge(EventElement::Qp(qp));
+        if let Some(xrcd) = q.xrcd {
+            // An XRC target holds no PD, CQ or SRQ.
+            return self.store.add_xrcd_users(VERB, xrcd, -1);
+        }
         for cq in [q.init.send_cq, q.init.recv_cq] {
             self.cqs.add_users(cq, -1);
         }
@@ -615,7 +772,6 @@ impl Hca {
         {
             s.users = s.users.saturating_sub(1);
         }
-        self.events.purge(EventElement::Qp(qp));
         self.store.add_pd_users(VERB, q.pd, -1)
     }
 
@@ -880,6 +1036,16 @@ impl Hca {
         for (index, wr) in wrs.iter().enumerate() {
             let fail = |error| PostError { index, error };
             let q = self.store.lookup(VERB, qp).map_err(fail)?;
+            if matches!(q.init.qp_type, QpType::XrcSend | QpType::XrcRecv) {
+                return Err(fail(VerbsError::invalid(
+                    VERB,
+                    format!(
+                        "{} QP {:#x} has no receive queue (XRC receives go to XRC SRQs)",
+                        q.init.qp_type,
+                        q.qpn.value()
+                    ),
+                )));
+            }
             if q.init.srq.is_some() {
                 return Err(fail(VerbsError::invalid(
                     VERB,

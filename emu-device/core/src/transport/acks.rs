@@ -123,7 +123,8 @@ impl Engine<'_> {
             AckKind::Atomic(orig) => (Opcode::RC_ATOMIC_ACKNOWLEDGE, Some(orig)),
             AckKind::AtomicWrite => (Opcode::RC_RDMA_READ_RESPONSE_ONLY, None),
         };
-        let repr = RoceRepr::new(
+        let xrc = q.init.qp_type == super::super::types::QpType::XrcRecv;
+        let mut repr = RoceRepr::new(
             BthRepr::new(opcode, dest, ack.psn),
             ExtRepr {
                 aeth: Some(softroce_wire::AethRepr {
@@ -135,6 +136,9 @@ impl Engine<'_> {
             },
             0,
         );
+        if xrc {
+            super::to_xrc(&mut repr, None);
+        }
         self.queue_packet(dst, &repr, &[]);
     }
 

@@ -26,7 +26,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use softroce_wire::icrc::{self, IcrcCheck, UdpEndpoints};
-use softroce_wire::{BthRepr, RocePacket, Transport};
+use softroce_wire::{BthRepr, RocePacket, RoceRepr, Transport};
 
 use super::counters::{Counters, DropReason};
 use super::cq::Completions;
@@ -65,6 +65,16 @@ pub struct Transmit {
 pub(crate) struct OutPacket {
     pub(crate) dst: SocketAddr,
     pub(crate) data: Vec<u8>,
+}
+
+/// An XRC QP sends the XRC twins of the RC packets the engine builds: an initiator's
+/// requests carry the XRCETH naming the peer's SRQ (`srqn`), a target's responses none.
+pub(crate) fn to_xrc(repr: &mut RoceRepr, srqn: Option<u32>) {
+    if let Some(op) = repr.bth.opcode.rc_to_xrc() {
+        repr.bth.opcode = op;
+    }
+    // The reserved byte stays zero.
+    repr.ext.xrceth = srqn.map(|n| n & 0x00FF_FFFF);
 }
 
 /// The local ACK timeout of a QP: 4.096 µs × 2^timeout; `None` for 0 (infinite).
@@ -195,14 +205,29 @@ fn deliver(
         eng.counters.drop(DropReason::UnknownQpn);
         return;
     };
-    let transport_ok = matches!(
-        (q.init.qp_type, bth.opcode.transport()),
-        (QpType::Rc, Transport::Rc) | (QpType::Uc, Transport::Uc) | (QpType::Ud, Transport::Ud)
-    );
+    let transport_ok = match (q.init.qp_type, bth.opcode.transport()) {
+        (QpType::Rc, Transport::Rc) | (QpType::Uc, Transport::Uc) | (QpType::Ud, Transport::Ud) => {
+            true
+        }
+        // The initiator only sends requests, the target only answers them.
+        (QpType::XrcSend, Transport::Xrc) => info.is_response(),
+        (QpType::XrcRecv, Transport::Xrc) => info.is_request(),
+        _ => false,
+    };
     if !transport_ok {
         eng.counters.drop(DropReason::OpcodeForQpType);
         return;
     }
+    // From here an XRC packet runs as its RC twin: the responder and completer go by the
+    // BTH's opcode and read the extended headers from the packet, laid out by the real one.
+    let rc_twin;
+    let bth = match bth.opcode.xrc_to_rc() {
+        Some(opcode) => {
+            rc_twin = BthRepr { opcode, ..*bth };
+            &rc_twin
+        }
+        None => bth,
+    };
     let state = q.attr.qp_state;
     let ready = if info.is_response() {
         matches!(state, QpState::Rts | QpState::Sqd | QpState::Sqe)
@@ -217,7 +242,7 @@ fn deliver(
         return;
     }
     match q.init.qp_type {
-        QpType::Rc | QpType::Uc => {
+        QpType::Rc | QpType::Uc | QpType::XrcSend | QpType::XrcRecv => {
             let av = q.attr.ah_attr;
             let ours = eng
                 .device

@@ -61,7 +61,7 @@ pub(super) fn progress(eng: &mut Engine<'_>, now: Instant, qp: QpHandle) {
         && q.transport.rnr_at.is_none()
         && matches!(q.attr.qp_state, QpState::Rts | QpState::Sqd)
     {
-        let window_open = q.init.qp_type != QpType::Rc
+        let window_open = !q.init.qp_type.is_reliable()
             || q.transport.sq_psn.distance_from(q.transport.comp_psn) < MAX_UNACKED_PSNS;
         if window_open {
             eng.outbox.mark_active(qp);
@@ -183,7 +183,7 @@ fn start_request(eng: &mut Engine<'_>, qp: QpHandle, idx: usize, mtu: u64) -> Re
 fn build_packet(store: &Store, q: &Qp, idx: usize, mtu: u64) -> Result<Packet, Refusal> {
     let wqe = q.sq.get(idx).ok_or(Refusal::Wait)?;
     let psn = wqe.first_psn.unwrap_or_default().add(wqe.next_pkt);
-    if q.init.qp_type == QpType::Rc && psn.distance_from(q.transport.comp_psn) >= MAX_UNACKED_PSNS {
+    if q.init.qp_type.is_reliable() && psn.distance_from(q.transport.comp_psn) >= MAX_UNACKED_PSNS {
         return Err(Refusal::Wait);
     }
     let dest = Qpn::from_wire(q.attr.dest_qp_num);
@@ -296,7 +296,7 @@ fn data_packet(
             dma_len: len as u32,
         });
     }
-    if qp_type == QpType::Rc {
+    if qp_type.is_reliable() {
         bth.ack_req = last || (i + 1) % PKTS_PER_ACK == 0;
     }
     if qp_type == QpType::Ud {
@@ -340,13 +340,18 @@ fn transmit(
     qp: QpHandle,
     idx: usize,
     dst: SocketAddr,
-    packet: Packet,
+    mut packet: Packet,
 ) -> Step {
-    let retransmit = eng
-        .store
-        .get(qp)
-        .and_then(|q| q.sq.get(idx))
-        .is_some_and(|w| w.all_sent || w.next_pkt < w.sent_pkts);
+    let Some((retransmit, xrc_srqn)) = eng.store.get(qp).and_then(|q| {
+        let w = q.sq.get(idx)?;
+        let xrc = (q.init.qp_type == QpType::XrcSend).then_some(w.wr.xrc_remote_srqn);
+        Some((w.all_sent || w.next_pkt < w.sent_pkts, xrc))
+    }) else {
+        return Step::Stop;
+    };
+    if let Some(srqn) = xrc_srqn {
+        super::to_xrc(&mut packet.repr, Some(srqn));
+    }
     eng.queue_packet(dst, &packet.repr, &packet.payload);
     if retransmit {
         eng.counters.retransmitted_pkts += 1;
@@ -365,7 +370,7 @@ fn transmit(
             q.transport.send_index = idx + 1;
         }
     }
-    if q.init.qp_type == QpType::Rc {
+    if q.init.qp_type.is_reliable() {
         if q.transport.retrans_at.is_none()
             && let Some(t) = ack_timeout(q.attr.timeout)
         {
@@ -632,7 +637,7 @@ pub(super) fn fail_send(
     );
     let _ = eng.push_completion(cq, wc, false);
     eng.counters.send_err += 1;
-    if qp_type == QpType::Rc {
+    if qp_type.is_reliable() {
         eng.qp_to_error(qp, None);
     } else {
         eng.qp_to_sqe(qp);

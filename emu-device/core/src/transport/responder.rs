@@ -14,8 +14,10 @@ use softroce_wire::{
 };
 
 use super::super::counters::DropReason;
-use super::super::handles::QpHandle;
+use super::super::handles::{CqHandle, PdHandle, QpHandle, SrqHandle};
+use super::super::objects::Qp;
 use super::super::qp_transport::{AckKind, InProgress, ReadCursor, Reply, Resource};
+use super::super::store::Store;
 use super::super::types::{AccessFlags, EventType, QpType, WcFlags, WcOpcode, WcStatus};
 use super::super::wr::{RecvWr, VendorErr, WorkCompletion};
 use super::Engine;
@@ -43,30 +45,98 @@ pub(super) fn on_request(
         QpType::Ud => ud_receive(eng, qp, packet, bth, d, ip_id),
         QpType::Uc => uc_receive(eng, now, qp, packet, bth),
         QpType::Rc => rc_receive(eng, now, qp, packet, bth),
+        QpType::XrcRecv => {
+            select_xrc_srq(eng, qp, packet);
+            rc_receive(eng, now, qp, packet, bth);
+        }
+        // Filtered out by `deliver`: an initiator takes no requests.
+        QpType::XrcSend => eng.counters.drop(DropReason::OpcodeForQpType),
     }
+}
+
+/// An XRC target serves each request with the XRC SRQ its XRCETH names, if that SRQ is an
+/// XRC SRQ of the target's own domain (else none: the request is refused).
+fn select_xrc_srq(eng: &mut Engine<'_>, qp: QpHandle, packet: &RocePacket<&[u8]>) {
+    let Some(q) = eng.store.get(qp) else {
+        return;
+    };
+    let srq = packet
+        .xrceth()
+        .and_then(|x| eng.store.srq_by_number(x.srqn()))
+        .filter(|&srq| {
+            eng.store
+                .get(srq)
+                .and_then(|s| s.xrc)
+                .is_some_and(|x| Some(x.xrcd) == q.xrcd)
+        });
+    if let Some(q) = eng.store.get_mut(qp) {
+        q.transport.xrc_srq = srq;
+    }
+}
+
+/// Where a request to a QP is received: its PD, receive CQ and SRQ, or for an XRC target
+/// those of the XRC SRQ the request named (none named: handles that fail every lookup).
+#[derive(Debug, Clone, Copy)]
+struct RecvTarget {
+    pd: PdHandle,
+    cq: CqHandle,
+    srq: Option<SrqHandle>,
+}
+
+fn recv_target(store: &Store, q: &Qp) -> RecvTarget {
+    if q.init.qp_type != QpType::XrcRecv {
+        return RecvTarget {
+            pd: q.pd,
+            cq: q.init.recv_cq,
+            srq: q.init.srq,
+        };
+    }
+    let named = q
+        .transport
+        .xrc_srq
+        .and_then(|srq| Some((srq, store.get(srq)?)))
+        .and_then(|(srq, s)| Some((srq, s.pd, s.xrc?.cq)));
+    match named {
+        Some((srq, pd, cq)) => RecvTarget {
+            pd,
+            cq,
+            srq: Some(srq),
+        },
+        None => RecvTarget {
+            pd: PdHandle::NONE,
+            cq: CqHandle::NONE,
+            srq: None,
+        },
+    }
+}
+
+/// The receive target of `qp` (see [`recv_target`]).
+fn target_of(eng: &Engine<'_>, qp: QpHandle) -> Option<RecvTarget> {
+    eng.store.get(qp).map(|q| recv_target(eng.store, q))
 }
 
 /// Take a receive WQE from the QP's SRQ or RQ.
 fn take_recv_wqe(eng: &mut Engine<'_>, qp: QpHandle) -> Option<(RecvWr, bool)> {
-    let q = eng.store.get_mut(qp)?;
-    match q.init.srq {
+    let t = target_of(eng, qp)?;
+    match t.srq {
         Some(srq) => eng.take_srq_wqe(srq).map(|w| (w, true)),
-        None => q.rq.pop_front().map(|w| (w, false)),
+        None if eng.store.get(qp)?.init.qp_type == QpType::XrcRecv => None,
+        None => eng.store.get_mut(qp)?.rq.pop_front().map(|w| (w, false)),
     }
 }
 
 /// Give an unfinished receive WQE back (UC message abandoned, RNR after a partial take).
 fn return_recv_wqe(eng: &mut Engine<'_>, qp: QpHandle, wqe: RecvWr, from_srq: bool) {
-    let Some(q) = eng.store.get_mut(qp) else {
+    let Some(t) = target_of(eng, qp) else {
         return;
     };
     if from_srq {
-        if let Some(srq) = q.init.srq
+        if let Some(srq) = t.srq
             && let Some(s) = eng.store.get_mut(srq)
         {
             s.queue.push_front(wqe);
         }
-    } else {
+    } else if let Some(q) = eng.store.get_mut(qp) {
         q.rq.push_front(wqe);
     }
 }
@@ -144,7 +214,13 @@ fn rc_receive(
     let Some(info) = bth.opcode.info() else {
         return;
     };
+    let no_xrc_srq = eng
+        .store
+        .get(qp)
+        .is_some_and(|q| q.init.qp_type == QpType::XrcRecv && q.transport.xrc_srq.is_none());
     let result = match info.operation {
+        // The XRCETH named no XRC SRQ of the target's domain.
+        _ if no_xrc_srq => Err(invalid_request()),
         Operation::Send => on_send(eng, now, qp, packet, bth, info.position, true),
         Operation::Write => on_write(eng, now, qp, packet, bth, info.position, true),
         Operation::ReadRequest => on_read(eng, qp, packet, bth),
@@ -169,11 +245,14 @@ fn rc_receive(
 
 /// Complete the receive in progress (if any) with `status` and move the QP to ERR.
 fn responder_fatal(eng: &mut Engine<'_>, qp: QpHandle, status: WcStatus, event: Option<EventType>) {
+    let Some(t) = target_of(eng, qp) else {
+        return;
+    };
     let Some(q) = eng.store.get_mut(qp) else {
         return;
     };
     let qpn = q.qpn.value();
-    let cq = q.init.recv_cq;
+    let cq = t.cq;
     if let InProgress::Send { wqe, .. } = std::mem::take(&mut q.transport.in_progress) {
         let wc = WorkCompletion::error(wqe.wr_id, qpn, status, WcOpcode::Recv, vendor_for(status));
         eng.push_recv_completion(qp, cq, wc, false);
@@ -263,9 +342,10 @@ fn on_send(
     let Some(q) = eng.store.get(qp) else {
         return Ok(());
     };
-    let pd = q.pd;
+    let t = recv_target(eng.store, q);
+    let pd = t.pd;
     let qpn = q.qpn.value();
-    let recv_cq = q.init.recv_cq;
+    let recv_cq = t.cq;
     if let Err(fault) = eng.store.scatter(pd, &wqe.sg_list, offset, payload) {
         let (code, status) = match fault {
             LocalFault::TooLong => (NakCode::InvalidRequest, WcStatus::LocLenErr),
@@ -331,6 +411,9 @@ fn on_write(
     pos: Position,
     reliable: bool,
 ) -> Result<(), Failure> {
+    let Some(t) = target_of(eng, qp) else {
+        return Ok(());
+    };
     let Some(q) = eng.store.get_mut(qp) else {
         return Ok(());
     };
@@ -339,7 +422,7 @@ fn on_write(
     if !length_ok(pos, payload.len(), mtu) {
         return Err(invalid_request());
     }
-    let pd = q.pd;
+    let pd = t.pd;
     let qp_access = q.attr.qp_access_flags;
     let starts = matches!(pos, Position::First | Position::Only);
     let (va, rkey, len, offset) = match (starts, std::mem::take(&mut q.transport.in_progress)) {
@@ -443,7 +526,7 @@ fn on_write(
                 return Ok(());
             };
             let qpn = q.qpn.value();
-            let cq = q.init.recv_cq;
+            let cq = t.cq;
             let mut wc = WorkCompletion::success(wqe.wr_id, qpn, WcOpcode::RecvRdmaWithImm, len);
             wc.imm_data = imm;
             wc.wc_flags |= WcFlags::WITH_IMM;
@@ -494,7 +577,7 @@ fn on_read(
         eng.store
             .check_remote(
                 Via {
-                    pd: q.pd,
+                    pd: recv_target(eng.store, q).pd,
                     qp,
                     access: q.attr.qp_access_flags,
                 },
@@ -615,7 +698,7 @@ fn send_read_response(
     } else {
         eng.store.check_remote(
             Via {
-                pd: q.pd,
+                pd: recv_target(eng.store, q).pd,
                 qp,
                 access: q.attr.qp_access_flags,
             },
@@ -657,7 +740,8 @@ fn send_read_response(
         syndrome: Syndrome::ACK,
         msn: Msn::new(c.msn),
     });
-    let repr = RoceRepr::new(
+    let xrc = q.init.qp_type == QpType::XrcRecv;
+    let mut repr = RoceRepr::new(
         BthRepr::new(opcode, dest, c.psn),
         ExtRepr {
             aeth,
@@ -665,6 +749,9 @@ fn send_read_response(
         },
         chunk as usize,
     );
+    if xrc {
+        super::to_xrc(&mut repr, None);
+    }
     eng.queue_packet(dst, &repr, &buf);
     Ok((!last).then_some(ReadCursor {
         psn: c.psn.next(),
@@ -694,7 +781,7 @@ fn on_atomic(
         .store
         .check_remote(
             Via {
-                pd: q.pd,
+                pd: recv_target(eng.store, q).pd,
                 qp,
                 access: q.attr.qp_access_flags,
             },
@@ -751,7 +838,7 @@ fn on_atomic_write(
         .store
         .check_remote(
             Via {
-                pd: q.pd,
+                pd: recv_target(eng.store, q).pd,
                 qp,
                 access,
             },
@@ -808,7 +895,7 @@ fn on_duplicate(eng: &mut Engine<'_>, qp: QpHandle, packet: &RocePacket<&[u8]>, 
                     .store
                     .check_remote(
                         Via {
-                            pd: q.pd,
+                            pd: recv_target(eng.store, q).pd,
                             qp,
                             access: q.attr.qp_access_flags,
                         },
