@@ -44,8 +44,17 @@ fn an_mpi_program_runs_over_ucx_rc_verbs_between_two_emulated_hosts() {
     mpirun
         .args(["--allow-run-as-root", "--oversubscribe", "-np", "2"])
         // UCX for messages and one-sided operations; no shared memory or TCP byte transport.
-        .args(["--mca", "pml", "ucx", "--mca", "osc", "ucx", "--mca", "btl", "self"])
-        .args(["-x", "UCX_TLS", "-x", "UCX_NET_DEVICES", "-x", "SOFTROCE_IBVERBS_LIB"])
+        .args([
+            "--mca", "pml", "ucx", "--mca", "osc", "ucx", "--mca", "btl", "self",
+        ])
+        .args([
+            "-x",
+            "UCX_TLS",
+            "-x",
+            "UCX_NET_DEVICES",
+            "-x",
+            "SOFTROCE_IBVERBS_LIB",
+        ])
         .args(["-x", "UCX_LOG_LEVEL"])
         .args(["sh", "-c", &rank])
         // rc_v: rc_verbs for every lane, ud_verbs for the wire-up (UCX's alias).
