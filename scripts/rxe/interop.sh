@@ -51,6 +51,14 @@ CELLS="${CELLS:-.}"
 NETEM="${NETEM:-loss 5% delay 1ms reorder 25% 50%}"
 HOST_IP=10.99.0.1
 VM_IP=10.99.0.11
+# Rows tagged ipv6 run over these (unique local, added to br0 and the VM's eth0 when first
+# needed): RoCEv2 over IPv6, the VM's rxe0 on the GID of VM_IP6.
+HOST_IP6=fd99::1
+VM_IP6=fd99::11
+VM_GID6=""
+# What a cell's programs use: the IPv4 addresses (GID 1 on rxe0), or the IPv6 ones.
+CELL_HOST_IP=$HOST_IP CELL_VM_IP=$VM_IP CELL_VM_GID=1
+MCAST_GROUP=239.99.0.1
 SIDE_PORT=18515           # the pingpong side channel (TCP)
 CELL_TIMEOUT=90           # seconds one program of a cell may take
 ACK_PROMPT_MS=20          # well below rxe's 67 ms local ACK timeout (timeout 14 in the tools)
@@ -104,6 +112,13 @@ CELL_ROWS=(
   "ops uc-write 0..1M 1024"
   "ops ud-send 0..MTU 1024"
   "ops srq-send 0..1M 1024"
+  # RoCEv2 over IPv6: rxe0's GID of fd99::11 against a softroce device on fd99::1 (ICRC over
+  # the IPv6 pseudo-header; the UD receiver's GRH area holds an IPv6 header)
+  "pingpong rc 4096 1024 ipv6"
+  "pingpong ud 1024 1024 ipv6"
+  "ops rc-send 0..1M 1024 ipv6"
+  "ops rc-read 0..1M 4096 ipv6"
+  "ops ud-send 0..MTU 1024 ipv6"
   "ops rc-send 0..1M 4096"
   "ops rc-write-imm 0..1M 4096"
   "ops rc-read 0..1M 4096"
@@ -130,6 +145,9 @@ CELL_ROWS=(
   "cmtool rping 64 4096"
   "cmtool ucmatose 100 4096"
   "cmtool udaddy 100 4096"
+  # UD multicast: rdma_join_multicast on both sides (the kernel's IGMP join on the VM, an IP
+  # multicast membership on the host), RoCEv2 datagrams to the group's IPv4 multicast address
+  "cmtool mckey 100 4096"
   # perftest -R only with softroce serving: after its side-channel handshake perftest's
   # client connects at once while the server is still binding and listening; a TCG rxe server
   # loses that race (REJ reason 8, no listener), and perftest's retry then reuses the ids it
@@ -224,7 +242,7 @@ two_sided() {
         vm --timeout $((CELL_TIMEOUT + 30)) "timeout $CELL_TIMEOUT $vmcmd" >"$vlog" 2>&1
         VM_RC=$?
       else
-        echo "nothing listens on $HOST_IP:$SIDE_PORT" >"$vlog"; VM_RC=99
+        echo "nothing listens on $CELL_HOST_IP:$SIDE_PORT" >"$vlog"; VM_RC=99
       fi
       [ "$VM_RC" = 0 ] || kill "$hp" 2>/dev/null
       wait "$hp"; HOST_RC=$?
@@ -253,15 +271,15 @@ pingpong_iters() { # SIZE [netem]
 cell_pingpong() {
   local role=$1 name=$2 t=$3 size=$4 mtu=$5 netem=${6:-}
   local n; n=$(pingpong_iters "$size" "$netem")
-  local vmcmd="ibv_${t}_pingpong -g 1 -s $size -n $n" host=(
-    "$S" pingpong --type "$t" -s "$size" -n "$n" -m "$mtu" --bind "$HOST_IP" --timeout "$CELL_TIMEOUT"
+  local vmcmd="ibv_${t}_pingpong -g $CELL_VM_GID -s $size -n $n" host=(
+    "$S" pingpong --type "$t" -s "$size" -n "$n" -m "$mtu" --bind "$CELL_HOST_IP" --timeout "$CELL_TIMEOUT"
     # A 268 ms ACK timeout: rxe under TCG can take longer than rdma-core's 67 ms to answer a
     # 64-packet message when the host is busy, and a needless retransmission shows up in
     # rxe's duplicate_request counter.
     --qp-timeout 16)
   [ "$t" = ud ] || vmcmd="$vmcmd -m $mtu"
   [ "$t" = srq ] || host+=(--check-echo)
-  [ "$role" = vm-client ] && vmcmd="$vmcmd $HOST_IP" || host+=("$VM_IP")
+  [ "$role" = vm-client ] && vmcmd="$vmcmd $CELL_HOST_IP" || host+=("$CELL_VM_IP")
   CELL_ITERS=$n
   two_sided "$role" "$name" "$vmcmd" "${host[@]}"
   local rc=$?
@@ -274,9 +292,9 @@ cell_pingpong() {
 # emulator; the client is the requester of every size class of OP, both sides check the data.
 cell_ops() {
   local role=$1 name=$2 op=$3 mtu=$5
-  local vmcmd="/usr/local/bin/softroce ops --backend ibverbs --device rxe0 -g 1 -p $SIDE_PORT --only $op"
-  local host=("$S" ops --bind "$HOST_IP" -p "$SIDE_PORT" --only "$op")
-  if [ "$role" = vm-client ]; then vmcmd="$vmcmd -m $mtu $HOST_IP"; else host+=(-m "$mtu" "$VM_IP"); fi
+  local vmcmd="/usr/local/bin/softroce ops --backend ibverbs --device rxe0 -g $CELL_VM_GID -p $SIDE_PORT --only $op"
+  local host=("$S" ops --bind "$CELL_HOST_IP" -p "$SIDE_PORT" --only "$op")
+  if [ "$role" = vm-client ]; then vmcmd="$vmcmd -m $mtu $CELL_HOST_IP"; else host+=(-m "$mtu" "$CELL_VM_IP"); fi
   CELL_ITERS=1
   two_sided "$role" "$name" "$vmcmd" "${host[@]}"
   local rc=$?
@@ -392,6 +410,12 @@ cell_rustcm() {
 
 # cmtool_args TOOL SIDE ADDR SIZE: the arguments of one side (server: ADDR is its own address;
 # client: ADDR is the server's) of an rdma_cm program; DEV is its device's name.
+own_addr() { case $1 in rxe0) echo "$VM_IP" ;; *) echo "$HOST_IP" ;; esac; }
+# Whether the receiving side of a multicast cell has joined MCAST_GROUP (ip maddr of its link).
+mcast_joined() { # vm|host
+  if [ "$1" = vm ]; then vm "ip maddr show dev eth0" 2>/dev/null | grep -q "$MCAST_GROUP"
+  else in_ns ip maddr show dev br0 2>/dev/null | grep -q "$MCAST_GROUP"; fi
+}
 cmtool_args() {
   local tool=$1 side=$2 addr=$3 size=$4 dev=$5
   case $tool:$side in
@@ -401,6 +425,10 @@ cmtool_args() {
     ucmatose:client) echo "ucmatose -s $addr -c 4 -C 10 -S $size" ;;
     udaddy:server) echo "udaddy -b $addr -C 10 -S $size" ;;
     udaddy:client) echo "udaddy -s $addr -C 10 -S $size" ;;
+    # mckey: the "server" joins MCAST_GROUP and receives 10 datagrams, the "client" joins it
+    # and sends them (from its own address: the device's, not the server's)
+    mckey:server) echo "mckey -m $MCAST_GROUP -b $addr -C 10 -S $size" ;;
+    mckey:client) echo "mckey -m $MCAST_GROUP -b $(own_addr "$dev") -s -C 10 -S $size" ;;
     ib_*-R:server) echo "${tool%-R} -R -d $dev -F -n 100 -u 16 -s $size -p $SIDE_PORT" ;;
     ib_*-R:client) echo "${tool%-R} -R -d $dev -F -n 100 -u 16 -s $size -p $SIDE_PORT $addr" ;;
   esac
@@ -422,6 +450,9 @@ cell_cmtool() {
       [ -n "$(in_ns ss -Hlun 'sport = :4791' 2>/dev/null)" ] && break
       sleep 0.1
     done
+    if [ "$tool" = mckey ]; then
+      for i in $(seq 100); do mcast_joined host && break; sleep 0.1; done
+    fi
     sleep 1
     vm --timeout $((CELL_TIMEOUT + 30)) "timeout $CELL_TIMEOUT $(cmtool_args "$tool" client "$HOST_IP" "$size" rxe0)" >"$vlog" 2>&1
     VM_RC=$?
@@ -430,7 +461,8 @@ cell_cmtool() {
   else
     vm "timeout $CELL_TIMEOUT $(cmtool_args "$tool" server "$VM_IP" "$size" rxe0) >/tmp/cell.log 2>&1 & echo \$! >/tmp/cell.pid" >/dev/null
     for i in $(seq 100); do
-      vm "/usr/bin/rdma res show cm_id" 2>/dev/null | grep -q LISTEN && break
+      if [ "$tool" = mckey ]; then mcast_joined vm && break
+      else vm "/usr/bin/rdma res show cm_id" 2>/dev/null | grep -q LISTEN && break; fi
       sleep 0.2
     done
     # shellcheck disable=SC2046
@@ -470,6 +502,22 @@ show_failure() { # NAME DELTA
   echo "---- host-side pcap: $LOGS/$1.pcap"
   echo "---- VM console tail ($CACHE/run/vm1.console):"; tail -n 15 "$CACHE/run/vm1.console" | tr -d '\r'
 }
+# ipv6_on: give br0 and the VM's eth0 their IPv6 addresses (once) and find the index of the
+# RoCEv2 GID rxe0 makes of VM_IP6 (the kernel adds it when the address appears).
+ipv6_on() {
+  [ -n "$VM_GID6" ] && return 0
+  ip -n "$NS" -6 addr add "$HOST_IP6/64" dev br0 nodad 2>/dev/null
+  vm "ip -6 addr add $VM_IP6/64 dev eth0 nodad 2>/dev/null; true" >/dev/null
+  local want="fd99:0000:0000:0000:0000:0000:0000:0011" i idx
+  for i in $(seq 50); do
+    idx=$(vm "grep -l '^$want\$' /sys/class/infiniband/rxe0/ports/1/gids/* 2>/dev/null | head -1")
+    idx=$(basename "${idx:-none}" | tr -dc '0-9')
+    [ -n "$idx" ] && { VM_GID6=$idx; return 0; }
+    sleep 0.1
+  done
+  return 1
+}
+
 run_cell() { # ROW ROLE
   local row=$1 role=$2 kind name netem="" t0 secs rc delta bad note
   local -a args
@@ -478,6 +526,15 @@ run_cell() { # ROW ROLE
   name=$(echo "$row $role" | tr ' ' '-')
   case " $row " in *" netem "*) netem=1;; esac
   CELL_NOTE=""; CELL_ITERS=""
+  CELL_HOST_IP=$HOST_IP CELL_VM_IP=$VM_IP CELL_VM_GID=1
+  case " $row " in
+    *" ipv6 "*)
+      if ! ipv6_on; then
+        record "$row" "$role" FAIL 0 "no IPv6 GID for $VM_IP6 on rxe0"
+        return
+      fi
+      CELL_HOST_IP=$HOST_IP6 CELL_VM_IP=$VM_IP6 CELL_VM_GID=$VM_GID6;;
+  esac
   [ -n "$netem" ] && netem_on >/dev/null
   t0=$(date +%s.%N)
   "cell_$kind" "$role" "$name" "${args[@]:1}"; rc=$?
@@ -519,7 +576,7 @@ print_matrix() { # RESULTS_TSV KVER
       res[key, $2] = ($3 == "-" ? "-" : ($3 == "pass" ? "pass" : "FAIL") " " $5 "s"); iters[key] = $4 }
     END { for (i = 1; i <= n; i++) { k = order[i]; split(k, f, " ")
             op = f[1] == "pingpong" ? f[2] : f[1] " " f[2]
-            printf "%-22s %-6s %-5s %8s %6s  %-16s %-16s\n", op, (f[5] == "netem" ? "netem" : "clean"),
+            printf "%-22s %-6s %-5s %8s %6s  %-16s %-16s\n", op, (f[5] == "netem" || f[5] == "ipv6" ? f[5] : "clean"),
               f[4], f[3], iters[k], res[k, "vm-client"], ((k, "vm-server") in res ? res[k, "vm-server"] : "-") } }' "$1"
   echo "sizes in bytes; MTU = path MTU (-m; rxe0 active_mtu 4096 on a 9000-byte link); netem: $NETEM"
   echo "(RoCE packets only, both directions, inside the VM). Size 0 is impossible for the pingpongs:"

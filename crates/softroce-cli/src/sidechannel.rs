@@ -28,16 +28,30 @@ pub(crate) fn connect_retrying(host: &str, port: u16) -> anyhow::Result<TcpStrea
     )
 }
 
-/// Listen on TCP `port` of every address (0: a free port the system picks) and print
-/// `listening on TCP port N` with the port in use, so a client (or a script) can find a
-/// server started with `-p 0`.
+/// Listen on TCP `port` of every address, IPv4 and IPv6 (0: a free port the system picks)
+/// and print `listening on TCP port N` with the port in use, so a client (or a script) can
+/// find a server started with `-p 0`.
 pub(crate) fn listen(port: u16) -> anyhow::Result<TcpListener> {
-    let listener = TcpListener::bind(("0.0.0.0", port))
+    // IPv4 only where the host has no IPv6.
+    let listener = dual_stack(port)
+        .or_else(|_| TcpListener::bind(("0.0.0.0", port)))
         .with_context(|| format!("listening on TCP port {port}"))?;
     let port = listener.local_addr()?.port();
     // stdout is line-buffered: the line is out before the wait for a client begins.
     println!("listening on TCP port {port}");
     Ok(listener)
+}
+
+/// A listener on `[::]:port` that takes IPv4 clients too (as IPv4-mapped addresses).
+fn dual_stack(port: u16) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::IPV6, Type::STREAM, None)?;
+    socket.set_only_v6(false)?;
+    // As std's TcpListener::bind: a restarted server may reuse the port at once.
+    socket.set_reuse_address(true)?;
+    socket.bind(&SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port)).into())?;
+    socket.listen(128)?;
+    Ok(socket.into())
 }
 
 /// Accept one client before `deadline`, the end of the command's `--timeout` of
