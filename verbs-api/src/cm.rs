@@ -20,6 +20,23 @@
 //! [`ConnectOptions::device_port`] does not apply (librdmacm reaches the peer's device on
 //! 4791), and [`ConnectionManager::counters`] is zero (librdmacm keeps no MAD counters).
 //!
+//! UD address resolution is rdma_cm's `RDMA_PS_UDP`: [`ConnectionManager::listen_ud`]
+//! listens on an address and UDP-space port; each SIDR_REQ becomes a [`UdRequest`] (the
+//! requester's address and private data) that the application answers with a UD QP of its
+//! own ([`UdRequest::accept`]: a SIDR_REP naming its QPN and Q_Key, [`RDMA_UDP_QKEY`] as
+//! rdma_cm gives it, with private data) or refuses ([`UdRequest::reject`], SIDR status 2),
+//! as udaddy's server answers each request with its QP. [`ConnectionManager::resolve_ud`]
+//! sends the SIDR_REQ (retried as the kernel's CM does) and returns a [`UdPeer`]: the
+//! listener's QPN, Q_Key and a [`UdTarget`](crate::UdTarget) made on the resolving QP's PD,
+//! ready for `SendWr::ud`; [`CmFailure::UdRejected`] (status 1: nobody listens; 2:
+//! rejected), [`CmFailure::TimedOut`] or [`CmFailure::Unreachable`] otherwise. A resolution
+//! makes no connection: nothing is left to disconnect. As with the kernel's CM, a request
+//! answered once is forgotten, so a retried SIDR_REQ (its SIDR_REP lost) reaches the
+//! application again. On the libibverbs backend it is an id of `RDMA_PS_UDP`:
+//! `rdma_connect` → `RDMA_CM_EVENT_ESTABLISHED` with `param.ud` (the address handle is made
+//! from its `ah_attr` on the QP's PD), and `rdma_accept` / `rdma_reject` of its
+//! `CONNECT_REQUEST` (librdmacm always names `RDMA_UDP_QKEY`, so the QP must have it).
+//!
 //! ```no_run
 //! # use softroce_verbs::*;
 //! # use softroce_verbs::cm::*;
@@ -32,6 +49,31 @@
 //! let conn = client.connection_manager()?.connect(
 //!     qp, "127.0.0.1:7471".parse().unwrap(), &ConnectOptions::default())?;
 //! # let _ = (listener, conn); Ok(()) }
+//! ```
+//!
+//! UD (each side on its own thread or process):
+//!
+//! ```no_run
+//! # use softroce_verbs::*;
+//! # use softroce_verbs::cm::*;
+//! # use std::time::Duration;
+//! # fn f(server: Context, client: Context) -> Result<()> {
+//! # let ud_qp = |ctx: &Context| -> Result<QueuePair> {
+//! #     let (pd, cq) = (ctx.alloc_pd()?, ctx.create_cq(16, None)?);
+//! #     let qp = pd.create_qp(&cq, &cq, QpType::Ud).qkey(RDMA_UDP_QKEY).build()?;
+//! #     let e = qp.endpoint();
+//! #     qp.handshake(e)
+//! # };
+//! let listener = server.connection_manager()?.listen_ud("127.0.0.1:7174".parse().unwrap())?;
+//! let (server_qp, client_qp) = (ud_qp(&server)?, ud_qp(&client)?);
+//! // server side:
+//! listener.get_request(Duration::from_secs(30))?.accept(&server_qp, b"welcome")?;
+//! // client side:
+//! let peer = client.connection_manager()?.resolve_ud(
+//!     &client_qp, "127.0.0.1:7174".parse().unwrap(), &ConnectOptions::default())?;
+//! let mut wr = SendWr::new(1, WrOpcode::Send);
+//! wr.ud = Some(peer.target());
+//! # Ok(()) }
 //! ```
 
 use std::collections::{HashMap, VecDeque};
