@@ -567,10 +567,51 @@ fn ud_story(server: &Context, client: &Context, what: &'static str) {
     assert_eq!(cm.connection_count(), 0, "{what}");
 }
 
+/// UD address resolution between an ibverbs program and an emulated one, each role on each
+/// side, blocking and awaited; a datagram to the resolved QP arrives from the resolver's.
 fn ud_peers_resolve_each_other_between_the_ibverbs_backend_and_the_emulator() {
     let (hw, emu) = (hardware("hw5"), emulated("127.0.24.2"));
     ud_story(&hw, &emu, "ibverbs UD listener, emulated client");
     ud_story(&emu, &hw, "emulated UD listener, ibverbs client");
+    // Awaited on librdmacm's event channel fd: the request and the resolution, both ways.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        for (server, client) in [(&hw, &emu), (&emu, &hw)] {
+            let addr = SocketAddr::new(server_addr(server), PORT + 1);
+            let listener = server
+                .connection_manager()
+                .unwrap()
+                .listen_ud(addr)
+                .unwrap();
+            let (s, c) = (ud(server), ud(client));
+            let ccm = client.connection_manager().unwrap();
+            let opts = options(b"async UD");
+            let (answered, resolved) = tokio::join!(
+                async {
+                    let req = tokio::time::timeout(WAIT, listener.next_request())
+                        .await
+                        .unwrap()
+                        .unwrap();
+                    assert_eq!(&req.private_data()[..8], b"async UD");
+                    req.accept(&s.qp, b"awaited")
+                },
+                ccm.resolve_ud_async(&c.qp, addr, &opts)
+            );
+            answered.unwrap();
+            let peer = resolved.unwrap();
+            assert_eq!(peer.qpn(), s.qp.qpn());
+            assert_eq!(&peer.private_data()[..7], b"awaited");
+            ud_send(&c, peer.target(), b"awaited datagram");
+            let (src_qp, _, data) = ud_receive(&s);
+            assert_eq!(
+                (src_qp, data.as_slice()),
+                (c.qp.qpn(), &b"awaited datagram"[..])
+            );
+        }
+    });
     assert_eq!(hw.connection_manager().unwrap().connection_count(), 0);
 }
 
