@@ -20,6 +20,23 @@
 //! [`ConnectOptions::device_port`] does not apply (librdmacm reaches the peer's device on
 //! 4791), and [`ConnectionManager::counters`] is zero (librdmacm keeps no MAD counters).
 //!
+//! UD address resolution is rdma_cm's `RDMA_PS_UDP`: [`ConnectionManager::listen_ud`]
+//! listens on an address and UDP-space port; each SIDR_REQ becomes a [`UdRequest`] (the
+//! requester's address and private data) that the application answers with a UD QP of its
+//! own ([`UdRequest::accept`]: a SIDR_REP naming its QPN and Q_Key, [`RDMA_UDP_QKEY`] as
+//! rdma_cm gives it, with private data) or refuses ([`UdRequest::reject`], SIDR status 2),
+//! as udaddy's server answers each request with its QP. [`ConnectionManager::resolve_ud`]
+//! sends the SIDR_REQ (retried as the kernel's CM does) and returns a [`UdPeer`]: the
+//! listener's QPN, Q_Key and a [`UdTarget`](crate::UdTarget) made on the resolving QP's PD,
+//! ready for `SendWr::ud`; [`CmFailure::UdRejected`] (status 1: nobody listens; 2:
+//! rejected), [`CmFailure::TimedOut`] or [`CmFailure::Unreachable`] otherwise. A resolution
+//! makes no connection: nothing is left to disconnect. As with the kernel's CM, a request
+//! answered once is forgotten, so a retried SIDR_REQ (its SIDR_REP lost) reaches the
+//! application again. On the libibverbs backend it is an id of `RDMA_PS_UDP`:
+//! `rdma_connect` → `RDMA_CM_EVENT_ESTABLISHED` with `param.ud` (the address handle is made
+//! from its `ah_attr` on the QP's PD), and `rdma_accept` / `rdma_reject` of its
+//! `CONNECT_REQUEST` (librdmacm always names `RDMA_UDP_QKEY`, so the QP must have it).
+//!
 //! ```no_run
 //! # use softroce_verbs::*;
 //! # use softroce_verbs::cm::*;
@@ -33,6 +50,31 @@
 //!     qp, "127.0.0.1:7471".parse().unwrap(), &ConnectOptions::default())?;
 //! # let _ = (listener, conn); Ok(()) }
 //! ```
+//!
+//! UD (each side on its own thread or process):
+//!
+//! ```no_run
+//! # use softroce_verbs::*;
+//! # use softroce_verbs::cm::*;
+//! # use std::time::Duration;
+//! # fn f(server: Context, client: Context) -> Result<()> {
+//! # let ud_qp = |ctx: &Context| -> Result<QueuePair> {
+//! #     let (pd, cq) = (ctx.alloc_pd()?, ctx.create_cq(16, None)?);
+//! #     let qp = pd.create_qp(&cq, &cq, QpType::Ud).qkey(RDMA_UDP_QKEY).build()?;
+//! #     let e = qp.endpoint();
+//! #     qp.handshake(e)
+//! # };
+//! let listener = server.connection_manager()?.listen_ud("127.0.0.1:7174".parse().unwrap())?;
+//! let (server_qp, client_qp) = (ud_qp(&server)?, ud_qp(&client)?);
+//! // server side:
+//! listener.get_request(Duration::from_secs(30))?.accept(&server_qp, b"welcome")?;
+//! // client side:
+//! let peer = client.connection_manager()?.resolve_ud(
+//!     &client_qp, "127.0.0.1:7174".parse().unwrap(), &ConnectOptions::default())?;
+//! let mut wr = SendWr::new(1, WrOpcode::Send);
+//! wr.ud = Some(peer.target());
+//! # Ok(()) }
+//! ```
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
@@ -43,8 +85,8 @@ use std::time::{Duration, Instant};
 use softroce_emu::cm::CmEndpoint;
 use softroce_emu::cm::{
     AcceptParams, CmCounters, CmEvent, ConnId, ConnectParams, REJ_CONSUMER_DEFINED,
-    REJ_INVALID_SERVICE_ID, REJ_STALE_CONN, REJ_TIMEOUT, RequestParams, cma_private_data,
-    split_cma_private_data,
+    REJ_INVALID_SERVICE_ID, REJ_STALE_CONN, REJ_TIMEOUT, RequestParams, SIDR_REJECT,
+    SIDR_UNSUPPORTED, SidrParams, SidrReply, cma_private_data, split_cma_private_data,
 };
 use softroce_emu::driver::Device;
 use softroce_wire::cm::CmaAddrs;
@@ -66,6 +108,9 @@ const MAX_BACKLOG: usize = 1024;
 mod asynchronous;
 #[cfg(feature = "ibverbs")]
 mod hardware;
+mod ud;
+
+pub use ud::{RDMA_UDP_QKEY, Resolving, UdListener, UdPeer, UdRequest};
 
 /// Why a connection attempt or a wait failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,6 +130,16 @@ pub enum CmFailure {
     TimedOut(Duration),
     /// The connection was torn down before it was established.
     Disconnected,
+    /// UD address resolution was refused: the SIDR_REP's `status` is
+    /// `enum ib_cm_sidr_status` (1: nobody listens on the port; 2: the application
+    /// rejected). rdma_cm reports it as `RDMA_CM_EVENT_UNREACHABLE` (or `REJECTED`) with
+    /// that status.
+    UdRejected {
+        /// The SIDR_REP's status.
+        status: u8,
+        /// The SIDR_REP's private data (136 bytes on the wire, zero padded).
+        private_data: Vec<u8>,
+    },
 }
 
 impl CmFailure {
@@ -92,7 +147,7 @@ impl CmFailure {
     /// ECONNRESET.
     pub fn errno(&self) -> i32 {
         match self {
-            Self::Rejected { .. } => libc::ECONNREFUSED,
+            Self::Rejected { .. } | Self::UdRejected { .. } => libc::ECONNREFUSED,
             Self::Unreachable => libc::EHOSTUNREACH,
             Self::TimedOut(_) => libc::ETIMEDOUT,
             Self::Disconnected => libc::ECONNRESET,
@@ -118,6 +173,19 @@ impl std::fmt::Display for CmFailure {
             }
             Self::TimedOut(t) => write!(f, "no answer within {t:?}"),
             Self::Disconnected => write!(f, "the peer disconnected first"),
+            Self::UdRejected { status, .. } => {
+                let why = match *status {
+                    SIDR_UNSUPPORTED => "nobody listens on that UDP port (service ID unsupported)",
+                    SIDR_REJECT => "the peer application rejected the request",
+                    3 => "the peer has no QP for the service",
+                    4 => "the peer redirected the request",
+                    _ => "see IBTA table 120",
+                };
+                write!(
+                    f,
+                    "UD address resolution refused with status {status}: {why}"
+                )
+            }
         }
     }
 }
@@ -223,6 +291,46 @@ impl CmDev {
         }
         self.with_cm(|cm, now| cm.reject(now, id, private_data))
             .map_err(|e| cm_error("reject", e))
+    }
+
+    /// Refuse a request taken from a listener's queue (REJ, or SIDR_REP with status reject).
+    fn refuse(&self, ev: &CmEvent) {
+        let _ = match ev {
+            CmEvent::SidrRequest { id, .. } => self.reject_ud(*id, &[]),
+            ev => self.reject(ev.id(), &[]),
+        };
+    }
+
+    /// `rdma_reject` of UD request `id`: a SIDR_REP with status reject and `private_data`.
+    fn reject_ud(&self, id: ConnId, private_data: &[u8]) -> Result<()> {
+        #[cfg(feature = "ibverbs")]
+        if let Some(hw) = self.hardware() {
+            return hw.reject(id, private_data);
+        }
+        let reply = SidrReply {
+            status: SIDR_REJECT,
+            qpn: Qpn::default(),
+            qkey: 0,
+            private_data: private_data.to_vec(),
+        };
+        self.with_cm(|cm, _| cm.sidr_reply(id, reply))
+            .map_err(|e| cm_error("reject", e))
+    }
+
+    /// Send a SIDR_REQ to the CM at `peer` (emulated and simulated devices only).
+    fn sidr_resolve(
+        &self,
+        peer: SocketAddr,
+        params: SidrParams,
+    ) -> std::result::Result<ConnId, softroce_emu::cm::CmError> {
+        match self {
+            Self::Emulated(dev) => dev.cm_sidr_resolve(peer, params),
+            Self::Simulated(sim) => sim
+                .fabric()
+                .with_cm(sim.index(), |cm, now| cm.sidr_resolve(now, peer, params)),
+            #[cfg(feature = "ibverbs")]
+            Self::Hardware(_) => Err(softroce_emu::cm::CmError::UnknownConnection(ConnId(0))),
+        }
     }
 
     /// Forget connection `id` (as destroying an rdma_cm_id does: the peer is told).
@@ -410,6 +518,16 @@ impl CmShared {
         for w in d.wakers.drain(..) {
             w.wake();
         }
+        if let CmEvent::SidrRequest { id, service_id, .. } = &ev {
+            match d.listeners.get_mut(service_id) {
+                Some(q) if q.len() < MAX_BACKLOG => q.push_back(ev),
+                // As for connection requests: refused (a SIDR_REP with status reject).
+                _ => {
+                    let _ = self.dev.reject_ud(*id, &[]);
+                }
+            }
+            return;
+        }
         if let CmEvent::ConnectRequest { id, params, .. } = &ev {
             match d.listeners.get_mut(&params.service_id) {
                 Some(q) if q.len() < MAX_BACKLOG => q.push_back(ev),
@@ -547,6 +665,17 @@ impl ConnectionManager {
     /// `rdma_bind_addr` + `rdma_listen` in the TCP port space: accept requests for `addr`'s
     /// port (its address must be the device's, or unspecified).
     pub fn listen(&self, addr: SocketAddr) -> Result<Listener> {
+        let (service_id, addr) = self.listen_in(PortSpace::Tcp, addr)?;
+        Ok(Listener {
+            cm: self.clone(),
+            service_id,
+            addr,
+        })
+    }
+
+    /// `rdma_bind_addr` + `rdma_listen` in port space `ps`: the service ID listened on
+    /// (its queue of requests filed in the dispatch tables) and the address.
+    fn listen_in(&self, ps: PortSpace, addr: SocketAddr) -> Result<(u64, SocketAddr)> {
         let ip = self.device_ip()?;
         if !addr.ip().is_unspecified() && addr.ip() != ip {
             return Err(Error::Invalid {
@@ -554,28 +683,46 @@ impl ConnectionManager {
                 reason: format!("{} is not this device's address {ip}", addr.ip()),
             });
         }
-        let service_id = PortSpace::Tcp.service_id(addr.port());
+        let service_id = ps.service_id(addr.port());
+        let addr = SocketAddr::new(ip, addr.port());
         let mut d = lock(&self.shared.dispatch);
         #[cfg(feature = "ibverbs")]
         if let Some(hw) = self.shared.dev.hardware() {
-            hw.listen(service_id, SocketAddr::new(ip, addr.port()))?;
+            hw.listen(ps, service_id, addr)?;
             d.listeners.insert(service_id, VecDeque::new());
-            return Ok(Listener {
-                cm: self.clone(),
-                service_id,
-                addr: SocketAddr::new(ip, addr.port()),
-            });
+            return Ok((service_id, addr));
         }
         self.shared
             .dev
             .listen(service_id)
             .map_err(|e| cm_error("listen", e))?;
         d.listeners.insert(service_id, VecDeque::new());
-        Ok(Listener {
-            cm: self.clone(),
-            service_id,
-            addr: SocketAddr::new(ip, addr.port()),
-        })
+        Ok((service_id, addr))
+    }
+
+    /// rdma_cm's header for a request from this device to `to`: our address and a fresh
+    /// source port (as `rdma_resolve_addr` binds one), and `to`'s address.
+    fn cma_hdr(&self, what: &'static str, to: SocketAddr) -> Result<(IpAddr, CmaHdrRepr)> {
+        let ip = self.device_ip()?;
+        let src_port = self
+            .shared
+            .next_port
+            .fetch_add(1, Ordering::Relaxed)
+            .max(1024);
+        let addrs = match (ip, to.ip()) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => CmaAddrs::V4 { src, dst },
+            (IpAddr::V6(src), IpAddr::V6(dst)) => CmaAddrs::V6 { src, dst },
+            _ => {
+                return Err(Error::Invalid {
+                    what,
+                    reason: format!(
+                        "{} and this device's {ip} are of different IP versions",
+                        to.ip()
+                    ),
+                });
+            }
+        };
+        Ok((ip, CmaHdrRepr { src_port, addrs }))
     }
 
     /// `rdma_connect` of `qp` (in INIT, as built) to the listener at `to` (IP address
@@ -605,26 +752,8 @@ impl ConnectionManager {
         to: SocketAddr,
         options: &ConnectOptions,
     ) -> Result<Connecting> {
-        let ip = self.device_ip()?;
+        let (ip, hdr) = self.cma_hdr("connect address", to)?;
         let local = qp.endpoint();
-        let src_port = self
-            .shared
-            .next_port
-            .fetch_add(1, Ordering::Relaxed)
-            .max(1024);
-        let addrs = match (ip, to.ip()) {
-            (IpAddr::V4(src), IpAddr::V4(dst)) => CmaAddrs::V4 { src, dst },
-            (IpAddr::V6(src), IpAddr::V6(dst)) => CmaAddrs::V6 { src, dst },
-            _ => {
-                return Err(Error::Invalid {
-                    what: "connect address",
-                    reason: format!(
-                        "{} and this device's {ip} are of different IP versions",
-                        to.ip()
-                    ),
-                });
-            }
-        };
         let mtu = self.ctx.query_port(1)?.active_mtu;
         #[cfg(feature = "ibverbs")]
         if let Some(hw) = self.shared.dev.hardware() {
@@ -663,8 +792,9 @@ impl ConnectionManager {
                 started: self.shared.now(),
             });
         }
-        let private_data = cma_private_data(&CmaHdrRepr { src_port, addrs }, &options.private_data)
-            .map_err(|e| cm_error("connect", e))?;
+        let _ = ip;
+        let private_data =
+            cma_private_data(&hdr, &options.private_data).map_err(|e| cm_error("connect", e))?;
         let params = ConnectParams {
             xrc: false,
             remote_gid: Gid::ZERO,
@@ -921,7 +1051,7 @@ impl Drop for Listener {
         let pending = lock(&self.cm.shared.dispatch).listeners.remove(&service);
         self.cm.shared.dev.stop_listening(service);
         for ev in pending.into_iter().flatten() {
-            let _ = self.cm.shared.dev.reject(ev.id(), &[]);
+            self.cm.shared.dev.refuse(&ev);
         }
     }
 }

@@ -559,7 +559,13 @@ impl QueuePair {
         let sgid_index = dev.sgid_index() as u8;
         let mut av = AhAttr::new(remote.gid, sgid_index);
         av.udp_port = remote.udp_port;
-        let ah: AhHandle = dev.create_ah(self.inner.pd.pd, av)?;
+        self.ud_target_with(av, remote.qpn, qkey)
+    }
+
+    /// A UD destination through an address handle made from `av` on this QP's PD (kept
+    /// until the QP goes).
+    pub(crate) fn ud_target_with(&self, av: AhAttr, qpn: u32, qkey: u32) -> Result<UdTarget> {
+        let ah: AhHandle = self.inner.pd.dev.create_ah(self.inner.pd.pd, av)?;
         self.inner
             .ahs
             .lock()
@@ -567,8 +573,18 @@ impl QueuePair {
             .push(ah);
         Ok(UdTarget {
             ah,
-            remote_qpn: remote.qpn,
+            remote_qpn: qpn,
             remote_qkey: qkey,
         })
+    }
+
+    /// The Q_Key the QP was built with (UD: the one it receives with).
+    pub(crate) fn qkey(&self) -> u32 {
+        self.bringup.qkey
+    }
+
+    /// The QP's transport type.
+    pub(crate) fn qp_type(&self) -> QpType {
+        self.bringup.qp_type
     }
 }

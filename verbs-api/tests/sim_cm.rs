@@ -11,11 +11,11 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use softroce_verbs::cm::{CmFailure, ConnectOptions, Connection};
+use softroce_verbs::cm::{CmFailure, ConnectOptions, Connection, RDMA_UDP_QKEY};
 use softroce_verbs::sim::{self, Fabric};
 use softroce_verbs::{
-    CompletionQueue, Context, Error, PreparedQueuePair, ProtectionDomain, QpType, SendWr, WcStatus,
-    WrOpcode,
+    CompletionQueue, Context, Error, PreparedQueuePair, ProtectionDomain, QpType, QueuePair,
+    SendWr, WcStatus, WrOpcode,
 };
 
 type BoxError = Box<dyn std::error::Error>;
@@ -284,4 +284,176 @@ fn the_same_seed_replays_the_same_connection_byte_for_byte() {
     let (pcap, log) = run(7);
     assert_eq!(run(7), (pcap.clone(), log), "same seed, same trace");
     assert_ne!(run(8).0, pcap, "another seed, other faults");
+}
+
+/// A UD QP in RTS with rdma_cm's Q_Key, with its PD and CQ.
+fn ud_qp(ctx: &Context) -> Result<(QueuePair, ProtectionDomain, CompletionQueue), BoxError> {
+    let pd = ctx.alloc_pd()?;
+    let cq = ctx.create_cq(8, None)?;
+    let qp = pd
+        .create_qp(&cq, &cq, QpType::Ud)
+        .qkey(RDMA_UDP_QKEY)
+        .sq_sig_all(true)
+        .build()?;
+    let e = qp.endpoint();
+    Ok((qp.handshake(e)?, pd, cq))
+}
+
+/// UD address resolution over a lossy, reordering, duplicating link: a lost SIDR_REQ is
+/// retried by the client's CM, a lost SIDR_REP makes the retried request reach the server's
+/// application again (as with the kernel's CM, which forgets a request once answered), and
+/// the server answers every request it gets. The client ends with the server's QP, and a
+/// datagram sent to it (the link healed) arrives from the client's QP.
+#[test]
+fn ud_resolution_survives_loss_across_seeds() {
+    let mut retransmitted = 0;
+    let passed = sim::explore(0..300, |fabric| -> Result<(), BoxError> {
+        let (client, server) = devices(fabric)?;
+        fabric.set_link_faults("client", "server", "drop=0.2,reorder=0.05,dup=0.05")?;
+        let listener = server.connection_manager()?.listen_ud(server_addr())?;
+        let (sqp, spd, scq) = ud_qp(&server)?;
+        let (cqp, cpd, ccq) = ud_qp(&client)?;
+        let cm = client.connection_manager()?;
+        let options = ConnectOptions {
+            private_data: b"resolve me".to_vec(),
+            timeout: Duration::from_secs(600),
+            ..ConnectOptions::default()
+        };
+        let resolving = cm.start_resolve_ud(&cqp, server_addr(), &options)?;
+        // Bounded: the client's CM sends at most sixteen SIDR_REQs, about 4 s apart (and
+        // the link duplicates some); a quiet spell longer than all of them means it has
+        // its answer, or gave up.
+        let mut answered = 0;
+        for _ in 0..64 {
+            let Ok(req) = listener.get_request(Duration::from_secs(80)) else {
+                break;
+            };
+            assert_eq!(&req.private_data()[..10], b"resolve me");
+            req.accept(&sqp, b"here")?;
+            answered += 1;
+        }
+        assert!(answered >= 1);
+        let peer = resolving.wait()?;
+        assert_eq!((peer.qpn(), peer.qkey()), (sqp.qpn(), RDMA_UDP_QKEY));
+        assert_eq!(&peer.private_data()[..4], b"here");
+        retransmitted += cm.counters().retransmitted;
+
+        fabric.clear_link_faults("client", "server");
+        let (src, dst) = (cpd.allocate(16)?, spd.allocate(64)?);
+        src.write(0, b"over UD")?;
+        // SAFETY: both regions outlive the completions polled below.
+        unsafe {
+            sqp.post_receive(&[dst.slice(0..64)?], 1)?;
+            let mut wr = SendWr::new(2, WrOpcode::Send);
+            wr.sg_list = vec![src.slice(0..7)?];
+            wr.ud = Some(peer.target());
+            cqp.post_send(&[wr])?;
+        }
+        let got = scq.poll_wait(1, PATIENCE)?;
+        let sent = ccq.poll_wait(1, PATIENCE)?;
+        if got.len() != 1 || sent.len() != 1 || got[0].status != WcStatus::Success {
+            return Err(format!("completions: received {got:?}, sent {sent:?}").into());
+        }
+        assert_eq!(
+            got[0].src_qp,
+            cqp.qpn(),
+            "the datagram names the client's QP"
+        );
+        let mut text = [0u8; 7];
+        dst.read(40, &mut text)?;
+        assert_eq!(&text, b"over UD");
+        assert_eq!(cm.connection_count(), 0);
+        Ok(())
+    });
+    match passed {
+        Ok(n) => assert_eq!(n, 300),
+        Err(failure) => panic!("{failure}"),
+    }
+    assert!(
+        retransmitted > 0,
+        "somewhere in 300 seeds a SIDR_REQ was retried"
+    );
+}
+
+#[test]
+fn ud_resolution_is_refused_by_a_port_nobody_listens_on_or_a_rejecting_server() {
+    sim::check(10, |fabric| -> Result<(), BoxError> {
+        let (client, server) = devices(fabric)?;
+        let (cqp, _cpd, _ccq) = ud_qp(&client)?;
+        let cm = client.connection_manager()?;
+        let options = ConnectOptions::default();
+        server.connection_manager()?;
+        // The server's CM answers status 1 itself, at once.
+        let err = cm
+            .resolve_ud(&cqp, server_addr(), &options)
+            .expect_err("nobody listens");
+        assert!(
+            matches!(
+                &err,
+                Error::ConnectFailed {
+                    failure: CmFailure::UdRejected { status: 1, .. },
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(fabric.now() < Duration::from_secs(1), "{:?}", fabric.now());
+
+        let listener = server.connection_manager()?.listen_ud(server_addr())?;
+        let resolving = cm.start_resolve_ud(&cqp, server_addr(), &options)?;
+        listener.get_request(PATIENCE)?.reject(b"no UD today")?;
+        match resolving.wait() {
+            Err(Error::ConnectFailed {
+                failure:
+                    CmFailure::UdRejected {
+                        status: 2,
+                        private_data,
+                    },
+                ..
+            }) => assert_eq!(&private_data[..11], b"no UD today"),
+            other => panic!("expected a SIDR reject, got {other:?}"),
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn ud_resolution_into_a_partition_times_out_then_becomes_unreachable() {
+    sim::check(3, |fabric| -> Result<(), BoxError> {
+        let (client, server) = devices(fabric)?;
+        let _listener = server.connection_manager()?.listen_ud(server_addr())?;
+        fabric.partition("client", "server");
+        let (cqp, _cpd, _ccq) = ud_qp(&client)?;
+        let cm = client.connection_manager()?;
+        let err = cm
+            .resolve_ud(&cqp, server_addr(), &ConnectOptions::default())
+            .expect_err("nothing crosses a partition");
+        assert!(
+            matches!(&err, Error::ConnectFailed { failure: CmFailure::TimedOut(t), .. }
+                if *t == Duration::from_secs(30)),
+            "{err}"
+        );
+        let patient = ConnectOptions {
+            timeout: Duration::from_secs(600),
+            ..ConnectOptions::default()
+        };
+        let before = cm.counters().retransmitted;
+        let err = cm
+            .resolve_ud(&cqp, server_addr(), &patient)
+            .expect_err("nothing crosses a partition");
+        assert!(
+            matches!(
+                &err,
+                Error::ConnectFailed {
+                    failure: CmFailure::Unreachable,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        // rdma_cm's CMA_MAX_CM_RETRIES: the SIDR_REQ went out sixteen times in all.
+        assert_eq!(cm.counters().retransmitted - before, 15);
+        assert_eq!(cm.connection_count(), 0);
+        Ok(())
+    });
 }

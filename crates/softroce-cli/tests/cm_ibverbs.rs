@@ -3,7 +3,9 @@
 //! `libibverbs.so.1` that cargo built (devices `hw*` of `SOFTROCE_DEVICES`), and the peer is
 //! the emulator's own CM on another loopback address of the same process. Every step of
 //! the hardware path runs: the event channel, address and route resolution, REQ/REP/RTU,
-//! the application's QP moved by `rdma_init_qp_attr`, REJ with private data, DREQ/DREP.
+//! the application's QP moved by `rdma_init_qp_attr`, REJ with private data, DREQ/DREP,
+//! and UD address resolution (ids of `RDMA_PS_UDP`: SIDR_REQ/SIDR_REP, the peer's address
+//! vector from `param.ud`).
 //! Against rdma_rxe the same calls reach the kernel's rdma_cm.
 //!
 //! One process, the stories in turn (`harness = false`): the environment that names the
@@ -14,17 +16,19 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use softroce_verbs::cm::{CmFailure, ConnectOptions, Connection};
+use softroce_verbs::cm::{CmFailure, ConnectOptions, Connection, RDMA_UDP_QKEY};
+use softroce_verbs::grh::{GRH_LEN, parse_grh};
 use softroce_verbs::{
-    CompletionQueue, Context, Error, MemoryRegion, PreparedQueuePair, QpState, QpType, SendWr,
-    WcOpcode, WcStatus, WrOpcode,
+    CompletionQueue, Context, Error, MemoryRegion, PreparedQueuePair, QpState, QpType, QueuePair,
+    QueuePairEndpoint, SendWr, UdTarget, WcOpcode, WcStatus, WrOpcode,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
 const PORT: u16 = 7471;
 
 /// The libibverbs device names of `SOFTROCE_DEVICES` and their addresses.
-const DEVICES: &str = "hw0=127.0.21.1,hw1=127.0.21.3,hw2=127.0.21.5,hw3=127.0.21.7,hw4=127.0.21.11";
+const DEVICES: &str = "hw0=127.0.21.1,hw1=127.0.21.3,hw2=127.0.21.5,hw3=127.0.21.7,hw4=127.0.21.11,\
+                       hw5=127.0.24.1,hw6=127.0.24.3";
 
 /// The drop-in libraries cargo built for these tests (dependencies of the CLI).
 fn deps_dir() -> PathBuf {
@@ -453,6 +457,256 @@ fn concurrent_connects_each_get_their_own_answer() {
     assert_eq!(cm.connection_count(), 0);
 }
 
+/// A UD QP with rdma_cm's Q_Key in RTS, its CQ and a buffer: four receives (GRH area and
+/// 64 bytes each) posted, sends from offset 512.
+struct Ud {
+    qp: QueuePair,
+    cq: CompletionQueue,
+    mr: MemoryRegion,
+}
+
+const SLOT: usize = GRH_LEN + 64;
+
+fn ud(ctx: &Context) -> Ud {
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(16, None).unwrap();
+    let mr = pd.allocate(1024).unwrap();
+    let qp = pd
+        .create_qp(&cq, &cq, QpType::Ud)
+        .qkey(RDMA_UDP_QKEY)
+        .build()
+        .unwrap();
+    let e = qp.endpoint();
+    let qp = qp.handshake(e).unwrap();
+    for i in 0..4 {
+        // SAFETY: the region lives in the returned Ud, which outlives the completions.
+        unsafe { qp.post_receive(&[mr.slice(i * SLOT..(i + 1) * SLOT).unwrap()], i as u64) }
+            .unwrap();
+    }
+    Ud { qp, cq, mr }
+}
+
+fn ud_send(from: &Ud, target: UdTarget, msg: &[u8]) {
+    from.mr.write(512, msg).unwrap();
+    let mut wr = SendWr::new(9, WrOpcode::Send);
+    wr.sg_list = vec![from.mr.slice(512..512 + msg.len()).unwrap()];
+    wr.ud = Some(target);
+    // SAFETY: the region outlives the completion polled below.
+    unsafe { from.qp.post_send(&[wr]).unwrap() };
+    let wcs = from.cq.poll_wait(1, WAIT).unwrap();
+    assert_eq!(wcs[0].status, WcStatus::Success, "{wcs:?}");
+}
+
+/// One datagram received on `to`: its source QPN, the GRH's source GID, the payload.
+fn ud_receive(to: &Ud) -> (u32, softroce_verbs::Gid, Vec<u8>) {
+    let wcs = to.cq.poll_wait(1, WAIT).unwrap();
+    assert_eq!(wcs.len(), 1, "no datagram arrived");
+    let wc = wcs[0];
+    assert_eq!((wc.status, wc.opcode), (WcStatus::Success, WcOpcode::Recv));
+    let mut area = vec![0u8; wc.byte_len as usize];
+    to.mr.read(wc.wr_id as usize * SLOT, &mut area).unwrap();
+    let grh = parse_grh(&area[..GRH_LEN]).unwrap();
+    (wc.src_qp, grh.sgid, area[GRH_LEN..].to_vec())
+}
+
+/// `server` listens for UD address resolution, `client` resolves it (private data both
+/// ways), sends a datagram to the QP it was given, and gets one back from it (the server
+/// answers where the datagram came from, as udaddy's server does).
+fn ud_story(server: &Context, client: &Context, what: &'static str) {
+    let addr = SocketAddr::new(server_addr(server), PORT);
+    let listener = server
+        .connection_manager()
+        .unwrap()
+        .listen_ud(addr)
+        .unwrap();
+    let client_ip = client_addr(client);
+    let s = ud(server);
+    let server_qpn = s.qp.qpn();
+    let server_side = std::thread::spawn(move || {
+        let req = listener.get_request(WAIT).unwrap();
+        assert_eq!(&req.private_data()[..4], b"UD? ", "{what}");
+        assert_eq!(req.peer_addr().ip(), client_ip, "{what}");
+        req.accept(&s.qp, b"UD here").unwrap();
+        let (src_qp, sgid, data) = ud_receive(&s);
+        assert_eq!(&data, b"datagram", "{what}");
+        let back =
+            s.qp.ud_target(
+                QueuePairEndpoint {
+                    qpn: src_qp,
+                    psn: 0,
+                    gid: sgid,
+                    udp_port: 4791,
+                },
+                RDMA_UDP_QKEY,
+            )
+            .unwrap();
+        ud_send(&s, back, b"answer");
+        src_qp
+    });
+    let c = ud(client);
+    let cm = client.connection_manager().unwrap();
+    let peer = cm.resolve_ud(&c.qp, addr, &options(b"UD? ")).unwrap();
+    assert_eq!(
+        (peer.qpn(), peer.qkey()),
+        (server_qpn, RDMA_UDP_QKEY),
+        "{what}"
+    );
+    assert_eq!(&peer.private_data()[..7], b"UD here", "{what}");
+    ud_send(&c, peer.target(), b"datagram");
+    assert_eq!(
+        server_side.join().unwrap(),
+        c.qp.qpn(),
+        "{what}: the sender's QP"
+    );
+    let (from, _, data) = ud_receive(&c);
+    assert_eq!(
+        (from, data.as_slice()),
+        (server_qpn, &b"answer"[..]),
+        "{what}"
+    );
+    assert_eq!(cm.connection_count(), 0, "{what}");
+}
+
+/// UD address resolution between an ibverbs program and an emulated one, each role on each
+/// side, blocking and awaited; a datagram to the resolved QP arrives from the resolver's.
+fn ud_peers_resolve_each_other_between_the_ibverbs_backend_and_the_emulator() {
+    let (hw, emu) = (hardware("hw5"), emulated("127.0.24.2"));
+    ud_story(&hw, &emu, "ibverbs UD listener, emulated client");
+    ud_story(&emu, &hw, "emulated UD listener, ibverbs client");
+    // Awaited on librdmacm's event channel fd: the request and the resolution, both ways.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        for (server, client) in [(&hw, &emu), (&emu, &hw)] {
+            let addr = SocketAddr::new(server_addr(server), PORT + 1);
+            let listener = server
+                .connection_manager()
+                .unwrap()
+                .listen_ud(addr)
+                .unwrap();
+            let (s, c) = (ud(server), ud(client));
+            let ccm = client.connection_manager().unwrap();
+            let opts = options(b"async UD");
+            let (answered, resolved) = tokio::join!(
+                async {
+                    let req = tokio::time::timeout(WAIT, listener.next_request())
+                        .await
+                        .unwrap()
+                        .unwrap();
+                    assert_eq!(&req.private_data()[..8], b"async UD");
+                    req.accept(&s.qp, b"awaited")
+                },
+                ccm.resolve_ud_async(&c.qp, addr, &opts)
+            );
+            answered.unwrap();
+            let peer = resolved.unwrap();
+            assert_eq!(peer.qpn(), s.qp.qpn());
+            assert_eq!(&peer.private_data()[..7], b"awaited");
+            ud_send(&c, peer.target(), b"awaited datagram");
+            let (src_qp, _, data) = ud_receive(&s);
+            assert_eq!(
+                (src_qp, data.as_slice()),
+                (c.qp.qpn(), &b"awaited datagram"[..])
+            );
+        }
+    });
+    assert_eq!(hw.connection_manager().unwrap().connection_count(), 0);
+}
+
+fn ud_resolution_refusals_on_the_ibverbs_backend_say_why() {
+    let (hw, emu) = (hardware("hw6"), emulated("127.0.24.4"));
+    let c = ud(&hw);
+    let cm = hw.connection_manager().unwrap();
+    // Nobody listens on the emulated side's UDP port: its CM answers status 1 at once.
+    let started = Instant::now();
+    let err = cm
+        .resolve_ud(
+            &c.qp,
+            SocketAddr::new(server_addr(&emu), 7000),
+            &options(&[]),
+        )
+        .unwrap_err();
+    match &err {
+        Error::ConnectFailed {
+            failure: CmFailure::UdRejected { status: 1, .. },
+            ..
+        } => {}
+        other => panic!("expected a SIDR_REP with status 1, got {other:?} ({other})"),
+    }
+    assert!(err.to_string().contains("nobody listens"), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // The emulated listener rejects the ibverbs client, with private data.
+    let addr = SocketAddr::new(server_addr(&emu), PORT);
+    let listener = emu.connection_manager().unwrap().listen_ud(addr).unwrap();
+    let rejecter = std::thread::spawn(move || {
+        listener
+            .get_request(WAIT)
+            .unwrap()
+            .reject(b"not for you")
+            .unwrap();
+    });
+    let err = cm.resolve_ud(&c.qp, addr, &options(b"me")).unwrap_err();
+    rejecter.join().unwrap();
+    match err {
+        Error::ConnectFailed {
+            failure:
+                CmFailure::UdRejected {
+                    status: 2,
+                    private_data,
+                },
+            ..
+        } => assert_eq!(&private_data[..11], b"not for you"),
+        other => panic!("expected a SIDR_REP with status 2, got {other:?}"),
+    }
+
+    // The ibverbs listener: a QP without rdma_cm's Q_Key cannot answer (librdmacm names
+    // RDMA_UDP_QKEY), and the requester is refused rather than left waiting.
+    let addr = SocketAddr::new(server_addr(&hw), PORT);
+    let listener = cm.listen_ud(addr).unwrap();
+    let pd = hw.alloc_pd().unwrap();
+    let cq = hw.create_cq(4, None).unwrap();
+    let other = pd
+        .create_qp(&cq, &cq, QpType::Ud)
+        .qkey(0x1111)
+        .build()
+        .unwrap();
+    let e = other.endpoint();
+    let other = other.handshake(e).unwrap();
+    let answer = std::thread::spawn(move || {
+        let err = listener
+            .get_request(WAIT)
+            .unwrap()
+            .accept(&other, &[])
+            .unwrap_err();
+        assert!(err.to_string().contains("RDMA_UDP_QKEY"), "{err}");
+    });
+    let e = ud(&emu);
+    let err = emu
+        .connection_manager()
+        .unwrap()
+        .resolve_ud(&e.qp, addr, &options(&[]))
+        .unwrap_err();
+    answer.join().unwrap();
+    assert!(
+        matches!(
+            err,
+            Error::ConnectFailed {
+                failure: CmFailure::UdRejected { status: 2, .. },
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(cm.connection_count(), 0);
+}
+
 /// Run in a child whose librdmacm cannot be loaded: the error says so, nothing panics.
 fn without_librdmacm_the_connection_manager_says_why() {
     let out = Command::new(std::env::current_exe().unwrap())
@@ -518,7 +772,7 @@ fn main() {
         child_without_librdmacm();
         return;
     }
-    let stories: [(&str, fn()); 9] = [
+    let stories: [(&str, fn()); 11] = [
         (
             "a_program_on_the_ibverbs_backend_accepts_an_emulated_client",
             a_program_on_the_ibverbs_backend_accepts_an_emulated_client,
@@ -546,6 +800,14 @@ fn main() {
         (
             "concurrent_connects_each_get_their_own_answer",
             concurrent_connects_each_get_their_own_answer,
+        ),
+        (
+            "ud_peers_resolve_each_other_between_the_ibverbs_backend_and_the_emulator",
+            ud_peers_resolve_each_other_between_the_ibverbs_backend_and_the_emulator,
+        ),
+        (
+            "ud_resolution_refusals_on_the_ibverbs_backend_say_why",
+            ud_resolution_refusals_on_the_ibverbs_backend_say_why,
         ),
         (
             "without_librdmacm_the_connection_manager_says_why",

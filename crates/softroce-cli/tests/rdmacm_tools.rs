@@ -428,3 +428,218 @@ fn connections_survive_a_fifth_of_the_cm_traffic_lost() {
         "one REP connection per client connection:\n{text}"
     );
 }
+
+/// The Rust connection manager's UD address resolution against udaddy (rdmacm-utils,
+/// unmodified, under `softroce exec`): the Rust side is an emulated device of this
+/// process on its own loopback address.
+mod rust_ud {
+    use std::net::SocketAddr;
+
+    use softroce_verbs::cm::{CmFailure, ConnectOptions, RDMA_UDP_QKEY};
+    use softroce_verbs::grh::{GRH_LEN, parse_grh};
+    use softroce_verbs::{
+        CompletionQueue, Context, Error, MemoryRegion, QpType, QueuePair, QueuePairEndpoint,
+        SendWr, WcOpcode, WcStatus, WrOpcode,
+    };
+
+    use super::*;
+
+    const WAIT: Duration = Duration::from_secs(20);
+    /// udaddy's defaults: ten messages of 100 bytes, port 7174.
+    const MESSAGES: usize = 10;
+    const SIZE: usize = 100;
+    const SLOT: usize = GRH_LEN + SIZE;
+    const PORT: u16 = 7174;
+
+    fn emulated(ip: &str) -> Context {
+        let mut cfg = softroce_emu::driver::DeviceConfig::new("udaddy-peer", ip.parse().unwrap());
+        cfg.pcap = None;
+        cfg.faults = None;
+        Context::open_emulated_with(cfg).unwrap()
+    }
+
+    /// A UD QP with rdma_cm's Q_Key (udaddy's QPs have it), its CQ and a buffer: a receive
+    /// posted per message (GRH area and 100 bytes each), sends from the end.
+    struct Ud {
+        qp: QueuePair,
+        cq: CompletionQueue,
+        mr: MemoryRegion,
+    }
+
+    fn ud(ctx: &Context) -> Ud {
+        let pd = ctx.alloc_pd().unwrap();
+        let cq = ctx.create_cq(64, None).unwrap();
+        let mr = pd.allocate((MESSAGES + 1) * SLOT).unwrap();
+        let qp = pd
+            .create_qp(&cq, &cq, QpType::Ud)
+            .qkey(RDMA_UDP_QKEY)
+            .sq_sig_all(true)
+            .build()
+            .unwrap();
+        let e = qp.endpoint();
+        let qp = qp.handshake(e).unwrap();
+        for i in 0..MESSAGES {
+            let slot = mr.slice(i * SLOT..(i + 1) * SLOT).unwrap();
+            // SAFETY: the region lives in the returned Ud, which outlives the completions.
+            unsafe { qp.post_receive(&[slot], i as u64) }.unwrap();
+        }
+        Ud { qp, cq, mr }
+    }
+
+    /// `n` receive completions on `ud`'s CQ (send completions are counted and skipped),
+    /// within the bound.
+    fn receives(ud: &Ud, n: usize) -> Vec<softroce_verbs::WorkCompletion> {
+        let mut got = Vec::new();
+        let deadline = Instant::now() + WAIT;
+        // Bounded by the deadline.
+        while got.len() < n && Instant::now() < deadline {
+            for wc in ud.cq.poll_wait(1, Duration::from_millis(200)).unwrap() {
+                assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+                if wc.opcode == WcOpcode::Recv {
+                    got.push(wc);
+                }
+            }
+        }
+        assert_eq!(got.len(), n, "receives");
+        got
+    }
+
+    /// The udaddy process's output once it ended (killed after the bound).
+    fn finish(mut child: Child) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        format!("{}: {}", out.status, Pair::text(&out))
+    }
+
+    /// udaddy's server answers the Rust client's resolution with its QP; the client sends
+    /// udaddy's ten messages (SEND with immediate data: its QPN, as udaddy's own client
+    /// does), udaddy answers each where it came from, and ends with "return status 0".
+    #[test]
+    fn a_rust_ud_client_resolves_udaddys_server_and_trades_its_messages() {
+        let server = on_device("127.77.42.30", "udaddy", &["-b", "127.77.42.30"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let ctx = emulated("127.77.42.31");
+        let c = ud(&ctx);
+        let cm = ctx.connection_manager().unwrap();
+        let to: SocketAddr = "127.77.42.30:7174".parse().unwrap();
+        let opts = ConnectOptions {
+            timeout: WAIT,
+            ..ConnectOptions::default()
+        };
+        // udaddy listens a moment after it starts: until then its device refuses (status
+        // 1). Bounded: 40 tries.
+        let mut peer = None;
+        for _ in 0..40 {
+            match cm.resolve_ud(&c.qp, to, &opts) {
+                Ok(p) => {
+                    peer = Some(p);
+                    break;
+                }
+                Err(Error::ConnectFailed {
+                    failure: CmFailure::UdRejected { status: 1, .. },
+                    ..
+                }) => std::thread::sleep(Duration::from_millis(250)),
+                Err(e) => panic!("{e}\n{}", finish(server)),
+            }
+        }
+        let Some(peer) = peer else {
+            panic!("udaddy never listened: {}", finish(server));
+        };
+        assert_eq!(peer.qkey(), RDMA_UDP_QKEY);
+        for i in 0..MESSAGES {
+            let at = MESSAGES * SLOT;
+            c.mr.write(at, &[i as u8; SIZE]).unwrap();
+            let mut wr = SendWr::new(100 + i as u64, WrOpcode::SendWithImm);
+            wr.sg_list = vec![c.mr.slice(at..at + SIZE).unwrap()];
+            wr.imm_data = c.qp.qpn().to_be();
+            wr.ud = Some(peer.target());
+            // SAFETY: the region outlives the completion, polled with the receives.
+            unsafe { c.qp.post_send(&[wr]).unwrap() };
+        }
+        let replies = receives(&c, MESSAGES);
+        for wc in &replies {
+            assert_eq!(wc.src_qp, peer.qpn(), "a reply from udaddy's QP");
+            assert_eq!(
+                u32::from_be(wc.imm_data),
+                peer.qpn(),
+                "its QPN as immediate"
+            );
+            assert_eq!(wc.byte_len as usize, SLOT);
+        }
+        let text = finish(server);
+        assert!(text.contains("return status 0"), "{text}");
+        assert_eq!(cm.connection_count(), 0);
+    }
+
+    /// udaddy's client resolves a Rust UD listener, which answers with its QP: udaddy's ten
+    /// messages arrive from the QP they name in their immediate data, the listener replies to
+    /// each where it came from (the GRH's source, as udaddy's server does), and udaddy ends
+    /// with "return status 0" once it has the replies.
+    #[test]
+    fn udaddys_client_resolves_a_rust_ud_listener_and_its_messages_arrive() {
+        let ctx = emulated("127.77.42.32");
+        let listener = ctx
+            .connection_manager()
+            .unwrap()
+            .listen_ud(SocketAddr::new("127.77.42.32".parse().unwrap(), PORT))
+            .unwrap();
+        let s = ud(&ctx);
+        let client = on_device("127.77.42.33", "udaddy", &["-s", "127.77.42.32"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let req = match listener.get_request(WAIT) {
+            Ok(r) => r,
+            Err(e) => panic!("{e}: {}", finish(client)),
+        };
+        assert_eq!(req.peer_addr().ip().to_string(), "127.77.42.33");
+        req.accept(&s.qp, b"rust").unwrap();
+        let got = receives(&s, MESSAGES);
+        for wc in &got {
+            assert_eq!(
+                wc.src_qp,
+                u32::from_be(wc.imm_data),
+                "the sender names its QP"
+            );
+            assert_eq!(wc.byte_len as usize, SLOT);
+        }
+        let mut grh = [0u8; GRH_LEN];
+        s.mr.read(got[0].wr_id as usize * SLOT, &mut grh).unwrap();
+        let sgid = parse_grh(&grh).unwrap().sgid;
+        assert_eq!(sgid.to_ip().to_string(), "127.77.42.33");
+        let back =
+            s.qp.ud_target(
+                QueuePairEndpoint {
+                    qpn: got[0].src_qp,
+                    psn: 0,
+                    gid: sgid,
+                    udp_port: 4791,
+                },
+                RDMA_UDP_QKEY,
+            )
+            .unwrap();
+        for i in 0..MESSAGES {
+            let at = MESSAGES * SLOT;
+            let mut wr = SendWr::new(100 + i as u64, WrOpcode::Send);
+            wr.sg_list = vec![s.mr.slice(at..at + SIZE).unwrap()];
+            wr.ud = Some(back);
+            // SAFETY: the region outlives the completions polled below.
+            unsafe { s.qp.post_send(&[wr]).unwrap() };
+        }
+        let sent = s.cq.poll_wait(MESSAGES, WAIT).unwrap();
+        assert!(
+            sent.iter().all(|w| w.status == WcStatus::Success),
+            "{sent:?}"
+        );
+        let text = finish(client);
+        assert!(text.contains("return status 0"), "{text}");
+    }
+}

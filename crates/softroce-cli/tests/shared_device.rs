@@ -268,3 +268,28 @@ fn two_ucx_ranks_on_one_device() {
     let (server, client) = pair(ucx(&server_args), || ucx(&client_args));
     assert_pair(&server, &client, None, "Final:", "");
 }
+
+/// udaddy (UD address resolution, SIDR) with both sides guests of one device: a first
+/// process holds the device (an rping server), the owner routes udaddy's SIDR_REQ to the
+/// guest listening on its UDP-space service ID and the SIDR_REP to the guest whose
+/// request it answers (by the slot in its request ID); the datagrams follow.
+#[test]
+fn udaddy_server_and_client_as_guests_of_one_device() {
+    let a = "127.80.1.9";
+    let owner = on_device(a, "rping", &["-s", "-a", a, "-p", "7000"])
+        .spawn()
+        .expect("spawning the owner");
+    std::thread::sleep(Duration::from_millis(500));
+    let (server, client) = pair(on_device(a, "udaddy", &["-b", a]), || {
+        on_device(a, "udaddy", &["-s", a])
+    });
+    let owner = finish(owner, Duration::ZERO);
+    let owner = format!("owner:\n{}", text(&owner));
+    assert_pair(
+        &server,
+        &client,
+        Some("return status 0"),
+        "return status 0",
+        &owner,
+    );
+}

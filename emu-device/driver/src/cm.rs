@@ -19,7 +19,9 @@ use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use softroce_emu_cm::{AcceptParams, CmEndpoint, CmError, CmEvent, ConnId, ConnectParams};
+use softroce_emu_cm::{
+    AcceptParams, CmEndpoint, CmError, CmEvent, ConnId, ConnectParams, SidrParams,
+};
 use softroce_emu_core::{Hca, HcaEvent, IncomingDatagram, Transmit};
 use softroce_wire::mad::{MAD_LEN, MGMT_CLASS_CM, Mad};
 use softroce_wire::{Gid, Qpn};
@@ -94,6 +96,19 @@ impl CmAgent {
         self.endpoint.connect(now, params)
     }
 
+    /// Send a SIDR_REQ to the CM listening at `peer` (address and UDP port of its device);
+    /// `params.remote_gid` is taken from `peer`.
+    pub fn sidr_resolve(
+        &mut self,
+        now: Instant,
+        peer: SocketAddr,
+        mut params: SidrParams,
+    ) -> Result<ConnId, CmError> {
+        params.remote_gid = Gid::from_ip(peer.ip());
+        self.learn_peer(params.remote_gid, peer);
+        self.endpoint.sidr_resolve(now, params)
+    }
+
     /// Accept a `ConnectRequest` with a REP; data arriving on `params.local_qpn` before
     /// the RTU establishes the connection (COMM_EST), as with rdma_cm.
     pub fn accept(
@@ -165,8 +180,15 @@ impl CmAgent {
                 self.awaiting_rtu.retain(|_, c| *c != id);
             }
             if self.events.len() >= MAX_CM_EVENTS {
-                if let CmEvent::ConnectRequest { id, .. } = ev {
-                    let _ = self.endpoint.reject(now, id, &[]);
+                match ev {
+                    CmEvent::ConnectRequest { id, .. } => {
+                        let _ = self.endpoint.reject(now, id, &[]);
+                    }
+                    // Destroyed: the requester gets a SIDR_REP with status reject.
+                    CmEvent::SidrRequest { id, .. } => {
+                        let _ = self.endpoint.destroy(id);
+                    }
+                    _ => {}
                 }
                 self.refused_backlog += 1;
                 continue;

@@ -36,6 +36,7 @@ use super::socket::{
 };
 use softroce_emu_cm::{
     AcceptParams, CmConfig, CmCounters, CmEndpoint, CmError, CmEvent, ConnId, ConnectParams,
+    SidrParams,
 };
 use softroce_emu_core::{
     AccessFlags, AsyncEvent, ChannelHandle, CqHandle, Hca, HcaConfig, HcaEvent, IncomingDatagram,
@@ -760,6 +761,14 @@ impl Device {
     pub fn cm_connect(&self, peer: SocketAddr, params: ConnectParams) -> Result<ConnId, CmError> {
         let now = Instant::now();
         self.with(|_| lock(&self.shared.cm).connect(now, peer, params))
+    }
+
+    /// Send a SIDR_REQ (UD address resolution) to the connection manager listening at
+    /// `peer` (its address and the UDP port of its device); `params.remote_gid` is taken
+    /// from `peer`.
+    pub fn cm_sidr_resolve(&self, peer: SocketAddr, params: SidrParams) -> Result<ConnId, CmError> {
+        let now = Instant::now();
+        self.with(|_| lock(&self.shared.cm).sidr_resolve(now, peer, params))
     }
 
     /// Accept a `ConnectRequest` with a REP. Data arriving on `params.local_qpn` before

@@ -28,11 +28,11 @@ use tokio::io::unix::AsyncFd;
 
 use super::{
     Accepting, CmDev, CmShared, ConnectOptions, Connecting, Connection, ConnectionManager,
-    ConnectionRequest, Dispatch, Listener, lock,
+    ConnectionRequest, Dispatch, Listener, Resolving, UdListener, UdPeer, UdRequest, lock,
 };
 use crate::backend::BackendKind;
 use crate::error::{Error, Result};
-use crate::qp::PreparedQueuePair;
+use crate::qp::{PreparedQueuePair, QueuePair};
 
 /// Async waiters remembered at most per device: beyond, all are woken (a spurious wake-up
 /// costs one re-poll) so the list stays bounded however many futures were dropped.
@@ -120,6 +120,54 @@ impl ConnectionManager {
         options: &ConnectOptions,
     ) -> Result<Connection> {
         self.start_connect(qp, to, options)?.finish().await
+    }
+}
+
+impl ConnectionManager {
+    /// [`ConnectionManager::resolve_ud`] as a future: the SIDR_REQ goes out at once, the
+    /// answer is awaited (at most `options.timeout`). Dropping the future abandons the
+    /// attempt.
+    pub async fn resolve_ud_async(
+        &self,
+        qp: &QueuePair,
+        to: std::net::SocketAddr,
+        options: &ConnectOptions,
+    ) -> Result<UdPeer> {
+        self.start_resolve_ud(qp, to, options)?.finish().await
+    }
+}
+
+impl Resolving<'_> {
+    /// [`Resolving::wait`] as a future.
+    pub async fn finish(self) -> Result<UdPeer> {
+        let (id, left) = (self.res_id(), self.time_left());
+        let ev = self
+            .cm
+            .shared
+            .wait_async("resolve_ud", Some(left), |d| {
+                d.mailboxes.get_mut(&id)?.pop_front()
+            })
+            .await?;
+        self.conclude(ev)
+    }
+}
+
+impl UdListener {
+    /// [`UdListener::get_request`] as a future, without a timeout of its own (wrap it in
+    /// `tokio::time::timeout`: a request is never lost to a dropped future).
+    pub async fn next_request(&self) -> Result<UdRequest> {
+        let service = self.service_id;
+        let ev = self
+            .cm
+            .shared
+            .wait_async("next_request", None, |d| {
+                d.listeners.get_mut(&service)?.pop_front()
+            })
+            .await?;
+        match ev {
+            Some(ev) => Ok(self.request(ev)),
+            None => unreachable!("a wait without a timeout ends with a request"),
+        }
     }
 }
 

@@ -29,16 +29,19 @@ use std::time::Duration;
 
 use libc::sockaddr;
 use libloading::Library;
-use softroce_emu::cm::{CmEvent, ConnId, ReplyParams, RequestParams, cma_private_data};
+use softroce_emu::cm::{
+    CmEvent, ConnId, ReplyParams, RequestParams, cma_private_data, cma_sidr_private_data,
+};
+use softroce_emu::core::AhAttr;
 use softroce_ibverbs_abi as sys;
 use softroce_ibverbs_abi::rdmacm::*;
 use softroce_wire::cm::CmaAddrs;
-use softroce_wire::{CmaHdrRepr, Gid, Psn, Qpn};
+use softroce_wire::{CmaHdrRepr, Gid, PortSpace, Psn, Qpn};
 
 use super::lock;
 use crate::backend::{Backend, Ibverbs};
 use crate::error::{Error, Result};
-use crate::qp::PreparedQueuePair;
+use crate::qp::{PreparedQueuePair, QueuePair};
 
 /// The librdmacm entry points used here, resolved once (rdma-core 17 has them all).
 struct Fns {
@@ -144,6 +147,8 @@ struct Id {
     ptr: usize,
     /// An active id still resolving: the REQ to send, and the step timeout (ms).
     pending: Option<(ConnectRequestParams, c_int)>,
+    /// An id of `RDMA_PS_UDP` (its connect is a SIDR exchange).
+    ud: bool,
 }
 
 #[derive(Debug, Default)]
@@ -158,10 +163,18 @@ struct State {
     /// Why an attempt failed in a step this module ran (resolution, the REQ), reported by
     /// `connect` instead of a bare "unreachable".
     failures: HashMap<ConnId, Error>,
+    /// The address vector of a resolved UD peer (`param.ud.ah_attr` of its ESTABLISHED),
+    /// until the resolution concludes.
+    ud_ah: HashMap<ConnId, sys::ibv_ah_attr>,
 }
 
 impl State {
-    fn register(&mut self, ptr: usize, pending: Option<(ConnectRequestParams, c_int)>) -> ConnId {
+    fn register(
+        &mut self,
+        ptr: usize,
+        pending: Option<(ConnectRequestParams, c_int)>,
+        ud: bool,
+    ) -> ConnId {
         // Bounded: at most as many ids as are live can be skipped.
         let id = loop {
             self.next = self.next.wrapping_add(1);
@@ -170,13 +183,14 @@ impl State {
                 break id;
             }
         };
-        self.ids.insert(id, Id { ptr, pending });
+        self.ids.insert(id, Id { ptr, pending, ud });
         self.by_ptr.insert(ptr, id);
         id
     }
 
     fn unregister(&mut self, id: ConnId) -> Option<usize> {
         self.failures.remove(&id);
+        self.ud_ah.remove(&id);
         let entry = self.ids.remove(&id)?;
         self.by_ptr.remove(&entry.ptr);
         Some(entry.ptr)
@@ -201,6 +215,11 @@ struct RawEvent {
     /// The id's addresses (a request's: the requester's and ours).
     src: Option<SocketAddr>,
     dst: Option<SocketAddr>,
+    /// `param.ud` (meaningful on ids of `RDMA_PS_UDP` only): the peer's address vector,
+    /// QPN and Q_Key.
+    ud_ah_attr: sys::ibv_ah_attr,
+    ud_qp_num: u32,
+    ud_qkey: u32,
 }
 
 /// The address in an `rdma_sockaddr`, if it is IPv4 or IPv6.
@@ -410,11 +429,14 @@ impl Rdmacm {
         })
     }
 
-    fn create_id(&self, what: &'static str) -> Result<*mut rdma_cm_id> {
+    fn create_id(&self, what: &'static str, ps: PortSpace) -> Result<*mut rdma_cm_id> {
+        let ps = match ps {
+            PortSpace::Udp => RDMA_PS_UDP,
+            _ => RDMA_PS_TCP,
+        };
         let mut id = ptr::null_mut();
         // SAFETY: a live channel and a valid out pointer.
-        let rc =
-            unsafe { (self.fns.create_id)(self.channel, &mut id, ptr::null_mut(), RDMA_PS_TCP) };
+        let rc = unsafe { (self.fns.create_id)(self.channel, &mut id, ptr::null_mut(), ps) };
         if rc != 0 || id.is_null() {
             return Err(call_failed(what, "rdma_create_id", "", errno()));
         }
@@ -468,8 +490,9 @@ impl Rdmacm {
         Ok(())
     }
 
-    /// `rdma_create_id` + `rdma_bind_addr` + `rdma_listen` on `addr` for `service_id`.
-    pub(crate) fn listen(&self, service_id: u64, addr: SocketAddr) -> Result<()> {
+    /// `rdma_create_id` in port space `ps` + `rdma_bind_addr` + `rdma_listen` on `addr` for
+    /// `service_id`.
+    pub(crate) fn listen(&self, ps: PortSpace, service_id: u64, addr: SocketAddr) -> Result<()> {
         if lock(&self.state).listeners.contains_key(&service_id) {
             return Err(Error::Cm {
                 what: "listen",
@@ -477,7 +500,7 @@ impl Rdmacm {
                 errno: libc::EADDRINUSE,
             });
         }
-        let id = self.create_id("listen")?;
+        let id = self.create_id("listen", ps)?;
         let mut sa = to_sockaddr(addr);
         // SAFETY: a live id and a valid socket address.
         let r = if unsafe { (self.fns.bind_addr)(id, (&raw mut sa).cast()) } != 0 {
@@ -534,9 +557,43 @@ impl Rdmacm {
         params: ConnectRequestParams,
         timeout: Duration,
     ) -> Result<ConnId> {
+        self.start_active("connect", PortSpace::Tcp, src, to, params, timeout)
+    }
+
+    /// Start UD address resolution from `src` to `to` (an id of `RDMA_PS_UDP`):
+    /// `rdma_resolve_addr` now, the route and `rdma_connect` (the SIDR_REQ) as their
+    /// events come; its ESTABLISHED carries the peer's QPN, Q_Key and address vector.
+    pub(crate) fn resolve_ud(
+        &self,
+        src: IpAddr,
+        to: SocketAddr,
+        private_data: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<ConnId> {
+        let params = ConnectRequestParams {
+            private_data,
+            responder_resources: 0,
+            initiator_depth: 0,
+            retry_count: 0,
+            rnr_retry_count: 0,
+            qp_num: 0,
+        };
+        self.start_active("resolve_ud", PortSpace::Udp, src, to, params, timeout)
+    }
+
+    fn start_active(
+        &self,
+        what: &'static str,
+        ps: PortSpace,
+        src: IpAddr,
+        to: SocketAddr,
+        params: ConnectRequestParams,
+        timeout: Duration,
+    ) -> Result<ConnId> {
         let step_ms = c_int::try_from(timeout.as_millis().clamp(1, 60_000)).unwrap_or(60_000);
-        let ptr = self.create_id("connect")?;
-        let id = lock(&self.state).register(ptr as usize, Some((params, step_ms)));
+        let ptr = self.create_id(what, ps)?;
+        let id =
+            lock(&self.state).register(ptr as usize, Some((params, step_ms)), ps == PortSpace::Udp);
         let mut s = to_sockaddr(SocketAddr::new(src, 0));
         let mut d = to_sockaddr(to);
         // SAFETY: a live id and valid socket addresses.
@@ -547,7 +604,7 @@ impl Rdmacm {
             let e = errno();
             self.destroy(id);
             return Err(call_failed(
-                "connect",
+                what,
                 "rdma_resolve_addr",
                 &format!(" from {src} to {to}"),
                 e,
@@ -564,7 +621,15 @@ impl Rdmacm {
     /// `qp` must be of this manager's context: its handle is then one of the backend's
     /// `ibv_qp` pointers (a QP of another backend carries a token that is none).
     pub(crate) fn check_qp(&self, what: &'static str, qp: &PreparedQueuePair) -> Result<()> {
-        let (backend, _) = qp.backend_handle();
+        self.check_backend(what, qp.backend_handle().0)
+    }
+
+    /// [`Rdmacm::check_qp`] of a QP in RTS (a UD QP).
+    pub(crate) fn check_ud_qp(&self, what: &'static str, qp: &QueuePair) -> Result<()> {
+        self.check_backend(what, qp.backend_handle().0)
+    }
+
+    fn check_backend(&self, what: &'static str, backend: &Arc<dyn Backend>) -> Result<()> {
         if ptr::addr_eq(Arc::as_ptr(backend), Arc::as_ptr(&self.backend)) {
             return Ok(());
         }
@@ -679,6 +744,45 @@ impl Rdmacm {
         Ok(psn)
     }
 
+    /// `rdma_accept` of UD request `id`: the SIDR_REP names `qpn` (rdma_cm gives it
+    /// `RDMA_UDP_QKEY`) and carries `private_data`; then the id is destroyed.
+    pub(crate) fn accept_ud(&self, id: ConnId, qpn: u32, private_data: &[u8]) -> Result<()> {
+        let ptr = self.ptr("accept", id)?;
+        let len = u8::try_from(private_data.len()).map_err(|_| Error::Invalid {
+            what: "accept private data",
+            reason: format!("{} bytes (at most 136)", private_data.len()),
+        })?;
+        let mut param = rdma_conn_param {
+            private_data: if private_data.is_empty() {
+                ptr::null()
+            } else {
+                private_data.as_ptr().cast()
+            },
+            private_data_len: len,
+            responder_resources: 0,
+            initiator_depth: 0,
+            flow_control: 0,
+            retry_count: 0,
+            rnr_retry_count: 0,
+            srq: 0,
+            qp_num: qpn,
+        };
+        // SAFETY: a live id with a request, and a valid parameter block.
+        let r = if unsafe { (self.fns.accept)(ptr, &mut param) } != 0 {
+            Err(call_failed("accept", "rdma_accept", "", errno()))
+        } else {
+            Ok(())
+        };
+        self.destroy(id);
+        r
+    }
+
+    /// The address vector of UD peer `id` resolved (from its ESTABLISHED), as the core's.
+    pub(crate) fn take_ud_ah(&self, id: ConnId) -> Option<AhAttr> {
+        let ah = lock(&self.state).ud_ah.remove(&id)?;
+        Some(softroce_ibverbs_abi::convert::ah_attr_from_c(&ah))
+    }
+
     /// `rdma_reject` of request `id` with `private_data`, then its id is destroyed.
     pub(crate) fn reject(&self, id: ConnId, private_data: &[u8]) -> Result<()> {
         let ptr = self.ptr("reject", id)?;
@@ -730,8 +834,12 @@ impl Rdmacm {
         // SAFETY: librdmacm's event, valid until acknowledged below.
         let e = unsafe { &*ev };
         // SAFETY: the union's `conn` member is what every event but UD ones carries; it is
-        // plain data in either case.
+        // plain data in either case, and UD's `ud` starts with the same private data
+        // pointer and length.
         let conn = unsafe { e.param.conn };
+        // SAFETY: plain data (the union is as large as its `ud` member); meaningful on UD
+        // ids only.
+        let ud = unsafe { e.param.ud };
         let private_data = if conn.private_data.is_null() || conn.private_data_len == 0 {
             Vec::new()
         } else {
@@ -766,6 +874,9 @@ impl Rdmacm {
             flow_control: conn.flow_control != 0,
             src,
             dst,
+            ud_ah_attr: ud.ah_attr,
+            ud_qp_num: ud.qp_num & 0x00ff_ffff,
+            ud_qkey: ud.qkey,
         };
         // SAFETY: the event from rdma_get_cm_event, acknowledged once.
         let _ = unsafe { (self.fns.ack_cm_event)(ev) };
@@ -818,8 +929,15 @@ impl Rdmacm {
         if raw.kind == RDMA_CM_EVENT_CONNECT_REQUEST {
             return self.request(raw);
         }
-        let id = *lock(&self.state).by_ptr.get(&raw.id)?;
+        let (id, ud) = {
+            let s = lock(&self.state);
+            let id = *s.by_ptr.get(&raw.id)?;
+            (id, s.ids.get(&id).is_some_and(|e| e.ud))
+        };
         let ptr = raw.id as *mut rdma_cm_id;
+        if ud && let Some(ev) = self.translate_ud(id, &raw) {
+            return ev;
+        }
         match raw.kind {
             RDMA_CM_EVENT_ADDR_RESOLVED => {
                 let step = lock(&self.state)
@@ -917,6 +1035,35 @@ impl Rdmacm {
         }
     }
 
+    /// The end of a UD resolution (`None`: not one, translated as for RC): ESTABLISHED
+    /// with the peer's QP, or the SIDR_REP's refusal (the kernel reports it as UNREACHABLE
+    /// with the SIDR status, softroce's drop-in as REJECTED), or no answer.
+    fn translate_ud(&self, id: ConnId, raw: &RawEvent) -> Option<Option<CmEvent>> {
+        let refused = |status: c_int| CmEvent::SidrResponse {
+            id,
+            status: u8::try_from(status).unwrap_or(u8::MAX),
+            qpn: Qpn::default(),
+            qkey: 0,
+            private_data: raw.private_data.clone(),
+        };
+        Some(Some(match raw.kind {
+            RDMA_CM_EVENT_ESTABLISHED => {
+                lock(&self.state).ud_ah.insert(id, raw.ud_ah_attr);
+                CmEvent::SidrResponse {
+                    id,
+                    status: 0,
+                    qpn: Qpn::from_wire(raw.ud_qp_num),
+                    qkey: raw.ud_qkey,
+                    private_data: raw.private_data.clone(),
+                }
+            }
+            RDMA_CM_EVENT_REJECTED => refused(raw.status),
+            RDMA_CM_EVENT_UNREACHABLE if raw.status > 0 => refused(raw.status),
+            RDMA_CM_EVENT_UNREACHABLE => CmEvent::SidrUnreachable { id },
+            _ => return None,
+        }))
+    }
+
     /// A request on a listener: a new id, and the event `Listener::request` expects (rdma_cm's
     /// header, which the kernel took off, put back from the id's addresses).
     fn request(&self, raw: RawEvent) -> Option<CmEvent> {
@@ -924,7 +1071,10 @@ impl Rdmacm {
         let (service, id) = {
             let mut s = lock(&self.state);
             let service = s.services.get(&raw.listen_id).copied();
-            (service, service.map(|_| s.register(raw.id, None)))
+            let ud = service.is_some_and(|sid| {
+                PortSpace::from_service_id(sid).is_some_and(|(ps, _)| ps == PortSpace::Udp)
+            });
+            (service, service.map(|_| s.register(raw.id, None, ud)))
         };
         let (Some(service_id), Some(id)) = (service, id) else {
             // Its listener is gone: refused, as the kernel refuses it.
@@ -933,6 +1083,7 @@ impl Rdmacm {
             self.destroy_ptr(ptr);
             return None;
         };
+        let ud = PortSpace::from_service_id(service_id).is_some_and(|(ps, _)| ps == PortSpace::Udp);
         // On the passive id, `dst` is the requester, `src` us.
         let private_data = match (raw.dst, raw.src) {
             (Some(peer), Some(local)) => {
@@ -946,13 +1097,27 @@ impl Rdmacm {
                         src_port: peer.port(),
                         addrs,
                     };
-                    let user = &raw.private_data[..raw.private_data.len().min(56)];
-                    cma_private_data(&hdr, user).ok()
+                    if ud {
+                        let user = &raw.private_data[..raw.private_data.len().min(180)];
+                        cma_sidr_private_data(&hdr, user).ok()
+                    } else {
+                        let user = &raw.private_data[..raw.private_data.len().min(56)];
+                        cma_private_data(&hdr, user).ok()
+                    }
                 })
             }
             _ => None,
         };
         let remote_gid = raw.dst.map_or(Gid::ZERO, |a| Gid::from_ip(a.ip()));
+        if ud {
+            return Some(CmEvent::SidrRequest {
+                id,
+                service_id,
+                remote_gid,
+                pkey: 0xffff,
+                private_data: private_data.unwrap_or(raw.private_data),
+            });
+        }
         Some(CmEvent::ConnectRequest {
             id,
             params: RequestParams {

@@ -246,9 +246,11 @@ fn route(index: usize, dev: &Device, event: CmEvent) {
         } => {
             r.conns.remove(&(index, event_conn(cm_id)));
             if status != 0 {
-                // SIDR_REP status → the kernel's REJECTED with the status.
+                // As the kernel's cma_sidr_rep_handler: a refusing SIDR_REP is UNREACHABLE
+                // with the SIDR status (1: nobody listens, 2: rejected), and its private
+                // data.
                 let mut ev = Event::new(me, RDMA_CM_EVENT_UNREACHABLE, c_int::from(status));
-                ev.c.event = RDMA_CM_EVENT_REJECTED;
+                set_private_data(&mut ev, &private_data, true);
                 cm_id.report(ev);
                 return;
             }

@@ -432,7 +432,28 @@ static void ud_service_lookup(void)
 		ibv_destroy_ah(ah);
 	rdma_destroy_qp(s);
 	rdma_destroy_qp(c);
-	CHECK(rdma_destroy_id(s) == 0 && rdma_destroy_id(c) == 0 && rdma_destroy_id(ul) == 0,
+
+	/* Nobody listens on PORT + 9: as the kernel's cma_sidr_rep_handler, the refusing
+	 * SIDR_REP is UNREACHABLE with the SIDR status (1, IB_SIDR_UNSUPPORTED). */
+	struct rdma_cm_id *n = NULL;
+	struct sockaddr_in none = ipv4(server_ip, PORT + 9);
+	CHECK(rdma_create_id(uch, &n, NULL, RDMA_PS_UDP) == 0 &&
+		      rdma_resolve_addr(n, (struct sockaddr *)&src, (struct sockaddr *)&none,
+					2000) == 0 &&
+		      expect(uch, RDMA_CM_EVENT_ADDR_RESOLVED, n, NULL) == 0 &&
+		      rdma_resolve_route(n, 2000) == 0 &&
+		      expect(uch, RDMA_CM_EVENT_ROUTE_RESOLVED, n, NULL) == 0,
+	      "a resolved UD id: errno %d", errno);
+	struct rdma_conn_param np = {.qp_num = 1};
+	CHECK(rdma_connect(n, &np) == 0, "rdma_connect (UD, nobody listens): errno %d", errno);
+	ev = next_event(uch);
+	CHECK(ev && ev->event == RDMA_CM_EVENT_UNREACHABLE && ev->status == 1 && ev->id == n,
+	      "UNREACHABLE with SIDR status 1: got %s status %d",
+	      ev ? rdma_event_str(ev->event) : "nothing", ev ? ev->status : 0);
+	if (ev)
+		rdma_ack_cm_event(ev);
+	CHECK(rdma_destroy_id(n) == 0 && rdma_destroy_id(s) == 0 && rdma_destroy_id(c) == 0 &&
+		      rdma_destroy_id(ul) == 0,
 	      "destroying the UD ids");
 	rdma_destroy_event_channel(uch);
 }
