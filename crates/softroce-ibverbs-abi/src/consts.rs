@@ -224,6 +224,18 @@ consts! {
         IBV_SRQ_INIT_ATTR_CQ = 1 << 3,
         /// `enum ibv_srq_init_attr_mask`: `tm_cap` is set.
         IBV_SRQ_INIT_ATTR_TM = 1 << 4,
+        /// `enum ibv_ops_wr_opcode`: add a tag.
+        IBV_WR_TAG_ADD = 0,
+        /// `enum ibv_ops_wr_opcode`: remove a tag.
+        IBV_WR_TAG_DEL = 1,
+        /// `enum ibv_ops_wr_opcode`: report the unexpected messages handled.
+        IBV_WR_TAG_SYNC = 2,
+        /// `enum ibv_ops_flags`: complete on the SRQ's CQ.
+        IBV_OPS_SIGNALED = 1 << 0,
+        /// `enum ibv_ops_flags`: `tm.unexpected_cnt` is valid.
+        IBV_OPS_TM_SYNC = 1 << 1,
+        /// `enum ibv_tm_cap_flags`: tag matching over RC.
+        IBV_TM_CAP_RC = 1 << 0,
         /// `enum ibv_xrcd_init_attr_mask`: `fd` is set.
         IBV_XRCD_INIT_ATTR_FD = 1 << 0,
         /// `enum ibv_xrcd_init_attr_mask`: `oflags` is set.
@@ -439,9 +451,9 @@ consts! {
         /// General error.
         IBV_WC_GENERAL_ERR = WcStatus::GeneralErr as u32,
         /// Tag matching error.
-        IBV_WC_TM_ERR = 22,
+        IBV_WC_TM_ERR = WcStatus::TmErr as u32,
         /// Tag matching rendezvous incomplete.
-        IBV_WC_TM_RNDV_INCOMPLETE = 23,
+        IBV_WC_TM_RNDV_INCOMPLETE = WcStatus::TmRndvIncomplete as u32,
 
         /// `enum ibv_wc_opcode`.
         IBV_WC_SEND = WcOpcode::Send as u32,
@@ -465,6 +477,16 @@ consts! {
         IBV_WC_RECV = WcOpcode::Recv as u32,
         /// Receive of RDMA WRITE with immediate.
         IBV_WC_RECV_RDMA_WITH_IMM = WcOpcode::RecvRdmaWithImm as u32,
+        /// Tag list IBV_WR_TAG_ADD.
+        IBV_WC_TM_ADD = WcOpcode::TmAdd as u32,
+        /// Tag list IBV_WR_TAG_DEL.
+        IBV_WC_TM_DEL = WcOpcode::TmDel as u32,
+        /// Tag list IBV_WR_TAG_SYNC.
+        IBV_WC_TM_SYNC = WcOpcode::TmSync as u32,
+        /// Tagged receive.
+        IBV_WC_TM_RECV = WcOpcode::TmRecv as u32,
+        /// Receive of a NO_TAG message.
+        IBV_WC_TM_NO_TAG = WcOpcode::TmNoTag as u32,
 
         /// `enum ibv_wc_flags`.
         IBV_WC_GRH = WcFlags::GRH.0,
@@ -475,11 +497,11 @@ consts! {
         /// An rkey was invalidated.
         IBV_WC_WITH_INV = WcFlags::WITH_INV.0,
         /// Tag matching sync request.
-        IBV_WC_TM_SYNC_REQ = 1 << 4,
+        IBV_WC_TM_SYNC_REQ = WcFlags::TM_SYNC_REQ.0,
         /// Tag matching match.
-        IBV_WC_TM_MATCH = 1 << 5,
+        IBV_WC_TM_MATCH = WcFlags::TM_MATCH.0,
         /// Tag matching data valid.
-        IBV_WC_TM_DATA_VALID = 1 << 6,
+        IBV_WC_TM_DATA_VALID = WcFlags::TM_DATA_VALID.0,
 
         /// `enum ibv_event_type`.
         IBV_EVENT_CQ_ERR = EventType::CqErr as u32,

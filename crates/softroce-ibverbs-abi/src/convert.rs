@@ -15,8 +15,8 @@ use core::fmt;
 use softroce_emu_core::{
     AccessFlags, AhAttr, AhHandle, AtomicTarget, CqHandle, DeviceAttr, EventType, MrHandle, MwBind,
     MwHandle, OdpCaps, PortAttr, PortState, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType,
-    RdmaTarget, RecvWr, SendFlags, SendWr, Sge, SrqAttr, SrqAttrMask, SrqHandle, UdTarget, WcFlags,
-    WcOpcode, WcStatus, WorkCompletion, WrOpcode,
+    RdmaTarget, RecvWr, SendFlags, SendWr, Sge, SrqAttr, SrqAttrMask, SrqHandle, TmOp, TmOpKind,
+    UdTarget, WcFlags, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
 };
 use softroce_wire::{Gid, Mtu, Psn};
 
@@ -274,6 +274,8 @@ pub fn wc_from_c(w: &ibv_wc) -> WorkCompletion {
         sl: w.sl,
         dlid_path_bits: w.dlid_path_bits,
         completion_ts: 0,
+        tm_tag: 0,
+        tm_priv: 0,
     }
 }
 
@@ -536,6 +538,44 @@ pub unsafe fn recv_wr_from_c(wr: &ibv_recv_wr) -> Result<RecvWr, ConvertError> {
         wr_id: wr.wr_id,
         // SAFETY: forwarded from the caller.
         sg_list: unsafe { sges_from_c(wr.sg_list, wr.num_sge) }?,
+    })
+}
+
+/// The core's form of one `struct ibv_ops_wr` (its `next` is the caller's to follow).
+///
+/// # Safety
+/// An ADD's `tm.add.sg_list` must hold `tm.add.num_sge` readable entries.
+pub unsafe fn tm_op_from_c(wr: &ibv_ops_wr) -> Result<TmOp, ConvertError> {
+    let kind = match wr.opcode {
+        IBV_WR_TAG_ADD => TmOpKind::Add {
+            recv_wr_id: wr.tm.add.recv_wr_id,
+            // SAFETY: forwarded from the caller.
+            sg_list: unsafe { sges_from_c(wr.tm.add.sg_list, wr.tm.add.num_sge) }?,
+            tag: wr.tm.add.tag,
+            mask: wr.tm.add.mask,
+        },
+        IBV_WR_TAG_DEL => TmOpKind::Del {
+            handle: wr.tm.handle,
+        },
+        IBV_WR_TAG_SYNC => TmOpKind::Sync,
+        other => {
+            return Err(ConvertError::invalid(format!(
+                "ibv_ops_wr opcode {other} is not IBV_WR_TAG_ADD, _DEL or _SYNC"
+            )));
+        }
+    };
+    let flags = wr.flags as u32;
+    if flags & !(IBV_OPS_SIGNALED | IBV_OPS_TM_SYNC) != 0 {
+        return Err(ConvertError::invalid(format!(
+            "ibv_ops_wr flags {flags:#x}: unknown bits"
+        )));
+    }
+    Ok(TmOp {
+        wr_id: wr.wr_id,
+        kind,
+        signaled: flags & IBV_OPS_SIGNALED != 0,
+        sync: (flags & IBV_OPS_TM_SYNC != 0).then_some(wr.tm.unexpected_cnt),
+        handle: 0,
     })
 }
 

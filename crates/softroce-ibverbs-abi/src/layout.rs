@@ -522,6 +522,23 @@ layout! {
         cq            48    8,
         tm_cap        56    8,
     }
+    ibv_ops_wr 72 8 {
+        wr_id                 0    8,
+        next                  8    8,
+        opcode               16    4,
+        flags                20    4,
+        tm.unexpected_cnt    24    4,
+        tm.handle            28    4,
+        tm.add.recv_wr_id    32    8,
+        tm.add.sg_list       40    8,
+        tm.add.num_sge       48    4,
+        tm.add.tag           56    8,
+        tm.add.mask          64    8,
+    }
+    ibv_wc_tm_info 16 8 {
+        tag                   0    8,
+        "priv" = priv_        8    4,
+    }
     ibv_srq_attr 12 4 {
         max_wr       0    4,
         max_sge      4    4,

@@ -1121,6 +1121,60 @@ pub struct ibv_tm_cap {
     pub max_ops: u32,
 }
 
+/// `struct ibv_ops_wr`'s `tm.add`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ibv_ops_wr_tm_add {
+    /// Returned in the tagged receive's completion.
+    pub recv_wr_id: u64,
+    /// The tag's buffer.
+    pub sg_list: *mut ibv_sge,
+    /// Entries of `sg_list`.
+    pub num_sge: c_int,
+    /// Matching value.
+    pub tag: u64,
+    /// Matching mask.
+    pub mask: u64,
+}
+
+/// `struct ibv_ops_wr`'s `tm`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ibv_ops_wr_tm {
+    /// Unexpected messages handled by software (`IBV_OPS_TM_SYNC`).
+    pub unexpected_cnt: u32,
+    /// Input of DEL, output of ADD.
+    pub handle: u32,
+    /// ADD.
+    pub add: ibv_ops_wr_tm_add,
+}
+
+/// `struct ibv_ops_wr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ibv_ops_wr {
+    /// User's identifier.
+    pub wr_id: u64,
+    /// Next in the list.
+    pub next: *mut ibv_ops_wr,
+    /// `enum ibv_ops_wr_opcode`.
+    pub opcode: u32,
+    /// `IBV_OPS_*`.
+    pub flags: c_int,
+    /// Tag matching operands.
+    pub tm: ibv_ops_wr_tm,
+}
+
+/// `struct ibv_wc_tm_info`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ibv_wc_tm_info {
+    /// The message's tag.
+    pub tag: u64,
+    /// The TMH's `app_ctx`.
+    pub priv_: u32,
+}
+
 /// `struct ibv_srq_init_attr_ex`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]

@@ -500,6 +500,14 @@ unsafe extern "C" fn vctx_query_device_ex(
             },
         };
         ex.xrc_odp_caps = odp.xrc;
+        let tm = ctx.query(|h| h.tm_caps());
+        ex.tm_caps = ibv_tm_caps {
+            max_rndv_hdr_size: tm.max_rndv_hdr_size,
+            max_num_tags: tm.max_num_tags,
+            flags: IBV_TM_CAP_RC,
+            max_ops: tm.max_ops,
+            max_sge: tm.max_sge,
+        };
         let n = attr_size.min(size_of::<ibv_device_attr_ex>());
         // SAFETY: the caller's struct holds attr_size bytes; we write at most that.
         unsafe {

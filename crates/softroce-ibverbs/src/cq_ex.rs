@@ -12,7 +12,8 @@ use crate::objects::{self, EmuCq, create_cq, peek, resolve, with_roce_packet_typ
 
 /// `verbs_context.create_cq_ex`: completions carry the fields of `ibv_wc` and the time
 /// they were generated (`IBV_WC_EX_WITH_COMPLETION_TIMESTAMP` in the device clock,
-/// `…_WALLCLOCK` in wall-clock nanoseconds); no CVLAN, flow tags or tag matching.
+/// `…_WALLCLOCK` in wall-clock nanoseconds) and tag matching's `tm_info`
+/// (`IBV_WC_EX_WITH_TM_INFO`); no CVLAN or flow tags.
 pub(crate) unsafe extern "C" fn vctx_create_cq_ex(
     context: *mut ibv_context,
     attr: *mut ibv_cq_init_attr_ex,
@@ -27,14 +28,15 @@ pub(crate) unsafe extern "C" fn vctx_create_cq_ex(
         let supported = u64::from(
             IBV_WC_STANDARD_FLAGS
                 | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP
-                | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK,
+                | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK
+                | IBV_WC_EX_WITH_TM_INFO,
         );
         if a.wc_flags & !supported != 0 {
             return Err(fail(
                 VERB,
                 libc::EOPNOTSUPP,
                 format!(
-                    "wc_flags {:#x}: CVLAN, flow tags and tag matching are not emulated",
+                    "wc_flags {:#x}: CVLAN and flow tags are not emulated",
                     a.wc_flags & !supported
                 ),
             ));
@@ -88,10 +90,10 @@ pub(crate) unsafe extern "C" fn vctx_create_cq_ex(
         cqx.read_dlid_path_bits = Some(read_dlid_path_bits);
         cqx.read_completion_ts = Some(read_completion_ts);
         cqx.read_completion_wallclock_ns = Some(read_completion_wallclock_ns);
+        cqx.read_tm_info = Some(read_tm_info);
         // Not requestable (refused above), set anyway so a stray call reads 0.
         cqx.read_cvlan = Some(read_zero_u16);
         cqx.read_flow_tag = Some(read_zero_u32);
-        cqx.read_tm_info = Some(read_tm_info);
         Ok(p.cast::<ibv_cq_ex>())
     })
 }
@@ -233,6 +235,16 @@ unsafe extern "C" fn read_zero_u16(cq: *mut ibv_cq_ex) -> u16 {
     read(cq, |_| 0)
 }
 
-unsafe extern "C" fn read_tm_info(_cq: *mut ibv_cq_ex, _tm_info: *mut c_void) {
-    guard("ibv_wc_read_tm_info", (), || {});
+/// `ibv_wc_read_tm_info`: the tag and `app_ctx` of a message that matched a posted tag
+/// (`IBV_WC_TM_MATCH`), zeros otherwise.
+unsafe extern "C" fn read_tm_info(cq: *mut ibv_cq_ex, tm_info: *mut c_void) {
+    let (tag, priv_) = read(cq, |w| (w.tm_tag, w.tm_priv));
+    if !tm_info.is_null() {
+        // SAFETY: the caller's struct ibv_wc_tm_info.
+        unsafe {
+            tm_info
+                .cast::<ibv_wc_tm_info>()
+                .write(ibv_wc_tm_info { tag, priv_ })
+        };
+    }
 }

@@ -14,8 +14,8 @@ use std::time::Duration;
 use softroce_emu::Hca;
 use softroce_emu::core::{
     AccessFlags, AhHandle, ChannelHandle, CqHandle, DmHandle, MrHandle, MwHandle, MwType, PdHandle,
-    PostError, QpAttrMask, QpHandle, QpType, RecvWr, SendFlags, SendWr, SrqHandle, VerbsError,
-    VerbsResult, WcOpcode, WorkCompletion, XrcdHandle,
+    PostError, QpAttrMask, QpHandle, QpType, RecvWr, SendFlags, SendWr, SrqHandle, TmOpKind,
+    VerbsError, VerbsResult, WcOpcode, WorkCompletion, XrcdHandle,
 };
 use softroce_emu::driver::{Device, EventFd};
 use softroce_ibverbs_abi::convert::{CWorkRequest, ConvertError};
@@ -2192,8 +2192,8 @@ pub(crate) unsafe extern "C" fn vctx_close_xrcd(xrcd: *mut ibv_xrcd) -> c_int {
     })
 }
 
-/// `verbs_context.create_srq_ex`: an XRC SRQ (in `xrcd`, completing on `cq`) or a basic
-/// one; tag matching is not emulated.
+/// `verbs_context.create_srq_ex`: an XRC SRQ (in `xrcd`, completing on `cq`), a tag
+/// matching SRQ (`tm_cap`, completing on `cq`) or a basic one.
 pub(crate) unsafe extern "C" fn vctx_create_srq_ex(
     context: *mut ibv_context,
     attr: *mut ibv_srq_init_attr_ex,
@@ -2208,15 +2208,13 @@ pub(crate) unsafe extern "C" fn vctx_create_srq_ex(
         let known = IBV_SRQ_INIT_ATTR_TYPE
             | IBV_SRQ_INIT_ATTR_PD
             | IBV_SRQ_INIT_ATTR_XRCD
-            | IBV_SRQ_INIT_ATTR_CQ;
+            | IBV_SRQ_INIT_ATTR_CQ
+            | IBV_SRQ_INIT_ATTR_TM;
         if a.comp_mask & !known != 0 {
             return Err(fail(
                 VERB,
                 libc::EOPNOTSUPP,
-                format!(
-                    "comp_mask {:#x}: tag matching and unknown bits are not emulated",
-                    a.comp_mask
-                ),
+                format!("comp_mask {:#x}: unknown bits", a.comp_mask),
             ));
         }
         let srq_type = if a.comp_mask & IBV_SRQ_INIT_ATTR_TYPE != 0 {
@@ -2270,17 +2268,113 @@ pub(crate) unsafe extern "C" fn vctx_create_srq_ex(
                     h.create_xrc_srq(p.handle, x.handle, cq, attr, context_value)
                 })?
             }
+            IBV_SRQT_TM => {
+                let has = |bit| a.comp_mask & bit != 0;
+                if !has(IBV_SRQ_INIT_ATTR_CQ) || !has(IBV_SRQ_INIT_ATTR_TM) || a.cq.is_null() {
+                    return Err(fail(
+                        VERB,
+                        libc::EINVAL,
+                        "a tag matching SRQ needs its CQ and tm_cap (IBV_SRQ_INIT_ATTR_CQ, _TM)",
+                    ));
+                }
+                // SAFETY: a CQ from ibv_create_cq(_ex), or rejected.
+                let c = unsafe { resolve::<EmuCq>(VERB, a.cq) }?;
+                if c.ctx.ctx_ptr() != context {
+                    return Err(fail(
+                        VERB,
+                        libc::EINVAL,
+                        "the CQ belongs to another context",
+                    ));
+                }
+                let tm = a.tm_cap;
+                on_device(VERB, p.dev, |h| {
+                    h.create_tm_srq(
+                        p.handle,
+                        c.handle,
+                        attr,
+                        tm.max_num_tags,
+                        tm.max_ops,
+                        context_value,
+                    )
+                })?
+            }
             other => {
                 return Err(fail(
                     VERB,
-                    libc::EOPNOTSUPP,
-                    format!("SRQ type {other}: tag-matching SRQs are not emulated"),
+                    libc::EINVAL,
+                    format!("SRQ type {other} is unknown"),
                 ));
             }
         };
         a.attr.max_wr = real.max_wr;
         a.attr.max_sge = real.max_sge;
         Ok(publish_srq(p.ctx, a.pd, a.srq_context, handle).cast())
+    })
+}
+
+/// `verbs_context.post_srq_ops` (ibv_post_srq_ops(3)): the list in order; each ADD gets
+/// its `tm.handle`. An SRQ that is not a tag matching SRQ, an unknown opcode or handle is
+/// EINVAL, a full tag list ENOMEM; `bad_op` names the first operation not performed.
+pub(crate) unsafe extern "C" fn vctx_post_srq_ops(
+    srq: *mut ibv_srq,
+    op: *mut c_void,
+    bad_op: *mut *mut c_void,
+) -> c_int {
+    const VERB: &str = "ibv_post_srq_ops";
+    guard(VERB, libc::EIO, || {
+        let first = op.cast::<ibv_ops_wr>();
+        let set_bad = |p: *mut ibv_ops_wr| {
+            if !bad_op.is_null() {
+                // SAFETY: the caller's bad_op slot.
+                unsafe { *bad_op = p.cast() };
+            }
+        };
+        // SAFETY: an SRQ from ibv_create_srq(_ex), or rejected.
+        let s = match unsafe { resolve::<EmuSrq>(VERB, srq) } {
+            Ok(s) => s,
+            Err(e) => {
+                set_bad(first);
+                return e;
+            }
+        };
+        if first.is_null() {
+            set_bad(first);
+            return fail(VERB, libc::EINVAL, "the operation list is NULL");
+        }
+        let (mut ops, mut ptrs) = (Vec::new(), Vec::new());
+        let mut convert_err = None;
+        let mut cur = first;
+        while !cur.is_null() && ptrs.len() < MAX_WR_LIST {
+            // SAFETY: a list of valid operations from the caller.
+            let w = unsafe { &*cur };
+            // SAFETY: as above, with their SGE arrays.
+            match unsafe { convert::tm_op_from_c(w) } {
+                Ok(o) => ops.push(o),
+                Err(e) => {
+                    convert_err = Some((cur, e));
+                    break;
+                }
+            }
+            ptrs.push(cur);
+            cur = w.next;
+        }
+        let result = s.dev.with(|h| h.post_srq_ops(s.handle, &mut ops));
+        let done = result.as_ref().err().map_or(ops.len(), |e| e.index);
+        for (p, o) in ptrs.iter().zip(&ops).take(done) {
+            if matches!(o.kind, TmOpKind::Add { .. }) {
+                // SAFETY: the caller's operation, writable (tm.handle is an output).
+                unsafe { (**p).tm.handle = o.handle };
+            }
+        }
+        if let Err(e) = result {
+            set_bad(ptrs.get(e.index).copied().unwrap_or(first));
+            return fail(VERB, e.error.errno(), e);
+        }
+        if let Some((p, e)) = convert_err {
+            set_bad(p);
+            return fail_convert(VERB, e);
+        }
+        0
     })
 }
 

@@ -30,6 +30,7 @@ pub(crate) unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut
             vctx.close_xrcd = Some(objects::vctx_close_xrcd);
             vctx.create_srq_ex = Some(objects::vctx_create_srq_ex);
             vctx.get_srq_num = Some(objects::vctx_get_srq_num);
+            vctx.post_srq_ops = Some(objects::vctx_post_srq_ops);
             vctx.open_qp = Some(objects::vctx_open_qp);
         })
     })

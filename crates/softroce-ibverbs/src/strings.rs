@@ -52,6 +52,8 @@ fn wc_status_str(status: u32) -> &'static CStr {
         WcStatus::FatalErr => c"fatal error",
         WcStatus::RespTimeoutErr => c"response timeout error",
         WcStatus::GeneralErr => c"general error",
+        WcStatus::TmErr => c"TM error",
+        WcStatus::TmRndvIncomplete => c"TM software rendezvous",
     }
 }
 

@@ -180,7 +180,7 @@ fn man_pages_device_memory() {
 /// ibv_create_cq_ex(3), ibv_query_rt_values_ex(3), ibv_query_device_ex(3): completion
 /// timestamps in the device clock (CLOCK_MONOTONIC nanoseconds) and in wall-clock
 /// nanoseconds, monotonic and between raw-clock readings taken around them; flushes
-/// stamped too; CVLAN, flow tags and tag matching refused with EOPNOTSUPP.
+/// stamped too; CVLAN and flow tags refused with EOPNOTSUPP.
 #[test]
 fn man_pages_completion_timestamps() {
     run_c_program("man_completion_timestamps", "softroce0=127.78.18.13");

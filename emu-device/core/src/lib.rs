@@ -104,6 +104,7 @@ pub mod objects;
 pub mod qp_state;
 pub(crate) mod qp_transport;
 pub(crate) mod store;
+pub mod tm;
 pub mod transport;
 pub mod types;
 pub mod wr;
@@ -127,6 +128,7 @@ pub use objects::{AhAttr, QpAttr, QpCap, QpInitAttr, SrqAttr, SrqAttrMask};
 pub use qp_state::{
     TransitionError, TransitionRule, check_transition, required_mask, transition_rule,
 };
+pub use tm::{TM_CAPS, TmCaps, TmOp, TmOpKind};
 pub use transport::gsi::{GSI_QPN, ReceivedMad};
 pub use transport::{IncomingDatagram, Transmit};
 pub use types::{

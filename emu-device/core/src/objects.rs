@@ -268,6 +268,8 @@ pub(crate) struct Srq {
     /// The SRQ number (`ibv_get_srq_num`): what an XRCETH names.
     pub(crate) srqn: u32,
     pub(crate) xrc: Option<XrcSrq>,
+    /// What makes it a tag matching SRQ (`IBV_SRQT_TM`).
+    pub(crate) tm: Option<Box<super::tm::TmSrq>>,
     pub(crate) attr: SrqAttr,
     pub(crate) queue: VecDeque<RecvWr>,
     pub(crate) users: u32,
@@ -402,6 +404,9 @@ pub(crate) struct SendWqe {
     pub(crate) sent_pkts: u32,
     /// Every packet has been sent at least once.
     pub(crate) all_sent: bool,
+    /// A tag matching rendezvous READ (no one posted it): on success, this completes the
+    /// tag instead of anything on the send queue's CQ.
+    pub(crate) tm_done: Option<crate::transport::tm_rndv::RndvDone>,
 }
 
 impl SendWqe {

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use softroce_wire::{Psn, Syndrome};
 
+use super::types::{WcFlags, WcOpcode};
 use super::wr::RecvWr;
 
 /// A READ or atomic the responder executed, kept to answer duplicates without
@@ -96,9 +97,21 @@ pub(crate) enum InProgress {
     },
 }
 
+/// How the message being received through a tag matching SRQ completes: the opcode,
+/// flags and `tm_info` its receive completion carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TmDelivery {
+    pub(crate) opcode: WcOpcode,
+    pub(crate) flags: WcFlags,
+    pub(crate) tag: u64,
+    pub(crate) app_ctx: u32,
+}
+
 /// Per-QP transport state.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct QpTransport {
+    /// The message in progress was received through a tag matching SRQ.
+    pub(crate) tm_delivery: Option<TmDelivery>,
     // ---- requester / completer
     /// Next PSN for a request not sent before.
     pub(crate) sq_psn: Psn,

@@ -191,6 +191,10 @@ c_enum! {
         RespTimeoutErr = 20 => "IBV_WC_RESP_TIMEOUT_ERR",
         /// General error.
         GeneralErr = 21 => "IBV_WC_GENERAL_ERR",
+        /// A tag list operation failed (ibv_post_srq_ops(3): the tag was consumed first).
+        TmErr = 22 => "IBV_WC_TM_ERR",
+        /// A rendezvous transfer of a matched tag did not complete.
+        TmRndvIncomplete = 23 => "IBV_WC_TM_RNDV_INCOMPLETE",
     }
 }
 
@@ -217,6 +221,17 @@ c_enum! {
         Recv = 128 => "IBV_WC_RECV",
         /// A receive of RDMA WRITE with immediate completed.
         RecvRdmaWithImm = 129 => "IBV_WC_RECV_RDMA_WITH_IMM",
+        /// A tag matching SRQ's `IBV_WR_TAG_ADD` completed.
+        TmAdd = 130 => "IBV_WC_TM_ADD",
+        /// A tag matching SRQ's `IBV_WR_TAG_DEL` completed.
+        TmDel = 131 => "IBV_WC_TM_DEL",
+        /// A tag matching SRQ's `IBV_WR_TAG_SYNC` completed.
+        TmSync = 132 => "IBV_WC_TM_SYNC",
+        /// A tagged message (TMH EAGER or RNDV) was received: into a matched tag's buffer
+        /// (`IBV_WC_TM_MATCH`) or, unexpected, into an ordinary SRQ receive.
+        TmRecv = 133 => "IBV_WC_TM_RECV",
+        /// A message of TMH opcode NO_TAG was received into an ordinary SRQ receive.
+        TmNoTag = 134 => "IBV_WC_TM_NO_TAG",
     }
 }
 
@@ -400,6 +415,13 @@ c_flags! {
         IP_CSUM_OK = 1 << 2 => "IBV_WC_IP_CSUM_OK",
         /// An R_Key was invalidated.
         WITH_INV = 1 << 3 => "IBV_WC_WITH_INV",
+        /// The tag matching SRQ asks for an `IBV_WR_TAG_SYNC` (its count of unexpected
+        /// messages differs from the one software reported).
+        TM_SYNC_REQ = 1 << 4 => "IBV_WC_TM_SYNC_REQ",
+        /// The message matched a posted tag; `tm_info` is valid.
+        TM_MATCH = 1 << 5 => "IBV_WC_TM_MATCH",
+        /// The tag's data is in its buffer (EAGER: with the match; RNDV: after the READ).
+        TM_DATA_VALID = 1 << 6 => "IBV_WC_TM_DATA_VALID",
     }
 }
 

@@ -170,6 +170,11 @@ pub struct WorkCompletion {
     /// (`ibv_wc_read_completion_ts`): see [`Hca::clock`](crate::Hca::clock) for its unit
     /// and epoch. 0 from a backend that does not report it.
     pub completion_ts: u64,
+    /// Tag matching (`ibv_wc_read_tm_info`, valid with `IBV_WC_TM_MATCH`): the message's
+    /// TMH tag.
+    pub tm_tag: u64,
+    /// Tag matching: the TMH's `app_ctx` (`ibv_wc_tm_info.priv`).
+    pub tm_priv: u32,
 }
 
 impl WorkCompletion {
@@ -196,6 +201,8 @@ impl WorkCompletion {
             sl: 0,
             dlid_path_bits: 0,
             completion_ts: 0,
+            tm_tag: 0,
+            tm_priv: 0,
         }
     }
 
@@ -216,6 +223,8 @@ impl WorkCompletion {
             sl: 0,
             dlid_path_bits: 0,
             completion_ts: 0,
+            tm_tag: 0,
+            tm_priv: 0,
         }
     }
 }

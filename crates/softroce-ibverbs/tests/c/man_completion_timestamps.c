@@ -74,8 +74,7 @@ int main(void)
 	CHECK(ibv_query_rt_values_ex(ctx, &bad) == EINVAL, "an unknown value asked for: EINVAL");
 
 	/* ibv_create_cq_ex(3): wc_flags the device cannot fill are refused. */
-	uint64_t refused[] = {IBV_WC_EX_WITH_CVLAN, IBV_WC_EX_WITH_FLOW_TAG,
-			      IBV_WC_EX_WITH_TM_INFO};
+	uint64_t refused[] = {IBV_WC_EX_WITH_CVLAN, IBV_WC_EX_WITH_FLOW_TAG};
 	for (unsigned i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
 		struct ibv_cq_init_attr_ex ra = {
 			.cqe = 4,

@@ -61,10 +61,10 @@ int main(void)
 	/* What the emulator lacks fails with the documented error. */
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	CHECK(pd != NULL && pd->context == ctx, "alloc_pd");
-	struct ibv_cq_init_attr_ex cqx = {.cqe = 4, .wc_flags = IBV_WC_EX_WITH_TM_INFO};
+	struct ibv_cq_init_attr_ex cqx = {.cqe = 4, .wc_flags = IBV_WC_EX_WITH_CVLAN};
 	errno = 0;
 	CHECK(ibv_create_cq_ex(ctx, &cqx) == NULL && errno == EOPNOTSUPP,
-	      "create_cq_ex with tag matching info: errno %d", errno);
+	      "create_cq_ex with CVLAN: errno %d", errno);
 	errno = 0;
 	CHECK(ibv_reg_dmabuf_mr(pd, 0, 4096, 0, 0, 0) == NULL && errno == EOPNOTSUPP,
 	      "reg_dmabuf_mr %d", errno);

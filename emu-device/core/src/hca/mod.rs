@@ -3,6 +3,7 @@
 //! the public verbs. QP and SRQ verbs are in `qp`.
 
 mod qp;
+mod tm;
 
 use std::net::SocketAddr;
 use std::time::Instant;

@@ -60,6 +60,7 @@ impl Hca {
                 pd,
                 srqn: 0,
                 xrc: None,
+                tm: None,
                 attr: real,
                 queue: std::collections::VecDeque::new(),
                 users: 0,
@@ -266,9 +267,12 @@ impl Hca {
                 ),
             ));
         }
-        let (pd, xrc) = (s.pd, s.xrc);
+        let (pd, xrc, tm_cq) = (s.pd, s.xrc, s.tm.as_ref().map(|t| t.cq));
         self.store.remove_srq(VERB, srq)?;
         self.events.purge(EventElement::Srq(srq));
+        if let Some(cq) = tm_cq {
+            self.cqs.add_users(cq, -1);
+        }
         if let Some(x) = xrc {
             self.cqs.add_users(x.cq, -1);
             self.store.add_xrcd_users(VERB, x.xrcd, -1)?;
@@ -1027,6 +1031,7 @@ impl Hca {
             next_pkt: 0,
             sent_pkts: 0,
             all_sent: false,
+            tm_done: None,
         })
     }
 

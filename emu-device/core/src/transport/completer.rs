@@ -159,7 +159,9 @@ fn complete_front(eng: &mut Engine<'_>, now: Instant, qp: QpHandle, byte_len: u6
     };
     let qpn = q.qpn.value();
     let cq = q.init.send_cq;
-    if w.signaled {
+    if let Some(done) = w.tm_done {
+        super::tm_rndv::finish(eng, qp, done);
+    } else if w.signaled {
         let wc = WorkCompletion::success(
             w.wr.wr_id,
             qpn,

@@ -20,6 +20,7 @@ pub mod gsi;
 mod queues;
 mod requester;
 mod responder;
+pub(crate) mod tm_rndv;
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};

@@ -16,8 +16,9 @@ use softroce_wire::{
 use super::super::counters::DropReason;
 use super::super::handles::{CqHandle, PdHandle, QpHandle, SrqHandle};
 use super::super::objects::Qp;
-use super::super::qp_transport::{AckKind, InProgress, ReadCursor, Reply, Resource};
+use super::super::qp_transport::{AckKind, InProgress, ReadCursor, Reply, Resource, TmDelivery};
 use super::super::store::Store;
+use super::super::tm::{Rvh, TMH_LEN, TmTag, Tmh, TmhOp};
 use super::super::types::{AccessFlags, EventType, QpType, WcFlags, WcOpcode, WcStatus};
 use super::super::wr::{RecvWr, VendorErr, WorkCompletion};
 use super::Engine;
@@ -85,9 +86,16 @@ struct RecvTarget {
 
 fn recv_target(store: &Store, q: &Qp) -> RecvTarget {
     if q.init.qp_type != QpType::XrcRecv {
+        // A tag matching SRQ completes every receive on its own CQ.
+        let tm_cq = q
+            .init
+            .srq
+            .and_then(|s| store.get(s))
+            .and_then(|s| s.tm.as_ref())
+            .map(|t| t.cq);
         return RecvTarget {
             pd: q.pd,
-            cq: q.init.recv_cq,
+            cq: tm_cq.unwrap_or(q.init.recv_cq),
             srq: q.init.srq,
         };
     }
@@ -318,10 +326,27 @@ fn on_send(
         return Err(invalid_request());
     }
     let starts = matches!(pos, Position::First | Position::Only);
+    let mut payload = payload;
     let (wqe, from_srq, offset) = match (starts, std::mem::take(&mut q.transport.in_progress)) {
-        (true, InProgress::None) => match take_recv_wqe(eng, qp) {
-            Some((w, s)) => (w, s, 0),
-            None => return Err(Failure::Rnr),
+        (true, InProgress::None) => match tm_start(eng, qp, payload, pos) {
+            TmStart::NotTm => match take_recv_wqe(eng, qp) {
+                Some((w, s)) => (w, s, 0),
+                None => return Err(Failure::Rnr),
+            },
+            TmStart::Rnr => return Err(Failure::Rnr),
+            TmStart::Deliver { wqe, skip } => {
+                payload = &payload[skip..];
+                (wqe, true, 0)
+            }
+            TmStart::Rndv(tag, rvh, msg_tag) => {
+                advance(eng, qp, 1, true);
+                // The request is acknowledged before the READ and FIN it causes: the sender
+                // sees its SEND complete before the FIN arrives.
+                ack_if_requested(eng, now, qp, bth, reliable);
+                eng.flush_deferred_ack(qp);
+                super::tm_rndv::start(eng, qp, tag, rvh, msg_tag);
+                return Ok(());
+            }
         },
         (
             false,
@@ -381,6 +406,14 @@ fn on_send(
     advance(eng, qp, 1, ends);
     if ends {
         let mut wc = WorkCompletion::success(wqe.wr_id, qpn, WcOpcode::Recv, offset as u32);
+        if let Some(q) = eng.store.get_mut(qp)
+            && let Some(d) = q.transport.tm_delivery.take()
+        {
+            wc.opcode = d.opcode;
+            wc.wc_flags |= d.flags;
+            wc.tm_tag = d.tag;
+            wc.tm_priv = d.app_ctx;
+        }
         if let Some(imm) = packet.imm() {
             wc.imm_data = imm_from_wire(imm.imm());
             wc.wc_flags |= WcFlags::WITH_IMM;
@@ -400,6 +433,124 @@ fn on_send(
     }
     ack_if_requested(eng, now, qp, bth, reliable);
     Ok(())
+}
+
+/// How a message starting at a QP of a tag matching SRQ is received.
+enum TmStart {
+    /// The QP's SRQ is not a tag matching SRQ.
+    NotTm,
+    /// Into `wqe` (an ordinary SRQ receive or a matched tag's buffer), skipping `skip`
+    /// header bytes; the completion is in `tm_delivery`.
+    Deliver { wqe: RecvWr, skip: usize },
+    /// No ordinary receive for a message that needs one.
+    Rnr,
+    /// A rendezvous request matched `TmTag` (its MATCH completion pushed): READ what the
+    /// `Rvh` names, then send the FIN of the message's tag.
+    Rndv(TmTag, Rvh, u64),
+}
+
+/// Match the first packet of a message against a tag matching SRQ (see [`crate::tm`]).
+fn tm_start(eng: &mut Engine<'_>, qp: QpHandle, payload: &[u8], pos: Position) -> TmStart {
+    let Some(srq) = eng
+        .store
+        .get(qp)
+        .filter(|q| q.init.qp_type == QpType::Rc)
+        .and_then(|q| q.init.srq)
+    else {
+        return TmStart::NotTm;
+    };
+    if eng.store.get(srq).and_then(|s| s.tm.as_ref()).is_none() {
+        return TmStart::NotTm;
+    }
+    let tmh = Tmh::parse(payload);
+    let op = tmh.and_then(|h| h.op());
+    let tagged = matches!(op, Some(TmhOp::Eager | TmhOp::Rndv));
+    // A rendezvous is served by the device only when its headers came in one packet.
+    let rvh = (op == Some(TmhOp::Rndv) && pos == Position::Only)
+        .then(|| Rvh::parse(payload))
+        .flatten();
+    let matched = match (tmh, op) {
+        (Some(h), Some(TmhOp::Eager)) | (Some(h), Some(TmhOp::Rndv))
+            if op == Some(TmhOp::Eager) || rvh.is_some() =>
+        {
+            eng.store
+                .get_mut(srq)
+                .and_then(|s| s.tm.as_deref_mut())
+                .and_then(|t| t.take_match(h.tag))
+        }
+        _ => None,
+    };
+    let tm_info = |flags: WcFlags| {
+        let h = tmh.unwrap_or(Tmh {
+            opcode: 0,
+            app_ctx: 0,
+            tag: 0,
+        });
+        TmDelivery {
+            opcode: WcOpcode::TmRecv,
+            flags,
+            tag: h.tag,
+            app_ctx: h.app_ctx,
+        }
+    };
+    let (wqe, skip, delivery) = match (matched, rvh) {
+        (Some(tag), Some(rvh)) => {
+            let d = tm_info(WcFlags::TM_MATCH);
+            if let Some(q) = eng.store.get(qp) {
+                let t = recv_target(eng.store, q);
+                let mut wc = WorkCompletion::success(tag.recv_wr_id, q.qpn.value(), d.opcode, 0);
+                wc.wc_flags = d.flags;
+                wc.tm_tag = d.tag;
+                wc.tm_priv = d.app_ctx;
+                eng.push_recv_completion(qp, t.cq, wc, false);
+            }
+            return TmStart::Rndv(tag, rvh, d.tag);
+        }
+        (Some(tag), None) => (
+            RecvWr {
+                wr_id: tag.recv_wr_id,
+                sg_list: tag.sg_list,
+            },
+            TMH_LEN,
+            tm_info(WcFlags::TM_MATCH | WcFlags::TM_DATA_VALID),
+        ),
+        (None, _) => {
+            let Some(wqe) = eng.take_srq_wqe(srq) else {
+                return TmStart::Rnr;
+            };
+            let d = if tagged {
+                if let Some(t) = eng.store.get_mut(srq).and_then(|s| s.tm.as_deref_mut()) {
+                    t.count_unexpected();
+                }
+                TmDelivery {
+                    opcode: WcOpcode::TmRecv,
+                    flags: WcFlags::EMPTY,
+                    tag: 0,
+                    app_ctx: 0,
+                }
+            } else if tmh.is_some() {
+                TmDelivery {
+                    opcode: WcOpcode::TmNoTag,
+                    flags: WcFlags::EMPTY,
+                    tag: 0,
+                    app_ctx: 0,
+                }
+            } else {
+                // Shorter than a header: an ordinary receive.
+                TmDelivery {
+                    opcode: WcOpcode::Recv,
+                    flags: WcFlags::EMPTY,
+                    tag: 0,
+                    app_ctx: 0,
+                }
+            };
+            (wqe, 0, d)
+        }
+    };
+    if let Some(q) = eng.store.get_mut(qp) {
+        q.transport.tm_delivery = Some(delivery);
+    }
+    TmStart::Deliver { wqe, skip }
 }
 
 fn on_write(
