@@ -204,6 +204,15 @@ fn man_pages_xrc() {
     run_c_program("man_xrc", "softroce0=127.78.18.15");
 }
 
+/// Tag matching (ibv_query_device_ex(3) tm_caps, ibv_create_cq_ex(3)
+/// IBV_WC_EX_WITH_TM_INFO, ibv_create_srq_ex(3) IBV_SRQT_TM, ibv_post_srq_ops(3)): the tag
+/// list and its limits and errors, EAGER matches, unexpected messages and the sync they
+/// require, NO_TAG, and a rendezvous read by the device and answered with a FIN.
+#[test]
+fn man_pages_tag_matching() {
+    run_c_program("man_tag_matching", "softroce0=127.78.18.16");
+}
+
 /// ibv_poll_cq(3), IBV_WC_LOC_PROT_ERR: an lkey that does not match the WR's address is a
 /// completion error (the QP goes to Error), not a failed post.
 #[test]

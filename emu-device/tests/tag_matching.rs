@@ -1,0 +1,453 @@
+//! Tag matching over the deterministic fabric: an RC sender on A, an RC QP on B attached to
+//! a tag matching SRQ (ibv_create_srq_ex(3) `IBV_SRQT_TM`, ibv_post_srq_ops(3)). Messages
+//! start with a `struct ibv_tmh`; the wire carries nothing but RC SENDs and READs.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use softroce_emu::core::tm::{Rvh, TMH_LEN, Tmh, TmhOp};
+use softroce_emu::core::*;
+use softroce_emu::sim::{Fabric, FilterAction, NodeId};
+use softroce_wire::{Gid, Mtu, Psn};
+
+const LONG: Duration = Duration::from_secs(10);
+
+struct Tm {
+    fabric: Fabric<Hca>,
+    a: NodeId,
+    b: NodeId,
+    a_cq: CqHandle,
+    a_qp: QpHandle,
+    a_mem: Memory,
+    b_mem: Memory,
+    b_cq: CqHandle,
+    b_srq: SrqHandle,
+}
+
+fn hca(ip: &str, seed: u64) -> Hca {
+    let mut cfg = HcaConfig::new(format!("dev-{ip}"), ip.parse().unwrap());
+    cfg.seed = seed;
+    cfg.link_mtu = 9000;
+    Hca::new(cfg)
+}
+
+fn access() -> AccessFlags {
+    AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ
+}
+
+fn bring_up(h: &mut Hca, qp: QpHandle, remote_ip: &str, remote_qpn: u32) {
+    let bringup = QpBringup {
+        mtu: Mtu::Mtu1024,
+        timeout: 8,
+        ..QpBringup::new(QpType::Rc)
+    };
+    let psn = Psn::new(0x00ff_fff0);
+    let peer = QpPeer {
+        qpn: remote_qpn,
+        psn,
+        av: AhAttr::new(Gid::from_ip(remote_ip.parse().unwrap()), 0),
+    };
+    bringup.to_rts(h, qp, &peer, psn).unwrap();
+}
+
+fn srq_attr() -> SrqAttr {
+    SrqAttr {
+        max_wr: 32,
+        max_sge: 1,
+        srq_limit: 0,
+    }
+}
+
+fn tmh(op: TmhOp, tag: u64, app_ctx: u32) -> [u8; TMH_LEN] {
+    Tmh {
+        opcode: op as u8,
+        app_ctx,
+        tag,
+    }
+    .emit()
+}
+
+fn add(wr_id: u64, tag: u64, mask: u64, sge: Sge) -> TmOp {
+    TmOp {
+        wr_id,
+        kind: TmOpKind::Add {
+            recv_wr_id: wr_id,
+            sg_list: vec![sge],
+            tag,
+            mask,
+        },
+        signaled: true,
+        sync: None,
+        handle: 0,
+    }
+}
+
+fn op(wr_id: u64, kind: TmOpKind, sync: Option<u32>) -> TmOp {
+    TmOp {
+        wr_id,
+        kind,
+        signaled: true,
+        sync,
+        handle: 0,
+    }
+}
+
+impl Tm {
+    fn new(seed: u64, max_num_tags: u32) -> Self {
+        let mut fabric = Fabric::new(seed);
+        let mut ha = hca(A_IP, seed);
+        let a_pd = ha.alloc_pd().unwrap();
+        let (a_cq, _) = ha.create_cq(64, None, 0, 0).unwrap();
+        let a_mem = register(&mut ha, a_pd, 1 << 16, access());
+        let init = |cq, srq| QpInitAttr {
+            send_cq: cq,
+            recv_cq: cq,
+            srq,
+            cap: QpCap::new(32, if srq.is_some() { 0 } else { 32 }),
+            qp_type: QpType::Rc,
+            sq_sig_all: true,
+            qp_context: 0,
+        };
+        let (a_qp, a_qpn, _) = ha.create_qp(a_pd, init(a_cq, None)).unwrap();
+        let mut hb = hca(B_IP, seed + 1);
+        let b_pd = hb.alloc_pd().unwrap();
+        let (b_cq, _) = hb.create_cq(64, None, 0, 0).unwrap();
+        let b_mem = register(&mut hb, b_pd, 1 << 16, access());
+        let (b_srq, _) = hb
+            .create_tm_srq(b_pd, b_cq, srq_attr(), max_num_tags, 16, 0)
+            .unwrap();
+        let (b_qp, b_qpn, _) = hb.create_qp(b_pd, init(b_cq, Some(b_srq))).unwrap();
+        bring_up(&mut ha, a_qp, B_IP, b_qpn.value());
+        bring_up(&mut hb, b_qp, A_IP, a_qpn.value());
+        let a = fabric.add_node(A_IP.parse().unwrap(), ha);
+        let b = fabric.add_node(B_IP.parse().unwrap(), hb);
+        Self {
+            fabric,
+            a,
+            b,
+            a_cq,
+            a_qp,
+            a_mem,
+            b_mem,
+            b_cq,
+            b_srq,
+        }
+    }
+
+    fn b(&mut self) -> &mut Hca {
+        self.fabric.node_mut(self.b)
+    }
+
+    /// Post `ops` on B's SRQ; their handles.
+    fn ops(&mut self, mut ops: Vec<TmOp>) -> Result<Vec<u32>, PostError> {
+        let srq = self.b_srq;
+        self.b().post_srq_ops(srq, &mut ops)?;
+        Ok(ops.iter().map(|o| o.handle).collect())
+    }
+
+    fn srq_recv(&mut self, wr_id: u64, off: usize, len: usize) {
+        let (srq, sge) = (self.b_srq, self.b_mem.sge(off, len));
+        let wr = RecvWr {
+            wr_id,
+            sg_list: vec![sge],
+        };
+        self.b().post_srq_recv(srq, &[wr]).unwrap();
+    }
+
+    /// A sends `header ++ body` from its buffer's start.
+    fn send(&mut self, wr_id: u64, header: &[u8], body: &[u8]) {
+        self.a_mem.write(0, header);
+        self.a_mem.write(header.len(), body);
+        let mut wr = SendWr::new(wr_id, WrOpcode::Send);
+        wr.sg_list = vec![self.a_mem.sge(0, header.len() + body.len())];
+        let qp = self.a_qp;
+        // SAFETY: no inline data.
+        unsafe { self.fabric.node_mut(self.a).post_send(qp, &[wr]) }.unwrap();
+    }
+
+    /// Drive until `cq` of B (or A) has `n` completions.
+    fn completions(&mut self, b_side: bool, n: usize) -> Vec<WorkCompletion> {
+        let (node, cq) = if b_side {
+            (self.b, self.b_cq)
+        } else {
+            (self.a, self.a_cq)
+        };
+        let mut got = Vec::new();
+        let mut wcs = [WorkCompletion::success(0, 0, WcOpcode::Send, 0); 8];
+        let deadline = self.fabric.elapsed() + LONG;
+        while got.len() < n && self.fabric.elapsed() < deadline {
+            let k = self.fabric.node_mut(node).poll_cq(cq, &mut wcs).unwrap();
+            got.extend_from_slice(&wcs[..k]);
+            if k == 0 && !self.fabric.step() {
+                break;
+            }
+        }
+        got
+    }
+
+    fn one(&mut self, b_side: bool) -> WorkCompletion {
+        let w = self.completions(b_side, 1);
+        assert_eq!(w.len(), 1, "no completion");
+        w[0]
+    }
+}
+
+/// An EAGER message matches the oldest tag with `msg.tag & mask == tag`; it lands without
+/// its header in the tag's buffer (three packets here, one lost and resent), completing
+/// `IBV_WC_TM_RECV` with `TM_MATCH | TM_DATA_VALID`, the tag's recv_wr_id and tm_info.
+#[test]
+fn eager_match_strips_the_header_and_reports_tm_info() {
+    let mut t = Tm::new(11, 8);
+    let sge = t.b_mem.sge(4096, 4096);
+    let h = t.ops(vec![add(70, 0x34, 0xff, sge)]).unwrap();
+    let w = t.one(true);
+    assert_eq!(
+        (w.opcode, w.wr_id, w.status, w.wc_flags),
+        (WcOpcode::TmAdd, 70, WcStatus::Success, WcFlags::EMPTY)
+    );
+    let b_ip = t.fabric.addr(t.b);
+    let mut n = 0;
+    t.fabric.set_filter(move |d| {
+        if d.dst.ip() == b_ip {
+            n += 1;
+            if n == 2 {
+                return FilterAction::Drop;
+            }
+        }
+        FilterAction::Pass
+    });
+    let body = pattern(3, 2900);
+    t.send(1, &tmh(TmhOp::Eager, 0xab34, 0x5150), &body);
+    assert_eq!(t.one(false).status, WcStatus::Success);
+    let w = t.one(true);
+    assert_eq!(
+        (w.opcode, w.wr_id, w.status),
+        (WcOpcode::TmRecv, 70, WcStatus::Success)
+    );
+    assert_eq!(w.wc_flags, WcFlags::TM_MATCH | WcFlags::TM_DATA_VALID);
+    assert_eq!((w.tm_tag, w.tm_priv, w.byte_len), (0xab34, 0x5150, 2900));
+    assert_eq!(t.b_mem.read(4096, 2900), body);
+    // Consumed: deleting it now is a TM_ERR completion.
+    t.ops(vec![op(71, TmOpKind::Del { handle: h[0] }, None)])
+        .unwrap();
+    let w = t.one(true);
+    assert_eq!(
+        (w.opcode, w.wr_id, w.status),
+        (WcOpcode::TmDel, 71, WcStatus::TmErr)
+    );
+}
+
+/// A tagged message matching nothing is unexpected: it lands whole, header included, in an
+/// ordinary SRQ receive (`IBV_WC_TM_RECV`, no flags, no tm_info). Until software reports it
+/// handled (`IBV_OPS_TM_SYNC`), nothing matches and list operations ask for a sync.
+#[test]
+fn unexpected_messages_stop_matching_until_software_syncs() {
+    let mut t = Tm::new(12, 8);
+    t.srq_recv(5, 0, 1024);
+    t.srq_recv(6, 0, 1024);
+    let sge = t.b_mem.sge(4096, 1024);
+    t.ops(vec![add(1, 1, !0, sge)]).unwrap();
+    assert_eq!(t.one(true).wc_flags, WcFlags::EMPTY);
+    let header = tmh(TmhOp::Eager, 2, 0);
+    t.send(1, &header, b"unexpected");
+    let w = t.one(true);
+    assert_eq!(
+        (w.opcode, w.wr_id, w.wc_flags, w.tm_tag),
+        (WcOpcode::TmRecv, 5, WcFlags::EMPTY, 0)
+    );
+    assert_eq!(w.byte_len as usize, TMH_LEN + 10);
+    assert_eq!(t.b_mem.read(0, TMH_LEN), header);
+    // Out of sync: an ADD completes with SYNC_REQ, and even tag 1 is unexpected.
+    let sge = t.b_mem.sge(8192, 1024);
+    t.ops(vec![add(2, 3, !0, sge)]).unwrap();
+    let w = t.one(true);
+    assert_eq!(
+        (w.opcode, w.wc_flags),
+        (WcOpcode::TmAdd, WcFlags::TM_SYNC_REQ)
+    );
+    t.send(2, &tmh(TmhOp::Eager, 1, 0), b"x");
+    let w = t.one(true);
+    assert_eq!(
+        (w.opcode, w.wr_id, w.wc_flags),
+        (WcOpcode::TmRecv, 6, WcFlags::EMPTY)
+    );
+    // Software handled both: matching resumes.
+    t.ops(vec![op(27, TmOpKind::Sync, Some(2))]).unwrap();
+    let w = t.one(true);
+    assert_eq!(
+        (w.opcode, w.wr_id, w.wc_flags),
+        (WcOpcode::TmSync, 27, WcFlags::EMPTY)
+    );
+    t.send(3, &tmh(TmhOp::Eager, 1, 0), b"matched");
+    let w = t.one(true);
+    assert_eq!(
+        (w.opcode, w.wr_id, w.wc_flags),
+        (
+            WcOpcode::TmRecv,
+            1,
+            WcFlags::TM_MATCH | WcFlags::TM_DATA_VALID
+        )
+    );
+    assert_eq!(t.b_mem.read(4096, 7), b"matched");
+}
+
+/// NO_TAG is an ordinary receive with its header (`IBV_WC_TM_NO_TAG`); a message shorter
+/// than a header is a plain `IBV_WC_RECV`; neither counts as unexpected.
+#[test]
+fn no_tag_and_short_messages_are_ordinary_receives() {
+    let mut t = Tm::new(13, 8);
+    t.srq_recv(5, 0, 256);
+    t.srq_recv(6, 512, 256);
+    let header = tmh(TmhOp::NoTag, 9, 0);
+    t.send(1, &header, b"plain");
+    let w = t.one(true);
+    assert_eq!(
+        (w.opcode, w.wr_id, w.wc_flags, w.tm_tag),
+        (WcOpcode::TmNoTag, 5, WcFlags::EMPTY, 0)
+    );
+    assert_eq!(t.b_mem.read(0, TMH_LEN), header);
+    t.send(2, b"", b"short");
+    let w = t.one(true);
+    assert_eq!((w.opcode, w.wr_id, w.byte_len), (WcOpcode::Recv, 6, 5));
+    // Still in sync: an ADD asks for nothing.
+    let sge = t.b_mem.sge(4096, 64);
+    t.ops(vec![add(1, 1, !0, sge)]).unwrap();
+    assert_eq!(t.one(true).wc_flags, WcFlags::EMPTY);
+}
+
+/// The list holds max_num_tags entries (ENOMEM beyond); a DEL frees one (TM_DEL), a second
+/// DEL of it is TM_ERR, a handle never returned is EINVAL; a deleted tag never matches;
+/// operations on an SRQ that is not a tag matching SRQ are EINVAL; an unsignaled ADD
+/// completes nothing.
+#[test]
+fn tag_list_limits_and_deletion() {
+    let mut t = Tm::new(14, 2);
+    let sge = t.b_mem.sge(4096, 64);
+    let mut quiet = add(1, 1, !0, sge);
+    quiet.signaled = false;
+    let h = t.ops(vec![quiet, add(2, 2, !0, sge)]).unwrap();
+    assert_ne!(h[0], h[1]);
+    let w = t.completions(true, 2);
+    assert_eq!(w.len(), 1, "only the signaled ADD completes: {w:?}");
+    let full = t.ops(vec![add(3, 3, !0, sge)]).unwrap_err();
+    assert_eq!((full.index, full.error.errno()), (0, error::errno::ENOMEM));
+    let never = t
+        .ops(vec![op(4, TmOpKind::Del { handle: 2 }, None)])
+        .unwrap_err();
+    assert_eq!(never.error.errno(), error::errno::EINVAL);
+    t.ops(vec![
+        op(5, TmOpKind::Del { handle: h[0] }, None),
+        op(6, TmOpKind::Del { handle: h[0] }, None),
+    ])
+    .unwrap();
+    let w = t.completions(true, 2);
+    assert_eq!(
+        (w[0].opcode, w[0].wr_id, w[0].status),
+        (WcOpcode::TmDel, 5, WcStatus::Success)
+    );
+    assert_eq!((w[1].wr_id, w[1].status), (6, WcStatus::TmErr));
+    t.srq_recv(9, 0, 256);
+    t.send(1, &tmh(TmhOp::Eager, 1, 0), b"deleted");
+    let w = t.one(true);
+    assert_eq!(
+        (w.opcode, w.wr_id, w.wc_flags),
+        (WcOpcode::TmRecv, 9, WcFlags::EMPTY)
+    );
+    // A basic SRQ takes no list operations.
+    let b = t.b;
+    let pd = t.fabric.node_mut(b).alloc_pd().unwrap();
+    let (basic, _) = t.fabric.node_mut(b).create_srq(pd, srq_attr(), 0).unwrap();
+    let mut ops = vec![op(1, TmOpKind::Sync, None)];
+    let e = t
+        .fabric
+        .node_mut(b)
+        .post_srq_ops(basic, &mut ops)
+        .unwrap_err();
+    assert_eq!(e.error.errno(), error::errno::EINVAL);
+    // Limits of the SRQ itself.
+    let (cq, bad) = (
+        t.b_cq,
+        t.fabric
+            .node_mut(b)
+            .create_tm_srq(pd, t.b_cq, srq_attr(), 0, 1, 0),
+    );
+    assert!(bad.is_err(), "max_num_tags 0");
+    let caps = t.fabric.node_mut(b).tm_caps();
+    let over = t
+        .fabric
+        .node_mut(b)
+        .create_tm_srq(pd, cq, srq_attr(), caps.max_num_tags + 1, 1, 0);
+    assert!(over.is_err(), "max_num_tags above tm_caps");
+}
+
+/// RNDV: the match completes at once (`TM_MATCH`, tm_info), the device READs the RVH's
+/// buffer into the tag's, completes `TM_DATA_VALID`, then sends a FIN (TMH opcode FIN, the
+/// tag) that A receives as an ordinary SEND after its own SEND completed. A tag buffer too
+/// small for the RVH's length completes `IBV_WC_TM_RNDV_INCOMPLETE` without a READ.
+#[test]
+fn rendezvous_reads_the_senders_buffer_then_sends_fin() {
+    let mut t = Tm::new(15, 8);
+    let data = pattern(9, 5000);
+    t.a_mem.write(8192, &data);
+    let a_qp = t.a_qp;
+    let fin_buf = t.a_mem.sge(32768, 64);
+    t.fabric
+        .node_mut(t.a)
+        .post_recv(
+            a_qp,
+            &[RecvWr {
+                wr_id: 44,
+                sg_list: vec![fin_buf],
+            }],
+        )
+        .unwrap();
+    let sge = t.b_mem.sge(4096, 8192);
+    t.ops(vec![add(7, 0x77, !0, sge)]).unwrap();
+    t.one(true);
+    let mut rvh = [0u8; 16];
+    let r = Rvh {
+        va: t.a_mem.addr(8192),
+        rkey: t.a_mem.keys.rkey,
+        len: 5000,
+    };
+    rvh[0..8].copy_from_slice(&r.va.to_be_bytes());
+    rvh[8..12].copy_from_slice(&r.rkey.to_be_bytes());
+    rvh[12..16].copy_from_slice(&r.len.to_be_bytes());
+    t.send(1, &tmh(TmhOp::Rndv, 0x77, 3), &rvh);
+    let a = t.completions(false, 2);
+    assert_eq!(
+        (a[0].opcode, a[0].wr_id, a[0].status),
+        (WcOpcode::Send, 1, WcStatus::Success)
+    );
+    assert_eq!(
+        (a[1].opcode, a[1].wr_id, a[1].byte_len),
+        (WcOpcode::Recv, 44, TMH_LEN as u32)
+    );
+    assert_eq!(t.a_mem.read(32768, TMH_LEN), tmh(TmhOp::Fin, 0x77, 0));
+    let b = t.completions(true, 2);
+    assert_eq!(
+        (b[0].opcode, b[0].wr_id, b[0].wc_flags),
+        (WcOpcode::TmRecv, 7, WcFlags::TM_MATCH)
+    );
+    assert_eq!((b[0].tm_tag, b[0].tm_priv), (0x77, 3));
+    assert_eq!(
+        (b[1].opcode, b[1].wr_id, b[1].wc_flags),
+        (WcOpcode::TmRecv, 7, WcFlags::TM_DATA_VALID)
+    );
+    assert_eq!((b[1].byte_len, b[1].tm_tag), (5000, 0));
+    assert_eq!(t.b_mem.read(4096, 5000), data);
+    assert_eq!(
+        Rvh::parse(&[tmh(TmhOp::Rndv, 0, 0).as_slice(), &rvh].concat()),
+        Some(r)
+    );
+    // Too small a buffer: the tag completes incomplete; software takes over.
+    let small = t.b_mem.sge(20000, 100);
+    t.ops(vec![add(8, 0x78, !0, small)]).unwrap();
+    t.one(true);
+    t.send(2, &tmh(TmhOp::Rndv, 0x78, 0), &rvh);
+    let b = t.completions(true, 2);
+    assert_eq!((b[0].wr_id, b[0].wc_flags), (8, WcFlags::TM_MATCH));
+    assert_eq!((b[1].wr_id, b[1].status), (8, WcStatus::TmRndvIncomplete));
+}
