@@ -451,3 +451,29 @@ fn rendezvous_reads_the_senders_buffer_then_sends_fin() {
     assert_eq!((b[0].wr_id, b[0].wc_flags), (8, WcFlags::TM_MATCH));
     assert_eq!((b[1].wr_id, b[1].status), (8, WcStatus::TmRndvIncomplete));
 }
+
+/// A rendezvous READ the sender refuses (a bad rkey) completes the tag in error on the SRQ's
+/// CQ (`IBV_WC_TM_RECV` with the READ's status); the device's own WRs never show up as send
+/// completions, and no FIN is sent.
+#[test]
+fn a_refused_rendezvous_read_completes_the_tag_in_error() {
+    let mut t = Tm::new(16, 8);
+    let sge = t.b_mem.sge(4096, 4096);
+    t.ops(vec![add(7, 0x77, !0, sge)]).unwrap();
+    t.one(true);
+    let mut rvh = [0u8; 16];
+    rvh[0..8].copy_from_slice(&t.a_mem.addr(8192).to_be_bytes());
+    rvh[8..12].copy_from_slice(&(t.a_mem.keys.rkey ^ 0x5a5a).to_be_bytes());
+    rvh[12..16].copy_from_slice(&100u32.to_be_bytes());
+    t.send(1, &tmh(TmhOp::Rndv, 0x77, 0), &rvh);
+    let b = t.completions(true, 3);
+    assert_eq!(b.len(), 2, "MATCH and the failed READ only: {b:?}");
+    assert_eq!((b[0].wr_id, b[0].wc_flags), (7, WcFlags::TM_MATCH));
+    assert_eq!(
+        (b[1].opcode, b[1].wr_id, b[1].status),
+        (WcOpcode::TmRecv, 7, WcStatus::RemAccessErr)
+    );
+    let a = t.completions(false, 2);
+    assert_eq!(a.len(), 1, "the SEND only, no FIN: {a:?}");
+    assert_eq!(a[0].status, WcStatus::Success);
+}

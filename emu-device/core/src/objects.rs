@@ -407,6 +407,9 @@ pub(crate) struct SendWqe {
     /// A tag matching rendezvous READ (no one posted it): on success, this completes the
     /// tag instead of anything on the send queue's CQ.
     pub(crate) tm_done: Option<crate::transport::tm_rndv::RndvDone>,
+    /// Queued by the device itself (a rendezvous READ or FIN): never completes on the
+    /// send queue's CQ, not even in error.
+    pub(crate) internal: bool,
 }
 
 impl SendWqe {

@@ -1032,6 +1032,7 @@ impl Hca {
             sent_pkts: 0,
             all_sent: false,
             tm_done: None,
+            internal: false,
         })
     }
 

@@ -96,7 +96,9 @@ impl Engine<'_> {
                 WcOpcode::for_send(wqe.wr.opcode),
                 VendorErr::Flushed as u32,
             );
-            let _ = self.push_completion(cq, wc, false);
+            if let Some((cq, wc)) = super::tm_rndv::error_target(&wqe, cq, wc) {
+                let _ = self.push_completion(cq, wc, false);
+            }
         }
     }
 

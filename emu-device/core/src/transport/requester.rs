@@ -635,7 +635,9 @@ pub(super) fn fail_send(
         WcOpcode::for_send(wqe.wr.opcode),
         vendor as u32,
     );
-    let _ = eng.push_completion(cq, wc, false);
+    if let Some((cq, wc)) = super::tm_rndv::error_target(&wqe, cq, wc) {
+        let _ = eng.push_completion(cq, wc, false);
+    }
     eng.counters.send_err += 1;
     if qp_type.is_reliable() {
         eng.qp_to_error(qp, None);

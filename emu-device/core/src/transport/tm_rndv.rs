@@ -37,7 +37,24 @@ fn internal(wr: SendWr, inline: Option<Vec<u8>>) -> SendWqe {
         sent_pkts: 0,
         all_sent: false,
         tm_done: None,
+        internal: true,
     }
+}
+
+/// Where the error completion `wc` of `wqe` goes: the send queue's `cq` for a posted WR;
+/// for a rendezvous READ, the tag's CQ as its `IBV_WC_TM_RECV`; for a FIN, nowhere.
+pub(crate) fn error_target(
+    wqe: &SendWqe,
+    cq: CqHandle,
+    mut wc: WorkCompletion,
+) -> Option<(CqHandle, WorkCompletion)> {
+    if !wqe.internal {
+        return Some((cq, wc));
+    }
+    let done = wqe.tm_done?;
+    wc.wr_id = done.wc.wr_id;
+    wc.opcode = WcOpcode::TmRecv;
+    Some((done.cq, wc))
 }
 
 /// Queue the READ of `rvh` into `tag`'s buffer and the FIN after it. A buffer too small
