@@ -477,3 +477,20 @@ fn a_refused_rendezvous_read_completes_the_tag_in_error() {
     assert_eq!(a.len(), 1, "the SEND only, no FIN: {a:?}");
     assert_eq!(a[0].status, WcStatus::Success);
 }
+
+/// An EAGER message longer than its matched tag's buffer completes that tag with
+/// `IBV_WC_LOC_LEN_ERR` as an `IBV_WC_TM_RECV`, and the sender is told (invalid request).
+#[test]
+fn an_eager_message_too_long_for_its_tag() {
+    let mut t = Tm::new(17, 8);
+    let sge = t.b_mem.sge(4096, 8);
+    t.ops(vec![add(7, 0x77, !0, sge)]).unwrap();
+    t.one(true);
+    t.send(1, &tmh(TmhOp::Eager, 0x77, 0), b"nine bytes");
+    let w = t.one(true);
+    assert_eq!(
+        (w.opcode, w.wr_id, w.status),
+        (WcOpcode::TmRecv, 7, WcStatus::LocLenErr)
+    );
+    assert_eq!(t.one(false).status, WcStatus::RemInvReqErr);
+}

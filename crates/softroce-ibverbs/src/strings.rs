@@ -20,12 +20,6 @@ unsafe extern "C" fn ibv_wc_status_str(status: u32) -> *const c_char {
 }
 
 fn wc_status_str(status: u32) -> &'static CStr {
-    // Tag-matching statuses: the core has no tag matching, but the names are rdma-core's.
-    match status {
-        22 => return c"TM error",
-        23 => return c"TM software rendezvous",
-        _ => {}
-    }
     let Some(s) = WcStatus::from_raw(status) else {
         return c"unknown";
     };

@@ -167,5 +167,6 @@ impl QpTransport {
         self.retrans_at = None;
         self.rnr_at = None;
         self.in_progress = InProgress::None;
+        self.tm_delivery = None;
     }
 }

@@ -261,8 +261,14 @@ fn responder_fatal(eng: &mut Engine<'_>, qp: QpHandle, status: WcStatus, event: 
     };
     let qpn = q.qpn.value();
     let cq = t.cq;
+    // A message through a tag matching SRQ completes as what it was received as.
+    let opcode = q
+        .transport
+        .tm_delivery
+        .take()
+        .map_or(WcOpcode::Recv, |d| d.opcode);
     if let InProgress::Send { wqe, .. } = std::mem::take(&mut q.transport.in_progress) {
-        let wc = WorkCompletion::error(wqe.wr_id, qpn, status, WcOpcode::Recv, vendor_for(status));
+        let wc = WorkCompletion::error(wqe.wr_id, qpn, status, opcode, vendor_for(status));
         eng.push_recv_completion(qp, cq, wc, false);
     }
     eng.qp_to_error(qp, event);
