@@ -59,6 +59,7 @@ VM_GID6=""
 # What a cell's programs use: the IPv4 addresses (GID 1 on rxe0), or the IPv6 ones.
 CELL_HOST_IP=$HOST_IP CELL_VM_IP=$VM_IP CELL_VM_GID=1
 MCAST_GROUP=239.99.0.1
+MCAST_GROUP_HEX=010063EF # as /proc/net/igmp lists it (little-endian hex)
 SIDE_PORT=18515           # the pingpong side channel (TCP)
 CELL_TIMEOUT=90           # seconds one program of a cell may take
 ACK_PROMPT_MS=20          # well below rxe's 67 ms local ACK timeout (timeout 14 in the tools)
@@ -194,10 +195,11 @@ ack_latency() {
   # An ACK, or the first response of a READ, answers every outstanding request up to its PSN
   # (ACKs may be coalesced, and a duplicate is answered with the latest PSN), PSNs compared
   # in their 24-bit window.
-  { "$S" decode "$1" 2>/dev/null || true; } | awk -v vm="$VM_IP" -v limit="$ACK_PROMPT_MS" '
+  { "$S" decode "$1" 2>/dev/null || true; } | awk -v vm="$CELL_VM_IP" -v limit="$ACK_PROMPT_MS" '
     function psn(s) { sub("psn=", "", s); return s + 0 }
     function covers(ack, p) { return (ack - p + 16777216) % 16777216 < 8388608 }
-    { split($2, src, ":") }
+    # the source address without its port: 10.99.0.11:4791 or [fd99::11]:4791
+    { src[1] = $2; sub(/:[0-9]+$/, "", src[1]); gsub(/[][]/, "", src[1]) }
     src[1] == vm && / ackreq / { p = psn($7); if (!(p in req)) { req[p] = $1; n++ } }
     src[1] != vm && ($5 == "RC_ACKNOWLEDGE" || $5 ~ /^RC_RDMA_READ_RESPONSE_(FIRST|ONLY)$/) {
       a = psn($7)
@@ -279,7 +281,9 @@ cell_pingpong() {
     --qp-timeout 16)
   [ "$t" = ud ] || vmcmd="$vmcmd -m $mtu"
   [ "$t" = srq ] || host+=(--check-echo)
-  [ "$role" = vm-client ] && vmcmd="$vmcmd $CELL_HOST_IP" || host+=("$CELL_VM_IP")
+  # The side channel to an rdma-core pingpong server goes to its IPv4 address (it listens on
+  # the first address getaddrinfo gives, 0.0.0.0); the RDMA traffic uses the GIDs exchanged.
+  [ "$role" = vm-client ] && vmcmd="$vmcmd $CELL_HOST_IP" || host+=("$VM_IP")
   CELL_ITERS=$n
   two_sided "$role" "$name" "$vmcmd" "${host[@]}"
   local rc=$?
@@ -411,11 +415,6 @@ cell_rustcm() {
 # cmtool_args TOOL SIDE ADDR SIZE: the arguments of one side (server: ADDR is its own address;
 # client: ADDR is the server's) of an rdma_cm program; DEV is its device's name.
 own_addr() { case $1 in rxe0) echo "$VM_IP" ;; *) echo "$HOST_IP" ;; esac; }
-# Whether the receiving side of a multicast cell has joined MCAST_GROUP (ip maddr of its link).
-mcast_joined() { # vm|host
-  if [ "$1" = vm ]; then vm "ip maddr show dev eth0" 2>/dev/null | grep -q "$MCAST_GROUP"
-  else in_ns ip maddr show dev br0 2>/dev/null | grep -q "$MCAST_GROUP"; fi
-}
 cmtool_args() {
   local tool=$1 side=$2 addr=$3 size=$4 dev=$5
   case $tool:$side in
@@ -450,8 +449,8 @@ cell_cmtool() {
       [ -n "$(in_ns ss -Hlun 'sport = :4791' 2>/dev/null)" ] && break
       sleep 0.1
     done
-    if [ "$tool" = mckey ]; then
-      for i in $(seq 100); do mcast_joined host && break; sleep 0.1; done
+    if [ "$tool" = mckey ]; then # until the receiver has joined the group on br0
+      for i in $(seq 100); do in_ns ip maddr show dev br0 | grep -q "$MCAST_GROUP" && break; sleep 0.1; done
     fi
     sleep 1
     vm --timeout $((CELL_TIMEOUT + 30)) "timeout $CELL_TIMEOUT $(cmtool_args "$tool" client "$HOST_IP" "$size" rxe0)" >"$vlog" 2>&1
@@ -461,7 +460,8 @@ cell_cmtool() {
   else
     vm "timeout $CELL_TIMEOUT $(cmtool_args "$tool" server "$VM_IP" "$size" rxe0) >/tmp/cell.log 2>&1 & echo \$! >/tmp/cell.pid" >/dev/null
     for i in $(seq 100); do
-      if [ "$tool" = mckey ]; then mcast_joined vm && break
+      # mckey's output is block-buffered in a file: the join shows in /proc/net/igmp
+      if [ "$tool" = mckey ]; then vm "grep -qi '$MCAST_GROUP_HEX' /proc/net/igmp" && break
       else vm "/usr/bin/rdma res show cm_id" 2>/dev/null | grep -q LISTEN && break; fi
       sleep 0.2
     done
@@ -507,7 +507,12 @@ show_failure() { # NAME DELTA
 ipv6_on() {
   [ -n "$VM_GID6" ] && return 0
   ip -n "$NS" -6 addr add "$HOST_IP6/64" dev br0 nodad 2>/dev/null
-  vm "ip -6 addr add $VM_IP6/64 dev eth0 nodad 2>/dev/null; true" >/dev/null
+  # busybox ip has no nodad: switch duplicate address detection off for the link instead
+  vm "sysctl -w net.ipv6.conf.eth0.accept_dad=0 >/dev/null; ip -6 addr add $VM_IP6/64 dev eth0 2>/dev/null; true" >/dev/null
+  # Neighbour discovery both ways now, so no cell's first packet waits for it (rxe would
+  # count the late ACK as a retry).
+  in_ns ping -6 -c 1 -W 2 "$VM_IP6" >/dev/null 2>&1
+  vm "ping -6 -c 1 -W 2 $HOST_IP6 >/dev/null 2>&1; true" >/dev/null
   local want="fd99:0000:0000:0000:0000:0000:0000:0011" i idx
   for i in $(seq 50); do
     idx=$(vm "grep -l '^$want\$' /sys/class/infiniband/rxe0/ports/1/gids/* 2>/dev/null | head -1")
@@ -591,6 +596,8 @@ print_matrix() { # RESULTS_TSV KVER
   echo "kernel's rdma_cm on rxe0 and softroce's drop-in librdmacm (\"-\": not run, see the script)."
   echo "ops rc-atomic-write: RDMA ATOMIC WRITE, in rxe since Linux 6.2 (\"-\" on older kernels)."
   echo "ops rc-mw-*: WRITE/READ with the key of a type 2 window the responder bound on its RC QP."
+  echo "LINK ipv6: RoCEv2 over IPv6, rxe0's GID of fd99::11 and a softroce device on fd99::1."
+  echo "cmtool mckey: UD multicast joined through rdma_cm on both sides, 10 datagrams to 239.99.0.1."
 }
 
 # ---- main -------------------------------------------------------------------------------
