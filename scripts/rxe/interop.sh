@@ -155,6 +155,7 @@ CELL_ROWS=(
   # has just destroyed (rdma_cm_client_connection frees the nodes and tries again with them).
   "cmtool ib_send_bw-R 65536 4096 rxe-client-only"
   "cmtool ib_write_bw-R 65536 4096 rxe-client-only"
+  "cmtool ib_send_lat-R 2 4096 rxe-client-only"
 )
 ROLES=(vm-client vm-server)
 role_label() { case $1 in vm-client) echo "rxe -> softroce";; vm-server) echo "softroce -> rxe";; esac; }
