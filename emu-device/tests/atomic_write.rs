@@ -225,6 +225,11 @@ fn a_request_that_is_not_exactly_eight_bytes_is_naked_as_invalid() {
     let mut pair = Pair::rc(Mtu::Mtu1024);
     assert_eq!(crafted(&mut pair, 16, 16), nak);
     assert_eq!(pair.b.mem.read(0, 16), [0; 16]);
+    // 4 bytes asked for and sent: too short, NAKed as well (rxe: RESPST_ERR_LENGTH), not
+    // dropped as if the packet were malformed.
+    let mut pair = Pair::rc(Mtu::Mtu1024);
+    assert_eq!(crafted(&mut pair, 4, 4), nak);
+    assert_eq!(pair.b.mem.read(0, 8), [0; 8]);
     // The well-formed one, for contrast, is stored and answered.
     let mut pair = Pair::rc(Mtu::Mtu1024);
     assert_eq!(
