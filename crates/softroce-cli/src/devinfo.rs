@@ -8,7 +8,8 @@ use std::net::IpAddr;
 use std::process::ExitCode;
 
 use clap::Args;
-use softroce_emu::{Hca, HcaConfig};
+use softroce_emu::Hca;
+use softroce_emu::driver::{DeviceConfig, guarded_copy};
 
 /// Arguments of `softroce devinfo`.
 #[derive(Debug, Args)]
@@ -35,7 +36,10 @@ pub(crate) fn run(args: &DevinfoArgs) -> ExitCode {
         eprintln!("softroce devinfo: {COUNTERS_LIVE_ELSEWHERE}");
         return ExitCode::from(1);
     }
-    let hca = Hca::new(HcaConfig::new("softroce0", args.bind));
+    // As the running device would be: its link's MTU, and registered memory copied as the
+    // driver copies it (which is what makes implicit on-demand paging possible).
+    guarded_copy::install();
+    let hca = Hca::new(DeviceConfig::new("softroce0", args.bind).hca);
     let a = hca.query_device().clone();
     let g = a.node_guid.to_be_bytes();
     let guid = format!(
@@ -85,6 +89,29 @@ pub(crate) fn run(args: &DevinfoArgs) -> ExitCode {
         );
     }
     println!("\tatomic_cap:\t\t\tATOMIC_HCA ({})", a.atomic_cap);
+    println!("\tdevice_cap_flags:\t\t{:#010x}", a.device_cap_flags);
+    print_flags(u64::from(a.device_cap_flags), DEVICE_CAP_FLAGS);
+    println!("\tdevice_cap_flags_ex:\t\t{:#x}", a.device_cap_flags_ex);
+    print_flags(a.device_cap_flags_ex >> 32 << 32, DEVICE_CAP_FLAGS_EX);
+    println!("\todp_caps:");
+    println!("\t\tgeneral_odp_caps:");
+    print_flags(a.odp.general, ODP_GENERAL);
+    for (transport, caps) in [
+        ("rc", a.odp.rc),
+        ("uc", a.odp.uc),
+        ("ud", a.odp.ud),
+        ("xrc", a.odp.xrc),
+    ] {
+        println!("\t\t{transport}_odp_caps:");
+        print_flags(u64::from(caps), ODP_TRANSPORT);
+    }
+    let tm = hca.tm_caps();
+    println!("\ttm_caps:");
+    println!("\t\tmax_rndv_hdr_size:\t{}", tm.max_rndv_hdr_size);
+    println!("\t\tmax_num_tags:\t\t{}", tm.max_num_tags);
+    println!("\t\tmax_ops:\t\t{}", tm.max_ops);
+    println!("\t\tmax_sge:\t\t{}", tm.max_sge);
+    println!("\t\tflags:\t\t\tRC");
     println!("\tnum_comp_vectors:\t\t{}", a.num_comp_vectors);
     if let Ok(p) = hca.query_port(1) {
         println!("\t\tport:\t1");
@@ -120,4 +147,63 @@ pub(crate) fn run(args: &DevinfoArgs) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// `enum ibv_device_cap_flags` (verbs.h), as ibv_devinfo names them.
+const DEVICE_CAP_FLAGS: &[(u64, &str)] = &[
+    (1, "RESIZE_MAX_WR"),
+    (1 << 1, "BAD_PKEY_CNTR"),
+    (1 << 2, "BAD_QKEY_CNTR"),
+    (1 << 3, "RAW_MULTI"),
+    (1 << 4, "AUTO_PATH_MIG"),
+    (1 << 5, "CHANGE_PHY_PORT"),
+    (1 << 6, "UD_AV_PORT_ENFORCE"),
+    (1 << 7, "CURR_QP_STATE_MOD"),
+    (1 << 8, "SHUTDOWN_PORT"),
+    (1 << 9, "INIT_TYPE"),
+    (1 << 10, "PORT_ACTIVE_EVENT"),
+    (1 << 11, "SYS_IMAGE_GUID"),
+    (1 << 12, "RC_RNR_NAK_GEN"),
+    (1 << 13, "SRQ_RESIZE"),
+    (1 << 14, "N_NOTIFY_CQ"),
+    (1 << 17, "MEM_WINDOW"),
+    (1 << 18, "UD_IP_CSUM"),
+    (1 << 20, "XRC"),
+    (1 << 21, "MEM_MGT_EXTENSIONS"),
+    (1 << 23, "MEM_WINDOW_TYPE_2A"),
+    (1 << 24, "MEM_WINDOW_TYPE_2B"),
+    (1 << 25, "RC_IP_CSUM"),
+    (1 << 26, "RAW_IP_CSUM"),
+    (1 << 29, "MANAGED_FLOW_STEERING"),
+];
+
+/// The kernel's flags above the 32 of `device_cap_flags` that softroce sets.
+const DEVICE_CAP_FLAGS_EX: &[(u64, &str)] =
+    &[(softroce_emu::core::DEVICE_ATOMIC_WRITE, "ATOMIC_WRITE")];
+
+/// `enum ibv_odp_general_caps`.
+const ODP_GENERAL: &[(u64, &str)] = &[(1, "ODP_SUPPORT"), (2, "ODP_SUPPORT_IMPLICIT")];
+
+/// `enum ibv_odp_transport_cap_bits`.
+const ODP_TRANSPORT: &[(u64, &str)] = &[
+    (1, "SUPPORT_SEND"),
+    (2, "SUPPORT_RECV"),
+    (4, "SUPPORT_WRITE"),
+    (8, "SUPPORT_READ"),
+    (16, "SUPPORT_ATOMIC"),
+    (32, "SUPPORT_SRQ"),
+];
+
+/// One line per set flag (as ibv_devinfo -v), and the bits without a name.
+fn print_flags(value: u64, names: &[(u64, &str)]) {
+    let mut left = value;
+    for &(bit, name) in names {
+        if value & bit != 0 {
+            println!("\t\t\t\t\t{name}");
+            left &= !bit;
+        }
+    }
+    if left != 0 {
+        println!("\t\t\t\t\tUnknown flags: {left:#x}");
+    }
 }

@@ -225,3 +225,54 @@ fn a_cache_directory_someone_else_can_write_to_is_refused() {
     assert!(stderr.contains("only it can write to"), "{stderr}");
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// `softroce devinfo` describes the device as it runs: what rdma-core's `ibv_devinfo -v`
+/// reads from the drop-in about the same address (capability flags — XRC, memory windows —
+/// ODP and tag matching capabilities, the link's MTU) is what devinfo prints.
+#[test]
+fn devinfo_agrees_with_ibv_devinfo_on_the_running_device() {
+    ibv_devices_installed();
+    let ours = Command::cargo_bin("softroce")
+        .unwrap()
+        .args(["devinfo", "--bind", "127.0.0.22"])
+        .output()
+        .unwrap();
+    let ours = String::from_utf8_lossy(&ours.stdout).into_owned();
+    let theirs = exec_stdout(&[
+        "--devices",
+        "softroce0=127.0.0.22",
+        "--",
+        "ibv_devinfo",
+        "-v",
+    ]);
+    let field = |text: &str, name: &str| -> String {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(&format!("{name}:")))
+            .map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>().join(" "))
+            .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
+    };
+    for name in [
+        "device_cap_flags",
+        "active_mtu",
+        "max_mtu",
+        "max_qp_rd_atom",
+        "max_num_tags",
+    ] {
+        assert_eq!(
+            field(&ours, name).to_lowercase(),
+            field(&theirs, name).to_lowercase(),
+            "{name}\nsoftroce devinfo:\n{ours}\nibv_devinfo -v:\n{theirs}"
+        );
+    }
+    for flag in [
+        "XRC",
+        "MEM_WINDOW_TYPE_2B",
+        "ODP_SUPPORT_IMPLICIT",
+        "SUPPORT_SRQ",
+    ] {
+        assert!(
+            ours.contains(flag) && theirs.contains(flag),
+            "{flag}\nsoftroce devinfo:\n{ours}\nibv_devinfo -v:\n{theirs}"
+        );
+    }
+}
