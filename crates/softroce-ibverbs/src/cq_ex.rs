@@ -238,13 +238,14 @@ unsafe extern "C" fn read_zero_u16(cq: *mut ibv_cq_ex) -> u16 {
 /// `ibv_wc_read_tm_info`: the tag and `app_ctx` of a message that matched a posted tag
 /// (`IBV_WC_TM_MATCH`), zeros otherwise.
 unsafe extern "C" fn read_tm_info(cq: *mut ibv_cq_ex, tm_info: *mut c_void) {
-    let (tag, priv_) = read(cq, |w| (w.tm_tag, w.tm_priv));
-    if !tm_info.is_null() {
-        // SAFETY: the caller's struct ibv_wc_tm_info.
-        unsafe {
-            tm_info
-                .cast::<ibv_wc_tm_info>()
-                .write(ibv_wc_tm_info { tag, priv_ })
-        };
-    }
+    read(cq, |w| {
+        if !tm_info.is_null() {
+            let info = ibv_wc_tm_info {
+                tag: w.tm_tag,
+                priv_: w.tm_priv,
+            };
+            // SAFETY: the caller's struct ibv_wc_tm_info.
+            unsafe { tm_info.cast::<ibv_wc_tm_info>().write(info) };
+        }
+    })
 }
