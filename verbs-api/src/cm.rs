@@ -1047,11 +1047,18 @@ impl Listener {
 
 impl Drop for Listener {
     fn drop(&mut self) {
-        let service = self.service_id;
-        let pending = lock(&self.cm.shared.dispatch).listeners.remove(&service);
-        self.cm.shared.dev.stop_listening(service);
+        self.cm.stop_listening(self.service_id);
+    }
+}
+
+impl ConnectionManager {
+    /// A listener (RC or UD) goes away: the CM stops listening on `service` and refuses
+    /// the requests it held untaken.
+    pub(crate) fn stop_listening(&self, service: u64) {
+        let pending = lock(&self.shared.dispatch).listeners.remove(&service);
+        self.shared.dev.stop_listening(service);
         for ev in pending.into_iter().flatten() {
-            self.cm.shared.dev.refuse(&ev);
+            self.shared.dev.refuse(&ev);
         }
     }
 }

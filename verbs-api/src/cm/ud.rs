@@ -376,12 +376,7 @@ impl UdListener {
 
 impl Drop for UdListener {
     fn drop(&mut self) {
-        let service = self.service_id;
-        let pending = lock(&self.cm.shared.dispatch).listeners.remove(&service);
-        self.cm.shared.dev.stop_listening(service);
-        for ev in pending.into_iter().flatten() {
-            self.cm.shared.dev.refuse(&ev);
-        }
+        self.cm.stop_listening(self.service_id);
     }
 }
 
