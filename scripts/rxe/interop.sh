@@ -500,6 +500,8 @@ show_failure() { # NAME DELTA
   echo "---- $1 failed: VM side ($LOGS/$1.vm.log)"; tail -n 8 "$LOGS/$1.vm.log"
   echo "---- host side ($LOGS/$1.host.log)"; tail -n 8 "$LOGS/$1.host.log"
   echo "---- rxe hw_counters that moved: ${2:-none}"
+  # Drops between the host and QEMU show here (tap TX is the host-to-VM direction).
+  echo "---- tap1: $(ip -n "$NS" -s link show tap1 2>/dev/null | awk '/TX:/ { getline; print "tx packets " $2 " dropped " $4 }')"
   echo "---- host-side pcap: $LOGS/$1.pcap"
   echo "---- VM console tail ($CACHE/run/vm1.console):"; tail -n 15 "$CACHE/run/vm1.console" | tr -d '\r'
 }
@@ -649,5 +651,7 @@ echo "[interop] rxe hw_counters after the run:"
 tr '\n' ' ' <"$LOGS/.counters.before" | tee -a "$SUMMARY"; echo | tee -a "$SUMMARY"
 echo | tee -a "$SUMMARY"
 print_matrix "$RESULTS" "$KVER" | tee "$MATRIX"
+# Repeat what failed and why below the matrix, so a log's tail (all CI keeps) says it.
+awk -F'\t' '$3 == "FAIL" { print "FAILED: " $1 " (" $2 "): " $6 }' "$RESULTS"
 echo "interop $FLAVOR: $pass passed, $fail failed in $(( $(date +%s) - t_start )) s" | tee -a "$SUMMARY" "$MATRIX"
 [ $fail -eq 0 ] && [ $pass -gt 0 ]
