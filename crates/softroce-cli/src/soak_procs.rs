@@ -79,6 +79,10 @@ fn open(ip: IpAddr, faults: Option<&str>) -> anyhow::Result<Context> {
     let mut cfg = DeviceConfig::new("soak", ip);
     cfg.hca.udp_port = 0;
     cfg.faults = faults.map(str::to_string);
+    // A soak is about recovering from faults, however many in a row its seed brings: its
+    // QPs retry forever on retry_cnt 7, as rxe's do (by the man page 7 means seven retries,
+    // which a fifth of the datagrams lost each way exhausts now and then).
+    cfg.hca.retry_cnt_7_is_infinite = true;
     Ok(Context::open_emulated_with(cfg)?)
 }
 
@@ -143,7 +147,7 @@ fn requester(
         .caps(caps())
         .mtu(softroce_verbs::Mtu::Mtu4096)
         // A 4 ms ACK timeout (loopback answers in microseconds; rdma-core's default, 67 ms,
-        // would only make the soak slow); retries forever, like rxe's retry_cnt 7.
+        // would only make the soak slow); retries forever (see `open`).
         .reliability(10, 7, 7)
         .build()?;
     let mut hello = String::new();
