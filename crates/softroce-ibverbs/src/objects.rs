@@ -1782,7 +1782,7 @@ unsafe extern "C" fn op_post_send(
                         |mr| EmuMr::handle(mr.cast()),
                     )
                 },
-                |wrs| q.dev.with(|h| h.post_send(q.handle, wrs)),
+                |wrs| q.dev.post_send(|h| h.post_send(q.handle, wrs)),
             )
         }
     })

@@ -202,7 +202,7 @@ unsafe extern "C" fn wr_complete(qpx: *mut ibv_qp_ex) -> c_int {
         // SGEs name registered memory.
         match q
             .dev
-            .with(|h| unsafe { h.post_send_all_or_nothing(q.handle, &batch.wrs) })
+            .post_send(|h| unsafe { h.post_send_all_or_nothing(q.handle, &batch.wrs) })
         {
             Ok(()) => 0,
             Err(e) => fail(VERB, e.error.errno(), e),

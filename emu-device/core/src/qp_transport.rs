@@ -147,6 +147,8 @@ pub(crate) struct QpTransport {
     pub(crate) comm_est: bool,
     /// A positive ACK held back (its PSN, and when it must go at the latest).
     pub(crate) deferred_ack: Option<(Psn, Instant)>,
+    /// Packets the held ACK answers.
+    pub(crate) acks_held: u32,
 }
 
 impl QpTransport {

@@ -22,7 +22,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -134,6 +134,21 @@ const POLLER_ACTIVE: Duration = Duration::from_micros(4);
 /// watches again as soon as it finds a datagram nobody took).
 const ENGINE_NEEDED_AFTER: u32 = 32;
 
+/// Posts closer together than this are one burst: after the burst's first post, the
+/// packets of the next ones are held for the application's next verb (usually the
+/// `ibv_poll_cq` that follows a burst), so a burst leaves in a few GSO sends rather than
+/// a syscall per work request. A ping-pong posts once per round trip, longer apart than
+/// this, and never waits.
+const BURST_GAP: Duration = Duration::from_micros(8);
+
+/// The longest held packets wait: an application that posts a burst and then neither
+/// polls nor posts (it spins on memory, or waits on a side channel) has them sent by the
+/// engine by then (or by the end of [`BUSY_POLL_GRACE`] when it busy-polled before).
+const DOORBELL_HOLD: Duration = Duration::from_micros(30);
+
+/// Posts held at most before they are sent anyway (about one GSO send's worth).
+const DOORBELL_BATCH: u32 = MAX_GSO_SEGMENTS as u32;
+
 /// Datagrams built by `poll_transmit` straight into reusable buffers, sent from there: no
 /// allocation or copy per packet on the send path.
 struct TxScratch {
@@ -196,6 +211,13 @@ struct Shared {
     /// The fault plan in force (replaceable at run time), with what it injected.
     faults: Mutex<Option<FaultInjector>>,
     epoch: Instant,
+    /// When the application last posted send work (nanoseconds since `epoch`).
+    last_post_at: AtomicU64,
+    /// Since when posted work waits for the application's next verb (nanoseconds since
+    /// `epoch`, 0: nothing held); see [`BURST_GAP`]. Written with `hca` locked.
+    held_since: AtomicU64,
+    /// Posts whose work is held.
+    held_posts: AtomicU32,
     /// When the sleeping engine wakes up on its own (nanoseconds since `epoch`), written
     /// with the device locked. A verb wakes it only for an earlier timer: a wakeup per verb
     /// would cost the application a context switch on every post and poll.
@@ -335,6 +357,9 @@ impl Device {
             faults: Mutex::new(faults),
             epoch: Instant::now(),
             engine_wakes_at: AtomicU64::new(0),
+            last_post_at: AtomicU64::new(0),
+            held_since: AtomicU64::new(0),
+            held_posts: AtomicU32::new(0),
             rx_storage: Mutex::new(vec![vec![0u8; MAX_RECEIVE]; MAX_BATCH]),
             waiters: AtomicUsize::new(0),
             progress_fd: EventFd::new()?,
@@ -455,6 +480,42 @@ impl Device {
         r
     }
 
+    /// Post send work (`ibv_post_send` and the `ibv_wr_*` API): as [`Device::with`], except
+    /// that inside a burst of posts the packets wait for the application's next verb, up
+    /// to [`DOORBELL_HOLD`] (see [`BURST_GAP`]): a doorbell rung once per burst.
+    pub fn post_send<R>(&self, f: impl FnOnce(&mut Hca) -> R) -> R {
+        let shared = &*self.shared;
+        let mut hca = lock(&shared.hca);
+        let now = Instant::now();
+        hca.advance_clock(now);
+        let r = f(&mut hca);
+        let t = nanos_since(shared.epoch, now).max(1);
+        let prev = shared.last_post_at.swap(t, Ordering::Relaxed);
+        let in_burst = prev != 0 && t.saturating_sub(prev) < BURST_GAP.as_nanos() as u64;
+        if in_burst && shared.held_posts.load(Ordering::Relaxed) + 1 < DOORBELL_BATCH {
+            shared.held_posts.fetch_add(1, Ordering::Relaxed);
+            if shared.held_since.load(Ordering::Relaxed) == 0 {
+                shared.held_since.store(t, Ordering::Release);
+                // The engine sends them if nobody comes back in time: make sure it wakes
+                // (once per burst, not per post). While the application busy-polls, the
+                // engine wakes at the end of the poll's grace period anyway, and a poller
+                // that comes back sends them itself: no wakeup.
+                let deadline = t + DOORBELL_HOLD.as_nanos() as u64;
+                if shared.busy_polled(now).is_none()
+                    && deadline < shared.engine_wakes_at.load(Ordering::Acquire)
+                {
+                    let _ = shared.engine_wake.notify();
+                }
+            }
+            // What the post itself completed (a QP in error flushes) is signalled now.
+            signal_events(shared, &mut hca);
+            return r;
+        }
+        pump(shared, &mut hca, now);
+        wake_engine_for_timers(shared, &hca);
+        r
+    }
+
     /// `ibv_query_rt_values_ex`'s raw clock: the device clock now (CLOCK_MONOTONIC
     /// nanoseconds, see [`crate::clock`]), never behind a completion already stamped.
     pub fn raw_clock(&self) -> u64 {
@@ -512,6 +573,10 @@ impl Device {
         loop {
             {
                 let mut hca = lock(&self.shared.hca);
+                if self.shared.held_since.load(Ordering::Relaxed) != 0 {
+                    // Posts held for this verb leave before it looks or sleeps.
+                    pump(&self.shared, &mut hca, Instant::now());
+                }
                 if let Some(r) = f(&mut hca) {
                     pump(&self.shared, &mut hca, Instant::now());
                     return Some(r);
@@ -561,6 +626,10 @@ impl Device {
         shared
             .polled_at
             .store(nanos_since(shared.epoch, now).max(1), Ordering::Release);
+        if shared.held_since.load(Ordering::Relaxed) != 0 {
+            // The application is back after a burst of posts: they leave now.
+            pump(shared, &mut hca, now);
+        }
         let r = f(&mut hca);
         if !is_empty(&r) {
             pump(shared, &mut hca, now);
@@ -944,6 +1013,12 @@ impl Shared {
         at != 0 && nanos_since(self.epoch, now) < at.saturating_add(within.as_nanos() as u64)
     }
 
+    /// When held posts must leave if the application has not come back (see [`BURST_GAP`]).
+    fn held_deadline(&self) -> Option<Instant> {
+        let since = self.held_since.load(Ordering::Acquire);
+        (since != 0).then(|| self.epoch + Duration::from_nanos(since) + DOORBELL_HOLD)
+    }
+
     /// A thread that was busy-polling is about to sleep: the engine takes the socket and
     /// the timers back now rather than when the grace period ends.
     fn hand_back_to_engine(&self) {
@@ -1171,6 +1246,8 @@ fn pump(shared: &Shared, hca: &mut Hca, now: Instant) {
 /// Send what the device built and turn its notifications into fd writes; COMM_ESTs are
 /// left for the caller in `comm_est` (bounded by the QPs there are).
 fn transmit_and_signal(shared: &Shared, hca: &mut Hca, now: Instant) {
+    shared.held_since.store(0, Ordering::Relaxed);
+    shared.held_posts.store(0, Ordering::Relaxed);
     let mut tx = lock(&shared.tx);
     // Bounded: each call yields one queued packet.
     for _ in 0..100_000 {
@@ -1190,6 +1267,11 @@ fn transmit_and_signal(shared: &Shared, hca: &mut Hca, now: Instant) {
     }
     flush(shared, &mut tx);
     drop(tx);
+    signal_events(shared, hca);
+}
+
+/// Turn the device's notifications into fd writes (COMM_ESTs are left in `comm_est`).
+fn signal_events(shared: &Shared, hca: &mut Hca) {
     while let Some(ev) = hca.poll_event() {
         match ev {
             HcaEvent::CompletionEvent(ch) => {
@@ -1692,9 +1774,18 @@ fn engine(shared: Arc<Shared>) {
             shared
                 .engine_watches_socket
                 .store(watch_while_polled, Ordering::Release);
-            let left = (shared.epoch + Duration::from_nanos(ends)).saturating_duration_since(now);
+            let mut wake_at = shared.epoch + Duration::from_nanos(ends);
+            if let Some(held) = shared.held_deadline() {
+                wake_at = wake_at.min(held);
+            }
+            let left = wake_at.saturating_duration_since(now);
             let polled_before = shared.polled_at.load(Ordering::Acquire);
             let readable = engine_sleep(&shared, watch_while_polled, left).unwrap_or(false);
+            if shared.held_deadline().is_some_and(|t| t <= Instant::now()) {
+                // A burst's posts the application did not come back for.
+                let mut hca = lock(&shared.hca);
+                pump(&shared, &mut hca, Instant::now());
+            }
             // The poller polls now, or ran while the engine slept without a datagram to
             // wake it: it takes what arrives.
             let poller_active = shared.polled_within(Instant::now(), POLLER_ACTIVE)
@@ -1739,10 +1830,10 @@ fn engine(shared: Arc<Shared>) {
                 Some(ends) => Some(shared.epoch + Duration::from_nanos(ends)),
                 None => next_timer(&shared, &hca),
             };
-            let due = match (due, release) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            let due = [due, release, shared.held_deadline()]
+                .into_iter()
+                .flatten()
+                .min();
             let timeout = due.map_or(Duration::from_millis(100), |t| {
                 t.saturating_duration_since(now)
                     .min(Duration::from_millis(100))

@@ -44,6 +44,12 @@ impl Emulated {
     fn with<R>(&self, f: impl FnOnce(&mut Hca) -> R) -> R {
         self.dev.with(f)
     }
+
+    /// Posting send work: inside a burst its packets wait for the next verb
+    /// ([`Device::post_send`]).
+    fn with_post<R>(&self, f: impl FnOnce(&mut Hca) -> R) -> R {
+        self.dev.post_send(f)
+    }
 }
 
 impl Backend for Emulated {

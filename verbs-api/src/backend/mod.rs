@@ -107,7 +107,7 @@ macro_rules! hca_verbs {
         }
         unsafe fn post_send(&self, qp: QpHandle, wrs: &[SendWr]) -> Result<()> {
             // SAFETY: forwarded contract.
-            Ok(self.with(|h| unsafe { h.post_send(qp, wrs) })?)
+            Ok(self.with_post(|h| unsafe { h.post_send(qp, wrs) })?)
         }
         unsafe fn post_recv(&self, qp: QpHandle, wrs: &[RecvWr]) -> Result<()> {
             Ok(self.with(|h| h.post_recv(qp, wrs))?)

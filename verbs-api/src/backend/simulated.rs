@@ -53,6 +53,11 @@ impl Simulated {
         r
     }
 
+    /// Posting send work: in virtual time packets leave at once.
+    fn with_post<R>(&self, f: impl FnOnce(&mut Hca) -> R) -> R {
+        self.with(f)
+    }
+
     /// Poll without driving the fabric, logging error completions.
     fn poll_now(&self, w: &mut World, cq: CqHandle, out: &mut [WorkCompletion]) -> Result<usize> {
         let n = w.hca(self.dev).poll_cq(cq, out)?;

@@ -13,6 +13,11 @@ use super::super::qp_transport::{AckKind, AckReply, Reply};
 use super::super::types::QpState;
 use super::{Engine, OutPacket};
 
+/// Packets one held ACK answers at most: a quarter of the window of unacknowledged PSNs a
+/// requester keeps (128, rxe's RXE_MAX_UNACKED_PSNS), so a stream of small messages is
+/// acknowledged as it flows, while a ping-pong still gets its ACK with the next packet.
+const MAX_ACKS_HELD: u32 = 32;
+
 impl Engine<'_> {
     /// Where packets of a QP go: its address vector's GID and UDP port.
     pub(crate) fn qp_peer(&self, qp: QpHandle) -> Option<SocketAddr> {
@@ -63,7 +68,12 @@ impl Engine<'_> {
         };
         let due = q.transport.deferred_ack.map_or(now + defer, |(_, due)| due);
         q.transport.deferred_ack = Some((psn, due));
+        q.transport.acks_held += 1;
         self.counters.ack_deferred += 1;
+        if q.transport.acks_held >= MAX_ACKS_HELD {
+            // A requester streaming small messages must not stall on the held ACK.
+            self.flush_deferred_ack(qp);
+        }
     }
 
     /// Send the QP's held ACK, if any (before its next packet, or when it is due).
@@ -71,6 +81,7 @@ impl Engine<'_> {
         let Some(q) = self.store.get_mut(qp) else {
             return;
         };
+        q.transport.acks_held = 0;
         let Some((psn, _)) = q.transport.deferred_ack.take() else {
             return;
         };
