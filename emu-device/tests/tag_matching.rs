@@ -10,7 +10,6 @@ use common::*;
 use softroce_emu::core::tm::{Rvh, TMH_LEN, Tmh, TmhOp};
 use softroce_emu::core::*;
 use softroce_emu::sim::{Fabric, FilterAction, NodeId};
-use softroce_wire::{Gid, Mtu, Psn};
 
 const LONG: Duration = Duration::from_secs(10);
 
@@ -26,30 +25,8 @@ struct Tm {
     b_srq: SrqHandle,
 }
 
-fn hca(ip: &str, seed: u64) -> Hca {
-    let mut cfg = HcaConfig::new(format!("dev-{ip}"), ip.parse().unwrap());
-    cfg.seed = seed;
-    cfg.link_mtu = 9000;
-    Hca::new(cfg)
-}
-
 fn access() -> AccessFlags {
     AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ
-}
-
-fn bring_up(h: &mut Hca, qp: QpHandle, remote_ip: &str, remote_qpn: u32) {
-    let bringup = QpBringup {
-        mtu: Mtu::Mtu1024,
-        timeout: 8,
-        ..QpBringup::new(QpType::Rc)
-    };
-    let psn = Psn::new(0x00ff_fff0);
-    let peer = QpPeer {
-        qpn: remote_qpn,
-        psn,
-        av: AhAttr::new(Gid::from_ip(remote_ip.parse().unwrap()), 0),
-    };
-    bringup.to_rts(h, qp, &peer, psn).unwrap();
 }
 
 fn srq_attr() -> SrqAttr {
@@ -97,10 +74,8 @@ fn op(wr_id: u64, kind: TmOpKind, sync: Option<u32>) -> TmOp {
 impl Tm {
     fn new(seed: u64, max_num_tags: u32) -> Self {
         let mut fabric = Fabric::new(seed);
-        let mut ha = hca(A_IP, seed);
-        let a_pd = ha.alloc_pd().unwrap();
-        let (a_cq, _) = ha.create_cq(64, None, 0, 0).unwrap();
-        let a_mem = register(&mut ha, a_pd, 1 << 16, access());
+        let mut ha = device(A_IP, seed);
+        let (a_pd, a_cq, a_mem) = end(&mut ha, access());
         let init = |cq, srq| QpInitAttr {
             send_cq: cq,
             recv_cq: cq,
@@ -111,16 +86,14 @@ impl Tm {
             qp_context: 0,
         };
         let (a_qp, a_qpn, _) = ha.create_qp(a_pd, init(a_cq, None)).unwrap();
-        let mut hb = hca(B_IP, seed + 1);
-        let b_pd = hb.alloc_pd().unwrap();
-        let (b_cq, _) = hb.create_cq(64, None, 0, 0).unwrap();
-        let b_mem = register(&mut hb, b_pd, 1 << 16, access());
+        let mut hb = device(B_IP, seed + 1);
+        let (b_pd, b_cq, b_mem) = end(&mut hb, access());
         let (b_srq, _) = hb
             .create_tm_srq(b_pd, b_cq, srq_attr(), max_num_tags, 16, 0)
             .unwrap();
         let (b_qp, b_qpn, _) = hb.create_qp(b_pd, init(b_cq, Some(b_srq))).unwrap();
-        bring_up(&mut ha, a_qp, B_IP, b_qpn.value());
-        bring_up(&mut hb, b_qp, A_IP, a_qpn.value());
+        bring_up(&mut ha, a_qp, QpType::Rc, B_IP, b_qpn.value());
+        bring_up(&mut hb, b_qp, QpType::Rc, A_IP, a_qpn.value());
         let a = fabric.add_node(A_IP.parse().unwrap(), ha);
         let b = fabric.add_node(B_IP.parse().unwrap(), hb);
         Self {
@@ -162,9 +135,7 @@ impl Tm {
         self.a_mem.write(header.len(), body);
         let mut wr = SendWr::new(wr_id, WrOpcode::Send);
         wr.sg_list = vec![self.a_mem.sge(0, header.len() + body.len())];
-        let qp = self.a_qp;
-        // SAFETY: no inline data.
-        unsafe { self.fabric.node_mut(self.a).post_send(qp, &[wr]) }.unwrap();
+        post_one(&mut self.fabric, self.a, self.a_qp, wr);
     }
 
     /// Drive until `cq` of B (or A) has `n` completions.
@@ -174,17 +145,7 @@ impl Tm {
         } else {
             (self.a, self.a_cq)
         };
-        let mut got = Vec::new();
-        let mut wcs = [WorkCompletion::success(0, 0, WcOpcode::Send, 0); 8];
-        let deadline = self.fabric.elapsed() + LONG;
-        while got.len() < n && self.fabric.elapsed() < deadline {
-            let k = self.fabric.node_mut(node).poll_cq(cq, &mut wcs).unwrap();
-            got.extend_from_slice(&wcs[..k]);
-            if k == 0 && !self.fabric.step() {
-                break;
-            }
-        }
-        got
+        drive(&mut self.fabric, node, cq, n, LONG)
     }
 
     fn one(&mut self, b_side: bool) -> WorkCompletion {
@@ -494,3 +455,4 @@ fn an_eager_message_too_long_for_its_tag() {
     );
     assert_eq!(t.one(false).status, WcStatus::RemInvReqErr);
 }
+

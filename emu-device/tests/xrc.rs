@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::*;
 use softroce_emu::core::*;
 use softroce_emu::sim::{Fabric, FilterAction};
-use softroce_wire::{Gid, Mtu, Psn, Qpn};
+use softroce_wire::Qpn;
 
 const LONG: Duration = Duration::from_secs(10);
 
@@ -28,13 +28,6 @@ struct Xrc {
     b_tgt: Qpn,
 }
 
-fn hca(ip: &str, seed: u64) -> Hca {
-    let mut cfg = HcaConfig::new(format!("dev-{ip}"), ip.parse().unwrap());
-    cfg.seed = seed;
-    cfg.link_mtu = 9000;
-    Hca::new(cfg)
-}
-
 fn access() -> AccessFlags {
     AccessFlags::LOCAL_WRITE
         | AccessFlags::REMOTE_WRITE
@@ -42,28 +35,11 @@ fn access() -> AccessFlags {
         | AccessFlags::REMOTE_ATOMIC
 }
 
-fn bring_up(h: &mut Hca, qp: QpHandle, qp_type: QpType, remote_ip: &str, remote_qpn: u32) {
-    let bringup = QpBringup {
-        mtu: Mtu::Mtu1024,
-        timeout: 8,
-        ..QpBringup::new(qp_type)
-    };
-    let psn = Psn::new(0x00ff_fff0);
-    let peer = QpPeer {
-        qpn: remote_qpn,
-        psn,
-        av: AhAttr::new(Gid::from_ip(remote_ip.parse().unwrap()), 0),
-    };
-    bringup.to_rts(h, qp, &peer, psn).unwrap();
-}
-
 impl Xrc {
     fn new(seed: u64) -> Self {
         let mut fabric = Fabric::new(seed);
-        let mut ha = hca(A_IP, seed);
-        let a_pd = ha.alloc_pd().unwrap();
-        let (a_cq, _) = ha.create_cq(64, None, 0, 0).unwrap();
-        let a_mem = register(&mut ha, a_pd, 1 << 16, access());
+        let mut ha = device(A_IP, seed);
+        let (a_pd, a_cq, a_mem) = end(&mut ha, access());
         let (a_qp, a_qpn, _) = ha
             .create_qp(
                 a_pd,
@@ -78,10 +54,8 @@ impl Xrc {
                 },
             )
             .unwrap();
-        let mut hb = hca(B_IP, seed + 1);
-        let b_pd = hb.alloc_pd().unwrap();
-        let (b_cq, _) = hb.create_cq(64, None, 0, 0).unwrap();
-        let b_mem = register(&mut hb, b_pd, 1 << 16, access());
+        let mut hb = device(B_IP, seed + 1);
+        let (b_pd, b_cq, b_mem) = end(&mut hb, access());
         let b_xrcd = hb.open_xrcd();
         let srq_attr = SrqAttr {
             max_wr: 32,
@@ -112,9 +86,7 @@ impl Xrc {
     }
 
     fn post(&mut self, wr: SendWr) {
-        let qp = self.a_qp;
-        // SAFETY: no inline data.
-        unsafe { self.fabric.node_mut(self.a).post_send(qp, &[wr]) }.unwrap();
+        post_one(&mut self.fabric, self.a, self.a_qp, wr);
     }
 
     /// Drive until `cq` of `node` has `n` completions.
@@ -124,17 +96,7 @@ impl Xrc {
         } else {
             (self.a, self.a_cq)
         };
-        let mut got = Vec::new();
-        let mut wcs = [WorkCompletion::success(0, 0, WcOpcode::Send, 0); 8];
-        let deadline = self.fabric.elapsed() + LONG;
-        while got.len() < n && self.fabric.elapsed() < deadline {
-            let k = self.fabric.node_mut(node).poll_cq(cq, &mut wcs).unwrap();
-            got.extend_from_slice(&wcs[..k]);
-            if k == 0 && !self.fabric.step() {
-                break;
-            }
-        }
-        got
+        drive(&mut self.fabric, node, cq, n, LONG)
     }
 }
 
@@ -261,3 +223,4 @@ fn a_write_to_a_region_outside_the_srqs_pd_is_a_remote_access_error() {
     assert_eq!(a[0].status, WcStatus::RemAccessErr);
     assert_eq!(elsewhere.read(0, 9), vec![0; 9]);
 }
+

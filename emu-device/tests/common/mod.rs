@@ -309,3 +309,67 @@ pub fn pattern(seed: u8, len: usize) -> Vec<u8> {
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
         .collect()
 }
+
+/// A device at `ip` as the fixtures that build their own QPs make it (a 9000-byte link).
+pub fn device(ip: &str, seed: u64) -> Hca {
+    let mut cfg = HcaConfig::new(format!("dev-{ip}"), ip.parse().unwrap());
+    cfg.seed = seed;
+    cfg.link_mtu = 9000;
+    Hca::new(cfg)
+}
+
+/// One end of such a fixture: a PD, a 64-entry CQ and 64 KiB registered with `access`.
+pub fn end(hca: &mut Hca, access: AccessFlags) -> (PdHandle, CqHandle, Memory) {
+    let pd = hca.alloc_pd().unwrap();
+    let (cq, _) = hca.create_cq(64, None, 0, 0).unwrap();
+    let mem = register(hca, pd, 1 << 16, access);
+    (pd, cq, mem)
+}
+
+/// Bring `qp` (of `qp_type`) to RTS at MTU 1024 toward `remote_qpn` at `remote_ip`, PSNs
+/// near the 24-bit wrap, the QP's access flags as `QpBringup` sets them.
+pub fn bring_up(hca: &mut Hca, qp: QpHandle, qp_type: QpType, remote_ip: &str, remote_qpn: u32) {
+    let bringup = QpBringup {
+        mtu: Mtu::Mtu1024,
+        timeout: 8,
+        ..QpBringup::new(qp_type)
+    };
+    let psn = Psn::new(0x00ff_fff0);
+    let peer = QpPeer {
+        qpn: remote_qpn,
+        psn,
+        av: AhAttr::new(Gid::from_ip(remote_ip.parse().unwrap()), 0),
+    };
+    bringup.to_rts(hca, qp, &peer, psn).unwrap();
+}
+
+/// Post one WR (no inline data) on `qp` of `node`.
+pub fn post_one(fabric: &mut Fabric<Hca>, node: NodeId, qp: QpHandle, wr: SendWr) {
+    // SAFETY: callers post no inline data.
+    unsafe { fabric.node_mut(node).post_send(qp, &[wr]) }.unwrap();
+}
+
+/// Drive `fabric` until `cq` of `node` has `n` completions (polled and returned), nothing is
+/// left to run, or `limit` of virtual time has passed.
+pub fn drive(
+    fabric: &mut Fabric<Hca>,
+    node: NodeId,
+    cq: CqHandle,
+    n: usize,
+    limit: Duration,
+) -> Vec<WorkCompletion> {
+    let mut got = Vec::new();
+    let mut wcs = [WorkCompletion::success(0, 0, WcOpcode::Send, 0); 8];
+    let deadline = fabric.elapsed() + limit;
+    for _ in 0..2_000_000 {
+        if got.len() >= n || fabric.elapsed() >= deadline {
+            break;
+        }
+        let k = fabric.node_mut(node).poll_cq(cq, &mut wcs).unwrap();
+        got.extend_from_slice(&wcs[..k]);
+        if k == 0 && !fabric.step() {
+            break;
+        }
+    }
+    got
+}
