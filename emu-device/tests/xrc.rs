@@ -4,12 +4,16 @@
 
 mod common;
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::*;
 use softroce_emu::core::*;
 use softroce_emu::sim::{Fabric, FilterAction};
-use softroce_wire::Qpn;
+use softroce_wire::icrc::{self, ROCE_V2_PORT, UdpEndpoints};
+use softroce_wire::{
+    BthRepr, ExtRepr, NakCode, Opcode, Psn, Qpn, RocePacket, RoceRepr, Syndrome,
+};
 
 const LONG: Duration = Duration::from_secs(10);
 
@@ -22,9 +26,11 @@ struct Xrc {
     a_mem: Memory,
     b_mem: Memory,
     b_cq: CqHandle,
+    b_pd: PdHandle,
     b_xrcd: XrcdHandle,
     b_srq: SrqHandle,
     b_srqn: u32,
+    b_qp: QpHandle,
     b_tgt: Qpn,
 }
 
@@ -78,9 +84,11 @@ impl Xrc {
             a_mem,
             b_mem,
             b_cq,
+            b_pd,
             b_xrcd,
             b_srq,
             b_srqn,
+            b_qp,
             b_tgt,
         }
     }
@@ -222,5 +230,120 @@ fn a_write_to_a_region_outside_the_srqs_pd_is_a_remote_access_error() {
     let a = x.completions(false, 1);
     assert_eq!(a[0].status, WcStatus::RemAccessErr);
     assert_eq!(elsewhere.read(0, 9), vec![0; 9]);
+}
+
+impl Xrc {
+    /// A second XRC SRQ of B's domain (B's PD and CQ), one 4 KiB receive posted at `off`:
+    /// its handle and number.
+    fn second_srq(&mut self, wr_id: u64, off: usize) -> (SrqHandle, u32) {
+        let (b, pd, cq, xrcd) = (self.b, self.b_pd, self.b_cq, self.b_xrcd);
+        let sge = self.b_mem.sge(off, 4096);
+        let h = self.fabric.node_mut(b);
+        let attr = SrqAttr {
+            max_wr: 4,
+            max_sge: 1,
+            srq_limit: 0,
+        };
+        let (srq, _) = h.create_xrc_srq(pd, xrcd, cq, attr, 0).unwrap();
+        let srqn = h.srq_num(srq).unwrap();
+        let recv = RecvWr {
+            wr_id,
+            sg_list: vec![sge],
+        };
+        h.post_srq_recv(srq, &[recv]).unwrap();
+        (srq, srqn)
+    }
+
+    /// Hand B's target QP an XRC request from A (`payload_len` bytes of 0x5a) at `psn`,
+    /// naming `srqn`: B's answer, if it gave one.
+    fn inject(&mut self, op: Opcode, psn: Psn, srqn: u32, payload_len: usize) -> Option<Syndrome> {
+        let (a_ip, b_ip) = (self.fabric.addr(self.a), self.fabric.addr(self.b));
+        let mut bth = BthRepr::new(op, self.b_tgt, psn);
+        bth.ack_req = true;
+        let ext = ExtRepr {
+            xrceth: Some(srqn),
+            ..ExtRepr::default()
+        };
+        let repr = RoceRepr::new(bth, ext, payload_len);
+        let mut data = vec![0u8; repr.buffer_len()];
+        repr.emit_with_payload(&vec![0x5a; payload_len], &mut data)
+            .unwrap();
+        let ep = UdpEndpoints {
+            src: a_ip,
+            dst: b_ip,
+            src_port: ROCE_V2_PORT,
+            dst_port: ROCE_V2_PORT,
+        };
+        icrc::set_icrc_for_udp_socket(&ep, &mut data).unwrap();
+        let now = self.fabric.now();
+        let hca = self.fabric.node_mut(self.b);
+        hca.handle_datagram(
+            now,
+            IncomingDatagram {
+                src: SocketAddr::new(a_ip, ROCE_V2_PORT),
+                dst: b_ip,
+                payload: &data,
+            },
+        );
+        let mut out = Vec::new();
+        let _answer = hca.poll_transmit(now, &mut out)?;
+        let answer = RocePacket::new_checked(&out[..]).unwrap();
+        Some(Syndrome::from_byte(answer.aeth()?.syndrome_raw()))
+    }
+}
+
+/// The packets of one SEND name one XRC SRQ: a LAST naming another SRQ of the domain than
+/// its FIRST did is a malformed continuation (NAK invalid request, the target QP in ERR, as
+/// for a LAST without a FIRST); nothing completes successfully, the receive the FIRST took
+/// completes in error on its own SRQ's CQ, and the other SRQ's receive stays posted.
+#[test]
+fn a_send_whose_packets_name_different_srqs_is_an_invalid_request() {
+    let mut x = Xrc::new(7);
+    let (srq, srqn) = (x.b_srq, x.b_srqn);
+    let recv = RecvWr {
+        wr_id: 1,
+        sg_list: vec![x.b_mem.sge(0, 4096)],
+    };
+    x.fabric.node_mut(x.b).post_srq_recv(srq, &[recv]).unwrap();
+    let (other, other_n) = x.second_srq(2, 8192);
+    let psn = Psn::new(0x00ff_fff0);
+    assert_eq!(x.inject(Opcode::XRC_SEND_FIRST, psn, srqn, 1024), Some(Syndrome::ACK));
+    assert_eq!(
+        x.inject(Opcode::XRC_SEND_LAST, psn.next(), other_n, 100),
+        Some(Syndrome::Nak(NakCode::InvalidRequest))
+    );
+    let qp = x.b_qp;
+    assert_eq!(x.fabric.node_mut(x.b).qp_state(qp).unwrap(), QpState::Err);
+    let b = x.completions(true, 2);
+    assert_eq!(b.len(), 1, "{b:?}");
+    assert_eq!(
+        (b[0].wr_id, b[0].status, b[0].qp_num),
+        (1, WcStatus::RemInvReqErr, x.b_tgt.value())
+    );
+    assert_eq!(x.fabric.node_mut(x.b).srq_len(other).unwrap(), 1);
+    assert_eq!(x.b_mem.read(1024, 100), vec![0; 100], "the LAST was not placed");
+    assert_eq!(x.b_mem.read(8192, 100), vec![0; 100]);
+}
+
+/// The same SRQ named by every packet is an ordinary three-packet SEND (the check above
+/// refuses only a change).
+#[test]
+fn a_send_whose_packets_name_one_srq_is_received() {
+    let mut x = Xrc::new(8);
+    let (srq, srqn) = (x.b_srq, x.b_srqn);
+    let recv = RecvWr {
+        wr_id: 1,
+        sg_list: vec![x.b_mem.sge(0, 4096)],
+    };
+    x.fabric.node_mut(x.b).post_srq_recv(srq, &[recv]).unwrap();
+    let psn = Psn::new(0x00ff_fff0);
+    assert_eq!(x.inject(Opcode::XRC_SEND_FIRST, psn, srqn, 1024), Some(Syndrome::ACK));
+    let middle = x.inject(Opcode::XRC_SEND_MIDDLE, psn.next(), srqn, 1024);
+    assert_eq!(middle, Some(Syndrome::ACK));
+    let last = x.inject(Opcode::XRC_SEND_LAST, psn.next().next(), srqn, 100);
+    assert_eq!(last, Some(Syndrome::ACK));
+    let b = x.completions(true, 1);
+    assert_eq!((b[0].wr_id, b[0].status, b[0].byte_len), (1, WcStatus::Success, 2148));
+    assert_eq!(x.b_mem.read(0, 2148), vec![0x5a; 2148]);
 }
 

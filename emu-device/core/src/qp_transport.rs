@@ -140,6 +140,9 @@ pub(crate) struct QpTransport {
     /// XRC target: the XRC SRQ the request being handled named (checked against the
     /// QP's domain); its PD, CQ and queue serve the request.
     pub(crate) xrc_srq: Option<super::handles::SrqHandle>,
+    /// XRC target: the XRC SRQ the FIRST packet of the message in progress named; its
+    /// MIDDLE and LAST packets must name the same.
+    pub(crate) xrc_msg_srq: Option<super::handles::SrqHandle>,
     pub(crate) resources: VecDeque<Resource>,
     /// Answers owed while READ responses are being sent (bounded: `replies_cap`).
     pub(crate) replies: VecDeque<Reply>,

@@ -222,11 +222,14 @@ fn rc_receive(
     let Some(info) = bth.opcode.info() else {
         return;
     };
+    let xrc_switch = xrc_message_srq(eng, qp, info.position);
     let no_xrc_srq = eng
         .store
         .get(qp)
         .is_some_and(|q| q.init.qp_type == QpType::XrcRecv && q.transport.xrc_srq.is_none());
     let result = match info.operation {
+        // Inside a message, another XRC SRQ than its FIRST named: malformed (class C).
+        _ if xrc_switch => Err(invalid_request()),
         // The XRCETH named no XRC SRQ of the target's domain.
         _ if no_xrc_srq => Err(invalid_request()),
         Operation::Send => on_send(eng, now, qp, packet, bth, info.position, true),
@@ -249,6 +252,29 @@ fn rc_receive(
             responder_fatal(eng, qp, status, event);
         }
     }
+}
+
+/// An XRC target's in-sequence request: a FIRST records the XRC SRQ it named for its
+/// message, and while that message is in progress every packet must name the same SRQ.
+/// Whether this one names another; the request is then served (refused) with the
+/// message's own SRQ, so its receive completes on that SRQ's CQ.
+fn xrc_message_srq(eng: &mut Engine<'_>, qp: QpHandle, pos: Position) -> bool {
+    let Some(q) = eng.store.get_mut(qp) else {
+        return false;
+    };
+    if q.init.qp_type != QpType::XrcRecv {
+        return false;
+    }
+    let t = &mut q.transport;
+    if matches!(t.in_progress, InProgress::None) {
+        if pos == Position::First {
+            t.xrc_msg_srq = t.xrc_srq;
+        }
+        return false;
+    }
+    let other = t.xrc_srq != t.xrc_msg_srq;
+    t.xrc_srq = t.xrc_msg_srq;
+    other
 }
 
 /// Complete the receive in progress (if any) with `status` and move the QP to ERR.
