@@ -347,3 +347,45 @@ fn a_send_whose_packets_name_one_srq_is_received() {
     assert_eq!(x.b_mem.read(0, 2148), vec![0x5a; 2148]);
 }
 
+/// ibv_create_qp(3), ibv_get_async_event(3): a QP whose receives come from SRQs raises
+/// IBV_EVENT_QP_LAST_WQE_REACHED when it enters ERR — an XRC target as well (its XRC SRQs
+/// are shared, not flushed), once per entry into ERR.
+#[test]
+fn an_xrc_target_entering_err_raises_last_wqe_reached() {
+    let mut x = Xrc::new(9);
+    let (b, qp) = (x.b, x.b_qp);
+    let h = x.fabric.node_mut(b);
+    let attr = QpAttr {
+        qp_state: QpState::Err,
+        ..QpAttr::default()
+    };
+    h.modify_qp(qp, &attr, QpAttrMask::STATE).unwrap();
+    let ev = h.get_async_event().unwrap();
+    assert_eq!(
+        (ev.event_type, ev.element),
+        (EventType::QpLastWqeReached, EventElement::Qp(qp))
+    );
+    h.ack_async_event(&ev).unwrap();
+    h.modify_qp(qp, &attr, QpAttrMask::STATE).unwrap();
+    assert!(h.get_async_event().is_err(), "once per entry into ERR");
+    // An invalid request moves a target to ERR too: its QP_REQ_ERR, then LAST_WQE_REACHED.
+    let mut x = Xrc::new(10);
+    let mut wr = SendWr::new(1, WrOpcode::Send);
+    wr.sg_list = vec![x.a_mem.sge(0, 8)];
+    wr.xrc_remote_srqn = 0x00ab_cdef;
+    x.post(wr);
+    assert_eq!(x.completions(false, 1)[0].status, WcStatus::RemInvReqErr);
+    let (b, qp) = (x.b, x.b_qp);
+    let h = x.fabric.node_mut(b);
+    let events: Vec<_> = (0..4)
+        .map_while(|_| h.get_async_event().ok())
+        .map(|e| (e.event_type, e.element))
+        .collect();
+    assert_eq!(
+        events,
+        [
+            (EventType::QpReqErr, EventElement::Qp(qp)),
+            (EventType::QpLastWqeReached, EventElement::Qp(qp))
+        ]
+    );
+}

@@ -6,7 +6,7 @@ use super::super::events::EventElement;
 use super::super::handles::{CqHandle, QpHandle, SrqHandle};
 use super::super::objects::SendWqe;
 use super::super::qp_transport::InProgress;
-use super::super::types::{EventType, QpState, WcOpcode, WcStatus};
+use super::super::types::{EventType, QpState, QpType, WcOpcode, WcStatus};
 use super::super::wr::{RecvWr, VendorErr, WorkCompletion};
 use super::Engine;
 
@@ -103,8 +103,9 @@ impl Engine<'_> {
     }
 
     /// A QP entering ERR: complete every outstanding WR with IBV_WC_WR_FLUSH_ERR, send queue
-    /// first, in posting order. An SRQ-attached QP raises LAST_WQE_REACHED (once, on
-    /// entering ERR) instead of flushing the shared queue.
+    /// first, in posting order. A QP taking its receives from SRQs (attached to one, or an
+    /// XRC target served by XRC SRQs) raises LAST_WQE_REACHED (once, on entering ERR)
+    /// instead of flushing the shared queues.
     pub(crate) fn flush_qp(&mut self, qp: QpHandle) {
         if self.flush_queues(qp) {
             self.events
@@ -113,7 +114,7 @@ impl Engine<'_> {
     }
 
     /// Flush what is queued on a QP already in ERR (a WR posted there): no second
-    /// LAST_WQE_REACHED. Returns whether the QP uses an SRQ.
+    /// LAST_WQE_REACHED. Returns whether the QP takes its receives from SRQs.
     pub(crate) fn flush_queues(&mut self, qp: QpHandle) -> bool {
         let Some(q) = self.store.get_mut(qp) else {
             return false;
@@ -121,7 +122,7 @@ impl Engine<'_> {
         let qpn = q.qpn.value();
         let send_cq = q.init.send_cq;
         let recv_cq = q.init.recv_cq;
-        let srq = q.init.srq;
+        let shared = q.init.srq.is_some() || q.init.qp_type == QpType::XrcRecv;
         if let InProgress::Send {
             wqe,
             from_srq: false,
@@ -140,7 +141,7 @@ impl Engine<'_> {
                 WorkCompletion::error(wr.wr_id, qpn, WcStatus::WrFlushErr, WcOpcode::Recv, flushed);
             self.push_recv_completion(qp, recv_cq, wc, false);
         }
-        srq.is_some()
+        shared
     }
 
     /// Raise SQ_DRAINED if the QP is in SQD, asked for the notification, and has nothing in
