@@ -4,16 +4,12 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::*;
 use softroce_emu::core::*;
 use softroce_emu::sim::{Fabric, FilterAction};
-use softroce_wire::icrc::{self, ROCE_V2_PORT, UdpEndpoints};
-use softroce_wire::{
-    BthRepr, ExtRepr, NakCode, Opcode, Psn, Qpn, RocePacket, RoceRepr, Syndrome,
-};
+use softroce_wire::{BthRepr, ExtRepr, NakCode, Opcode, Psn, Qpn, RoceRepr, Syndrome};
 
 const LONG: Duration = Duration::from_secs(10);
 
@@ -257,7 +253,6 @@ impl Xrc {
     /// Hand B's target QP an XRC request from A (`payload_len` bytes of 0x5a) at `psn`,
     /// naming `srqn`: B's answer, if it gave one.
     fn inject(&mut self, op: Opcode, psn: Psn, srqn: u32, payload_len: usize) -> Option<Syndrome> {
-        let (a_ip, b_ip) = (self.fabric.addr(self.a), self.fabric.addr(self.b));
         let mut bth = BthRepr::new(op, self.b_tgt, psn);
         bth.ack_req = true;
         let ext = ExtRepr {
@@ -265,30 +260,8 @@ impl Xrc {
             ..ExtRepr::default()
         };
         let repr = RoceRepr::new(bth, ext, payload_len);
-        let mut data = vec![0u8; repr.buffer_len()];
-        repr.emit_with_payload(&vec![0x5a; payload_len], &mut data)
-            .unwrap();
-        let ep = UdpEndpoints {
-            src: a_ip,
-            dst: b_ip,
-            src_port: ROCE_V2_PORT,
-            dst_port: ROCE_V2_PORT,
-        };
-        icrc::set_icrc_for_udp_socket(&ep, &mut data).unwrap();
-        let now = self.fabric.now();
-        let hca = self.fabric.node_mut(self.b);
-        hca.handle_datagram(
-            now,
-            IncomingDatagram {
-                src: SocketAddr::new(a_ip, ROCE_V2_PORT),
-                dst: b_ip,
-                payload: &data,
-            },
-        );
-        let mut out = Vec::new();
-        let _answer = hca.poll_transmit(now, &mut out)?;
-        let answer = RocePacket::new_checked(&out[..]).unwrap();
-        Some(Syndrome::from_byte(answer.aeth()?.syndrome_raw()))
+        let payload = vec![0x5a; payload_len];
+        inject(&mut self.fabric, self.a, self.b, &repr, &payload)?.1
     }
 }
 

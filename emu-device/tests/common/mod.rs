@@ -2,12 +2,13 @@
 //! registered buffer and one QP, connected to the other side.
 #![allow(dead_code, unreachable_pub)]
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use softroce_emu::core::*;
 use softroce_emu::sim::{Fabric, NodeId};
-use softroce_wire::{Gid, Mtu, Psn};
+use softroce_wire::icrc::{self, ROCE_V2_PORT, UdpEndpoints};
+use softroce_wire::{Gid, Mtu, Opcode, Psn, RocePacket, RoceRepr, Syndrome};
 
 pub const A_IP: &str = "127.0.0.1";
 pub const B_IP: &str = "127.0.0.2";
@@ -372,4 +373,43 @@ pub fn drive(
         }
     }
     got
+}
+
+/// Hand `to` a request made by hand as if `from` sent it (`payload` after the headers of
+/// `repr`, ICRC set), at the fabric's time: the opcode and AETH syndrome of `to`'s answer,
+/// if it gave one at once.
+pub fn inject(
+    fabric: &mut Fabric<Hca>,
+    from: NodeId,
+    to: NodeId,
+    repr: &RoceRepr,
+    payload: &[u8],
+) -> Option<(Opcode, Option<Syndrome>)> {
+    let (src, dst) = (fabric.addr(from), fabric.addr(to));
+    let mut data = vec![0u8; repr.buffer_len()];
+    repr.emit_with_payload(payload, &mut data).unwrap();
+    let ep = UdpEndpoints {
+        src,
+        dst,
+        src_port: ROCE_V2_PORT,
+        dst_port: ROCE_V2_PORT,
+    };
+    icrc::set_icrc_for_udp_socket(&ep, &mut data).unwrap();
+    let now = fabric.now();
+    let hca = fabric.node_mut(to);
+    hca.handle_datagram(
+        now,
+        IncomingDatagram {
+            src: SocketAddr::new(src, ROCE_V2_PORT),
+            dst,
+            payload: &data,
+        },
+    );
+    let mut out = Vec::new();
+    let _answer = hca.poll_transmit(now, &mut out)?;
+    let answer = RocePacket::new_checked(&out[..]).unwrap();
+    let syndrome = answer
+        .aeth()
+        .map(|a| Syndrome::from_byte(a.syndrome_raw()));
+    Some((answer.bth().opcode(), syndrome))
 }
