@@ -10,6 +10,7 @@ use common::*;
 use softroce_emu::core::tm::{Rvh, TMH_LEN, Tmh, TmhOp};
 use softroce_emu::core::*;
 use softroce_emu::sim::{Fabric, FilterAction, NodeId};
+use softroce_wire::{BthRepr, ExtRepr, NakCode, Opcode, Psn, Qpn, RoceRepr, Syndrome};
 
 const LONG: Duration = Duration::from_secs(10);
 
@@ -23,6 +24,8 @@ struct Tm {
     b_mem: Memory,
     b_cq: CqHandle,
     b_srq: SrqHandle,
+    b_qp: QpHandle,
+    b_qpn: Qpn,
 }
 
 fn access() -> AccessFlags {
@@ -106,6 +109,8 @@ impl Tm {
             b_mem,
             b_cq,
             b_srq,
+            b_qp,
+            b_qpn,
         }
     }
 
@@ -456,3 +461,150 @@ fn an_eager_message_too_long_for_its_tag() {
     assert_eq!(t.one(false).status, WcStatus::RemInvReqErr);
 }
 
+/// The RVH of `len` bytes at A's offset `off`.
+fn rvh_of(t: &Tm, off: usize, len: u32) -> [u8; 16] {
+    let mut rvh = [0u8; 16];
+    rvh[0..8].copy_from_slice(&t.a_mem.addr(off).to_be_bytes());
+    rvh[8..12].copy_from_slice(&t.a_mem.keys.rkey.to_be_bytes());
+    rvh[12..16].copy_from_slice(&len.to_be_bytes());
+    rvh
+}
+
+/// A rendezvous request longer than one packet (TMH, RVH and an application header past
+/// the path MTU: FIRST, MIDDLE, LAST, one of them lost and resent) is served as a
+/// one-packet one: the headers of its FIRST packet match the tag (`TM_MATCH`), the rest of
+/// the message is acknowledged and dropped as the application header a matched rendezvous
+/// never delivers, then the device READs the RVH's buffer (`TM_DATA_VALID`) and sends the
+/// FIN — not an unexpected message in an SRQ receive.
+#[test]
+fn a_rendezvous_request_of_several_packets_is_served_as_one() {
+    let mut t = Tm::new(18, 8);
+    let b_ip = t.fabric.addr(t.b);
+    let mut n = 0;
+    t.fabric.set_filter(move |d| {
+        if d.dst.ip() == b_ip {
+            n += 1;
+            if n == 2 {
+                return FilterAction::Drop;
+            }
+        }
+        FilterAction::Pass
+    });
+    let data = pattern(4, 3000);
+    t.a_mem.write(16384, &data);
+    let a_qp = t.a_qp;
+    let fin_buf = t.a_mem.sge(32768, 64);
+    let fin = RecvWr {
+        wr_id: 44,
+        sg_list: vec![fin_buf],
+    };
+    t.fabric.node_mut(t.a).post_recv(a_qp, &[fin]).unwrap();
+    // An ordinary receive too: were the request taken as unexpected, it would land here.
+    t.srq_recv(50, 40000, 4096);
+    let sge = t.b_mem.sge(4096, 8192);
+    t.ops(vec![add(7, 0x77, !0, sge)]).unwrap();
+    t.one(true);
+    let rvh = rvh_of(&t, 16384, 3000);
+    let header = [tmh(TmhOp::Rndv, 0x77, 5).as_slice(), &rvh].concat();
+    t.send(1, &header, &pattern(1, 2100));
+    let a = t.completions(false, 2);
+    assert_eq!(a.len(), 2, "{a:?}");
+    assert_eq!((a[0].wr_id, a[0].status), (1, WcStatus::Success));
+    assert_eq!((a[1].wr_id, a[1].byte_len), (44, TMH_LEN as u32));
+    assert_eq!(t.a_mem.read(32768, TMH_LEN), tmh(TmhOp::Fin, 0x77, 0));
+    let b = t.completions(true, 2);
+    assert_eq!(b.len(), 2, "{b:?}");
+    assert_eq!(
+        (b[0].opcode, b[0].wr_id, b[0].wc_flags, b[0].tm_tag, b[0].tm_priv),
+        (WcOpcode::TmRecv, 7, WcFlags::TM_MATCH, 0x77, 5)
+    );
+    assert_eq!(
+        (b[1].opcode, b[1].wr_id, b[1].wc_flags, b[1].byte_len),
+        (WcOpcode::TmRecv, 7, WcFlags::TM_DATA_VALID, 3000)
+    );
+    assert_eq!(t.b_mem.read(4096, 3000), data);
+    let srq = t.b_srq;
+    assert_eq!(t.b().srq_len(srq).unwrap(), 1, "the SRQ receive is untouched");
+}
+
+/// A rendezvous request of several packets that never ends (its FIRST matched, the rest
+/// lost) holds its tag until the QP stops: moved to ERR, the tag completes
+/// `IBV_WC_WR_FLUSH_ERR` on the SRQ's CQ; nothing was READ.
+#[test]
+fn a_broken_rendezvous_request_completes_its_tag_in_error() {
+    let mut t = Tm::new(19, 8);
+    let sge = t.b_mem.sge(4096, 8192);
+    t.ops(vec![add(7, 0x77, !0, sge)]).unwrap();
+    t.one(true);
+    let rvh = rvh_of(&t, 16384, 3000);
+    let header = [tmh(TmhOp::Rndv, 0x77, 0).as_slice(), &rvh].concat();
+    t.a_mem.write(16384, &pattern(2, 3000));
+    // Everything after the FIRST is lost.
+    let b_ip = t.fabric.addr(t.b);
+    let mut n = 0;
+    t.fabric.set_filter(move |d| {
+        if d.dst.ip() == b_ip {
+            n += 1;
+            if n >= 2 {
+                return FilterAction::Drop;
+            }
+        }
+        FilterAction::Pass
+    });
+    t.send(1, &header, &pattern(1, 2100));
+    let b = t.completions(true, 1);
+    assert_eq!(
+        (b[0].opcode, b[0].wr_id, b[0].wc_flags),
+        (WcOpcode::TmRecv, 7, WcFlags::TM_MATCH)
+    );
+    let b_qp = t.b_qp;
+    let attr = QpAttr {
+        qp_state: QpState::Err,
+        ..QpAttr::default()
+    };
+    t.b().modify_qp(b_qp, &attr, QpAttrMask::STATE).unwrap();
+    let b = t.completions(true, 1);
+    assert_eq!(
+        (b[0].opcode, b[0].wr_id, b[0].status),
+        (WcOpcode::TmRecv, 7, WcStatus::WrFlushErr)
+    );
+    assert_eq!(t.b_mem.read(4096, 16), [0; 16], "nothing was READ");
+}
+
+/// A rendezvous request of several packets broken by a malformed continuation (a second
+/// FIRST where its MIDDLE or LAST should be) is an invalid request like any other: NAKed,
+/// B's QP in ERR, and its matched tag completes with `IBV_WC_REM_INV_REQ_ERR` on the SRQ's
+/// CQ after its `TM_MATCH`; nothing is READ.
+#[test]
+fn a_malformed_rendezvous_continuation_completes_its_tag_in_error() {
+    let mut t = Tm::new(20, 8);
+    let sge = t.b_mem.sge(4096, 8192);
+    t.ops(vec![add(7, 0x77, !0, sge)]).unwrap();
+    t.one(true);
+    let rvh = rvh_of(&t, 16384, 3000);
+    let mut first = [tmh(TmhOp::Rndv, 0x77, 0).as_slice(), &rvh].concat();
+    first.resize(1024, 0);
+    let psn = Psn::new(0x00ff_fff0);
+    let (a, b, qpn) = (t.a, t.b, t.b_qpn);
+    let mut send = |psn: Psn| {
+        let mut bth = BthRepr::new(Opcode::RC_SEND_FIRST, qpn, psn);
+        bth.ack_req = true;
+        let repr = RoceRepr::new(bth, ExtRepr::default(), first.len());
+        inject(&mut t.fabric, a, b, &repr, &first).and_then(|(_, s)| s)
+    };
+    assert_eq!(send(psn), Some(Syndrome::ACK));
+    assert_eq!(
+        send(psn.next()),
+        Some(Syndrome::Nak(NakCode::InvalidRequest))
+    );
+    let b_qp = t.b_qp;
+    assert_eq!(t.b().qp_state(b_qp).unwrap(), QpState::Err);
+    let w = t.completions(true, 3);
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert_eq!((w[0].wr_id, w[0].wc_flags), (7, WcFlags::TM_MATCH));
+    assert_eq!(
+        (w[1].opcode, w[1].wr_id, w[1].status),
+        (WcOpcode::TmRecv, 7, WcStatus::RemInvReqErr)
+    );
+    assert_eq!(t.b_mem.read(4096, 16), [0; 16], "nothing was READ");
+}

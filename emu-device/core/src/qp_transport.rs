@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use softroce_wire::{Psn, Syndrome};
 
+use super::tm::{Rvh, TmTag};
 use super::types::{WcFlags, WcOpcode};
 use super::wr::RecvWr;
 
@@ -94,6 +95,14 @@ pub(crate) enum InProgress {
         rkey: u32,
         len: u32,
         offset: u64,
+    },
+    /// A rendezvous request of several packets whose FIRST matched `tag`: the rest is its
+    /// application header, dropped; its LAST starts the READ of `rvh` (see `tm_rndv`).
+    Rndv {
+        tag: TmTag,
+        rvh: Rvh,
+        /// The message's tag, which the FIN carries.
+        msg_tag: u64,
     },
 }
 

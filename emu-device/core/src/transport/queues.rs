@@ -123,13 +123,16 @@ impl Engine<'_> {
         let send_cq = q.init.send_cq;
         let recv_cq = q.init.recv_cq;
         let shared = q.init.srq.is_some() || q.init.qp_type == QpType::XrcRecv;
-        if let InProgress::Send {
-            wqe,
-            from_srq: false,
-            ..
-        } = std::mem::take(&mut q.transport.in_progress)
-        {
-            q.rq.push_front(wqe);
+        // A rendezvous request in progress holds a matched tag: it is flushed with the QP.
+        let mut rndv_tag = None;
+        match std::mem::take(&mut q.transport.in_progress) {
+            InProgress::Send {
+                wqe,
+                from_srq: false,
+                ..
+            } => q.rq.push_front(wqe),
+            InProgress::Rndv { tag, .. } => rndv_tag = Some(tag.recv_wr_id),
+            _ => {}
         }
         let sq: Vec<SendWqe> = q.sq.drain(..).collect();
         let rq: Vec<RecvWr> = q.rq.drain(..).collect();
@@ -141,7 +144,20 @@ impl Engine<'_> {
                 WorkCompletion::error(wr.wr_id, qpn, WcStatus::WrFlushErr, WcOpcode::Recv, flushed);
             self.push_recv_completion(qp, recv_cq, wc, false);
         }
+        if let Some(wr_id) = rndv_tag
+            && let Some(cq) = self.tm_cq(qp)
+        {
+            let wc =
+                WorkCompletion::error(wr_id, qpn, WcStatus::WrFlushErr, WcOpcode::TmRecv, flushed);
+            self.push_recv_completion(qp, cq, wc, false);
+        }
         shared
+    }
+
+    /// The CQ of the tag matching SRQ `qp` is attached to, if it is.
+    fn tm_cq(&self, qp: QpHandle) -> Option<CqHandle> {
+        let srq = self.store.get(qp)?.init.srq?;
+        self.store.get(srq)?.tm.as_ref().map(|t| t.cq)
     }
 
     /// Raise SQ_DRAINED if the QP is in SQD, asked for the notification, and has nothing in

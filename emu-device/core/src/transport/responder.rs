@@ -293,9 +293,23 @@ fn responder_fatal(eng: &mut Engine<'_>, qp: QpHandle, status: WcStatus, event: 
         .tm_delivery
         .take()
         .map_or(WcOpcode::Recv, |d| d.opcode);
-    if let InProgress::Send { wqe, .. } = std::mem::take(&mut q.transport.in_progress) {
-        let wc = WorkCompletion::error(wqe.wr_id, qpn, status, opcode, vendor_for(status));
-        eng.push_recv_completion(qp, cq, wc, false);
+    match std::mem::take(&mut q.transport.in_progress) {
+        InProgress::Send { wqe, .. } => {
+            let wc = WorkCompletion::error(wqe.wr_id, qpn, status, opcode, vendor_for(status));
+            eng.push_recv_completion(qp, cq, wc, false);
+        }
+        // A rendezvous request broken off: its matched tag completes in error.
+        InProgress::Rndv { tag, .. } => {
+            let wc = WorkCompletion::error(
+                tag.recv_wr_id,
+                qpn,
+                status,
+                WcOpcode::TmRecv,
+                vendor_for(status),
+            );
+            eng.push_recv_completion(qp, cq, wc, false);
+        }
+        InProgress::None | InProgress::Write { .. } => {}
     }
     eng.qp_to_error(qp, event);
 }
@@ -360,7 +374,7 @@ fn on_send(
     let starts = matches!(pos, Position::First | Position::Only);
     let mut payload = payload;
     let (wqe, from_srq, offset) = match (starts, std::mem::take(&mut q.transport.in_progress)) {
-        (true, InProgress::None) => match tm_start(eng, qp, payload, pos) {
+        (true, InProgress::None) => match tm_start(eng, qp, payload) {
             TmStart::NotTm => match take_recv_wqe(eng, qp) {
                 Some((w, s)) => (w, s, 0),
                 None => return Err(Failure::Rnr),
@@ -371,15 +385,14 @@ fn on_send(
                 (wqe, true, 0)
             }
             TmStart::Rndv(tag, rvh, msg_tag) => {
-                advance(eng, qp, 1, true);
-                // The request is acknowledged before the READ and FIN it causes: the sender
-                // sees its SEND complete before the FIN arrives.
-                ack_if_requested(eng, now, qp, bth, reliable);
-                eng.flush_deferred_ack(qp);
-                super::tm_rndv::start(eng, qp, tag, rvh, msg_tag);
+                rndv_packet(eng, now, qp, bth, reliable, pos, (tag, rvh, msg_tag));
                 return Ok(());
             }
         },
+        (false, InProgress::Rndv { tag, rvh, msg_tag }) => {
+            rndv_packet(eng, now, qp, bth, reliable, pos, (tag, rvh, msg_tag));
+            return Ok(());
+        }
         (
             false,
             InProgress::Send {
@@ -467,6 +480,34 @@ fn on_send(
     Ok(())
 }
 
+/// A packet of a rendezvous request whose headers matched `tag`: until its last packet the
+/// request stays in progress (the application header after the RVH, which a matched
+/// rendezvous does not deliver, is dropped); its last starts the READ and FIN.
+fn rndv_packet(
+    eng: &mut Engine<'_>,
+    now: Instant,
+    qp: QpHandle,
+    bth: &BthRepr,
+    reliable: bool,
+    pos: Position,
+    (tag, rvh, msg_tag): (TmTag, Rvh, u64),
+) {
+    let ends = matches!(pos, Position::Last | Position::Only);
+    advance(eng, qp, 1, ends);
+    if !ends {
+        if let Some(q) = eng.store.get_mut(qp) {
+            q.transport.in_progress = InProgress::Rndv { tag, rvh, msg_tag };
+        }
+        ack_if_requested(eng, now, qp, bth, reliable);
+        return;
+    }
+    // The request is acknowledged before the READ and FIN it causes: the sender sees its
+    // SEND complete before the FIN arrives.
+    ack_if_requested(eng, now, qp, bth, reliable);
+    eng.flush_deferred_ack(qp);
+    super::tm_rndv::start(eng, qp, tag, rvh, msg_tag);
+}
+
 /// How a message starting at a QP of a tag matching SRQ is received.
 enum TmStart {
     /// The QP's SRQ is not a tag matching SRQ.
@@ -482,7 +523,7 @@ enum TmStart {
 }
 
 /// Match the first packet of a message against a tag matching SRQ (see [`crate::tm`]).
-fn tm_start(eng: &mut Engine<'_>, qp: QpHandle, payload: &[u8], pos: Position) -> TmStart {
+fn tm_start(eng: &mut Engine<'_>, qp: QpHandle, payload: &[u8]) -> TmStart {
     let Some(srq) = eng
         .store
         .get(qp)
@@ -497,8 +538,9 @@ fn tm_start(eng: &mut Engine<'_>, qp: QpHandle, payload: &[u8], pos: Position) -
     let tmh = Tmh::parse(payload);
     let op = tmh.and_then(|h| h.op());
     let tagged = matches!(op, Some(TmhOp::Eager | TmhOp::Rndv));
-    // A rendezvous is served by the device only when its headers came in one packet.
-    let rvh = (op == Some(TmhOp::Rndv) && pos == Position::Only)
+    // The RVH follows the TMH in the message's first packet: a FIRST carries a whole path
+    // MTU (256 bytes at least), an ONLY as much as the message has.
+    let rvh = (op == Some(TmhOp::Rndv))
         .then(|| Rvh::parse(payload))
         .flatten();
     let matched = match (tmh, op) {
