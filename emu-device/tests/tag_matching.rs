@@ -515,7 +515,13 @@ fn a_rendezvous_request_of_several_packets_is_served_as_one() {
     let b = t.completions(true, 2);
     assert_eq!(b.len(), 2, "{b:?}");
     assert_eq!(
-        (b[0].opcode, b[0].wr_id, b[0].wc_flags, b[0].tm_tag, b[0].tm_priv),
+        (
+            b[0].opcode,
+            b[0].wr_id,
+            b[0].wc_flags,
+            b[0].tm_tag,
+            b[0].tm_priv
+        ),
         (WcOpcode::TmRecv, 7, WcFlags::TM_MATCH, 0x77, 5)
     );
     assert_eq!(
@@ -524,7 +530,11 @@ fn a_rendezvous_request_of_several_packets_is_served_as_one() {
     );
     assert_eq!(t.b_mem.read(4096, 3000), data);
     let srq = t.b_srq;
-    assert_eq!(t.b().srq_len(srq).unwrap(), 1, "the SRQ receive is untouched");
+    assert_eq!(
+        t.b().srq_len(srq).unwrap(),
+        1,
+        "the SRQ receive is untouched"
+    );
 }
 
 /// A rendezvous request of several packets that never ends (its FIRST matched, the rest

@@ -280,7 +280,10 @@ fn a_send_whose_packets_name_different_srqs_is_an_invalid_request() {
     x.fabric.node_mut(x.b).post_srq_recv(srq, &[recv]).unwrap();
     let (other, other_n) = x.second_srq(2, 8192);
     let psn = Psn::new(0x00ff_fff0);
-    assert_eq!(x.inject(Opcode::XRC_SEND_FIRST, psn, srqn, 1024), Some(Syndrome::ACK));
+    assert_eq!(
+        x.inject(Opcode::XRC_SEND_FIRST, psn, srqn, 1024),
+        Some(Syndrome::ACK)
+    );
     assert_eq!(
         x.inject(Opcode::XRC_SEND_LAST, psn.next(), other_n, 100),
         Some(Syndrome::Nak(NakCode::InvalidRequest))
@@ -294,7 +297,11 @@ fn a_send_whose_packets_name_different_srqs_is_an_invalid_request() {
         (1, WcStatus::RemInvReqErr, x.b_tgt.value())
     );
     assert_eq!(x.fabric.node_mut(x.b).srq_len(other).unwrap(), 1);
-    assert_eq!(x.b_mem.read(1024, 100), vec![0; 100], "the LAST was not placed");
+    assert_eq!(
+        x.b_mem.read(1024, 100),
+        vec![0; 100],
+        "the LAST was not placed"
+    );
     assert_eq!(x.b_mem.read(8192, 100), vec![0; 100]);
 }
 
@@ -310,13 +317,19 @@ fn a_send_whose_packets_name_one_srq_is_received() {
     };
     x.fabric.node_mut(x.b).post_srq_recv(srq, &[recv]).unwrap();
     let psn = Psn::new(0x00ff_fff0);
-    assert_eq!(x.inject(Opcode::XRC_SEND_FIRST, psn, srqn, 1024), Some(Syndrome::ACK));
+    assert_eq!(
+        x.inject(Opcode::XRC_SEND_FIRST, psn, srqn, 1024),
+        Some(Syndrome::ACK)
+    );
     let middle = x.inject(Opcode::XRC_SEND_MIDDLE, psn.next(), srqn, 1024);
     assert_eq!(middle, Some(Syndrome::ACK));
     let last = x.inject(Opcode::XRC_SEND_LAST, psn.next().next(), srqn, 100);
     assert_eq!(last, Some(Syndrome::ACK));
     let b = x.completions(true, 1);
-    assert_eq!((b[0].wr_id, b[0].status, b[0].byte_len), (1, WcStatus::Success, 2148));
+    assert_eq!(
+        (b[0].wr_id, b[0].status, b[0].byte_len),
+        (1, WcStatus::Success, 2148)
+    );
     assert_eq!(x.b_mem.read(0, 2148), vec![0x5a; 2148]);
 }
 

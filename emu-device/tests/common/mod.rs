@@ -408,8 +408,6 @@ pub fn inject(
     let mut out = Vec::new();
     let _answer = hca.poll_transmit(now, &mut out)?;
     let answer = RocePacket::new_checked(&out[..]).unwrap();
-    let syndrome = answer
-        .aeth()
-        .map(|a| Syndrome::from_byte(a.syndrome_raw()));
+    let syndrome = answer.aeth().map(|a| Syndrome::from_byte(a.syndrome_raw()));
     Some((answer.bth().opcode(), syndrome))
 }
