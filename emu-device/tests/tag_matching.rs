@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::*;
 use softroce_emu::core::tm::{Rvh, TMH_LEN, Tmh, TmhOp};
 use softroce_emu::core::*;
-use softroce_emu::sim::{Fabric, FilterAction, NodeId};
+use softroce_emu::sim::{Fabric, NodeId};
 use softroce_wire::{BthRepr, ExtRepr, NakCode, Opcode, Psn, Qpn, RoceRepr, Syndrome};
 
 const LONG: Duration = Duration::from_secs(10);
@@ -173,17 +173,7 @@ fn eager_match_strips_the_header_and_reports_tm_info() {
         (w.opcode, w.wr_id, w.status, w.wc_flags),
         (WcOpcode::TmAdd, 70, WcStatus::Success, WcFlags::EMPTY)
     );
-    let b_ip = t.fabric.addr(t.b);
-    let mut n = 0;
-    t.fabric.set_filter(move |d| {
-        if d.dst.ip() == b_ip {
-            n += 1;
-            if n == 2 {
-                return FilterAction::Drop;
-            }
-        }
-        FilterAction::Pass
-    });
+    lose_to(&mut t.fabric, t.b, |n| n == 2);
     let body = pattern(3, 2900);
     t.send(1, &tmh(TmhOp::Eager, 0xab34, 0x5150), &body);
     assert_eq!(t.one(false).status, WcStatus::Success);
@@ -461,13 +451,24 @@ fn an_eager_message_too_long_for_its_tag() {
     assert_eq!(t.one(false).status, WcStatus::RemInvReqErr);
 }
 
-/// The RVH of `len` bytes at A's offset `off`.
-fn rvh_of(t: &Tm, off: usize, len: u32) -> [u8; 16] {
-    let mut rvh = [0u8; 16];
-    rvh[0..8].copy_from_slice(&t.a_mem.addr(off).to_be_bytes());
-    rvh[8..12].copy_from_slice(&t.a_mem.keys.rkey.to_be_bytes());
-    rvh[12..16].copy_from_slice(&len.to_be_bytes());
-    rvh
+/// A rendezvous request's headers: the TMH of `tag` and the RVH of A's `len` bytes at
+/// `off`.
+fn rndv_headers(t: &Tm, tag: u64, app_ctx: u32, off: usize, len: u32) -> Vec<u8> {
+    let mut h = tmh(TmhOp::Rndv, tag, app_ctx).to_vec();
+    h.extend_from_slice(&t.a_mem.addr(off).to_be_bytes());
+    h.extend_from_slice(&t.a_mem.keys.rkey.to_be_bytes());
+    h.extend_from_slice(&len.to_be_bytes());
+    h
+}
+
+impl Tm {
+    /// Add `tag` (every bit matched) with B's `len` bytes at `off` as its buffer; take the
+    /// ADD's completion.
+    fn tag(&mut self, wr_id: u64, tag: u64, off: usize, len: usize) {
+        let sge = self.b_mem.sge(off, len);
+        self.ops(vec![add(wr_id, tag, !0, sge)]).unwrap();
+        self.one(true);
+    }
 }
 
 /// A rendezvous request longer than one packet (TMH, RVH and an application header past
@@ -479,17 +480,7 @@ fn rvh_of(t: &Tm, off: usize, len: u32) -> [u8; 16] {
 #[test]
 fn a_rendezvous_request_of_several_packets_is_served_as_one() {
     let mut t = Tm::new(18, 8);
-    let b_ip = t.fabric.addr(t.b);
-    let mut n = 0;
-    t.fabric.set_filter(move |d| {
-        if d.dst.ip() == b_ip {
-            n += 1;
-            if n == 2 {
-                return FilterAction::Drop;
-            }
-        }
-        FilterAction::Pass
-    });
+    lose_to(&mut t.fabric, t.b, |n| n == 2);
     let data = pattern(4, 3000);
     t.a_mem.write(16384, &data);
     let a_qp = t.a_qp;
@@ -501,11 +492,8 @@ fn a_rendezvous_request_of_several_packets_is_served_as_one() {
     t.fabric.node_mut(t.a).post_recv(a_qp, &[fin]).unwrap();
     // An ordinary receive too: were the request taken as unexpected, it would land here.
     t.srq_recv(50, 40000, 4096);
-    let sge = t.b_mem.sge(4096, 8192);
-    t.ops(vec![add(7, 0x77, !0, sge)]).unwrap();
-    t.one(true);
-    let rvh = rvh_of(&t, 16384, 3000);
-    let header = [tmh(TmhOp::Rndv, 0x77, 5).as_slice(), &rvh].concat();
+    t.tag(7, 0x77, 4096, 8192);
+    let header = rndv_headers(&t, 0x77, 5, 16384, 3000);
     t.send(1, &header, &pattern(1, 2100));
     let a = t.completions(false, 2);
     assert_eq!(a.len(), 2, "{a:?}");
@@ -543,24 +531,11 @@ fn a_rendezvous_request_of_several_packets_is_served_as_one() {
 #[test]
 fn a_broken_rendezvous_request_completes_its_tag_in_error() {
     let mut t = Tm::new(19, 8);
-    let sge = t.b_mem.sge(4096, 8192);
-    t.ops(vec![add(7, 0x77, !0, sge)]).unwrap();
-    t.one(true);
-    let rvh = rvh_of(&t, 16384, 3000);
-    let header = [tmh(TmhOp::Rndv, 0x77, 0).as_slice(), &rvh].concat();
+    t.tag(7, 0x77, 4096, 8192);
+    let header = rndv_headers(&t, 0x77, 0, 16384, 3000);
     t.a_mem.write(16384, &pattern(2, 3000));
     // Everything after the FIRST is lost.
-    let b_ip = t.fabric.addr(t.b);
-    let mut n = 0;
-    t.fabric.set_filter(move |d| {
-        if d.dst.ip() == b_ip {
-            n += 1;
-            if n >= 2 {
-                return FilterAction::Drop;
-            }
-        }
-        FilterAction::Pass
-    });
+    lose_to(&mut t.fabric, t.b, |n| n >= 2);
     t.send(1, &header, &pattern(1, 2100));
     let b = t.completions(true, 1);
     assert_eq!(
@@ -588,11 +563,8 @@ fn a_broken_rendezvous_request_completes_its_tag_in_error() {
 #[test]
 fn a_malformed_rendezvous_continuation_completes_its_tag_in_error() {
     let mut t = Tm::new(20, 8);
-    let sge = t.b_mem.sge(4096, 8192);
-    t.ops(vec![add(7, 0x77, !0, sge)]).unwrap();
-    t.one(true);
-    let rvh = rvh_of(&t, 16384, 3000);
-    let mut first = [tmh(TmhOp::Rndv, 0x77, 0).as_slice(), &rvh].concat();
+    t.tag(7, 0x77, 4096, 8192);
+    let mut first = rndv_headers(&t, 0x77, 0, 16384, 3000);
     first.resize(1024, 0);
     let psn = Psn::new(0x00ff_fff0);
     let (a, b, qpn) = (t.a, t.b, t.b_qpn);

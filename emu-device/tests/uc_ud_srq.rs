@@ -41,17 +41,8 @@ fn uc_loss_drops_the_rest_of_the_message_and_the_next_one_arrives() {
         qp_type: QpType::Uc,
         ..Options::default()
     });
-    let b_ip = pair.fabric.addr(pair.b.node);
-    let mut n = 0;
-    pair.fabric.set_filter(move |d| {
-        if d.dst.ip() == b_ip {
-            n += 1;
-            if n == 2 {
-                return FilterAction::Drop;
-            }
-        }
-        FilterAction::Pass
-    });
+    let b = pair.b.node;
+    lose_to(&mut pair.fabric, b, |n| n == 2);
     pair.post_recv('b', 1, 0, 4096);
     pair.post_recv('b', 2, 4096, 4096);
     let first = pair.send_wr('a', 1, 0, 3000); // 3 packets, the middle one lost

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::*;
 use softroce_emu::core::*;
-use softroce_emu::sim::{Fabric, FilterAction};
+use softroce_emu::sim::Fabric;
 use softroce_wire::{BthRepr, ExtRepr, NakCode, Opcode, Psn, Qpn, RoceRepr, Syndrome};
 
 const LONG: Duration = Duration::from_secs(10);
@@ -89,6 +89,19 @@ impl Xrc {
         }
     }
 
+    /// Post a receive of B's `len` bytes at `off` to the XRC SRQ.
+    fn srq_recv(&mut self, wr_id: u64, off: usize, len: usize) {
+        let (srq, sge) = (self.b_srq, self.b_mem.sge(off, len));
+        let recv = RecvWr {
+            wr_id,
+            sg_list: vec![sge],
+        };
+        self.fabric
+            .node_mut(self.b)
+            .post_srq_recv(srq, &[recv])
+            .unwrap();
+    }
+
     fn post(&mut self, wr: SendWr) {
         post_one(&mut self.fabric, self.a, self.a_qp, wr);
     }
@@ -110,23 +123,8 @@ impl Xrc {
 #[test]
 fn a_send_survives_loss_and_lands_in_the_named_srq() {
     let mut x = Xrc::new(3);
-    let b_ip = x.fabric.addr(x.b);
-    let mut n = 0;
-    x.fabric.set_filter(move |d| {
-        if d.dst.ip() == b_ip {
-            n += 1;
-            if n == 2 {
-                return FilterAction::Drop;
-            }
-        }
-        FilterAction::Pass
-    });
-    let (srq, sge) = (x.b_srq, x.b_mem.sge(0, 4096));
-    let recv = RecvWr {
-        wr_id: 9,
-        sg_list: vec![sge],
-    };
-    x.fabric.node_mut(x.b).post_srq_recv(srq, &[recv]).unwrap();
+    lose_to(&mut x.fabric, x.b, |n| n == 2);
+    x.srq_recv(9, 0, 4096);
     let data = pattern(5, 3000);
     x.a_mem.write(0, &data);
     let mut wr = SendWr::new(1, WrOpcode::Send);
@@ -272,12 +270,8 @@ impl Xrc {
 #[test]
 fn a_send_whose_packets_name_different_srqs_is_an_invalid_request() {
     let mut x = Xrc::new(7);
-    let (srq, srqn) = (x.b_srq, x.b_srqn);
-    let recv = RecvWr {
-        wr_id: 1,
-        sg_list: vec![x.b_mem.sge(0, 4096)],
-    };
-    x.fabric.node_mut(x.b).post_srq_recv(srq, &[recv]).unwrap();
+    let srqn = x.b_srqn;
+    x.srq_recv(1, 0, 4096);
     let (other, other_n) = x.second_srq(2, 8192);
     let psn = Psn::new(0x00ff_fff0);
     assert_eq!(
@@ -310,12 +304,8 @@ fn a_send_whose_packets_name_different_srqs_is_an_invalid_request() {
 #[test]
 fn a_send_whose_packets_name_one_srq_is_received() {
     let mut x = Xrc::new(8);
-    let (srq, srqn) = (x.b_srq, x.b_srqn);
-    let recv = RecvWr {
-        wr_id: 1,
-        sg_list: vec![x.b_mem.sge(0, 4096)],
-    };
-    x.fabric.node_mut(x.b).post_srq_recv(srq, &[recv]).unwrap();
+    let srqn = x.b_srqn;
+    x.srq_recv(1, 0, 4096);
     let psn = Psn::new(0x00ff_fff0);
     assert_eq!(
         x.inject(Opcode::XRC_SEND_FIRST, psn, srqn, 1024),

@@ -6,7 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use softroce_emu::core::*;
-use softroce_emu::sim::{Fabric, NodeId};
+use softroce_emu::sim::{Fabric, FilterAction, NodeId};
 use softroce_wire::icrc::{self, ROCE_V2_PORT, UdpEndpoints};
 use softroce_wire::{Gid, Mtu, Opcode, Psn, RocePacket, RoceRepr, Syndrome};
 
@@ -410,4 +410,26 @@ pub fn inject(
     let answer = RocePacket::new_checked(&out[..]).unwrap();
     let syndrome = answer.aeth().map(|a| Syndrome::from_byte(a.syndrome_raw()));
     Some((answer.bth().opcode(), syndrome))
+}
+
+/// Lose the datagrams to `to` whose number (from 1, in the order the fabric carries them)
+/// `lost` picks; the rest pass.
+pub fn lose_to(
+    fabric: &mut Fabric<Hca>,
+    to: NodeId,
+    lost: impl Fn(usize) -> bool + Send + 'static,
+) {
+    let ip = fabric.addr(to);
+    let mut n = 0;
+    fabric.set_filter(move |d| {
+        if d.dst.ip() != ip {
+            return FilterAction::Pass;
+        }
+        n += 1;
+        if lost(n) {
+            FilterAction::Drop
+        } else {
+            FilterAction::Pass
+        }
+    });
 }
