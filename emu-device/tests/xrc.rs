@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::*;
 use softroce_emu::core::*;
 use softroce_emu::sim::Fabric;
-use softroce_wire::{BthRepr, ExtRepr, NakCode, Opcode, Psn, Qpn, RoceRepr, Syndrome};
+use softroce_wire::{BthRepr, ExtRepr, NakCode, Opcode, Psn, Qpn, RethRepr, RoceRepr, Syndrome};
 
 const LONG: Duration = Duration::from_secs(10);
 
@@ -227,12 +227,13 @@ fn a_write_to_a_region_outside_the_srqs_pd_is_a_remote_access_error() {
 }
 
 impl Xrc {
-    /// A second XRC SRQ of B's domain (B's PD and CQ), one 4 KiB receive posted at `off`:
-    /// its handle and number.
-    fn second_srq(&mut self, wr_id: u64, off: usize) -> (SrqHandle, u32) {
-        let (b, pd, cq, xrcd) = (self.b, self.b_pd, self.b_cq, self.b_xrcd);
+    /// A second XRC SRQ of B's domain (B's PD, a CQ of its own), one 4 KiB receive posted
+    /// at `off`: its handle, number and CQ.
+    fn second_srq(&mut self, wr_id: u64, off: usize) -> (SrqHandle, u32, CqHandle) {
+        let (b, pd, xrcd) = (self.b, self.b_pd, self.b_xrcd);
         let sge = self.b_mem.sge(off, 4096);
         let h = self.fabric.node_mut(b);
+        let (cq, _) = h.create_cq(16, None, 0, 0).unwrap();
         let attr = SrqAttr {
             max_wr: 4,
             max_sge: 1,
@@ -245,7 +246,7 @@ impl Xrc {
             sg_list: vec![sge],
         };
         h.post_srq_recv(srq, &[recv]).unwrap();
-        (srq, srqn)
+        (srq, srqn, cq)
     }
 
     /// Hand B's target QP an XRC request from A (`payload_len` bytes of 0x5a) at `psn`,
@@ -266,13 +267,14 @@ impl Xrc {
 /// The packets of one SEND name one XRC SRQ: a LAST naming another SRQ of the domain than
 /// its FIRST did is a malformed continuation (NAK invalid request, the target QP in ERR, as
 /// for a LAST without a FIRST); nothing completes successfully, the receive the FIRST took
-/// completes in error on its own SRQ's CQ, and the other SRQ's receive stays posted.
+/// completes in error on its own SRQ's CQ, and the other SRQ (with a CQ of its own) keeps
+/// its receive and sees nothing.
 #[test]
 fn a_send_whose_packets_name_different_srqs_is_an_invalid_request() {
     let mut x = Xrc::new(7);
     let srqn = x.b_srqn;
     x.srq_recv(1, 0, 4096);
-    let (other, other_n) = x.second_srq(2, 8192);
+    let (other, other_n, other_cq) = x.second_srq(2, 8192);
     let psn = Psn::new(0x00ff_fff0);
     assert_eq!(
         x.inject(Opcode::XRC_SEND_FIRST, psn, srqn, 1024),
@@ -290,7 +292,14 @@ fn a_send_whose_packets_name_different_srqs_is_an_invalid_request() {
         (b[0].wr_id, b[0].status, b[0].qp_num),
         (1, WcStatus::RemInvReqErr, x.b_tgt.value())
     );
-    assert_eq!(x.fabric.node_mut(x.b).srq_len(other).unwrap(), 1);
+    let h = x.fabric.node_mut(x.b);
+    assert_eq!(h.srq_len(other).unwrap(), 1);
+    let mut wcs = [WorkCompletion::success(0, 0, WcOpcode::Send, 0); 2];
+    assert_eq!(
+        h.poll_cq(other_cq, &mut wcs).unwrap(),
+        0,
+        "nothing on its CQ"
+    );
     assert_eq!(
         x.b_mem.read(1024, 100),
         vec![0; 100],
@@ -364,4 +373,38 @@ fn an_xrc_target_entering_err_raises_last_wqe_reached() {
             (EventType::QpLastWqeReached, EventElement::Qp(qp))
         ]
     );
+}
+
+/// The same rule for an RDMA WRITE of several packets: a MIDDLE naming another XRC SRQ of
+/// the domain than its FIRST did is NAKed as an invalid request and not written.
+#[test]
+fn a_write_whose_packets_name_different_srqs_is_an_invalid_request() {
+    let mut x = Xrc::new(11);
+    let (_, other_n, _) = x.second_srq(2, 8192);
+    let psn = Psn::new(0x00ff_fff0);
+    let first = {
+        let mut bth = BthRepr::new(Opcode::XRC_RDMA_WRITE_FIRST, x.b_tgt, psn);
+        bth.ack_req = true;
+        let ext = ExtRepr {
+            xrceth: Some(x.b_srqn),
+            reth: Some(RethRepr {
+                va: x.b_mem.addr(16384),
+                rkey: x.b_mem.keys.rkey,
+                dma_len: 3000,
+            }),
+            ..ExtRepr::default()
+        };
+        RoceRepr::new(bth, ext, 1024)
+    };
+    let (a, b) = (x.a, x.b);
+    let ack = inject(&mut x.fabric, a, b, &first, &[0x5a; 1024]).and_then(|(_, s)| s);
+    assert_eq!(ack, Some(Syndrome::ACK));
+    assert_eq!(
+        x.inject(Opcode::XRC_RDMA_WRITE_MIDDLE, psn.next(), other_n, 1024),
+        Some(Syndrome::Nak(NakCode::InvalidRequest))
+    );
+    assert_eq!(x.b_mem.read(16384, 1024), vec![0x5a; 1024], "the FIRST");
+    assert_eq!(x.b_mem.read(17408, 1024), vec![0; 1024], "not the MIDDLE");
+    let qp = x.b_qp;
+    assert_eq!(x.fabric.node_mut(b).qp_state(qp).unwrap(), QpState::Err);
 }
