@@ -408,3 +408,42 @@ fn a_write_whose_packets_name_different_srqs_is_an_invalid_request() {
     let qp = x.b_qp;
     assert_eq!(x.fabric.node_mut(b).qp_state(qp).unwrap(), QpState::Err);
 }
+
+/// ibv_modify_qp(3): an XRC target moved to ERR in the middle of a SEND completes the
+/// receive that SEND took with IBV_WC_WR_FLUSH_ERR on the CQ of the SRQ its FIRST named
+/// (not of an SRQ a stray later packet named), then raises LAST_WQE_REACHED.
+#[test]
+fn a_target_moved_to_err_mid_message_flushes_the_receive_it_took() {
+    let mut x = Xrc::new(12);
+    x.srq_recv(1, 0, 4096);
+    let (_, other_n, other_cq) = x.second_srq(2, 8192);
+    let psn = Psn::new(0x00ff_fff0);
+    let first = x.inject(Opcode::XRC_SEND_FIRST, psn, x.b_srqn, 1024);
+    assert_eq!(first, Some(Syndrome::ACK));
+    // Out of sequence, naming the other SRQ: NAKed for its PSN, and no say in the message.
+    let stray = x.inject(Opcode::XRC_SEND_LAST, psn.add(5), other_n, 100);
+    assert_eq!(stray, Some(Syndrome::Nak(NakCode::PsnSequenceError)));
+    let (b, qp) = (x.b, x.b_qp);
+    let attr = QpAttr {
+        qp_state: QpState::Err,
+        ..QpAttr::default()
+    };
+    x.fabric
+        .node_mut(b)
+        .modify_qp(qp, &attr, QpAttrMask::STATE)
+        .unwrap();
+    let w = x.completions(true, 2);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert_eq!(
+        (w[0].wr_id, w[0].status, w[0].qp_num),
+        (1, WcStatus::WrFlushErr, x.b_tgt.value())
+    );
+    let h = x.fabric.node_mut(b);
+    let mut wcs = [WorkCompletion::success(0, 0, WcOpcode::Send, 0); 2];
+    assert_eq!(h.poll_cq(other_cq, &mut wcs).unwrap(), 0);
+    let ev = h.get_async_event().unwrap();
+    assert_eq!(
+        (ev.event_type, ev.element),
+        (EventType::QpLastWqeReached, EventElement::Qp(qp))
+    );
+}

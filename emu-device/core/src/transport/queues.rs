@@ -123,17 +123,31 @@ impl Engine<'_> {
         let send_cq = q.init.send_cq;
         let recv_cq = q.init.recv_cq;
         let shared = q.init.srq.is_some() || q.init.qp_type == QpType::XrcRecv;
-        // A rendezvous request in progress holds a matched tag: it is flushed with the QP.
-        let mut rndv_tag = None;
+        // A message in progress holds a receive: one of the RQ goes back to be flushed with
+        // the others; one taken from an SRQ (or a rendezvous request's matched tag) is
+        // flushed on the CQ it would have completed on, as what it was received as.
+        if !matches!(q.transport.in_progress, InProgress::None) {
+            // An XRC target's later packets may have named other SRQs: the message's own.
+            q.transport.xrc_srq = q.transport.xrc_msg_srq;
+        }
+        let mut taken = None;
         match std::mem::take(&mut q.transport.in_progress) {
             InProgress::Send {
                 wqe,
                 from_srq: false,
                 ..
             } => q.rq.push_front(wqe),
-            InProgress::Rndv { tag, .. } => rndv_tag = Some(tag.recv_wr_id),
-            _ => {}
+            InProgress::Send { wqe, .. } => {
+                let opcode = q.transport.tm_delivery.map_or(WcOpcode::Recv, |d| d.opcode);
+                taken = Some((wqe.wr_id, opcode));
+            }
+            InProgress::Rndv { tag, .. } => taken = Some((tag.recv_wr_id, WcOpcode::TmRecv)),
+            InProgress::None | InProgress::Write { .. } => {}
         }
+        let taken_cq = taken.and_then(|_| super::responder::recv_cq(self, qp));
+        let Some(q) = self.store.get_mut(qp) else {
+            return false;
+        };
         let sq: Vec<SendWqe> = q.sq.drain(..).collect();
         let rq: Vec<RecvWr> = q.rq.drain(..).collect();
         q.transport.on_flush();
@@ -144,20 +158,11 @@ impl Engine<'_> {
                 WorkCompletion::error(wr.wr_id, qpn, WcStatus::WrFlushErr, WcOpcode::Recv, flushed);
             self.push_recv_completion(qp, recv_cq, wc, false);
         }
-        if let Some(wr_id) = rndv_tag
-            && let Some(cq) = self.tm_cq(qp)
-        {
-            let wc =
-                WorkCompletion::error(wr_id, qpn, WcStatus::WrFlushErr, WcOpcode::TmRecv, flushed);
+        if let (Some((wr_id, opcode)), Some(cq)) = (taken, taken_cq) {
+            let wc = WorkCompletion::error(wr_id, qpn, WcStatus::WrFlushErr, opcode, flushed);
             self.push_recv_completion(qp, cq, wc, false);
         }
         shared
-    }
-
-    /// The CQ of the tag matching SRQ `qp` is attached to, if it is.
-    fn tm_cq(&self, qp: QpHandle) -> Option<CqHandle> {
-        let srq = self.store.get(qp)?.init.srq?;
-        self.store.get(srq)?.tm.as_ref().map(|t| t.cq)
     }
 
     /// Raise SQ_DRAINED if the QP is in SQD, asked for the notification, and has nothing in

@@ -123,6 +123,12 @@ fn target_of(eng: &Engine<'_>, qp: QpHandle) -> Option<RecvTarget> {
     eng.store.get(qp).map(|q| recv_target(eng.store, q))
 }
 
+/// The CQ a receive of `qp` completes on (for an XRC target, that of the XRC SRQ the
+/// request being handled named).
+pub(super) fn recv_cq(eng: &Engine<'_>, qp: QpHandle) -> Option<CqHandle> {
+    target_of(eng, qp).map(|t| t.cq)
+}
+
 /// Take a receive WQE from the QP's SRQ or RQ.
 fn take_recv_wqe(eng: &mut Engine<'_>, qp: QpHandle) -> Option<(RecvWr, bool)> {
     let t = target_of(eng, qp)?;
