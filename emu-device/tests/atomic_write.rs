@@ -6,16 +6,14 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
 use softroce_emu::core::*;
 use softroce_emu::sim::FilterAction;
-use softroce_wire::icrc::{self, ROCE_V2_PORT, UdpEndpoints};
 use softroce_wire::{
-    BthRepr, ExtRepr, Mtu, NakCode, Opcode, Psn, Qpn, RethRepr, RocePacket, RoceRepr, Syndrome,
+    BthRepr, ExtRepr, Mtu, NakCode, Opcode, Psn, Qpn, RethRepr, RoceRepr, Syndrome,
 };
 
 const LONG: Duration = Duration::from_secs(30);
@@ -166,7 +164,6 @@ fn posting_anything_but_eight_bytes_is_refused_at_post_time() {
 /// A hand-made ATOMIC WRITE from `a` to `b`'s QP at the PSN `b` expects, with `dma_len` in
 /// its RETH and `payload` bytes: `b`'s answer.
 fn crafted(pair: &mut Pair, dma_len: u32, payload: usize) -> (Opcode, Syndrome) {
-    let (a_ip, b_ip) = (pair.fabric.addr(pair.a.node), pair.fabric.addr(pair.b.node));
     let mut bth = BthRepr::new(
         Opcode::RC_ATOMIC_WRITE,
         Qpn::from_wire(pair.b.qpn),
@@ -182,31 +179,10 @@ fn crafted(pair: &mut Pair, dma_len: u32, payload: usize) -> (Opcode, Syndrome) 
         ..ExtRepr::default()
     };
     let repr = RoceRepr::new(bth, ext, payload);
-    let mut data = vec![0u8; repr.buffer_len()];
-    repr.emit_with_payload(&vec![9u8; payload], &mut data)
-        .unwrap();
-    let ep = UdpEndpoints {
-        src: a_ip,
-        dst: b_ip,
-        src_port: ROCE_V2_PORT,
-        dst_port: ROCE_V2_PORT,
-    };
-    icrc::set_icrc_for_udp_socket(&ep, &mut data).unwrap();
-    let now = pair.fabric.now();
-    let hca = pair.hca('b');
-    hca.handle_datagram(
-        now,
-        IncomingDatagram {
-            src: SocketAddr::new(a_ip, ROCE_V2_PORT),
-            dst: b_ip,
-            payload: &data,
-        },
-    );
-    let mut out = Vec::new();
-    let _answer = hca.poll_transmit(now, &mut out).expect("an answer");
-    let answer = RocePacket::new_checked(&out[..]).unwrap();
-    let syndrome = Syndrome::from_byte(answer.aeth().expect("an AETH").syndrome_raw());
-    (answer.bth().opcode(), syndrome)
+    let (a, b) = (pair.a.node, pair.b.node);
+    let (opcode, syndrome) =
+        inject(&mut pair.fabric, a, b, &repr, &vec![9u8; payload]).expect("an answer");
+    (opcode, syndrome.expect("an AETH"))
 }
 
 #[test]

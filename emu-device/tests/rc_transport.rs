@@ -179,17 +179,8 @@ fn rc_fetch_add_and_compare_swap_return_the_original_value() {
 }
 
 fn lose_nth_data_packet(pair: &mut Pair, n: usize) {
-    let mut seen = 0;
-    let b_ip = pair.fabric.addr(pair.b.node);
-    pair.fabric.set_filter(move |d| {
-        if d.dst.ip() == b_ip {
-            seen += 1;
-            if seen == n {
-                return FilterAction::Drop;
-            }
-        }
-        FilterAction::Pass
-    });
+    let b = pair.b.node;
+    lose_to(&mut pair.fabric, b, move |seen| seen == n);
 }
 
 #[test]

@@ -9,8 +9,8 @@ use std::time::Duration;
 use common::*;
 use softroce_emu::core::tm::{Rvh, TMH_LEN, Tmh, TmhOp};
 use softroce_emu::core::*;
-use softroce_emu::sim::{Fabric, FilterAction, NodeId};
-use softroce_wire::{Gid, Mtu, Psn};
+use softroce_emu::sim::{Fabric, NodeId};
+use softroce_wire::{BthRepr, ExtRepr, NakCode, Opcode, Psn, Qpn, RoceRepr, Syndrome};
 
 const LONG: Duration = Duration::from_secs(10);
 
@@ -24,32 +24,12 @@ struct Tm {
     b_mem: Memory,
     b_cq: CqHandle,
     b_srq: SrqHandle,
-}
-
-fn hca(ip: &str, seed: u64) -> Hca {
-    let mut cfg = HcaConfig::new(format!("dev-{ip}"), ip.parse().unwrap());
-    cfg.seed = seed;
-    cfg.link_mtu = 9000;
-    Hca::new(cfg)
+    b_qp: QpHandle,
+    b_qpn: Qpn,
 }
 
 fn access() -> AccessFlags {
     AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ
-}
-
-fn bring_up(h: &mut Hca, qp: QpHandle, remote_ip: &str, remote_qpn: u32) {
-    let bringup = QpBringup {
-        mtu: Mtu::Mtu1024,
-        timeout: 8,
-        ..QpBringup::new(QpType::Rc)
-    };
-    let psn = Psn::new(0x00ff_fff0);
-    let peer = QpPeer {
-        qpn: remote_qpn,
-        psn,
-        av: AhAttr::new(Gid::from_ip(remote_ip.parse().unwrap()), 0),
-    };
-    bringup.to_rts(h, qp, &peer, psn).unwrap();
 }
 
 fn srq_attr() -> SrqAttr {
@@ -97,10 +77,8 @@ fn op(wr_id: u64, kind: TmOpKind, sync: Option<u32>) -> TmOp {
 impl Tm {
     fn new(seed: u64, max_num_tags: u32) -> Self {
         let mut fabric = Fabric::new(seed);
-        let mut ha = hca(A_IP, seed);
-        let a_pd = ha.alloc_pd().unwrap();
-        let (a_cq, _) = ha.create_cq(64, None, 0, 0).unwrap();
-        let a_mem = register(&mut ha, a_pd, 1 << 16, access());
+        let mut ha = device(A_IP, seed);
+        let (a_pd, a_cq, a_mem) = end(&mut ha, access());
         let init = |cq, srq| QpInitAttr {
             send_cq: cq,
             recv_cq: cq,
@@ -111,16 +89,14 @@ impl Tm {
             qp_context: 0,
         };
         let (a_qp, a_qpn, _) = ha.create_qp(a_pd, init(a_cq, None)).unwrap();
-        let mut hb = hca(B_IP, seed + 1);
-        let b_pd = hb.alloc_pd().unwrap();
-        let (b_cq, _) = hb.create_cq(64, None, 0, 0).unwrap();
-        let b_mem = register(&mut hb, b_pd, 1 << 16, access());
+        let mut hb = device(B_IP, seed + 1);
+        let (b_pd, b_cq, b_mem) = end(&mut hb, access());
         let (b_srq, _) = hb
             .create_tm_srq(b_pd, b_cq, srq_attr(), max_num_tags, 16, 0)
             .unwrap();
         let (b_qp, b_qpn, _) = hb.create_qp(b_pd, init(b_cq, Some(b_srq))).unwrap();
-        bring_up(&mut ha, a_qp, B_IP, b_qpn.value());
-        bring_up(&mut hb, b_qp, A_IP, a_qpn.value());
+        bring_up(&mut ha, a_qp, QpType::Rc, B_IP, b_qpn.value());
+        bring_up(&mut hb, b_qp, QpType::Rc, A_IP, a_qpn.value());
         let a = fabric.add_node(A_IP.parse().unwrap(), ha);
         let b = fabric.add_node(B_IP.parse().unwrap(), hb);
         Self {
@@ -133,6 +109,8 @@ impl Tm {
             b_mem,
             b_cq,
             b_srq,
+            b_qp,
+            b_qpn,
         }
     }
 
@@ -162,9 +140,7 @@ impl Tm {
         self.a_mem.write(header.len(), body);
         let mut wr = SendWr::new(wr_id, WrOpcode::Send);
         wr.sg_list = vec![self.a_mem.sge(0, header.len() + body.len())];
-        let qp = self.a_qp;
-        // SAFETY: no inline data.
-        unsafe { self.fabric.node_mut(self.a).post_send(qp, &[wr]) }.unwrap();
+        post_one(&mut self.fabric, self.a, self.a_qp, wr);
     }
 
     /// Drive until `cq` of B (or A) has `n` completions.
@@ -174,17 +150,7 @@ impl Tm {
         } else {
             (self.a, self.a_cq)
         };
-        let mut got = Vec::new();
-        let mut wcs = [WorkCompletion::success(0, 0, WcOpcode::Send, 0); 8];
-        let deadline = self.fabric.elapsed() + LONG;
-        while got.len() < n && self.fabric.elapsed() < deadline {
-            let k = self.fabric.node_mut(node).poll_cq(cq, &mut wcs).unwrap();
-            got.extend_from_slice(&wcs[..k]);
-            if k == 0 && !self.fabric.step() {
-                break;
-            }
-        }
-        got
+        drive(&mut self.fabric, node, cq, n, LONG)
     }
 
     fn one(&mut self, b_side: bool) -> WorkCompletion {
@@ -207,17 +173,7 @@ fn eager_match_strips_the_header_and_reports_tm_info() {
         (w.opcode, w.wr_id, w.status, w.wc_flags),
         (WcOpcode::TmAdd, 70, WcStatus::Success, WcFlags::EMPTY)
     );
-    let b_ip = t.fabric.addr(t.b);
-    let mut n = 0;
-    t.fabric.set_filter(move |d| {
-        if d.dst.ip() == b_ip {
-            n += 1;
-            if n == 2 {
-                return FilterAction::Drop;
-            }
-        }
-        FilterAction::Pass
-    });
+    lose_to(&mut t.fabric, t.b, |n| n == 2);
     let body = pattern(3, 2900);
     t.send(1, &tmh(TmhOp::Eager, 0xab34, 0x5150), &body);
     assert_eq!(t.one(false).status, WcStatus::Success);
@@ -493,4 +449,144 @@ fn an_eager_message_too_long_for_its_tag() {
         (WcOpcode::TmRecv, 7, WcStatus::LocLenErr)
     );
     assert_eq!(t.one(false).status, WcStatus::RemInvReqErr);
+}
+
+/// A rendezvous request's headers: the TMH of `tag` and the RVH of A's `len` bytes at
+/// `off`.
+fn rndv_headers(t: &Tm, tag: u64, app_ctx: u32, off: usize, len: u32) -> Vec<u8> {
+    let mut h = tmh(TmhOp::Rndv, tag, app_ctx).to_vec();
+    h.extend_from_slice(&t.a_mem.addr(off).to_be_bytes());
+    h.extend_from_slice(&t.a_mem.keys.rkey.to_be_bytes());
+    h.extend_from_slice(&len.to_be_bytes());
+    h
+}
+
+impl Tm {
+    /// Add `tag` (every bit matched) with B's `len` bytes at `off` as its buffer; take the
+    /// ADD's completion.
+    fn tag(&mut self, wr_id: u64, tag: u64, off: usize, len: usize) {
+        let sge = self.b_mem.sge(off, len);
+        self.ops(vec![add(wr_id, tag, !0, sge)]).unwrap();
+        self.one(true);
+    }
+}
+
+/// A rendezvous request longer than one packet (TMH, RVH and an application header past
+/// the path MTU: FIRST, MIDDLE, LAST, one of them lost and resent) is served as a
+/// one-packet one: the headers of its FIRST packet match the tag (`TM_MATCH`), the rest of
+/// the message is acknowledged and dropped as the application header a matched rendezvous
+/// never delivers, then the device READs the RVH's buffer (`TM_DATA_VALID`) and sends the
+/// FIN — not an unexpected message in an SRQ receive.
+#[test]
+fn a_rendezvous_request_of_several_packets_is_served_as_one() {
+    let mut t = Tm::new(18, 8);
+    lose_to(&mut t.fabric, t.b, |n| n == 2);
+    let data = pattern(4, 3000);
+    t.a_mem.write(16384, &data);
+    let a_qp = t.a_qp;
+    let fin_buf = t.a_mem.sge(32768, 64);
+    let fin = RecvWr {
+        wr_id: 44,
+        sg_list: vec![fin_buf],
+    };
+    t.fabric.node_mut(t.a).post_recv(a_qp, &[fin]).unwrap();
+    // An ordinary receive too: were the request taken as unexpected, it would land here.
+    t.srq_recv(50, 40000, 4096);
+    t.tag(7, 0x77, 4096, 8192);
+    let header = rndv_headers(&t, 0x77, 5, 16384, 3000);
+    t.send(1, &header, &pattern(1, 2100));
+    let a = t.completions(false, 2);
+    assert_eq!(a.len(), 2, "{a:?}");
+    assert_eq!((a[0].wr_id, a[0].status), (1, WcStatus::Success));
+    assert_eq!((a[1].wr_id, a[1].byte_len), (44, TMH_LEN as u32));
+    assert_eq!(t.a_mem.read(32768, TMH_LEN), tmh(TmhOp::Fin, 0x77, 0));
+    let b = t.completions(true, 2);
+    assert_eq!(b.len(), 2, "{b:?}");
+    assert_eq!(
+        (
+            b[0].opcode,
+            b[0].wr_id,
+            b[0].wc_flags,
+            b[0].tm_tag,
+            b[0].tm_priv
+        ),
+        (WcOpcode::TmRecv, 7, WcFlags::TM_MATCH, 0x77, 5)
+    );
+    assert_eq!(
+        (b[1].opcode, b[1].wr_id, b[1].wc_flags, b[1].byte_len),
+        (WcOpcode::TmRecv, 7, WcFlags::TM_DATA_VALID, 3000)
+    );
+    assert_eq!(t.b_mem.read(4096, 3000), data);
+    let srq = t.b_srq;
+    assert_eq!(
+        t.b().srq_len(srq).unwrap(),
+        1,
+        "the SRQ receive is untouched"
+    );
+}
+
+/// A rendezvous request of several packets that never ends (its FIRST matched, the rest
+/// lost) holds its tag until the QP stops: moved to ERR, the tag completes
+/// `IBV_WC_WR_FLUSH_ERR` on the SRQ's CQ; nothing was READ.
+#[test]
+fn a_broken_rendezvous_request_completes_its_tag_in_error() {
+    let mut t = Tm::new(19, 8);
+    t.tag(7, 0x77, 4096, 8192);
+    let header = rndv_headers(&t, 0x77, 0, 16384, 3000);
+    t.a_mem.write(16384, &pattern(2, 3000));
+    // Everything after the FIRST is lost.
+    lose_to(&mut t.fabric, t.b, |n| n >= 2);
+    t.send(1, &header, &pattern(1, 2100));
+    let b = t.completions(true, 1);
+    assert_eq!(
+        (b[0].opcode, b[0].wr_id, b[0].wc_flags),
+        (WcOpcode::TmRecv, 7, WcFlags::TM_MATCH)
+    );
+    let b_qp = t.b_qp;
+    let attr = QpAttr {
+        qp_state: QpState::Err,
+        ..QpAttr::default()
+    };
+    t.b().modify_qp(b_qp, &attr, QpAttrMask::STATE).unwrap();
+    let b = t.completions(true, 1);
+    assert_eq!(
+        (b[0].opcode, b[0].wr_id, b[0].status),
+        (WcOpcode::TmRecv, 7, WcStatus::WrFlushErr)
+    );
+    assert_eq!(t.b_mem.read(4096, 16), [0; 16], "nothing was READ");
+}
+
+/// A rendezvous request of several packets broken by a malformed continuation (a second
+/// FIRST where its MIDDLE or LAST should be) is an invalid request like any other: NAKed,
+/// B's QP in ERR, and its matched tag completes with `IBV_WC_REM_INV_REQ_ERR` on the SRQ's
+/// CQ after its `TM_MATCH`; nothing is READ.
+#[test]
+fn a_malformed_rendezvous_continuation_completes_its_tag_in_error() {
+    let mut t = Tm::new(20, 8);
+    t.tag(7, 0x77, 4096, 8192);
+    let mut first = rndv_headers(&t, 0x77, 0, 16384, 3000);
+    first.resize(1024, 0);
+    let psn = Psn::new(0x00ff_fff0);
+    let (a, b, qpn) = (t.a, t.b, t.b_qpn);
+    let mut send = |psn: Psn| {
+        let mut bth = BthRepr::new(Opcode::RC_SEND_FIRST, qpn, psn);
+        bth.ack_req = true;
+        let repr = RoceRepr::new(bth, ExtRepr::default(), first.len());
+        inject(&mut t.fabric, a, b, &repr, &first).and_then(|(_, s)| s)
+    };
+    assert_eq!(send(psn), Some(Syndrome::ACK));
+    assert_eq!(
+        send(psn.next()),
+        Some(Syndrome::Nak(NakCode::InvalidRequest))
+    );
+    let b_qp = t.b_qp;
+    assert_eq!(t.b().qp_state(b_qp).unwrap(), QpState::Err);
+    let w = t.completions(true, 3);
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert_eq!((w[0].wr_id, w[0].wc_flags), (7, WcFlags::TM_MATCH));
+    assert_eq!(
+        (w[1].opcode, w[1].wr_id, w[1].status),
+        (WcOpcode::TmRecv, 7, WcStatus::RemInvReqErr)
+    );
+    assert_eq!(t.b_mem.read(4096, 16), [0; 16], "nothing was READ");
 }

@@ -41,17 +41,8 @@ fn uc_loss_drops_the_rest_of_the_message_and_the_next_one_arrives() {
         qp_type: QpType::Uc,
         ..Options::default()
     });
-    let b_ip = pair.fabric.addr(pair.b.node);
-    let mut n = 0;
-    pair.fabric.set_filter(move |d| {
-        if d.dst.ip() == b_ip {
-            n += 1;
-            if n == 2 {
-                return FilterAction::Drop;
-            }
-        }
-        FilterAction::Pass
-    });
+    let b = pair.b.node;
+    lose_to(&mut pair.fabric, b, |n| n == 2);
     pair.post_recv('b', 1, 0, 4096);
     pair.post_recv('b', 2, 4096, 4096);
     let first = pair.send_wr('a', 1, 0, 3000); // 3 packets, the middle one lost
@@ -201,6 +192,46 @@ fn srq_feeds_receives_and_fires_its_limit_once_per_arming() {
     );
     assert_eq!(pair.hca('b').query_srq(srq).unwrap().srq_limit, 0);
     pair.hca('b').ack_async_event(&ev).unwrap();
+}
+
+/// ibv_modify_qp(3): a QP moved to ERR completes its outstanding WRs with
+/// IBV_WC_WR_FLUSH_ERR — the receive an SRQ-attached QP took for a message it was in the
+/// middle of too (taken from the SRQ, it is no longer the SRQ's to keep), before its
+/// LAST_WQE_REACHED; the SRQ's other receives stay posted.
+#[test]
+fn a_receive_taken_from_the_srq_mid_message_is_flushed_with_the_qp() {
+    let mut pair = Pair::new(Options {
+        srq: true,
+        ..Options::default()
+    });
+    pair.post_recv('b', 1, 0, 4096);
+    pair.post_recv('b', 2, 4096, 4096);
+    let b = pair.b.node;
+    lose_to(&mut pair.fabric, b, |n| n >= 2);
+    let wr = pair.send_wr('a', 9, 0, 3000);
+    pair.post_send('a', wr);
+    // The FIRST arrives (its ACK is coalesced away), the rest never does.
+    let _ = pair.completions('b', 1, Duration::from_millis(2));
+    let (qp, srq) = (pair.b.qp, pair.b.srq.unwrap());
+    let attr = QpAttr {
+        qp_state: QpState::Err,
+        ..QpAttr::default()
+    };
+    pair.hca('b')
+        .modify_qp(qp, &attr, QpAttrMask::STATE)
+        .unwrap();
+    let w = pair.poll('b');
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert_eq!(
+        (w[0].wr_id, w[0].status, w[0].opcode),
+        (1, WcStatus::WrFlushErr, WcOpcode::Recv)
+    );
+    let ev = pair.hca('b').get_async_event().unwrap();
+    assert_eq!(
+        (ev.event_type, ev.element),
+        (EventType::QpLastWqeReached, EventElement::Qp(qp))
+    );
+    assert_eq!(pair.hca('b').srq_len(srq).unwrap(), 1);
 }
 
 #[test]

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use common::*;
 use softroce_emu::core::*;
-use softroce_emu::sim::{Fabric, FilterAction};
-use softroce_wire::{Gid, Mtu, Psn, Qpn};
+use softroce_emu::sim::Fabric;
+use softroce_wire::{BthRepr, ExtRepr, NakCode, Opcode, Psn, Qpn, RethRepr, RoceRepr, Syndrome};
 
 const LONG: Duration = Duration::from_secs(10);
 
@@ -22,17 +22,12 @@ struct Xrc {
     a_mem: Memory,
     b_mem: Memory,
     b_cq: CqHandle,
+    b_pd: PdHandle,
     b_xrcd: XrcdHandle,
     b_srq: SrqHandle,
     b_srqn: u32,
+    b_qp: QpHandle,
     b_tgt: Qpn,
-}
-
-fn hca(ip: &str, seed: u64) -> Hca {
-    let mut cfg = HcaConfig::new(format!("dev-{ip}"), ip.parse().unwrap());
-    cfg.seed = seed;
-    cfg.link_mtu = 9000;
-    Hca::new(cfg)
 }
 
 fn access() -> AccessFlags {
@@ -42,28 +37,11 @@ fn access() -> AccessFlags {
         | AccessFlags::REMOTE_ATOMIC
 }
 
-fn bring_up(h: &mut Hca, qp: QpHandle, qp_type: QpType, remote_ip: &str, remote_qpn: u32) {
-    let bringup = QpBringup {
-        mtu: Mtu::Mtu1024,
-        timeout: 8,
-        ..QpBringup::new(qp_type)
-    };
-    let psn = Psn::new(0x00ff_fff0);
-    let peer = QpPeer {
-        qpn: remote_qpn,
-        psn,
-        av: AhAttr::new(Gid::from_ip(remote_ip.parse().unwrap()), 0),
-    };
-    bringup.to_rts(h, qp, &peer, psn).unwrap();
-}
-
 impl Xrc {
     fn new(seed: u64) -> Self {
         let mut fabric = Fabric::new(seed);
-        let mut ha = hca(A_IP, seed);
-        let a_pd = ha.alloc_pd().unwrap();
-        let (a_cq, _) = ha.create_cq(64, None, 0, 0).unwrap();
-        let a_mem = register(&mut ha, a_pd, 1 << 16, access());
+        let mut ha = device(A_IP, seed);
+        let (a_pd, a_cq, a_mem) = end(&mut ha, access());
         let (a_qp, a_qpn, _) = ha
             .create_qp(
                 a_pd,
@@ -78,10 +56,8 @@ impl Xrc {
                 },
             )
             .unwrap();
-        let mut hb = hca(B_IP, seed + 1);
-        let b_pd = hb.alloc_pd().unwrap();
-        let (b_cq, _) = hb.create_cq(64, None, 0, 0).unwrap();
-        let b_mem = register(&mut hb, b_pd, 1 << 16, access());
+        let mut hb = device(B_IP, seed + 1);
+        let (b_pd, b_cq, b_mem) = end(&mut hb, access());
         let b_xrcd = hb.open_xrcd();
         let srq_attr = SrqAttr {
             max_wr: 32,
@@ -104,17 +80,30 @@ impl Xrc {
             a_mem,
             b_mem,
             b_cq,
+            b_pd,
             b_xrcd,
             b_srq,
             b_srqn,
+            b_qp,
             b_tgt,
         }
     }
 
+    /// Post a receive of B's `len` bytes at `off` to the XRC SRQ.
+    fn srq_recv(&mut self, wr_id: u64, off: usize, len: usize) {
+        let (srq, sge) = (self.b_srq, self.b_mem.sge(off, len));
+        let recv = RecvWr {
+            wr_id,
+            sg_list: vec![sge],
+        };
+        self.fabric
+            .node_mut(self.b)
+            .post_srq_recv(srq, &[recv])
+            .unwrap();
+    }
+
     fn post(&mut self, wr: SendWr) {
-        let qp = self.a_qp;
-        // SAFETY: no inline data.
-        unsafe { self.fabric.node_mut(self.a).post_send(qp, &[wr]) }.unwrap();
+        post_one(&mut self.fabric, self.a, self.a_qp, wr);
     }
 
     /// Drive until `cq` of `node` has `n` completions.
@@ -124,17 +113,7 @@ impl Xrc {
         } else {
             (self.a, self.a_cq)
         };
-        let mut got = Vec::new();
-        let mut wcs = [WorkCompletion::success(0, 0, WcOpcode::Send, 0); 8];
-        let deadline = self.fabric.elapsed() + LONG;
-        while got.len() < n && self.fabric.elapsed() < deadline {
-            let k = self.fabric.node_mut(node).poll_cq(cq, &mut wcs).unwrap();
-            got.extend_from_slice(&wcs[..k]);
-            if k == 0 && !self.fabric.step() {
-                break;
-            }
-        }
-        got
+        drive(&mut self.fabric, node, cq, n, LONG)
     }
 }
 
@@ -144,23 +123,8 @@ impl Xrc {
 #[test]
 fn a_send_survives_loss_and_lands_in_the_named_srq() {
     let mut x = Xrc::new(3);
-    let b_ip = x.fabric.addr(x.b);
-    let mut n = 0;
-    x.fabric.set_filter(move |d| {
-        if d.dst.ip() == b_ip {
-            n += 1;
-            if n == 2 {
-                return FilterAction::Drop;
-            }
-        }
-        FilterAction::Pass
-    });
-    let (srq, sge) = (x.b_srq, x.b_mem.sge(0, 4096));
-    let recv = RecvWr {
-        wr_id: 9,
-        sg_list: vec![sge],
-    };
-    x.fabric.node_mut(x.b).post_srq_recv(srq, &[recv]).unwrap();
+    lose_to(&mut x.fabric, x.b, |n| n == 2);
+    x.srq_recv(9, 0, 4096);
     let data = pattern(5, 3000);
     x.a_mem.write(0, &data);
     let mut wr = SendWr::new(1, WrOpcode::Send);
@@ -260,4 +224,226 @@ fn a_write_to_a_region_outside_the_srqs_pd_is_a_remote_access_error() {
     let a = x.completions(false, 1);
     assert_eq!(a[0].status, WcStatus::RemAccessErr);
     assert_eq!(elsewhere.read(0, 9), vec![0; 9]);
+}
+
+impl Xrc {
+    /// A second XRC SRQ of B's domain (B's PD, a CQ of its own), one 4 KiB receive posted
+    /// at `off`: its handle, number and CQ.
+    fn second_srq(&mut self, wr_id: u64, off: usize) -> (SrqHandle, u32, CqHandle) {
+        let (b, pd, xrcd) = (self.b, self.b_pd, self.b_xrcd);
+        let sge = self.b_mem.sge(off, 4096);
+        let h = self.fabric.node_mut(b);
+        let (cq, _) = h.create_cq(16, None, 0, 0).unwrap();
+        let attr = SrqAttr {
+            max_wr: 4,
+            max_sge: 1,
+            srq_limit: 0,
+        };
+        let (srq, _) = h.create_xrc_srq(pd, xrcd, cq, attr, 0).unwrap();
+        let srqn = h.srq_num(srq).unwrap();
+        let recv = RecvWr {
+            wr_id,
+            sg_list: vec![sge],
+        };
+        h.post_srq_recv(srq, &[recv]).unwrap();
+        (srq, srqn, cq)
+    }
+
+    /// Hand B's target QP an XRC request from A (`payload_len` bytes of 0x5a) at `psn`,
+    /// naming `srqn`: B's answer, if it gave one.
+    fn inject(&mut self, op: Opcode, psn: Psn, srqn: u32, payload_len: usize) -> Option<Syndrome> {
+        let mut bth = BthRepr::new(op, self.b_tgt, psn);
+        bth.ack_req = true;
+        let ext = ExtRepr {
+            xrceth: Some(srqn),
+            ..ExtRepr::default()
+        };
+        let repr = RoceRepr::new(bth, ext, payload_len);
+        let payload = vec![0x5a; payload_len];
+        inject(&mut self.fabric, self.a, self.b, &repr, &payload)?.1
+    }
+}
+
+/// The packets of one SEND name one XRC SRQ: a LAST naming another SRQ of the domain than
+/// its FIRST did is a malformed continuation (NAK invalid request, the target QP in ERR, as
+/// for a LAST without a FIRST); nothing completes successfully, the receive the FIRST took
+/// completes in error on its own SRQ's CQ, and the other SRQ (with a CQ of its own) keeps
+/// its receive and sees nothing.
+#[test]
+fn a_send_whose_packets_name_different_srqs_is_an_invalid_request() {
+    let mut x = Xrc::new(7);
+    let srqn = x.b_srqn;
+    x.srq_recv(1, 0, 4096);
+    let (other, other_n, other_cq) = x.second_srq(2, 8192);
+    let psn = Psn::new(0x00ff_fff0);
+    assert_eq!(
+        x.inject(Opcode::XRC_SEND_FIRST, psn, srqn, 1024),
+        Some(Syndrome::ACK)
+    );
+    assert_eq!(
+        x.inject(Opcode::XRC_SEND_LAST, psn.next(), other_n, 100),
+        Some(Syndrome::Nak(NakCode::InvalidRequest))
+    );
+    let qp = x.b_qp;
+    assert_eq!(x.fabric.node_mut(x.b).qp_state(qp).unwrap(), QpState::Err);
+    let b = x.completions(true, 2);
+    assert_eq!(b.len(), 1, "{b:?}");
+    assert_eq!(
+        (b[0].wr_id, b[0].status, b[0].qp_num),
+        (1, WcStatus::RemInvReqErr, x.b_tgt.value())
+    );
+    let h = x.fabric.node_mut(x.b);
+    assert_eq!(h.srq_len(other).unwrap(), 1);
+    let mut wcs = [WorkCompletion::success(0, 0, WcOpcode::Send, 0); 2];
+    assert_eq!(
+        h.poll_cq(other_cq, &mut wcs).unwrap(),
+        0,
+        "nothing on its CQ"
+    );
+    assert_eq!(
+        x.b_mem.read(1024, 100),
+        vec![0; 100],
+        "the LAST was not placed"
+    );
+    assert_eq!(x.b_mem.read(8192, 100), vec![0; 100]);
+}
+
+/// The same SRQ named by every packet is an ordinary three-packet SEND (the check above
+/// refuses only a change).
+#[test]
+fn a_send_whose_packets_name_one_srq_is_received() {
+    let mut x = Xrc::new(8);
+    let srqn = x.b_srqn;
+    x.srq_recv(1, 0, 4096);
+    let psn = Psn::new(0x00ff_fff0);
+    assert_eq!(
+        x.inject(Opcode::XRC_SEND_FIRST, psn, srqn, 1024),
+        Some(Syndrome::ACK)
+    );
+    let middle = x.inject(Opcode::XRC_SEND_MIDDLE, psn.next(), srqn, 1024);
+    assert_eq!(middle, Some(Syndrome::ACK));
+    let last = x.inject(Opcode::XRC_SEND_LAST, psn.next().next(), srqn, 100);
+    assert_eq!(last, Some(Syndrome::ACK));
+    let b = x.completions(true, 1);
+    assert_eq!(
+        (b[0].wr_id, b[0].status, b[0].byte_len),
+        (1, WcStatus::Success, 2148)
+    );
+    assert_eq!(x.b_mem.read(0, 2148), vec![0x5a; 2148]);
+}
+
+/// ibv_create_qp(3), ibv_get_async_event(3): a QP whose receives come from SRQs raises
+/// IBV_EVENT_QP_LAST_WQE_REACHED when it enters ERR — an XRC target as well (its XRC SRQs
+/// are shared, not flushed), once per entry into ERR.
+#[test]
+fn an_xrc_target_entering_err_raises_last_wqe_reached() {
+    let mut x = Xrc::new(9);
+    let (b, qp) = (x.b, x.b_qp);
+    let h = x.fabric.node_mut(b);
+    let attr = QpAttr {
+        qp_state: QpState::Err,
+        ..QpAttr::default()
+    };
+    h.modify_qp(qp, &attr, QpAttrMask::STATE).unwrap();
+    let ev = h.get_async_event().unwrap();
+    assert_eq!(
+        (ev.event_type, ev.element),
+        (EventType::QpLastWqeReached, EventElement::Qp(qp))
+    );
+    h.ack_async_event(&ev).unwrap();
+    h.modify_qp(qp, &attr, QpAttrMask::STATE).unwrap();
+    assert!(h.get_async_event().is_err(), "once per entry into ERR");
+    // An invalid request moves a target to ERR too: its QP_REQ_ERR, then LAST_WQE_REACHED.
+    let mut x = Xrc::new(10);
+    let mut wr = SendWr::new(1, WrOpcode::Send);
+    wr.sg_list = vec![x.a_mem.sge(0, 8)];
+    wr.xrc_remote_srqn = 0x00ab_cdef;
+    x.post(wr);
+    assert_eq!(x.completions(false, 1)[0].status, WcStatus::RemInvReqErr);
+    let (b, qp) = (x.b, x.b_qp);
+    let h = x.fabric.node_mut(b);
+    let events: Vec<_> = (0..4)
+        .map_while(|_| h.get_async_event().ok())
+        .map(|e| (e.event_type, e.element))
+        .collect();
+    assert_eq!(
+        events,
+        [
+            (EventType::QpReqErr, EventElement::Qp(qp)),
+            (EventType::QpLastWqeReached, EventElement::Qp(qp))
+        ]
+    );
+}
+
+/// The same rule for an RDMA WRITE of several packets: a MIDDLE naming another XRC SRQ of
+/// the domain than its FIRST did is NAKed as an invalid request and not written.
+#[test]
+fn a_write_whose_packets_name_different_srqs_is_an_invalid_request() {
+    let mut x = Xrc::new(11);
+    let (_, other_n, _) = x.second_srq(2, 8192);
+    let psn = Psn::new(0x00ff_fff0);
+    let first = {
+        let mut bth = BthRepr::new(Opcode::XRC_RDMA_WRITE_FIRST, x.b_tgt, psn);
+        bth.ack_req = true;
+        let ext = ExtRepr {
+            xrceth: Some(x.b_srqn),
+            reth: Some(RethRepr {
+                va: x.b_mem.addr(16384),
+                rkey: x.b_mem.keys.rkey,
+                dma_len: 3000,
+            }),
+            ..ExtRepr::default()
+        };
+        RoceRepr::new(bth, ext, 1024)
+    };
+    let (a, b) = (x.a, x.b);
+    let ack = inject(&mut x.fabric, a, b, &first, &[0x5a; 1024]).and_then(|(_, s)| s);
+    assert_eq!(ack, Some(Syndrome::ACK));
+    assert_eq!(
+        x.inject(Opcode::XRC_RDMA_WRITE_MIDDLE, psn.next(), other_n, 1024),
+        Some(Syndrome::Nak(NakCode::InvalidRequest))
+    );
+    assert_eq!(x.b_mem.read(16384, 1024), vec![0x5a; 1024], "the FIRST");
+    assert_eq!(x.b_mem.read(17408, 1024), vec![0; 1024], "not the MIDDLE");
+    let qp = x.b_qp;
+    assert_eq!(x.fabric.node_mut(b).qp_state(qp).unwrap(), QpState::Err);
+}
+
+/// ibv_modify_qp(3): an XRC target moved to ERR in the middle of a SEND completes the
+/// receive that SEND took with IBV_WC_WR_FLUSH_ERR on the CQ of the SRQ its FIRST named
+/// (not of an SRQ a stray later packet named), then raises LAST_WQE_REACHED.
+#[test]
+fn a_target_moved_to_err_mid_message_flushes_the_receive_it_took() {
+    let mut x = Xrc::new(12);
+    x.srq_recv(1, 0, 4096);
+    let (_, other_n, other_cq) = x.second_srq(2, 8192);
+    let psn = Psn::new(0x00ff_fff0);
+    let first = x.inject(Opcode::XRC_SEND_FIRST, psn, x.b_srqn, 1024);
+    assert_eq!(first, Some(Syndrome::ACK));
+    // Out of sequence, naming the other SRQ: NAKed for its PSN, and no say in the message.
+    let stray = x.inject(Opcode::XRC_SEND_LAST, psn.add(5), other_n, 100);
+    assert_eq!(stray, Some(Syndrome::Nak(NakCode::PsnSequenceError)));
+    let (b, qp) = (x.b, x.b_qp);
+    let attr = QpAttr {
+        qp_state: QpState::Err,
+        ..QpAttr::default()
+    };
+    x.fabric
+        .node_mut(b)
+        .modify_qp(qp, &attr, QpAttrMask::STATE)
+        .unwrap();
+    let w = x.completions(true, 2);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert_eq!(
+        (w[0].wr_id, w[0].status, w[0].qp_num),
+        (1, WcStatus::WrFlushErr, x.b_tgt.value())
+    );
+    let h = x.fabric.node_mut(b);
+    let mut wcs = [WorkCompletion::success(0, 0, WcOpcode::Send, 0); 2];
+    assert_eq!(h.poll_cq(other_cq, &mut wcs).unwrap(), 0);
+    let ev = h.get_async_event().unwrap();
+    assert_eq!(
+        (ev.event_type, ev.element),
+        (EventType::QpLastWqeReached, EventElement::Qp(qp))
+    );
 }

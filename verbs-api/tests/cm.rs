@@ -3,40 +3,18 @@
 //! up, and disconnect; refusals say why; loss on CM traffic costs retries, never a second
 //! connection; connecting over and over leaks nothing.
 
-use std::net::SocketAddr;
+mod common;
+
 use std::time::Duration;
 
-use softroce_verbs::cm::{CmFailure, ConnectOptions, Connection, ConnectionManager};
+use common::{WAIT, device, listen_addr, options};
+use softroce_verbs::cm::{CmFailure, Connection, ConnectionManager};
 use softroce_verbs::{
     CompletionQueue, Context, Error, MemoryRegion, QpState, QpType, SendWr, WcOpcode, WcStatus,
     WrOpcode,
 };
 
-const WAIT: Duration = Duration::from_secs(20);
 const PORT: u16 = 7471;
-
-fn device(ip: &str) -> Context {
-    let mut cfg = softroce_emu::driver::DeviceConfig::new("cm", ip.parse().unwrap());
-    // UDP 4791 as RoCEv2 wants it, on addresses of its own per test: the CM reaches a
-    // peer's device on its own port.
-    cfg.pcap = None;
-    cfg.faults = None;
-    // Lost CM messages are retried after 64 ms instead of rdma_cm's 4 s.
-    cfg.cm_response_timeout = 14;
-    Context::open_emulated_with(cfg).unwrap()
-}
-
-fn listen_addr(ctx: &Context) -> SocketAddr {
-    SocketAddr::new(ctx.local_addr().unwrap().ip(), PORT)
-}
-
-fn options(private_data: &[u8]) -> ConnectOptions {
-    ConnectOptions {
-        private_data: private_data.to_vec(),
-        timeout: WAIT,
-        ..ConnectOptions::default()
-    }
-}
 
 /// A QP with its CQ and a 64-byte buffer, one receive posted into its first 16 bytes.
 struct Endpoint {
@@ -74,11 +52,11 @@ fn send_and_receive(conn: &Connection, ep: &Endpoint, msg: &[u8; 16]) -> Vec<u8>
 
 #[test]
 fn a_client_connects_exchanges_data_and_disconnects_and_both_sides_see_it() {
-    let (server, client) = (device("127.0.14.1"), device("127.0.14.2"));
+    let (server, client) = (device("cm", "127.0.14.1"), device("cm", "127.0.14.2"));
     let listener = server
         .connection_manager()
         .unwrap()
-        .listen(listen_addr(&server))
+        .listen(listen_addr(&server, PORT))
         .unwrap();
     let server_side = {
         let server = server.clone();
@@ -111,7 +89,7 @@ fn a_client_connects_exchanges_data_and_disconnects_and_both_sides_see_it() {
     let (ep, qp) = endpoint(&client);
     let cm = client.connection_manager().unwrap();
     let conn = cm
-        .connect(qp, listen_addr(&server), &options(b"hello"))
+        .connect(qp, listen_addr(&server, PORT), &options(b"hello"))
         .unwrap();
     assert_eq!(&conn.private_data()[..7], b"welcome");
     assert_eq!(conn.qp().state().unwrap(), QpState::Rts);
@@ -129,12 +107,12 @@ fn a_client_connects_exchanges_data_and_disconnects_and_both_sides_see_it() {
 
 #[test]
 fn connecting_to_a_port_nobody_listens_on_is_refused_at_once() {
-    let (server, client) = (device("127.0.14.3"), device("127.0.14.4"));
+    let (server, client) = (device("cm", "127.0.14.3"), device("cm", "127.0.14.4"));
     let (_ep, qp) = endpoint(&client);
     let err = client
         .connection_manager()
         .unwrap()
-        .connect(qp, listen_addr(&server), &options(&[]))
+        .connect(qp, listen_addr(&server, PORT), &options(&[]))
         .unwrap_err();
     match &err {
         Error::ConnectFailed {
@@ -149,11 +127,11 @@ fn connecting_to_a_port_nobody_listens_on_is_refused_at_once() {
 
 #[test]
 fn a_server_rejects_with_private_data_and_the_client_reads_it() {
-    let (server, client) = (device("127.0.14.5"), device("127.0.14.6"));
+    let (server, client) = (device("cm", "127.0.14.5"), device("cm", "127.0.14.6"));
     let listener = server
         .connection_manager()
         .unwrap()
-        .listen(listen_addr(&server))
+        .listen(listen_addr(&server, PORT))
         .unwrap();
     let server_side = std::thread::spawn(move || {
         let req = listener.get_request(WAIT).unwrap();
@@ -163,7 +141,7 @@ fn a_server_rejects_with_private_data_and_the_client_reads_it() {
     let err = client
         .connection_manager()
         .unwrap()
-        .connect(qp, listen_addr(&server), &options(&[]))
+        .connect(qp, listen_addr(&server, PORT), &options(&[]))
         .unwrap_err();
     let Error::ConnectFailed {
         failure: CmFailure::Rejected {
@@ -200,13 +178,13 @@ fn lossy_cm_plan(seed: u64) -> String {
 
 #[test]
 fn twenty_percent_loss_on_cm_traffic_still_connects_exactly_once_and_data_flows() {
-    let (server, client) = (device("127.0.14.7"), device("127.0.14.8"));
+    let (server, client) = (device("cm", "127.0.14.7"), device("cm", "127.0.14.8"));
     server.set_faults(Some(&lossy_cm_plan(3))).unwrap();
     client.set_faults(Some(&lossy_cm_plan(4))).unwrap();
     let listener = server
         .connection_manager()
         .unwrap()
-        .listen(listen_addr(&server))
+        .listen(listen_addr(&server, PORT))
         .unwrap();
     const ROUNDS: usize = 10;
     let server_side = {
@@ -231,7 +209,7 @@ fn twenty_percent_loss_on_cm_traffic_still_connects_exactly_once_and_data_flows(
     for i in 0..ROUNDS {
         let (ep, qp) = endpoint(&client);
         let conn = cm
-            .connect(qp, listen_addr(&server), &options(&[]))
+            .connect(qp, listen_addr(&server, PORT), &options(&[]))
             .unwrap_or_else(|e| panic!("round {i}: {e}"));
         ep.mr.write(32, &[i as u8; 16]).unwrap();
         let mut wr = SendWr::new(2, WrOpcode::Send);
@@ -267,11 +245,11 @@ fn open_fds() -> usize {
 
 #[test]
 fn three_hundred_connect_disconnect_cycles_leak_no_qps_or_fds() {
-    let (server, client) = (device("127.0.14.9"), device("127.0.14.10"));
+    let (server, client) = (device("cm", "127.0.14.9"), device("cm", "127.0.14.10"));
     let listener = server
         .connection_manager()
         .unwrap()
-        .listen(listen_addr(&server))
+        .listen(listen_addr(&server, PORT))
         .unwrap();
     const CYCLES: usize = 300;
     let server_side = {
@@ -291,7 +269,7 @@ fn three_hundred_connect_disconnect_cycles_leak_no_qps_or_fds() {
     for i in 0..CYCLES {
         let (_ep, qp) = endpoint(&client);
         let conn = cm
-            .connect(qp, listen_addr(&server), &options(&[]))
+            .connect(qp, listen_addr(&server, PORT), &options(&[]))
             .unwrap_or_else(|e| panic!("cycle {i}: {e}"));
         conn.disconnect(WAIT).unwrap();
         drop(conn);

@@ -4,10 +4,13 @@
 //! data goes both ways; a port nobody listens on, a rejecting server, a peer that never
 //! answers each end the resolution with an error that says which.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use common::{WAIT, device, listen_addr, options};
 use softroce_verbs::cm::{CmFailure, ConnectOptions, RDMA_UDP_QKEY};
 use softroce_verbs::grh::{GRH_LEN, parse_grh};
 use softroce_verbs::{
@@ -15,29 +18,7 @@ use softroce_verbs::{
     SendWr, WcOpcode, WcStatus, WrOpcode,
 };
 
-const WAIT: Duration = Duration::from_secs(20);
 const PORT: u16 = 7174;
-
-fn device(ip: &str) -> Context {
-    let mut cfg = softroce_emu::driver::DeviceConfig::new("cmud", ip.parse().unwrap());
-    cfg.pcap = None;
-    cfg.faults = None;
-    // A lost SIDR_REQ is retried after 64 ms instead of rdma_cm's 4 s.
-    cfg.cm_response_timeout = 14;
-    Context::open_emulated_with(cfg).unwrap()
-}
-
-fn listen_addr(ctx: &Context) -> SocketAddr {
-    SocketAddr::new(ctx.local_addr().unwrap().ip(), PORT)
-}
-
-fn options(private_data: &[u8]) -> ConnectOptions {
-    ConnectOptions {
-        private_data: private_data.to_vec(),
-        timeout: WAIT,
-        ..ConnectOptions::default()
-    }
-}
 
 /// A UD QP with rdma_cm's Q_Key, in RTS, its CQ and a buffer: receives (GRH area and
 /// 64 bytes each) in the first four slots, sends from offset 512.
@@ -94,13 +75,13 @@ fn receive(to: &Ud) -> (u32, Gid, Vec<u8>) {
 
 #[test]
 fn a_client_resolves_a_ud_listener_and_its_send_arrives_from_its_own_qp() {
-    let (server, client) = (device("127.0.23.1"), device("127.0.23.2"));
+    let (server, client) = (device("cmud", "127.0.23.1"), device("cmud", "127.0.23.2"));
     let listener = server
         .connection_manager()
         .unwrap()
-        .listen_ud(listen_addr(&server))
+        .listen_ud(listen_addr(&server, PORT))
         .unwrap();
-    assert_eq!(listener.local_addr(), listen_addr(&server));
+    assert_eq!(listener.local_addr(), listen_addr(&server, PORT));
     let (qpn_tx, qpn_rx) = mpsc::channel();
     let server_side = {
         let server = server.clone();
@@ -134,17 +115,17 @@ fn a_client_resolves_a_ud_listener_and_its_send_arrives_from_its_own_qp() {
     let c = ud(&client);
     let cm = client.connection_manager().unwrap();
     let peer = cm
-        .resolve_ud(&c.qp, listen_addr(&server), &options(b"who serves"))
+        .resolve_ud(&c.qp, listen_addr(&server, PORT), &options(b"who serves"))
         .unwrap();
     assert_eq!(peer.qpn(), qpn_rx.recv().unwrap(), "the server's QP");
     assert_eq!(peer.qkey(), RDMA_UDP_QKEY);
-    assert_eq!(peer.peer_addr(), listen_addr(&server));
+    assert_eq!(peer.peer_addr(), listen_addr(&server, PORT));
     assert_eq!(&peer.private_data()[..14], b"UD served here");
     assert_eq!(peer.private_data().len(), 136);
     send(&c, peer.target(), b"a datagram after SIDR");
     let (src_qp, sgid) = server_side.join().unwrap();
     assert_eq!(src_qp, c.qp.qpn(), "the receive names the sender's QP");
-    assert_eq!(sgid, Gid::from_ip(listen_addr(&client).ip()));
+    assert_eq!(sgid, Gid::from_ip(listen_addr(&client, PORT).ip()));
     let (from, _, data) = receive(&c);
     assert_eq!((from, data.as_slice()), (peer.qpn(), &b"and one back"[..]));
     // Nothing stays behind: SIDR exchanges end with their answer.
@@ -154,18 +135,18 @@ fn a_client_resolves_a_ud_listener_and_its_send_arrives_from_its_own_qp() {
 
 #[test]
 fn resolving_a_port_nobody_listens_on_is_refused_at_once() {
-    let (server, client) = (device("127.0.23.3"), device("127.0.23.4"));
+    let (server, client) = (device("cmud", "127.0.23.3"), device("cmud", "127.0.23.4"));
     let c = ud(&client);
     let cm = client.connection_manager().unwrap();
     // A TCP-space listener on the port is not a UDP one.
     let _rc = server
         .connection_manager()
         .unwrap()
-        .listen(listen_addr(&server))
+        .listen(listen_addr(&server, PORT))
         .unwrap();
     let started = Instant::now();
     let err = cm
-        .resolve_ud(&c.qp, listen_addr(&server), &options(b"anyone?"))
+        .resolve_ud(&c.qp, listen_addr(&server, PORT), &options(b"anyone?"))
         .unwrap_err();
     match &err {
         Error::ConnectFailed {
@@ -186,11 +167,11 @@ fn resolving_a_port_nobody_listens_on_is_refused_at_once() {
 
 #[test]
 fn a_server_that_rejects_sends_its_private_data_back() {
-    let (server, client) = (device("127.0.23.5"), device("127.0.23.6"));
+    let (server, client) = (device("cmud", "127.0.23.5"), device("cmud", "127.0.23.6"));
     let listener = server
         .connection_manager()
         .unwrap()
-        .listen_ud(listen_addr(&server))
+        .listen_ud(listen_addr(&server, PORT))
         .unwrap();
     let rejecter = std::thread::spawn(move || {
         let req = listener.get_request(WAIT).unwrap();
@@ -203,7 +184,7 @@ fn a_server_that_rejects_sends_its_private_data_back() {
     let cm = client.connection_manager().unwrap();
     for (ask, want) in [(&b"let me in"[..], &b"members only"[..]), (b"again", b"")] {
         let err = cm
-            .resolve_ud(&c.qp, listen_addr(&server), &options(ask))
+            .resolve_ud(&c.qp, listen_addr(&server, PORT), &options(ask))
             .unwrap_err();
         match err {
             Error::ConnectFailed {
@@ -224,7 +205,7 @@ fn a_server_that_rejects_sends_its_private_data_back() {
 #[test]
 fn a_resolution_nobody_answers_times_out_or_becomes_unreachable() {
     // No device at 127.0.23.9: the SIDR_REQs go unanswered.
-    let client = device("127.0.23.8");
+    let client = device("cmud", "127.0.23.8");
     let c = ud(&client);
     let cm = client.connection_manager().unwrap();
     let nobody: SocketAddr = "127.0.23.9:7174".parse().unwrap();
@@ -269,11 +250,11 @@ fn a_resolution_nobody_answers_times_out_or_becomes_unreachable() {
 
 #[test]
 fn only_ud_qps_resolve_and_answer() {
-    let (server, client) = (device("127.0.23.10"), device("127.0.23.11"));
+    let (server, client) = (device("cmud", "127.0.23.10"), device("cmud", "127.0.23.11"));
     let listener = server
         .connection_manager()
         .unwrap()
-        .listen_ud(listen_addr(&server))
+        .listen_ud(listen_addr(&server, PORT))
         .unwrap();
     let pd = client.alloc_pd().unwrap();
     let cq = client.create_cq(4, None).unwrap();
@@ -282,13 +263,13 @@ fn only_ud_qps_resolve_and_answer() {
     let rc = rc.handshake(e).unwrap();
     let cm = client.connection_manager().unwrap();
     let err = cm
-        .resolve_ud(&rc, listen_addr(&server), &options(&[]))
+        .resolve_ud(&rc, listen_addr(&server, PORT), &options(&[]))
         .unwrap_err();
     assert!(matches!(err, Error::Invalid { .. }), "{err:?}");
     let too_much = options(&[0; 181]);
     let c = ud(&client);
     let err = cm
-        .resolve_ud(&c.qp, listen_addr(&server), &too_much)
+        .resolve_ud(&c.qp, listen_addr(&server, PORT), &too_much)
         .unwrap_err();
     assert!(err.to_string().contains("at most 180"), "{err}");
     // A server answering with an RC QP is refused, and the requester learns of it.
@@ -327,7 +308,7 @@ fn server_addr_of(ip: &str) -> SocketAddr {
 #[cfg(feature = "tokio")]
 #[test]
 fn resolution_is_awaitable_on_tokio() {
-    let (server, client) = (device("127.0.23.12"), device("127.0.23.13"));
+    let (server, client) = (device("cmud", "127.0.23.12"), device("cmud", "127.0.23.13"));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -335,7 +316,7 @@ fn resolution_is_awaitable_on_tokio() {
     let listener = server
         .connection_manager()
         .unwrap()
-        .listen_ud(listen_addr(&server))
+        .listen_ud(listen_addr(&server, PORT))
         .unwrap();
     let (s, c) = (ud(&server), ud(&client));
     let cm = client.connection_manager().unwrap();
@@ -350,7 +331,7 @@ fn resolution_is_awaitable_on_tokio() {
                 assert_eq!(&req.private_data()[..5], b"async");
                 req.accept(&s.qp, b"awaited")
             },
-            cm.resolve_ud_async(&c.qp, listen_addr(&server), &opts)
+            cm.resolve_ud_async(&c.qp, listen_addr(&server, PORT), &opts)
         );
         answered.unwrap();
         let peer = resolved.unwrap();

@@ -198,7 +198,8 @@ fn atomic_write_through_the_wr_api() {
 /// XRC (ibv_open_xrcd(3), ibv_create_srq_ex(3), ibv_get_srq_num(3), ibv_create_qp_ex(3),
 /// ibv_open_qp(3), qp_type.xrc.remote_srqn, ibv_wr_set_xrc_srqn(3)): domains shared by file
 /// and busy while used, target QPs without queues, sends landing in the SRQ they name, an
-/// SRQ of another domain an invalid request, RDMA WRITE checked against the SRQ's PD.
+/// SRQ of another domain an invalid request, RDMA WRITE checked against the SRQ's PD, a
+/// target entering ERR raising IBV_EVENT_QP_LAST_WQE_REACHED (ibv_get_async_event(3)).
 #[test]
 fn man_pages_xrc() {
     run_c_program("man_xrc", "softroce0=127.78.18.15");
@@ -207,7 +208,8 @@ fn man_pages_xrc() {
 /// Tag matching (ibv_query_device_ex(3) tm_caps, ibv_create_cq_ex(3)
 /// IBV_WC_EX_WITH_TM_INFO, ibv_create_srq_ex(3) IBV_SRQT_TM, ibv_post_srq_ops(3)): the tag
 /// list and its limits and errors, EAGER matches, unexpected messages and the sync they
-/// require, NO_TAG, and a rendezvous read by the device and answered with a FIN.
+/// require, NO_TAG, and a rendezvous read by the device and answered with a FIN, in one
+/// packet or several.
 #[test]
 fn man_pages_tag_matching() {
     run_c_program("man_tag_matching", "softroce0=127.78.18.16");

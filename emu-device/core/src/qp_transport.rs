@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use softroce_wire::{Psn, Syndrome};
 
+use super::tm::{Rvh, TmTag};
 use super::types::{WcFlags, WcOpcode};
 use super::wr::RecvWr;
 
@@ -95,6 +96,14 @@ pub(crate) enum InProgress {
         len: u32,
         offset: u64,
     },
+    /// A rendezvous request of several packets whose FIRST matched `tag`: the rest is its
+    /// application header, dropped; its LAST starts the READ of `rvh` (see `tm_rndv`).
+    Rndv {
+        tag: TmTag,
+        rvh: Rvh,
+        /// The message's tag, which the FIN carries.
+        msg_tag: u64,
+    },
 }
 
 /// How the message being received through a tag matching SRQ completes: the opcode,
@@ -140,6 +149,9 @@ pub(crate) struct QpTransport {
     /// XRC target: the XRC SRQ the request being handled named (checked against the
     /// QP's domain); its PD, CQ and queue serve the request.
     pub(crate) xrc_srq: Option<super::handles::SrqHandle>,
+    /// XRC target: the XRC SRQ the FIRST packet of the message in progress named; its
+    /// MIDDLE and LAST packets must name the same.
+    pub(crate) xrc_msg_srq: Option<super::handles::SrqHandle>,
     pub(crate) resources: VecDeque<Resource>,
     /// Answers owed while READ responses are being sent (bounded: `replies_cap`).
     pub(crate) replies: VecDeque<Reply>,

@@ -2,12 +2,13 @@
 //! registered buffer and one QP, connected to the other side.
 #![allow(dead_code, unreachable_pub)]
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use softroce_emu::core::*;
-use softroce_emu::sim::{Fabric, NodeId};
-use softroce_wire::{Gid, Mtu, Psn};
+use softroce_emu::sim::{Fabric, FilterAction, NodeId};
+use softroce_wire::icrc::{self, ROCE_V2_PORT, UdpEndpoints};
+use softroce_wire::{Gid, Mtu, Opcode, Psn, RocePacket, RoceRepr, Syndrome};
 
 pub const A_IP: &str = "127.0.0.1";
 pub const B_IP: &str = "127.0.0.2";
@@ -308,4 +309,127 @@ pub fn pattern(seed: u8, len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
         .collect()
+}
+
+/// A device at `ip` as the fixtures that build their own QPs make it (a 9000-byte link).
+pub fn device(ip: &str, seed: u64) -> Hca {
+    let mut cfg = HcaConfig::new(format!("dev-{ip}"), ip.parse().unwrap());
+    cfg.seed = seed;
+    cfg.link_mtu = 9000;
+    Hca::new(cfg)
+}
+
+/// One end of such a fixture: a PD, a 64-entry CQ and 64 KiB registered with `access`.
+pub fn end(hca: &mut Hca, access: AccessFlags) -> (PdHandle, CqHandle, Memory) {
+    let pd = hca.alloc_pd().unwrap();
+    let (cq, _) = hca.create_cq(64, None, 0, 0).unwrap();
+    let mem = register(hca, pd, 1 << 16, access);
+    (pd, cq, mem)
+}
+
+/// Bring `qp` (of `qp_type`) to RTS at MTU 1024 toward `remote_qpn` at `remote_ip`, PSNs
+/// near the 24-bit wrap, the QP's access flags as `QpBringup` sets them.
+pub fn bring_up(hca: &mut Hca, qp: QpHandle, qp_type: QpType, remote_ip: &str, remote_qpn: u32) {
+    let bringup = QpBringup {
+        mtu: Mtu::Mtu1024,
+        timeout: 8,
+        ..QpBringup::new(qp_type)
+    };
+    let psn = Psn::new(0x00ff_fff0);
+    let peer = QpPeer {
+        qpn: remote_qpn,
+        psn,
+        av: AhAttr::new(Gid::from_ip(remote_ip.parse().unwrap()), 0),
+    };
+    bringup.to_rts(hca, qp, &peer, psn).unwrap();
+}
+
+/// Post one WR (no inline data) on `qp` of `node`.
+pub fn post_one(fabric: &mut Fabric<Hca>, node: NodeId, qp: QpHandle, wr: SendWr) {
+    // SAFETY: callers post no inline data.
+    unsafe { fabric.node_mut(node).post_send(qp, &[wr]) }.unwrap();
+}
+
+/// Drive `fabric` until `cq` of `node` has `n` completions (polled and returned), nothing is
+/// left to run, or `limit` of virtual time has passed.
+pub fn drive(
+    fabric: &mut Fabric<Hca>,
+    node: NodeId,
+    cq: CqHandle,
+    n: usize,
+    limit: Duration,
+) -> Vec<WorkCompletion> {
+    let mut got = Vec::new();
+    let mut wcs = [WorkCompletion::success(0, 0, WcOpcode::Send, 0); 8];
+    let deadline = fabric.elapsed() + limit;
+    for _ in 0..2_000_000 {
+        if got.len() >= n || fabric.elapsed() >= deadline {
+            break;
+        }
+        let k = fabric.node_mut(node).poll_cq(cq, &mut wcs).unwrap();
+        got.extend_from_slice(&wcs[..k]);
+        if k == 0 && !fabric.step() {
+            break;
+        }
+    }
+    got
+}
+
+/// Hand `to` a request made by hand as if `from` sent it (`payload` after the headers of
+/// `repr`, ICRC set), at the fabric's time: the opcode and AETH syndrome of `to`'s answer,
+/// if it gave one at once.
+pub fn inject(
+    fabric: &mut Fabric<Hca>,
+    from: NodeId,
+    to: NodeId,
+    repr: &RoceRepr,
+    payload: &[u8],
+) -> Option<(Opcode, Option<Syndrome>)> {
+    let (src, dst) = (fabric.addr(from), fabric.addr(to));
+    let mut data = vec![0u8; repr.buffer_len()];
+    repr.emit_with_payload(payload, &mut data).unwrap();
+    let ep = UdpEndpoints {
+        src,
+        dst,
+        src_port: ROCE_V2_PORT,
+        dst_port: ROCE_V2_PORT,
+    };
+    icrc::set_icrc_for_udp_socket(&ep, &mut data).unwrap();
+    let now = fabric.now();
+    let hca = fabric.node_mut(to);
+    hca.handle_datagram(
+        now,
+        IncomingDatagram {
+            src: SocketAddr::new(src, ROCE_V2_PORT),
+            dst,
+            payload: &data,
+        },
+    );
+    let mut out = Vec::new();
+    let _answer = hca.poll_transmit(now, &mut out)?;
+    let answer = RocePacket::new_checked(&out[..]).unwrap();
+    let syndrome = answer.aeth().map(|a| Syndrome::from_byte(a.syndrome_raw()));
+    Some((answer.bth().opcode(), syndrome))
+}
+
+/// Lose the datagrams to `to` whose number (from 1, in the order the fabric carries them)
+/// `lost` picks; the rest pass.
+pub fn lose_to(
+    fabric: &mut Fabric<Hca>,
+    to: NodeId,
+    lost: impl Fn(usize) -> bool + Send + 'static,
+) {
+    let ip = fabric.addr(to);
+    let mut n = 0;
+    fabric.set_filter(move |d| {
+        if d.dst.ip() != ip {
+            return FilterAction::Pass;
+        }
+        n += 1;
+        if lost(n) {
+            FilterAction::Drop
+        } else {
+            FilterAction::Pass
+        }
+    });
 }

@@ -23,7 +23,9 @@
  *  - NO_TAG: an ordinary receive, header included, IBV_WC_TM_NO_TAG.
  *  - RNDV: IBV_WC_TM_RECV with IBV_WC_TM_MATCH, then the device reads rvh.len bytes at
  *    (rvh.va, rvh.rkey) into the tag's buffer and completes IBV_WC_TM_DATA_VALID; the sender
- *    receives a FIN (TMH opcode IBV_TMH_FIN with the tag) after its SEND completed.
+ *    receives a FIN (TMH opcode IBV_TMH_FIN with the tag) after its SEND completed. A
+ *    RNDV request of several packets (an application header past the path MTU) is served
+ *    the same way: its headers are in its first packet.
  * Prints "N failures". */
 #include "common.h"
 #include <endian.h>
@@ -250,6 +252,39 @@ int main(void)
 	struct ibv_tmh fin;
 	memcpy(&fin, buf + 4096, sizeof(fin));
 	CHECK(fin.opcode == IBV_TMH_FIN && be64toh(fin.tag) == 0x77, "FIN opcode %d tag %#llx",
+	      fin.opcode, (unsigned long long)be64toh(fin.tag));
+
+	/* A RNDV request longer than the path MTU (1024 here): TMH, RVH and a 2000-byte
+	 * application header, three packets. Its headers in the first packet match tag 0x78 as
+	 * a one-packet request would (not unexpected): MATCH, the READ, DATA_VALID, FIN. */
+	struct ibv_sge t3 = {(uintptr_t)(buf + 10240), 1024, mr->lkey};
+	struct ibv_ops_wr a4 = add_op(4, 0x78, ~0ULL, &t3);
+	CHECK(ops(srq, &a4, &bad) == 0 && poll_ex(scq, &e) && e.opcode == IBV_WC_TM_ADD &&
+		      e.flags == 0,
+	      "ADD tag 0x78 (flags %#x)", e.flags);
+	memset(buf + 4096, 0, sizeof(fin));
+	CHECK(ibv_post_recv(cqp, &fwr, &rbad) == 0, "post_recv for the second FIN");
+	for (int i = 0; i < 1000; i++)
+		buf[24576 + i] = (char)(i * 13 + 1);
+	put_tmh(buf, IBV_TMH_RNDV, 0x78, 10);
+	memcpy(buf + 16, &rvh, sizeof(rvh));
+	memset(buf + 32, 'h', 2000);
+	ss.length = 2032;
+	CHECK(ibv_post_send(cqp, &swr, &sbad) == 0, "RNDV send of three packets");
+	CHECK(poll_ex(scq, &e) && e.opcode == IBV_WC_TM_RECV && e.wr_id == 4 &&
+		      e.flags == IBV_WC_TM_MATCH && e.tm.tag == 0x78 && e.tm.priv == 10,
+	      "long RNDV: IBV_WC_TM_RECV with IBV_WC_TM_MATCH (wr_id %llu flags %#x)",
+	      (unsigned long long)e.wr_id, e.flags);
+	CHECK(poll_ex(scq, &e) && e.opcode == IBV_WC_TM_RECV && e.wr_id == 4 &&
+		      e.flags == IBV_WC_TM_DATA_VALID && e.byte_len == 1000,
+	      "long RNDV: then IBV_WC_TM_DATA_VALID (flags %#x len %u)", e.flags, e.byte_len);
+	CHECK(memcmp(buf + 10240, buf + 24576, 1000) == 0, "the READ filled tag 0x78's buffer");
+	CHECK(poll_n(ccq, wc, 2) == 2 && wc[0].opcode == IBV_WC_SEND &&
+		      wc[0].status == IBV_WC_SUCCESS && wc[1].opcode == IBV_WC_RECV &&
+		      wc[1].wr_id == 70,
+	      "the sender: its long SEND, then the FIN");
+	memcpy(&fin, buf + 4096, sizeof(fin));
+	CHECK(fin.opcode == IBV_TMH_FIN && be64toh(fin.tag) == 0x78, "FIN opcode %d tag %#llx",
 	      fin.opcode, (unsigned long long)be64toh(fin.tag));
 
 	CHECK(ibv_destroy_qp(sqp) == 0 && ibv_destroy_qp(cqp) == 0, "destroy QPs");

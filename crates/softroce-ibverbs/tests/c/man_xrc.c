@@ -17,8 +17,13 @@
  *    IBV_WC_REM_INV_REQ_ERR.
  *  - RDMA WRITE over XRC: the rkey is checked against the named SRQ's PD; the data lands.
  *  - ibv_open_qp(3): another handle to the target QP by number within the domain.
+ *  - ibv_create_qp(3), ibv_get_async_event(3): a target QP takes its receives from XRC
+ *    SRQs, so entering the error state it raises IBV_EVENT_QP_LAST_WQE_REACHED, as a QP
+ *    attached to an SRQ does (once: not again when moved to ERR again); a target moved to
+ *    ERR by an invalid request raises IBV_EVENT_QP_REQ_ERR, then LAST_WQE_REACHED.
  * Prints "N failures". */
 #include "common.h"
+#include <poll.h>
 #include <unistd.h>
 
 static struct ibv_context *ctx;
@@ -67,6 +72,16 @@ static int xrc_connect(struct ibv_qp *qp, uint32_t dest)
 	if (modify(qp, &at, rts))
 		return 3;
 	return 0;
+}
+
+/* The next async event of ctx (at most 10 s), acknowledged: its type, or -1. */
+static int next_async(struct ibv_async_event *out)
+{
+	struct pollfd pfd = {.fd = ctx->async_fd, .events = POLLIN};
+	if (poll(&pfd, 1, 10000) != 1 || ibv_get_async_event(ctx, out))
+		return -1;
+	ibv_ack_async_event(out);
+	return out->event_type;
 }
 
 static struct ibv_srq *xrc_srq(struct ibv_xrcd *xrcd, struct ibv_cq *cq)
@@ -277,12 +292,35 @@ int main(void)
 	if (opened)
 		CHECK(ibv_destroy_qp(opened) == 0, "destroy the opened handle");
 
+	/* ibv_get_async_event(3): a target entering ERR has reached its last WQE. */
+	struct ibv_async_event ev;
+	struct ibv_qp *tgt2 = xrc_recv_qp(xrcd);
+	CHECK(tgt2 && xrc_connect(tgt2, ini->qp_num) == 0, "a second target in RTS: errno %d",
+	      errno);
+	if (tgt2) {
+		struct ibv_qp_attr err = {.qp_state = IBV_QPS_ERR};
+		CHECK(ibv_modify_qp(tgt2, &err, IBV_QP_STATE) == 0, "target to ERR");
+		int got = next_async(&ev);
+		CHECK(got == IBV_EVENT_QP_LAST_WQE_REACHED && ev.element.qp == tgt2,
+		      "IBV_EVENT_QP_LAST_WQE_REACHED for the target in ERR: got %d", got);
+		CHECK(ibv_modify_qp(tgt2, &err, IBV_QP_STATE) == 0, "ERR again");
+		struct pollfd pfd = {.fd = ctx->async_fd, .events = POLLIN};
+		CHECK(poll(&pfd, 1, 200) == 0, "LAST_WQE_REACHED once per entry into ERR");
+		CHECK(ibv_destroy_qp(tgt2) == 0, "destroy the second target");
+	}
+
 	/* An SRQ of another domain: an invalid request for the sender. */
 	CHECK(post_srq(foreign, mr, buf + 3072, 33) == 0, "post to the foreign SRQ");
 	CHECK(xrc_send(ini, mr, buf, 9, nf, 4) == 0, "post_send naming the foreign SRQ");
 	CHECK(poll_n(scq, wc, 1) == 1 && wc[0].status == IBV_WC_REM_INV_REQ_ERR,
 	      "IBV_WC_REM_INV_REQ_ERR: %s", ibv_wc_status_str(wc[0].status));
 	CHECK(poll_n_within(cq2, wc, 1, 100) == 0, "nothing received on the foreign SRQ");
+	int got = next_async(&ev);
+	CHECK(got == IBV_EVENT_QP_REQ_ERR && ev.element.qp == tgt,
+	      "the target refused an invalid request: IBV_EVENT_QP_REQ_ERR, got %d", got);
+	got = next_async(&ev);
+	CHECK(got == IBV_EVENT_QP_LAST_WQE_REACHED && ev.element.qp == tgt,
+	      "then IBV_EVENT_QP_LAST_WQE_REACHED, got %d", got);
 
 	CHECK(ibv_destroy_qp(ini) == 0 && ibv_destroy_qp(tgt) == 0, "destroy QPs");
 	CHECK(ibv_close_xrcd(xrcd) == EBUSY, "close_xrcd with SRQs: EBUSY");

@@ -6,7 +6,7 @@ use super::super::events::EventElement;
 use super::super::handles::{CqHandle, QpHandle, SrqHandle};
 use super::super::objects::SendWqe;
 use super::super::qp_transport::InProgress;
-use super::super::types::{EventType, QpState, WcOpcode, WcStatus};
+use super::super::types::{EventType, QpState, QpType, WcOpcode, WcStatus};
 use super::super::wr::{RecvWr, VendorErr, WorkCompletion};
 use super::Engine;
 
@@ -103,8 +103,9 @@ impl Engine<'_> {
     }
 
     /// A QP entering ERR: complete every outstanding WR with IBV_WC_WR_FLUSH_ERR, send queue
-    /// first, in posting order. An SRQ-attached QP raises LAST_WQE_REACHED (once, on
-    /// entering ERR) instead of flushing the shared queue.
+    /// first, in posting order. A QP taking its receives from SRQs (attached to one, or an
+    /// XRC target served by XRC SRQs) raises LAST_WQE_REACHED (once, on entering ERR)
+    /// instead of flushing the shared queues.
     pub(crate) fn flush_qp(&mut self, qp: QpHandle) {
         if self.flush_queues(qp) {
             self.events
@@ -113,7 +114,7 @@ impl Engine<'_> {
     }
 
     /// Flush what is queued on a QP already in ERR (a WR posted there): no second
-    /// LAST_WQE_REACHED. Returns whether the QP uses an SRQ.
+    /// LAST_WQE_REACHED. Returns whether the QP takes its receives from SRQs.
     pub(crate) fn flush_queues(&mut self, qp: QpHandle) -> bool {
         let Some(q) = self.store.get_mut(qp) else {
             return false;
@@ -121,15 +122,32 @@ impl Engine<'_> {
         let qpn = q.qpn.value();
         let send_cq = q.init.send_cq;
         let recv_cq = q.init.recv_cq;
-        let srq = q.init.srq;
-        if let InProgress::Send {
-            wqe,
-            from_srq: false,
-            ..
-        } = std::mem::take(&mut q.transport.in_progress)
-        {
-            q.rq.push_front(wqe);
+        let shared = q.init.srq.is_some() || q.init.qp_type == QpType::XrcRecv;
+        // A message in progress holds a receive: one of the RQ goes back to be flushed with
+        // the others; one taken from an SRQ (or a rendezvous request's matched tag) is
+        // flushed on the CQ it would have completed on, as what it was received as.
+        if !matches!(q.transport.in_progress, InProgress::None) {
+            // An XRC target's later packets may have named other SRQs: the message's own.
+            q.transport.xrc_srq = q.transport.xrc_msg_srq;
         }
+        let mut taken = None;
+        match std::mem::take(&mut q.transport.in_progress) {
+            InProgress::Send {
+                wqe,
+                from_srq: false,
+                ..
+            } => q.rq.push_front(wqe),
+            InProgress::Send { wqe, .. } => {
+                let opcode = q.transport.tm_delivery.map_or(WcOpcode::Recv, |d| d.opcode);
+                taken = Some((wqe.wr_id, opcode));
+            }
+            InProgress::Rndv { tag, .. } => taken = Some((tag.recv_wr_id, WcOpcode::TmRecv)),
+            InProgress::None | InProgress::Write { .. } => {}
+        }
+        let taken_cq = taken.and_then(|_| super::responder::recv_cq(self, qp));
+        let Some(q) = self.store.get_mut(qp) else {
+            return false;
+        };
         let sq: Vec<SendWqe> = q.sq.drain(..).collect();
         let rq: Vec<RecvWr> = q.rq.drain(..).collect();
         q.transport.on_flush();
@@ -140,7 +158,11 @@ impl Engine<'_> {
                 WorkCompletion::error(wr.wr_id, qpn, WcStatus::WrFlushErr, WcOpcode::Recv, flushed);
             self.push_recv_completion(qp, recv_cq, wc, false);
         }
-        srq.is_some()
+        if let (Some((wr_id, opcode)), Some(cq)) = (taken, taken_cq) {
+            let wc = WorkCompletion::error(wr_id, qpn, WcStatus::WrFlushErr, opcode, flushed);
+            self.push_recv_completion(qp, cq, wc, false);
+        }
+        shared
     }
 
     /// Raise SQ_DRAINED if the QP is in SQD, asked for the notification, and has nothing in

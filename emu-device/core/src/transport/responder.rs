@@ -123,6 +123,12 @@ fn target_of(eng: &Engine<'_>, qp: QpHandle) -> Option<RecvTarget> {
     eng.store.get(qp).map(|q| recv_target(eng.store, q))
 }
 
+/// The CQ a receive of `qp` completes on (for an XRC target, that of the XRC SRQ the
+/// request being handled named).
+pub(super) fn recv_cq(eng: &Engine<'_>, qp: QpHandle) -> Option<CqHandle> {
+    target_of(eng, qp).map(|t| t.cq)
+}
+
 /// Take a receive WQE from the QP's SRQ or RQ.
 fn take_recv_wqe(eng: &mut Engine<'_>, qp: QpHandle) -> Option<(RecvWr, bool)> {
     let t = target_of(eng, qp)?;
@@ -222,11 +228,14 @@ fn rc_receive(
     let Some(info) = bth.opcode.info() else {
         return;
     };
+    let xrc_switch = xrc_message_srq(eng, qp, info.position);
     let no_xrc_srq = eng
         .store
         .get(qp)
         .is_some_and(|q| q.init.qp_type == QpType::XrcRecv && q.transport.xrc_srq.is_none());
     let result = match info.operation {
+        // Inside a message, another XRC SRQ than its FIRST named: malformed (class C).
+        _ if xrc_switch => Err(invalid_request()),
         // The XRCETH named no XRC SRQ of the target's domain.
         _ if no_xrc_srq => Err(invalid_request()),
         Operation::Send => on_send(eng, now, qp, packet, bth, info.position, true),
@@ -251,6 +260,29 @@ fn rc_receive(
     }
 }
 
+/// An XRC target's in-sequence request: a FIRST records the XRC SRQ it named for its
+/// message, and while that message is in progress every packet must name the same SRQ.
+/// Whether this one names another; the request is then served (refused) with the
+/// message's own SRQ, so its receive completes on that SRQ's CQ.
+fn xrc_message_srq(eng: &mut Engine<'_>, qp: QpHandle, pos: Position) -> bool {
+    let Some(q) = eng.store.get_mut(qp) else {
+        return false;
+    };
+    if q.init.qp_type != QpType::XrcRecv {
+        return false;
+    }
+    let t = &mut q.transport;
+    if matches!(t.in_progress, InProgress::None) {
+        if pos == Position::First {
+            t.xrc_msg_srq = t.xrc_srq;
+        }
+        return false;
+    }
+    let other = t.xrc_srq != t.xrc_msg_srq;
+    t.xrc_srq = t.xrc_msg_srq;
+    other
+}
+
 /// Complete the receive in progress (if any) with `status` and move the QP to ERR.
 fn responder_fatal(eng: &mut Engine<'_>, qp: QpHandle, status: WcStatus, event: Option<EventType>) {
     let Some(t) = target_of(eng, qp) else {
@@ -267,9 +299,23 @@ fn responder_fatal(eng: &mut Engine<'_>, qp: QpHandle, status: WcStatus, event: 
         .tm_delivery
         .take()
         .map_or(WcOpcode::Recv, |d| d.opcode);
-    if let InProgress::Send { wqe, .. } = std::mem::take(&mut q.transport.in_progress) {
-        let wc = WorkCompletion::error(wqe.wr_id, qpn, status, opcode, vendor_for(status));
-        eng.push_recv_completion(qp, cq, wc, false);
+    match std::mem::take(&mut q.transport.in_progress) {
+        InProgress::Send { wqe, .. } => {
+            let wc = WorkCompletion::error(wqe.wr_id, qpn, status, opcode, vendor_for(status));
+            eng.push_recv_completion(qp, cq, wc, false);
+        }
+        // A rendezvous request broken off: its matched tag completes in error.
+        InProgress::Rndv { tag, .. } => {
+            let wc = WorkCompletion::error(
+                tag.recv_wr_id,
+                qpn,
+                status,
+                WcOpcode::TmRecv,
+                vendor_for(status),
+            );
+            eng.push_recv_completion(qp, cq, wc, false);
+        }
+        InProgress::None | InProgress::Write { .. } => {}
     }
     eng.qp_to_error(qp, event);
 }
@@ -334,7 +380,7 @@ fn on_send(
     let starts = matches!(pos, Position::First | Position::Only);
     let mut payload = payload;
     let (wqe, from_srq, offset) = match (starts, std::mem::take(&mut q.transport.in_progress)) {
-        (true, InProgress::None) => match tm_start(eng, qp, payload, pos) {
+        (true, InProgress::None) => match tm_start(eng, qp, payload) {
             TmStart::NotTm => match take_recv_wqe(eng, qp) {
                 Some((w, s)) => (w, s, 0),
                 None => return Err(Failure::Rnr),
@@ -345,15 +391,14 @@ fn on_send(
                 (wqe, true, 0)
             }
             TmStart::Rndv(tag, rvh, msg_tag) => {
-                advance(eng, qp, 1, true);
-                // The request is acknowledged before the READ and FIN it causes: the sender
-                // sees its SEND complete before the FIN arrives.
-                ack_if_requested(eng, now, qp, bth, reliable);
-                eng.flush_deferred_ack(qp);
-                super::tm_rndv::start(eng, qp, tag, rvh, msg_tag);
+                rndv_packet(eng, now, qp, bth, reliable, pos, (tag, rvh, msg_tag));
                 return Ok(());
             }
         },
+        (false, InProgress::Rndv { tag, rvh, msg_tag }) => {
+            rndv_packet(eng, now, qp, bth, reliable, pos, (tag, rvh, msg_tag));
+            return Ok(());
+        }
         (
             false,
             InProgress::Send {
@@ -441,6 +486,34 @@ fn on_send(
     Ok(())
 }
 
+/// A packet of a rendezvous request whose headers matched `tag`: until its last packet the
+/// request stays in progress (the application header after the RVH, which a matched
+/// rendezvous does not deliver, is dropped); its last starts the READ and FIN.
+fn rndv_packet(
+    eng: &mut Engine<'_>,
+    now: Instant,
+    qp: QpHandle,
+    bth: &BthRepr,
+    reliable: bool,
+    pos: Position,
+    (tag, rvh, msg_tag): (TmTag, Rvh, u64),
+) {
+    let ends = matches!(pos, Position::Last | Position::Only);
+    advance(eng, qp, 1, ends);
+    if !ends {
+        if let Some(q) = eng.store.get_mut(qp) {
+            q.transport.in_progress = InProgress::Rndv { tag, rvh, msg_tag };
+        }
+        ack_if_requested(eng, now, qp, bth, reliable);
+        return;
+    }
+    // The request is acknowledged before the READ and FIN it causes: the sender sees its
+    // SEND complete before the FIN arrives.
+    ack_if_requested(eng, now, qp, bth, reliable);
+    eng.flush_deferred_ack(qp);
+    super::tm_rndv::start(eng, qp, tag, rvh, msg_tag);
+}
+
 /// How a message starting at a QP of a tag matching SRQ is received.
 enum TmStart {
     /// The QP's SRQ is not a tag matching SRQ.
@@ -456,7 +529,7 @@ enum TmStart {
 }
 
 /// Match the first packet of a message against a tag matching SRQ (see [`crate::tm`]).
-fn tm_start(eng: &mut Engine<'_>, qp: QpHandle, payload: &[u8], pos: Position) -> TmStart {
+fn tm_start(eng: &mut Engine<'_>, qp: QpHandle, payload: &[u8]) -> TmStart {
     let Some(srq) = eng
         .store
         .get(qp)
@@ -471,8 +544,9 @@ fn tm_start(eng: &mut Engine<'_>, qp: QpHandle, payload: &[u8], pos: Position) -
     let tmh = Tmh::parse(payload);
     let op = tmh.and_then(|h| h.op());
     let tagged = matches!(op, Some(TmhOp::Eager | TmhOp::Rndv));
-    // A rendezvous is served by the device only when its headers came in one packet.
-    let rvh = (op == Some(TmhOp::Rndv) && pos == Position::Only)
+    // The RVH follows the TMH in the message's first packet: a FIRST carries a whole path
+    // MTU (256 bytes at least), an ONLY as much as the message has.
+    let rvh = (op == Some(TmhOp::Rndv))
         .then(|| Rvh::parse(payload))
         .flatten();
     let matched = match (tmh, op) {
