@@ -304,7 +304,15 @@ pub(crate) fn poll_transmit(
                 break;
             };
             responder::send_replies(eng, qp);
+            let queued = eng.outbox.packets.len();
             requester::progress(eng, now, qp);
+            if eng.outbox.packets.len() > queued {
+                // The held ACK travels with the requests just built, after them: an ACK
+                // is shorter than a request, so the two leave as one GSO send (segments
+                // but the last must be of one length) and reach the peer in one GRO read.
+                // Requests and ACKs are in PSN spaces of their own, so nothing reorders.
+                eng.flush_deferred_ack(qp);
+            }
             if !eng.outbox.packets.is_empty() {
                 break;
             }
@@ -362,9 +370,8 @@ pub(crate) fn handle_timeout(eng: &mut Engine<'_>, now: Instant) {
     }
 }
 
-/// Work was posted to the QP's send queue.
+/// Work was posted to the QP's send queue (a held ACK leaves with the requests it
+/// produces, see `poll_transmit`).
 pub(crate) fn on_post_send(eng: &mut Engine<'_>, qp: QpHandle) {
-    // The held ACK travels with the request this post is about to produce.
-    eng.flush_deferred_ack(qp);
     eng.outbox.mark_active(qp);
 }
