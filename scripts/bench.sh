@@ -59,12 +59,13 @@ perftest_field() {
   awk -v f="$2" '/^ *#bytes/ {hdr=1; next} hdr && NF>0 && $1 ~ /^[0-9]+$/ {print $f; exit}' "$1"
 }
 
-# perftest NAME TOOL SIZE ITERS: ib_* between two drop-in processes.
+# perftest NAME TOOL SIZE ITERS [ARGS...]: ib_* between two drop-in processes.
 perftest() {
   local name=$1 tool=$2 size=$3 iters=$4
+  shift 4
   port=$((port + 1))
   if ! have "$tool"; then return; fi
-  local args=(-d softroce0 -x 0 -F -p "$port" -s "$size" -n "$iters")
+  local args=(-d softroce0 -x 0 -F -p "$port" -s "$size" -n "$iters" "$@")
   run_pair "$name" "$port" \
     env SOFTROCE_DEVICES="softroce0=$srv_ip" "$bin" exec -- "$tool" "${args[@]}" :: \
     env SOFTROCE_DEVICES="softroce0=$cli_ip" "$bin" exec -- "$tool" "${args[@]}" "$srv_ip"
@@ -109,6 +110,9 @@ perftest write_lat ib_write_lat 8 "$lat_n"
 perftest bw64k ib_write_bw 65536 "$bw64_n"
 perftest bw1m ib_write_bw 1048576 "$bw1m_n"
 perftest rate8 ib_write_bw 8 "$rate_n"
+perftest rate8q8 ib_write_bw 8 "$((rate_n / 8))" -q 8
+perftest readbw1m ib_read_bw 1048576 "$bw1m_n"
+perftest sendbw1m ib_send_bw 1048576 "$bw1m_n"
 pt() { [ -f "$tmp/$1.out" ] && perftest_field "$tmp/$1.out" "$2"; }
 # Latency: t_typical (perftest's lat tools report half a round trip). Bandwidth: BW average
 # in perftest's MB (2^20 bytes), converted to 10^6 below; message rate in Mpps.
@@ -117,6 +121,9 @@ write_lat=$(pt write_lat 5 || true)
 bw64k=$(pt bw64k 4 || true)
 bw1m=$(pt bw1m 4 || true)
 rate8=$(pt rate8 5 || true)
+rate8q8=$(pt rate8q8 5 || true)
+readbw1m=$(pt readbw1m 4 || true)
+sendbw1m=$(pt sendbw1m 4 || true)
 
 sr_perf perf64k write 65536 "$perf_n"
 sr_perf perf1m write 1048576 "$((perf_n / 10 + 1))"
@@ -147,7 +154,10 @@ row "ib_send_lat 8 B half RTT" "$send_lat" us "$udp_lat" "$fi_lat" "<=2 UDP, <=0
 row "ib_write_lat 8 B half RTT" "$write_lat" us "$udp_lat" "$fi_lat" "<=2 UDP, <=0.5 tcp"
 row "ib_write_bw 64 KiB" "$(mib "$bw64k")" MB/s "$udp_gso" "$fi_64k" ">=0.5 UDP"
 row "ib_write_bw 1 MiB" "$(mib "$bw1m")" MB/s "$udp_gso" "$fi_1m" ">=0.5 UDP, >=1.5 tcp"
+row "ib_read_bw 1 MiB" "$(mib "$readbw1m")" MB/s "$udp_gso" "$fi_1m" ">=0.5 UDP, >=1.5 tcp"
+row "ib_send_bw 1 MiB" "$(mib "$sendbw1m")" MB/s "$udp_gso" "$fi_1m" ">=0.5 UDP, >=1.5 tcp"
 row "ib_write_bw 8 B message rate" "$rate8" Mmsg/s "" "" ">=2 Mmsg/s"
+row "ib_write_bw 8 B message rate, 8 QPs" "$rate8q8" Mmsg/s "" "" ">=5 Mmsg/s"
 row "softroce perf write 64 KiB (2 procs)" "$perf64k" MB/s "$udp_gso" "$fi_64k" ">=0.5 UDP"
 row "softroce perf write 1 MiB (2 procs)" "$perf1m" MB/s "$udp_gso" "$fi_1m" ">=0.5 UDP, >=1.5 tcp"
 row "softroce perf lat 8 B half RTT" "$perflat" us "$udp_lat" "$fi_lat" "<=2 UDP, <=0.5 tcp"

@@ -24,6 +24,8 @@ fn quick_bench_prints_every_row() {
         "ib_send_lat",
         "ib_write_lat",
         "ib_write_bw",
+        "ib_read_bw",
+        "ib_send_bw",
         "ss",
     ] {
         let found = Command::new("sh")
@@ -55,7 +57,10 @@ fn quick_bench_prints_every_row() {
         "ib_send_lat 8 B half RTT",
         "ib_write_lat 8 B half RTT",
         "ib_write_bw 1 MiB",
+        "ib_read_bw 1 MiB",
+        "ib_send_bw 1 MiB",
         "ib_write_bw 8 B message rate",
+        "ib_write_bw 8 B message rate, 8 QPs",
         "softroce perf write 64 KiB (2 procs)",
         "softroce perf lat 8 B half RTT",
     ] {
