@@ -1398,12 +1398,11 @@ fn send_segmented(shared: &Shared, tx: &TxScratch, n: usize) -> usize {
             };
             icrcs[j].copy_from_slice(&tx.bufs[j][at..len]);
             if k > 0 && dest.is_ipv4() {
+                // The core computed the ICRC for ID 0: adjust it (no second pass).
                 let ep = softroce_wire::icrc::UdpEndpoints::between(local, dest);
-                if let Ok(crc) =
-                    softroce_wire::icrc::compute_for_gso_segment(&ep, &tx.bufs[j][..at], k as u16)
-                {
-                    icrcs[j] = crc.to_le_bytes();
-                }
+                let first = u32::from_le_bytes(icrcs[j]);
+                icrcs[j] =
+                    softroce_wire::icrc::gso_segment_icrc(&ep, first, at, k as u16).to_le_bytes();
             }
         }
         groups[ngroups] = (i, end, seg);

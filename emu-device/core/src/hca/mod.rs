@@ -849,7 +849,8 @@ impl Hca {
         transport::handle_datagram(&mut self.engine(), now, datagram);
     }
 
-    /// D: the next datagram to send, written into `buf` (cleared first).
+    /// D: the next datagram to send, in `buf` (whose old contents are gone; its allocation
+    /// may be kept for a later packet).
     #[must_use]
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         self.advance_clock(now);

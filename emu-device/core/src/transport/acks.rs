@@ -27,7 +27,7 @@ impl Engine<'_> {
     /// Build a packet from a repr and payload bytes, fill its ICRC for our UDP socket, and
     /// queue it.
     pub(crate) fn queue_packet(&mut self, dst: SocketAddr, repr: &RoceRepr, payload: &[u8]) {
-        let mut data = vec![0u8; repr.buffer_len()];
+        let mut data = self.outbox.buffer(repr.buffer_len());
         if repr.emit_with_payload(payload, &mut data).is_err() {
             // A bug in the engine, never input-driven: count it rather than panic.
             self.counters.send_err += 1;

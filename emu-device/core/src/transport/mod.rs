@@ -93,9 +93,23 @@ pub(crate) fn ack_timeout(timeout: u8) -> Option<Duration> {
 pub(crate) struct Outbox {
     packets: VecDeque<OutPacket>,
     active_qps: VecDeque<QpHandle>,
+    /// Buffers handed back by `poll_transmit` for the next packets (bounded by
+    /// [`SPARE_BUFFERS`]): no allocation per packet.
+    spare: Vec<Vec<u8>>,
 }
 
+/// Send buffers the outbox keeps for reuse.
+const SPARE_BUFFERS: usize = 256;
+
 impl Outbox {
+    /// An empty buffer for a packet of `len` bytes, zeroed.
+    pub(crate) fn buffer(&mut self, len: usize) -> Vec<u8> {
+        let mut b = self.spare.pop().unwrap_or_default();
+        b.clear();
+        b.resize(len, 0);
+        b
+    }
+
     /// Remember that a QP may have packets to send.
     pub(crate) fn mark_active(&mut self, qp: QpHandle) {
         if !self.active_qps.contains(&qp) {
@@ -328,12 +342,18 @@ pub(crate) fn poll_transmit(
         }
         return None;
     }
-    let p = eng.outbox.packets.pop_front()?;
-    buf.extend_from_slice(&p.data);
+    let mut p = eng.outbox.packets.pop_front()?;
+    let len = p.data.len();
+    // The packet's buffer becomes the caller's and the caller's is kept for a later
+    // packet: no copy, no allocation.
+    std::mem::swap(buf, &mut p.data);
+    if eng.outbox.spare.len() < SPARE_BUFFERS {
+        eng.outbox.spare.push(p.data);
+    }
     Some(Transmit {
         destination: p.dst,
         source: eng.device.source_addr(),
-        len: p.data.len(),
+        len,
     })
 }
 
