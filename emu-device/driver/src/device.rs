@@ -482,7 +482,7 @@ impl Device {
 
     /// Post send work (`ibv_post_send` and the `ibv_wr_*` API): as [`Device::with`], except
     /// that inside a burst of posts the packets wait for the application's next verb, up
-    /// to [`DOORBELL_HOLD`] (see [`BURST_GAP`]): a doorbell rung once per burst.
+    /// to `DOORBELL_HOLD` (30 µs; see `BURST_GAP`): a doorbell rung once per burst.
     pub fn post_send<R>(&self, f: impl FnOnce(&mut Hca) -> R) -> R {
         let shared = &*self.shared;
         let mut hca = lock(&shared.hca);
