@@ -78,3 +78,59 @@ fn the_emulated_backend_reports_its_kind_name_counters_and_gid() {
         "127.0.0.44"
     );
 }
+
+/// Posts in quick succession are a burst whose later packets wait for the application's
+/// next verb (one doorbell per burst): a program that posts a burst and then calls no verb
+/// at all, spinning on memory for the data to land (as `ib_write_lat` does), must still
+/// see every WRITE arrive, sent by the device on its own.
+#[test]
+fn a_burst_of_writes_lands_even_when_the_poster_never_calls_another_verb() {
+    const WRITES: usize = 40;
+    let (a, b) = (device("127.0.0.45"), device("127.0.0.46"));
+    let (pa, pb) = (a.alloc_pd().unwrap(), b.alloc_pd().unwrap());
+    let (ca, cb) = (
+        a.create_cq(64, None).unwrap(),
+        b.create_cq(8, None).unwrap(),
+    );
+    let qa = pa
+        .create_qp(&ca, &ca, QpType::Rc)
+        .caps(softroce_verbs::QpCap::new(64, 4))
+        .build()
+        .unwrap();
+    let qb = pb.create_qp(&cb, &cb, QpType::Rc).build().unwrap();
+    let (ea, eb) = (qa.endpoint(), qb.endpoint());
+    let (qa, _qb) = (qa.handshake(eb).unwrap(), qb.handshake(ea).unwrap());
+    let src = pa.allocate(WRITES).unwrap();
+    let dst = pb.allocate(WRITES).unwrap();
+    let bytes: Vec<u8> = (1..=WRITES as u8).collect();
+    src.write(0, &bytes).unwrap();
+    for i in 0..WRITES {
+        let mut wr = SendWr::new(i as u64, WrOpcode::RdmaWrite);
+        wr.sg_list = vec![src.slice(i..i + 1).unwrap()];
+        wr.rdma.remote_addr = dst.addr(i);
+        wr.rdma.rkey = dst.rkey();
+        // Only the last one is signaled: nothing needs a poll in between.
+        if i + 1 < WRITES {
+            wr.send_flags = wr
+                .send_flags
+                .difference(softroce_verbs::SendFlags::SIGNALED);
+        }
+        // SAFETY: both regions outlive the completion polled below.
+        unsafe { qa.post_send(&[wr]).unwrap() };
+    }
+    // No verb on A from here on: watch B's memory (bounded: 5 s).
+    let mut seen = vec![0u8; WRITES];
+    for _ in 0..5000 {
+        dst.read(0, &mut seen).unwrap();
+        if seen == bytes {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(seen, bytes, "every WRITE of the burst landed");
+    let wc = ca.poll_wait(1, Duration::from_secs(5)).unwrap();
+    assert_eq!(
+        (wc[0].wr_id, wc[0].status),
+        (WRITES as u64 - 1, WcStatus::Success)
+    );
+}

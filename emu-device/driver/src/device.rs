@@ -134,12 +134,17 @@ const POLLER_ACTIVE: Duration = Duration::from_micros(4);
 /// watches again as soon as it finds a datagram nobody took).
 const ENGINE_NEEDED_AFTER: u32 = 32;
 
-/// Posts closer together than this are one burst: after the burst's first post, the
-/// packets of the next ones are held for the application's next verb (usually the
-/// `ibv_poll_cq` that follows a burst), so a burst leaves in a few GSO sends rather than
-/// a syscall per work request. A ping-pong posts once per round trip, longer apart than
-/// this, and never waits.
+/// Posts closer together than this are one burst: after the burst's first
+/// [`SENT_AT_ONCE`] posts, the packets of the next ones are held for the application's
+/// next verb (usually the `ibv_poll_cq` that follows a burst), so a burst leaves in a few
+/// GSO sends rather than a syscall per work request. A ping-pong posts once per round
+/// trip, longer apart than this, and never waits.
 const BURST_GAP: Duration = Duration::from_micros(8);
+
+/// Posts of a burst sent at once before holding starts: a short run of posts (a WRITE of
+/// data, then one of a flag, then spinning on memory for the answer) never waits for the
+/// engine.
+const SENT_AT_ONCE: u32 = 4;
 
 /// The longest held packets wait: an application that posts a burst and then neither
 /// polls nor posts (it spins on memory, or waits on a side channel) has them sent by the
@@ -218,6 +223,8 @@ struct Shared {
     held_since: AtomicU64,
     /// Posts whose work is held.
     held_posts: AtomicU32,
+    /// Posts of the current burst.
+    burst_posts: AtomicU32,
     /// When the sleeping engine wakes up on its own (nanoseconds since `epoch`), written
     /// with the device locked. A verb wakes it only for an earlier timer: a wakeup per verb
     /// would cost the application a context switch on every post and poll.
@@ -360,6 +367,7 @@ impl Device {
             last_post_at: AtomicU64::new(0),
             held_since: AtomicU64::new(0),
             held_posts: AtomicU32::new(0),
+            burst_posts: AtomicU32::new(0),
             rx_storage: Mutex::new(vec![vec![0u8; MAX_RECEIVE]; MAX_BATCH]),
             waiters: AtomicUsize::new(0),
             progress_fd: EventFd::new()?,
@@ -492,7 +500,15 @@ impl Device {
         let t = nanos_since(shared.epoch, now).max(1);
         let prev = shared.last_post_at.swap(t, Ordering::Relaxed);
         let in_burst = prev != 0 && t.saturating_sub(prev) < BURST_GAP.as_nanos() as u64;
-        if in_burst && shared.held_posts.load(Ordering::Relaxed) + 1 < DOORBELL_BATCH {
+        let burst_posts = if in_burst {
+            shared.burst_posts.fetch_add(1, Ordering::Relaxed) + 1
+        } else {
+            shared.burst_posts.store(1, Ordering::Relaxed);
+            1
+        };
+        if burst_posts > SENT_AT_ONCE
+            && shared.held_posts.load(Ordering::Relaxed) + 1 < DOORBELL_BATCH
+        {
             shared.held_posts.fetch_add(1, Ordering::Relaxed);
             if shared.held_since.load(Ordering::Relaxed) == 0 {
                 shared.held_since.store(t, Ordering::Release);
