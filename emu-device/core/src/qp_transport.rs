@@ -159,8 +159,8 @@ pub(crate) struct QpTransport {
     pub(crate) comm_est: bool,
     /// A positive ACK held back (its PSN, and when it must go at the latest).
     pub(crate) deferred_ack: Option<(Psn, Instant)>,
-    /// Packets the held ACK answers.
-    pub(crate) acks_held: u32,
+    /// The PSN of the last held ACK sent (how far the held one reaches past it).
+    pub(crate) last_ack_sent: Option<Psn>,
 }
 
 impl QpTransport {

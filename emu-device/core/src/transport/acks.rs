@@ -13,10 +13,11 @@ use super::super::qp_transport::{AckKind, AckReply, Reply};
 use super::super::types::QpState;
 use super::{Engine, OutPacket};
 
-/// Packets one held ACK answers at most: a quarter of the window of unacknowledged PSNs a
-/// requester keeps (128, rxe's RXE_MAX_UNACKED_PSNS), so a stream of small messages is
+/// PSNs past the last ACK sent at which a held ACK goes at once: a quarter of the window
+/// of unacknowledged PSNs a requester keeps (128, rxe's RXE_MAX_UNACKED_PSNS), so a stream
+/// (of small messages, or of a long one's packets, which ask for an ACK every 64) is
 /// acknowledged as it flows, while a ping-pong still gets its ACK with the next packet.
-const MAX_ACKS_HELD: u32 = 32;
+const MAX_PSNS_HELD: u32 = 32;
 
 impl Engine<'_> {
     /// Where packets of a QP go: its address vector's GID and UDP port.
@@ -68,10 +69,13 @@ impl Engine<'_> {
         };
         let due = q.transport.deferred_ack.map_or(now + defer, |(_, due)| due);
         q.transport.deferred_ack = Some((psn, due));
-        q.transport.acks_held += 1;
         self.counters.ack_deferred += 1;
-        if q.transport.acks_held >= MAX_ACKS_HELD {
-            // A requester streaming small messages must not stall on the held ACK.
+        let covered = q
+            .transport
+            .last_ack_sent
+            .map_or(1, |last| psn.distance_from(last));
+        if covered >= MAX_PSNS_HELD {
+            // A streaming requester must not stall on the held ACK.
             self.flush_deferred_ack(qp);
         }
     }
@@ -81,10 +85,10 @@ impl Engine<'_> {
         let Some(q) = self.store.get_mut(qp) else {
             return;
         };
-        q.transport.acks_held = 0;
         let Some((psn, _)) = q.transport.deferred_ack.take() else {
             return;
         };
+        q.transport.last_ack_sent = Some(psn);
         if matches!(q.attr.qp_state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
             self.queue_ack_now(qp, psn, Syndrome::ACK);
         }
