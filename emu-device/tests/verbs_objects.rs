@@ -395,6 +395,37 @@ fn flush_on_err_completes_every_outstanding_wr_in_order() {
     assert_eq!(wcs[0].status, WcStatus::WrFlushErr);
 }
 
+/// Destroying a QP takes its completions not yet polled out of its CQs, as mlx4 and mlx5
+/// do (rxe leaves them): a program draining a CQ it shares among connections after closing
+/// one (libfabric's rxm does, at teardown) is never handed completions whose wr_id names
+/// memory it freed with that connection. Another QP's completions stay, in order.
+#[test]
+fn destroying_a_qp_takes_its_unpolled_completions_out_of_a_shared_cq() {
+    let mut hca = device();
+    let pd = hca.alloc_pd().unwrap();
+    let (cq, _) = hca.create_cq(16, None, 0, 0).unwrap();
+    let buf = register(&mut hca, pd, 256, AccessFlags::LOCAL_WRITE);
+    let (gone, stays) = (rc_qp(&mut hca, pd, cq, None), rc_qp(&mut hca, pd, cq, None));
+    for (qp, first_id) in [(gone, 100), (stays, 200)] {
+        to_rts(&mut hca, qp);
+        let recvs: Vec<RecvWr> = (0..2)
+            .map(|i| RecvWr {
+                wr_id: first_id + i,
+                sg_list: vec![sge(&buf, 0, 64)],
+            })
+            .collect();
+        hca.post_recv(qp, &recvs).unwrap();
+    }
+    // A disconnect: both QPs flush their receives into the shared CQ.
+    to_err(&mut hca, gone);
+    to_err(&mut hca, stays);
+    hca.destroy_qp(gone).unwrap();
+    let mut wcs = [empty_wc(); 8];
+    let n = hca.poll_cq(cq, &mut wcs).unwrap();
+    let ids: Vec<u64> = wcs[..n].iter().map(|w| w.wr_id).collect();
+    assert_eq!(ids, [200, 201], "only the surviving QP's flushes remain");
+}
+
 #[test]
 fn cq_overrun_raises_cq_err_exactly_once_and_errors_the_receiving_qp() {
     let mut hca = device();

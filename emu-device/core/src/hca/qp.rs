@@ -769,6 +769,11 @@ impl Hca {
             return self.store.add_xrcd_users(VERB, xrcd, -1);
         }
         for cq in [q.init.send_cq, q.init.recv_cq] {
+            // Its completions not yet polled go with it, as mlx4 and mlx5 clean their CQs
+            // when a QP is destroyed: a program (libfabric's rxm) that drains a shared CQ
+            // after closing an endpoint must not be handed completions (the flushes of its
+            // disconnect) whose wr_id names memory it freed with the endpoint.
+            self.cqs.remove_qp_entries(cq, q.qpn.value());
             self.cqs.add_users(cq, -1);
         }
         if let Some(srq) = q.init.srq
