@@ -479,6 +479,11 @@ impl Device {
     /// Apply verbs to the device, then send what they produced and signal fds.
     pub fn with<R>(&self, f: impl FnOnce(&mut Hca) -> R) -> R {
         let mut hca = lock(&self.shared.hca);
+        if self.shared.held_since.load(Ordering::Relaxed) != 0 {
+            // Posts held for this verb leave before it runs: a doorbell rung before a
+            // disconnect or a destroy is heard before them, as on hardware.
+            pump(&self.shared, &mut hca, Instant::now());
+        }
         // Completions a verb generates (flushes, local operations) carry the time it ran.
         hca.advance_clock(Instant::now());
         let r = f(&mut hca);
