@@ -334,68 +334,48 @@ const fn mul_mod_p(a: u32, mut b: u32) -> u32 {
     product
 }
 
-/// `X8_INVERSE_POWERS[k] = x^(-8·2^k) mod P`: undoing 2^k bytes of CRC register shifts.
-const X8_INVERSE_POWERS: [u32; 64] = {
+/// `t[k] = byte^(2^k) mod P` for `byte` the register change of one zero byte (x^8) or its
+/// undoing (x^-8): any number of bytes is then a product of O(log n) entries.
+const fn byte_shift_powers(byte: u32) -> [u32; 64] {
     let mut t = [0u32; 64];
-    let mut x8 = ONE;
-    let mut i = 0;
-    while i < 8 {
-        x8 = div_x(x8);
-        i += 1;
-    }
-    t[0] = x8;
+    t[0] = byte;
     let mut k = 1;
     while k < 64 {
         t[k] = mul_mod_p(t[k - 1], t[k - 1]);
         k += 1;
     }
     t
-};
+}
 
-/// `X8_POWERS[k] = x^(8·2^k) mod P`: 2^k bytes of CRC register shifts.
-const X8_POWERS: [u32; 64] = {
-    let mut t = [0u32; 64];
-    let mut x8 = ONE;
-    let mut i = 0;
-    while i < 8 {
-        x8 = mul_x(x8);
-        i += 1;
-    }
-    t[0] = x8;
-    let mut k = 1;
-    while k < 64 {
-        t[k] = mul_mod_p(t[k - 1], t[k - 1]);
-        k += 1;
-    }
-    t
-};
-
-/// `x^(8n) mod P`: multiplying a register difference by it carries the difference over `n`
-/// more bytes of message. O(log n).
-const fn x8n(n: usize) -> u32 {
+/// `byte^n mod P` from [`byte_shift_powers`]'s table of `byte`.
+const fn byte_shift(table: &[u32; 64], n: usize) -> u32 {
     let mut acc = ONE;
     let mut k = 0;
     while k < 64 {
         if (n as u64) & (1 << k) != 0 {
-            acc = mul_mod_p(acc, X8_POWERS[k]);
+            acc = mul_mod_p(acc, table[k]);
         }
         k += 1;
     }
     acc
 }
 
+/// x^8 and x^-8: one byte of CRC register shift, done and undone.
+const X8: u32 = mul_x(mul_x(mul_x(mul_x(mul_x(mul_x(mul_x(mul_x(ONE))))))));
+const X8_INVERSE: u32 = div_x(div_x(div_x(div_x(div_x(div_x(div_x(div_x(ONE))))))));
+static X8_POWERS: [u32; 64] = byte_shift_powers(X8);
+static X8_INVERSE_POWERS: [u32; 64] = byte_shift_powers(X8_INVERSE);
+
+/// `x^(8n) mod P`: multiplying a register difference by it carries the difference over `n`
+/// more bytes of message. O(log n).
+fn x8n(n: usize) -> u32 {
+    byte_shift(&X8_POWERS, n)
+}
+
 /// `x^(-8n) mod P`: multiplying a register difference by it moves the difference back over
 /// `n` bytes of message (a zero byte multiplies the register by x^8). O(log n).
-const fn x8n_inverse(n: usize) -> u32 {
-    let mut acc = ONE;
-    let mut k = 0;
-    while k < 64 {
-        if (n as u64) & (1 << k) != 0 {
-            acc = mul_mod_p(acc, X8_INVERSE_POWERS[k]);
-        }
-        k += 1;
-    }
-    acc
+fn x8n_inverse(n: usize) -> u32 {
+    byte_shift(&X8_INVERSE_POWERS, n)
 }
 
 /// Length of the masked IPv4 headers in ICRC order: LRH mask, IPv4, UDP.
