@@ -479,11 +479,7 @@ impl Device {
     /// Apply verbs to the device, then send what they produced and signal fds.
     pub fn with<R>(&self, f: impl FnOnce(&mut Hca) -> R) -> R {
         let mut hca = lock(&self.shared.hca);
-        if self.shared.held_since.load(Ordering::Relaxed) != 0 {
-            // Posts held for this verb leave before it runs: a doorbell rung before a
-            // disconnect or a destroy is heard before them, as on hardware.
-            pump(&self.shared, &mut hca, Instant::now());
-        }
+        send_held(&self.shared, &mut hca);
         // Completions a verb generates (flushes, local operations) carry the time it ran.
         hca.advance_clock(Instant::now());
         let r = f(&mut hca);
@@ -594,10 +590,7 @@ impl Device {
         loop {
             {
                 let mut hca = lock(&self.shared.hca);
-                if self.shared.held_since.load(Ordering::Relaxed) != 0 {
-                    // Posts held for this verb leave before it looks or sleeps.
-                    pump(&self.shared, &mut hca, Instant::now());
-                }
+                send_held(&self.shared, &mut hca);
                 if let Some(r) = f(&mut hca) {
                     pump(&self.shared, &mut hca, Instant::now());
                     return Some(r);
@@ -647,10 +640,7 @@ impl Device {
         shared
             .polled_at
             .store(nanos_since(shared.epoch, now).max(1), Ordering::Release);
-        if shared.held_since.load(Ordering::Relaxed) != 0 {
-            // The application is back after a burst of posts: they leave now.
-            pump(shared, &mut hca, now);
-        }
+        send_held(shared, &mut hca);
         let r = f(&mut hca);
         if !is_empty(&r) {
             pump(shared, &mut hca, now);
@@ -1235,6 +1225,15 @@ fn wait_socket_or_progress(shared: &Shared, timeout: Duration) -> io::Result<()>
         }
     }
     Ok(())
+}
+
+/// The application is back in a verb: posts held since a burst (see `BURST_GAP`) leave
+/// before the verb runs, so a doorbell rung before a disconnect or a destroy is heard
+/// before it, as on hardware. Called with the device locked.
+fn send_held(shared: &Shared, hca: &mut Hca) {
+    if shared.held_since.load(Ordering::Relaxed) != 0 {
+        pump(shared, hca, Instant::now());
+    }
 }
 
 /// Send everything queued and signal fds. Called with the device locked.
