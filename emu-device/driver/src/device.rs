@@ -42,7 +42,7 @@ use softroce_emu_core::{
     AccessFlags, AsyncEvent, ChannelHandle, CqHandle, Hca, HcaConfig, HcaEvent, IncomingDatagram,
     MrHandle, MrKeys, PdHandle, QpHandle, VerbsError, VerbsResult,
 };
-use softroce_emu_faults::{Direction, FaultCounters, FaultInjector, FaultPlan};
+use softroce_emu_faults::{Direction, FaultCounters, FaultInjector, FaultPlan, Verdict};
 use softroce_wire::pcap::CaptureWriter;
 use softroce_wire::{Gid, Qpn};
 
@@ -1345,25 +1345,35 @@ fn forward_own(shared: &Shared, datagram: &[u8]) -> bool {
 
 /// Send the datagrams built in `tx` (through the fault injector when one is configured).
 fn flush(shared: &Shared, tx: &mut TxScratch) {
-    let n = std::mem::take(&mut tx.n);
+    let mut n = std::mem::take(&mut tx.n);
     if n == 0 {
         return;
     }
     let mut faults = lock(&shared.faults);
     if let Some(inj) = faults.as_mut() {
-        // The injector keeps datagrams it delays: they need buffers of their own.
+        // Decided in place: what passes leaves as it would without a plan (GSO included),
+        // so a plan costs bandwidth only through the faults it injects.
         let now = Instant::now();
-        let mut out = Vec::with_capacity(n);
         let src = shared.socket.local_addr();
+        let mut kept = 0;
         for i in 0..n {
-            let data = tx.bufs[i][..tx.lens[i]].to_vec();
-            inj.process(now, Direction::Tx, src, tx.dests[i], data, &mut out);
+            let len = tx.lens[i];
+            let dest = tx.dests[i];
+            if let Verdict::Pass { len } =
+                inj.filter(now, Direction::Tx, src, dest, &mut tx.bufs[i][..len])
+            {
+                tx.bufs.swap(kept, i);
+                tx.lens[kept] = len;
+                tx.dests[kept] = dest;
+                kept += 1;
+            }
         }
-        drop(faults);
-        send_now(shared, &mut out);
-        return;
+        n = kept;
     }
     drop(faults);
+    if n == 0 {
+        return;
+    }
     let gso = shared.gso.load(Ordering::Relaxed);
     let unsent = if gso {
         send_segmented(shared, tx, n)
@@ -1699,24 +1709,30 @@ fn receive_udp(shared: &Shared, hca: &mut Hca, socket: &RoceSocket) -> usize {
             "dropped datagrams larger than any RoCEv2 packet"
         );
     }
-    let received = datagrams().filter(|(_, d)| d.len() <= MAX_DATAGRAM);
     let mut faults = lock(&shared.faults);
     if let Some(inj) = faults.as_mut() {
-        // Receive-side rules see the datagram before the device does (and its ICRC check).
-        let mut passed = Vec::new();
-        for (from, data) in received {
-            inj.process(now, Direction::Rx, from, local, data.to_vec(), &mut passed);
+        // Receive-side rules see the datagram before the device does (and its ICRC check),
+        // in the receive buffer itself.
+        let mut passed: Vec<(SocketAddr, &[u8])> = Vec::new();
+        for (i, buf) in bufs.iter_mut().enumerate().take(n) {
+            if meta[i].truncated {
+                continue;
+            }
+            let from = meta[i].from;
+            for d in meta[i].datagrams_mut(buf) {
+                if d.len() > MAX_DATAGRAM {
+                    continue;
+                }
+                if let Verdict::Pass { len } = inj.filter(now, Direction::Rx, from, local, d) {
+                    passed.push((from, &d[..len]));
+                }
+            }
         }
         drop(faults);
-        deliver(
-            shared,
-            hca,
-            now,
-            local,
-            passed.iter().map(|(src, d)| (*src, d.as_slice())),
-        );
+        deliver(shared, hca, now, local, passed);
     } else {
         drop(faults);
+        let received = datagrams().filter(|(_, d)| d.len() <= MAX_DATAGRAM);
         deliver(shared, hca, now, local, received);
     }
     drop(storage);
@@ -1781,9 +1797,7 @@ fn engine(shared: Arc<Shared>) {
             fail_over(&shared);
         }
         let now = Instant::now();
-        if let Some(ends) = shared.busy_polled(now)
-            && lock(&shared.faults).is_none()
-        {
+        if let Some(ends) = shared.busy_polled(now) {
             // A thread is busy-polling: it fires the timers, and it drains the socket while
             // it holds the device lock. The engine only takes the lock when the poller does
             // not hold it (no futex hand-off), and watches the socket only while arrivals
@@ -1794,8 +1808,12 @@ fn engine(shared: Arc<Shared>) {
                 .engine_watches_socket
                 .store(watch_while_polled, Ordering::Release);
             let mut wake_at = shared.epoch + Duration::from_nanos(ends);
-            if let Some(held) = shared.held_deadline() {
-                wake_at = wake_at.min(held);
+            // The poller does not release what a fault plan holds back: the engine does.
+            let release = lock(&shared.faults)
+                .as_ref()
+                .and_then(FaultInjector::next_release);
+            for t in [shared.held_deadline(), release].into_iter().flatten() {
+                wake_at = wake_at.min(t);
             }
             let left = wake_at.saturating_duration_since(now);
             let polled_before = shared.polled_at.load(Ordering::Acquire);
@@ -1805,6 +1823,7 @@ fn engine(shared: Arc<Shared>) {
                 let mut hca = lock(&shared.hca);
                 pump(&shared, &mut hca, Instant::now());
             }
+            release_faults(&shared, Instant::now());
             // The poller polls now, or ran while the engine slept without a datagram to
             // wake it: it takes what arrives.
             let poller_active = shared.polled_within(Instant::now(), POLLER_ACTIVE)
@@ -1886,23 +1905,29 @@ fn engine(shared: Arc<Shared>) {
             }
         }
         let now = Instant::now();
-        let (mut due_tx, mut due_rx) = (Vec::new(), Vec::new());
-        if let Some(inj) = lock(&shared.faults).as_mut() {
-            inj.release(now, Direction::Tx, &mut due_tx);
-            inj.release(now, Direction::Rx, &mut due_rx);
-        }
-        {
-            send_now(&shared, &mut due_tx);
-            if !due_rx.is_empty() {
-                let mut hca = lock(&shared.hca);
-                let due = due_rx.iter().map(|(src, d)| (*src, d.as_slice()));
-                deliver(&shared, &mut hca, now, shared.device_addr, due);
-                pump(&shared, &mut hca, now);
-            }
-        }
+        release_faults(&shared, now);
         let mut hca = lock(&shared.hca);
         fire_timers(&shared, &mut hca, now);
         pump(&shared, &mut hca, now);
+    }
+}
+
+/// Send and deliver what the fault plan held back and whose time has come.
+fn release_faults(shared: &Shared, now: Instant) {
+    let (mut due_tx, mut due_rx) = (Vec::new(), Vec::new());
+    match lock(&shared.faults).as_mut() {
+        Some(inj) if inj.next_release().is_some_and(|t| t <= now) => {
+            inj.release(now, Direction::Tx, &mut due_tx);
+            inj.release(now, Direction::Rx, &mut due_rx);
+        }
+        _ => return,
+    }
+    send_now(shared, &mut due_tx);
+    if !due_rx.is_empty() {
+        let mut hca = lock(&shared.hca);
+        let due = due_rx.iter().map(|(src, d)| (*src, d.as_slice()));
+        deliver(shared, &mut hca, now, shared.device_addr, due);
+        pump(shared, &mut hca, now);
     }
 }
 

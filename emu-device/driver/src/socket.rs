@@ -67,11 +67,23 @@ impl Received {
     /// The datagrams in `buf` (the buffer this metadata describes), in arrival order.
     pub fn datagrams<'a>(&self, buf: &'a [u8]) -> std::slice::Chunks<'a, u8> {
         let data = &buf[..self.len.min(buf.len())];
-        data.chunks(if self.segment == 0 {
-            data.len().max(1)
+        data.chunks(self.datagram_len(data.len()))
+    }
+
+    /// The datagrams in `buf`, to change in place (a fault plan corrupting one).
+    pub fn datagrams_mut<'a>(&self, buf: &'a mut [u8]) -> std::slice::ChunksMut<'a, u8> {
+        let len = self.len.min(buf.len());
+        let data = &mut buf[..len];
+        data.chunks_mut(self.datagram_len(len))
+    }
+
+    /// How long each datagram of a buffer holding `len` bytes is (the last may be shorter).
+    fn datagram_len(&self, len: usize) -> usize {
+        if self.segment == 0 {
+            len.max(1)
         } else {
             self.segment
-        })
+        }
     }
 }
 

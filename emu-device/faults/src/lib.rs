@@ -588,6 +588,26 @@ pub enum Decision {
     Drop,
 }
 
+/// What [`FaultInjector::filter`] did with a datagram left in the caller's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Pass on the buffer's first `len` bytes now (possibly changed in place).
+    Pass {
+        /// How many bytes (fewer than the buffer's when truncated).
+        len: usize,
+    },
+    /// Pass on nothing now: lost, or held until [`FaultInjector::release`] gives it back.
+    Withhold,
+}
+
+/// A datagram's fate under the plan, before anyone copies it.
+enum Fate {
+    Pass,
+    Drop,
+    Duplicate,
+    Delay(Duration),
+}
+
 impl FaultInjector {
     /// An injector for `plan`.
     pub fn new(plan: FaultPlan) -> Self {
@@ -613,13 +633,70 @@ impl FaultInjector {
         dst: SocketAddr,
         mut data: Vec<u8>,
     ) -> Decision {
+        let (fate, len) = self.fate(direction, src, dst, &mut data);
+        data.truncate(len);
+        let (copies, delay) = match fate {
+            Fate::Drop => return Decision::Drop,
+            Fate::Pass => (1, Duration::ZERO),
+            Fate::Duplicate => (2, Duration::ZERO),
+            Fate::Delay(d) => (1, d),
+        };
+        Decision::Deliver {
+            data,
+            copies,
+            delay,
+        }
+    }
+
+    /// Apply the plan to one datagram going `direction` that stays in the caller's buffer
+    /// (the driver's send and receive buffers: no copy for what passes, and the common
+    /// case, no fault, costs a rule check). A corruption changes `data` in place; the
+    /// copies the plan adds or delays are the injector's, out of [`FaultInjector::release`]
+    /// when due (a duplicate at once: `next_release` is then `now`).
+    pub fn filter(
+        &mut self,
+        now: Instant,
+        direction: Direction,
+        src: SocketAddr,
+        dst: SocketAddr,
+        data: &mut [u8],
+    ) -> Verdict {
+        let (fate, len) = self.fate(direction, src, dst, data);
+        let peer = match direction {
+            Direction::Tx => dst,
+            Direction::Rx => src,
+        };
+        match fate {
+            Fate::Pass => Verdict::Pass { len },
+            Fate::Drop => Verdict::Withhold,
+            Fate::Duplicate => {
+                self.held.push((now, direction, peer, data[..len].to_vec()));
+                Verdict::Pass { len }
+            }
+            Fate::Delay(d) => {
+                self.held
+                    .push((now + d, direction, peer, data[..len].to_vec()));
+                Verdict::Withhold
+            }
+        }
+    }
+
+    /// The first rule that matches and fires decides: counted, bytes changed in place, and
+    /// the length to pass on (a truncation shortens it).
+    fn fate(
+        &mut self,
+        direction: Direction,
+        src: SocketAddr,
+        dst: SocketAddr,
+        data: &mut [u8],
+    ) -> (Fate, usize) {
         match direction {
             Direction::Tx => self.counters.seen_tx += 1,
             Direction::Rx => self.counters.seen_rx += 1,
         }
         let mut chosen = None;
         for (i, rule) in self.plan.rules.iter().enumerate() {
-            if !rule.matches(direction, &data) {
+            if !rule.matches(direction, data) {
                 continue;
             }
             self.matched[i] += 1;
@@ -633,83 +710,49 @@ impl FaultInjector {
                 break;
             }
         }
-        let (mut copies, mut delay) = (1, Duration::ZERO);
-        match chosen {
-            None => {}
-            Some(Action::Drop) => {
+        let len = data.len();
+        let Some(action) = chosen else {
+            return (Fate::Pass, len);
+        };
+        let fate = match action {
+            Action::Drop => {
                 self.counters.dropped += 1;
-                return Decision::Drop;
+                Fate::Drop
             }
-            Some(Action::Duplicate) => {
+            Action::Duplicate => {
                 self.counters.duplicated += 1;
-                copies = 2;
+                Fate::Duplicate
             }
-            Some(Action::Delay(d)) => {
+            Action::Delay(d) => {
                 self.counters.delayed += 1;
-                delay = d;
+                Fate::Delay(d)
             }
-            Some(Action::Reorder) => {
+            Action::Reorder => {
                 self.counters.reordered += 1;
-                delay = Duration::from_micros(self.rng.gen_range(100..=1000));
+                Fate::Delay(Duration::from_micros(self.rng.gen_range(100..=1000)))
             }
-            Some(Action::Corrupt) if !data.is_empty() => {
-                let bit = self.rng.gen_range(0..data.len() * 8);
+            Action::Corrupt if !data.is_empty() => {
+                let bit = self.rng.gen_range(0..len * 8);
                 data[bit / 8] ^= 1 << (bit % 8);
                 self.counters.corrupted += 1;
+                Fate::Pass
             }
             // Flip a bit after the BTH and before the ICRC, then make the ICRC valid again.
-            Some(Action::CorruptRecompute) if data.len() > BTH_LEN + ICRC_LEN => {
-                let bit = self.rng.gen_range(BTH_LEN * 8..(data.len() - ICRC_LEN) * 8);
+            Action::CorruptRecompute if len > BTH_LEN + ICRC_LEN => {
+                let bit = self.rng.gen_range(BTH_LEN * 8..(len - ICRC_LEN) * 8);
                 data[bit / 8] ^= 1 << (bit % 8);
-                let _ = icrc::set_icrc_for_udp_socket(&UdpEndpoints::between(src, dst), &mut data);
+                let _ = icrc::set_icrc_for_udp_socket(&UdpEndpoints::between(src, dst), data);
                 self.counters.corrupted_recomputed += 1;
+                Fate::Pass
             }
-            Some(Action::Truncate(n)) => {
-                data.truncate(n);
+            Action::Truncate(n) => {
                 self.counters.truncated += 1;
+                return (Fate::Pass, n.min(len));
             }
             // Too short to corrupt: pass unchanged.
-            Some(Action::Corrupt | Action::CorruptRecompute) => {}
-        }
-        Decision::Deliver {
-            data,
-            copies,
-            delay,
-        }
-    }
-
-    /// Apply the plan to one datagram going `direction`: copies to pass on now go to `out`
-    /// with their peer (the destination of a sent datagram, the source of a received one);
-    /// held ones come out of [`FaultInjector::release`].
-    pub fn process(
-        &mut self,
-        now: Instant,
-        direction: Direction,
-        src: SocketAddr,
-        dst: SocketAddr,
-        data: Vec<u8>,
-        out: &mut Vec<(SocketAddr, Vec<u8>)>,
-    ) {
-        let Decision::Deliver {
-            data,
-            copies,
-            delay,
-        } = self.decide(direction, src, dst, data)
-        else {
-            return;
+            Action::Corrupt | Action::CorruptRecompute => Fate::Pass,
         };
-        let peer = match direction {
-            Direction::Tx => dst,
-            Direction::Rx => src,
-        };
-        for _ in 0..copies {
-            let d = data.clone();
-            if delay.is_zero() {
-                out.push((peer, d));
-            } else {
-                self.held.push((now + delay, direction, peer, d));
-            }
-        }
+        (fate, len)
     }
 
     /// Held datagrams going `direction` whose time has come, with their peer.
@@ -775,11 +818,12 @@ mod tests {
                 FaultInjector::new("drop=0.2,seed=5".parse::<FaultSpec>().unwrap().plan());
             let dst: SocketAddr = "127.0.0.1:4791".parse().unwrap();
             let now = Instant::now();
-            let mut out = Vec::new();
+            let mut sent = 0;
             for _ in 0..20_000 {
-                inj.process(now, Direction::Tx, dst, dst, vec![1, 2, 3], &mut out);
+                let verdict = inj.filter(now, Direction::Tx, dst, dst, &mut [1, 2, 3]);
+                sent += usize::from(verdict == Verdict::Pass { len: 3 });
             }
-            (inj.counters(), out.len())
+            (inj.counters(), sent)
         };
         let (c, sent) = run();
         assert!((3_600..4_400).contains(&c.dropped), "{c}");
@@ -899,8 +943,8 @@ mod tests {
         let mut inj = FaultInjector::new(FaultPlan::parse("delay=1,dir=rx").unwrap());
         let now = Instant::now();
         let mut out = Vec::new();
-        inj.process(now, Direction::Rx, src, dst, vec![7], &mut out);
-        assert!(out.is_empty());
+        let verdict = inj.filter(now, Direction::Rx, src, dst, &mut [7]);
+        assert_eq!(verdict, Verdict::Withhold);
         let later = now + Duration::from_millis(2);
         inj.release(later, Direction::Tx, &mut out);
         assert!(out.is_empty(), "not a sent datagram");
@@ -975,12 +1019,36 @@ mod tests {
         let dst: SocketAddr = "127.0.0.1:4791".parse().unwrap();
         let now = Instant::now();
         let mut out = Vec::new();
-        inj.process(now, Direction::Tx, dst, dst, vec![9], &mut out);
-        assert!(out.is_empty());
+        let verdict = inj.filter(now, Direction::Tx, dst, dst, &mut [9]);
+        assert_eq!(verdict, Verdict::Withhold);
         assert_eq!(inj.next_release(), Some(now + Duration::from_millis(2)));
         inj.release(now + Duration::from_millis(1), Direction::Tx, &mut out);
         assert!(out.is_empty());
         inj.release(now + Duration::from_millis(2), Direction::Tx, &mut out);
         assert_eq!(out, vec![(dst, vec![9])]);
+    }
+
+    #[test]
+    fn a_filtered_datagram_stays_in_its_buffer_and_only_added_copies_are_the_injectors() {
+        let dst: SocketAddr = "127.0.0.1:4791".parse().unwrap();
+        let now = Instant::now();
+        let mut dup = FaultInjector::new("dup=1".parse::<FaultSpec>().unwrap().plan());
+        let mut data = [1, 2, 3];
+        assert_eq!(
+            dup.filter(now, Direction::Tx, dst, dst, &mut data),
+            Verdict::Pass { len: 3 }
+        );
+        // The second copy is due at once.
+        assert_eq!(dup.next_release(), Some(now));
+        let mut out = Vec::new();
+        dup.release(now, Direction::Tx, &mut out);
+        assert_eq!(out, vec![(dst, vec![1, 2, 3])]);
+        let truncate = FaultPlan::from_toml("[[rule]]\naction = \"truncate\"\ntruncate_to = 2\n");
+        let mut cut = FaultInjector::new(truncate.unwrap());
+        assert_eq!(
+            cut.filter(now, Direction::Tx, dst, dst, &mut data),
+            Verdict::Pass { len: 2 }
+        );
+        assert_eq!(cut.next_release(), None);
     }
 }
