@@ -714,3 +714,112 @@ fn a_sequence_nak_restarts_the_ack_timer_for_the_resend_even_when_it_acknowledge
     assert_eq!(pair.hca('a').poll_timeout(), Some(nak_at + TIMEOUT_14));
     assert_eq!(pair.completions('a', 1, LONG)[0].status, WcStatus::Success);
 }
+
+#[test]
+fn early_resends_never_hasten_retry_exceeded_a_dead_peer_still_gets_every_ack_timeout() {
+    // With adaptive retransmission on (HcaConfig::adaptive_retransmit; off, the default,
+    // ibv_modify_qp(3)'s timeout is the least a QP waits before any resend): packet 65 is
+    // lost, b NAKs 66, then b goes dark for good. The path has shown loss, so a resends early three times (each after twice the wait before), and from then on
+    // only its ACK timer acts: retry_cnt 3 means three retries, then IBV_WC_RETRY_EXC_ERR,
+    // no sooner than four full timeouts after the NAK, as without adaptive resends.
+    let mut pair = Pair::new(Options {
+        mtu: Mtu::Mtu4096,
+        mem_len: 1 << 20,
+        timeout: 14,
+        retry_cnt: 3,
+        adaptive_retransmit: true,
+        ..Options::default()
+    });
+    let b = pair.b.node;
+    lose_to(&mut pair.fabric, b, |seen| seen == 65 || seen > 66);
+    let start = pair.fabric.elapsed();
+    let wr = pair.rdma_wr('a', WrOpcode::RdmaWrite, 1, 0, 0, 1 << 20);
+    pair.post_send('a', wr);
+    let wc = pair.completions('a', 1, LONG);
+    let took = pair.fabric.elapsed() - start;
+    assert_eq!(wc[0].status, WcStatus::RetryExcErr);
+    let a = pair.counters('a');
+    assert_eq!(a.rcvd_seq_err, 1, "{a}");
+    assert_eq!(a.early_retransmits, 3, "{a}");
+    assert_eq!(
+        a.completer_retry_err,
+        1 + 3,
+        "the NAK's go-back, then 3 timeouts: {a}"
+    );
+    assert_eq!(a.retry_exceeded_err, 1);
+    assert!(took >= TIMEOUT_14 * 4, "{took:?}");
+}
+
+/// Lose a's 65th WRITE packet to b and its first resend.
+fn lose_packet_65_and_its_resend(pair: &mut Pair) {
+    let b_ip = pair.fabric.addr(pair.b.node);
+    let (mut seen, mut lost_psn, mut losses) = (0, None, 0);
+    pair.fabric.set_filter(move |d| {
+        if d.dst.ip() != b_ip {
+            return FilterAction::Pass;
+        }
+        // Everything a sends b is a WRITE packet; its PSN is the BTH's last 24 bits.
+        let p = &d.payload;
+        let psn = u32::from_be_bytes([0, p[9], p[10], p[11]]);
+        seen += 1;
+        if seen == 65 {
+            lost_psn = Some(psn);
+        }
+        if lost_psn == Some(psn) && losses < 2 {
+            losses += 1;
+            return FilterAction::Drop;
+        }
+        FilterAction::Pass
+    });
+}
+
+#[test]
+fn a_lost_resend_waits_out_the_ack_timeout_unless_adaptive_retransmission_is_on() {
+    // Packet 65 is lost, and so is its resend after b's NAK. b NAKs once per gap (IBTA,
+    // rxe) and drops what follows silently, so only a's timers can find the second loss.
+    let pair_with = |adaptive_retransmit| {
+        Pair::new(Options {
+            mtu: Mtu::Mtu4096,
+            mem_len: 1 << 20,
+            timeout: 14,
+            adaptive_retransmit,
+            ..Options::default()
+        })
+    };
+
+    // By default a waits the whole local ACK timeout: ibv_modify_qp(3) makes it the least
+    // a QP waits for an ACK or NAK before retransmitting. The timeout is a retry.
+    let mut pair = pair_with(false);
+    lose_packet_65_and_its_resend(&mut pair);
+    let took = write_one_mebibyte(&mut pair);
+    let a = pair.counters('a');
+    assert_eq!(
+        a.rcvd_seq_err, 1,
+        "one NAK for the gap, none for the lost resend"
+    );
+    assert_eq!(a.early_retransmits, 0, "{a}");
+    assert_eq!(
+        a.completer_retry_err, 2,
+        "the NAK's go-back and one timeout: {a}"
+    );
+    assert!(took >= TIMEOUT_14, "{took:?}");
+
+    // With adaptive retransmission on, the path has just shown loss: a resends after a few
+    // measured round trips instead, and that resend, a duplicate for b, is no retry.
+    let clean = write_one_mebibyte(&mut pair_with(true));
+    let mut pair = pair_with(true);
+    lose_packet_65_and_its_resend(&mut pair);
+    let took = write_one_mebibyte(&mut pair);
+    eprintln!("1 MiB WRITE: {clean:?} loss-free, {took:?} with packet 65 and its resend lost");
+    let a = pair.counters('a');
+    assert_eq!(a.rcvd_seq_err, 1, "{a}");
+    assert!(a.early_retransmits >= 1, "{a}");
+    assert_eq!(
+        a.completer_retry_err, 1,
+        "the NAK's go-back only: no timeout"
+    );
+    assert!(
+        took < TIMEOUT_14 / 10,
+        "{took:?} against a {TIMEOUT_14:?} timeout"
+    );
+}

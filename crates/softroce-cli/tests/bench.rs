@@ -57,6 +57,8 @@ fn quick_bench_prints_every_row() {
         "ib_send_lat 8 B half RTT",
         "ib_write_lat 8 B half RTT",
         "ib_write_bw 1 MiB",
+        "ib_write_bw 1 MiB, 1 % loss",
+        "ib_write_bw 1 MiB, 1 % loss, adaptive",
         "ib_read_bw 1 MiB",
         "ib_send_bw 1 MiB",
         "ib_write_bw 8 B message rate",

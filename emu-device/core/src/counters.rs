@@ -100,6 +100,9 @@ pub struct Counters {
     pub send_err: u64,
     /// Packets retransmitted.
     pub retransmitted_pkts: u64,
+    /// Resends started before the local ACK timeout: a path that has shown loss stalled
+    /// for a few round trips (adaptive retransmission, not counted against `retry_cnt`).
+    pub early_retransmits: u64,
     /// Bad P_Key packets (port counter).
     pub bad_pkey: u64,
     /// Q_Key violations (port counter).
@@ -161,6 +164,7 @@ impl Counters {
             ("mad_rcvd", self.mad_rcvd),
             ("mad_sent", self.mad_sent),
             ("mad_rx_overflow", self.mad_rx_overflow),
+            ("early_retransmits", self.early_retransmits),
         ]
         .into_iter()
         .chain(

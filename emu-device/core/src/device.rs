@@ -33,6 +33,15 @@ pub struct HcaConfig {
     /// means seven retries and then IBV_WC_RETRY_EXC_ERR — what a program on hardware sees
     /// when its peer dies, and what middleware relies on to notice it.
     pub retry_cnt_7_is_infinite: bool,
+    /// Adaptive retransmission, as ConnectX offers it: once an RC requester's path has shown
+    /// loss, a stall of a few measured round trips resends from the oldest unacknowledged
+    /// PSN instead of waiting out the local ACK timeout (`transport::recovery`). Off by
+    /// default: ibv_modify_qp(3) makes `timeout` "the minimal timeout that a QP waits for
+    /// ACK/NACK from remote QP before retransmitting the packet", and an early resend waits
+    /// less. On, 1 MiB WRITEs under 1 % loss keep about half their loss-free bandwidth at
+    /// rdma-core's default timeout (67 ms) instead of a fifth; the resends are not retries
+    /// (`retry_cnt` still counts ACK timeouts only).
+    pub adaptive_retransmit: bool,
     /// The first QP number handed out (rxe starts at 0x11; 0 and 1 are the special QPs).
     pub first_qpn: u32,
     /// How long the responder may hold a positive ACK back to send it with the QP's next
@@ -103,6 +112,7 @@ impl HcaConfig {
             seed: 0x5eed,
             num_comp_vectors: 1,
             retry_cnt_7_is_infinite: false,
+            adaptive_retransmit: false,
             first_qpn: FIRST_QPN,
             ack_defer: std::time::Duration::ZERO,
             qpn_slot: None,

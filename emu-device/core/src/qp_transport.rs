@@ -136,6 +136,8 @@ pub(crate) struct QpTransport {
     pub(crate) retry_left: u8,
     /// RNR retries left.
     pub(crate) rnr_left: u8,
+    /// The round trip and the early resend of a path that has shown loss.
+    pub(crate) recovery: crate::transport::recovery::Recovery,
     // ---- responder
     /// Next expected request PSN.
     pub(crate) rq_psn: Psn,
@@ -178,7 +180,7 @@ impl QpTransport {
 
     pub(crate) fn on_flush(&mut self) {
         self.send_index = 0;
-        self.retrans_at = None;
+        self.disarm_retransmit();
         self.rnr_at = None;
         self.in_progress = InProgress::None;
         self.tm_delivery = None;

@@ -84,6 +84,7 @@ impl DeviceConfig {
         hca.link_mtu = crate::link::link_mtu(ip).unwrap_or(hca.link_mtu);
         hca.ack_defer = ACK_DEFER;
         hca.seed = crate::entropy::random_u64();
+        hca.adaptive_retransmit = adaptive_retransmit_env();
         Self {
             hca,
             pcap: std::env::var_os("SOFTROCE_PCAP").map(PathBuf::from),
@@ -107,6 +108,20 @@ fn counters_env() -> bool {
         Ok(other) => {
             eprintln!(
                 "softroce: SOFTROCE_COUNTERS={other:?} is not \"stderr\"; counters not printed"
+            );
+            false
+        }
+    }
+}
+
+/// `SOFTROCE_ADAPTIVE_RETRANSMIT=1` turns on [`HcaConfig::adaptive_retransmit`].
+fn adaptive_retransmit_env() -> bool {
+    match std::env::var("SOFTROCE_ADAPTIVE_RETRANSMIT").as_deref() {
+        Ok("1") => true,
+        Ok("" | "0") | Err(_) => false,
+        Ok(other) => {
+            eprintln!(
+                "softroce: SOFTROCE_ADAPTIVE_RETRANSMIT={other:?} is neither 1 nor 0; adaptive retransmission stays off"
             );
             false
         }

@@ -79,6 +79,7 @@ pub struct Options {
     pub seed: u64,
     pub max_wr: u32,
     pub ack_defer: Duration,
+    pub adaptive_retransmit: bool,
 }
 
 impl Default for Options {
@@ -100,6 +101,7 @@ impl Default for Options {
             seed: 1,
             max_wr: 256,
             ack_defer: Duration::ZERO,
+            adaptive_retransmit: false,
         }
     }
 }
@@ -124,6 +126,7 @@ fn make_side(fabric: &mut Fabric<Hca>, ip: &str, o: &Options, seed: u64) -> Side
     cfg.seed = seed;
     cfg.link_mtu = 9000;
     cfg.ack_defer = o.ack_defer;
+    cfg.adaptive_retransmit = o.adaptive_retransmit;
     let mut hca = Hca::new(cfg);
     let pd = hca.alloc_pd().unwrap();
     let (cq, _) = hca.create_cq(o.cqe, None, 0, 0).unwrap();

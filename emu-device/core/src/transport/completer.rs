@@ -16,7 +16,6 @@ use super::super::handles::QpHandle;
 use super::super::types::{QpState, WcOpcode, WcStatus, WrOpcode};
 use super::super::wr::{VendorErr, WorkCompletion};
 use super::Engine;
-use super::ack_timeout;
 use super::requester::{fail_send, rewind_to};
 
 fn is_rd_atomic(op: WrOpcode) -> bool {
@@ -53,11 +52,15 @@ pub(super) fn on_response(
                 if outstanding(eng, qp) {
                     eng.counters.completer_retry_err += 1;
                     rewind_to(eng, qp, psn);
+                    let adaptive = eng.device.config().adaptive_retransmit;
                     // The responder answered: the resend gets a whole timeout, as in rxe
                     // (its completer re-arms the timer after every response), not what is
                     // left of one armed before the loss.
                     if let Some(q) = eng.store.get_mut(qp) {
-                        q.transport.retrans_at = ack_timeout(q.attr.timeout).map(|t| now + t);
+                        if adaptive {
+                            q.transport.recovery.on_loss(now);
+                        }
+                        q.transport.arm_retransmit(now, q.attr.timeout);
                     }
                 }
             }
@@ -151,12 +154,15 @@ fn complete_front(eng: &mut Engine<'_>, now: Instant, qp: QpHandle, byte_len: u6
     }
     q.transport.retry_left = q.attr.retry_cnt;
     q.transport.rnr_left = q.attr.rnr_retry;
+    q.transport
+        .recovery
+        .on_acked_before(q.transport.comp_psn, now);
     let more = q.sq.front().is_some_and(|w| w.first_psn.is_some());
-    q.transport.retrans_at = if more {
-        ack_timeout(q.attr.timeout).map(|t| now + t)
+    if more {
+        q.transport.arm_retransmit(now, q.attr.timeout);
     } else {
-        None
-    };
+        q.transport.disarm_retransmit();
+    }
     let qpn = q.qpn.value();
     let cq = q.init.send_cq;
     if let Some(done) = w.tm_done {
@@ -198,7 +204,8 @@ fn ack_through(eng: &mut Engine<'_>, now: Instant, qp: QpHandle, psn: Psn) {
             if q.transport.comp_psn.is_before(psn.next()) && !is_rd_atomic(w.wr.opcode) {
                 q.transport.comp_psn = psn.next();
                 q.transport.retry_left = q.attr.retry_cnt;
-                q.transport.retrans_at = ack_timeout(q.attr.timeout).map(|t| now + t);
+                q.transport.recovery.on_acked_before(psn.next(), now);
+                q.transport.arm_retransmit(now, q.attr.timeout);
             }
             return;
         }
@@ -288,7 +295,8 @@ fn on_read_response(
     } else if let Some(q) = eng.store.get_mut(qp) {
         q.transport.comp_psn = psn.next();
         q.transport.retry_left = q.attr.retry_cnt;
-        q.transport.retrans_at = ack_timeout(q.attr.timeout).map(|t| now + t);
+        q.transport.recovery.on_acked_before(psn.next(), now);
+        q.transport.arm_retransmit(now, q.attr.timeout);
     }
 }
 
@@ -315,7 +323,7 @@ fn on_rnr_nak(eng: &mut Engine<'_>, now: Instant, qp: QpHandle, psn: Psn, timer:
     }
     q.transport.rnr_at =
         Some(now + std::time::Duration::from_micros(u64::from(rnr_timer_micros(timer))));
-    q.transport.retrans_at = None;
+    q.transport.disarm_retransmit();
     rewind_to(eng, qp, psn);
 }
 
@@ -325,7 +333,7 @@ pub(super) fn on_timers(eng: &mut Engine<'_>, now: Instant, qp: QpHandle) {
         return;
     };
     if !matches!(q.attr.qp_state, QpState::Rts | QpState::Sqd) {
-        q.transport.retrans_at = None;
+        q.transport.disarm_retransmit();
         q.transport.rnr_at = None;
         return;
     }
@@ -336,10 +344,21 @@ pub(super) fn on_timers(eng: &mut Engine<'_>, now: Instant, qp: QpHandle) {
     let Some(q) = eng.store.get_mut(qp) else {
         return;
     };
+    let outstanding = q.sq.front().is_some_and(|w| w.first_psn.is_some());
+    if q.transport.recovery.fire(now, q.attr.timeout) && outstanding {
+        // A lossy path stalled for a few round trips: resend, not counted as a retry.
+        eng.counters.early_retransmits += 1;
+        let from = q.transport.comp_psn;
+        rewind_to(eng, qp, from);
+        return;
+    }
     if q.transport.retrans_at.is_none_or(|t| t > now) {
         return;
     }
     q.transport.retrans_at = None;
+    if eng.device.config().adaptive_retransmit {
+        q.transport.recovery.on_loss(now);
+    }
     let Some(w) = q.sq.front() else {
         return;
     };

@@ -18,6 +18,7 @@ mod acks;
 mod completer;
 pub mod gsi;
 mod queues;
+pub(crate) mod recovery;
 mod requester;
 mod responder;
 pub(crate) mod tm_rndv;
@@ -363,7 +364,8 @@ pub(crate) fn poll_timeout(store: &Store) -> Option<Instant> {
     for qp in store.qp_handles() {
         if let Some(q) = store.get(qp) {
             let held_ack = q.transport.deferred_ack.map(|(_, due)| due);
-            for t in [q.transport.retrans_at, q.transport.rnr_at, held_ack]
+            let early = q.transport.recovery.early_at;
+            for t in [q.transport.retrans_at, q.transport.rnr_at, held_ack, early]
                 .into_iter()
                 .flatten()
             {

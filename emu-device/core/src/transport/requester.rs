@@ -17,7 +17,6 @@ use super::super::types::{
 use super::super::wr::{MwBind, VendorErr, WorkCompletion};
 use super::Engine;
 use super::access::LocalFault;
-use super::ack_timeout;
 
 /// Unacknowledged PSNs an RC requester may have outstanding (rxe: RXE_MAX_UNACKED_PSNS).
 const MAX_UNACKED_PSNS: u32 = 128;
@@ -353,6 +352,7 @@ fn transmit(
         super::to_xrc(&mut packet.repr, Some(srqn));
     }
     eng.queue_packet(dst, &packet.repr, &packet.payload);
+    let psn = packet.repr.bth.psn;
     if retransmit {
         eng.counters.retransmitted_pkts += 1;
     }
@@ -371,10 +371,11 @@ fn transmit(
         }
     }
     if q.init.qp_type.is_reliable() {
-        if q.transport.retrans_at.is_none()
-            && let Some(t) = ack_timeout(q.attr.timeout)
-        {
-            q.transport.retrans_at = Some(now + t);
+        if !retransmit {
+            q.transport.recovery.on_first_send(psn, now);
+        }
+        if q.transport.retrans_at.is_none() {
+            q.transport.arm_retransmit(now, q.attr.timeout);
         }
     } else if message_sent {
         complete_unreliable(eng, qp);
@@ -575,7 +576,7 @@ pub(super) fn retire_local_ops(eng: &mut Engine<'_>, qp: QpHandle) {
         };
         q.transport.send_index = q.transport.send_index.saturating_sub(1);
         if q.sq.front().is_none_or(|w| w.first_psn.is_none()) {
-            q.transport.retrans_at = None;
+            q.transport.disarm_retransmit();
         }
         let (qpn, cq) = (q.qpn.value(), q.init.send_cq);
         if w.signaled {
@@ -672,5 +673,6 @@ pub(super) fn rewind_to(eng: &mut Engine<'_>, qp: QpHandle, psn: Psn) {
     if let Some(i) = found {
         q.transport.send_index = i;
     }
+    q.transport.recovery.on_resend();
     eng.outbox.mark_active(qp);
 }

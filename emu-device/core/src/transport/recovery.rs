@@ -1,0 +1,154 @@
+//! Adaptive retransmission (`HcaConfig::adaptive_retransmit`, off by default): once an RC
+//! requester's path has shown loss (a sequence-error
+//! NAK or an ACK timeout), a stall of a few measured round trips resends from the oldest
+//! unacknowledged PSN instead of waiting out the whole local ACK timeout.
+//!
+//! The local ACK timeout (`timeout`, 4.096 us * 2^N: 67 ms for rdma-core's default 14) is
+//! sized for a fabric's worst case, and go-back-N leaves three losses only it can repair:
+//! a lost NAK, a lost resend of the NAKed packet (the responder NAKs once per gap, then
+//! drops silently) and the last packets before a pause. Under 1 % loss that is a timeout
+//! every few hundred packets, each a stall of the whole timeout. ConnectX offers the same
+//! (adaptive retransmission). It departs from ibv_modify_qp(3), whose `timeout` is the
+//! least a QP waits for an ACK or NAK before retransmitting, hence opt-in. What stays as
+//! the man pages say: only the local ACK timeout counts against `retry_cnt`; an early
+//! resend is a duplicate the responder acknowledges again, counted in `early_retransmits`.
+//! A path that never lost anything (a clean interop run) never resends early: nothing
+//! spurious for a slow peer. Loss is only recorded when the device asks for it, so with the
+//! switch off nothing here ever arms.
+
+use std::time::{Duration, Instant};
+
+use softroce_wire::Psn;
+
+use super::ack_timeout;
+use crate::qp_transport::QpTransport;
+
+/// Early resends between two ACKs that make progress, each after twice the wait before.
+const EARLY_RESENDS: u8 = 3;
+/// How long loss keeps a path in adaptive mode after it was last seen.
+const LOSS_MEMORY: Duration = Duration::from_secs(1);
+/// The shortest stall that starts an early resend: above a busy host's scheduling
+/// hiccups, far below any timeout an application picks.
+const MIN_STALL: Duration = Duration::from_micros(500);
+
+/// A QP's view of its round trip, RFC 6298 style, from one packet timed at a time.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Recovery {
+    /// Smoothed round trip (zero until the first sample).
+    srtt: Duration,
+    /// Its mean deviation.
+    rttvar: Duration,
+    /// The packet being timed: its PSN and when it first left. A resend stops the timing
+    /// (Karn: an ACK after a resend says nothing about either copy).
+    probe: Option<(Psn, Instant)>,
+    /// When loss was last seen on the path.
+    loss_seen_at: Option<Instant>,
+    /// When the stall that starts an early resend ends.
+    pub(crate) early_at: Option<Instant>,
+    /// Early resends left before the next progress.
+    early_left: u8,
+}
+
+impl Recovery {
+    /// A request packet left for the first time.
+    pub(crate) fn on_first_send(&mut self, psn: Psn, now: Instant) {
+        if self.probe.is_none() {
+            self.probe = Some((psn, now));
+        }
+    }
+
+    /// Everything before `next` is acknowledged (as of `now`): progress.
+    pub(crate) fn on_acked_before(&mut self, next: Psn, now: Instant) {
+        self.early_left = EARLY_RESENDS;
+        if let Some((psn, sent)) = self.probe
+            && psn.is_before(next)
+        {
+            self.probe = None;
+            let sample = now.saturating_duration_since(sent);
+            if self.srtt.is_zero() {
+                self.srtt = sample;
+                self.rttvar = sample / 2;
+            } else {
+                let deviation = self.srtt.abs_diff(sample);
+                self.rttvar = (self.rttvar * 3 + deviation) / 4;
+                self.srtt = (self.srtt * 7 + sample) / 8;
+            }
+        }
+    }
+
+    /// Packets go out again (a NAK, a timeout, an early resend).
+    pub(crate) fn on_resend(&mut self) {
+        self.probe = None;
+    }
+
+    /// The path lost something (a sequence-error NAK or an ACK timeout).
+    pub(crate) fn on_loss(&mut self, now: Instant) {
+        self.loss_seen_at = Some(now);
+    }
+
+    /// The stall before an early resend, on a lossy path whose round trip is known and
+    /// well inside the local ACK timeout.
+    fn stall(&self, now: Instant, timeout: u8) -> Option<Duration> {
+        let lossy = self
+            .loss_seen_at
+            .is_some_and(|t| now.saturating_duration_since(t) < LOSS_MEMORY);
+        if !lossy || self.srtt.is_zero() {
+            return None;
+        }
+        let stall = (self.srtt + (self.rttvar * 4).max(self.srtt)).max(MIN_STALL);
+        ack_timeout(timeout)
+            .filter(|t| stall * 2 <= *t)
+            .map(|_| stall)
+    }
+
+    /// The requester made progress or (re)started sending at `now`: arm the early resend
+    /// (if it has any left: only progress gives them back, so a dead peer gets three, then
+    /// the ACK timeouts alone, `retry_cnt` + 1 of them, as before).
+    pub(crate) fn arm(&mut self, now: Instant, timeout: u8) {
+        if self.early_left == 0 {
+            self.early_at = None;
+            return;
+        }
+        self.early_at = self.stall(now, timeout).map(|s| now + s);
+    }
+
+    /// Nothing outstanding: nothing to resend early.
+    pub(crate) fn disarm(&mut self) {
+        self.early_at = None;
+    }
+
+    /// The early resend's time has come: whether to resend now (the next one, if any, is
+    /// armed after twice the wait).
+    pub(crate) fn fire(&mut self, now: Instant, timeout: u8) -> bool {
+        if self.early_at.is_none_or(|t| t > now) {
+            return false;
+        }
+        self.early_at = None;
+        if self.early_left == 0 {
+            return false;
+        }
+        self.early_left -= 1;
+        let spent = u32::from(EARLY_RESENDS - self.early_left);
+        self.early_at = self
+            .stall(now, timeout)
+            .filter(|_| self.early_left > 0)
+            .map(|s| s * (1 << spent))
+            .filter(|s| ack_timeout(timeout).is_some_and(|t| *s < t))
+            .map(|s| now + s);
+        true
+    }
+}
+
+impl QpTransport {
+    /// Re-arm the retransmit timers after progress (or the first packet) at `now`.
+    pub(crate) fn arm_retransmit(&mut self, now: Instant, timeout: u8) {
+        self.retrans_at = ack_timeout(timeout).map(|t| now + t);
+        self.recovery.arm(now, timeout);
+    }
+
+    /// Nothing outstanding: no retransmit timer.
+    pub(crate) fn disarm_retransmit(&mut self) {
+        self.retrans_at = None;
+        self.recovery.disarm();
+    }
+}
