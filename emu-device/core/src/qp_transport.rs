@@ -163,6 +163,8 @@ pub(crate) struct QpTransport {
     pub(crate) deferred_ack: Option<(Psn, Instant)>,
     /// The PSN of the last held ACK sent (how far the held one reaches past it).
     pub(crate) last_ack_sent: Option<Psn>,
+    /// The deadline the QP is filed under in the engine's `Timers`, if any.
+    pub(crate) timer_key: Option<Instant>,
 }
 
 impl QpTransport {

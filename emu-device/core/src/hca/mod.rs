@@ -23,7 +23,7 @@ use super::multicast::Multicast;
 use super::objects::{Ah, AhAttr, Dm, Mr, Mw};
 use super::store::Store;
 use super::transport::gsi::{self, Gsi, ReceivedMad};
-use super::transport::{self, Engine, IncomingDatagram, Outbox, Transmit};
+use super::transport::{self, Engine, IncomingDatagram, Outbox, Timers, Transmit};
 use super::types::{AccessFlags, EventType, MwType, SendFlags, WrOpcode};
 use super::wr::{MwBind, SendWr, Sge, WorkCompletion};
 
@@ -60,6 +60,7 @@ pub struct Hca {
     cqs: Completions,
     events: Events,
     outbox: Outbox,
+    timers: Timers,
     counters: Counters,
     gsi: Gsi,
     multicast: Multicast,
@@ -80,6 +81,7 @@ impl Hca {
             device: Device::new(config),
             events: Events::default(),
             outbox: Outbox::default(),
+            timers: Timers::default(),
             counters: Counters::default(),
             gsi: Gsi::default(),
             multicast: Multicast::default(),
@@ -97,6 +99,7 @@ impl Hca {
             counters: &mut self.counters,
             gsi: &mut self.gsi,
             multicast: &self.multicast,
+            timers: &mut self.timers,
         }
     }
 
@@ -867,7 +870,7 @@ impl Hca {
     /// D: when [`Hca::handle_timeout`] must next be called.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        transport::poll_timeout(&self.store)
+        transport::poll_timeout(&self.timers)
     }
 
     /// B: timers due at or before `now` fire. Spurious calls are harmless.

@@ -21,9 +21,10 @@ mod queues;
 pub(crate) mod recovery;
 mod requester;
 mod responder;
+mod timers;
 pub(crate) mod tm_rndv;
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -38,6 +39,8 @@ use super::handles::QpHandle;
 use super::multicast::{MULTICAST_QPN, Multicast};
 use super::store::Store;
 use super::types::{EventType, QpState, QpType};
+
+pub(crate) use timers::Timers;
 
 /// A datagram as the driver received it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +100,9 @@ pub(crate) struct Outbox {
     /// Buffers handed back by `poll_transmit` for the next packets (bounded by
     /// [`SPARE_BUFFERS`]): no allocation per packet.
     spare: Vec<Vec<u8>>,
+    /// The members of `active_qps`: every received packet marks its QP, and a scan of
+    /// the queue would cost each packet the number of busy QPs (thousands at scale).
+    queued: HashSet<QpHandle>,
 }
 
 /// Send buffers the outbox keeps for reuse.
@@ -113,9 +119,16 @@ impl Outbox {
 
     /// Remember that a QP may have packets to send.
     pub(crate) fn mark_active(&mut self, qp: QpHandle) {
-        if !self.active_qps.contains(&qp) {
+        if self.queued.insert(qp) {
             self.active_qps.push_back(qp);
         }
+    }
+
+    /// The next QP whose turn it is, out of the round-robin.
+    fn next_active(&mut self) -> Option<QpHandle> {
+        let qp = self.active_qps.pop_front()?;
+        self.queued.remove(&qp);
+        Some(qp)
     }
 
     /// Bytes of packets built and not yet handed to the caller.
@@ -134,6 +147,7 @@ pub(crate) struct Engine<'a> {
     pub(crate) counters: &'a mut Counters,
     pub(crate) gsi: &'a mut gsi::Gsi,
     pub(crate) multicast: &'a Multicast,
+    pub(crate) timers: &'a mut Timers,
 }
 
 /// Receive path: the checks rxe makes (rxe_recv.c), in its order, then dispatch.
@@ -301,6 +315,7 @@ fn deliver(
     } else {
         responder::on_request(eng, now, qp, packet, bth, d, ip_id);
     }
+    eng.timers.sync(eng.store, qp);
     eng.outbox.mark_active(qp);
 }
 
@@ -315,7 +330,7 @@ pub(crate) fn poll_transmit(
         // Bounded by the number of active QPs; each round may queue packets.
         let rounds = eng.outbox.active_qps.len();
         for _ in 0..rounds {
-            let Some(qp) = eng.outbox.active_qps.pop_front() else {
+            let Some(qp) = eng.outbox.next_active() else {
                 break;
             };
             responder::send_replies(eng, qp);
@@ -328,6 +343,7 @@ pub(crate) fn poll_transmit(
                 // Requests and ACKs are in PSN spaces of their own, so nothing reorders.
                 eng.flush_deferred_ack(qp);
             }
+            eng.timers.sync(eng.store, qp);
             if !eng.outbox.packets.is_empty() {
                 break;
             }
@@ -359,27 +375,14 @@ pub(crate) fn poll_transmit(
 }
 
 /// D: the earliest timer of any QP.
-pub(crate) fn poll_timeout(store: &Store) -> Option<Instant> {
-    let mut next: Option<Instant> = None;
-    for qp in store.qp_handles() {
-        if let Some(q) = store.get(qp) {
-            let held_ack = q.transport.deferred_ack.map(|(_, due)| due);
-            let early = q.transport.recovery.early_at;
-            for t in [q.transport.retrans_at, q.transport.rnr_at, held_ack, early]
-                .into_iter()
-                .flatten()
-            {
-                next = Some(next.map_or(t, |n| n.min(t)));
-            }
-        }
-    }
-    next
+pub(crate) fn poll_timeout(timers: &Timers) -> Option<Instant> {
+    timers.next()
 }
 
 /// B: fire every timer due at or before `now`.
 pub(crate) fn handle_timeout(eng: &mut Engine<'_>, now: Instant) {
-    let qps: Vec<QpHandle> = eng.store.qp_handles().collect();
-    for qp in qps {
+    // Only the QPs whose earliest deadline has come; their remaining timers go back in.
+    for qp in eng.timers.take_due(eng.store, now) {
         let due = eng
             .store
             .get(qp)
@@ -389,6 +392,7 @@ pub(crate) fn handle_timeout(eng: &mut Engine<'_>, now: Instant) {
             eng.flush_deferred_ack(qp);
         }
         completer::on_timers(eng, now, qp);
+        eng.timers.sync(eng.store, qp);
     }
 }
 
