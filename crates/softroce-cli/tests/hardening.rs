@@ -134,7 +134,7 @@ fn every_numeric_argument_out_of_range_is_a_usage_error_naming_it_and_its_range(
             &["perf", "write", "-s", "0"],
             "'--size <SIZE>': 0 is not in 1..=8388608",
         ),
-        (&["perf", "write", "-q", "65"], "is not in 1..=64"),
+        (&["perf", "write", "-q", "16385"], "is not in 1..=16384"),
         (&["perf", "write", "-u", "32"], "is not in 0..=31"),
         (
             &["perf", "write", "--depth", "16381"],
@@ -146,14 +146,15 @@ fn every_numeric_argument_out_of_range_is_a_usage_error_naming_it_and_its_range(
         ),
         (&["perf", "--lat-iters", "0"], "is not in 1..=1000000000"),
         (&["perf", "write", "--timeout", "0"], "is not in 1..=86400"),
-        // 64 x 1000 messages fit the CQ (max_cqe 4194303) but not the slot memory.
+        // 16384 x 200 messages in flight need more than max_cqe (4194303) entries.
         (
-            &["perf", "write", "-q", "64", "--depth", "1000"],
-            "4194304000 bytes of message slots",
+            &["perf", "write", "-q", "16384", "--depth", "200"],
+            "3276800 messages in flight",
         ),
+        // Every QP must carry a message.
         (
-            &["perf", "write", "-s", "8388608", "--depth", "200"],
-            "bytes of message slots",
+            &["perf", "write", "-q", "10000"],
+            "-n 2000 messages leave QPs of -q 10000 idle",
         ),
         (&["soak", "-n", "0"], "is not in 1..=1000000000"),
         (

@@ -33,6 +33,25 @@ fn write_bandwidth_over_two_qps_prints_perftests_table_and_udp_ratios() {
     assert!(out.contains("GSO (ratio"), "{out}");
 }
 
+/// Issue 15's scale between two processes: 10 000 connected RC QPs a side, each of which
+/// completes exactly one of the 10 000 WRITEs (the per-QP line counts them).
+#[test]
+fn ten_thousand_qps_connect_and_each_completes_a_write() {
+    let out = run_perf(
+        "write",
+        "127.0.0.193",
+        "127.0.0.194",
+        18693,
+        &["-q", "10000", "-n", "10000", "-s", "8", "--timeout", "60"],
+    );
+    assert!(
+        out.contains("10000 RC QP(s) created and connected"),
+        "{out}"
+    );
+    assert!(out.contains("per QP (10000)"), "{out}");
+    assert!(out.contains("1 to 1 messages per QP"), "{out}");
+}
+
 #[test]
 fn send_latency_prints_percentiles() {
     let out = run_perf(
