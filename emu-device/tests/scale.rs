@@ -2,6 +2,10 @@
 //! simulator. What a QP costs the emulator in memory is measured by counting this test
 //! thread's heap allocations (a counting global allocator), and bounded at 16 KiB; then
 //! every one of the QPs carries traffic both ways, and every byte is checked.
+//!
+//! The bytes counted are everything the two devices and the simulated fabric hold beyond
+//! the application's regions, divided by the QPs: the fabric's queues (which keep the
+//! capacity of the largest burst, 160 000 datagrams here) make it an upper bound.
 
 mod common;
 
@@ -72,6 +76,9 @@ fn live_bytes() -> isize {
 const QPS: usize = 10_000;
 /// Issue 15's bound on the emulator's state per QP.
 const MAX_BYTES_PER_QP: isize = 16 * 1024;
+/// Each QP's send and receive queue depth: what a connection that keeps a few messages in
+/// flight asks for (`softroce perf`'s default keeps 16).
+const DEPTH: u32 = 16;
 /// Bytes each QP moves each way, in a slot of its own.
 const MSG: usize = 64;
 /// Each side's region: QP `i` sends from slot `i` of the first half and its peer's data
@@ -110,8 +117,7 @@ fn open_side(fabric: &mut Fabric<Hca>, ip: &str, seed: u64) -> Side {
         send_cq: cq,
         recv_cq: cq,
         srq: None,
-        // What a connection that keeps a few messages in flight asks for.
-        cap: QpCap::new(16, 16),
+        cap: QpCap::new(DEPTH, DEPTH),
         qp_type: QpType::Rc,
         sq_sig_all: false,
         qp_context: 0,
@@ -217,6 +223,64 @@ fn slot_data(side: char, i: usize) -> Vec<u8> {
     d
 }
 
+impl Fleet {
+    /// Fill every queue: each QP of A posts `DEPTH` 8-byte WRITEs (the last signaled) and
+    /// each QP of B `DEPTH` receives, which stay posted. Nothing moves yet.
+    fn fill_queues(&mut self) {
+        let (a, b) = (&self.a, &self.b);
+        let hb = self.fabric.node_mut(b.node);
+        for (i, &(qp, _)) in b.qps.iter().enumerate() {
+            let recvs: Vec<RecvWr> = (0..DEPTH)
+                .map(|k| RecvWr {
+                    wr_id: u64::from(k),
+                    sg_list: vec![b.mem.sge(IN + i * MSG, MSG)],
+                })
+                .collect();
+            hb.post_recv(qp, &recvs).unwrap();
+        }
+        let ha = self.fabric.node_mut(a.node);
+        for (i, &(qp, _)) in a.qps.iter().enumerate() {
+            let writes: Vec<SendWr> = (0..DEPTH)
+                .map(|k| {
+                    let mut w = SendWr::new(i as u64, WrOpcode::RdmaWrite);
+                    w.sg_list = vec![a.mem.sge(i * MSG, 8)];
+                    w.rdma = RdmaTarget {
+                        remote_addr: b.mem.addr(IN + i * MSG),
+                        rkey: b.mem.keys.rkey,
+                    };
+                    if k + 1 < DEPTH {
+                        w.send_flags = SendFlags::EMPTY;
+                    }
+                    w
+                })
+                .collect();
+            // SAFETY: the slots live in `a.mem` until the fleet is dropped.
+            unsafe { ha.post_send(qp, &writes) }.unwrap();
+        }
+    }
+
+    /// Drive the fabric until every QP of A completed its signaled WRITE.
+    fn drain_writes(&mut self) -> usize {
+        let (cq, node) = (self.a.cq, self.a.node);
+        let mut buf = vec![WorkCompletion::success(0, 0, WcOpcode::Send, 0); 256];
+        let mut done = 0;
+        self.fabric
+            .drive_until(4_000_000, Duration::from_secs(10), |f| {
+                // Bounded: each round takes a full batch or ends the polling.
+                for _ in 0..=(QPS / buf.len()) {
+                    let n = f.node_mut(node).poll_cq(cq, &mut buf).unwrap();
+                    assert!(buf[..n].iter().all(|wc| wc.status == WcStatus::Success));
+                    done += n;
+                    if n < buf.len() {
+                        break;
+                    }
+                }
+                done >= QPS
+            });
+        done
+    }
+}
+
 #[test]
 fn ten_thousand_connected_rc_qps_take_at_most_16_kib_of_emulator_state_each() {
     let before = live_bytes();
@@ -243,6 +307,23 @@ fn ten_thousand_connected_rc_qps_take_at_most_16_kib_of_emulator_state_each() {
     assert!(
         used <= MAX_BYTES_PER_QP,
         "{used} bytes per QP after traffic, more than {MAX_BYTES_PER_QP}"
+    );
+    // At its largest: every send and receive queue full.
+    fleet.fill_queues();
+    let full = per_qp(live_bytes() - before - app);
+    println!(
+        "emulator state per RC QP with {DEPTH} sends and {DEPTH} receives queued: {full} bytes"
+    );
+    assert!(
+        full <= MAX_BYTES_PER_QP,
+        "{full} bytes per QP with full queues, more than {MAX_BYTES_PER_QP}"
+    );
+    assert_eq!(fleet.drain_writes(), QPS, "every QP's WRITEs completed");
+    let drained = per_qp(live_bytes() - before - app);
+    println!("emulator state per RC QP once its WRITEs completed: {drained} bytes");
+    assert!(
+        drained <= MAX_BYTES_PER_QP,
+        "{drained} bytes per QP after the WRITEs, more than {MAX_BYTES_PER_QP}"
     );
 }
 
