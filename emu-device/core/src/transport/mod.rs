@@ -24,7 +24,7 @@ mod responder;
 mod timers;
 pub(crate) mod tm_rndv;
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -100,9 +100,10 @@ pub(crate) struct Outbox {
     /// Buffers handed back by `poll_transmit` for the next packets (bounded by
     /// [`SPARE_BUFFERS`]): no allocation per packet.
     spare: Vec<Vec<u8>>,
-    /// The members of `active_qps`: every received packet marks its QP, and a scan of
-    /// the queue would cost each packet the number of busy QPs (thousands at scale).
-    queued: HashSet<QpHandle>,
+    /// The members of `active_qps` by slot index (a handle's slot, reused with a new
+    /// generation after a destroy): every received packet marks its QP, and a scan of the
+    /// queue would cost each packet the number of busy QPs (thousands at scale).
+    queued: Vec<Option<QpHandle>>,
 }
 
 /// Send buffers the outbox keeps for reuse.
@@ -119,7 +120,20 @@ impl Outbox {
 
     /// Remember that a QP may have packets to send.
     pub(crate) fn mark_active(&mut self, qp: QpHandle) {
-        if self.queued.insert(qp) {
+        let i = qp.index as usize;
+        // Slots are as many as QPs ever lived at once (at most the 2^24 QPNs); a handle
+        // beyond names no QP, and must not size the index.
+        if i >= 1 << 24 {
+            if !self.active_qps.contains(&qp) {
+                self.active_qps.push_back(qp);
+            }
+            return;
+        }
+        if i >= self.queued.len() {
+            self.queued.resize(i + 1, None);
+        }
+        if self.queued[i] != Some(qp) {
+            self.queued[i] = Some(qp);
             self.active_qps.push_back(qp);
         }
     }
@@ -127,7 +141,12 @@ impl Outbox {
     /// The next QP whose turn it is, out of the round-robin.
     fn next_active(&mut self) -> Option<QpHandle> {
         let qp = self.active_qps.pop_front()?;
-        self.queued.remove(&qp);
+        // A destroyed QP's slot may already name its successor, which stays queued.
+        if let Some(slot) = self.queued.get_mut(qp.index as usize)
+            && *slot == Some(qp)
+        {
+            *slot = None;
+        }
         Some(qp)
     }
 
@@ -400,4 +419,36 @@ pub(crate) fn handle_timeout(eng: &mut Engine<'_>, now: Instant) {
 /// produces, see `poll_transmit`).
 pub(crate) fn on_post_send(eng: &mut Engine<'_>, qp: QpHandle) {
     eng.outbox.mark_active(qp);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_qp_is_queued_once_even_when_its_slot_is_reused_or_its_handle_is_bogus() {
+        let mut o = Outbox::default();
+        let destroyed = QpHandle {
+            index: 3,
+            generation: 1,
+        };
+        let successor = QpHandle {
+            index: 3,
+            generation: 2,
+        };
+        o.mark_active(destroyed);
+        o.mark_active(successor);
+        o.mark_active(successor);
+        assert_eq!(o.next_active(), Some(destroyed));
+        // Taking the destroyed QP's turn leaves its successor queued, once.
+        o.mark_active(successor);
+        assert_eq!(o.next_active(), Some(successor));
+        assert_eq!(o.next_active(), None);
+        // A handle no QP has never sizes the index, and is queued once too.
+        o.mark_active(QpHandle::NONE);
+        o.mark_active(QpHandle::NONE);
+        assert_eq!(o.queued.len(), 4);
+        assert_eq!(o.next_active(), Some(QpHandle::NONE));
+        assert_eq!(o.next_active(), None);
+    }
 }
