@@ -7,7 +7,7 @@
 //! address), each with its own device, printing perftest's tables; `--baseline` adds raw
 //! UDP figures (per-datagram and GSO) measured in the same run and the ratio.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::process::ExitCode;
@@ -183,10 +183,12 @@ fn check_args(args: &PerfArgs) -> anyhow::Result<Mtu> {
 
 /// Connected RC QPs on one side, with one region of message slots (see [`slot_count`]).
 struct Side {
+    /// First to go (fields drop in order): a side that gives up mid-run must not leave
+    /// its QPs answering the peer's WRITEs with access errors for a region already gone.
+    qps: Vec<QueuePair>,
     ctx: Context,
     cq: CompletionQueue,
     mr: MemoryRegion,
-    qps: Vec<QueuePair>,
     slot: usize,
     slots: usize,
     /// How long creating and connecting the QPs took, the peer's part included.
@@ -1014,7 +1016,14 @@ impl Params {
 /// One line of the side channel; the peer closing it is an error that says so.
 fn read_line(r: &mut impl BufRead) -> anyhow::Result<String> {
     let mut l = String::new();
-    let n = r.read_line(&mut l).context("reading the side channel")?;
+    let n = match r.read_line(&mut l) {
+        Ok(n) => n,
+        // The socket's read timeout is `--timeout`: say so rather than EAGAIN.
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+            bail!("the peer said nothing on the side channel for --timeout seconds")
+        }
+        Err(e) => return Err(e).context("reading the side channel"),
+    };
     ensure!(n > 0, "the peer closed the side channel (see its output)");
     Ok(l.trim_end().to_string())
 }
