@@ -202,10 +202,21 @@ fn a_request_that_is_not_exactly_eight_bytes_is_naked_as_invalid() {
     assert_eq!(crafted(&mut pair, 16, 16), nak);
     assert_eq!(pair.b.mem.read(0, 16), [0; 16]);
     // 4 bytes asked for and sent: too short, NAKed as well (rxe: RESPST_ERR_LENGTH), not
-    // dropped as if the packet were malformed.
+    // dropped as if the packet were malformed; the responder QP goes to ERR (IBTA: an
+    // invalid request is fatal to an RC responder).
     let mut pair = Pair::rc(Mtu::Mtu1024);
     assert_eq!(crafted(&mut pair, 4, 4), nak);
     assert_eq!(pair.b.mem.read(0, 8), [0; 8]);
+    let qp = pair.b.qp;
+    assert_eq!(pair.hca('b').qp_state(qp).unwrap(), QpState::Err);
+    // 8 bytes asked for, fewer (or none) sent: the same.
+    for short in [4, 0] {
+        let mut pair = Pair::rc(Mtu::Mtu1024);
+        assert_eq!(crafted(&mut pair, 8, short), nak, "{short} payload bytes");
+        assert_eq!(pair.b.mem.read(0, 8), [0; 8]);
+        let qp = pair.b.qp;
+        assert_eq!(pair.hca('b').qp_state(qp).unwrap(), QpState::Err);
+    }
     // The well-formed one, for contrast, is stored and answered.
     let mut pair = Pair::rc(Mtu::Mtu1024);
     assert_eq!(

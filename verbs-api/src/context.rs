@@ -10,7 +10,7 @@ use std::time::Duration;
 use softroce_emu::core::{
     AccessFlags, AsyncEvent, ChannelHandle, Counters, CqHandle, DeviceAttr, Hca, MrHandle, MrKeys,
     MwBind, MwHandle, MwType, PdHandle, PortAttr, RecvWr, SendWr, Sge, SrqAttr, SrqAttrMask,
-    SrqHandle, VerbsError, WorkCompletion, WrOpcode,
+    SrqHandle, VerbsError, WorkCompletion, WrOpcode, XrcdHandle,
 };
 use softroce_emu::driver::{Device, DeviceConfig};
 
@@ -276,6 +276,37 @@ impl ProtectionDomain {
         Ok(SharedReceiveQueue {
             pd: Arc::clone(&self.pd),
             srq,
+            xrc: None,
+        })
+    }
+
+    /// `ibv_create_srq_ex` of an XRC SRQ (`IBV_SRQT_XRC`) of this PD in `xrcd`: XRC
+    /// requests reach it through any target QP of the domain by naming its
+    /// [`SharedReceiveQueue::srq_num`], and its receives complete on `cq`.
+    pub fn create_xrc_srq(
+        &self,
+        xrcd: &XrcDomain,
+        cq: &CompletionQueue,
+        max_wr: u32,
+        max_sge: u32,
+    ) -> Result<SharedReceiveQueue> {
+        let attr = SrqAttr {
+            max_wr,
+            max_sge,
+            srq_limit: 0,
+        };
+        let (srq, srq_num) =
+            self.pd
+                .dev
+                .create_xrc_srq(self.pd.pd, xrcd.inner.xrcd, cq.inner.cq, attr)?;
+        Ok(SharedReceiveQueue {
+            pd: Arc::clone(&self.pd),
+            srq,
+            xrc: Some(XrcSrq {
+                srq_num,
+                _xrcd: Arc::clone(&xrcd.inner),
+                _cq: Arc::clone(&cq.inner),
+            }),
         })
     }
 
@@ -586,14 +617,30 @@ impl Drop for CqInner {
     }
 }
 
-/// A shared receive queue.
+/// A shared receive queue (an ordinary one, or an XRC SRQ).
 #[derive(Debug)]
 pub struct SharedReceiveQueue {
     pd: Arc<PdInner>,
     pub(crate) srq: SrqHandle,
+    xrc: Option<XrcSrq>,
+}
+
+/// What an XRC SRQ has beyond an ordinary one: its number, and the domain and CQ it keeps.
+#[derive(Debug)]
+struct XrcSrq {
+    srq_num: u32,
+    _xrcd: Arc<XrcdInner>,
+    _cq: Arc<CqInner>,
 }
 
 impl SharedReceiveQueue {
+    /// `ibv_get_srq_num` of an XRC SRQ: what an initiator's
+    /// [`SendWr::xrc_remote_srqn`](softroce_emu::core::SendWr) names it by. `None` for an
+    /// ordinary SRQ.
+    pub fn srq_num(&self) -> Option<u32> {
+        self.xrc.as_ref().map(|x| x.srq_num)
+    }
+
     /// `ibv_post_srq_recv` of one receive into `sges`.
     ///
     /// # Safety
@@ -632,6 +679,44 @@ impl SharedReceiveQueue {
 impl Drop for SharedReceiveQueue {
     fn drop(&mut self) {
         let _ = self.pd.dev.destroy_srq(self.srq);
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct XrcdInner {
+    pub(crate) dev: Arc<dyn Backend>,
+    pub(crate) xrcd: XrcdHandle,
+}
+
+impl Drop for XrcdInner {
+    fn drop(&mut self) {
+        // XRC SRQs and target QPs hold the domain through `Arc`: this is the last user.
+        let _ = self.dev.close_xrcd(self.xrcd);
+    }
+}
+
+/// An XRC domain (`ibv_open_xrcd`): the scope of XRC SRQs
+/// ([`ProtectionDomain::create_xrc_srq`]) and of the target QPs that serve them
+/// ([`XrcDomain::create_target_qp`]). An initiator is an ordinary QP of type
+/// [`QpType::XrcSend`](softroce_emu::core::QpType) connected to a target QP; each of its
+/// sends names the SRQ it is for in `SendWr::xrc_remote_srqn`. Closed when its last user
+/// goes.
+#[derive(Debug, Clone)]
+pub struct XrcDomain {
+    pub(crate) inner: Arc<XrcdInner>,
+}
+
+impl Context {
+    /// `ibv_open_xrcd`: a domain of this process's own (no file shared with others).
+    /// [`Error::Unsupported`] on backends without XRC (the system libibverbs).
+    pub fn open_xrcd(&self) -> Result<XrcDomain> {
+        let xrcd = self.dev.open_xrcd()?;
+        Ok(XrcDomain {
+            inner: Arc::new(XrcdInner {
+                dev: Arc::clone(&self.dev),
+                xrcd,
+            }),
+        })
     }
 }
 

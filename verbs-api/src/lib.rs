@@ -79,7 +79,7 @@ pub mod tokio;
 
 pub use context::{
     CompletionChannel, CompletionQueue, Context, MemoryRegion, MemoryWindow, ProtectionDomain,
-    SharedReceiveQueue,
+    SharedReceiveQueue, XrcDomain,
 };
 pub use error::{Error, Result};
 pub use qp::{PreparedQueuePair, QueuePair, QueuePairBuilder, QueuePairEndpoint};

@@ -8,12 +8,12 @@ use softroce_emu::core::{
     AccessFlags, AhAttr, AhHandle, MwType, QpAttr, QpAttrMask, QpBringup, QpCap, QpHandle,
     QpInitAttr, QpPeer, QpState, QpType, RecvWr, SendFlags, SendWr, Sge, UdTarget,
 };
-use softroce_wire::{Gid, Mtu, Psn};
+use softroce_wire::{Gid, Mtu, Psn, Qpn};
 
 use crate::backend::Backend;
 use crate::context::{
     CompletionQueue, CqInner, MemoryRegion, MemoryWindow, PdInner, ProtectionDomain,
-    SharedReceiveQueue,
+    SharedReceiveQueue, XrcDomain, XrcdInner,
 };
 use crate::error::{Error, Result};
 
@@ -171,12 +171,22 @@ impl<'a> QueuePairBuilder<'a> {
             dev.create_qp(self.pd.pd.pd, init)?
         };
         let inner = QpInner {
-            pd: Arc::clone(&self.pd.pd),
+            dev: Arc::clone(dev),
+            pd: Some(Arc::clone(&self.pd.pd)),
+            _xrcd: None,
             qp,
-            _cqs: (self.send_cq, self.recv_cq),
+            _cqs: Some((self.send_cq, self.recv_cq)),
             ahs: std::sync::Mutex::new(Vec::new()),
         };
-        move_to_init(&self.bringup, dev.as_ref(), qp)?;
+        PreparedQueuePair::new(inner, qpn, self.bringup)
+    }
+}
+
+impl PreparedQueuePair {
+    /// A created QP (`inner`) numbered `qpn`, moved to INIT with its first PSN chosen.
+    fn new(inner: QpInner, qpn: Qpn, bringup: QpBringup) -> Result<Self> {
+        let dev = Arc::clone(&inner.dev);
+        move_to_init(&bringup, dev.as_ref(), inner.qp)?;
         // A random initial PSN (IBTA 9.7.1 asks for one): derived from the address and QPN,
         // anyone who can send to the port could inject a packet the QP accepts in sequence.
         // A simulated fabric draws it from its seed instead, so a run replays exactly.
@@ -185,7 +195,7 @@ impl<'a> QueuePairBuilder<'a> {
             .map_or_else(initial_psn, |p| Psn::new(p).value());
         let gid = dev.query_gid(1, dev.sgid_index())?;
         let port = dev.udp_port();
-        let prepared = PreparedQueuePair {
+        Ok(Self {
             inner,
             endpoint: QueuePairEndpoint {
                 qpn: qpn.value(),
@@ -193,9 +203,8 @@ impl<'a> QueuePairBuilder<'a> {
                 gid,
                 udp_port: port,
             },
-            bringup: self.bringup,
-        };
-        Ok(prepared)
+            bringup,
+        })
     }
 }
 
@@ -206,19 +215,23 @@ fn initial_psn() -> u32 {
 
 #[derive(Debug)]
 struct QpInner {
-    pd: Arc<PdInner>,
+    dev: Arc<dyn Backend>,
+    /// `None` for an XRC target QP, which has no PD.
+    pd: Option<Arc<PdInner>>,
+    /// An XRC target QP's domain, kept open while the QP is.
+    _xrcd: Option<Arc<XrcdInner>>,
     qp: QpHandle,
-    _cqs: (Arc<CqInner>, Arc<CqInner>),
+    _cqs: Option<(Arc<CqInner>, Arc<CqInner>)>,
     /// Address handles made by `ud_target`, destroyed with the QP that sends through them.
     ahs: std::sync::Mutex<Vec<AhHandle>>,
 }
 
 impl Drop for QpInner {
     fn drop(&mut self) {
-        let _ = self.pd.dev.destroy_qp(self.qp);
+        let _ = self.dev.destroy_qp(self.qp);
         let ahs = std::mem::take(self.ahs.get_mut().unwrap_or_else(|e| e.into_inner()));
         for ah in ahs {
-            let _ = self.pd.dev.destroy_ah(ah);
+            let _ = self.dev.destroy_ah(ah);
         }
     }
 }
@@ -294,7 +307,7 @@ impl PreparedQueuePair {
     /// As [`QueuePair::post_receive`], for every request.
     pub unsafe fn post_receives(&self, wrs: &[RecvWr]) -> Result<()> {
         // SAFETY: forwarded contract.
-        unsafe { self.inner.pd.dev.post_recv(self.inner.qp, wrs) }
+        unsafe { self.inner.dev.post_recv(self.inner.qp, wrs) }
     }
 
     /// Post one receive into `sges` before connecting.
@@ -314,7 +327,7 @@ impl PreparedQueuePair {
     /// with attributes of its own, librdmacm's `rdma_init_qp_attr`).
     #[cfg_attr(not(feature = "ibverbs"), allow(dead_code))]
     pub(crate) fn backend_handle(&self) -> (&Arc<dyn Backend>, QpHandle) {
-        (&self.inner.pd.dev, self.inner.qp)
+        (&self.inner.dev, self.inner.qp)
     }
 
     /// The QP once a connection manager moved it to RTS itself, sending from `sq_psn`.
@@ -332,7 +345,7 @@ impl PreparedQueuePair {
 
     /// INIT → RTR → RTS with what a connection manager negotiated.
     pub(crate) fn handshake_cm(self, t: &CmTransition) -> Result<QueuePair> {
-        let dev = Arc::clone(&self.inner.pd.dev);
+        let dev = Arc::clone(&self.inner.dev);
         let mut bringup = self.bringup;
         bringup.mtu = t.mtu;
         bringup.timeout = t.timeout;
@@ -364,7 +377,7 @@ impl PreparedQueuePair {
     /// Connect to `remote` (RC/UC: INIT → RTR → RTS; UD: RTR → RTS, the peer is chosen
     /// per send).
     pub fn handshake(self, remote: QueuePairEndpoint) -> Result<QueuePair> {
-        let dev = Arc::clone(&self.inner.pd.dev);
+        let dev = Arc::clone(&self.inner.dev);
         move_to_rts(
             &self.bringup,
             dev.as_ref(),
@@ -397,7 +410,7 @@ impl QueuePair {
 
     /// The backend and this QP's handle in it (for error injection).
     pub(crate) fn backend_handle(&self) -> (&Arc<dyn Backend>, QpHandle) {
-        (&self.inner.pd.dev, self.inner.qp)
+        (&self.inner.dev, self.inner.qp)
     }
 
     /// Recover from ERR (or start over): RESET, then INIT, RTR and RTS towards `remote`
@@ -405,7 +418,7 @@ impl QueuePair {
     /// must do it (the peer's expected PSN starts over too). Outstanding work requests are
     /// gone (flushed before, or discarded by RESET).
     pub fn reconnect(&self, remote: QueuePairEndpoint) -> Result<()> {
-        let dev = self.inner.pd.dev.as_ref();
+        let dev = self.inner.dev.as_ref();
         let reset = QpAttr {
             qp_state: QpState::Reset,
             ..QpAttr::default()
@@ -423,7 +436,6 @@ impl QueuePair {
             ..QpAttr::default()
         };
         self.inner
-            .pd
             .dev
             .modify_qp(self.inner.qp, &err, QpAttrMask::STATE)
     }
@@ -440,12 +452,12 @@ impl QueuePair {
 
     /// `ibv_query_qp`: the current state.
     pub fn state(&self) -> Result<QpState> {
-        self.inner.pd.dev.qp_state(self.inner.qp)
+        self.inner.dev.qp_state(self.inner.qp)
     }
 
     /// `ibv_modify_qp`; a refusal names the offending attribute bits (state table).
     pub fn modify(&self, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
-        self.inner.pd.dev.modify_qp(self.inner.qp, attr, mask)
+        self.inner.dev.modify_qp(self.inner.qp, attr, mask)
     }
 
     /// `ibv_post_send` of several work requests; a refusal reports the index of the first
@@ -458,7 +470,7 @@ impl QueuePair {
     /// `IBV_SEND_INLINE`, the scatter/gather addresses must be readable during this call.
     pub unsafe fn post_send(&self, wrs: &[SendWr]) -> Result<()> {
         // SAFETY: forwarded contract.
-        unsafe { self.inner.pd.dev.post_send(self.inner.qp, wrs) }
+        unsafe { self.inner.dev.post_send(self.inner.qp, wrs) }
     }
 
     /// `ibv_bind_mw`: bind type 1 window `mw` to `len` bytes of `mr` from byte `offset` with
@@ -493,7 +505,6 @@ impl QueuePair {
         let bind = mw.bind_of(mr, offset, len, access, rkey);
         let rkey = self
             .inner
-            .pd
             .dev
             .bind_mw(self.inner.qp, wr_id, send_flags, bind)?;
         mw.set_rkey(rkey);
@@ -511,7 +522,7 @@ impl QueuePair {
             sg_list: sges.to_vec(),
         };
         // SAFETY: forwarded contract.
-        unsafe { self.inner.pd.dev.post_recv(self.inner.qp, &[wr]) }
+        unsafe { self.inner.dev.post_recv(self.inner.qp, &[wr]) }
     }
 
     /// `ibv_post_recv` of several receive work requests; a refusal reports the index of the
@@ -521,7 +532,7 @@ impl QueuePair {
     /// As [`QueuePair::post_receive`], for every request.
     pub unsafe fn post_receives(&self, wrs: &[RecvWr]) -> Result<()> {
         // SAFETY: forwarded contract.
-        unsafe { self.inner.pd.dev.post_recv(self.inner.qp, wrs) }
+        unsafe { self.inner.dev.post_recv(self.inner.qp, wrs) }
     }
 
     /// `ibv_attach_mcast`: this UD QP receives what is sent to the multicast group `mgid`
@@ -529,18 +540,18 @@ impl QueuePair {
     /// [`QueuePair::multicast_target`] for sending to it. A QP must be detached before it is
     /// destroyed (dropping an attached QP fails, as `ibv_destroy_qp` does with EBUSY).
     pub fn attach_mcast(&self, mgid: Gid) -> Result<()> {
-        self.inner.pd.dev.attach_mcast(self.inner.qp, mgid)
+        self.inner.dev.attach_mcast(self.inner.qp, mgid)
     }
 
     /// `ibv_detach_mcast`.
     pub fn detach_mcast(&self, mgid: Gid) -> Result<()> {
-        self.inner.pd.dev.detach_mcast(self.inner.qp, mgid)
+        self.inner.dev.detach_mcast(self.inner.qp, mgid)
     }
 
     /// A UD destination that is the multicast group `mgid`: its packets go to every QP
     /// attached to the group (QPN 0xFFFFFF), which takes those with its Q_Key `qkey`.
     pub fn multicast_target(&self, mgid: Gid, qkey: u32) -> Result<UdTarget> {
-        let udp_port = self.inner.pd.dev.udp_port();
+        let udp_port = self.inner.dev.udp_port();
         self.ud_target(
             QueuePairEndpoint {
                 qpn: softroce_emu::core::MULTICAST_QPN,
@@ -555,7 +566,7 @@ impl QueuePair {
     /// A UD destination: an address handle to `remote` plus its QPN and Q_Key, for
     /// `SendWr::ud`.
     pub fn ud_target(&self, remote: QueuePairEndpoint, qkey: u32) -> Result<UdTarget> {
-        let dev = &self.inner.pd.dev;
+        let dev = &self.inner.dev;
         let sgid_index = dev.sgid_index() as u8;
         let mut av = AhAttr::new(remote.gid, sgid_index);
         av.udp_port = remote.udp_port;
@@ -565,7 +576,13 @@ impl QueuePair {
     /// A UD destination through an address handle made from `av` on this QP's PD (kept
     /// until the QP goes).
     pub(crate) fn ud_target_with(&self, av: AhAttr, qpn: u32, qkey: u32) -> Result<UdTarget> {
-        let ah: AhHandle = self.inner.pd.dev.create_ah(self.inner.pd.pd, av)?;
+        let Some(pd) = &self.inner.pd else {
+            return Err(Error::Invalid {
+                what: "ud_target",
+                reason: "an XRC target QP has no PD to make an address handle on".into(),
+            });
+        };
+        let ah: AhHandle = self.inner.dev.create_ah(pd.pd, av)?;
         self.inner
             .ahs
             .lock()
@@ -586,5 +603,55 @@ impl QueuePair {
     /// The QP's transport type.
     pub(crate) fn qp_type(&self) -> QpType {
         self.bringup.qp_type
+    }
+}
+
+impl XrcDomain {
+    /// `ibv_create_qp_ex` of an XRC target QP (`IBV_QPT_XRC_RECV`) in this domain, moved to
+    /// INIT: it has no PD, CQs or queues of its own; each request it receives is served by
+    /// the XRC SRQ of this domain the request names, completing on that SRQ's CQ. Connect
+    /// it to the initiator with [`PreparedQueuePair::handshake`].
+    pub fn create_target_qp(&self) -> Result<PreparedQueuePair> {
+        let dev = &self.inner.dev;
+        let (qp, qpn) = dev.create_xrc_recv_qp(self.inner.xrcd)?;
+        PreparedQueuePair::new(
+            QpInner {
+                dev: Arc::clone(dev),
+                pd: None,
+                _xrcd: Some(Arc::clone(&self.inner)),
+                qp,
+                _cqs: None,
+                ahs: std::sync::Mutex::new(Vec::new()),
+            },
+            qpn,
+            QpBringup::new(QpType::XrcRecv),
+        )
+    }
+
+    /// `ibv_open_qp`: another handle to this domain's XRC target QP `qpn` (made by
+    /// [`XrcDomain::create_target_qp`], here or through another handle to the domain). The
+    /// QP lives until its last handle is dropped. The handle's endpoint carries PSN 0:
+    /// the PSNs are the creator's business.
+    pub fn open_qp(&self, qpn: u32) -> Result<QueuePair> {
+        let dev = &self.inner.dev;
+        let qp = dev.open_xrc_recv_qp(self.inner.xrcd, qpn)?;
+        let inner = QpInner {
+            dev: Arc::clone(dev),
+            pd: None,
+            _xrcd: Some(Arc::clone(&self.inner)),
+            qp,
+            _cqs: None,
+            ahs: std::sync::Mutex::new(Vec::new()),
+        };
+        Ok(QueuePair {
+            inner,
+            endpoint: QueuePairEndpoint {
+                qpn,
+                psn: 0,
+                gid: dev.query_gid(1, dev.sgid_index())?,
+                udp_port: dev.udp_port(),
+            },
+            bringup: QpBringup::new(QpType::XrcRecv),
+        })
     }
 }

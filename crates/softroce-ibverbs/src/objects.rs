@@ -2395,6 +2395,28 @@ pub(crate) unsafe extern "C" fn vctx_get_srq_num(srq: *mut ibv_srq, srq_num: *mu
     })
 }
 
+/// `verbs_context.modify_qp_rate_limit` (`ibv_modify_qp_rate_limit`): EOPNOTSUPP, the
+/// man page's error for a device that does not implement it. The device does no packet
+/// pacing (its `packet_pacing_caps` are all zero), so accepting a limit would promise a
+/// rate it never keeps; rdma-core answers the same for providers without the verb (rxe).
+/// Set rather than left NULL so a program calling the entry point directly gets the
+/// error too.
+pub(crate) unsafe extern "C" fn vctx_modify_qp_rate_limit(
+    qp: *mut ibv_qp,
+    _attr: *mut c_void,
+) -> c_int {
+    const VERB: &str = "ibv_modify_qp_rate_limit";
+    guard_errno(VERB, || {
+        // SAFETY: a QP from ibv_create_qp, or rejected.
+        unsafe { resolve::<EmuQp>(VERB, qp) }?;
+        Err(fail(
+            VERB,
+            libc::EOPNOTSUPP,
+            "no packet pacing (packet_pacing_caps are zero)",
+        ))
+    })
+}
+
 /// An XRC target QP of `a.xrcd` (`ibv_create_qp_ex` with `IBV_QPT_XRC_RECV`): no PD, CQs,
 /// SRQ or queues of its own.
 ///

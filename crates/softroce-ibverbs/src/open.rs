@@ -32,6 +32,7 @@ pub(crate) unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut
             vctx.get_srq_num = Some(objects::vctx_get_srq_num);
             vctx.post_srq_ops = Some(objects::vctx_post_srq_ops);
             vctx.open_qp = Some(objects::vctx_open_qp);
+            vctx.modify_qp_rate_limit = Some(objects::vctx_modify_qp_rate_limit);
         })
     })
 }

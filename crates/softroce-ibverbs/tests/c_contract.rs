@@ -351,3 +351,28 @@ fn exit_from_a_signal_handler_inside_a_verb_ends_the_process() {
 fn man_pages_async_events_are_per_context() {
     run_c_program("man_async_per_context", "softroce0=127.77.30.42");
 }
+
+/// A UD send the host refuses (the socket's sendmmsg fails) completes
+/// IBV_WC_LOC_QP_OP_ERR and is counted in `send_err`; the QP recovers from SQE.
+#[test]
+fn a_ud_send_the_host_refuses_completes_in_error_and_is_counted() {
+    let exe = common::compile_c("man_send_refused");
+    let run = common::spawn_env(
+        "man_send_refused",
+        "softroce0=127.77.30.43",
+        exe.to_str().expect("UTF-8 path"),
+        &[],
+        &[("SOFTROCE_COUNTERS", "stderr")],
+    )
+    .finish(Duration::from_secs(60));
+    assert!(
+        run.ok() && run.stdout.contains("0 failures"),
+        "{}",
+        run.report()
+    );
+    assert!(
+        run.stderr.contains(" send_err=1 ") && run.stderr.contains(" drop_send_failed=1"),
+        "the refused datagram is counted: {}",
+        run.report()
+    );
+}

@@ -62,6 +62,14 @@ pub struct HcaConfig {
     /// completion timestamps are CLOCK_MONOTONIC nanoseconds; the simulator sets the
     /// fabric's start, so they are virtual nanoseconds.
     pub clock_epoch: Option<std::time::Instant>,
+    /// The caller reports what became of each packet given with a [`TransmitToken`]
+    /// (`crate::Hca::handle_sent`, `crate::Hca::handle_send_failure`): a UC/UD request then
+    /// completes once its last packet has left, and one the host refused to send completes
+    /// in error. Off (the simulator): such a request completes as its last packet is
+    /// handed out, as nothing can refuse it.
+    ///
+    /// [`TransmitToken`]: crate::TransmitToken
+    pub transmit_feedback: bool,
 }
 
 /// Bits of a QPN above the per-slot range: `MAX_SLOTS` slots of 2^18 QPNs each.
@@ -118,6 +126,7 @@ impl HcaConfig {
             qpn_slot: None,
             source_port: None,
             clock_epoch: None,
+            transmit_feedback: false,
         }
     }
 }

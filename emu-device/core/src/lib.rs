@@ -130,7 +130,7 @@ pub use qp_state::{
 };
 pub use tm::{TM_CAPS, TmCaps, TmOp, TmOpKind};
 pub use transport::gsi::{GSI_QPN, ReceivedMad};
-pub use transport::{IncomingDatagram, Transmit};
+pub use transport::{IncomingDatagram, Transmit, TransmitToken};
 pub use types::{
     AccessFlags, EventType, MwType, QpAttrMask, QpState, QpType, SendFlags, WcFlags, WcOpcode,
     WcStatus, WrOpcode,

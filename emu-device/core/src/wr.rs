@@ -255,6 +255,8 @@ pub enum VendorErr {
     /// A memory window bind or a local invalidate was refused (the window, region, PD,
     /// rights or range did not allow it).
     LocalOp = 0x109,
+    /// The host refused to send the request's packet (the driver's socket call failed).
+    NotSent = 0x10A,
     /// Forced by fault injection.
     Injected = 0x1FF,
 }

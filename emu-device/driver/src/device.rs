@@ -40,7 +40,7 @@ use softroce_emu_cm::{
 };
 use softroce_emu_core::{
     AccessFlags, AsyncEvent, ChannelHandle, CqHandle, Hca, HcaConfig, HcaEvent, IncomingDatagram,
-    MrHandle, MrKeys, PdHandle, QpHandle, VerbsError, VerbsResult,
+    MrHandle, MrKeys, PdHandle, QpHandle, TransmitToken, VerbsError, VerbsResult,
 };
 use softroce_emu_faults::{Direction, FaultCounters, FaultInjector, FaultPlan, Verdict};
 use softroce_wire::pcap::CaptureWriter;
@@ -175,6 +175,10 @@ struct TxScratch {
     bufs: Vec<Vec<u8>>,
     dests: [SocketAddr; MAX_BATCH],
     lens: [usize; MAX_BATCH],
+    /// The UC/UD requests waiting for the word on their datagram (see `report`).
+    tokens: [Option<TransmitToken>; MAX_BATCH],
+    /// Datagrams the kernel refused.
+    failed: [bool; MAX_BATCH],
     n: usize,
 }
 
@@ -256,8 +260,8 @@ struct Shared {
     /// Datagrams dropped because they were larger than [`MAX_DATAGRAM`] (cut by the socket):
     /// no RoCEv2 packet is, so they come from a misconfigured or hostile peer.
     rx_oversize: AtomicU64,
-    /// Datagrams the kernel refused to send (no route, no buffer): counted, never silent.
-    /// RC recovers them by retransmission; for UD and UC they are lost.
+    /// Datagrams the kernel refused to send (no route, no permission): counted, never
+    /// silent. RC recovers them by retransmission; a UD or UC request completes in error.
     tx_failed: AtomicU64,
     /// Print the counters when the device closes.
     counters_at_close: bool,
@@ -336,6 +340,9 @@ impl Device {
             .hca
             .clock_epoch
             .get_or_insert_with(crate::clock::monotonic_epoch);
+        // A UC/UD send the kernel refuses must complete in error, not as sent: `flush`
+        // reports each datagram's fate to the core in the same pump.
+        config.hca.transmit_feedback = true;
         let hca = Hca::new(config.hca);
         let mut cm_config = CmConfig::new(
             hca.gids()[hca.ip_gid_index()],
@@ -368,6 +375,8 @@ impl Device {
                     .collect(),
                 dests: [bind; MAX_BATCH],
                 lens: [0; MAX_BATCH],
+                tokens: [None; MAX_BATCH],
+                failed: [false; MAX_BATCH],
                 n: 0,
             }),
             gso: AtomicBool::new(true),
@@ -1291,16 +1300,20 @@ fn transmit_and_signal(shared: &Shared, hca: &mut Hca, now: Instant) {
             break;
         };
         if t.destination == shared.device_addr && forward_own(shared, &tx.bufs[i][..t.len]) {
+            if let Some(token) = t.token {
+                hca.handle_sent(now, token);
+            }
             continue;
         }
         tx.dests[i] = t.destination;
         tx.lens[i] = t.len;
+        tx.tokens[i] = t.token;
         tx.n += 1;
         if tx.n == MAX_BATCH {
-            flush(shared, &mut tx);
+            flush(shared, hca, now, &mut tx);
         }
     }
-    flush(shared, &mut tx);
+    flush(shared, hca, now, &mut tx);
     drop(tx);
     signal_events(shared, hca);
 }
@@ -1358,28 +1371,50 @@ fn forward_own(shared: &Shared, datagram: &[u8]) -> bool {
     true
 }
 
-/// Send the datagrams built in `tx` (through the fault injector when one is configured).
-fn flush(shared: &Shared, tx: &mut TxScratch) {
-    let mut n = std::mem::take(&mut tx.n);
+/// Send the datagrams built in `tx` (through the fault injector when one is configured)
+/// and tell the device which left.
+fn flush(shared: &Shared, hca: &mut Hca, now: Instant, tx: &mut TxScratch) {
+    let n = tx.n;
     if n == 0 {
         return;
     }
+    tx.failed[..n].fill(false);
+    send_out(shared, tx, n);
+    tx.n = 0;
+    // In the same pump, under the device lock: no completion waits for another thread.
+    for i in 0..n {
+        let token = tx.tokens[i].take();
+        if tx.failed[i] {
+            hca.handle_send_failure(now, token);
+        } else if let Some(token) = token {
+            hca.handle_sent(now, token);
+        }
+    }
+}
+
+/// Send `tx`'s first `n` datagrams, marking in `tx.failed` those the kernel refused. The
+/// fault injector (when configured) takes them all: what it later fails to send is only
+/// counted.
+fn send_out(shared: &Shared, tx: &mut TxScratch, mut n: usize) {
     let mut faults = lock(&shared.faults);
     if let Some(inj) = faults.as_mut() {
         // Decided in place: what passes leaves as it would without a plan (GSO included),
-        // so a plan costs bandwidth only through the faults it injects.
+        // so a plan costs bandwidth only through the faults it injects. What the plan
+        // withholds moves behind what passes, its token along: the network lost it, not
+        // the host, so its request completes as sent.
         let now = Instant::now();
         let src = shared.socket.local_addr();
         let mut kept = 0;
         for i in 0..n {
             let len = tx.lens[i];
-            let dest = tx.dests[i];
             if let Verdict::Pass { len } =
-                inj.filter(now, Direction::Tx, src, dest, &mut tx.bufs[i][..len])
+                inj.filter(now, Direction::Tx, src, tx.dests[i], &mut tx.bufs[i][..len])
             {
                 tx.bufs.swap(kept, i);
+                tx.lens.swap(kept, i);
                 tx.lens[kept] = len;
-                tx.dests[kept] = dest;
+                tx.dests.swap(kept, i);
+                tx.tokens.swap(kept, i);
                 kept += 1;
             }
         }
@@ -1390,8 +1425,9 @@ fn flush(shared: &Shared, tx: &mut TxScratch) {
         return;
     }
     let gso = shared.gso.load(Ordering::Relaxed);
+    let mut failed = tx.failed;
     let unsent = if gso {
-        send_segmented(shared, tx, n)
+        send_segmented(shared, tx, n, &mut failed)
     } else {
         0
     };
@@ -1403,10 +1439,11 @@ fn flush(shared: &Shared, tx: &mut TxScratch) {
     });
     if gso {
         // What GSO did not send (it was refused) was captured as segments already.
-        send_uncaptured(shared, &batch[unsent..n]);
+        send_uncaptured(shared, &batch[unsent..n], &mut failed[unsent..n]);
     } else {
-        send_all(shared, &batch[..n]);
+        send_all(shared, &batch[..n], &mut failed[..n]);
     }
+    tx.failed = failed;
 }
 
 /// Send `tx`'s first `n` datagrams as UDP GSO groups: runs of datagrams for one peer, all
@@ -1414,8 +1451,9 @@ fn flush(shared: &Shared, tx: &mut TxScratch) {
 /// kernel counts up from the first's 0), so its ICRC is recomputed for that ID, into a side
 /// buffer gathered after the body: the datagrams stay as built, and each segment is what a
 /// peer checking the real header (rxe) accepts. Returns the index of the first datagram not
-/// sent because the kernel refused GSO (then off for good), or `n`.
-fn send_segmented(shared: &Shared, tx: &TxScratch, n: usize) -> usize {
+/// sent because the kernel refused GSO (then off for good), or `n`; marks the datagrams of
+/// groups it refused otherwise in `failed`.
+fn send_segmented(shared: &Shared, tx: &TxScratch, n: usize, failed: &mut [bool]) -> usize {
     let local = shared.socket.local_addr();
     // (first datagram, end, segment length) per group.
     let mut groups = [(0usize, 0usize, 0usize); MAX_BATCH];
@@ -1493,9 +1531,14 @@ fn send_segmented(shared: &Shared, tx: &TxScratch, n: usize) -> usize {
                 return groups[sent].0;
             }
             Err(e) => {
-                // Counted, never silent: RC retransmits it, UD and UC lose it.
+                // Counted, never silent: every datagram of the group is lost; RC
+                // retransmits them, UC and UD requests complete in error.
+                let (first, end, _) = groups[sent];
                 tracing::warn!(error = %e, "sending a datagram failed (drop_send_failed)");
-                shared.tx_failed.fetch_add(1, Ordering::Relaxed);
+                shared
+                    .tx_failed
+                    .fetch_add((end - first) as u64, Ordering::Relaxed);
+                failed[first..end].fill(true);
                 sent += 1;
             }
         }
@@ -1510,12 +1553,14 @@ fn send_segmented(shared: &Shared, tx: &TxScratch, n: usize) -> usize {
 /// Send datagrams as they are (faults already applied).
 fn send_now(shared: &Shared, bufs: &mut Vec<(SocketAddr, Vec<u8>)>) {
     let batch: Vec<(SocketAddr, &[u8])> = bufs.iter().map(|(d, b)| (*d, b.as_slice())).collect();
-    send_all(shared, &batch);
+    // The device let go of these when the injector took them: failures are only counted.
+    send_all(shared, &batch, &mut vec![false; batch.len()]);
     bufs.clear();
 }
 
-/// Capture and send `batch`, retrying what a full socket buffer refused.
-fn send_all(shared: &Shared, batch: &[(SocketAddr, &[u8])]) {
+/// Capture and send `batch`, retrying what a full socket buffer refused; marks in `failed`
+/// what the kernel refused.
+fn send_all(shared: &Shared, batch: &[(SocketAddr, &[u8])], failed: &mut [bool]) {
     if batch.is_empty() {
         return;
     }
@@ -1528,11 +1573,12 @@ fn send_all(shared: &Shared, batch: &[(SocketAddr, &[u8])]) {
             let _ = w.write_roce(ts, src, *dst, data);
         }
     }
-    send_uncaptured(shared, batch);
+    send_uncaptured(shared, batch, failed);
 }
 
-/// Send `batch`, retrying what a full socket buffer refused.
-fn send_uncaptured(shared: &Shared, batch: &[(SocketAddr, &[u8])]) {
+/// Send `batch`, retrying what a full socket buffer refused; marks in `failed` what the
+/// kernel refused.
+fn send_uncaptured(shared: &Shared, batch: &[(SocketAddr, &[u8])], failed: &mut [bool]) {
     if batch.is_empty() {
         return;
     }
@@ -1542,9 +1588,13 @@ fn send_uncaptured(shared: &Shared, batch: &[(SocketAddr, &[u8])]) {
         match shared.socket.send_batch(&batch[sent..]) {
             Ok(n) => sent += n,
             Err(e) => {
-                // Counted, never silent: RC retransmits it, UD and UC lose it.
+                // Counted, never silent: RC retransmits it, UC and UD requests complete
+                // in error (the device is told in `flush`).
                 tracing::warn!(error = %e, "sending a datagram failed (drop_send_failed)");
                 shared.tx_failed.fetch_add(1, Ordering::Relaxed);
+                if let Some(f) = failed.get_mut(sent) {
+                    *f = true;
+                }
                 sent += 1;
             }
         }

@@ -8,7 +8,7 @@ use softroce_emu::core::{
     AccessFlags, AhAttr, AhHandle, AsyncEvent, ChannelHandle, Counters, CqHandle, DeviceAttr, Hca,
     MrHandle, MrKeys, MwBind, MwHandle, MwType, PdHandle, PortAttr, QpAttr, QpAttrMask, QpHandle,
     QpInitAttr, QpState, RecvWr, SendFlags, SendWr, SrqAttr, SrqAttrMask, SrqHandle, WcOpcode,
-    WorkCompletion,
+    WorkCompletion, XrcdHandle,
 };
 use softroce_emu::driver::{Device, DeviceConfig};
 use softroce_wire::{Gid, Qpn};

@@ -15,7 +15,7 @@ use softroce_emu::core::{
     AccessFlags, AhAttr, AhHandle, AsyncEvent, ChannelHandle, Counters, CqHandle, DeviceAttr, Hca,
     MrHandle, MrKeys, MwBind, MwHandle, MwType, PdHandle, PortAttr, QpAttr, QpAttrMask, QpHandle,
     QpInitAttr, QpState, RecvWr, SendFlags, SendWr, SrqAttr, SrqAttrMask, SrqHandle, WcOpcode,
-    WorkCompletion,
+    WorkCompletion, XrcdHandle,
 };
 use softroce_emu::driver::Device;
 use softroce_wire::{Gid, Qpn};
@@ -95,6 +95,31 @@ macro_rules! hca_verbs {
         fn create_qp(&self, pd: PdHandle, init: QpInitAttr) -> Result<(QpHandle, Qpn)> {
             let (qp, qpn, _) = self.with(|h| h.create_qp(pd, init))?;
             Ok((qp, qpn))
+        }
+
+        fn open_xrcd(&self) -> Result<XrcdHandle> {
+            Ok(self.with(|h| h.open_xrcd()))
+        }
+        fn close_xrcd(&self, xrcd: XrcdHandle) -> Result<()> {
+            Ok(self.with(|h| h.close_xrcd(xrcd))?)
+        }
+        fn create_xrc_srq(
+            &self,
+            pd: PdHandle,
+            xrcd: XrcdHandle,
+            cq: CqHandle,
+            attr: SrqAttr,
+        ) -> Result<(SrqHandle, u32)> {
+            Ok(self.with(|h| {
+                let (srq, _) = h.create_xrc_srq(pd, xrcd, cq, attr, 0)?;
+                Ok::<_, softroce_emu::core::VerbsError>((srq, h.srq_num(srq)?))
+            })?)
+        }
+        fn create_xrc_recv_qp(&self, xrcd: XrcdHandle) -> Result<(QpHandle, Qpn)> {
+            Ok(self.with(|h| h.create_xrc_recv_qp(xrcd, 0))?)
+        }
+        fn open_xrc_recv_qp(&self, xrcd: XrcdHandle, qpn: u32) -> Result<QpHandle> {
+            Ok(self.with(|h| h.open_xrc_recv_qp(xrcd, qpn))?)
         }
         fn modify_qp(&self, qp: QpHandle, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
             Ok(self.with(|h| h.modify_qp(qp, attr, mask))?)
@@ -258,6 +283,39 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn create_qp_atomic_write(&self, pd: PdHandle, init: QpInitAttr) -> Result<(QpHandle, Qpn)> {
         self.create_qp(pd, init)
     }
+    /// `ibv_open_xrcd` of a domain of its own (no file shared with other processes).
+    /// Backends without XRC: [`Error::Unsupported`](crate::Error::Unsupported), as for the
+    /// other XRC verbs below.
+    fn open_xrcd(&self) -> Result<XrcdHandle> {
+        Err(xrc_unsupported(self.kind()))
+    }
+    /// `ibv_close_xrcd`.
+    fn close_xrcd(&self, xrcd: XrcdHandle) -> Result<()> {
+        let _ = xrcd;
+        Err(xrc_unsupported(self.kind()))
+    }
+    /// `ibv_create_srq_ex` of an XRC SRQ of `pd` in `xrcd`, completing on `cq`: the SRQ and
+    /// the number XRC requests name it by (`ibv_get_srq_num`).
+    fn create_xrc_srq(
+        &self,
+        pd: PdHandle,
+        xrcd: XrcdHandle,
+        cq: CqHandle,
+        attr: SrqAttr,
+    ) -> Result<(SrqHandle, u32)> {
+        let _ = (pd, xrcd, cq, attr);
+        Err(xrc_unsupported(self.kind()))
+    }
+    /// `ibv_create_qp_ex` of an XRC target QP (`IBV_QPT_XRC_RECV`) in `xrcd`.
+    fn create_xrc_recv_qp(&self, xrcd: XrcdHandle) -> Result<(QpHandle, Qpn)> {
+        let _ = xrcd;
+        Err(xrc_unsupported(self.kind()))
+    }
+    /// `ibv_open_qp`: another handle to the XRC target QP `qpn` of `xrcd`.
+    fn open_xrc_recv_qp(&self, xrcd: XrcdHandle, qpn: u32) -> Result<QpHandle> {
+        let _ = (xrcd, qpn);
+        Err(xrc_unsupported(self.kind()))
+    }
     /// `ibv_modify_qp`.
     fn modify_qp(&self, qp: QpHandle, attr: &QpAttr, mask: QpAttrMask) -> Result<()>;
     /// `ibv_query_qp` of the state.
@@ -325,5 +383,13 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn initial_psn(&self, qpn: Qpn) -> Option<u32> {
         let _ = qpn;
         None
+    }
+}
+
+/// What a backend without the XRC verbs answers them with.
+fn xrc_unsupported(backend: BackendKind) -> crate::Error {
+    crate::Error::Unsupported {
+        what: "XRC (ibv_open_xrcd, XRC SRQs, XRC target QPs, ibv_open_qp)",
+        backend,
     }
 }

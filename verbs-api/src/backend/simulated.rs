@@ -9,7 +9,7 @@ use softroce_emu::core::{
     AccessFlags, AhAttr, AhHandle, AsyncEvent, ChannelHandle, Counters, CqHandle, DeviceAttr, Hca,
     MrHandle, MrKeys, MwBind, MwHandle, MwType, PdHandle, PortAttr, QpAttr, QpAttrMask, QpHandle,
     QpInitAttr, QpState, RecvWr, SendFlags, SendWr, SrqAttr, SrqAttrMask, SrqHandle, VerbsError,
-    WcStatus, WorkCompletion,
+    WcStatus, WorkCompletion, XrcdHandle,
 };
 use softroce_emu::driver::{EventFd, user_memory};
 use softroce_wire::{Gid, Qpn};

@@ -3,7 +3,8 @@
  * order, as ibv_get_device_guid), ibv_query_port(3), ibv_query_gid_ex(3) (flags must be 0),
  * ibv_query_gid_table(3) (too small an array fails), ibv_query_pkey(3),
  * ibv_get_pkey_index(3), ibv_fork_init(3)/ibv_is_fork_initialized(3), ibv_query_rt_values_ex(3),
- * ibv_query_qp_data_in_order(3), ibv_query_ece(3)/ibv_set_ece(3), ibv_open_device(3).
+ * ibv_query_qp_data_in_order(3), ibv_query_ece(3)/ibv_set_ece(3), ibv_open_device(3),
+ * ibv_modify_qp_rate_limit(3) (no packet pacing: EOPNOTSUPP, returned, not -1).
  * Prints "N failures". */
 #include "common.h"
 #include <endian.h>
@@ -112,6 +113,24 @@ int main(void)
 	CHECK(rc == 0 || rc == EOPNOTSUPP, "query_ece: %d", rc);
 	rc = ibv_set_ece(qp, &ece);
 	CHECK(rc == 0 || rc == EOPNOTSUPP, "set_ece: %d", rc);
+	/* ibv_modify_qp_rate_limit(3): the device advertises no packet pacing (every
+	 * packet_pacing_caps field 0), so the verb is "not implemented for this device": it
+	 * returns EOPNOTSUPP (the errno value itself), whatever the limit, and sets errno. */
+	struct ibv_device_attr_ex px;
+	memset(&px, 0xff, sizeof(px));
+	CHECK(ibv_query_device_ex(ctx, NULL, &px) == 0 &&
+		      px.packet_pacing_caps.qp_rate_limit_min == 0 &&
+		      px.packet_pacing_caps.qp_rate_limit_max == 0 &&
+		      px.packet_pacing_caps.supported_qpts == 0,
+	      "packet_pacing_caps: min %u max %u qpts %x", px.packet_pacing_caps.qp_rate_limit_min,
+	      px.packet_pacing_caps.qp_rate_limit_max, px.packet_pacing_caps.supported_qpts);
+	struct ibv_qp_rate_limit_attr rl = {.rate_limit = 1000, .max_burst_sz = 0, .typical_pkt_sz = 0};
+	errno = 0;
+	rc = ibv_modify_qp_rate_limit(qp, &rl);
+	CHECK(rc == EOPNOTSUPP && errno == EOPNOTSUPP, "modify_qp_rate_limit: %d errno %d", rc, errno);
+	rl.rate_limit = 0;
+	rc = ibv_modify_qp_rate_limit(qp, &rl);
+	CHECK(rc == EOPNOTSUPP, "modify_qp_rate_limit (no limit): %d", rc);
 
 	/* ibv_fork_init(3): after a registration, EINVAL unless fork support is unneeded. */
 	char *buf = calloc(1, 4096);

@@ -23,7 +23,7 @@ use super::multicast::Multicast;
 use super::objects::{Ah, AhAttr, Dm, Mr, Mw};
 use super::store::Store;
 use super::transport::gsi::{self, Gsi, ReceivedMad};
-use super::transport::{self, Engine, IncomingDatagram, Outbox, Timers, Transmit};
+use super::transport::{self, Engine, IncomingDatagram, Outbox, Timers, Transmit, TransmitToken};
 use super::types::{AccessFlags, EventType, MwType, SendFlags, WrOpcode};
 use super::wr::{MwBind, SendWr, Sge, WorkCompletion};
 
@@ -858,6 +858,24 @@ impl Hca {
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         self.advance_clock(now);
         transport::poll_transmit(&mut self.engine(), now, buf)
+    }
+
+    /// B: the host sent the packet [`Hca::poll_transmit`] gave with `token` (see
+    /// [`HcaConfig::transmit_feedback`]): a UC/UD request whose last packet it was
+    /// completes.
+    pub fn handle_sent(&mut self, now: Instant, token: TransmitToken) {
+        self.advance_clock(now);
+        transport::on_sent(&mut self.engine(), token);
+    }
+
+    /// B: the host refused to send a packet [`Hca::poll_transmit`] gave (the socket call
+    /// failed). Counted as rxe counts it (`send_err`, and not in `sent_pkts`); with its
+    /// `token`, the UC/UD request it belongs to completes with IBV_WC_LOC_QP_OP_ERR (rxe's
+    /// status for a failed transmit) and the QP enters SQE. Without one (RC, responses)
+    /// only counted: RC sends it again when its retransmit timer fires.
+    pub fn handle_send_failure(&mut self, now: Instant, token: Option<TransmitToken>) {
+        self.advance_clock(now);
+        transport::on_send_failure(&mut self.engine(), token);
     }
 
     /// Bytes of packets built and waiting for [`Hca::poll_transmit`]. Packets are built a

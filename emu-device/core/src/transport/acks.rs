@@ -48,7 +48,11 @@ impl Engine<'_> {
         };
         RocePacket::new_unchecked(&mut data[..]).set_icrc(crc);
         self.counters.sent_pkts += 1;
-        self.outbox.packets.push_back(OutPacket { dst, data });
+        self.outbox.packets.push_back(OutPacket {
+            dst,
+            data,
+            token: None,
+        });
     }
 
     /// Queue an ACK or NAK now (a held positive ACK goes first, keeping PSN order).

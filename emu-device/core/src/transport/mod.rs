@@ -63,6 +63,19 @@ pub struct Transmit {
     pub source: SocketAddr,
     /// Bytes written to the buffer.
     pub len: usize,
+    /// Set (with [`HcaConfig::transmit_feedback`](crate::HcaConfig::transmit_feedback))
+    /// on a UC/UD request packet, whose work request waits for the caller's report:
+    /// [`Hca::handle_sent`](crate::Hca::handle_sent) or
+    /// [`Hca::handle_send_failure`](crate::Hca::handle_send_failure).
+    pub token: Option<TransmitToken>,
+}
+
+/// Names a UC/UD request packet handed out by `poll_transmit`, for the caller to report
+/// whether the host sent it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransmitToken {
+    pub(crate) qp: QpHandle,
+    pub(crate) psn: softroce_wire::Psn,
 }
 
 /// A packet waiting to be sent.
@@ -70,6 +83,7 @@ pub struct Transmit {
 pub(crate) struct OutPacket {
     pub(crate) dst: SocketAddr,
     pub(crate) data: Vec<u8>,
+    pub(crate) token: Option<TransmitToken>,
 }
 
 /// An XRC QP sends the XRC twins of the RC packets the engine builds: an initiator's
@@ -369,7 +383,12 @@ pub(crate) fn poll_transmit(
         }
     }
     if eng.device.port_state() != PortState::Active {
-        eng.outbox.packets.clear();
+        // Requests lost with the link complete as sent: the wire lost them, not the host.
+        for p in std::mem::take(&mut eng.outbox.packets) {
+            if let Some(token) = p.token {
+                on_sent(eng, token);
+            }
+        }
         // What the responders still owe is lost with the link too, as if already built.
         for &qp in &eng.outbox.active_qps {
             if let Some(q) = eng.store.get_mut(qp) {
@@ -390,6 +409,7 @@ pub(crate) fn poll_transmit(
         destination: p.dst,
         source: eng.device.source_addr(),
         len,
+        token: p.token,
     })
 }
 
@@ -414,6 +434,8 @@ pub(crate) fn handle_timeout(eng: &mut Engine<'_>, now: Instant) {
         eng.timers.sync(eng.store, qp);
     }
 }
+
+pub(crate) use requester::{on_send_failure, on_sent};
 
 /// Work was posted to the QP's send queue (a held ACK leaves with the requests it
 /// produces, see `poll_transmit`).

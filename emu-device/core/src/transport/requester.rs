@@ -351,8 +351,19 @@ fn transmit(
     if let Some(srqn) = xrc_srqn {
         super::to_xrc(&mut packet.repr, Some(srqn));
     }
-    eng.queue_packet(dst, &packet.repr, &packet.payload);
     let psn = packet.repr.bth.psn;
+    eng.queue_packet(dst, &packet.repr, &packet.payload);
+    let feedback = eng.device.config().transmit_feedback;
+    let unreliable = eng
+        .store
+        .get(qp)
+        .is_some_and(|q| !q.init.qp_type.is_reliable());
+    if feedback
+        && unreliable
+        && let Some(p) = eng.outbox.packets.back_mut()
+    {
+        p.token = Some(super::TransmitToken { qp, psn });
+    }
     if retransmit {
         eng.counters.retransmitted_pkts += 1;
     }
@@ -377,10 +388,55 @@ fn transmit(
         if q.transport.retrans_at.is_none() {
             q.transport.arm_retransmit(now, q.attr.timeout);
         }
-    } else if message_sent {
-        complete_unreliable(eng, qp);
+    } else if message_sent && !feedback {
+        complete_unreliable(eng, qp, idx);
     }
     Step::Sent
+}
+
+/// The WQE of the UC/UD QP `token` names that its packet belongs to.
+fn token_wqe(eng: &Engine<'_>, token: super::TransmitToken) -> Option<usize> {
+    let q = eng.store.get(token.qp)?;
+    if q.init.qp_type.is_reliable() {
+        return None;
+    }
+    q.sq.iter().position(|w| {
+        w.first_psn
+            .is_some_and(|first| token.psn.in_range(first, w.npkts))
+    })
+}
+
+/// The host sent the packet `token` names: a request whose last packet it was completes.
+pub(crate) fn on_sent(eng: &mut Engine<'_>, token: super::TransmitToken) {
+    let Some(idx) = token_wqe(eng, token) else {
+        return;
+    };
+    let last = eng
+        .store
+        .get(token.qp)
+        .and_then(|q| q.sq.get(idx))
+        .is_some_and(|w| {
+            w.all_sent
+                && w.first_psn
+                    .is_some_and(|first| token.psn.distance_from(first) + 1 == w.npkts)
+        });
+    if last {
+        complete_unreliable(eng, token.qp, idx);
+        retire_local_ops(eng, token.qp);
+    }
+}
+
+/// The host refused to send a packet (the socket call failed): rxe's `send_err` counts it
+/// and, as rxe's requester does when `rxe_xmit_packet` fails, the UC/UD request it belongs
+/// to completes with IBV_WC_LOC_QP_OP_ERR; the QP then enters SQE, as any UC/UD send
+/// error moves it (`fail_send`). An RC packet (`token` `None`) is only counted: the
+/// retransmit timer sends it again, up to RETRY_EXC.
+pub(crate) fn on_send_failure(eng: &mut Engine<'_>, token: Option<super::TransmitToken>) {
+    eng.counters.sent_pkts = eng.counters.sent_pkts.saturating_sub(1);
+    match token.and_then(|t| Some((t.qp, token_wqe(eng, t)?))) {
+        Some((qp, idx)) => fail_send(eng, qp, idx, WcStatus::LocQpOpErr, VendorErr::NotSent),
+        None => eng.counters.send_err += 1,
+    }
 }
 
 /// The opcode of data packet `i` of `n` for a SEND or WRITE.
@@ -587,12 +643,12 @@ pub(super) fn retire_local_ops(eng: &mut Engine<'_>, qp: QpHandle) {
     }
 }
 
-/// UC/UD: a request is complete once its last packet is sent.
-fn complete_unreliable(eng: &mut Engine<'_>, qp: QpHandle) {
+/// UC/UD: a request (WQE `idx`) is complete once its last packet is sent.
+fn complete_unreliable(eng: &mut Engine<'_>, qp: QpHandle, idx: usize) {
     let Some(q) = eng.store.get_mut(qp) else {
         return;
     };
-    let Some(wqe) = q.sq.pop_front() else {
+    let Some(wqe) = q.sq.remove(idx) else {
         return;
     };
     q.transport.send_index = q.transport.send_index.saturating_sub(1);
@@ -620,6 +676,7 @@ pub(super) fn fail_send(
     status: WcStatus,
     vendor: VendorErr,
 ) {
+    let idx = complete_held(eng, qp, idx);
     let Some(q) = eng.store.get_mut(qp) else {
         return;
     };
@@ -645,6 +702,38 @@ pub(super) fn fail_send(
     } else {
         eng.qp_to_sqe(qp);
     }
+}
+
+/// UC/UD under transmit feedback: the requests before WQE `idx` were handed out and wait
+/// for the driver's word. Before `idx` completes in error they complete as sent (and the
+/// binds behind them retire), so completions keep the send queue's order. Returns where
+/// WQE `idx` is now.
+fn complete_held(eng: &mut Engine<'_>, qp: QpHandle, mut idx: usize) -> usize {
+    if eng
+        .store
+        .get(qp)
+        .is_none_or(|q| q.init.qp_type.is_reliable())
+    {
+        return idx;
+    }
+    // Bounded: each round retires at least one WQE before `idx`, or stops.
+    while idx > 0 {
+        let len = |eng: &Engine<'_>| eng.store.get(qp).map_or(0, |q| q.sq.len());
+        let before = len(eng);
+        retire_local_ops(eng, qp);
+        idx = idx.saturating_sub(before - len(eng));
+        let held = eng
+            .store
+            .get(qp)
+            .and_then(|q| q.sq.front())
+            .is_some_and(|w| w.all_sent && !w.wr.opcode.is_local());
+        if idx == 0 || !held {
+            break;
+        }
+        complete_unreliable(eng, qp, 0);
+        idx -= 1;
+    }
+    idx
 }
 
 /// Rewind the send cursor so everything from `psn` on is sent again (go-back-N).
