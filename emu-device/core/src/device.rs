@@ -42,6 +42,11 @@ pub struct HcaConfig {
     /// rdma-core's default timeout (67 ms) instead of a fifth; the resends are not retries
     /// (`retry_cnt` still counts ACK timeouts only).
     pub adaptive_retransmit: bool,
+    /// RC request PSNs the whole device may have unacknowledged at once, over all its QPs
+    /// (each QP also keeps rxe's window of 128). A peer's receive buffer holds only so many
+    /// packets; past that, loss and go-back-N feed each other under load. The UDP driver
+    /// sizes it from its socket's receive buffer; the default suits a 16 MiB one.
+    pub max_outstanding_psns: u32,
     /// The first QP number handed out (rxe starts at 0x11; 0 and 1 are the special QPs).
     pub first_qpn: u32,
     /// How long the responder may hold a positive ACK back to send it with the QP's next
@@ -71,6 +76,9 @@ pub struct HcaConfig {
     /// [`TransmitToken`]: crate::TransmitToken
     pub transmit_feedback: bool,
 }
+
+/// [`HcaConfig::max_outstanding_psns`] by default: 2048 packets of up to 4 KiB.
+pub(crate) const DEFAULT_MAX_OUTSTANDING_PSNS: u32 = 2048;
 
 /// Bits of a QPN above the per-slot range: `MAX_SLOTS` slots of 2^18 QPNs each.
 pub const QPN_SLOT_SHIFT: u32 = 18;
@@ -121,6 +129,7 @@ impl HcaConfig {
             num_comp_vectors: 1,
             retry_cnt_7_is_infinite: false,
             adaptive_retransmit: false,
+            max_outstanding_psns: DEFAULT_MAX_OUTSTANDING_PSNS,
             first_qpn: FIRST_QPN,
             ack_defer: std::time::Duration::ZERO,
             qpn_slot: None,

@@ -126,6 +126,9 @@ pub(crate) struct QpTransport {
     pub(crate) sq_psn: Psn,
     /// Oldest PSN not yet acknowledged.
     pub(crate) comp_psn: Psn,
+    /// The PSN after the last request packet sent (PSNs of a message not sent yet are
+    /// reserved, `sq_psn`, but not in flight).
+    pub(crate) sent_psn: Psn,
     /// Index in the SQ of the next WQE with packets to (re)send.
     pub(crate) send_index: usize,
     /// Retransmit deadline.
@@ -136,6 +139,10 @@ pub(crate) struct QpTransport {
     pub(crate) retry_left: u8,
     /// RNR retries left.
     pub(crate) rnr_left: u8,
+    /// The request PSNs this QP counts in the device's bound on those in flight.
+    pub(crate) inflight_share: u32,
+    /// Refused for lack of room under that bound; made active again when there is.
+    pub(crate) awaiting_room: bool,
     /// The round trip and the early resend of a path that has shown loss.
     pub(crate) recovery: crate::transport::recovery::Recovery,
     // ---- responder
@@ -177,6 +184,7 @@ impl QpTransport {
     pub(crate) fn on_rts(&mut self, sq_psn: Psn) {
         self.sq_psn = sq_psn;
         self.comp_psn = sq_psn;
+        self.sent_psn = sq_psn;
         self.send_index = 0;
     }
 

@@ -114,6 +114,15 @@ fn counters_env() -> bool {
     }
 }
 
+/// The bound on RC requests in flight for a device whose socket buffers `rcvbuf` bytes (in
+/// the kernel's accounting, some 8 KiB per 4 KiB datagram), taken as what its peers buffer
+/// too: every busy QP's window (128) fits at least.
+fn outstanding_psns_for(rcvbuf: usize) -> u32 {
+    u32::try_from(rcvbuf / 8192)
+        .unwrap_or(u32::MAX)
+        .clamp(128, 4096)
+}
+
 /// `SOFTROCE_ADAPTIVE_RETRANSMIT=1` turns on [`HcaConfig::adaptive_retransmit`].
 fn adaptive_retransmit_env() -> bool {
     match std::env::var("SOFTROCE_ADAPTIVE_RETRANSMIT").as_deref() {
@@ -343,6 +352,7 @@ impl Device {
         // A UC/UD send the kernel refuses must complete in error, not as sent: `flush`
         // reports each datagram's fate to the core in the same pump.
         config.hca.transmit_feedback = true;
+        config.hca.max_outstanding_psns = outstanding_psns_for(socket.recv_buffer_bytes());
         let hca = Hca::new(config.hca);
         let mut cm_config = CmConfig::new(
             hca.gids()[hca.ip_gid_index()],

@@ -124,9 +124,7 @@ impl RoceSocket {
                 set_int_opt(&socket, libc::IPPROTO_UDP, UDP_NO_CHECK6_RX, 1)?;
             }
         }
-        // Best effort: the kernel caps these at rmem_max/wmem_max.
-        let _ = socket.set_recv_buffer_size(SOCKET_BUFFER_BYTES);
-        let _ = socket.set_send_buffer_size(SOCKET_BUFFER_BYTES);
+        size_buffers(&socket);
         socket.bind(&SockAddr::from(addr)).map_err(|e| {
             io::Error::new(
                 e.kind(),
@@ -161,7 +159,7 @@ impl RoceSocket {
         let domain = Domain::for_address(group);
         let socket = Socket::new(domain, Type::DGRAM.cloexec(), Some(Protocol::UDP))?;
         socket.set_reuse_address(true)?;
-        let _ = socket.set_recv_buffer_size(SOCKET_BUFFER_BYTES);
+        size_buffers(&socket);
         match (group.ip(), device_ip) {
             (std::net::IpAddr::V4(g), std::net::IpAddr::V4(ours)) => {
                 socket.bind(&SockAddr::from(group))?;
@@ -194,6 +192,11 @@ impl RoceSocket {
             socket,
             local: group,
         })
+    }
+
+    /// The receive buffer the kernel granted, in its accounting (twice what was asked).
+    pub fn recv_buffer_bytes(&self) -> usize {
+        self.socket.recv_buffer_size().unwrap_or(0)
     }
 
     /// The bound address (with the real port when 0 was requested).
@@ -436,6 +439,19 @@ fn interface_index(ip: std::net::IpAddr) -> Option<u32> {
     // SAFETY: a NUL-terminated name.
     let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
     (index != 0).then_some(index)
+}
+
+/// Give the socket [`SOCKET_BUFFER_BYTES`] each way: past rmem_max/wmem_max where the process
+/// may (CAP_NET_ADMIN: root, as CI jobs and containers often run), else what those limits
+/// allow (Debian's default is 208 KiB: a few dozen packets). Best effort either way.
+fn size_buffers(socket: &Socket) {
+    let bytes = libc::c_int::try_from(SOCKET_BUFFER_BYTES).unwrap_or(libc::c_int::MAX);
+    if set_int_opt(socket, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, bytes).is_err() {
+        let _ = socket.set_recv_buffer_size(SOCKET_BUFFER_BYTES);
+    }
+    if set_int_opt(socket, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, bytes).is_err() {
+        let _ = socket.set_send_buffer_size(SOCKET_BUFFER_BYTES);
+    }
 }
 
 fn set_int_opt(

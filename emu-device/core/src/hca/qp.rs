@@ -562,7 +562,9 @@ impl Hca {
                 q.sq.clear();
                 q.rq.clear();
                 q.sqd_notify_pending = false;
+                let share = q.transport.inflight_share;
                 q.transport = Default::default();
+                self.outbox.forget(share);
                 let (qpn, send_cq, recv_cq) = (q.qpn.value(), q.init.send_cq, q.init.recv_cq);
                 self.cqs.remove_qp_entries(send_cq, qpn);
                 self.cqs.remove_qp_entries(recv_cq, qpn);
@@ -585,6 +587,7 @@ impl Hca {
             QpState::Err if entering => self.engine().flush_qp(qp),
             _ => {}
         }
+        self.engine().settle(qp);
         Ok(())
     }
 
@@ -761,6 +764,8 @@ impl Hca {
         // The peer is owed the ACK of what this QP received (hardware would have sent it
         // already); it leaves with the next transmit.
         self.engine().flush_deferred_ack(qp);
+        let share = self.store.lookup(VERB, qp)?.transport.inflight_share;
+        self.outbox.forget(share);
         let q = self.store.remove_qp(VERB, qp)?;
         self.multicast.set_block_own(qp, false);
         self.events.purge(EventElement::Qp(qp));

@@ -15,6 +15,7 @@
 
 mod access;
 mod acks;
+mod admission;
 mod completer;
 pub mod gsi;
 mod queues;
@@ -118,6 +119,8 @@ pub(crate) struct Outbox {
     /// generation after a destroy): every received packet marks its QP, and a scan of the
     /// queue would cost each packet the number of busy QPs (thousands at scale).
     queued: Vec<Option<QpHandle>>,
+    /// The device-wide bound on RC requests in flight.
+    admission: admission::Admission,
 }
 
 /// Send buffers the outbox keeps for reuse.
@@ -181,6 +184,16 @@ pub(crate) struct Engine<'a> {
     pub(crate) gsi: &'a mut gsi::Gsi,
     pub(crate) multicast: &'a Multicast,
     pub(crate) timers: &'a mut Timers,
+}
+
+impl Engine<'_> {
+    /// After a step on `qp` (a packet handled, a transmit turn, timers fired, a verb):
+    /// file its timers under their new deadline and count its requests in flight again.
+    pub(crate) fn settle(&mut self, qp: QpHandle) {
+        self.timers.sync(self.store, qp);
+        let cap = self.device.config().max_outstanding_psns;
+        self.outbox.account(self.store, cap, qp);
+    }
 }
 
 /// Receive path: the checks rxe makes (rxe_recv.c), in its order, then dispatch.
@@ -348,7 +361,7 @@ fn deliver(
     } else {
         responder::on_request(eng, now, qp, packet, bth, d, ip_id);
     }
-    eng.timers.sync(eng.store, qp);
+    eng.settle(qp);
     eng.outbox.mark_active(qp);
 }
 
@@ -376,7 +389,7 @@ pub(crate) fn poll_transmit(
                 // Requests and ACKs are in PSN spaces of their own, so nothing reorders.
                 eng.flush_deferred_ack(qp);
             }
-            eng.timers.sync(eng.store, qp);
+            eng.settle(qp);
             if !eng.outbox.packets.is_empty() {
                 break;
             }
@@ -431,7 +444,7 @@ pub(crate) fn handle_timeout(eng: &mut Engine<'_>, now: Instant) {
             eng.flush_deferred_ack(qp);
         }
         completer::on_timers(eng, now, qp);
-        eng.timers.sync(eng.store, qp);
+        eng.settle(qp);
     }
 }
 

@@ -19,7 +19,7 @@ use super::Engine;
 use super::access::LocalFault;
 
 /// Unacknowledged PSNs an RC requester may have outstanding (rxe: RXE_MAX_UNACKED_PSNS).
-const MAX_UNACKED_PSNS: u32 = 128;
+pub(super) const MAX_UNACKED_PSNS: u32 = 128;
 /// AckReq is also set on every this-many packets of a long message (rxe: RXE_MAX_PKT_PER_ACK).
 const PKTS_PER_ACK: u32 = 64;
 /// Packets built per call, so one QP cannot starve the others.
@@ -58,6 +58,7 @@ pub(super) fn progress(eng: &mut Engine<'_>, now: Instant, qp: QpHandle) {
     if let Some(q) = eng.store.get(qp)
         && q.transport.send_index < q.sq.len()
         && q.transport.rnr_at.is_none()
+        && !q.transport.awaiting_room
         && matches!(q.attr.qp_state, QpState::Rts | QpState::Sqd)
     {
         let window_open = !q.init.qp_type.is_reliable()
@@ -105,12 +106,30 @@ fn next_packet(eng: &mut Engine<'_>, now: Instant, qp: QpHandle) -> Step {
     if let Err(step) = start_request(eng, qp, idx, mtu) {
         return step;
     }
+    let fresh_rc = eng.store.get(qp).is_some_and(|q| {
+        q.init.qp_type.is_reliable()
+            && q.sq
+                .get(idx)
+                .is_some_and(|w| !w.all_sent && w.next_pkt >= w.sent_pkts)
+    });
+    let cap = eng.device.config().max_outstanding_psns;
+    if fresh_rc && !eng.outbox.has_room(cap) {
+        eng.outbox.wait_for_room(eng.store, qp);
+        return Step::Stop;
+    }
+    // Near the bound, this may be the QP's last packet before it waits for room: it asks
+    // for an ACK (the responder answers AckReq only), or a QP stopped mid-message would
+    // hold its share until the ACK timeout, and with every QP so stopped, nothing moves.
+    let ask_ack = fresh_rc && !eng.outbox.has_room(cap.saturating_sub(BUDGET as u32));
     let built = eng.store.get(qp).map_or(Err(Refusal::Wait), |q| {
         let packet = build_packet(eng.store, q, idx, mtu)?;
         Ok((packet, destination(eng.store, q, idx)?))
     });
     match built {
-        Ok((packet, dst)) => transmit(eng, now, qp, idx, dst, packet),
+        Ok((mut packet, dst)) => {
+            packet.repr.bth.ack_req |= ask_ack;
+            transmit(eng, now, qp, idx, dst, packet)
+        }
         Err(Refusal::Wait) => Step::Stop,
         Err(Refusal::Fail(status)) => {
             fail_send(eng, qp, idx, status, VendorErr::LocalKey);
@@ -384,6 +403,14 @@ fn transmit(
     if q.init.qp_type.is_reliable() {
         if !retransmit {
             q.transport.recovery.on_first_send(psn, now);
+            // A READ request's PSNs are its responses, all on their way once it left.
+            let end =
+                q.sq.get(idx)
+                    .and_then(|w| w.first_psn)
+                    .map_or_else(|| psn.next(), |first| first.add(next_pkt));
+            if q.transport.sent_psn.is_before(end) {
+                q.transport.sent_psn = end;
+            }
         }
         if q.transport.retrans_at.is_none() {
             q.transport.arm_retransmit(now, q.attr.timeout);
