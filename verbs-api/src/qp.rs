@@ -607,25 +607,26 @@ impl QueuePair {
 }
 
 impl XrcDomain {
+    /// A handle to target QP `qp` of this domain: no PD, CQs or queues of its own; it keeps
+    /// the domain open.
+    fn target_qp(&self, qp: QpHandle) -> QpInner {
+        QpInner {
+            dev: Arc::clone(&self.inner.dev),
+            pd: None,
+            _xrcd: Some(Arc::clone(&self.inner)),
+            qp,
+            _cqs: None,
+            ahs: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
     /// `ibv_create_qp_ex` of an XRC target QP (`IBV_QPT_XRC_RECV`) in this domain, moved to
     /// INIT: it has no PD, CQs or queues of its own; each request it receives is served by
     /// the XRC SRQ of this domain the request names, completing on that SRQ's CQ. Connect
     /// it to the initiator with [`PreparedQueuePair::handshake`].
     pub fn create_target_qp(&self) -> Result<PreparedQueuePair> {
-        let dev = &self.inner.dev;
-        let (qp, qpn) = dev.create_xrc_recv_qp(self.inner.xrcd)?;
-        PreparedQueuePair::new(
-            QpInner {
-                dev: Arc::clone(dev),
-                pd: None,
-                _xrcd: Some(Arc::clone(&self.inner)),
-                qp,
-                _cqs: None,
-                ahs: std::sync::Mutex::new(Vec::new()),
-            },
-            qpn,
-            QpBringup::new(QpType::XrcRecv),
-        )
+        let (qp, qpn) = self.inner.dev.create_xrc_recv_qp(self.inner.xrcd)?;
+        PreparedQueuePair::new(self.target_qp(qp), qpn, QpBringup::new(QpType::XrcRecv))
     }
 
     /// `ibv_open_qp`: another handle to this domain's XRC target QP `qpn` (made by
@@ -635,14 +636,7 @@ impl XrcDomain {
     pub fn open_qp(&self, qpn: u32) -> Result<QueuePair> {
         let dev = &self.inner.dev;
         let qp = dev.open_xrc_recv_qp(self.inner.xrcd, qpn)?;
-        let inner = QpInner {
-            dev: Arc::clone(dev),
-            pd: None,
-            _xrcd: Some(Arc::clone(&self.inner)),
-            qp,
-            _cqs: None,
-            ahs: std::sync::Mutex::new(Vec::new()),
-        };
+        let inner = self.target_qp(qp);
         Ok(QueuePair {
             inner,
             endpoint: QueuePairEndpoint {
