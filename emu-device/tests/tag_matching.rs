@@ -249,6 +249,60 @@ fn unexpected_messages_stop_matching_until_software_syncs() {
     assert_eq!(t.b_mem.read(4096, 7), b"matched");
 }
 
+/// A QP moved straight to RESET in the middle of an unexpected message completes nothing:
+/// the SRQ receive the message took goes back to the SRQ, and the SRQ's count of unexpected
+/// messages drops back too, as software never saw that one to report it handled. Resent
+/// whole, the message is unexpected once; software syncs with the one it saw, and matching
+/// resumes.
+#[test]
+fn a_reset_mid_unexpected_message_gives_back_the_receive_and_its_count() {
+    let mut t = Tm::new(21, 8);
+    t.srq_recv(5, 0, 4096);
+    t.srq_recv(6, 0, 4096);
+    let sge = t.b_mem.sge(8192, 1024);
+    t.ops(vec![add(1, 1, !0, sge)]).unwrap();
+    assert_eq!(t.one(true).opcode, WcOpcode::TmAdd);
+    lose_to(&mut t.fabric, t.b, |n| n >= 2);
+    let header = tmh(TmhOp::Eager, 2, 0);
+    let body = pattern(4, 2900);
+    t.send(1, &header, &body);
+    // Only the FIRST arrives.
+    let (b, b_cq, b_qp, srq) = (t.b, t.b_cq, t.b_qp, t.b_srq);
+    let w = drive(&mut t.fabric, b, b_cq, 1, Duration::from_millis(2));
+    assert_eq!(w, [], "mid-message");
+    assert_eq!(t.b().srq_len(srq).unwrap(), 1);
+    let reset = QpAttr {
+        qp_state: QpState::Reset,
+        ..QpAttr::default()
+    };
+    t.b().modify_qp(b_qp, &reset, QpAttrMask::STATE).unwrap();
+    let w = drive(&mut t.fabric, b, b_cq, 1, Duration::ZERO);
+    assert_eq!(w, [], "RESET completes nothing");
+    assert_eq!(t.b().srq_len(srq).unwrap(), 2, "receive 5 is back");
+    t.fabric.clear_filter();
+    let a_qpn = t.fabric.node_mut(t.a).qp_num(t.a_qp).unwrap();
+    bring_up(t.b(), b_qp, QpType::Rc, A_IP, a_qpn.value());
+    assert_eq!(t.one(false).status, WcStatus::Success);
+    let w = t.one(true);
+    assert_eq!(
+        (w.opcode, w.wr_id, w.wc_flags, w.byte_len as usize),
+        (WcOpcode::TmRecv, 5, WcFlags::EMPTY, TMH_LEN + 2900)
+    );
+    t.ops(vec![op(27, TmOpKind::Sync, Some(1))]).unwrap();
+    assert_eq!(t.one(true).opcode, WcOpcode::TmSync);
+    t.send(3, &tmh(TmhOp::Eager, 1, 0), b"matched");
+    let w = t.one(true);
+    assert_eq!(
+        (w.opcode, w.wr_id, w.wc_flags),
+        (
+            WcOpcode::TmRecv,
+            1,
+            WcFlags::TM_MATCH | WcFlags::TM_DATA_VALID
+        ),
+        "in sync after one unexpected message"
+    );
+}
+
 /// NO_TAG is an ordinary receive with its header (`IBV_WC_TM_NO_TAG`); a message shorter
 /// than a header is a plain `IBV_WC_RECV`; neither counts as unexpected.
 #[test]

@@ -234,6 +234,82 @@ fn a_receive_taken_from_the_srq_mid_message_is_flushed_with_the_qp() {
     assert_eq!(pair.hca('b').srq_len(srq).unwrap(), 1);
 }
 
+/// ibv_modify_qp(3): a QP moved straight to RESET completes nothing, but the receive it
+/// took from the SRQ for a message it was in the middle of belongs to the SRQ: it goes back
+/// to the SRQ's head, uncompleted, and the next message takes it. The SRQ counts it again,
+/// so its limit fires when the SRQ really runs low, not one receive early.
+#[test]
+fn a_receive_taken_from_the_srq_mid_message_goes_back_when_the_qp_is_reset() {
+    let o = Options {
+        srq: true,
+        ..Options::default()
+    };
+    let mut pair = Pair::new(o);
+    for i in 1..=3 {
+        pair.post_recv('b', i, i as usize * 4096, 4096);
+    }
+    let (qp, srq) = (pair.b.qp, pair.b.srq.unwrap());
+    let limit = SrqAttr {
+        srq_limit: 2,
+        ..SrqAttr::default()
+    };
+    let mask = SrqAttrMask {
+        limit: true,
+        max_wr: false,
+    };
+    pair.hca('b').modify_srq(srq, limit, mask).unwrap();
+    let b = pair.b.node;
+    lose_to(&mut pair.fabric, b, |n| n >= 2);
+    let data = pattern(3, 3000);
+    pair.a.mem.write(0, &data);
+    let wr = pair.send_wr('a', 9, 0, 3000);
+    pair.post_send('a', wr);
+    // The FIRST arrives and takes receive 1, the rest never does.
+    let _ = pair.completions('b', 1, Duration::from_millis(2));
+    assert_eq!(pair.hca('b').srq_len(srq).unwrap(), 2);
+    let reset = QpAttr {
+        qp_state: QpState::Reset,
+        ..QpAttr::default()
+    };
+    pair.hca('b')
+        .modify_qp(qp, &reset, QpAttrMask::STATE)
+        .unwrap();
+    assert_eq!(pair.poll('b'), [], "RESET completes nothing");
+    assert_eq!(pair.hca('b').srq_len(srq).unwrap(), 3, "receive 1 is back");
+    assert!(
+        pair.hca('b').get_async_event().is_err(),
+        "no LAST_WQE_REACHED, and the SRQ never ran below its limit"
+    );
+    // Back to RTS at the PSN A still retransmits the message from.
+    pair.fabric.clear_filter();
+    let aqpn = pair.a.qpn;
+    connect(pair.hca('b'), qp, A_IP, aqpn, &o);
+    let a = pair.completions('a', 1, LONG);
+    assert_eq!((a[0].wr_id, a[0].status), (9, WcStatus::Success));
+    let w = pair.completions('b', 1, LONG);
+    assert_eq!(
+        (w[0].wr_id, w[0].status, w[0].byte_len),
+        (1, WcStatus::Success, 3000),
+        "the retransmitted message lands in the receive the SRQ got back"
+    );
+    assert_eq!(pair.b.mem.read(4096, 3000), data);
+    assert!(
+        pair.hca('b').get_async_event().is_err(),
+        "two receives left"
+    );
+    let wr = pair.send_wr('a', 10, 0, 100);
+    pair.post_send('a', wr);
+    let w = pair.completions('b', 1, LONG);
+    assert_eq!((w[0].wr_id, w[0].status), (2, WcStatus::Success));
+    let ev = pair.hca('b').get_async_event().unwrap();
+    assert_eq!(
+        (ev.event_type, ev.element),
+        (EventType::SrqLimitReached, EventElement::Srq(srq)),
+        "one receive left, below the limit of 2"
+    );
+    pair.hca('b').ack_async_event(&ev).unwrap();
+}
+
 #[test]
 fn srq_is_shared_by_several_qps() {
     let o = Options {

@@ -447,3 +447,79 @@ fn a_target_moved_to_err_mid_message_flushes_the_receive_it_took() {
         (EventType::QpLastWqeReached, EventElement::Qp(qp))
     );
 }
+
+/// ibv_modify_qp(3): an XRC target moved straight to RESET in the middle of a SEND
+/// completes nothing; the receive that SEND took goes back to the head of the SRQ its FIRST
+/// named (not of an SRQ a stray later packet named), and the next SEND to that SRQ takes it.
+#[test]
+fn a_target_reset_mid_message_gives_the_receive_back_to_its_srq() {
+    let mut x = Xrc::new(13);
+    x.srq_recv(1, 0, 4096);
+    x.srq_recv(2, 4096, 4096);
+    let (b, qp, srq) = (x.b, x.b_qp, x.b_srq);
+    let limit = SrqAttr {
+        srq_limit: 1,
+        ..SrqAttr::default()
+    };
+    let mask = SrqAttrMask {
+        limit: true,
+        max_wr: false,
+    };
+    x.fabric.node_mut(b).modify_srq(srq, limit, mask).unwrap();
+    let (other, other_n, other_cq) = x.second_srq(3, 8192);
+    let psn = Psn::new(0x00ff_fff0);
+    let first = x.inject(Opcode::XRC_SEND_FIRST, psn, x.b_srqn, 1024);
+    assert_eq!(first, Some(Syndrome::ACK));
+    let stray = x.inject(Opcode::XRC_SEND_LAST, psn.add(5), other_n, 100);
+    assert_eq!(stray, Some(Syndrome::Nak(NakCode::PsnSequenceError)));
+    assert_eq!(x.fabric.node_mut(b).srq_len(srq).unwrap(), 1);
+    let reset = QpAttr {
+        qp_state: QpState::Reset,
+        ..QpAttr::default()
+    };
+    let h = x.fabric.node_mut(b);
+    h.modify_qp(qp, &reset, QpAttrMask::STATE).unwrap();
+    let mut wcs = [WorkCompletion::success(0, 0, WcOpcode::Send, 0); 2];
+    assert_eq!(
+        h.poll_cq(x.b_cq, &mut wcs).unwrap(),
+        0,
+        "RESET completes nothing"
+    );
+    assert_eq!(h.poll_cq(other_cq, &mut wcs).unwrap(), 0);
+    assert_eq!(h.srq_len(srq).unwrap(), 2, "receive 1 is back");
+    assert_eq!(h.srq_len(other).unwrap(), 1);
+    assert!(h.get_async_event().is_err(), "no event, no SRQ limit");
+    // The real initiator, still at the PSN the injected FIRST used, sends to a target
+    // brought back up.
+    let a_qpn = x.fabric.node_mut(x.a).qp_num(x.a_qp).unwrap();
+    bring_up(
+        x.fabric.node_mut(b),
+        qp,
+        QpType::XrcRecv,
+        A_IP,
+        a_qpn.value(),
+    );
+    for (wr_id, off) in [(7, 0), (8, 64)] {
+        let mut wr = SendWr::new(wr_id, WrOpcode::Send);
+        wr.sg_list = vec![x.a_mem.sge(off, 64)];
+        wr.xrc_remote_srqn = x.b_srqn;
+        x.post(wr);
+    }
+    let a = x.completions(false, 2);
+    assert!(a.iter().all(|w| w.status == WcStatus::Success), "{a:?}");
+    let w = x.completions(true, 2);
+    assert_eq!(
+        w.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        [(1, WcStatus::Success), (2, WcStatus::Success)],
+        "the first SEND after the reset takes the receive given back"
+    );
+    let h = x.fabric.node_mut(b);
+    let ev = h.get_async_event().unwrap();
+    assert_eq!(
+        (ev.event_type, ev.element),
+        (EventType::SrqLimitReached, EventElement::Srq(srq)),
+        "fired once the SRQ ran empty, below its limit of 1"
+    );
+    h.ack_async_event(&ev).unwrap();
+    assert_eq!(h.poll_cq(other_cq, &mut wcs).unwrap(), 0);
+}

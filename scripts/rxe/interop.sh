@@ -109,6 +109,15 @@ CELL_ROWS=(
   # WRITE/READ through a type 2 memory window the responder binds on its RC QP
   "ops rc-mw-write 1..64K 1024"
   "ops rc-mw-read 1..64K 1024"
+  # ... and refused (IBV_WC_REM_ACCESS_ERR at the requester, the responder's memory around
+  # and in the window unchanged), each cell on a QP pair of its own since the error ends
+  # both QPs: a READ through a window bound for REMOTE_WRITE only, and a WRITE outside the
+  # window's bounds but inside the region under it. rxe as responder lets that WRITE land:
+  # check_rkey (rxe_resp.c) checks a window's range against its MR (mr_check_range on
+  # mw->mr), not the window (seen on 6.1.0-56 and 6.12.117: WRITEs before and across the
+  # window completed IBV_WC_SUCCESS), so that row runs with softroce responding only.
+  "ops rc-mw-read-no-rights 1,MTU+1 1024"
+  "ops rc-mw-write-outside 1,MTU+1 1024 rxe-client-only"
   "ops uc-send 0..1M 1024"
   "ops uc-write 0..1M 1024"
   "ops ud-send 0..MTU 1024"
@@ -598,7 +607,9 @@ print_matrix() { # RESULTS_TSV KVER
   echo "rdma-core's rdma_cm programs and perftest -R unmodified on both sides, connected by the"
   echo "kernel's rdma_cm on rxe0 and softroce's drop-in librdmacm (\"-\": not run, see the script)."
   echo "ops rc-atomic-write: RDMA ATOMIC WRITE, in rxe since Linux 6.2 (\"-\" on older kernels)."
-  echo "ops rc-mw-*: WRITE/READ with the key of a type 2 window the responder bound on its RC QP."
+  echo "ops rc-mw-*: WRITE/READ with the key of a type 2 window the responder bound on its RC QP;"
+  echo "-no-rights and -outside must be refused (REM_ACCESS_ERR, memory unchanged); rxe accepts a"
+  echo "WRITE outside a window (it checks the region's bounds), so -outside runs rxe -> softroce only."
   echo "LINK ipv6: RoCEv2 over IPv6, rxe0's GID of fd99::11 and a softroce device on fd99::1."
   echo "cmtool mckey: UD multicast joined through rdma_cm on both sides, 10 datagrams to 239.99.0.1."
 }

@@ -1,8 +1,9 @@
 //! `softroce ops`: every verb the pingpong tools do not cover — RC SEND/SEND_IMM/WRITE/
 //! WRITE_IMM/READ/CMP_SWAP/FETCH_ADD/ATOMIC_WRITE, WRITE/READ through a type 2 memory window
-//! the responder binds, UC SEND/WRITE, UD SEND with its GRH area, SRQ receives — at the sizes
-//! that matter (0, 1, MTU, MTU+1, 64 KiB, 1 MiB), between two processes, each verified byte
-//! for byte on both sides.
+//! the responder binds (and, refused, a WRITE outside its bounds and a READ it grants no
+//! right for), UC SEND/WRITE, UD SEND with its GRH area, SRQ receives — at the sizes that
+//! matter (0, 1, MTU, MTU+1, 64 KiB, 1 MiB), between two processes, each verified byte for
+//! byte on both sides.
 //!
 //! The client is the requester of every cell; the server is the responder. Both run on any
 //! backend, so `softroce ops --backend ibverbs` on rdma_rxe against `softroce ops` on the
@@ -13,7 +14,9 @@
 //! prepares (posts a receive, fills or clears memory, binds a window) and answers `READY`
 //! (memory window cells: `READY mw=RKEY:ADDR`, the window's key and start), the client runs
 //! the work request and checks its completion, sends `CHECK`, and the server answers `PASS`
-//! or `FAIL reason` after checking its side. `BYE` ends.
+//! or `FAIL reason` after checking its side. `BYE` ends. The cells the responder must refuse
+//! run on the `mw` QP pair, which each side reconnects (RESET → RTS) for every such cell:
+//! the client before its `CELL`, the server before its `READY`.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -29,7 +32,7 @@ use softroce_emu::core::{QpCap, SendWr, UdTarget};
 use softroce_verbs::{
     AccessFlags, CompletionQueue, Context, Gid, MemoryRegion, MemoryWindow, Mtu, MwType,
     ProtectionDomain, QpType, QueuePair, QueuePairEndpoint, SharedReceiveQueue, WcFlags, WcOpcode,
-    WorkCompletion, WrOpcode,
+    WcStatus, WorkCompletion, WrOpcode,
 };
 use softroce_wire::ROCE_V2_PORT;
 
@@ -77,7 +80,8 @@ pub(crate) struct OpsArgs {
     max_size: usize,
     /// Only these operations (comma-separated names, e.g. `rc-read,ud-send`; all of:
     /// rc-send, rc-send-imm, rc-write, rc-write-imm, rc-read, rc-cmp-swap, rc-fetch-add,
-    /// rc-atomic-write, rc-mw-write, rc-mw-read, uc-send, uc-write, ud-send, srq-send).
+    /// rc-atomic-write, rc-mw-write, rc-mw-read, rc-mw-write-outside, rc-mw-read-no-rights,
+    /// uc-send, uc-write, ud-send, srq-send).
     #[arg(long)]
     only: Option<String>,
     /// Give up on the client's connection, or on one completion, after this many seconds
@@ -105,13 +109,17 @@ enum Op {
     RcAtomicWrite,
     RcMwWrite,
     RcMwRead,
+    /// A WRITE through a window reaching past its bounds (inside the region under it).
+    RcMwWriteOutside,
+    /// A READ, inside the window, through a window bound for REMOTE_WRITE only.
+    RcMwReadNoRights,
     UcSend,
     UcWrite,
     UdSend,
     SrqSend,
 }
 
-const ALL_OPS: [Op; 14] = [
+const ALL_OPS: [Op; 16] = [
     Op::RcSend,
     Op::RcSendImm,
     Op::RcWrite,
@@ -122,6 +130,8 @@ const ALL_OPS: [Op; 14] = [
     Op::RcAtomicWrite,
     Op::RcMwWrite,
     Op::RcMwRead,
+    Op::RcMwWriteOutside,
+    Op::RcMwReadNoRights,
     Op::UcSend,
     Op::UcWrite,
     Op::UdSend,
@@ -141,6 +151,8 @@ impl Op {
             Self::RcAtomicWrite => "rc-atomic-write",
             Self::RcMwWrite => "rc-mw-write",
             Self::RcMwRead => "rc-mw-read",
+            Self::RcMwWriteOutside => "rc-mw-write-outside",
+            Self::RcMwReadNoRights => "rc-mw-read-no-rights",
             Self::UcSend => "uc-send",
             Self::UcWrite => "uc-write",
             Self::UdSend => "ud-send",
@@ -158,7 +170,17 @@ impl Op {
 
     /// Whether the requester reaches the responder through a window it bound for the cell.
     fn uses_window(self) -> bool {
-        matches!(self, Self::RcMwWrite | Self::RcMwRead)
+        matches!(
+            self,
+            Self::RcMwWrite | Self::RcMwRead | Self::RcMwWriteOutside | Self::RcMwReadNoRights
+        )
+    }
+
+    /// Whether the responder must refuse the access (the requester's WR completes with
+    /// IBV_WC_REM_ACCESS_ERR, nothing is placed or returned). The error ends both QPs, so
+    /// these cells run on a QP pair of their own, which both sides reconnect for each.
+    fn refused(self) -> bool {
+        matches!(self, Self::RcMwWriteOutside | Self::RcMwReadNoRights)
     }
 
     /// Whether the requester reads the responder's memory (it checks the data itself).
@@ -187,9 +209,11 @@ impl Op {
         match self {
             Self::RcSend | Self::UcSend | Self::UdSend | Self::SrqSend => WrOpcode::Send,
             Self::RcSendImm => WrOpcode::SendWithImm,
-            Self::RcWrite | Self::UcWrite | Self::RcMwWrite => WrOpcode::RdmaWrite,
+            Self::RcWrite | Self::UcWrite | Self::RcMwWrite | Self::RcMwWriteOutside => {
+                WrOpcode::RdmaWrite
+            }
             Self::RcWriteImm => WrOpcode::RdmaWriteWithImm,
-            Self::RcRead | Self::RcMwRead => WrOpcode::RdmaRead,
+            Self::RcRead | Self::RcMwRead | Self::RcMwReadNoRights => WrOpcode::RdmaRead,
             Self::RcCmpSwap => WrOpcode::AtomicCmpAndSwp,
             Self::RcFetchAdd => WrOpcode::AtomicFetchAndAdd,
             Self::RcAtomicWrite => WrOpcode::AtomicWrite,
@@ -211,6 +235,9 @@ impl Op {
     fn sizes(self, mtu: usize, ud_mtu: usize) -> Vec<usize> {
         if self.is_atomic() || self == Self::RcAtomicWrite {
             vec![8]
+        } else if self.refused() {
+            // One packet and several (see `request_refused` for where each goes).
+            vec![1, mtu + 1]
         } else if self.uses_window() {
             // Within the window; 0 bytes would not check the key at all.
             vec![1, mtu, mtu + 1, MW_LEN]
@@ -237,9 +264,12 @@ const IMM: u32 = 0x1234_5678;
 const ATOMIC_START: u64 = 0x0102_0304_0506_0708;
 const ATOMIC_ADD: u64 = 0x10_0000_0001;
 /// The memory window cells' window: `MW_LEN` bytes from `MW_OFF` of a region of their own,
-/// with guard bytes on either side.
+/// with guard bytes on either side (`MW_OFF` and 4096 bytes after the window: an access
+/// just outside the window stays inside the region, so only the window's bounds refuse it).
 const MW_OFF: usize = 4096;
 const MW_LEN: usize = 64 << 10;
+/// A guard byte: memory no access may change.
+const GUARD: u8 = 0xA5;
 
 /// What an ATOMIC WRITE of the cell seeded `seed` stores.
 fn atomic_write_value(seed: u32) -> u64 {
@@ -294,6 +324,8 @@ struct Side {
     ud: QueuePair,
     /// Server: an RC QP on the SRQ; client: a plain RC QP to pair with it.
     srq_qp: QueuePair,
+    /// The RC QP of the refused window cells (`Op::refused`), reconnected for each.
+    mw_qp: QueuePair,
     _srq: Option<SharedReceiveQueue>,
     ud_peer: UdTarget,
     peer: Hello,
@@ -357,7 +389,7 @@ impl Hello {
             *b = u8::from_str_radix(&gid_hex[2 * i..2 * i + 2], 16).context("gid")?;
         }
         let mut qps = HashMap::new();
-        for name in ["rc", "uc", "ud", "srq"] {
+        for name in QP_NAMES {
             let v = get(name)?;
             let (q, p) = v
                 .split_once(':')
@@ -390,6 +422,9 @@ impl Hello {
         }
     }
 }
+
+/// The QPs each side announces in its HELLO.
+const QP_NAMES: [&str; 5] = ["rc", "uc", "ud", "srq", "mw"];
 
 struct Line {
     reader: BufReader<TcpStream>,
@@ -553,13 +588,14 @@ fn ops_on(args: &OpsArgs, ctx: &Context) -> anyhow::Result<usize> {
     };
 
     // Exchange: the client speaks first so the server learns the MTU before building QPs.
-    let (peer, rc, uc, ud, srq_qp) = if is_client {
+    let (peer, rc, uc, ud, srq_qp, mw_qp) = if is_client {
         let mtu = Mtu::from_bytes(mtu_bytes)
             .with_context(|| format!("--mtu {mtu_bytes} is not 256, 512, 1024, 2048 or 4096"))?;
-        let (rc, uc, ud, sq) = (
+        let (rc, uc, ud, sq, mw) = (
             build(QpType::Rc, false, mtu, atomic_write)?,
             build(QpType::Uc, false, mtu, false)?,
             build(QpType::Ud, false, mtu, false)?,
+            build(QpType::Rc, false, mtu, false)?,
             build(QpType::Rc, false, mtu, false)?,
         );
         let hello = hello_of(
@@ -568,21 +604,23 @@ fn ops_on(args: &OpsArgs, ctx: &Context) -> anyhow::Result<usize> {
                 ("uc", uc.endpoint()),
                 ("ud", ud.endpoint()),
                 ("srq", sq.endpoint()),
+                ("mw", mw.endpoint()),
             ],
             mtu_bytes,
         )?;
         line.send(&hello.line())?;
         let peer = Hello::parse(&line.recv()?)?;
-        (peer, rc, uc, ud, sq)
+        (peer, rc, uc, ud, sq, mw)
     } else {
         let peer = Hello::parse(&line.recv()?)?;
         let mtu = Mtu::from_bytes(peer.mtu)
             .with_context(|| format!("client MTU {} is not a valid path MTU", peer.mtu))?;
-        let (rc, uc, ud, sq) = (
+        let (rc, uc, ud, sq, mw) = (
             build(QpType::Rc, false, mtu, false)?,
             build(QpType::Uc, false, mtu, false)?,
             build(QpType::Ud, false, mtu, false)?,
             build(QpType::Rc, true, mtu, false)?,
+            build(QpType::Rc, false, mtu, false)?,
         );
         let hello = hello_of(
             &[
@@ -590,16 +628,18 @@ fn ops_on(args: &OpsArgs, ctx: &Context) -> anyhow::Result<usize> {
                 ("uc", uc.endpoint()),
                 ("ud", ud.endpoint()),
                 ("srq", sq.endpoint()),
+                ("mw", mw.endpoint()),
             ],
             peer.mtu,
         )?;
         line.send(&hello.line())?;
-        (peer, rc, uc, ud, sq)
+        (peer, rc, uc, ud, sq, mw)
     };
     let rc = rc.handshake(peer.endpoint("rc"))?;
     let uc = uc.handshake(peer.endpoint("uc"))?;
     let ud = ud.handshake(peer.endpoint("ud"))?;
     let srq_qp = srq_qp.handshake(peer.endpoint("srq"))?;
+    let mw_qp = mw_qp.handshake(peer.endpoint("mw"))?;
     let ud_peer = ud.ud_target(peer.endpoint("ud"), QKEY)?;
     let mw_mr = (!is_client)
         .then(|| {
@@ -624,6 +664,7 @@ fn ops_on(args: &OpsArgs, ctx: &Context) -> anyhow::Result<usize> {
         uc,
         ud,
         srq_qp,
+        mw_qp,
         _srq: srq,
         ud_peer,
         peer,
@@ -679,6 +720,13 @@ fn client(side: &Side, line: &mut Line, args: &OpsArgs) -> anyhow::Result<usize>
 }
 
 fn run_cell(side: &Side, line: &mut Line, op: Op, size: usize, seed: u32) -> anyhow::Result<()> {
+    if op.refused() {
+        // The previous refused cell left the pair in ERR; the responder reconnects its end
+        // when it reads the CELL, before it answers.
+        side.mw_qp
+            .reconnect(side.peer.endpoint("mw"))
+            .context("reconnecting the window cells' QP")?;
+    }
     line.send(&format!("CELL {} {size} {seed}", op.name()))?;
     let ready = line.recv()?;
     if let Some(reason) = ready.strip_prefix("FAIL ") {
@@ -730,6 +778,9 @@ fn request(
     seed: u32,
     window: Option<(u32, u64)>,
 ) -> anyhow::Result<()> {
+    if let (true, Some(window)) = (op.refused(), window) {
+        return request_refused(side, op, size, seed, window);
+    }
     let mr = &side.mr;
     if op.is_atomic() {
         mr.write(0, &0u64.to_ne_bytes())?;
@@ -804,6 +855,60 @@ fn request(
     Ok(())
 }
 
+/// The requester's half of a cell the responder must refuse, through the window
+/// (`rkey`, `start`): the WR completes with IBV_WC_REM_ACCESS_ERR, a READ brings nothing back.
+fn request_refused(
+    side: &Side,
+    op: Op,
+    size: usize,
+    seed: u32,
+    (rkey, start): (u32, u64),
+) -> anyhow::Result<()> {
+    let mr = &side.mr;
+    if op.reads() {
+        mr.write(0, &vec![0u8; size])?;
+    } else {
+        fill(mr, 0, size, seed)?;
+    }
+    let mut wr = SendWr::new(1000 + u64::from(seed), op.wr_opcode());
+    wr.sg_list = vec![mr.slice(0..size)?];
+    wr.rdma.rkey = rkey;
+    let (remote_addr, what) = match (op, size) {
+        (Op::RcMwWriteOutside, 1) => (start - 1, "a WRITE of the byte before the window"),
+        // Its first half inside the window: the whole WRITE is refused, none of it placed.
+        (Op::RcMwWriteOutside, _) => (
+            start + (MW_LEN - size / 2) as u64,
+            "a WRITE across the window's end",
+        ),
+        _ => (start, "a READ through a window bound for REMOTE_WRITE only"),
+    };
+    wr.rdma.remote_addr = remote_addr;
+    // SAFETY: `mr` lives until the end of the program and is not touched until the
+    // completion below is polled.
+    unsafe { side.mw_qp.post_send(std::slice::from_ref(&wr)) }?;
+    let wc = one_completion(side, "send")?;
+    ensure!(
+        wc.wr_id == wr.wr_id,
+        "completion of wr_id {}, expected {}",
+        wc.wr_id,
+        wr.wr_id
+    );
+    ensure!(
+        wc.status == WcStatus::RemAccessErr,
+        "{what} completed with {}, expected IBV_WC_REM_ACCESS_ERR",
+        wc.status
+    );
+    if op.reads() {
+        let mut back = vec![0u8; size];
+        mr.read(0, &mut back)?;
+        ensure!(
+            back.iter().all(|&b| b == 0),
+            "{what} was refused, yet data arrived"
+        );
+    }
+    Ok(())
+}
+
 fn server(side: &Side, line: &mut Line) -> anyhow::Result<usize> {
     let mut failed = 0;
     loop {
@@ -857,7 +962,7 @@ fn prepare(side: &Side, op: Op, size: usize, seed: u32) -> anyhow::Result<Option
     let mr = &side.mr;
     if op.is_atomic() || op == Op::RcAtomicWrite {
         mr.write(0, &ATOMIC_START.to_ne_bytes())?;
-        mr.write(8, &[0xA5])?;
+        mr.write(8, &[GUARD])?;
         return Ok(None);
     }
     if op.uses_window() {
@@ -869,7 +974,7 @@ fn prepare(side: &Side, op: Op, size: usize, seed: u32) -> anyhow::Result<Option
     // Clear what the message lands in, plus a guard byte that must stay untouched.
     let span = if op == Op::UdSend { GRH + size } else { size };
     mr.write(0, &vec![0u8; span + 1])?;
-    mr.write(span, &[0xA5])?;
+    mr.write(span, &[GUARD])?;
     if op.consumes_receive() {
         let sges = if span == 0 {
             Vec::new()
@@ -895,7 +1000,8 @@ fn prepare(side: &Side, op: Op, size: usize, seed: u32) -> anyhow::Result<Option
 }
 
 /// A fresh type 2 window over `MW_LEN` bytes of the window region, bound on the RC QP (so
-/// only the requester's RC QP may use its key), the region around it cleared or filled.
+/// only the requester's RC QP may use its key; refused cells: on their own QP, reconnected
+/// first), the region around it cleared or filled.
 fn bind_window(side: &Side, op: Op, size: usize, seed: u32) -> anyhow::Result<(u32, u64)> {
     ensure!(
         size <= MW_LEN,
@@ -907,20 +1013,32 @@ fn bind_window(side: &Side, op: Op, size: usize, seed: u32) -> anyhow::Result<(u
         .context("no window region on this side")?;
     // The previous cell's window goes first: a type 2 window is bound once.
     side.mw.borrow_mut().take();
-    region.write(0, &vec![0u8; region.len()])?;
-    region.write(MW_OFF - 1, &[0xA5])?;
-    region.write(MW_OFF + size, &[0xA5])?;
-    if op == Op::RcMwRead {
+    let qp = if op.refused() {
+        side.mw_qp
+            .reconnect(side.peer.endpoint("mw"))
+            .context("reconnecting the window cells' QP")?;
+        // A refused access may change nothing: every byte is a guard but what a READ
+        // would return.
+        region.write(0, &vec![GUARD; region.len()])?;
+        &side.mw_qp
+    } else {
+        region.write(0, &vec![0u8; region.len()])?;
+        region.write(MW_OFF - 1, &[GUARD])?;
+        region.write(MW_OFF + size, &[GUARD])?;
+        &side.rc
+    };
+    if matches!(op, Op::RcMwRead | Op::RcMwReadNoRights) {
         fill(region, MW_OFF, size, seed)?;
     }
     let mw = side.pd.alloc_mw(MwType::Type2)?;
+    // RcMwReadNoRights: a write-only window, READ through it.
     let access = match op {
         Op::RcMwRead => AccessFlags::REMOTE_READ,
         _ => AccessFlags::REMOTE_WRITE,
     };
     let (wr, rkey) = mw.bind_wr(9, region, MW_OFF, MW_LEN, access);
     // SAFETY: the region outlives the window, which is dropped before it (`Side`).
-    unsafe { side.rc.post_send(std::slice::from_ref(&wr)) }?;
+    unsafe { qp.post_send(std::slice::from_ref(&wr)) }?;
     let wc = one_completion(side, "bind")?;
     check_success(&wc, "bind")?;
     ensure!(
@@ -939,6 +1057,29 @@ fn respond_check(side: &Side, op: Op, size: usize, seed: u32) -> anyhow::Result<
     if op == Op::RcRead {
         return Ok(());
     }
+    if op.refused() {
+        let region = side
+            .mw_mr
+            .as_ref()
+            .context("no window region on this side")?;
+        side.mw.borrow_mut().take();
+        let mut now = vec![0u8; region.len()];
+        region.read(0, &mut now)?;
+        let read_back = op == Op::RcMwReadNoRights;
+        let want = |i: usize| match i.checked_sub(MW_OFF) {
+            Some(k) if read_back && k < size => pattern(seed, k),
+            _ => GUARD,
+        };
+        if let Some(i) = (0..now.len()).find(|&i| now[i] != want(i)) {
+            bail!(
+                "the refused {op} changed byte {i} of the window's region (offset {} from \
+                 the window) to {:#04x}",
+                i as i64 - MW_OFF as i64,
+                now[i]
+            );
+        }
+        return Ok(());
+    }
     if op.uses_window() {
         let region = side
             .mw_mr
@@ -952,7 +1093,7 @@ fn respond_check(side: &Side, op: Op, size: usize, seed: u32) -> anyhow::Result<
         region.read(MW_OFF - 1, &mut guards[..1])?;
         region.read(MW_OFF + size, &mut guards[1..])?;
         ensure!(
-            guards == [0xA5; 2],
+            guards == [GUARD; 2],
             "a byte next to the window's data was overwritten"
         );
         return Ok(());
@@ -963,7 +1104,7 @@ fn respond_check(side: &Side, op: Op, size: usize, seed: u32) -> anyhow::Result<
         ensure!(now == want, "{op} left {now:#x}, expected {want:#x}");
         let mut guard = [0u8; 1];
         mr.read(8, &mut guard)?;
-        ensure!(guard[0] == 0xA5, "the byte after the 8 was overwritten");
+        ensure!(guard[0] == GUARD, "the byte after the 8 was overwritten");
         return Ok(());
     }
     if op.is_atomic() {
@@ -1034,7 +1175,7 @@ fn respond_check(side: &Side, op: Op, size: usize, seed: u32) -> anyhow::Result<
     let mut guard = [0u8; 1];
     mr.read(data_at + size, &mut guard)?;
     ensure!(
-        guard[0] == 0xA5,
+        guard[0] == GUARD,
         "the byte after the message was overwritten"
     );
     Ok(())

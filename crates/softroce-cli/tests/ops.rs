@@ -27,8 +27,8 @@ fn every_op_and_size_passes_between_two_processes_at_mtu_1024() {
     let out = run_ops("127.0.0.71", "127.0.0.72", 18671, "1024");
     let pass = passed(&out);
     // RC: 5 data ops x 6 sizes, 3 atomics (CMP_SWAP, FETCH_ADD, ATOMIC_WRITE), 2 window
-    // ops x 4 sizes; UC 2 x 6, UD 3, SRQ 6.
-    assert_eq!(pass.len(), 30 + 3 + 8 + 12 + 3 + 6, "{out}");
+    // ops x 4 sizes, 2 refused window accesses x 2 sizes; UC 2 x 6, UD 3, SRQ 6.
+    assert_eq!(pass.len(), 30 + 3 + 8 + 4 + 12 + 3 + 6, "{out}");
     for cell in [
         "PASS rc-read 1048576",
         "PASS rc-write-imm 1025",
@@ -37,6 +37,9 @@ fn every_op_and_size_passes_between_two_processes_at_mtu_1024() {
         "PASS rc-atomic-write 8",
         "PASS rc-mw-write 65536",
         "PASS rc-mw-read 1025",
+        "PASS rc-mw-write-outside 1",
+        "PASS rc-mw-write-outside 1025",
+        "PASS rc-mw-read-no-rights 1025",
         "PASS ud-send 1024",
         "PASS srq-send 65536",
         "PASS uc-write 0",

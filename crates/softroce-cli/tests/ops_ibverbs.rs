@@ -52,8 +52,9 @@ fn the_ibverbs_backend_is_requester_against_the_emulator() {
     assert!(out.contains("requester hw0 (ibverbs)"), "{out}");
     assert_eq!(
         out.lines().filter(|l| l.starts_with("PASS ")).count(),
-        // with ATOMIC WRITE (ibv_wr_atomic_write) and 2 window ops x 4 sizes
-        53 + 1 + 8,
+        // with ATOMIC WRITE (ibv_wr_atomic_write), 2 window ops x 4 sizes and 2 refused
+        // window accesses x 2 sizes
+        53 + 1 + 8 + 4,
         "{out}"
     );
 }

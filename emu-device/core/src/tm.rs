@@ -279,6 +279,11 @@ impl TmSrq {
         self.unexpected = self.unexpected.wrapping_add(1);
     }
 
+    /// Take back the count of an unexpected message that was never delivered.
+    pub(crate) fn uncount_unexpected(&mut self) {
+        self.unexpected = self.unexpected.wrapping_sub(1);
+    }
+
     /// Tags posted.
     #[cfg(test)]
     pub(crate) fn posted(&self) -> usize {

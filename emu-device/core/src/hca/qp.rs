@@ -496,6 +496,9 @@ impl Hca {
         if next != cur {
             // Leaving the current state: what was received is acknowledged first.
             self.engine().flush_deferred_ack(qp);
+            if next == QpState::Reset {
+                self.engine().give_back_srq_receive(qp);
+            }
         }
         let q = self.store.lookup_mut(VERB, qp)?;
         let a = &mut q.attr;
@@ -555,10 +558,11 @@ impl Hca {
         let entering = cur != next;
         match next {
             QpState::Reset if entering => {
-                // IBTA: RESET discards all work requests without completions. The QP's
-                // completions not yet polled go too (as mlx4 and mlx5 clean their CQs on
-                // this transition): a QP brought back from ERR does not first report the
-                // flushes of its previous life.
+                // IBTA: RESET discards all work requests without completions (a receive
+                // taken from an SRQ went back to it above). The QP's completions not yet
+                // polled go too (as mlx4 and mlx5 clean their CQs on this transition): a
+                // QP brought back from ERR does not first report the flushes of its
+                // previous life.
                 q.sq.clear();
                 q.rq.clear();
                 q.sqd_notify_pending = false;

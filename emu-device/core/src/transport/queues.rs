@@ -6,7 +6,7 @@ use super::super::events::EventElement;
 use super::super::handles::{CqHandle, QpHandle, SrqHandle};
 use super::super::objects::SendWqe;
 use super::super::qp_transport::InProgress;
-use super::super::types::{EventType, QpState, QpType, WcOpcode, WcStatus};
+use super::super::types::{EventType, QpState, QpType, WcFlags, WcOpcode, WcStatus};
 use super::super::wr::{RecvWr, VendorErr, WorkCompletion};
 use super::Engine;
 
@@ -51,6 +51,49 @@ impl Engine<'_> {
                 .raise(EventType::SrqLimitReached, EventElement::Srq(srq));
         }
         Some(wr)
+    }
+
+    /// A QP moved to RESET (not through ERR) in the middle of a SEND gives the receive it
+    /// took from an SRQ back to the head of that SRQ, uncompleted. RESET completes nothing
+    /// (IBTA), but the receive was posted to the SRQ, not the QP: with no completion the
+    /// application still owns it as posted there (ibv_post_srq_recv(3): a buffer is reused
+    /// only after its completion), so the next message takes it, in posting order. rxe
+    /// loses it instead (`get_srq_wqe` consumes the SRQ entry at the FIRST, `rxe_qp_reset`
+    /// drops `resp.wqe`), and mlx5's driver has no step giving one back (its RESET only
+    /// cleans the QP's completions from the CQ). A matched tag's buffer is not an SRQ
+    /// receive and stays consumed; an unexpected message's receive goes back uncounted, as
+    /// software never saw it to report it in IBV_OPS_TM_SYNC.
+    pub(crate) fn give_back_srq_receive(&mut self, qp: QpHandle) {
+        let Some(q) = self.store.get_mut(qp) else {
+            return;
+        };
+        let delivery = q.transport.tm_delivery;
+        let taken = matches!(
+            q.transport.in_progress,
+            InProgress::Send { from_srq: true, .. }
+        );
+        if !taken || delivery.is_some_and(|d| d.flags.contains(WcFlags::TM_MATCH)) {
+            return;
+        }
+        // An XRC target's later packets may have named other SRQs: the message's own.
+        let srq = if q.init.qp_type == QpType::XrcRecv {
+            q.transport.xrc_msg_srq
+        } else {
+            q.init.srq
+        };
+        let InProgress::Send { wqe, .. } = std::mem::take(&mut q.transport.in_progress) else {
+            return;
+        };
+        q.transport.tm_delivery = None;
+        let Some(s) = srq.and_then(|srq| self.store.get_mut(srq)) else {
+            return;
+        };
+        s.queue.push_front(wqe);
+        if delivery.is_some_and(|d| d.opcode == WcOpcode::TmRecv)
+            && let Some(t) = s.tm.as_deref_mut()
+        {
+            t.uncount_unexpected();
+        }
     }
 
     /// Move a QP to ERR (raising `event` if given) and flush its queues. Used by the
