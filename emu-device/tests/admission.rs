@@ -1,6 +1,7 @@
-//! The device-wide bound on RC requests in flight (`HcaConfig::max_outstanding_psns`): busy
-//! QPs together never have more request packets unacknowledged than the bound, however
-//! many QPs there are, and every QP still finishes its work.
+//! The bound on RC requests in flight to a peer (`HcaConfig::max_outstanding_psns`): busy
+//! QPs together never have more request packets unacknowledged at one peer than the bound,
+//! however many QPs there are, every QP still finishes its work, and a peer that never
+//! answers holds back only the QPs that talk to it.
 
 mod common;
 
@@ -130,4 +131,81 @@ fn connect(hca: &mut Hca, qp: QpHandle, remote_ip: &str, remote_qpn: u32) {
         av: AhAttr::new(softroce_wire::Gid::from_ip(remote_ip.parse().unwrap()), 0),
     };
     bringup.to_rts(hca, qp, &peer, psn).unwrap();
+}
+
+#[test]
+fn a_peer_that_never_answers_holds_back_only_the_qps_that_talk_to_it() {
+    // Four of a's QPs write to 127.0.0.9, where nothing answers (nothing is there): two
+    // windows fill the bound for that peer. a's QP to b, a live peer, is not held back: the
+    // bound is what one peer's socket can buffer, not a device-wide budget a dead peer could
+    // use up.
+    let mut fabric = Fabric::new(11);
+    let mut cfg = HcaConfig::new("dev-a", "127.0.0.1".parse().unwrap());
+    cfg.link_mtu = 9000;
+    cfg.max_outstanding_psns = CAP;
+    let mut a = Hca::new(cfg);
+    let mut b = common::device("127.0.0.2", 12);
+    let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
+    let len = WRITES_PER_QP * WRITE;
+    let (pd_a, pd_b) = (a.alloc_pd().unwrap(), b.alloc_pd().unwrap());
+    let (cq_a, _) = a.create_cq(256, None, 0, 0).unwrap();
+    let (cq_b, _) = b.create_cq(256, None, 0, 0).unwrap();
+    let mem_a: Memory = register(&mut a, pd_a, len, access);
+    let mem_b: Memory = register(&mut b, pd_b, len, access);
+    let init = |cq| QpInitAttr {
+        send_cq: cq,
+        recv_cq: cq,
+        srq: None,
+        cap: QpCap::new(64, 4),
+        qp_type: QpType::Rc,
+        sq_sig_all: true,
+        qp_context: 0,
+    };
+    let write = |off: usize, rkey: u32, remote: u64| {
+        let mut wr = SendWr::new(off as u64, WrOpcode::RdmaWrite);
+        wr.sg_list = vec![mem_a.sge(off, WRITE)];
+        wr.rdma = RdmaTarget {
+            remote_addr: remote,
+            rkey,
+        };
+        wr
+    };
+    for dead in 0..4 {
+        let (qp, _, _) = a.create_qp(pd_a, init(cq_a)).unwrap();
+        connect(&mut a, qp, "127.0.0.9", 0x99 + dead);
+        for w in 0..WRITES_PER_QP {
+            // SAFETY: no inline data.
+            unsafe { a.post_send(qp, &[write(w * WRITE, 0x1234, 0x1000)]) }.unwrap();
+        }
+    }
+    let (qa, na, _) = a.create_qp(pd_a, init(cq_a)).unwrap();
+    let (qb, nb, _) = b.create_qp(pd_b, init(cq_b)).unwrap();
+    connect(&mut a, qa, "127.0.0.2", nb.value());
+    connect(&mut b, qb, "127.0.0.1", na.value());
+    let data = pattern(7, len);
+    mem_a.write(0, &data);
+    let node_a = fabric.add_node("127.0.0.1".parse().unwrap(), a);
+    fabric.add_node("127.0.0.2".parse().unwrap(), b);
+    // The dead peer's QPs go first and fill its bound; then the live one's writes.
+    fabric.drive_until(1_000_000, Duration::from_millis(1), |_| false);
+    for w in 0..WRITES_PER_QP {
+        let wr = write(w * WRITE, mem_b.keys.rkey, mem_b.addr(w * WRITE));
+        // SAFETY: no inline data.
+        unsafe { fabric.node_mut(node_a).post_send(qa, &[wr]) }.unwrap();
+    }
+    // Well inside the dead peer's 67 ms ACK timeout: nothing of theirs has moved.
+    let wcs = drive(
+        &mut fabric,
+        node_a,
+        cq_a,
+        WRITES_PER_QP,
+        Duration::from_millis(20),
+    );
+    assert_eq!(wcs.len(), WRITES_PER_QP, "{wcs:?}");
+    assert!(
+        wcs.iter()
+            .all(|wc| wc.status == WcStatus::Success && wc.qp_num == na.value()),
+        "{wcs:?}"
+    );
+    assert_eq!(mem_b.read(0, len), data);
 }

@@ -42,10 +42,11 @@ pub struct HcaConfig {
     /// rdma-core's default timeout (67 ms) instead of a fifth; the resends are not retries
     /// (`retry_cnt` still counts ACK timeouts only).
     pub adaptive_retransmit: bool,
-    /// RC request PSNs the whole device may have unacknowledged at once, over all its QPs
-    /// (each QP also keeps rxe's window of 128). A peer's receive buffer holds only so many
-    /// packets; past that, loss and go-back-N feed each other under load. The UDP driver
-    /// sizes it from its socket's receive buffer; the default suits a 16 MiB one.
+    /// RC request PSNs the device may have unacknowledged at once to one peer, over all its
+    /// QPs to that peer (each QP also keeps rxe's window of 128). A peer's receive buffer
+    /// holds only so many packets; past that, loss and go-back-N feed each other under
+    /// load. Per peer, so a dead peer holds back only the QPs that talk to it. The UDP
+    /// driver sizes it from its socket's receive buffer; the default suits a 16 MiB one.
     pub max_outstanding_psns: u32,
     /// The first QP number handed out (rxe starts at 0x11; 0 and 1 are the special QPs).
     pub first_qpn: u32,

@@ -139,8 +139,9 @@ pub(crate) struct QpTransport {
     pub(crate) retry_left: u8,
     /// RNR retries left.
     pub(crate) rnr_left: u8,
-    /// The request PSNs this QP counts in the device's bound on those in flight.
-    pub(crate) inflight_share: u32,
+    /// The peer and the request PSNs this QP counts in the device's bound on those in
+    /// flight to that peer.
+    pub(crate) inflight_share: Option<(std::net::SocketAddr, u32)>,
     /// Refused for lack of room under that bound; made active again when there is.
     pub(crate) awaiting_room: bool,
     /// The round trip and the early resend of a path that has shown loss.

@@ -566,12 +566,13 @@ impl Hca {
                 q.sq.clear();
                 q.rq.clear();
                 q.sqd_notify_pending = false;
-                let share = q.transport.inflight_share;
+                let share = q.transport.inflight_share.take();
                 q.transport = Default::default();
-                self.outbox.forget(share);
                 let (qpn, send_cq, recv_cq) = (q.qpn.value(), q.init.send_cq, q.init.recv_cq);
                 self.cqs.remove_qp_entries(send_cq, qpn);
                 self.cqs.remove_qp_entries(recv_cq, qpn);
+                let cap = self.device.config().max_outstanding_psns;
+                self.outbox.forget(&mut self.store, cap, share);
             }
             QpState::Rtr if entering => {
                 let rq_psn = q.attr.rq_psn;
@@ -768,8 +769,17 @@ impl Hca {
         // The peer is owed the ACK of what this QP received (hardware would have sent it
         // already); it leaves with the next transmit.
         self.engine().flush_deferred_ack(qp);
-        let share = self.store.lookup(VERB, qp)?.transport.inflight_share;
-        self.outbox.forget(share);
+        let share = self
+            .store
+            .lookup_mut(VERB, qp)?
+            .transport
+            .inflight_share
+            .take();
+        self.outbox.forget(
+            &mut self.store,
+            self.device.config().max_outstanding_psns,
+            share,
+        );
         let q = self.store.remove_qp(VERB, qp)?;
         self.multicast.set_block_own(qp, false);
         self.events.purge(EventElement::Qp(qp));

@@ -1,15 +1,18 @@
-//! A device-wide bound on the RC request PSNs in flight (`HcaConfig::max_outstanding_psns`).
+//! A bound on the RC request PSNs a device has in flight to each peer
+//! (`HcaConfig::max_outstanding_psns`).
 //!
 //! Each RC QP may have 128 PSNs unacknowledged (rxe's window); sixty-four busy QPs are then
 //! 8192 packets in flight, far more than a peer's socket can buffer while it is descheduled
 //! for a moment. What overflows is lost, and go-back-N resends the whole window into the
 //! same full buffer: under load some QP met `retry_cnt` timeouts in a row and failed with
-//! IBV_WC_RETRY_EXC_ERR although nothing was wrong but the load. Bounding the sum keeps
-//! what is in flight within what the peer can hold (lossless, as RoCE fabrics are made to
-//! be with PFC); a QP that would exceed it waits for the ACKs of others. Resends always go:
-//! they repair what is already counted.
+//! IBV_WC_RETRY_EXC_ERR although nothing was wrong but the load. Bounding the sum per peer
+//! keeps what is in flight within what that peer can hold (lossless, as RoCE fabrics are
+//! made to be with PFC); a QP that would exceed it waits for the ACKs of the others. The
+//! bound is per peer because the buffer is: a dead or slow peer holds back only the QPs
+//! that talk to it. Resends always go: they repair what is already counted.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
 
 use super::Outbox;
 use super::requester::MAX_UNACKED_PSNS;
@@ -17,64 +20,113 @@ use crate::handles::QpHandle;
 use crate::store::Store;
 use crate::types::QpState;
 
-/// The device's outstanding PSNs, and the QPs waiting for room.
+/// What each peer has outstanding, and the QPs waiting for room there. A peer is in the
+/// map only while something is outstanding or waiting, so the map is as large as the set
+/// of peers currently busy (the QPs' own destinations, never a packet's claim).
 #[derive(Debug, Default)]
 pub(crate) struct Admission {
-    /// The sum of every QP's `QpTransport::inflight_share`.
+    peers: HashMap<SocketAddr, Peer>,
+}
+
+#[derive(Debug, Default)]
+struct Peer {
+    /// The sum of the `QpTransport::inflight_share`s counted against this peer.
     outstanding: u32,
     /// QPs refused for lack of room, woken (made active) when enough comes back.
     waiting: VecDeque<QpHandle>,
 }
 
 impl Outbox {
-    /// Whether a QP may send a request packet it never sent before.
-    pub(crate) fn has_room(&self, cap: u32) -> bool {
-        self.admission.outstanding < cap
+    /// Whether a QP may send `peer` a request packet it never sent before.
+    pub(crate) fn has_room(&self, peer: SocketAddr, cap: u32) -> bool {
+        self.admission
+            .peers
+            .get(&peer)
+            .is_none_or(|p| p.outstanding < cap)
     }
 
-    /// `qp` was refused for lack of room: make it active again once there is.
-    pub(crate) fn wait_for_room(&mut self, store: &mut Store, qp: QpHandle) {
+    /// `qp` was refused for lack of room at `peer`: make it active again once there is.
+    pub(crate) fn wait_for_room(&mut self, store: &mut Store, qp: QpHandle, peer: SocketAddr) {
         if let Some(q) = store.get_mut(qp)
             && !q.transport.awaiting_room
         {
             q.transport.awaiting_room = true;
-            self.admission.waiting.push_back(qp);
+            self.admission
+                .peers
+                .entry(peer)
+                .or_default()
+                .waiting
+                .push_back(qp);
         }
     }
 
     /// Count `qp`'s share again after a step that may have sent or acknowledged requests
-    /// or changed its state, and wake the waiting QPs when an eighth of the bound is free
-    /// (not at every single ACK: each wakeup is a turn for every waiting QP).
+    /// or changed its state or its peer, and wake the QPs waiting at that peer when an
+    /// eighth of the bound is free there (not at every single ACK: each wakeup is a turn
+    /// for every waiting QP).
     pub(crate) fn account(&mut self, store: &mut Store, cap: u32, qp: QpHandle) {
-        if let Some(q) = store.get_mut(qp) {
-            let sending = q.init.qp_type.is_reliable()
-                && matches!(q.attr.qp_state, QpState::Rts | QpState::Sqd);
-            let (sent, acked) = (q.transport.sent_psn, q.transport.comp_psn);
-            let share = if sending && acked.is_before(sent) {
-                sent.distance_from(acked).min(MAX_UNACKED_PSNS)
-            } else {
-                0
-            };
-            self.admission.outstanding = self
-                .admission
-                .outstanding
-                .saturating_sub(q.transport.inflight_share)
-                .saturating_add(share);
-            q.transport.inflight_share = share;
+        let Some(q) = store.get_mut(qp) else {
+            return;
+        };
+        let sending =
+            q.init.qp_type.is_reliable() && matches!(q.attr.qp_state, QpState::Rts | QpState::Sqd);
+        let (sent, acked) = (q.transport.sent_psn, q.transport.comp_psn);
+        let share = if sending && acked.is_before(sent) {
+            sent.distance_from(acked).min(MAX_UNACKED_PSNS)
+        } else {
+            0
+        };
+        let peer = q.attr.ah_attr.destination();
+        let old = q.transport.inflight_share.take();
+        q.transport.inflight_share = (share > 0).then_some((peer, share));
+        self.subtract(old);
+        if share > 0 {
+            self.admission.peers.entry(peer).or_default().outstanding += share;
         }
-        if self.admission.outstanding <= cap - cap / 8 {
+        if let Some((was, _)) = old
+            && was != peer
+        {
+            self.wake(store, cap, was);
+        }
+        self.wake(store, cap, peer);
+    }
+
+    /// A QP's share (`QpTransport::inflight_share`, taken out of it) is no longer in
+    /// flight: the QP is destroyed or reset. The QPs waiting at its peer may go.
+    pub(crate) fn forget(&mut self, store: &mut Store, cap: u32, share: Option<(SocketAddr, u32)>) {
+        self.subtract(share);
+        if let Some((peer, _)) = share {
+            self.wake(store, cap, peer);
+        }
+    }
+
+    fn subtract(&mut self, share: Option<(SocketAddr, u32)>) {
+        let Some((peer, counted)) = share else {
+            return;
+        };
+        if let Some(p) = self.admission.peers.get_mut(&peer) {
+            p.outstanding = p.outstanding.saturating_sub(counted);
+        }
+    }
+
+    /// Wake the QPs waiting at `peer` if there is room, and drop the peer's entry once it
+    /// holds nothing.
+    fn wake(&mut self, store: &mut Store, cap: u32, peer: SocketAddr) {
+        let Some(p) = self.admission.peers.get_mut(&peer) else {
+            return;
+        };
+        if p.outstanding <= cap - cap / 8 {
+            let woken = std::mem::take(&mut p.waiting);
+            if p.outstanding == 0 {
+                self.admission.peers.remove(&peer);
+            }
             // Bounded by the waiting QPs, each queued once.
-            while let Some(w) = self.admission.waiting.pop_front() {
+            for w in woken {
                 if let Some(q) = store.get_mut(w) {
                     q.transport.awaiting_room = false;
                 }
                 self.mark_active(w);
             }
         }
-    }
-
-    /// A QP's transport state is going away (destroyed, reset) with `share` counted.
-    pub(crate) fn forget(&mut self, share: u32) {
-        self.admission.outstanding = self.admission.outstanding.saturating_sub(share);
     }
 }

@@ -119,7 +119,7 @@ pub(crate) struct Outbox {
     /// generation after a destroy): every received packet marks its QP, and a scan of the
     /// queue would cost each packet the number of busy QPs (thousands at scale).
     queued: Vec<Option<QpHandle>>,
-    /// The device-wide bound on RC requests in flight.
+    /// The bound on RC requests in flight to each peer.
     admission: admission::Admission,
 }
 

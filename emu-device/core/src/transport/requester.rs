@@ -113,14 +113,19 @@ fn next_packet(eng: &mut Engine<'_>, now: Instant, qp: QpHandle) -> Step {
                 .is_some_and(|w| !w.all_sent && w.next_pkt >= w.sent_pkts)
     });
     let cap = eng.device.config().max_outstanding_psns;
-    if fresh_rc && !eng.outbox.has_room(cap) {
-        eng.outbox.wait_for_room(eng.store, qp);
-        return Step::Stop;
+    let peer = eng.store.get(qp).map(|q| q.attr.ah_attr.destination());
+    let mut ask_ack = false;
+    if fresh_rc && let Some(peer) = peer {
+        if !eng.outbox.has_room(peer, cap) {
+            eng.outbox.wait_for_room(eng.store, qp, peer);
+            return Step::Stop;
+        }
+        // Near the bound, this may be the QP's last packet before it waits for room: it
+        // asks for an ACK (the responder answers AckReq only), or a QP stopped mid-message
+        // would hold its share until the ACK timeout, and with every QP so stopped, nothing
+        // moves.
+        ask_ack = !eng.outbox.has_room(peer, cap.saturating_sub(BUDGET as u32));
     }
-    // Near the bound, this may be the QP's last packet before it waits for room: it asks
-    // for an ACK (the responder answers AckReq only), or a QP stopped mid-message would
-    // hold its share until the ACK timeout, and with every QP so stopped, nothing moves.
-    let ask_ack = fresh_rc && !eng.outbox.has_room(cap.saturating_sub(BUDGET as u32));
     let built = eng.store.get(qp).map_or(Err(Refusal::Wait), |q| {
         let packet = build_packet(eng.store, q, idx, mtu)?;
         Ok((packet, destination(eng.store, q, idx)?))
