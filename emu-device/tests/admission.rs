@@ -22,31 +22,21 @@ const CAP: u32 = 256;
 #[test]
 fn busy_qps_together_never_exceed_the_devices_bound_on_requests_in_flight() {
     let mut fabric = Fabric::new(9);
-    let mut cfg = HcaConfig::new("dev-a", "127.0.0.1".parse().unwrap());
-    cfg.link_mtu = 9000;
-    cfg.max_outstanding_psns = CAP;
-    let mut a = Hca::new(cfg);
-    let mut b = common::device("127.0.0.2", 10);
-    let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
     let len = QPS * WRITES_PER_QP * WRITE;
-    let (pd_a, pd_b) = (a.alloc_pd().unwrap(), b.alloc_pd().unwrap());
-    let (cq_a, _) = a.create_cq(256, None, 0, 0).unwrap();
-    let (cq_b, _) = b.create_cq(256, None, 0, 0).unwrap();
-    let mem_a: Memory = register(&mut a, pd_a, len, access);
-    let mem_b: Memory = register(&mut b, pd_b, len, access);
-    let init = |cq| QpInitAttr {
-        send_cq: cq,
-        recv_cq: cq,
-        srq: None,
-        cap: QpCap::new(64, 4),
-        qp_type: QpType::Rc,
-        sq_sig_all: true,
-        qp_context: 0,
-    };
+    let Ends {
+        mut a,
+        mut b,
+        pd_a,
+        pd_b,
+        cq_a,
+        cq_b,
+        mem_a,
+        mem_b,
+    } = ends(10, len);
     let mut qps = Vec::new();
     for _ in 0..QPS {
-        let (qa, na, _) = a.create_qp(pd_a, init(cq_a)).unwrap();
-        let (qb, nb, _) = b.create_qp(pd_b, init(cq_b)).unwrap();
+        let (qa, na, _) = a.create_qp(pd_a, rc(cq_a)).unwrap();
+        let (qb, nb, _) = b.create_qp(pd_b, rc(cq_b)).unwrap();
         connect(&mut a, qa, "127.0.0.2", nb.value());
         connect(&mut b, qb, "127.0.0.1", na.value());
         qps.push(qa);
@@ -56,12 +46,7 @@ fn busy_qps_together_never_exceed_the_devices_bound_on_requests_in_flight() {
     for (q, &qp) in qps.iter().enumerate() {
         for w in 0..WRITES_PER_QP {
             let off = (q * WRITES_PER_QP + w) * WRITE;
-            let mut wr = SendWr::new(off as u64, WrOpcode::RdmaWrite);
-            wr.sg_list = vec![mem_a.sge(off, WRITE)];
-            wr.rdma = RdmaTarget {
-                remote_addr: mem_b.addr(off),
-                rkey: mem_b.keys.rkey,
-            };
+            let wr = write(&mem_a, off, mem_b.keys.rkey, mem_b.addr(off));
             // SAFETY: no inline data.
             unsafe { a.post_send(qp, &[wr]) }.unwrap();
         }
@@ -140,46 +125,27 @@ fn a_peer_that_never_answers_holds_back_only_the_qps_that_talk_to_it() {
     // bound is what one peer's socket can buffer, not a device-wide budget a dead peer could
     // use up.
     let mut fabric = Fabric::new(11);
-    let mut cfg = HcaConfig::new("dev-a", "127.0.0.1".parse().unwrap());
-    cfg.link_mtu = 9000;
-    cfg.max_outstanding_psns = CAP;
-    let mut a = Hca::new(cfg);
-    let mut b = common::device("127.0.0.2", 12);
-    let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
     let len = WRITES_PER_QP * WRITE;
-    let (pd_a, pd_b) = (a.alloc_pd().unwrap(), b.alloc_pd().unwrap());
-    let (cq_a, _) = a.create_cq(256, None, 0, 0).unwrap();
-    let (cq_b, _) = b.create_cq(256, None, 0, 0).unwrap();
-    let mem_a: Memory = register(&mut a, pd_a, len, access);
-    let mem_b: Memory = register(&mut b, pd_b, len, access);
-    let init = |cq| QpInitAttr {
-        send_cq: cq,
-        recv_cq: cq,
-        srq: None,
-        cap: QpCap::new(64, 4),
-        qp_type: QpType::Rc,
-        sq_sig_all: true,
-        qp_context: 0,
-    };
-    let write = |off: usize, rkey: u32, remote: u64| {
-        let mut wr = SendWr::new(off as u64, WrOpcode::RdmaWrite);
-        wr.sg_list = vec![mem_a.sge(off, WRITE)];
-        wr.rdma = RdmaTarget {
-            remote_addr: remote,
-            rkey,
-        };
-        wr
-    };
+    let Ends {
+        mut a,
+        mut b,
+        pd_a,
+        pd_b,
+        cq_a,
+        cq_b,
+        mem_a,
+        mem_b,
+    } = ends(12, len);
     for dead in 0..4 {
-        let (qp, _, _) = a.create_qp(pd_a, init(cq_a)).unwrap();
+        let (qp, _, _) = a.create_qp(pd_a, rc(cq_a)).unwrap();
         connect(&mut a, qp, "127.0.0.9", 0x99 + dead);
         for w in 0..WRITES_PER_QP {
             // SAFETY: no inline data.
-            unsafe { a.post_send(qp, &[write(w * WRITE, 0x1234, 0x1000)]) }.unwrap();
+            unsafe { a.post_send(qp, &[write(&mem_a, w * WRITE, 0x1234, 0x1000)]) }.unwrap();
         }
     }
-    let (qa, na, _) = a.create_qp(pd_a, init(cq_a)).unwrap();
-    let (qb, nb, _) = b.create_qp(pd_b, init(cq_b)).unwrap();
+    let (qa, na, _) = a.create_qp(pd_a, rc(cq_a)).unwrap();
+    let (qb, nb, _) = b.create_qp(pd_b, rc(cq_b)).unwrap();
     connect(&mut a, qa, "127.0.0.2", nb.value());
     connect(&mut b, qb, "127.0.0.1", na.value());
     let data = pattern(7, len);
@@ -189,7 +155,7 @@ fn a_peer_that_never_answers_holds_back_only_the_qps_that_talk_to_it() {
     // The dead peer's QPs go first and fill its bound; then the live one's writes.
     fabric.drive_until(1_000_000, Duration::from_millis(1), |_| false);
     for w in 0..WRITES_PER_QP {
-        let wr = write(w * WRITE, mem_b.keys.rkey, mem_b.addr(w * WRITE));
+        let wr = write(&mem_a, w * WRITE, mem_b.keys.rkey, mem_b.addr(w * WRITE));
         // SAFETY: no inline data.
         unsafe { fabric.node_mut(node_a).post_send(qa, &[wr]) }.unwrap();
     }
@@ -208,4 +174,65 @@ fn a_peer_that_never_answers_holds_back_only_the_qps_that_talk_to_it() {
         "{wcs:?}"
     );
     assert_eq!(mem_b.read(0, len), data);
+}
+
+/// Device a (bound [`CAP`] per peer) and device b, each with a PD, a CQ and `len` bytes
+/// registered for remote writes, not yet on a fabric.
+struct Ends {
+    a: Hca,
+    b: Hca,
+    pd_a: PdHandle,
+    pd_b: PdHandle,
+    cq_a: CqHandle,
+    cq_b: CqHandle,
+    mem_a: Memory,
+    mem_b: Memory,
+}
+
+fn ends(b_seed: u64, len: usize) -> Ends {
+    let mut cfg = HcaConfig::new("dev-a", "127.0.0.1".parse().unwrap());
+    cfg.link_mtu = 9000;
+    cfg.max_outstanding_psns = CAP;
+    let mut a = Hca::new(cfg);
+    let mut b = common::device("127.0.0.2", b_seed);
+    let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
+    let (pd_a, pd_b) = (a.alloc_pd().unwrap(), b.alloc_pd().unwrap());
+    let (cq_a, _) = a.create_cq(256, None, 0, 0).unwrap();
+    let (cq_b, _) = b.create_cq(256, None, 0, 0).unwrap();
+    let mem_a = register(&mut a, pd_a, len, access);
+    let mem_b = register(&mut b, pd_b, len, access);
+    Ends {
+        a,
+        b,
+        pd_a,
+        pd_b,
+        cq_a,
+        cq_b,
+        mem_a,
+        mem_b,
+    }
+}
+
+/// An RC QP on `cq`, every send signaled.
+fn rc(cq: CqHandle) -> QpInitAttr {
+    QpInitAttr {
+        send_cq: cq,
+        recv_cq: cq,
+        srq: None,
+        cap: QpCap::new(64, 4),
+        qp_type: QpType::Rc,
+        sq_sig_all: true,
+        qp_context: 0,
+    }
+}
+
+/// A WRITE of [`WRITE`] bytes of `mem` at `off` (its wr_id) to `remote` under `rkey`.
+fn write(mem: &Memory, off: usize, rkey: u32, remote: u64) -> SendWr {
+    let mut wr = SendWr::new(off as u64, WrOpcode::RdmaWrite);
+    wr.sg_list = vec![mem.sge(off, WRITE)];
+    wr.rdma = RdmaTarget {
+        remote_addr: remote,
+        rkey,
+    };
+    wr
 }

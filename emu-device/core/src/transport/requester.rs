@@ -106,16 +106,20 @@ fn next_packet(eng: &mut Engine<'_>, now: Instant, qp: QpHandle) -> Step {
     if let Err(step) = start_request(eng, qp, idx, mtu) {
         return step;
     }
-    let fresh_rc = eng.store.get(qp).is_some_and(|q| {
-        q.init.qp_type.is_reliable()
-            && q.sq
-                .get(idx)
-                .is_some_and(|w| !w.all_sent && w.next_pkt >= w.sent_pkts)
-    });
+    // An RC packet never sent before counts against the bound at its peer; resends go.
+    let fresh_rc_peer = eng
+        .store
+        .get(qp)
+        .filter(|q| {
+            q.init.qp_type.is_reliable()
+                && q.sq
+                    .get(idx)
+                    .is_some_and(|w| !w.all_sent && w.next_pkt >= w.sent_pkts)
+        })
+        .map(|q| q.attr.ah_attr.destination());
     let cap = eng.device.config().max_outstanding_psns;
-    let peer = eng.store.get(qp).map(|q| q.attr.ah_attr.destination());
     let mut ask_ack = false;
-    if fresh_rc && let Some(peer) = peer {
+    if let Some(peer) = fresh_rc_peer {
         if !eng.outbox.has_room(peer, cap) {
             eng.outbox.wait_for_room(eng.store, qp, peer);
             return Step::Stop;
