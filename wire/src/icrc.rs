@@ -22,6 +22,7 @@
 )]
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Header, Result, WireError, need};
 use crate::ip::{IPV4_DF, IPV4_HEADER_LEN, IPV6_HEADER_LEN, PROTO_UDP, UDP_HEADER_LEN};
@@ -185,6 +186,10 @@ pub fn compute_for_udp_socket(ep: &UdpEndpoints, roce_without_icrc: &[u8]) -> Re
     compute_for_gso_segment(ep, roce_without_icrc, 0)
 }
 
+/// How much of a packet after its BTH [`compute_for_gso_segment`] copies to hash it with the
+/// headers in one call.
+const SHORT_REST: usize = 64;
+
 /// The ICRC of the `index`th datagram (from 0) of one UDP GSO send through our socket:
 /// Linux numbers the IPv4 IDs of a GSO send's segments up from the first's, which is 0
 /// (see [`compute_for_udp_socket`], the same for index 0); IPv6 has no ID, so the index
@@ -196,10 +201,20 @@ pub fn compute_for_gso_segment(
 ) -> Result<u32> {
     need(Header::Bth, roce_without_icrc.len(), BTH_LEN)?;
     let (hdr, n) = masked_headers(ep, roce_without_icrc.len() + ICRC_LEN, index, IPV4_DF);
+    // One CRC call over one buffer for the headers, the BTH and (short packets: ACKs,
+    // small messages) the rest: each call costs a setup, and short inputs miss the SIMD path.
+    let mut buf = [0u8; 56 + BTH_LEN + SHORT_REST];
+    buf[..n].copy_from_slice(&hdr[..n]);
+    buf[n..n + BTH_LEN].copy_from_slice(&masked_bth(roce_without_icrc));
+    let rest = &roce_without_icrc[BTH_LEN..];
+    if rest.len() <= SHORT_REST {
+        let end = n + BTH_LEN + rest.len();
+        buf[n + BTH_LEN..end].copy_from_slice(rest);
+        return Ok(crc32fast::hash(&buf[..end]));
+    }
     let mut h = crc32fast::Hasher::new();
-    h.update(&hdr[..n]);
-    h.update(&masked_bth(roce_without_icrc));
-    h.update(&roce_without_icrc[BTH_LEN..]);
+    h.update(&buf[..n + BTH_LEN]);
+    h.update(rest);
     Ok(h.finalize())
 }
 
@@ -283,6 +298,14 @@ pub fn verify_udp_socket(ep: &UdpEndpoints, roce: &[u8]) -> Result<IcrcCheck> {
     // function of the ID bits (CRC is affine over GF(2)). Move that difference back to where
     // the masked headers end, then read the ID off the constant, pre-reduced basis.
     let with_id0 = compute_for_udp_socket(ep, body)?;
+    if found == with_id0 {
+        // What an unconnected socket sends outside GSO (and every GSO send's first
+        // segment): no register arithmetic needed.
+        return Ok(IcrcCheck::RecoveredIpv4Id {
+            id: 0,
+            dont_fragment: true,
+        });
+    }
     let delta = mul_mod_p(found ^ with_id0, x8n_inverse(body.len()));
     for (df_delta, dont_fragment) in [(0, true), (SOLVER.df_column, false)] {
         if let Some(id) = SOLVER.solve(delta ^ df_delta) {
@@ -320,15 +343,13 @@ const fn div_x(a: u32) -> u32 {
     }
 }
 
-/// `a · b mod P`.
+/// `a · b mod P`, without data-dependent branches (they mispredict half the time).
 const fn mul_mod_p(a: u32, mut b: u32) -> u32 {
     let mut product = 0;
     let mut k = 0;
     while k < 32 {
-        if a & (ONE >> k) != 0 {
-            product ^= b;
-        }
-        b = mul_x(b);
+        product ^= b & ((a >> (31 - k)) & 1).wrapping_neg();
+        b = (b >> 1) ^ (POLY & (b & 1).wrapping_neg());
         k += 1;
     }
     product
@@ -367,15 +388,45 @@ static X8_POWERS: [u32; 64] = byte_shift_powers(X8);
 static X8_INVERSE_POWERS: [u32; 64] = byte_shift_powers(X8_INVERSE);
 
 /// `x^(8n) mod P`: multiplying a register difference by it carries the difference over `n`
-/// more bytes of message. O(log n).
+/// more bytes of message. O(log n), once per length while it stays in [`SHIFT_CACHE`].
 fn x8n(n: usize) -> u32 {
-    byte_shift(&X8_POWERS, n)
+    SHIFT_CACHE.get(n, false, || byte_shift(&X8_POWERS, n))
 }
 
 /// `x^(-8n) mod P`: multiplying a register difference by it moves the difference back over
-/// `n` bytes of message (a zero byte multiplies the register by x^8). O(log n).
+/// `n` bytes of message (a zero byte multiplies the register by x^8). O(log n), cached as
+/// [`x8n`].
 fn x8n_inverse(n: usize) -> u32 {
-    byte_shift(&X8_INVERSE_POWERS, n)
+    SHIFT_CACHE.get(n, true, || byte_shift(&X8_INVERSE_POWERS, n))
+}
+
+/// The byte shifts of recent packet lengths: a flow's packets mostly share one or two
+/// lengths, and a shift costs some 400 register steps to compute. Direct-mapped by length,
+/// each slot one atomic word (length + 1, direction, value), so threads share it lock-free
+/// and a slot another length took is only a miss.
+struct ShiftCache([AtomicU64; 128]);
+
+static SHIFT_CACHE: ShiftCache = ShiftCache([const { AtomicU64::new(0) }; 128]);
+
+impl ShiftCache {
+    fn get(&self, n: usize, inverse: bool, compute: impl FnOnce() -> u32) -> u32 {
+        // Lengths past 2^30 are not packets: compute them every time.
+        let Ok(tag) = u32::try_from(n + 1) else {
+            return compute();
+        };
+        if tag >= 1 << 30 {
+            return compute();
+        }
+        let tag = u64::from(tag << 1 | u32::from(inverse)) << 32;
+        let slot = &self.0[(n ^ usize::from(inverse) << 6) % self.0.len()];
+        let cached = slot.load(Ordering::Relaxed);
+        if cached & !0xFFFF_FFFF == tag {
+            return cached as u32;
+        }
+        let value = compute();
+        slot.store(tag | u64::from(value), Ordering::Relaxed);
+        value
+    }
 }
 
 /// Length of the masked IPv4 headers in ICRC order: LRH mask, IPv4, UDP.
@@ -578,6 +629,25 @@ mod tests {
             // One byte into a zeroed register: its table entry.
             let column = TABLE[0x81];
             assert_eq!(mul_mod_p(diff, x8n_inverse(tail)), column, "tail {tail}");
+        }
+    }
+
+    #[test]
+    fn cached_shifts_are_the_computed_ones_whatever_the_slots_held() {
+        // Lengths that share slots, in both directions, asked twice: every answer is the
+        // product computed afresh, and shifting forth and back is the identity.
+        for round in 0..2 {
+            for n in (0..1200).chain([4096, 9000, 65_535, 1 << 31]) {
+                let forth = x8n(n);
+                let back = x8n_inverse(n);
+                assert_eq!(forth, byte_shift(&X8_POWERS, n), "n {n} round {round}");
+                assert_eq!(
+                    back,
+                    byte_shift(&X8_INVERSE_POWERS, n),
+                    "n {n} round {round}"
+                );
+                assert_eq!(mul_mod_p(forth, back), ONE, "n {n}");
+            }
         }
     }
 

@@ -1,7 +1,7 @@
 //! The object store: owns the PDs, MRs (with their key index), MWs (with theirs), AHs, SRQs and QPs (with the
 //! QPN index and the next QPN to hand out), and answers typed lookups by handle.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use softroce_wire::Qpn;
 
@@ -70,17 +70,17 @@ impl Store {
         Self {
             pds: Table::default(),
             mrs: Table::default(),
-            mr_by_key: HashMap::new(),
+            mr_by_key: HashMap::default(),
             mws: Table::default(),
-            mw_by_index: HashMap::new(),
+            mw_by_index: HashMap::default(),
             dms: Table::default(),
             ahs: Table::default(),
             srqs: Table::default(),
-            srq_by_num: HashMap::new(),
+            srq_by_num: HashMap::default(),
             next_srqn: 1,
             xrcds: Table::default(),
             qps: Table::default(),
-            qp_by_qpn: HashMap::new(),
+            qp_by_qpn: HashMap::default(),
             next_qpn: first_qpn.clamp(qpn_range.start, qpn_range.end - 1),
             qpn_range,
         }

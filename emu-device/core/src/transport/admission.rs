@@ -11,8 +11,10 @@
 //! bound is per peer because the buffer is: a dead or slow peer holds back only the QPs
 //! that talk to it. Resends always go: they repair what is already counted.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
+
+use foldhash::HashMap;
 
 use super::Outbox;
 use super::requester::MAX_UNACKED_PSNS;
