@@ -165,15 +165,21 @@ const ENGINE_NEEDED_AFTER: u32 = 32;
 /// trip, longer apart than this, and never waits.
 const BURST_GAP: Duration = Duration::from_micros(8);
 
-/// Posts of a burst sent at once before holding starts: a short run of posts (a WRITE of
-/// data, then one of a flag, then spinning on memory for the answer) never waits for the
-/// engine.
-const SENT_AT_ONCE: u32 = 4;
+/// Posts of a burst sent at once before holding starts: a WRITE of data, then one of a
+/// flag, then spinning on memory for the answer never waits for the engine. (4 cost
+/// ib_write_bw's 8 B message rate a fifth: two more syscalls per burst of 100.)
+const SENT_AT_ONCE: u32 = 2;
 
 /// The longest held packets wait: an application that posts a burst and then neither
 /// polls nor posts (it spins on memory, or waits on a side channel) has them sent by the
 /// engine by then (or by the end of [`BUSY_POLL_GRACE`] when it busy-polled before).
 const DOORBELL_HOLD: Duration = Duration::from_micros(30);
+
+/// How long an engine receiving a stream (datagrams arriving sooner than this after it
+/// last waited) waits for the next ones spinning instead of sleeping: waking a sleeping
+/// thread costs its waker (the sender, on loopback) an inter-processor interrupt, which in
+/// a VM is several microseconds.
+const ENGINE_SPIN: Duration = Duration::from_micros(50);
 
 /// Posts held at most before they are sent anyway (about one GSO send's worth).
 const DOORBELL_BATCH: u32 = MAX_GSO_SEGMENTS as u32;
@@ -1117,6 +1123,38 @@ fn engine_sleep(shared: &Shared, watch_socket: bool, timeout: Duration) -> io::R
     Ok(fds[1].revents != 0 || fds[2].revents != 0)
 }
 
+/// Wait up to `spin` for a datagram without sleeping: look at the socket (and the wake fd)
+/// without blocking until one is there. True when the socket became readable; false when
+/// the spin ran out or something else needs the engine (it then sleeps as usual).
+fn engine_spin(shared: &Shared, spin: Duration) -> bool {
+    let until = Instant::now() + spin;
+    let guest = guest_fd(shared);
+    loop {
+        let mut fds = [
+            shared.socket.as_raw_fd(),
+            guest,
+            shared.engine_wake.as_raw_fd(),
+        ]
+        .map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        // SAFETY: three pollfds (a negative fd is ignored) for the duration of the call;
+        // zero timeout.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), 3, 0) };
+        if r != 0 {
+            return r > 0 && fds[2].revents == 0;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        for _ in 0..64 {
+            std::hint::spin_loop();
+        }
+    }
+}
+
 /// A guest's connection carrying forwarded datagrams (-1: none to watch).
 fn guest_fd(shared: &Shared) -> std::os::fd::RawFd {
     if let Some(s) = shared.takeover_socket.get() {
@@ -1867,6 +1905,7 @@ fn engine(shared: Arc<Shared>) {
     // need the engine even while a thread busy-polls. Learnt, see `ENGINE_NEEDED_AFTER`.
     let mut watch_while_polled = true;
     let mut needless_wakes = 0u32;
+    let mut streaming = false;
     while !shared.stop.load(Ordering::SeqCst) {
         if shared.failover_needed.swap(false, Ordering::AcqRel) {
             fail_over(&shared);
@@ -1959,7 +1998,13 @@ fn engine(shared: Arc<Shared>) {
                 .store(busy.is_none(), Ordering::Release);
             (timeout, busy.is_none())
         };
-        let readable = match engine_sleep(&shared, watch_socket, timeout) {
+        let slept_from = Instant::now();
+        let spun = watch_socket && streaming && engine_spin(&shared, timeout.min(ENGINE_SPIN));
+        let readable = match if spun {
+            Ok(true)
+        } else {
+            engine_sleep(&shared, watch_socket, timeout)
+        } {
             Ok(r) => r,
             Err(e) => {
                 if e.kind() != io::ErrorKind::Interrupted {
@@ -1969,6 +2014,9 @@ fn engine(shared: Arc<Shared>) {
                 false
             }
         };
+        // Datagrams that keep arriving sooner than a spin lasts: wait for the next ones
+        // spinning, not sleeping (see `ENGINE_SPIN`).
+        streaming = readable && slept_from.elapsed() < ENGINE_SPIN;
         // Drain the socket in batches (bounded per wakeup so timers still run).
         for _ in 0..64 {
             if !readable {

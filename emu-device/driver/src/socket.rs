@@ -417,7 +417,9 @@ fn gro_segment(hdr: &libc::msghdr) -> usize {
     0
 }
 
-/// How many datagrams one batched syscall moves at most.
+/// How many datagrams one batched syscall moves at most. Half a GSO send's worth: a burst's
+/// first datagrams reach the peer while the rest are built (16 and 64 both measured
+/// slower on ib_write_bw's 8 B message rate).
 pub const MAX_BATCH: usize = 32;
 
 impl AsRawFd for RoceSocket {
