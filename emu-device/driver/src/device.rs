@@ -184,6 +184,13 @@ const ENGINE_SPIN: Duration = Duration::from_micros(50);
 /// Posts held at most before they are sent anyway (about one GSO send's worth).
 const DOORBELL_BATCH: u32 = MAX_GSO_SEGMENTS as u32;
 
+/// Where received datagrams land: kept between receives, so a look that finds nothing
+/// (a busy poller's usual one) prepares no buffers or metadata.
+struct RxStorage {
+    bufs: Vec<Vec<u8>>,
+    meta: [Received; MAX_BATCH],
+}
+
 /// Datagrams built by `poll_transmit` straight into reusable buffers, sent from there: no
 /// allocation or copy per packet on the send path.
 struct TxScratch {
@@ -265,7 +272,7 @@ struct Shared {
     engine_wakes_at: AtomicU64,
     /// Receive buffers for whoever drains the socket (the engine, or an application thread
     /// waiting for a completion); locked after `hca`.
-    rx_storage: Mutex<Vec<Vec<u8>>>,
+    rx_storage: Mutex<RxStorage>,
     /// Application threads asleep in [`Device::wait_for`] (counted under the `hca` lock).
     waiters: AtomicUsize,
     /// Readable when progress was made while `waiters` slept: they sleep on it and on the
@@ -408,7 +415,15 @@ impl Device {
             held_since: AtomicU64::new(0),
             held_posts: AtomicU32::new(0),
             burst_posts: AtomicU32::new(0),
-            rx_storage: Mutex::new(vec![vec![0u8; MAX_RECEIVE]; MAX_BATCH]),
+            rx_storage: Mutex::new(RxStorage {
+                bufs: vec![vec![0u8; MAX_RECEIVE]; MAX_BATCH],
+                meta: [Received {
+                    len: 0,
+                    from: bind,
+                    truncated: false,
+                    segment: 0,
+                }; MAX_BATCH],
+            }),
             waiters: AtomicUsize::new(0),
             progress_fd: EventFd::new()?,
             rx_oversize: AtomicU64::new(0),
@@ -1773,17 +1788,12 @@ fn capture_received(
 fn receive_udp(shared: &Shared, hca: &mut Hca, socket: &RoceSocket) -> usize {
     let local = socket.local_addr();
     let mut storage = lock(&shared.rx_storage);
+    let RxStorage { bufs: slots, meta } = &mut *storage;
     // An array, not a Vec: no allocation per poll.
-    let mut slots = storage.iter_mut();
+    let mut slots = slots.iter_mut();
     let mut bufs: [&mut [u8]; MAX_BATCH] =
         std::array::from_fn(|_| slots.next().map_or(&mut [][..], |b| b.as_mut_slice()));
-    let mut meta = [Received {
-        len: 0,
-        from: local,
-        truncated: false,
-        segment: 0,
-    }; MAX_BATCH];
-    let n = match socket.recv_batch(&mut bufs, &mut meta) {
+    let n = match socket.recv_batch(&mut bufs, meta) {
         Ok(n) => n,
         Err(e) => {
             tracing::warn!(error = %e, "receive failed");
@@ -1906,6 +1916,7 @@ fn engine(shared: Arc<Shared>) {
     let mut watch_while_polled = true;
     let mut needless_wakes = 0u32;
     let mut streaming = false;
+    let mut polled_through = 0u32;
     while !shared.stop.load(Ordering::SeqCst) {
         if shared.failover_needed.swap(false, Ordering::AcqRel) {
             fail_over(&shared);
@@ -1921,7 +1932,11 @@ fn engine(shared: Arc<Shared>) {
             shared
                 .engine_watches_socket
                 .store(watch_while_polled, Ordering::Release);
-            let mut wake_at = shared.epoch + Duration::from_nanos(ends);
+            // A poller that kept polling through the engine's last looks will likely keep
+            // on: look again later each time (up to 8 grace periods after its last poll).
+            // Each look preempts a poller when the machine has no idle core.
+            let patience = BUSY_POLL_GRACE * ((1u32 << polled_through.min(3)) - 1);
+            let mut wake_at = shared.epoch + Duration::from_nanos(ends) + patience;
             // The poller does not release what a fault plan holds back: the engine does.
             let release = lock(&shared.faults)
                 .as_ref()
@@ -1929,6 +1944,10 @@ fn engine(shared: Arc<Shared>) {
             for t in [shared.held_deadline(), release].into_iter().flatten() {
                 wake_at = wake_at.min(t);
             }
+            // Verbs run after the poller stopped wake the engine for timers due before this.
+            shared
+                .engine_wakes_at
+                .store(nanos_since(shared.epoch, wake_at), Ordering::Release);
             let left = wake_at.saturating_duration_since(now);
             let polled_before = shared.polled_at.load(Ordering::Acquire);
             let readable = engine_sleep(&shared, watch_while_polled, left).unwrap_or(false);
@@ -1942,6 +1961,11 @@ fn engine(shared: Arc<Shared>) {
             // wake it: it takes what arrives.
             let poller_active = shared.polled_within(Instant::now(), POLLER_ACTIVE)
                 || (!readable && shared.polled_at.load(Ordering::Acquire) != polled_before);
+            polled_through = if poller_active {
+                polled_through.saturating_add(1)
+            } else {
+                0
+            };
             if watch_while_polled && readable {
                 // A poller holding the lock is about to drain the socket: wait for it
                 // rather than spin on the still-readable socket.
@@ -1969,6 +1993,7 @@ fn engine(shared: Arc<Shared>) {
         }
         watch_while_polled = true;
         needless_wakes = 0;
+        polled_through = 0;
         let (timeout, watch_socket) = {
             let hca = lock(&shared.hca);
             let now = Instant::now();

@@ -14,6 +14,7 @@ use std::io::{self, IoSlice};
 use std::mem::MaybeUninit;
 use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
@@ -47,6 +48,8 @@ const CMSG_INT_SPACE: usize = 24;
 pub struct RoceSocket {
     socket: Socket,
     local: SocketAddr,
+    /// The last `recv_batch` found nothing: the next asks for one datagram (see there).
+    idle: AtomicBool,
 }
 
 /// One received datagram's metadata (its bytes are in the caller's buffer).
@@ -148,7 +151,11 @@ impl RoceSocket {
             .local_addr()?
             .as_socket()
             .ok_or_else(|| io::Error::other("bound socket has no IP address"))?;
-        Ok(Self { socket, local })
+        Ok(Self {
+            socket,
+            local,
+            idle: AtomicBool::new(false),
+        })
     }
 
     /// A socket receiving the multicast group `group` (an address and the device's port)
@@ -191,6 +198,7 @@ impl RoceSocket {
         Ok(Self {
             socket,
             local: group,
+            idle: AtomicBool::new(false),
         })
     }
 
@@ -206,8 +214,15 @@ impl RoceSocket {
 
     /// Receive up to `bufs.len()` datagrams with one `recvmmsg` call. Returns how many were
     /// received (metadata in `meta[..n]`); `Ok(0)` when none is waiting.
+    ///
+    /// After a call that found nothing, the next asks for one datagram only: a busy poller
+    /// mostly finds nothing, and a look for one costs the kernel and us one message header
+    /// instead of a batch's; a stream's datagrams come batched again from the call after.
     pub fn recv_batch(&self, bufs: &mut [&mut [u8]], meta: &mut [Received]) -> io::Result<usize> {
-        let n = bufs.len().min(meta.len()).min(MAX_BATCH);
+        let mut n = bufs.len().min(meta.len()).min(MAX_BATCH);
+        if self.idle.load(Ordering::Relaxed) {
+            n = n.min(1);
+        }
         if n == 0 {
             return Ok(0);
         }
@@ -218,9 +233,11 @@ impl RoceSocket {
             [const { MaybeUninit::uninit() }; MAX_BATCH];
         let mut msgs: [MaybeUninit<libc::mmsghdr>; MAX_BATCH] =
             [const { MaybeUninit::uninit() }; MAX_BATCH];
-        // u64s: control buffers must be aligned for cmsghdr.
-        let mut cmsgs = [[0u64; CMSG_INT_SPACE / 8]; MAX_BATCH];
+        // u64s: control buffers must be aligned for cmsghdr. Set up as far as used.
+        let mut cmsgs: [MaybeUninit<[u64; CMSG_INT_SPACE / 8]>; MAX_BATCH] =
+            [const { MaybeUninit::uninit() }; MAX_BATCH];
         for i in 0..n {
+            let cmsg = cmsgs[i].write([0u64; CMSG_INT_SPACE / 8]);
             iovs[i].write(libc::iovec {
                 iov_base: bufs[i].as_mut_ptr().cast(),
                 iov_len: bufs[i].len(),
@@ -236,7 +253,7 @@ impl RoceSocket {
             hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
             hdr.msg_iov = iovs[i].as_mut_ptr();
             hdr.msg_iovlen = 1;
-            hdr.msg_control = cmsgs[i].as_mut_ptr().cast();
+            hdr.msg_control = cmsg.as_mut_ptr().cast();
             hdr.msg_controllen = CMSG_INT_SPACE as _;
         }
         let got = loop {
@@ -256,10 +273,14 @@ impl RoceSocket {
             let err = io::Error::last_os_error();
             match err.kind() {
                 io::ErrorKind::Interrupted => continue,
-                io::ErrorKind::WouldBlock => return Ok(0),
+                io::ErrorKind::WouldBlock => {
+                    self.idle.store(true, Ordering::Relaxed);
+                    return Ok(0);
+                }
                 _ => return Err(err),
             }
         };
+        self.idle.store(false, Ordering::Relaxed);
         for i in 0..got {
             // SAFETY: the kernel filled the address of each received message (its family
             // was set above), and `msgs[..n]` were initialised above.
