@@ -29,7 +29,20 @@ impl Engine<'_> {
     /// queue it.
     pub(crate) fn queue_packet(&mut self, dst: SocketAddr, repr: &RoceRepr, payload: &[u8]) {
         let mut data = self.outbox.buffer(repr.buffer_len());
-        if repr.emit_with_payload(payload, &mut data).is_err() {
+        if payload.len() != repr.payload_len {
+            // A bug in the engine, never input-driven: count it rather than panic.
+            self.counters.send_err += 1;
+            return;
+        }
+        let start = repr.header_len();
+        data[start..start + payload.len()].copy_from_slice(payload);
+        self.queue_built(dst, repr, data);
+    }
+
+    /// Queue a packet whose payload is in place in `data` (a buffer of
+    /// [`RoceRepr::buffer_len`] bytes from the outbox): the headers, pad and ICRC go around it.
+    pub(crate) fn queue_built(&mut self, dst: SocketAddr, repr: &RoceRepr, mut data: Vec<u8>) {
+        if data.len() != repr.buffer_len() || repr.emit(&mut data).is_err() {
             // A bug in the engine, never input-driven: count it rather than panic.
             self.counters.send_err += 1;
             return;

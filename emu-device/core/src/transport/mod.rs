@@ -127,11 +127,16 @@ pub(crate) struct Outbox {
 const SPARE_BUFFERS: usize = 256;
 
 impl Outbox {
-    /// An empty buffer for a packet of `len` bytes, zeroed.
+    /// A buffer of `len` bytes for a packet, holding whatever a packet it carried before
+    /// left: its user writes every byte (headers, payload, pad, ICRC), so it is not zeroed
+    /// again for each packet.
     pub(crate) fn buffer(&mut self, len: usize) -> Vec<u8> {
         let mut b = self.spare.pop().unwrap_or_default();
-        b.clear();
-        b.resize(len, 0);
+        if b.len() >= len {
+            b.truncate(len);
+        } else {
+            b.resize(len, 0);
+        }
         b
     }
 

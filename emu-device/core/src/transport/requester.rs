@@ -15,8 +15,8 @@ use super::super::types::{
     AccessFlags, MwType, QpState, QpType, SendFlags, WcOpcode, WcStatus, WrOpcode,
 };
 use super::super::wr::{MwBind, VendorErr, WorkCompletion};
-use super::Engine;
 use super::access::LocalFault;
+use super::{Engine, Outbox};
 
 /// Unacknowledged PSNs an RC requester may have outstanding (rxe: RXE_MAX_UNACKED_PSNS).
 pub(super) const MAX_UNACKED_PSNS: u32 = 128;
@@ -82,10 +82,11 @@ enum Refusal {
     Fail(WcStatus),
 }
 
-/// A packet ready to queue, and the WQE's packet index after it.
+/// A packet ready to queue: its headers, the buffer it leaves in (payload already in place,
+/// gathered straight from registered memory), and the WQE's packet index after it.
 struct Packet {
     repr: RoceRepr,
-    payload: Vec<u8>,
+    data: Vec<u8>,
     next_pkt: u32,
 }
 
@@ -131,7 +132,7 @@ fn next_packet(eng: &mut Engine<'_>, now: Instant, qp: QpHandle) -> Step {
         ask_ack = !eng.outbox.has_room(peer, cap.saturating_sub(BUDGET as u32));
     }
     let built = eng.store.get(qp).map_or(Err(Refusal::Wait), |q| {
-        let packet = build_packet(eng.store, q, idx, mtu)?;
+        let packet = build_packet(eng.store, eng.outbox, q, idx, mtu)?;
         Ok((packet, destination(eng.store, q, idx)?))
     });
     match built {
@@ -178,16 +179,21 @@ fn start_request(eng: &mut Engine<'_>, qp: QpHandle, idx: usize, mtu: u64) -> Re
     }
     let op = wqe.wr.opcode;
     let len = wqe.len();
-    let outstanding_rd =
-        q.sq.iter()
-            .take(idx)
-            .filter(|w| is_rd_atomic(w.wr.opcode) && w.first_psn.is_some())
-            .count();
-    if wqe.wr.send_flags.contains(SendFlags::FENCE) && outstanding_rd > 0 {
-        return Err(Step::Stop);
-    }
-    if is_rd_atomic(op) && outstanding_rd >= usize::from(q.attr.max_rd_atomic.max(1)) {
-        return Err(Step::Stop);
+    let fenced = wqe.wr.send_flags.contains(SendFlags::FENCE);
+    if fenced || is_rd_atomic(op) {
+        // Counted only for the WQEs that ask: the queue ahead can be long (a scan per
+        // plain SEND or WRITE cost a small-message burst most of its time).
+        let outstanding_rd =
+            q.sq.iter()
+                .take(idx)
+                .filter(|w| is_rd_atomic(w.wr.opcode) && w.first_psn.is_some())
+                .count();
+        if fenced && outstanding_rd > 0 {
+            return Err(Step::Stop);
+        }
+        if is_rd_atomic(op) && outstanding_rd >= usize::from(q.attr.max_rd_atomic.max(1)) {
+            return Err(Step::Stop);
+        }
     }
     if q.init.qp_type == QpType::Ud && len > mtu {
         // IBTA: a UD message larger than the path MTU is a local length error.
@@ -207,25 +213,61 @@ fn start_request(eng: &mut Engine<'_>, qp: QpHandle, idx: usize, mtu: u64) -> Re
 }
 
 /// The next packet of the started WQE `idx`, if the RC window lets it go.
-fn build_packet(store: &Store, q: &Qp, idx: usize, mtu: u64) -> Result<Packet, Refusal> {
+fn build_packet(
+    store: &Store,
+    outbox: &mut Outbox,
+    q: &Qp,
+    idx: usize,
+    mtu: u64,
+) -> Result<Packet, Refusal> {
     let wqe = q.sq.get(idx).ok_or(Refusal::Wait)?;
     let psn = wqe.first_psn.unwrap_or_default().add(wqe.next_pkt);
     if q.init.qp_type.is_reliable() && psn.distance_from(q.transport.comp_psn) >= MAX_UNACKED_PSNS {
         return Err(Refusal::Wait);
     }
     let dest = Qpn::from_wire(q.attr.dest_qp_num);
-    match wqe.wr.opcode {
-        WrOpcode::RdmaRead => Ok(read_request(wqe, dest, psn, mtu)),
+    let (mut repr, next_pkt, payload_at) = match wqe.wr.opcode {
+        WrOpcode::RdmaRead => (read_request(wqe, dest, psn, mtu), wqe.npkts, None),
         WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => {
-            Ok(atomic_request(wqe, dest, psn))
+            (atomic_request(wqe, dest, psn), 1, None)
         }
-        _ => data_packet(store, q, wqe, dest, psn, mtu),
+        _ => {
+            let (repr, offset) = data_packet(q, wqe, dest, psn, mtu)?;
+            (repr, wqe.next_pkt + 1, Some(offset))
+        }
+    };
+    if q.init.qp_type == QpType::XrcSend {
+        super::to_xrc(&mut repr, Some(wqe.wr.xrc_remote_srqn));
     }
+    let mut data = outbox.buffer(repr.buffer_len());
+    if let Some(offset) = payload_at {
+        let start = repr.header_len();
+        let payload = &mut data[start..start + repr.payload_len];
+        let gathered = match &wqe.inline {
+            Some(inline) => {
+                let from = offset as usize;
+                payload.copy_from_slice(&inline[from..from + payload.len()]);
+                Ok(())
+            }
+            None => store.gather(q.pd, &wqe.wr.sg_list, offset, payload),
+        };
+        gathered.map_err(|fault| {
+            Refusal::Fail(match fault {
+                LocalFault::Protection => WcStatus::LocProtErr,
+                LocalFault::TooLong => WcStatus::LocLenErr,
+            })
+        })?;
+    }
+    Ok(Packet {
+        repr,
+        data,
+        next_pkt,
+    })
 }
 
 /// A READ request for the rest of the data: a retry after loss re-reads only what is
 /// missing, starting at the first missing response PSN.
-fn read_request(wqe: &SendWqe, dest: Qpn, psn: Psn, mtu: u64) -> Packet {
+fn read_request(wqe: &SendWqe, dest: Qpn, psn: Psn, mtu: u64) -> RoceRepr {
     let off = u64::from(wqe.next_pkt) * mtu;
     let reth = RethRepr {
         va: wqe.wr.rdma.remote_addr.wrapping_add(off),
@@ -238,14 +280,10 @@ fn read_request(wqe: &SendWqe, dest: Qpn, psn: Psn, mtu: u64) -> Packet {
         reth: Some(reth),
         ..ExtRepr::default()
     };
-    Packet {
-        repr: RoceRepr::new(bth, ext, 0),
-        payload: Vec::new(),
-        next_pkt: wqe.npkts,
-    }
+    RoceRepr::new(bth, ext, 0)
 }
 
-fn atomic_request(wqe: &SendWqe, dest: Qpn, psn: Psn) -> Packet {
+fn atomic_request(wqe: &SendWqe, dest: Qpn, psn: Psn) -> RoceRepr {
     let a = wqe.wr.atomic;
     let (opcode, swap_add, compare) = if wqe.wr.opcode == WrOpcode::AtomicCmpAndSwp {
         (Opcode::RC_COMPARE_SWAP, a.swap, a.compare_add)
@@ -263,23 +301,19 @@ fn atomic_request(wqe: &SendWqe, dest: Qpn, psn: Psn) -> Packet {
         }),
         ..ExtRepr::default()
     };
-    Packet {
-        repr: RoceRepr::new(bth, ext, 0),
-        payload: Vec::new(),
-        next_pkt: 1,
-    }
+    RoceRepr::new(bth, ext, 0)
 }
 
-/// A SEND or WRITE packet: one MTU of the message's data, with the headers its position
-/// in the message and the QP type call for.
+/// The headers of a SEND or WRITE packet (one MTU of the message's data, with the headers
+/// its position in the message and the QP type call for), and where in the message its
+/// payload starts.
 fn data_packet(
-    store: &Store,
     q: &Qp,
     wqe: &SendWqe,
     dest: Qpn,
     psn: Psn,
     mtu: u64,
-) -> Result<Packet, Refusal> {
+) -> Result<(RoceRepr, u64), Refusal> {
     let op = wqe.wr.opcode;
     let qp_type = q.init.qp_type;
     let len = wqe.len();
@@ -287,20 +321,6 @@ fn data_packet(
     let last = i + 1 == npkts;
     let off = u64::from(i) * mtu;
     let n = (len - off.min(len)).min(mtu) as usize;
-    let mut payload = vec![0; n];
-    let gathered = match &wqe.inline {
-        Some(data) => {
-            payload.copy_from_slice(&data[off as usize..off as usize + n]);
-            Ok(())
-        }
-        None => store.gather(q.pd, &wqe.wr.sg_list, off, &mut payload),
-    };
-    gathered.map_err(|fault| {
-        Refusal::Fail(match fault {
-            LocalFault::Protection => WcStatus::LocProtErr,
-            LocalFault::TooLong => WcStatus::LocLenErr,
-        })
-    })?;
     let mut bth = BthRepr::new(data_opcode(qp_type, op, i, npkts), dest, psn);
     let mut ext = ExtRepr::default();
     if last {
@@ -340,11 +360,7 @@ fn data_packet(
             src_qpn: q.qpn,
         });
     }
-    Ok(Packet {
-        repr: RoceRepr::new(bth, ext, n),
-        payload,
-        next_pkt: i + 1,
-    })
+    Ok((RoceRepr::new(bth, ext, n), off))
 }
 
 /// Where the WQE's packets go: a UD WQE's address handle, else the QP's path.
@@ -367,20 +383,17 @@ fn transmit(
     qp: QpHandle,
     idx: usize,
     dst: SocketAddr,
-    mut packet: Packet,
+    packet: Packet,
 ) -> Step {
-    let Some((retransmit, xrc_srqn)) = eng.store.get(qp).and_then(|q| {
+    let Some(retransmit) = eng.store.get(qp).and_then(|q| {
         let w = q.sq.get(idx)?;
-        let xrc = (q.init.qp_type == QpType::XrcSend).then_some(w.wr.xrc_remote_srqn);
-        Some((w.all_sent || w.next_pkt < w.sent_pkts, xrc))
+        Some(w.all_sent || w.next_pkt < w.sent_pkts)
     }) else {
         return Step::Stop;
     };
-    if let Some(srqn) = xrc_srqn {
-        super::to_xrc(&mut packet.repr, Some(srqn));
-    }
     let psn = packet.repr.bth.psn;
-    eng.queue_packet(dst, &packet.repr, &packet.payload);
+    let next_pkt = packet.next_pkt;
+    eng.queue_built(dst, &packet.repr, packet.data);
     let feedback = eng.device.config().transmit_feedback;
     let unreliable = eng
         .store
@@ -398,7 +411,6 @@ fn transmit(
     let Some(q) = eng.store.get_mut(qp) else {
         return Step::Stop;
     };
-    let next_pkt = packet.next_pkt;
     let mut message_sent = false;
     if let Some(w) = q.sq.get_mut(idx) {
         w.next_pkt = next_pkt;
