@@ -11,6 +11,7 @@ use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use smallvec::SmallVec;
 use softroce_emu::Hca;
 use softroce_emu::core::{
     AccessFlags, AhHandle, ChannelHandle, CqHandle, DmHandle, MrHandle, MwHandle, MwType, PdHandle,
@@ -1719,7 +1720,9 @@ unsafe fn post_list<W: CWorkRequest, T>(
         set_bad(std::ptr::null_mut());
         return fail(verb, libc::EINVAL, "the work request list is NULL");
     }
-    let (mut wrs, mut ptrs) = (Vec::new(), Vec::new());
+    // A post's list is short (perftest posts one or a few): on the stack, not the heap.
+    let mut wrs: SmallVec<[T; 4]> = SmallVec::new();
+    let mut ptrs: SmallVec<[*mut W; 4]> = SmallVec::new();
     let mut convert_err = None;
     let mut cur = first;
     while !cur.is_null() && ptrs.len() < MAX_WR_LIST {
