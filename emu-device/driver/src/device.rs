@@ -584,6 +584,21 @@ impl Device {
             return r;
         }
         pump(shared, &mut hca, now);
+        if in_burst {
+            // A thread posting a burst is as busy as a poller: it takes what arrived (the
+            // ACKs of its earlier posts) and fires due timers here, once per doorbell, and
+            // the engine leaves both to it, as it does for a poller (see `busy_poll`):
+            // else the engine wakes for every ACK and takes the lock between its posts.
+            shared
+                .polled_at
+                .store(nanos_since(shared.epoch, now).max(1), Ordering::Release);
+            receive_ready(shared, &mut hca);
+            if next_timer(shared, &hca).is_some_and(|t| t <= now) {
+                fire_timers(shared, &mut hca, now);
+                pump(shared, &mut hca, now);
+            }
+            return r;
+        }
         wake_engine_for_timers(shared, &hca);
         r
     }
