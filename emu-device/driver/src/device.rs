@@ -1509,6 +1509,10 @@ fn send_out(shared: &Shared, tx: &mut TxScratch, mut n: usize) {
     } else {
         0
     };
+    if unsent == n {
+        tx.failed = failed;
+        return;
+    }
     let batch: [(SocketAddr, &[u8]); MAX_BATCH] = std::array::from_fn(|i| {
         (
             tx.dests[i],
