@@ -256,6 +256,8 @@ struct Shared {
     capture: Option<Mutex<Option<CaptureWriter<io::BufWriter<std::fs::File>>>>>,
     /// The fault plan in force (replaceable at run time), with what it injected.
     faults: Mutex<Option<FaultInjector>>,
+    /// Whether `faults` holds a plan: without one, sends and receives never take its lock.
+    faults_on: AtomicBool,
     epoch: Instant,
     /// When the application last posted send work (nanoseconds since `epoch`).
     last_post_at: AtomicU64,
@@ -289,6 +291,13 @@ struct Shared {
     counters_at_close: bool,
     /// The connection manager (locked after `hca`, never before).
     cm: Mutex<CmAgent>,
+    /// The connection manager may have work (a verb or a timer ran it): the next pump
+    /// drives it. Else a pump leaves it alone unless QP1 received a MAD, so the datapath
+    /// never takes its lock. Written with `hca` locked.
+    cm_dirty: AtomicBool,
+    /// The connection manager's next deadline (nanoseconds since `epoch`, 0: none), as of
+    /// the last pump that drove it: its timers change only when it runs.
+    cm_deadline: AtomicU64,
     /// Readable while connection manager events wait.
     cm_fd: EventFd,
     /// QPs that reached COMM_EST during a pump, for the connection manager.
@@ -408,6 +417,7 @@ impl Device {
             async_fd: EventFd::new()?,
             async_watchers: Mutex::new(Vec::new()),
             capture,
+            faults_on: AtomicBool::new(faults.is_some()),
             faults: Mutex::new(faults),
             epoch: Instant::now(),
             engine_wakes_at: AtomicU64::new(0),
@@ -430,6 +440,8 @@ impl Device {
             tx_failed: AtomicU64::new(0),
             counters_at_close: config.counters_at_close,
             cm: Mutex::new(cm),
+            cm_dirty: AtomicBool::new(true),
+            cm_deadline: AtomicU64::new(0),
             cm_fd: EventFd::new()?,
             comm_est: Mutex::new(Vec::new()),
             groups: Mutex::new(Vec::new()),
@@ -579,8 +591,11 @@ impl Device {
                     let _ = shared.engine_wake.notify();
                 }
             }
-            // What the post itself completed (a QP in error flushes) is signalled now.
-            signal_events(shared, &mut hca);
+            // What the post itself completed (a QP in error flushes) is signalled now
+            // (a COMM_EST, for the connection manager, by a whole pump).
+            if signal_events(shared, &mut hca) {
+                pump(shared, &mut hca, now);
+            }
             return r;
         }
         pump(shared, &mut hca, now);
@@ -750,6 +765,9 @@ impl Device {
             old.release(far, Direction::Tx, &mut held);
         }
         *faults = plan.map(FaultInjector::new);
+        self.shared
+            .faults_on
+            .store(faults.is_some(), Ordering::Release);
         drop(faults);
         send_now(&self.shared, &mut held);
         let _ = self.shared.engine_wake.notify();
@@ -865,7 +883,7 @@ impl Device {
     pub fn with_cm<R>(&self, f: impl FnOnce(&mut CmEndpoint, Instant) -> R) -> R {
         let now = Instant::now();
         self.with(|_| {
-            let mut cm = lock(&self.shared.cm);
+            let mut cm = self.shared.cm_for_work();
             let r = f(&mut cm.endpoint, now);
             if let Some(o) = self.shared.owner.get() {
                 o.router.set_own_listens(cm.endpoint.listeners().collect());
@@ -886,7 +904,7 @@ impl Device {
     /// (`AlreadyListening` otherwise, as binding a port another process listens on fails).
     pub fn cm_listen(&self, service_id: u64) -> Result<(), CmError> {
         self.with(|_| {
-            let mut cm = lock(&self.shared.cm);
+            let mut cm = self.shared.cm_for_work();
             if let Some(o) = self.shared.owner.get()
                 && !cm.endpoint.is_listening(service_id)
                 && !o.router.claim_listen(service_id)
@@ -910,7 +928,7 @@ impl Device {
     /// UDP port of its device); `params.remote_gid` is taken from `peer`.
     pub fn cm_connect(&self, peer: SocketAddr, params: ConnectParams) -> Result<ConnId, CmError> {
         let now = Instant::now();
-        self.with(|_| lock(&self.shared.cm).connect(now, peer, params))
+        self.with(|_| self.shared.cm_for_work().connect(now, peer, params))
     }
 
     /// Send a SIDR_REQ (UD address resolution) to the connection manager listening at
@@ -918,14 +936,14 @@ impl Device {
     /// from `peer`.
     pub fn cm_sidr_resolve(&self, peer: SocketAddr, params: SidrParams) -> Result<ConnId, CmError> {
         let now = Instant::now();
-        self.with(|_| lock(&self.shared.cm).sidr_resolve(now, peer, params))
+        self.with(|_| self.shared.cm_for_work().sidr_resolve(now, peer, params))
     }
 
     /// Accept a `ConnectRequest` with a REP. Data arriving on `params.local_qpn` before
     /// the RTU establishes the connection (COMM_EST), as with rdma_cm.
     pub fn cm_accept(&self, id: ConnId, params: AcceptParams) -> Result<(), CmError> {
         let now = Instant::now();
-        self.with(|_| lock(&self.shared.cm).accept(now, id, params))
+        self.with(|_| self.shared.cm_for_work().accept(now, id, params))
     }
 
     /// The next connection manager event, waiting up to `timeout` (`None`: forever;
@@ -1081,6 +1099,20 @@ impl Device {
 }
 
 impl Shared {
+    /// The fault plan's lock, taken only while a plan is in force.
+    fn fault_plan(&self) -> Option<MutexGuard<'_, Option<FaultInjector>>> {
+        self.faults_on
+            .load(Ordering::Acquire)
+            .then(|| lock(&self.faults))
+    }
+
+    /// The connection manager, for a verb or a timer that may give it work: the next
+    /// pump drives it (see `cm_dirty`). Called with `hca` locked.
+    fn cm_for_work(&self) -> MutexGuard<'_, CmAgent> {
+        self.cm_dirty.store(true, Ordering::Relaxed);
+        lock(&self.cm)
+    }
+
     /// Whether an application thread busy-polled within [`BUSY_POLL_GRACE`] of `now`.
     fn busy_polled(&self, now: Instant) -> Option<u64> {
         let at = self.polled_at.load(Ordering::Acquire);
@@ -1343,31 +1375,42 @@ fn pump(shared: &Shared, hca: &mut Hca, now: Instant) {
     if shared.waiters.load(Ordering::SeqCst) > 0 {
         let _ = shared.progress_fd.notify();
     }
+    // The connection manager runs only when it may have work: a MAD came, or a verb or
+    // a timer ran it (else the datapath would take its lock twice per pump).
+    let mut drive_cm = hca.has_mads() || shared.cm_dirty.load(Ordering::Relaxed);
+    let mut drove_cm = false;
     // Twice at most: a COMM_EST found in the second half makes the CM stop its REP.
     for _ in 0..2 {
-        {
+        if drive_cm {
+            shared.cm_dirty.store(false, Ordering::Relaxed);
+            drove_cm = true;
             // Signalled under the CM lock, as `cm_get_event` drains it: no lost wakeup.
             let mut cm = lock(&shared.cm);
             if cm.drive(hca, now) {
                 let _ = shared.cm_fd.notify();
             }
         }
-        transmit_and_signal(shared, hca, now);
-        let mut cm = lock(&shared.cm);
-        let mut established = false;
-        for qpn in std::mem::take(&mut *lock(&shared.comm_est)) {
-            cm.comm_est(qpn);
-            established = true;
-        }
-        if !established {
+        if !transmit_and_signal(shared, hca, now) {
             break;
         }
+        let mut cm = lock(&shared.cm);
+        for qpn in std::mem::take(&mut *lock(&shared.comm_est)) {
+            cm.comm_est(qpn);
+        }
+        drive_cm = true;
+    }
+    if drove_cm {
+        let deadline = lock(&shared.cm)
+            .poll_timeout()
+            .map_or(0, |t| nanos_since(shared.epoch, t).max(1));
+        shared.cm_deadline.store(deadline, Ordering::Relaxed);
     }
 }
 
 /// Send what the device built and turn its notifications into fd writes; COMM_ESTs are
-/// left for the caller in `comm_est` (bounded by the QPs there are).
-fn transmit_and_signal(shared: &Shared, hca: &mut Hca, now: Instant) {
+/// left for the caller in `comm_est` (bounded by the QPs there are). Returns whether
+/// there are any.
+fn transmit_and_signal(shared: &Shared, hca: &mut Hca, now: Instant) -> bool {
     shared.held_since.store(0, Ordering::Relaxed);
     shared.held_posts.store(0, Ordering::Relaxed);
     let mut tx = lock(&shared.tx);
@@ -1393,11 +1436,13 @@ fn transmit_and_signal(shared: &Shared, hca: &mut Hca, now: Instant) {
     }
     flush(shared, hca, now, &mut tx);
     drop(tx);
-    signal_events(shared, hca);
+    signal_events(shared, hca)
 }
 
-/// Turn the device's notifications into fd writes (COMM_ESTs are left in `comm_est`).
-fn signal_events(shared: &Shared, hca: &mut Hca) {
+/// Turn the device's notifications into fd writes (COMM_ESTs are left in `comm_est`);
+/// returns whether any COMM_EST was.
+fn signal_events(shared: &Shared, hca: &mut Hca) -> bool {
+    let mut comm_est = false;
     while let Some(ev) = hca.poll_event() {
         match ev {
             HcaEvent::CompletionEvent(ch) => {
@@ -1418,9 +1463,13 @@ fn signal_events(shared: &Shared, hca: &mut Hca) {
             HcaEvent::AsyncQueueEmptied => {
                 let _ = shared.async_fd.try_consume();
             }
-            HcaEvent::CommEst(qpn) => lock(&shared.comm_est).push(qpn),
+            HcaEvent::CommEst(qpn) => {
+                lock(&shared.comm_est).push(qpn);
+                comm_est = true;
+            }
         }
     }
+    comm_est
 }
 
 /// An owner's packet to its own port for a guest's QP goes to that guest at once, not
@@ -1429,7 +1478,7 @@ fn forward_own(shared: &Shared, datagram: &[u8]) -> bool {
     let Some(router) = shared.owner.get().map(|o| &o.router) else {
         return false;
     };
-    if !router.has_guests() || lock(&shared.faults).is_some() {
+    if !router.has_guests() || shared.faults_on.load(Ordering::Acquire) {
         return false;
     }
     let Some(slot) = router.route(datagram) else {
@@ -1474,8 +1523,8 @@ fn flush(shared: &Shared, hca: &mut Hca, now: Instant, tx: &mut TxScratch) {
 /// fault injector (when configured) takes them all: what it later fails to send is only
 /// counted.
 fn send_out(shared: &Shared, tx: &mut TxScratch, mut n: usize) {
-    let mut faults = lock(&shared.faults);
-    if let Some(inj) = faults.as_mut() {
+    let mut faults = shared.fault_plan();
+    if let Some(inj) = faults.as_mut().and_then(|f| f.as_mut()) {
         // Decided in place: what passes leaves as it would without a plan (GSO included),
         // so a plan costs bandwidth only through the faults it injects. What the plan
         // withholds moves behind what passes, its token along: the network lost it, not
@@ -1851,8 +1900,8 @@ fn receive_udp(shared: &Shared, hca: &mut Hca, socket: &RoceSocket) -> usize {
             "dropped datagrams larger than any RoCEv2 packet"
         );
     }
-    let mut faults = lock(&shared.faults);
-    if let Some(inj) = faults.as_mut() {
+    let mut faults = shared.fault_plan();
+    if let Some(inj) = faults.as_mut().and_then(|f| f.as_mut()) {
         // Receive-side rules see the datagram before the device does (and its ICRC check),
         // in the receive buffer itself.
         let mut passed: Vec<(SocketAddr, &[u8])> = Vec::new();
@@ -1957,9 +2006,9 @@ fn engine(shared: Arc<Shared>) {
             let patience = BUSY_POLL_GRACE * ((1u32 << polled_through.min(3)) - 1);
             let mut wake_at = shared.epoch + Duration::from_nanos(ends) + patience;
             // The poller does not release what a fault plan holds back: the engine does.
-            let release = lock(&shared.faults)
-                .as_ref()
-                .and_then(FaultInjector::next_release);
+            let release = shared
+                .fault_plan()
+                .and_then(|f| f.as_ref().and_then(FaultInjector::next_release));
             for t in [shared.held_deadline(), release].into_iter().flatten() {
                 wake_at = wake_at.min(t);
             }
@@ -2016,9 +2065,9 @@ fn engine(shared: Arc<Shared>) {
         let (timeout, watch_socket) = {
             let hca = lock(&shared.hca);
             let now = Instant::now();
-            let release = lock(&shared.faults)
-                .as_ref()
-                .and_then(FaultInjector::next_release);
+            let release = shared
+                .fault_plan()
+                .and_then(|f| f.as_ref().and_then(FaultInjector::next_release));
             let busy = shared.busy_polled(now);
             // While a thread busy-polls it owns the socket and the timers: sleep until its
             // grace period ends (or a fault plan releases a datagram).
@@ -2082,7 +2131,7 @@ fn engine(shared: Arc<Shared>) {
 /// Send and deliver what the fault plan held back and whose time has come.
 fn release_faults(shared: &Shared, now: Instant) {
     let (mut due_tx, mut due_rx) = (Vec::new(), Vec::new());
-    match lock(&shared.faults).as_mut() {
+    match shared.fault_plan().as_mut().and_then(|f| f.as_mut()) {
         Some(inj) if inj.next_release().is_some_and(|t| t <= now) => {
             inj.release(now, Direction::Tx, &mut due_tx);
             inj.release(now, Direction::Rx, &mut due_rx);
@@ -2169,7 +2218,10 @@ fn fail_over(shared: &Shared) {
 
 /// The earliest timer of the device and its connection manager.
 fn next_timer(shared: &Shared, hca: &Hca) -> Option<Instant> {
-    let cm = lock(&shared.cm).poll_timeout();
+    let cm = match shared.cm_deadline.load(Ordering::Relaxed) {
+        0 => None,
+        at => Some(shared.epoch + Duration::from_nanos(at)),
+    };
     match (hca.poll_timeout(), cm) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -2181,7 +2233,10 @@ fn fire_timers(shared: &Shared, hca: &mut Hca, now: Instant) {
     if hca.poll_timeout().is_some_and(|t| t <= now) {
         hca.handle_timeout(now);
     }
-    lock(&shared.cm).handle_timeout(now);
+    let cm_due = shared.cm_deadline.load(Ordering::Relaxed);
+    if cm_due != 0 && cm_due <= nanos_since(shared.epoch, now) {
+        shared.cm_for_work().handle_timeout(now);
+    }
 }
 
 #[cfg(test)]

@@ -923,6 +923,12 @@ impl Hca {
         self.gsi.poll()
     }
 
+    /// Whether [`Hca::poll_mad`] has a MAD to give (the management layer has work).
+    #[must_use]
+    pub fn has_mads(&self) -> bool {
+        !self.gsi.is_empty()
+    }
+
     /// C: send `mad` from QP1 to QP `remote_qpn` (1 for a peer's GSI agent) at `dst`, as
     /// the kernel's MAD layer does through rxe (see [`gsi`]). It leaves with the next
     /// `poll_transmit`, like every other packet; nothing is sent while the port is down.

@@ -52,6 +52,10 @@ impl Gsi {
     pub(crate) fn poll(&mut self) -> Option<ReceivedMad> {
         self.rx.pop_front()
     }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.rx.is_empty()
+    }
 }
 
 /// A datagram for QP1 (BTH, P_Key and ICRC already checked): rxe's checks for a GSI QP,
