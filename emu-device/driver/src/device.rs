@@ -225,6 +225,8 @@ struct Shared {
     owner: OnceLock<Owner>,
     /// Set while this process is a guest (locked after `hca` and `cm`).
     guest: Mutex<Option<Guest>>,
+    /// Whether `guest` is set: a look at the socket takes the guest's lock only then.
+    guest_on: AtomicBool,
     /// A guest that took over the port receives on it here (its `socket` keeps sending).
     takeover_socket: OnceLock<RoceSocket>,
     /// The owner went away: the engine takes the port over or joins the new owner.
@@ -394,6 +396,7 @@ impl Device {
                 Role::Owner(o) => OnceLock::from(o),
                 _ => OnceLock::new(),
             },
+            guest_on: AtomicBool::new(guest.is_some()),
             guest: Mutex::new(guest),
             takeover_socket: OnceLock::new(),
             failover_needed: AtomicBool::new(false),
@@ -1787,6 +1790,9 @@ fn receive_ready(shared: &Shared, hca: &mut Hca) -> usize {
 /// A guest: take the datagrams the owner forwarded (one batch, without blocking). Returns
 /// how many records were read; the owner's exit kills the device here.
 fn receive_from_owner(shared: &Shared, hca: &mut Hca) -> usize {
+    if !shared.guest_on.load(Ordering::Acquire) {
+        return 0;
+    }
     let guest = lock(&shared.guest);
     let Some(g) = guest.as_ref() else {
         return 0;
@@ -2168,6 +2174,7 @@ fn fail_over(shared: &Shared) {
                     let _ = shared.takeover_socket.set(socket);
                     let _ = shared.owner.set(owner);
                     *lock(&shared.guest) = None;
+                    shared.guest_on.store(false, Ordering::Release);
                     let _ = shared.progress_fd.notify();
                     tracing::info!(%addr, slot, "took over the device's port from its exited owner");
                     return;
@@ -2183,6 +2190,7 @@ fn fail_over(shared: &Shared) {
                         tracing::warn!(error = %e, "listening again with the new owner");
                     }
                     *lock(&shared.guest) = Some(g);
+                    shared.guest_on.store(true, Ordering::Release);
                     let _ = shared.progress_fd.notify();
                     tracing::info!(%addr, slot, "joined the device's new owner");
                     return;
