@@ -200,22 +200,62 @@ pub fn compute_for_gso_segment(
     index: u16,
 ) -> Result<u32> {
     need(Header::Bth, roce_without_icrc.len(), BTH_LEN)?;
-    let (hdr, n) = masked_headers(ep, roce_without_icrc.len() + ICRC_LEN, index, IPV4_DF);
-    // One CRC call over one buffer for the headers, the BTH and (short packets: ACKs,
-    // small messages) the rest: each call costs a setup, and short inputs miss the SIMD path.
-    let mut buf = [0u8; 56 + BTH_LEN + SHORT_REST];
-    buf[..n].copy_from_slice(&hdr[..n]);
-    buf[n..n + BTH_LEN].copy_from_slice(&masked_bth(roce_without_icrc));
+    let roce_len = roce_without_icrc.len() + ICRC_LEN;
+    // The masked headers of a flow's packets repeat: their CRC is kept per thread, and
+    // only the BTH and what follows is hashed (for short packets, one call: each call
+    // costs a setup, and short inputs miss the SIMD path anyway).
+    let mut h = crc32fast::Hasher::new_with_initial(headers_crc(ep, roce_len, index));
+    let mut buf = [0u8; BTH_LEN + SHORT_REST];
+    buf[..BTH_LEN].copy_from_slice(&masked_bth(roce_without_icrc));
     let rest = &roce_without_icrc[BTH_LEN..];
     if rest.len() <= SHORT_REST {
-        let end = n + BTH_LEN + rest.len();
-        buf[n + BTH_LEN..end].copy_from_slice(rest);
-        return Ok(crc32fast::hash(&buf[..end]));
+        let end = BTH_LEN + rest.len();
+        buf[BTH_LEN..end].copy_from_slice(rest);
+        h.update(&buf[..end]);
+    } else {
+        h.update(&buf[..BTH_LEN]);
+        h.update(rest);
     }
-    let mut h = crc32fast::Hasher::new();
-    h.update(&buf[..n + BTH_LEN]);
-    h.update(rest);
     Ok(h.finalize())
+}
+
+/// The CRC of the masked headers (LRH mask, IP, UDP) of a `roce_len`-byte packet sent
+/// between `ep` as GSO segment `index` (IPv4 ID `index`, DF), to continue with the BTH.
+fn headers_crc(ep: &UdpEndpoints, roce_len: usize, index: u16) -> u32 {
+    let compute = || {
+        let (hdr, n) = masked_headers(ep, roce_len, index, IPV4_DF);
+        crc32fast::hash(&hdr[..n])
+    };
+    let Ok(len) = u16::try_from(roce_len) else {
+        return compute();
+    };
+    if index != 0 {
+        return compute();
+    }
+    HEADERS_CRCS.with(|cache| {
+        let slot = &cache[usize::from(len ^ ep.dst_port ^ ep.src_port) % HEADERS_CRC_SLOTS];
+        match slot.get() {
+            Some((key, len_at, crc)) if len_at == len && key == *ep => crc,
+            _ => {
+                let crc = compute();
+                slot.set(Some((*ep, len, crc)));
+                crc
+            }
+        }
+    })
+}
+
+/// Slots of the per-thread cache of masked-header CRCs (direct-mapped by length and
+/// ports: a flow's ACKs and requests land apart).
+const HEADERS_CRC_SLOTS: usize = 16;
+
+type HeadersCrcSlot = std::cell::Cell<Option<(UdpEndpoints, u16, u32)>>;
+
+thread_local! {
+    /// Recent (endpoints, RoCE length) -> CRC of the masked headers, for ID 0 and DF (what
+    /// every datagram outside GSO, and each GSO send's first, carries).
+    static HEADERS_CRCS: [HeadersCrcSlot; HEADERS_CRC_SLOTS] =
+        const { [const { std::cell::Cell::new(None) }; HEADERS_CRC_SLOTS] };
 }
 
 /// [`compute_for_gso_segment`] without a pass over the packet: the ICRC of the `index`th
@@ -647,6 +687,46 @@ mod tests {
                     "n {n} round {round}"
                 );
                 assert_eq!(mul_mod_p(forth, back), ONE, "n {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn cached_header_crcs_never_answer_for_another_flow() {
+        // Flows that share cache slots (same ports and length, other addresses, either IP
+        // version), interleaved and asked twice: each ICRC is the one hashed in one go.
+        let flows = [
+            ("10.0.0.1", "10.0.0.2"),
+            ("10.0.0.1", "10.0.0.3"),
+            ("10.0.0.9", "10.0.0.2"),
+            ("fd00::1", "fd00::2"),
+            ("::ffff:10.0.0.1", "::ffff:10.0.0.2"),
+        ];
+        let mut body = sample(&ep());
+        body.truncate(body.len() - ICRC_LEN);
+        for round in 0..2 {
+            for (src, dst) in flows {
+                for extra in [0usize, 16, 2000] {
+                    let mut body = body.clone();
+                    body.resize(body.len() + extra, 0x5a);
+                    let ep = UdpEndpoints {
+                        src: src.parse().expect("literal"),
+                        dst: dst.parse().expect("literal"),
+                        src_port: 49152,
+                        dst_port: ROCE_V2_PORT,
+                    };
+                    let (hdr, n) = masked_headers(&ep, body.len() + ICRC_LEN, 0, IPV4_DF);
+                    let mut h = crc32fast::Hasher::new();
+                    h.update(&hdr[..n]);
+                    h.update(&masked_bth(&body));
+                    h.update(&body[BTH_LEN..]);
+                    assert_eq!(
+                        compute_for_udp_socket(&ep, &body).expect("a BTH"),
+                        h.finalize(),
+                        "{src} -> {dst}, {} bytes, round {round}",
+                        body.len()
+                    );
+                }
             }
         }
     }

@@ -99,30 +99,23 @@ impl ExtHeaders {
 
     /// Byte size of one header of the set (which must name exactly one header).
     pub const fn single_len(self) -> usize {
-        match self.0 {
-            x if x == Self::DETH.0 => 8,
-            x if x == Self::RETH.0 => 16,
-            x if x == Self::FETH.0 => 4,
-            x if x == Self::ATOMIC_ETH.0 => 28,
-            x if x == Self::AETH.0 => 4,
-            x if x == Self::ATOMIC_ACK_ETH.0 => 8,
-            x if x == Self::IMM.0 => 4,
-            x if x == Self::IETH.0 => 4,
-            x if x == Self::CNP.0 => 16,
-            x if x == Self::XRCETH.0 => 4,
-            _ => 0,
+        // By bit: DETH, RETH, FETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH, CNP, XRCETH.
+        const LEN_BY_BIT: [u8; 10] = [8, 16, 4, 28, 4, 8, 4, 4, 16, 4];
+        let bit = self.0.trailing_zeros() as usize;
+        if !self.0.is_power_of_two() || bit >= LEN_BY_BIT.len() {
+            return 0;
         }
+        LEN_BY_BIT[bit] as usize
     }
 
-    /// Total byte size of the set.
+    /// Total byte size of the set: one step per header present (every packet built or
+    /// parsed asks, several times).
     pub const fn len(self) -> usize {
         let mut total = 0;
-        let mut i = 0;
-        while i < Self::ORDER.len() {
-            if self.contains(Self::ORDER[i]) {
-                total += Self::ORDER[i].single_len();
-            }
-            i += 1;
+        let mut bits = self.0;
+        while bits != 0 {
+            total += Self(bits & bits.wrapping_neg()).single_len();
+            bits &= bits - 1;
         }
         total
     }
@@ -524,6 +517,32 @@ mod tests {
         }
         assert_eq!(Opcode::KNOWN.len(), 63);
         assert_eq!(Opcode(0x15).info(), None, "RESYNC is reserved");
+    }
+
+    #[test]
+    fn each_extended_header_has_its_ibta_size_and_a_set_the_sum() {
+        use ExtHeaders as H;
+        let sizes = [
+            (H::XRCETH, 4),
+            (H::DETH, 8),
+            (H::FETH, 4),
+            (H::RETH, 16),
+            (H::ATOMIC_ETH, 28),
+            (H::AETH, 4),
+            (H::ATOMIC_ACK_ETH, 8),
+            (H::IMM, 4),
+            (H::IETH, 4),
+            (H::CNP, 16),
+        ];
+        let mut all = H::NONE;
+        for (h, size) in sizes {
+            assert_eq!(h.single_len(), size, "{h:?}");
+            assert_eq!(h.len(), size, "{h:?}");
+            all = all.with(h);
+        }
+        assert_eq!(all.len(), sizes.iter().map(|&(_, s)| s).sum::<usize>());
+        assert_eq!(H::RETH.with(H::IMM).single_len(), 0, "not a single header");
+        assert_eq!(H::NONE.len(), 0);
     }
 
     #[test]
