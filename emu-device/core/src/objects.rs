@@ -387,11 +387,15 @@ impl Default for QpAttr {
 }
 
 /// A posted send WR as the SQ holds it.
+/// An inline payload: up to a cache line in place, longer ones on the heap.
+pub(crate) type InlineData = smallvec::SmallVec<[u8; 64]>;
+
 #[derive(Debug, Clone)]
 pub(crate) struct SendWqe {
     pub(crate) wr: SendWr,
-    /// Inline payload copied at post time (IBV_SEND_INLINE).
-    pub(crate) inline: Option<Vec<u8>>,
+    /// Inline payload copied at post time (IBV_SEND_INLINE): a short one without a heap
+    /// allocation (a latency benchmark posts one per round trip).
+    pub(crate) inline: Option<InlineData>,
     pub(crate) signaled: bool,
     /// First PSN, assigned when the first packet is sent.
     pub(crate) first_psn: Option<Psn>,

@@ -1031,7 +1031,7 @@ impl Hca {
         let total = wr.total_len();
         let signaled = q.init.sq_sig_all || wr.send_flags.contains(SendFlags::SIGNALED);
         let inline_data = if inline {
-            let mut data = vec![0u8; total as usize];
+            let mut data = crate::objects::InlineData::from_elem(0, total as usize);
             let mut off = 0;
             for sge in &wr.sg_list {
                 let n = sge.length as usize;
@@ -1047,7 +1047,15 @@ impl Hca {
             None
         };
         Ok(SendWqe {
-            wr: wr.clone(),
+            wr: SendWr {
+                // An inline request's data was copied above: its list is not needed again.
+                sg_list: if inline {
+                    Vec::new()
+                } else {
+                    wr.sg_list.clone()
+                },
+                ..*wr
+            },
             inline: inline_data,
             signaled,
             first_psn: None,

@@ -29,7 +29,7 @@ fn prefix(sges: &[Sge], len: u32) -> Option<Vec<Sge>> {
 fn internal(wr: SendWr, inline: Option<Vec<u8>>) -> SendWqe {
     SendWqe {
         wr,
-        inline,
+        inline: inline.map(crate::objects::InlineData::from_vec),
         signaled: false,
         first_psn: None,
         npkts: 0,
