@@ -232,8 +232,16 @@ fn headers_crc(ep: &UdpEndpoints, roce_len: usize, index: u16) -> u32 {
     if index != 0 {
         return compute();
     }
+    // The two directions of a flow (same ports and lengths, addresses swapped) must land
+    // apart: a ping-pong sends and checks packets of one length.
+    let last_octet = |ip: IpAddr| match ip {
+        IpAddr::V4(a) => usize::from(a.octets()[3]),
+        IpAddr::V6(a) => usize::from(a.octets()[15]),
+    };
+    let slot_index = usize::from(len ^ ep.dst_port ^ ep.src_port)
+        ^ (3 * last_octet(ep.src) + 5 * last_octet(ep.dst));
     HEADERS_CRCS.with(|cache| {
-        let slot = &cache[usize::from(len ^ ep.dst_port ^ ep.src_port) % HEADERS_CRC_SLOTS];
+        let slot = &cache[slot_index % HEADERS_CRC_SLOTS];
         match slot.get() {
             Some((key, len_at, crc)) if len_at == len && key == *ep => crc,
             _ => {
@@ -245,9 +253,9 @@ fn headers_crc(ep: &UdpEndpoints, roce_len: usize, index: u16) -> u32 {
     })
 }
 
-/// Slots of the per-thread cache of masked-header CRCs (direct-mapped by length and
-/// ports: a flow's ACKs and requests land apart).
-const HEADERS_CRC_SLOTS: usize = 16;
+/// Slots of the per-thread cache of masked-header CRCs (direct-mapped by length, ports
+/// and addresses: a flow's ACKs and requests, sent and received, land apart).
+const HEADERS_CRC_SLOTS: usize = 32;
 
 type HeadersCrcSlot = std::cell::Cell<Option<(UdpEndpoints, u16, u32)>>;
 
@@ -697,6 +705,7 @@ mod tests {
         // version), interleaved and asked twice: each ICRC is the one hashed in one go.
         let flows = [
             ("10.0.0.1", "10.0.0.2"),
+            ("10.0.0.2", "10.0.0.1"),
             ("10.0.0.1", "10.0.0.3"),
             ("10.0.0.9", "10.0.0.2"),
             ("fd00::1", "fd00::2"),
