@@ -1326,6 +1326,15 @@ fn frees_within<T>(m: &Mutex<T>, wait: Duration) -> bool {
     }
 }
 
+/// [`lock`] unless another thread holds `m`.
+fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    match m.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding the lock leaves the device state as it was at the panic; the
     // state machine has no invariant a half-finished call could break that later calls rely
@@ -2041,11 +2050,14 @@ fn engine(shared: Arc<Shared>) {
                 0
             };
             if watch_while_polled && readable {
-                // A poller holding the lock is about to drain the socket: wait for it
-                // rather than spin on the still-readable socket.
-                let (got, poller_held_it) = match shared.hca.try_lock() {
-                    Ok(mut hca) => (receive_ready(&shared, &mut hca), false),
-                    Err(_) => (receive_ready(&shared, &mut lock(&shared.hca)), true),
+                // A poller holding the lock is about to drain the socket. Queueing on the
+                // mutex would turn its unlock into a futex wake (a system call and an
+                // inter-processor interrupt on its critical path): the engine looks again
+                // instead, and a poller that keeps holding it soon has the engine stop
+                // watching (every such look counts as needless).
+                let (got, poller_held_it) = match try_lock(&shared.hca) {
+                    Some(mut hca) => (receive_ready(&shared, &mut hca), false),
+                    None => (0, true),
                 };
                 if got > 0 && !poller_active && !poller_held_it {
                     needless_wakes = 0;
@@ -2056,7 +2068,7 @@ fn engine(shared: Arc<Shared>) {
             } else if !watch_while_polled && !poller_active {
                 // Not watching, and nobody polled for a whole grace period: whatever
                 // waits, the application is not coming for it (it spins on memory).
-                if let Ok(mut hca) = shared.hca.try_lock()
+                if let Some(mut hca) = try_lock(&shared.hca)
                     && receive_ready(&shared, &mut hca) > 0
                 {
                     watch_while_polled = true;
