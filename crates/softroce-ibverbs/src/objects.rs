@@ -1814,7 +1814,7 @@ unsafe fn post_recv_list<O: Object>(
             wr,
             bad_wr,
             |w| convert::recv_wr_from_c(w),
-            |wrs| t.dev.with(|h| post(h, t.handle, wrs)),
+            |wrs| t.dev.post_recv(|h| post(h, t.handle, wrs)),
         )
     }
 }

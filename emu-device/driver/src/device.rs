@@ -621,6 +621,25 @@ impl Device {
         r
     }
 
+    /// Post receive work (`ibv_post_recv`, `ibv_post_srq_recv`): as [`Device::with`],
+    /// except that a receive queue never has anything to send (a posted receive is only
+    /// consumed by an arrival), so only what the post completed (a QP in error flushes it)
+    /// is signalled: a ping-pong posts one per round trip.
+    pub fn post_recv<R>(&self, f: impl FnOnce(&mut Hca) -> R) -> R {
+        let shared = &*self.shared;
+        let mut hca = lock(&shared.hca);
+        send_held(shared, &mut hca);
+        hca.advance_clock(Instant::now());
+        let r = f(&mut hca);
+        if shared.waiters.load(Ordering::SeqCst) > 0 {
+            let _ = shared.progress_fd.notify();
+        }
+        if signal_events(shared, &mut hca) {
+            pump(shared, &mut hca, Instant::now());
+        }
+        r
+    }
+
     /// `ibv_query_rt_values_ex`'s raw clock: the device clock now (CLOCK_MONOTONIC
     /// nanoseconds, see [`crate::clock`]), never behind a completion already stamped.
     pub fn raw_clock(&self) -> u64 {

@@ -50,6 +50,12 @@ impl Emulated {
     fn with_post<R>(&self, f: impl FnOnce(&mut Hca) -> R) -> R {
         self.dev.post_send(f)
     }
+
+    /// Posting receive work: nothing to send, only completions to signal
+    /// ([`Device::post_recv`]).
+    fn with_recv<R>(&self, f: impl FnOnce(&mut Hca) -> R) -> R {
+        self.dev.post_recv(f)
+    }
 }
 
 impl Backend for Emulated {

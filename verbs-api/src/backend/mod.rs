@@ -89,7 +89,7 @@ macro_rules! hca_verbs {
             Ok(self.with(|h| h.destroy_srq(srq))?)
         }
         unsafe fn post_srq_recv(&self, srq: SrqHandle, wrs: &[RecvWr]) -> Result<()> {
-            Ok(self.with(|h| h.post_srq_recv(srq, wrs))?)
+            Ok(self.with_recv(|h| h.post_srq_recv(srq, wrs))?)
         }
 
         fn create_qp(&self, pd: PdHandle, init: QpInitAttr) -> Result<(QpHandle, Qpn)> {
@@ -135,7 +135,7 @@ macro_rules! hca_verbs {
             Ok(self.with_post(|h| unsafe { h.post_send(qp, wrs) })?)
         }
         unsafe fn post_recv(&self, qp: QpHandle, wrs: &[RecvWr]) -> Result<()> {
-            Ok(self.with(|h| h.post_recv(qp, wrs))?)
+            Ok(self.with_recv(|h| h.post_recv(qp, wrs))?)
         }
 
         fn create_ah(&self, pd: PdHandle, attr: AhAttr) -> Result<AhHandle> {

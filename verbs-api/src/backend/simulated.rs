@@ -58,6 +58,11 @@ impl Simulated {
         self.with(f)
     }
 
+    /// Posting receive work: as any verb.
+    fn with_recv<R>(&self, f: impl FnOnce(&mut Hca) -> R) -> R {
+        self.with(f)
+    }
+
     /// Poll without driving the fabric, logging error completions.
     fn poll_now(&self, w: &mut World, cq: CqHandle, out: &mut [WorkCompletion]) -> Result<usize> {
         let n = w.hca(self.dev).poll_cq(cq, out)?;
