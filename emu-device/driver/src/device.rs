@@ -283,6 +283,9 @@ struct Shared {
     /// socket, so progress another thread made (the engine took their datagram, a timer
     /// fired, a verb flushed) wakes them at once.
     progress_fd: EventFd,
+    /// Receive calls that found datagrams, by any thread: an engine that slept watching
+    /// the socket sees whether pollers took arrivals meanwhile.
+    received: AtomicU64,
     /// Datagrams dropped because they were larger than [`MAX_DATAGRAM`] (cut by the socket):
     /// no RoCEv2 packet is, so they come from a misconfigured or hostile peer.
     rx_oversize: AtomicU64,
@@ -439,6 +442,7 @@ impl Device {
             }),
             waiters: AtomicUsize::new(0),
             progress_fd: EventFd::new()?,
+            received: AtomicU64::new(0),
             rx_oversize: AtomicU64::new(0),
             tx_failed: AtomicU64::new(0),
             counters_at_close: config.counters_at_close,
@@ -1905,6 +1909,7 @@ fn receive_udp(shared: &Shared, hca: &mut Hca, socket: &RoceSocket) -> usize {
     if n == 0 {
         return 0;
     }
+    shared.received.fetch_add(1, Ordering::Relaxed);
     let now = Instant::now();
     // GRO hands several datagrams over in one buffer: each is a datagram from here on.
     let datagrams = || {
@@ -2052,6 +2057,7 @@ fn engine(shared: Arc<Shared>) {
                 .store(nanos_since(shared.epoch, wake_at), Ordering::Release);
             let left = wake_at.saturating_duration_since(now);
             let polled_before = shared.polled_at.load(Ordering::Acquire);
+            let received_before = shared.received.load(Ordering::Relaxed);
             let readable = engine_sleep(&shared, watch_while_polled, left).unwrap_or(false);
             if shared.held_deadline().is_some_and(|t| t <= Instant::now()) {
                 // A burst's posts the application did not come back for.
@@ -2084,6 +2090,17 @@ fn engine(shared: Arc<Shared>) {
                     needless_wakes += 1;
                     watch_while_polled = needless_wakes < ENGINE_NEEDED_AFTER;
                 }
+            } else if watch_while_polled
+                && poller_active
+                && shared.received.load(Ordering::Relaxed) != received_before
+            {
+                // Datagrams came while the engine watched, and the poller took every one
+                // before the engine looked: each woke the engine for nothing (`ppoll` goes
+                // back to sleep without returning when the socket is empty again), and
+                // each wakeup cost its sender an inter-processor interrupt. The poller
+                // takes what arrives; an arrival it leaves is picked up at the next look.
+                watch_while_polled = false;
+                needless_wakes = ENGINE_NEEDED_AFTER;
             } else if !watch_while_polled && !poller_active {
                 // Not watching, and nobody polled for a whole grace period: whatever
                 // waits, the application is not coming for it (it spins on memory).
