@@ -1706,7 +1706,7 @@ unsafe fn post_list<W: CWorkRequest, T>(
     first: *mut W,
     bad_wr: *mut *mut W,
     mut convert: impl FnMut(&W) -> Result<T, ConvertError>,
-    post: impl FnOnce(&[T]) -> Result<(), PostError>,
+    post: impl FnOnce(&mut [T]) -> Result<(), PostError>,
 ) -> c_int {
     let set_bad = |p: *mut W| {
         if !bad_wr.is_null() {
@@ -1738,7 +1738,8 @@ unsafe fn post_list<W: CWorkRequest, T>(
         ptrs.push(cur);
         cur = w.next();
     }
-    if let Err(e) = post(&wrs) {
+    // The converted requests are this call's: the device moves their lists, not copies.
+    if let Err(e) = post(&mut wrs) {
         set_bad(ptrs.get(e.index).copied().unwrap_or(first));
         return fail(verb, e.error.errno(), e);
     }
@@ -1785,7 +1786,7 @@ unsafe extern "C" fn op_post_send(
                         |mr| EmuMr::handle(mr.cast()),
                     )
                 },
-                |wrs| q.dev.post_send(|h| h.post_send(q.handle, wrs)),
+                |wrs| q.dev.post_send(|h| h.post_send_owned(q.handle, wrs)),
             )
         }
     })
@@ -1800,7 +1801,7 @@ unsafe fn post_recv_list<O: Object>(
     target: *mut O::C,
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
-    post: impl FnOnce(&mut Hca, O::Handle, &[RecvWr]) -> Result<(), PostError>,
+    post: impl FnOnce(&mut Hca, O::Handle, &mut [RecvWr]) -> Result<(), PostError>,
 ) -> c_int {
     // SAFETY: forwarded.
     let t = match unsafe { resolve::<O>(verb, target) } {
@@ -1827,7 +1828,7 @@ unsafe extern "C" fn op_post_recv(
     const VERB: &str = "ibv_post_recv";
     // SAFETY: a QP from ibv_create_qp and the caller's list, or rejected.
     guard(VERB, libc::EIO, || unsafe {
-        post_recv_list::<EmuQp>(VERB, qp, wr, bad_wr, Hca::post_recv)
+        post_recv_list::<EmuQp>(VERB, qp, wr, bad_wr, Hca::post_recv_owned)
     })
 }
 
@@ -1839,7 +1840,7 @@ unsafe extern "C" fn op_post_srq_recv(
     const VERB: &str = "ibv_post_srq_recv";
     // SAFETY: an SRQ from ibv_create_srq and the caller's list, or rejected.
     guard(VERB, libc::EIO, || unsafe {
-        post_recv_list::<EmuSrq>(VERB, srq, wr, bad_wr, Hca::post_srq_recv)
+        post_recv_list::<EmuSrq>(VERB, srq, wr, bad_wr, Hca::post_srq_recv_owned)
     })
 }
 

@@ -1,5 +1,6 @@
 //! The QP and SRQ verbs: creation, the state machine, posting, destruction.
 
+use smallvec::SmallVec;
 use softroce_wire::{Gid, Qpn};
 
 use super::super::error::{PostError, VerbsError, VerbsResult};
@@ -282,8 +283,19 @@ impl Hca {
 
     /// `ibv_post_srq_recv`.
     pub fn post_srq_recv(&mut self, srq: SrqHandle, wrs: &[RecvWr]) -> Result<(), PostError> {
+        let mut owned: SmallVec<[RecvWr; 4]> = wrs.iter().cloned().collect();
+        self.post_srq_recv_owned(srq, &mut owned)
+    }
+
+    /// [`Hca::post_srq_recv`] of requests the caller gives up: the scatter/gather list of
+    /// each one queued is moved into the queue (left empty in `wrs`), not copied.
+    pub fn post_srq_recv_owned(
+        &mut self,
+        srq: SrqHandle,
+        wrs: &mut [RecvWr],
+    ) -> Result<(), PostError> {
         const VERB: &str = "post_srq_recv";
-        for (index, wr) in wrs.iter().enumerate() {
+        for (index, wr) in wrs.iter_mut().enumerate() {
             let fail = |error| PostError { index, error };
             let s = self.store.lookup(VERB, srq).map_err(fail)?;
             if s.queue.len() >= s.attr.max_wr as usize {
@@ -304,7 +316,7 @@ impl Hca {
             }
             // The lkeys are checked when a message lands, as for QP receives (post_recv).
             if let Some(s) = self.store.get_mut(srq) {
-                s.queue.push_back(wr.clone());
+                s.queue.push_back(take_recv_wr(wr));
             }
         }
         Ok(())
@@ -812,6 +824,22 @@ impl Hca {
     /// during this call (not checked against memory regions, as with hardware): each
     /// `addr..addr+length` must be readable memory of this process.
     pub unsafe fn post_send(&mut self, qp: QpHandle, wrs: &[SendWr]) -> Result<(), PostError> {
+        let mut owned: SmallVec<[SendWr; 4]> = wrs.iter().cloned().collect();
+        // SAFETY: forwarded.
+        unsafe { self.post_send_wrs(qp, &mut owned, false) }
+    }
+
+    /// [`Hca::post_send`] of requests the caller gives up (the drop-in's, converted for
+    /// this call): the scatter/gather list of each one queued is moved into its WQE (left
+    /// empty in `wrs`), not copied, saving an allocation per post.
+    ///
+    /// # Safety
+    /// As [`Hca::post_send`].
+    pub unsafe fn post_send_owned(
+        &mut self,
+        qp: QpHandle,
+        wrs: &mut [SendWr],
+    ) -> Result<(), PostError> {
         // SAFETY: forwarded.
         unsafe { self.post_send_wrs(qp, wrs, false) }
     }
@@ -827,8 +855,9 @@ impl Hca {
         qp: QpHandle,
         wrs: &[SendWr],
     ) -> Result<(), PostError> {
+        let mut owned: SmallVec<[SendWr; 4]> = wrs.iter().cloned().collect();
         // SAFETY: forwarded.
-        unsafe { self.post_send_wrs(qp, wrs, true) }
+        unsafe { self.post_send_wrs(qp, &mut owned, true) }
     }
 
     /// # Safety
@@ -836,7 +865,7 @@ impl Hca {
     unsafe fn post_send_wrs(
         &mut self,
         qp: QpHandle,
-        wrs: &[SendWr],
+        wrs: &mut [SendWr],
         all_or_nothing: bool,
     ) -> Result<(), PostError> {
         // SAFETY: forwarded.
@@ -861,12 +890,12 @@ impl Hca {
     unsafe fn queue_send_wrs(
         &mut self,
         qp: QpHandle,
-        wrs: &[SendWr],
+        wrs: &mut [SendWr],
         all_or_nothing: bool,
     ) -> Result<(), PostError> {
         const VERB: &str = "post_send";
         let mut in_err = false;
-        for (index, wr) in wrs.iter().enumerate() {
+        for (index, wr) in wrs.iter_mut().enumerate() {
             let fail = |error| PostError { index, error };
             let built = self.store.lookup(VERB, qp).and_then(|q| {
                 in_err = q.attr.qp_state == QpState::Err;
@@ -1026,7 +1055,7 @@ impl Hca {
     ///
     /// # Safety
     /// As [`Hca::post_send`]: inline SGE ranges must be readable.
-    unsafe fn send_wqe(&self, q: &Qp, wr: &SendWr) -> VerbsResult<SendWqe> {
+    unsafe fn send_wqe(&self, q: &Qp, wr: &mut SendWr) -> VerbsResult<SendWqe> {
         let inline = wr.send_flags.contains(SendFlags::INLINE);
         let total = wr.total_len();
         let signaled = q.init.sq_sig_all || wr.send_flags.contains(SendFlags::SIGNALED);
@@ -1052,7 +1081,7 @@ impl Hca {
                 sg_list: if inline {
                     Vec::new()
                 } else {
-                    wr.sg_list.clone()
+                    std::mem::take(&mut wr.sg_list)
                 },
                 ..*wr
             },
@@ -1070,8 +1099,15 @@ impl Hca {
 
     /// `ibv_post_recv`. Refused for QPs attached to an SRQ (ibv_post_recv(3)).
     pub fn post_recv(&mut self, qp: QpHandle, wrs: &[RecvWr]) -> Result<(), PostError> {
+        let mut owned: SmallVec<[RecvWr; 4]> = wrs.iter().cloned().collect();
+        self.post_recv_owned(qp, &mut owned)
+    }
+
+    /// [`Hca::post_recv`] of requests the caller gives up: the scatter/gather list of each
+    /// one queued is moved into the queue (left empty in `wrs`), not copied.
+    pub fn post_recv_owned(&mut self, qp: QpHandle, wrs: &mut [RecvWr]) -> Result<(), PostError> {
         const VERB: &str = "post_recv";
-        for (index, wr) in wrs.iter().enumerate() {
+        for (index, wr) in wrs.iter_mut().enumerate() {
             let fail = |error| PostError { index, error };
             let q = self.store.lookup(VERB, qp).map_err(fail)?;
             if matches!(q.init.qp_type, QpType::XrcSend | QpType::XrcRecv) {
@@ -1122,7 +1158,7 @@ impl Hca {
             // deregistered between the post and the arrival, so the check that counts is
             // the one at arrival.
             let q = self.store.lookup_mut(VERB, qp).map_err(fail)?;
-            q.rq.push_back(wr.clone());
+            q.rq.push_back(take_recv_wr(wr));
             if state == QpState::Err {
                 self.engine().flush_queues(qp);
             }
@@ -1148,5 +1184,13 @@ impl Hca {
         }
         self.engine().qp_to_error(qp, Some(event));
         Ok(())
+    }
+}
+
+/// `wr` for a queue, its scatter/gather list moved out (the caller gave it up).
+fn take_recv_wr(wr: &mut RecvWr) -> RecvWr {
+    RecvWr {
+        wr_id: wr.wr_id,
+        sg_list: std::mem::take(&mut wr.sg_list),
     }
 }
