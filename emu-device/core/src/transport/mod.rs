@@ -376,7 +376,6 @@ pub(crate) fn poll_transmit(
     now: Instant,
     buf: &mut Vec<u8>,
 ) -> Option<Transmit> {
-    buf.clear();
     if eng.outbox.packets.is_empty() {
         // Bounded by the number of active QPs; each round may queue packets.
         let rounds = eng.outbox.active_qps.len();
@@ -413,12 +412,18 @@ pub(crate) fn poll_transmit(
                 q.transport.replies.clear();
             }
         }
+        buf.clear();
         return None;
     }
-    let mut p = eng.outbox.packets.pop_front()?;
+    let Some(mut p) = eng.outbox.packets.pop_front() else {
+        buf.clear();
+        return None;
+    };
     let len = p.data.len();
     // The packet's buffer becomes the caller's and the caller's is kept for a later
-    // packet: no copy, no allocation.
+    // packet: no copy, no allocation. It goes to the spares as it is, not cleared: a
+    // packet built in it later overwrites every byte, and a buffer cut to length zero
+    // would be zeroed in full again for its next packet (a memset per packet).
     std::mem::swap(buf, &mut p.data);
     if eng.outbox.spare.len() < SPARE_BUFFERS {
         eng.outbox.spare.push(p.data);
