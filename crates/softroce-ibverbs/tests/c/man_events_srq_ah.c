@@ -154,6 +154,18 @@ int main(void)
 	}
 	CHECK(poll_n(rcq, wc, 1) == 1 && wc[0].wr_id == 77 && wc[0].status == IBV_WC_WR_FLUSH_ERR,
 	      "the flushed receive");
+	/* A receive posted to a QP in Error is flushed by the post itself, and its completion
+	 * raises the armed channel's event as any other does. */
+	CHECK(ibv_req_notify_cq(rcq, 0) == 0, "arm rcq");
+	rwr.wr_id = 78;
+	CHECK(ibv_post_recv(p, &rwr, &rbad) == 0, "post_recv in Error");
+	CHECK(channel_ready(ch, 10000), "a receive flushed at post time raises the event");
+	if (channel_ready(ch, 0)) {
+		CHECK(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == 0 && ev_cq == rcq, "get_cq_event");
+		ibv_ack_cq_events(rcq, 1);
+	}
+	CHECK(poll_n(rcq, wc, 1) == 1 && wc[0].wr_id == 78 && wc[0].status == IBV_WC_WR_FLUSH_ERR,
+	      "the receive posted in Error, flushed");
 	CHECK(ibv_destroy_qp(p) == 0, "destroy p");
 
 	/* ibv_reg_mr(3): an RDMA WRITE needs the target's REMOTE_WRITE. */
