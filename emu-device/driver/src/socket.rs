@@ -259,7 +259,8 @@ impl RoceSocket {
         let got = loop {
             // SAFETY: `msgs[..n]` point at live iovecs/addresses/buffers for the whole call.
             let r = unsafe {
-                raw_recvmmsg(
+                mmsg_syscall(
+                    libc::SYS_recvmmsg,
                     self.socket.as_raw_fd(),
                     msgs.as_mut_ptr().cast(),
                     n as libc::c_uint,
@@ -326,7 +327,8 @@ impl RoceSocket {
             // SAFETY: `msgs[..n]` point at live iovecs/addresses/buffers for the whole call;
             // sendmmsg only reads the payload.
             let r = unsafe {
-                raw_sendmmsg(
+                mmsg_syscall(
+                    libc::SYS_sendmmsg,
                     self.socket.as_raw_fd(),
                     msgs.as_mut_ptr().cast(),
                     n as libc::c_uint,
@@ -350,40 +352,31 @@ impl RoceSocket {
     }
 }
 
-/// `recvmmsg(fd, msgs, n, MSG_DONTWAIT, NULL)` as a bare system call. libc's wrapper makes
-/// each call a thread cancellation point, switching cancellation on and off around it:
-/// a busy poller's every look paid for that (some 5 % of an empty `ibv_poll_cq`), and an
-/// application's `pthread_cancel` has no business unwinding through the device anyway.
+/// `recvmmsg` or `sendmmsg` (`nr`) of `msgs[..n]` on `fd` with `MSG_DONTWAIT` (and, for
+/// `recvmmsg`, no timeout: the fifth argument is null, and `sendmmsg` ignores it) as a bare
+/// system call. libc's wrappers make each call a thread cancellation point, switching
+/// cancellation on and off around it: a busy poller's every look paid for that (some 5 % of
+/// an empty `ibv_poll_cq`), and an application's `pthread_cancel` has no business
+/// unwinding through the device anyway.
 ///
 /// # Safety
-/// As `recvmmsg(2)`: `msgs[..n]` must point at live headers, buffers and addresses.
-unsafe fn raw_recvmmsg(fd: libc::c_int, msgs: *mut libc::mmsghdr, n: libc::c_uint) -> isize {
-    // SAFETY: forwarded contract; the remaining argument is a null timeout.
+/// As `recvmmsg(2)`/`sendmmsg(2)`: `msgs[..n]` must point at live headers, buffers and
+/// addresses for the whole call.
+unsafe fn mmsg_syscall(
+    nr: libc::c_long,
+    fd: libc::c_int,
+    msgs: *mut libc::mmsghdr,
+    n: libc::c_uint,
+) -> isize {
+    // SAFETY: forwarded contract.
     unsafe {
         libc::syscall(
-            libc::SYS_recvmmsg,
+            nr,
             libc::c_long::from(fd),
             msgs,
             libc::c_long::from(n),
             libc::c_long::from(libc::MSG_DONTWAIT),
             std::ptr::null_mut::<libc::timespec>(),
-        ) as isize
-    }
-}
-
-/// `sendmmsg(fd, msgs, n, MSG_DONTWAIT)` as a bare system call (see [`raw_recvmmsg`]).
-///
-/// # Safety
-/// As `sendmmsg(2)`: `msgs[..n]` must point at live headers, payloads and addresses.
-unsafe fn raw_sendmmsg(fd: libc::c_int, msgs: *mut libc::mmsghdr, n: libc::c_uint) -> isize {
-    // SAFETY: forwarded contract.
-    unsafe {
-        libc::syscall(
-            libc::SYS_sendmmsg,
-            libc::c_long::from(fd),
-            msgs,
-            libc::c_long::from(n),
-            libc::c_long::from(libc::MSG_DONTWAIT),
         ) as isize
     }
 }
@@ -435,7 +428,8 @@ impl RoceSocket {
             // SAFETY: `msgs[..n]` point at live iovecs/addresses/control buffers for the
             // whole call; sendmmsg only reads the payload.
             let r = unsafe {
-                raw_sendmmsg(
+                mmsg_syscall(
+                    libc::SYS_sendmmsg,
                     self.socket.as_raw_fd(),
                     msgs.as_mut_ptr().cast(),
                     n as libc::c_uint,
