@@ -573,18 +573,20 @@ impl Device {
         hca.advance_clock(now);
         let r = f(&mut hca);
         let t = nanos_since(shared.epoch, now).max(1);
-        let prev = shared.last_post_at.swap(t, Ordering::Relaxed);
+        // Only a thread holding the device lock writes these counters: plain loads and
+        // stores, no locked read-modify-write per post.
+        let prev = shared.last_post_at.load(Ordering::Relaxed);
+        shared.last_post_at.store(t, Ordering::Relaxed);
         let in_burst = prev != 0 && t.saturating_sub(prev) < BURST_GAP.as_nanos() as u64;
         let burst_posts = if in_burst {
-            shared.burst_posts.fetch_add(1, Ordering::Relaxed) + 1
+            shared.burst_posts.load(Ordering::Relaxed) + 1
         } else {
-            shared.burst_posts.store(1, Ordering::Relaxed);
             1
         };
-        if burst_posts > SENT_AT_ONCE
-            && shared.held_posts.load(Ordering::Relaxed) + 1 < DOORBELL_BATCH
-        {
-            shared.held_posts.fetch_add(1, Ordering::Relaxed);
+        shared.burst_posts.store(burst_posts, Ordering::Relaxed);
+        let held_posts = shared.held_posts.load(Ordering::Relaxed);
+        if burst_posts > SENT_AT_ONCE && held_posts + 1 < DOORBELL_BATCH {
+            shared.held_posts.store(held_posts + 1, Ordering::Relaxed);
             if shared.held_since.load(Ordering::Relaxed) == 0 {
                 shared.held_since.store(t, Ordering::Release);
                 // The engine sends them if nobody comes back in time: make sure it wakes
@@ -1614,17 +1616,44 @@ fn send_out(shared: &Shared, tx: &mut TxScratch, mut n: usize) {
 
 /// Send `tx`'s first `n` datagrams as UDP GSO groups: runs of datagrams for one peer, all
 /// as long as the first but the last. Segment `k` of a group leaves with IPv4 ID `k` (the
-/// kernel counts up from the first's 0), so its ICRC is recomputed for that ID, into a side
-/// buffer gathered after the body: the datagrams stay as built, and each segment is what a
-/// peer checking the real header (rxe) accepts. Returns the index of the first datagram not
-/// sent because the kernel refused GSO (then off for good), or `n`; marks the datagrams of
-/// groups it refused otherwise in `failed`.
-fn send_segmented(shared: &Shared, tx: &TxScratch, n: usize, failed: &mut [bool]) -> usize {
+/// kernel counts up from the first's 0), so its ICRC is recomputed for that ID, in place:
+/// each segment is what a peer checking the real header (rxe) accepts, and one iovec per
+/// datagram (the kernel pays per iovec). Returns the index of the first datagram not sent
+/// because the kernel refused GSO (then off for good; those datagrams get their ID-0
+/// ICRCs back for sending one by one), or `n`; marks the datagrams of groups it refused
+/// otherwise in `failed`.
+fn send_segmented(shared: &Shared, tx: &mut TxScratch, n: usize, failed: &mut [bool]) -> usize {
     let local = shared.socket.local_addr();
-    // (first datagram, end, segment length) per group.
     let mut groups = [(0usize, 0usize, 0usize); MAX_BATCH];
+    let mut id0_icrcs = [None; MAX_BATCH];
+    let ngroups = gso_groups(local, tx, n, &mut groups, &mut id0_icrcs);
+    if let Some(mut capture) = capturing(shared)
+        && let Some(w) = capture.as_mut()
+    {
+        let ts = shared.epoch.elapsed();
+        for &(first, end, _) in &groups[..ngroups] {
+            for (k, j) in (first..end).enumerate() {
+                let data = &tx.bufs[j][..tx.lens[j]];
+                let _ = w.write_gso_segment(ts, local, tx.dests[j], data, k as u16);
+            }
+        }
+    }
+    let refused_from = send_groups(shared, tx, n, &groups[..ngroups], failed);
+    restore_id0_icrcs(tx, refused_from..n, &id0_icrcs);
+    refused_from
+}
+
+/// Cut `tx`'s first `n` datagrams into GSO groups (first datagram, end, segment length)
+/// and give each segment after a group's first the ICRC of its IPv4 ID, in place; the
+/// ICRCs they had (for ID 0) go to `id0_icrcs`. Returns how many groups.
+fn gso_groups(
+    local: SocketAddr,
+    tx: &mut TxScratch,
+    n: usize,
+    groups: &mut [(usize, usize, usize); MAX_BATCH],
+    id0_icrcs: &mut [Option<[u8; 4]>; MAX_BATCH],
+) -> usize {
     let mut ngroups = 0;
-    let mut icrcs = [[0u8; 4]; MAX_BATCH];
     let mut i = 0;
     while i < n {
         let (dest, seg) = (tx.dests[i], tx.lens[i]);
@@ -1640,52 +1669,71 @@ fn send_segmented(shared: &Shared, tx: &TxScratch, n: usize, failed: &mut [bool]
             bytes += tx.lens[end];
             end += 1;
         }
-        for (k, j) in (i..end).enumerate() {
-            let len = tx.lens[j];
-            let Some(at) = len.checked_sub(4) else {
-                continue;
-            };
-            icrcs[j].copy_from_slice(&tx.bufs[j][at..len]);
-            if k > 0 && dest.is_ipv4() {
-                // The core computed the ICRC for ID 0: adjust it (no second pass).
-                let ep = softroce_wire::icrc::UdpEndpoints::between(local, dest);
-                let first = u32::from_le_bytes(icrcs[j]);
-                icrcs[j] =
-                    softroce_wire::icrc::gso_segment_icrc(&ep, first, at, k as u16).to_le_bytes();
+        if end - i > 1 && dest.is_ipv4() {
+            let ep = softroce_wire::icrc::UdpEndpoints::between(local, dest);
+            let mut segments =
+                softroce_wire::icrc::GsoSegmentIcrcs::new(&ep, seg.saturating_sub(4));
+            for (k, j) in (i..end).enumerate().skip(1) {
+                let len = tx.lens[j];
+                let Some(at) = len.checked_sub(4) else {
+                    continue;
+                };
+                let icrc = &mut tx.bufs[j][at..len];
+                let built: [u8; 4] = icrc.try_into().unwrap_or_default();
+                let first = u32::from_le_bytes(built);
+                // Only the last segment may be shorter than the others.
+                let adjusted = if len == seg {
+                    segments.icrc(first, k as u16)
+                } else {
+                    softroce_wire::icrc::gso_segment_icrc(&ep, first, at, k as u16)
+                };
+                icrc.copy_from_slice(&adjusted.to_le_bytes());
+                id0_icrcs[j] = Some(built);
             }
         }
         groups[ngroups] = (i, end, seg);
         ngroups += 1;
         i = end;
     }
-    if let Some(mut capture) = capturing(shared)
-        && let Some(w) = capture.as_mut()
-    {
-        let ts = shared.epoch.elapsed();
-        for &(first, end, _) in &groups[..ngroups] {
-            for (k, j) in (first..end).enumerate() {
-                let at = tx.lens[j].saturating_sub(4);
-                let mut data = tx.bufs[j][..at].to_vec();
-                data.extend_from_slice(&icrcs[j][..tx.lens[j] - at]);
-                let _ = w.write_gso_segment(ts, local, tx.dests[j], &data, k as u16);
-            }
+    ngroups
+}
+
+/// Give the datagrams in `range` back the ICRCs [`gso_groups`] replaced: they leave one by
+/// one, with ID 0.
+fn restore_id0_icrcs(
+    tx: &mut TxScratch,
+    range: std::ops::Range<usize>,
+    id0_icrcs: &[Option<[u8; 4]>; MAX_BATCH],
+) {
+    for j in range {
+        if let Some(built) = id0_icrcs[j] {
+            let len = tx.lens[j];
+            tx.bufs[j][len - 4..len].copy_from_slice(&built);
         }
     }
-    // Two slices per datagram: the body as built, then its ICRC.
-    let mut iovs: [io::IoSlice<'_>; 2 * MAX_BATCH] = std::array::from_fn(|_| io::IoSlice::new(&[]));
-    for j in 0..n {
-        let at = tx.lens[j].saturating_sub(4);
-        iovs[2 * j] = io::IoSlice::new(&tx.bufs[j][..at]);
-        iovs[2 * j + 1] = io::IoSlice::new(&icrcs[j][..tx.lens[j] - at]);
-    }
+}
+
+/// Hand `groups` of `tx`'s first `n` datagrams to the kernel, one UDP GSO send per group
+/// ([`send_segmented`] says what it returns).
+fn send_groups(
+    shared: &Shared,
+    tx: &TxScratch,
+    n: usize,
+    groups: &[(usize, usize, usize)],
+    failed: &mut [bool],
+) -> usize {
+    let iovs: [io::IoSlice<'_>; MAX_BATCH] = std::array::from_fn(|j| {
+        io::IoSlice::new(&tx.bufs[j][..if j < n { tx.lens[j] } else { 0 }])
+    });
     let batch: [SendGroup<'_>; MAX_BATCH] = std::array::from_fn(|g| {
-        let (first, end, seg) = groups[g.min(ngroups.saturating_sub(1))];
+        let (first, end, seg) = groups[g.min(groups.len().saturating_sub(1))];
         SendGroup {
             dest: tx.dests[first],
-            iov: &iovs[2 * first..2 * end],
+            iov: &iovs[first..end],
             segment: if end - first > 1 { seg as u16 } else { 0 },
         }
     });
+    let ngroups = groups.len();
     let mut sent = 0;
     // Bounded retries, as in `send_all`.
     for _ in 0..1000 {
@@ -2361,6 +2409,68 @@ mod tests {
             line.starts_with("sent_pkts=0 rcvd_pkts=0 ") && line.contains(" drop_oversize=1"),
             "{line}"
         );
+    }
+
+    #[test]
+    fn gso_segments_carry_their_ip_ids_icrc_and_get_id_0s_back_to_leave_alone() {
+        use softroce_wire::icrc::{UdpEndpoints, compute_for_gso_segment, compute_for_udp_socket};
+        let local: SocketAddr = "127.0.0.1:50001".parse().unwrap();
+        let peer: SocketAddr = "127.0.0.2:4791".parse().unwrap();
+        let other: SocketAddr = "127.0.0.3:4791".parse().unwrap();
+        // Five datagrams for `peer` (the last shorter), two for `other`, as the core
+        // builds them: each with the ICRC of IPv4 ID 0.
+        let plan = [(peer, 80), (peer, 80), (peer, 80), (peer, 80), (peer, 40)]
+            .into_iter()
+            .chain([(other, 80), (other, 80)])
+            .collect::<Vec<_>>();
+        let mut tx = TxScratch {
+            bufs: vec![vec![0; MAX_DATAGRAM]; MAX_BATCH],
+            dests: [peer; MAX_BATCH],
+            lens: [0; MAX_BATCH],
+            tokens: [None; MAX_BATCH],
+            failed: [false; MAX_BATCH],
+            n: 0,
+        };
+        let body = |j: usize, len: usize| -> Vec<u8> {
+            (0..len - 4).map(|b| (b * 31 + j * 7) as u8).collect()
+        };
+        for (j, &(dest, len)) in plan.iter().enumerate() {
+            let ep = UdpEndpoints::between(local, dest);
+            let bytes = body(j, len);
+            let icrc = compute_for_udp_socket(&ep, &bytes).unwrap();
+            tx.bufs[j][..len - 4].copy_from_slice(&bytes);
+            tx.bufs[j][len - 4..len].copy_from_slice(&icrc.to_le_bytes());
+            tx.dests[j] = dest;
+            tx.lens[j] = len;
+        }
+        let icrc_of = |tx: &TxScratch, j: usize| {
+            let len = tx.lens[j];
+            u32::from_le_bytes(tx.bufs[j][len - 4..len].try_into().unwrap())
+        };
+
+        let mut groups = [(0, 0, 0); MAX_BATCH];
+        let mut id0 = [None; MAX_BATCH];
+        let n = gso_groups(local, &mut tx, plan.len(), &mut groups, &mut id0);
+        assert_eq!(&groups[..n], &[(0, 5, 80), (5, 7, 80)]);
+        for &(first, end, _) in &groups[..n] {
+            for (k, j) in (first..end).enumerate() {
+                let ep = UdpEndpoints::between(local, tx.dests[j]);
+                let want = compute_for_gso_segment(&ep, &body(j, tx.lens[j]), k as u16);
+                assert_eq!(icrc_of(&tx, j), want.unwrap(), "datagram {j}, segment {k}");
+            }
+        }
+
+        // The kernel refused GSO from datagram 2 on: those leave alone, with ID 0.
+        restore_id0_icrcs(&mut tx, 2..plan.len(), &id0);
+        for (j, &(dest, len)) in plan.iter().enumerate() {
+            let ep = UdpEndpoints::between(local, dest);
+            let want = if j < 2 {
+                compute_for_gso_segment(&ep, &body(j, len), j as u16)
+            } else {
+                compute_for_udp_socket(&ep, &body(j, len))
+            };
+            assert_eq!(icrc_of(&tx, j), want.unwrap(), "datagram {j}");
+        }
     }
 
     #[test]
