@@ -229,7 +229,7 @@ fn rc(cq: CqHandle) -> QpInitAttr {
 /// A WRITE of [`WRITE`] bytes of `mem` at `off` (its wr_id) to `remote` under `rkey`.
 fn write(mem: &Memory, off: usize, rkey: u32, remote: u64) -> SendWr {
     let mut wr = SendWr::new(off as u64, WrOpcode::RdmaWrite);
-    wr.sg_list = vec![mem.sge(off, WRITE)];
+    wr.sg_list = vec![mem.sge(off, WRITE)].into();
     wr.rdma = RdmaTarget {
         remote_addr: remote,
         rkey,

@@ -21,7 +21,7 @@ const LONG: Duration = Duration::from_secs(30);
 /// An ATOMIC WRITE of the 8 bytes at `a`'s offset 0 to `remote_addr` with `rkey`.
 fn atomic_write(pair: &Pair, remote_addr: u64, rkey: u32) -> SendWr {
     let mut wr = SendWr::new(21, WrOpcode::AtomicWrite);
-    wr.sg_list = vec![pair.a.mem.sge(0, 8)];
+    wr.sg_list = vec![pair.a.mem.sge(0, 8)].into();
     wr.rdma = RdmaTarget { remote_addr, rkey };
     wr
 }
@@ -153,7 +153,7 @@ fn a_qp_without_remote_write_refuses_it_as_an_invalid_request() {
 fn posting_anything_but_eight_bytes_is_refused_at_post_time() {
     let mut pair = Pair::rc(Mtu::Mtu1024);
     let mut wr = atomic_write(&pair, pair.b.mem.addr(0), pair.b.mem.keys.rkey);
-    wr.sg_list = vec![pair.a.mem.sge(0, 4)];
+    wr.sg_list = vec![pair.a.mem.sge(0, 4)].into();
     let qp = pair.a.qp;
     // SAFETY: the SGE lies in live test memory.
     let err = unsafe { pair.hca('a').post_send(qp, &[wr]) }.unwrap_err();

@@ -107,7 +107,7 @@ fn server(
             qp,
             &[RecvWr {
                 wr_id: i as u64,
-                sg_list: vec![sge],
+                sg_list: vec![sge].into(),
             }],
         )
         .unwrap();

@@ -45,7 +45,7 @@ fn ibv_post_send_wrs_before_bad_wr_are_posted_and_complete() {
     p.post_recv('b', 1, 0, 64);
     let good = p.send_wr('a', 10, 0, 16);
     let mut too_many_sges = p.send_wr('a', 11, 0, 16);
-    too_many_sges.sg_list = vec![p.side('a').mem.sge(0, 1); 5];
+    too_many_sges.sg_list = vec![p.side('a').mem.sge(0, 1); 5].into();
     let qp = p.side('a').qp;
     // SAFETY: no inline data.
     let err = unsafe { p.hca('a').post_send(qp, &[good, too_many_sges]) }.unwrap_err();
@@ -74,11 +74,11 @@ fn ibv_post_recv_and_post_srq_recv_wrs_before_bad_wr_are_posted() {
         let (qp, srq_h) = (s.qp, s.srq);
         let good = RecvWr {
             wr_id: 5,
-            sg_list: vec![s.mem.sge(0, 64)],
+            sg_list: vec![s.mem.sge(0, 64)].into(),
         };
         let bad = RecvWr {
             wr_id: 6,
-            sg_list: vec![s.mem.sge(0, 1); 5],
+            sg_list: vec![s.mem.sge(0, 1); 5].into(),
         };
         let err = match srq_h {
             Some(h) => p.hca('b').post_srq_recv(h, &[good, bad]),
@@ -230,7 +230,8 @@ fn ibv_get_cq_event_unacknowledged_events_are_told_apart_from_users() {
             addr: mem.as_ptr() as u64,
             length: 64,
             lkey: keys.lkey,
-        }],
+        }]
+        .into(),
     };
     to_init(&mut hca, qp);
     hca.post_recv(qp, &[wr]).unwrap();

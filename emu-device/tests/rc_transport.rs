@@ -139,7 +139,7 @@ fn rc_read_fetches_remote_bytes() {
 
 fn atomic_wr(pair: &Pair, op: WrOpcode, roff: usize, compare_add: u64, swap: u64) -> SendWr {
     let mut wr = SendWr::new(11, op);
-    wr.sg_list = vec![pair.a.mem.sge(0, 8)];
+    wr.sg_list = vec![pair.a.mem.sge(0, 8)].into();
     wr.atomic = AtomicTarget {
         remote_addr: pair.b.mem.addr(roff),
         compare_add,

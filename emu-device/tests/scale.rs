@@ -170,11 +170,11 @@ impl Fleet {
         for (i, &(qp, _)) in b.qps.iter().enumerate() {
             let recv = RecvWr {
                 wr_id: i as u64,
-                sg_list: vec![b.mem.sge(IN + i * MSG, MSG)],
+                sg_list: vec![b.mem.sge(IN + i * MSG, MSG)].into(),
             };
             hb.post_recv(qp, &[recv]).unwrap();
             let mut write = SendWr::new(i as u64, WrOpcode::RdmaWrite);
-            write.sg_list = vec![b.mem.sge(i * MSG, MSG)];
+            write.sg_list = vec![b.mem.sge(i * MSG, MSG)].into();
             write.rdma = RdmaTarget {
                 remote_addr: a.mem.addr(IN + i * MSG),
                 rkey: a.mem.keys.rkey,
@@ -185,7 +185,7 @@ impl Fleet {
         let ha = self.fabric.node_mut(a.node);
         for (i, &(qp, _)) in a.qps.iter().enumerate() {
             let mut send = SendWr::new(i as u64, WrOpcode::Send);
-            send.sg_list = vec![a.mem.sge(i * MSG, MSG)];
+            send.sg_list = vec![a.mem.sge(i * MSG, MSG)].into();
             // SAFETY: as above.
             unsafe { ha.post_send(qp, &[send]) }.unwrap();
         }
@@ -233,7 +233,7 @@ impl Fleet {
             let recvs: Vec<RecvWr> = (0..DEPTH)
                 .map(|k| RecvWr {
                     wr_id: u64::from(k),
-                    sg_list: vec![b.mem.sge(IN + i * MSG, MSG)],
+                    sg_list: vec![b.mem.sge(IN + i * MSG, MSG)].into(),
                 })
                 .collect();
             hb.post_recv(qp, &recvs).unwrap();
@@ -243,7 +243,7 @@ impl Fleet {
             let writes: Vec<SendWr> = (0..DEPTH)
                 .map(|k| {
                     let mut w = SendWr::new(i as u64, WrOpcode::RdmaWrite);
-                    w.sg_list = vec![a.mem.sge(i * MSG, 8)];
+                    w.sg_list = vec![a.mem.sge(i * MSG, 8)].into();
                     w.rdma = RdmaTarget {
                         remote_addr: b.mem.addr(IN + i * MSG),
                         rkey: b.mem.keys.rkey,

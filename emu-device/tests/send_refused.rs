@@ -59,7 +59,7 @@ fn ud_sender() -> (Hca, CqHandle, QpHandle, Memory, UdTarget) {
 
 fn send(hca: &mut Hca, qp: QpHandle, mem: &Memory, to: UdTarget, wr_id: u64) {
     let mut wr = SendWr::new(wr_id, WrOpcode::Send);
-    wr.sg_list = vec![mem.sge(0, 64)];
+    wr.sg_list = vec![mem.sge(0, 64)].into();
     wr.ud = Some(to);
     // SAFETY: no inline data; the memory outlives the device.
     unsafe { hca.post_send(qp, &[wr]) }.unwrap();

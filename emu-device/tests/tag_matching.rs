@@ -129,7 +129,7 @@ impl Tm {
         let (srq, sge) = (self.b_srq, self.b_mem.sge(off, len));
         let wr = RecvWr {
             wr_id,
-            sg_list: vec![sge],
+            sg_list: vec![sge].into(),
         };
         self.b().post_srq_recv(srq, &[wr]).unwrap();
     }
@@ -139,7 +139,7 @@ impl Tm {
         self.a_mem.write(0, header);
         self.a_mem.write(header.len(), body);
         let mut wr = SendWr::new(wr_id, WrOpcode::Send);
-        wr.sg_list = vec![self.a_mem.sge(0, header.len() + body.len())];
+        wr.sg_list = vec![self.a_mem.sge(0, header.len() + body.len())].into();
         post_one(&mut self.fabric, self.a, self.a_qp, wr);
     }
 
@@ -409,7 +409,7 @@ fn rendezvous_reads_the_senders_buffer_then_sends_fin() {
             a_qp,
             &[RecvWr {
                 wr_id: 44,
-                sg_list: vec![fin_buf],
+                sg_list: vec![fin_buf].into(),
             }],
         )
         .unwrap();
@@ -541,7 +541,7 @@ fn a_rendezvous_request_of_several_packets_is_served_as_one() {
     let fin_buf = t.a_mem.sge(32768, 64);
     let fin = RecvWr {
         wr_id: 44,
-        sg_list: vec![fin_buf],
+        sg_list: vec![fin_buf].into(),
     };
     t.fabric.node_mut(t.a).post_recv(a_qp, &[fin]).unwrap();
     // An ordinary receive too: were the request taken as unexpected, it would land here.

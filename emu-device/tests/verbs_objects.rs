@@ -354,14 +354,14 @@ fn flush_on_err_completes_every_outstanding_wr_in_order() {
     let recvs: Vec<RecvWr> = (0..3)
         .map(|i| RecvWr {
             wr_id: 100 + i,
-            sg_list: vec![sge(&buf, 0, 64)],
+            sg_list: vec![sge(&buf, 0, 64)].into(),
         })
         .collect();
     hca.post_recv(qp, &recvs).unwrap();
     let mut sends: Vec<SendWr> = (0..3)
         .map(|i| {
             let mut wr = SendWr::new(i, WrOpcode::Send);
-            wr.sg_list = vec![sge(&buf, 64, 32)];
+            wr.sg_list = vec![sge(&buf, 64, 32)].into();
             wr.send_flags = SendFlags::EMPTY; // unsignaled: flushed all the same
             wr
         })
@@ -411,7 +411,7 @@ fn destroying_a_qp_takes_its_unpolled_completions_out_of_a_shared_cq() {
         let recvs: Vec<RecvWr> = (0..2)
             .map(|i| RecvWr {
                 wr_id: first_id + i,
-                sg_list: vec![sge(&buf, 0, 64)],
+                sg_list: vec![sge(&buf, 0, 64)].into(),
             })
             .collect();
         hca.post_recv(qp, &recvs).unwrap();
@@ -438,7 +438,7 @@ fn cq_overrun_raises_cq_err_exactly_once_and_errors_the_receiving_qp() {
     let recvs: Vec<RecvWr> = (0..4)
         .map(|i| RecvWr {
             wr_id: i,
-            sg_list: vec![sge(&buf, 0, 8)],
+            sg_list: vec![sge(&buf, 0, 8)].into(),
         })
         .collect();
     hca.post_recv(qp, &recvs).unwrap();
@@ -471,7 +471,7 @@ fn one_completion_event_per_arming() {
     to_rts(&mut hca, qp);
     let wr = |i| RecvWr {
         wr_id: i,
-        sg_list: vec![sge(&buf, 0, 8)],
+        sg_list: vec![sge(&buf, 0, 8)].into(),
     };
     hca.post_recv(qp, &[wr(1), wr(2), wr(3)]).unwrap();
     // Not armed: completions produce no event.
@@ -506,7 +506,7 @@ fn unacknowledged_cq_events_block_destroy() {
         qp,
         &[RecvWr {
             wr_id: 1,
-            sg_list: vec![sge(&buf, 0, 8)],
+            sg_list: vec![sge(&buf, 0, 8)].into(),
         }],
     )
     .unwrap();
@@ -559,7 +559,7 @@ fn post_send_reports_the_index_of_the_first_bad_work_request() {
     let buf = register(&mut hca, pd, 256, AccessFlags::LOCAL_WRITE);
     let qp = rc_qp(&mut hca, pd, cq, None);
     let mut good = SendWr::new(1, WrOpcode::Send);
-    good.sg_list = vec![sge(&buf, 0, 16)];
+    good.sg_list = vec![sge(&buf, 0, 16)].into();
     // SAFETY: no inline data.
     let err = unsafe { hca.post_send(qp, std::slice::from_ref(&good)) }.unwrap_err();
     assert_eq!(err.index, 0);
@@ -575,12 +575,12 @@ fn post_send_reports_the_index_of_the_first_bad_work_request() {
     // with IBV_WC_LOC_PROT_ERR when the data moves (ibv_poll_cq(3); the C program
     // man_local_protection.c checks it).
     let mut too_many_sges = good.clone();
-    too_many_sges.sg_list = vec![sge(&buf, 0, 1); 3];
+    too_many_sges.sg_list = vec![sge(&buf, 0, 1); 3].into();
     let mut too_much_inline = good.clone();
     too_much_inline.send_flags = SendFlags::INLINE;
-    too_much_inline.sg_list = vec![sge(&buf, 0, 65)];
+    too_much_inline.sg_list = vec![sge(&buf, 0, 65)].into();
     let mut atomic_wrong_len = SendWr::new(9, WrOpcode::AtomicFetchAndAdd);
-    atomic_wrong_len.sg_list = vec![sge(&buf, 0, 4)];
+    atomic_wrong_len.sg_list = vec![sge(&buf, 0, 4)].into();
     for (bad, what) in [
         (too_many_sges, "exceeds max_send_sge"),
         (too_much_inline, "exceed max_inline_data"),
@@ -614,9 +614,9 @@ fn all_or_nothing_post_queues_nothing_when_one_wr_fails() {
     let qp = rc_qp(&mut hca, pd, cq, None);
     to_rts(&mut hca, qp);
     let mut good = SendWr::new(1, WrOpcode::Send);
-    good.sg_list = vec![sge(&buf, 0, 16)];
+    good.sg_list = vec![sge(&buf, 0, 16)].into();
     let mut bad = good.clone();
-    bad.sg_list = vec![sge(&buf, 0, 1); 3];
+    bad.sg_list = vec![sge(&buf, 0, 1); 3].into();
     // SAFETY: no inline data.
     let err = unsafe { hca.post_send_all_or_nothing(qp, &[good.clone(), bad]) }.unwrap_err();
     assert_eq!((err.index, err.error.errno()), (1, libc::EINVAL));
@@ -692,7 +692,7 @@ fn srq_attached_qp_refuses_post_recv_and_raises_last_wqe_reached_in_err() {
     to_rts(&mut hca, qp);
     let wr = RecvWr {
         wr_id: 1,
-        sg_list: vec![sge(&buf, 0, 8)],
+        sg_list: vec![sge(&buf, 0, 8)].into(),
     };
     let err = hca.post_recv(qp, std::slice::from_ref(&wr)).unwrap_err();
     assert_eq!(err.error.errno(), libc::EINVAL);
@@ -855,7 +855,7 @@ fn resize_cq_cannot_drop_held_completions() {
     to_rts(&mut hca, qp);
     let wr = RecvWr {
         wr_id: 1,
-        sg_list: vec![sge(&buf, 0, 8)],
+        sg_list: vec![sge(&buf, 0, 8)].into(),
     };
     hca.post_recv(qp, &[wr.clone(), wr.clone(), wr]).unwrap();
     to_err(&mut hca, qp);

@@ -94,7 +94,7 @@ impl Xrc {
         let (srq, sge) = (self.b_srq, self.b_mem.sge(off, len));
         let recv = RecvWr {
             wr_id,
-            sg_list: vec![sge],
+            sg_list: vec![sge].into(),
         };
         self.fabric
             .node_mut(self.b)
@@ -128,7 +128,7 @@ fn a_send_survives_loss_and_lands_in_the_named_srq() {
     let data = pattern(5, 3000);
     x.a_mem.write(0, &data);
     let mut wr = SendWr::new(1, WrOpcode::Send);
-    wr.sg_list = vec![x.a_mem.sge(0, 3000)];
+    wr.sg_list = vec![x.a_mem.sge(0, 3000)].into();
     wr.xrc_remote_srqn = x.b_srqn;
     x.post(wr);
     let a = x.completions(false, 1);
@@ -150,7 +150,7 @@ fn read_and_atomics_use_the_named_srqs_pd() {
     x.b_mem.write(100, &pattern(7, 2500));
     x.b_mem.write(8192, &41u64.to_ne_bytes());
     let mut read = SendWr::new(1, WrOpcode::RdmaRead);
-    read.sg_list = vec![x.a_mem.sge(0, 2500)];
+    read.sg_list = vec![x.a_mem.sge(0, 2500)].into();
     read.rdma = RdmaTarget {
         remote_addr: x.b_mem.addr(100),
         rkey: x.b_mem.keys.rkey,
@@ -158,7 +158,7 @@ fn read_and_atomics_use_the_named_srqs_pd() {
     read.xrc_remote_srqn = x.b_srqn;
     x.post(read);
     let mut add = SendWr::new(2, WrOpcode::AtomicFetchAndAdd);
-    add.sg_list = vec![x.a_mem.sge(4096, 8)];
+    add.sg_list = vec![x.a_mem.sge(4096, 8)].into();
     add.atomic = AtomicTarget {
         remote_addr: x.b_mem.addr(8192),
         compare_add: 1,
@@ -195,7 +195,7 @@ fn an_srq_outside_the_domain_is_an_invalid_request() {
         .unwrap();
     let foreign_srqn = x.fabric.node_mut(b).srq_num(foreign).unwrap();
     let mut wr = SendWr::new(1, WrOpcode::Send);
-    wr.sg_list = vec![x.a_mem.sge(0, 8)];
+    wr.sg_list = vec![x.a_mem.sge(0, 8)].into();
     wr.xrc_remote_srqn = foreign_srqn;
     x.post(wr);
     let a = x.completions(false, 1);
@@ -214,7 +214,7 @@ fn a_write_to_a_region_outside_the_srqs_pd_is_a_remote_access_error() {
     let elsewhere = register(x.fabric.node_mut(b), other_pd, 4096, access());
     x.a_mem.write(0, b"xrc-write");
     let mut wr = SendWr::new(1, WrOpcode::RdmaWrite);
-    wr.sg_list = vec![x.a_mem.sge(0, 9)];
+    wr.sg_list = vec![x.a_mem.sge(0, 9)].into();
     wr.rdma = RdmaTarget {
         remote_addr: elsewhere.addr(0),
         rkey: elsewhere.keys.rkey,
@@ -243,7 +243,7 @@ impl Xrc {
         let srqn = h.srq_num(srq).unwrap();
         let recv = RecvWr {
             wr_id,
-            sg_list: vec![sge],
+            sg_list: vec![sge].into(),
         };
         h.post_srq_recv(srq, &[recv]).unwrap();
         (srq, srqn, cq)
@@ -356,7 +356,7 @@ fn an_xrc_target_entering_err_raises_last_wqe_reached() {
     // An invalid request moves a target to ERR too: its QP_REQ_ERR, then LAST_WQE_REACHED.
     let mut x = Xrc::new(10);
     let mut wr = SendWr::new(1, WrOpcode::Send);
-    wr.sg_list = vec![x.a_mem.sge(0, 8)];
+    wr.sg_list = vec![x.a_mem.sge(0, 8)].into();
     wr.xrc_remote_srqn = 0x00ab_cdef;
     x.post(wr);
     assert_eq!(x.completions(false, 1)[0].status, WcStatus::RemInvReqErr);
@@ -501,7 +501,7 @@ fn a_target_reset_mid_message_gives_the_receive_back_to_its_srq() {
     );
     for (wr_id, off) in [(7, 0), (8, 64)] {
         let mut wr = SendWr::new(wr_id, WrOpcode::Send);
-        wr.sg_list = vec![x.a_mem.sge(off, 64)];
+        wr.sg_list = vec![x.a_mem.sge(off, 64)].into();
         wr.xrc_remote_srqn = x.b_srqn;
         x.post(wr);
     }

@@ -50,7 +50,7 @@ impl End {
     fn send(&mut self, bytes: &[u8]) -> Result<(), BoxError> {
         self.mr.write(64, bytes)?;
         let mut wr = SendWr::new(1, WrOpcode::Send);
-        wr.sg_list = vec![self.mr.slice(64..64 + bytes.len())?];
+        wr.sg_list = vec![self.mr.slice(64..64 + bytes.len())?].into();
         // SAFETY: as above; the send half is rewritten only after the peer answered, so
         // after this send completed.
         unsafe { self.conn.qp().post_send(&[wr])? };

@@ -123,7 +123,7 @@ fn atomic(
     swap: u64,
 ) -> Result<SendWr, BoxError> {
     let mut wr = SendWr::new(slot as u64, opcode);
-    wr.sg_list = vec![results.slice(slot..slot + 8)?];
+    wr.sg_list = vec![results.slice(slot..slot + 8)?].into();
     // The rkey travels out of band in real programs; here both devices are ours.
     wr.atomic = AtomicTarget {
         remote_addr,

@@ -56,7 +56,7 @@ fn open(ip: &str) -> Result<(Side, softroce_verbs::PreparedQueuePair), BoxError>
 /// Send the second half of the buffer as one message.
 fn send(qp: &QueuePair, side: &Side) -> Result<(), BoxError> {
     let mut wr = SendWr::new(1, WrOpcode::Send);
-    wr.sg_list = vec![side.mr.slice(SIZE..2 * SIZE)?];
+    wr.sg_list = vec![side.mr.slice(SIZE..2 * SIZE)?].into();
     unsafe { qp.post_send(&[wr])? };
     Ok(())
 }

@@ -94,7 +94,7 @@ fn visitor() -> Result<(), BoxError> {
 
     // READ the notice: remote bytes 0..len(NOTICE) land in our local buffer.
     let mut read = SendWr::new(1, WrOpcode::RdmaRead);
-    read.sg_list = vec![local.slice(0..NOTICE.len())?];
+    read.sg_list = vec![local.slice(0..NOTICE.len())?].into();
     read.rdma = RdmaTarget {
         remote_addr: addr,
         rkey,
@@ -115,7 +115,7 @@ fn visitor() -> Result<(), BoxError> {
     }
     local.write(2048, REPLY)?;
     let mut write = SendWr::new(2, WrOpcode::RdmaWrite);
-    write.sg_list = vec![local.slice(2048..2048 + REPLY.len())?];
+    write.sg_list = vec![local.slice(2048..2048 + REPLY.len())?].into();
     write.rdma = RdmaTarget {
         remote_addr: addr + 1024,
         rkey,
@@ -132,7 +132,7 @@ fn visitor() -> Result<(), BoxError> {
 
     // A key the board never handed out: its device refuses, and our QP goes to ERR.
     let mut bad = SendWr::new(3, WrOpcode::RdmaRead);
-    bad.sg_list = vec![local.slice(0..8)?];
+    bad.sg_list = vec![local.slice(0..8)?].into();
     bad.rdma = RdmaTarget {
         remote_addr: addr,
         rkey: rkey ^ 0x5a5a,

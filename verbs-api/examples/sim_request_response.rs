@@ -55,7 +55,7 @@ fn upper_case_service(client: &Context, server: &Context) -> Result<(), BoxError
         }
         cbuf.write(0, word.as_bytes())?;
         let mut request = SendWr::new(2, WrOpcode::Send);
-        request.sg_list = vec![cbuf.slice(0..word.len())?];
+        request.sg_list = vec![cbuf.slice(0..word.len())?].into();
         // SAFETY: as above.
         unsafe { cqp.post_send(&[request])? };
 
@@ -67,7 +67,7 @@ fn upper_case_service(client: &Context, server: &Context) -> Result<(), BoxError
         sbuf.read(64, &mut text)?;
         sbuf.write(0, &text.to_ascii_uppercase())?;
         let mut reply = SendWr::new(3, WrOpcode::Send);
-        reply.sg_list = vec![sbuf.slice(0..text.len())?];
+        reply.sg_list = vec![sbuf.slice(0..text.len())?].into();
         // SAFETY: as above.
         unsafe { sqp.post_send(&[reply])? };
         let sent = scq.poll_wait(1, Duration::from_secs(5))?;

@@ -167,7 +167,7 @@ fn deliver(from: &End, to: &mut Receiver, seq: u64) -> Result<u32, BoxError> {
     for attempt in 1..=ATTEMPTS {
         from.mr.write(2048, &seq.to_le_bytes())?;
         let mut wr = SendWr::new(seq, WrOpcode::Send);
-        wr.sg_list = vec![from.mr.slice(2048..2056)?];
+        wr.sg_list = vec![from.mr.slice(2048..2056)?].into();
         // SAFETY: `mr` lives in `from`, past the completion polled next.
         unsafe { from.qp.post_send(&[wr])? };
         let wc = from.cq.poll_wait(1, WAIT)?;

@@ -62,7 +62,7 @@ fn main() -> Result<(), BoxError> {
                 let line = format!("client {i} line {n}");
                 mr.write(n * SLOT, line.as_bytes())?;
                 let mut wr = SendWr::new(n as u64, WrOpcode::Send);
-                wr.sg_list = vec![mr.slice(n * SLOT..n * SLOT + line.len())?];
+                wr.sg_list = vec![mr.slice(n * SLOT..n * SLOT + line.len())?].into();
                 Ok(wr)
             })
             .collect::<Result<_, BoxError>>()?;

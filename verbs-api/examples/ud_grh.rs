@@ -50,7 +50,7 @@ fn main() -> Result<(), BoxError> {
     // The client knows the server's address and QPN (a well-known service).
     cmr.write(1024, REQUEST)?;
     let mut request = SendWr::new(2, WrOpcode::Send);
-    request.sg_list = vec![cmr.slice(1024..1024 + REQUEST.len())?];
+    request.sg_list = vec![cmr.slice(1024..1024 + REQUEST.len())?].into();
     request.ud = Some(cq.ud_target(se, QKEY)?);
     unsafe { cq.post_send(&[request])? };
 
@@ -83,7 +83,7 @@ fn main() -> Result<(), BoxError> {
     let answer = b"it is noon";
     smr.write(2048, answer)?;
     let mut reply = SendWr::new(3, WrOpcode::Send);
-    reply.sg_list = vec![smr.slice(2048..2048 + answer.len())?];
+    reply.sg_list = vec![smr.slice(2048..2048 + answer.len())?].into();
     reply.ud = Some(sq.ud_target(sender, QKEY)?);
     unsafe { sq.post_send(&[reply])? };
     expect(&scq, WcOpcode::Send)?;

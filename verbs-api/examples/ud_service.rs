@@ -52,7 +52,7 @@ fn send(
 ) -> Result<(), BoxError> {
     mr.write(256, msg)?;
     let mut wr = SendWr::new(2, WrOpcode::Send);
-    wr.sg_list = vec![mr.slice(256..256 + msg.len())?];
+    wr.sg_list = vec![mr.slice(256..256 + msg.len())?].into();
     wr.ud = Some(wr_ud);
     // SAFETY: the region outlives the completion polled below.
     unsafe { qp.post_send(&[wr])? };

@@ -649,7 +649,7 @@ impl SharedReceiveQueue {
     pub unsafe fn post_receive(&self, sges: &[Sge], wr_id: u64) -> Result<()> {
         let wr = RecvWr {
             wr_id,
-            sg_list: sges.to_vec(),
+            sg_list: sges.into(),
         };
         // SAFETY: forwarded contract.
         unsafe { self.pd.dev.post_srq_recv(self.srq, &[wr]) }

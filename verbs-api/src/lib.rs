@@ -46,7 +46,7 @@
 //!     unsafe {
 //!         qb.post_receive(&[dst.slice(0..64)?], 1)?;
 //!         let mut wr = softroce_verbs::SendWr::new(2, softroce_verbs::WrOpcode::Send);
-//!         wr.sg_list = vec![src.slice(0..5)?];
+//!         wr.sg_list = vec![src.slice(0..5)?].into();
 //!         qa.post_send(&[wr])?;
 //!     }
 //!     // Waits in virtual time: the retransmissions after the partition cost no wall time.
@@ -86,7 +86,7 @@ pub use qp::{PreparedQueuePair, QueuePair, QueuePairBuilder, QueuePairEndpoint};
 pub use softroce_emu::core::{
     AccessFlags, AsyncEvent, AtomicTarget, Counters, DEVICE_ATOMIC_WRITE, DeviceAttr, EventElement,
     EventType, MwBind, MwType, PortAttr, QpAttr, QpAttrMask, QpCap, QpState, QpType, RdmaTarget,
-    RecvWr, SendFlags, SendWr, Sge, UdTarget, VendorErr, WcFlags, WcOpcode, WcStatus,
+    RecvWr, SendFlags, SendWr, SgList, Sge, UdTarget, VendorErr, WcFlags, WcOpcode, WcStatus,
     WorkCompletion, WrOpcode,
 };
 /// The 40-byte area at the start of every UD receive buffer: what it says about the sender.

@@ -317,7 +317,7 @@ impl PreparedQueuePair {
     pub unsafe fn post_receive(&self, sges: &[Sge], wr_id: u64) -> Result<()> {
         let wr = RecvWr {
             wr_id,
-            sg_list: sges.to_vec(),
+            sg_list: sges.into(),
         };
         // SAFETY: forwarded contract.
         unsafe { self.post_receives(&[wr]) }
@@ -519,7 +519,7 @@ impl QueuePair {
     pub unsafe fn post_receive(&self, sges: &[Sge], wr_id: u64) -> Result<()> {
         let wr = RecvWr {
             wr_id,
-            sg_list: sges.to_vec(),
+            sg_list: sges.into(),
         };
         // SAFETY: forwarded contract.
         unsafe { self.inner.dev.post_recv(self.inner.qp, &[wr]) }

@@ -49,7 +49,7 @@
 //! unsafe {
 //!     qb.post_receive(&[dst.slice(0..64)?], 1)?;
 //!     let mut wr = SendWr::new(2, WrOpcode::Send);
-//!     wr.sg_list = vec![src.slice(0..5)?];
+//!     wr.sg_list = vec![src.slice(0..5)?].into();
 //!     qa.post_send(&[wr])?;
 //! }
 //! let wc = cb.next().await?; // sleeps in the reactor until the receive completes

@@ -33,7 +33,7 @@ fn raw_registration_of_caller_memory_receives_a_send() {
     unsafe {
         qb.post_receive(&[raw.slice(0..64).unwrap()], 5).unwrap();
         let mut wr = SendWr::new(6, WrOpcode::Send);
-        wr.sg_list = vec![src.slice(0..18).unwrap()];
+        wr.sg_list = vec![src.slice(0..18).unwrap()].into();
         qa.post_send(&[wr]).unwrap();
     }
     let wc = cb.poll_wait(1, Duration::from_secs(5)).unwrap();
@@ -54,12 +54,12 @@ fn posting_several_receives_reports_the_index_of_the_first_bad_one() {
     let mr = pd.allocate(64).unwrap();
     let good = RecvWr {
         wr_id: 1,
-        sg_list: vec![mr.slice(0..32).unwrap()],
+        sg_list: vec![mr.slice(0..32).unwrap()].into(),
     };
     let mut bad = good.clone();
     bad.wr_id = 2;
     // More SGEs than the QP takes (lkeys are checked when a message lands, not here).
-    bad.sg_list = vec![mr.slice(0..1).unwrap(); 64];
+    bad.sg_list = vec![mr.slice(0..1).unwrap(); 64].into();
     // SAFETY: `mr` outlives the QP (dropped after it at the end of the test).
     let err = unsafe { qp.post_receives(&[good.clone(), bad, good]) }.unwrap_err();
     assert_eq!(err.bad_wr(), Some(1), "{err}");
@@ -106,7 +106,7 @@ fn a_burst_of_writes_lands_even_when_the_poster_never_calls_another_verb() {
     src.write(0, &bytes).unwrap();
     for i in 0..WRITES {
         let mut wr = SendWr::new(i as u64, WrOpcode::RdmaWrite);
-        wr.sg_list = vec![src.slice(i..i + 1).unwrap()];
+        wr.sg_list = vec![src.slice(i..i + 1).unwrap()].into();
         wr.rdma.remote_addr = dst.addr(i);
         wr.rdma.rkey = dst.rkey();
         // Only the last one is signaled: nothing needs a poll in between.

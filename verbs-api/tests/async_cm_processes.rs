@@ -97,7 +97,7 @@ async fn send(
 ) -> Result<Vec<u8>, BoxError> {
     end.mr.write(64, text)?;
     let mut wr = SendWr::new(1, WrOpcode::Send);
-    wr.sg_list = vec![end.mr.slice(64..64 + text.len())?];
+    wr.sg_list = vec![end.mr.slice(64..64 + text.len())?].into();
     // SAFETY: the buffer outlives the completion awaited below.
     unsafe { conn.qp().post_send(&[wr])? };
     let mut received = Vec::new();

@@ -65,7 +65,7 @@ fn post_recv(side: &Side, slot: usize) -> Result<(), BoxError> {
 /// A SEND of `len` bytes from slot `slot` of `side`'s memory, with wr_id `id`.
 fn send_wr(side: &Side, slot: usize, len: usize, id: u64) -> Result<SendWr, BoxError> {
     let mut wr = SendWr::new(id, WrOpcode::Send);
-    wr.sg_list = vec![side.mr.slice(slot * 64..slot * 64 + len)?];
+    wr.sg_list = vec![side.mr.slice(slot * 64..slot * 64 + len)?].into();
     Ok(wr)
 }
 

@@ -72,7 +72,7 @@ async fn serve(ip: &str) -> Result<(), BoxError> {
         unsafe { qp.post_receive(&[mr.slice(0..64)?], 0)? };
         mr.write(64, &text.to_ascii_uppercase())?;
         let mut reply = SendWr::new(1, WrOpcode::Send);
-        reply.sg_list = vec![mr.slice(64..64 + text.len())?];
+        reply.sg_list = vec![mr.slice(64..64 + text.len())?].into();
         unsafe { qp.post_send(&[reply])? };
         echoed += 1;
     }
@@ -132,7 +132,7 @@ async fn talk_to(ip: &str, child: &mut std::process::Child) -> Result<(), BoxErr
         unsafe { qp.post_receive(&[mr.slice(0..64)?], 0)? };
         mr.write(64, text.as_bytes())?;
         let mut wr = SendWr::new(1, WrOpcode::Send);
-        wr.sg_list = vec![mr.slice(64..64 + text.len())?];
+        wr.sg_list = vec![mr.slice(64..64 + text.len())?].into();
         // SAFETY: as above.
         unsafe { qp.post_send(&[wr])? };
         let (mut sent, mut replied) = (false, false);

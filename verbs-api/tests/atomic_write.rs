@@ -33,7 +33,7 @@ fn a_client_publishes_eight_bytes_into_a_server_region_with_one_atomic_write() {
 
     src.write(0, &0xFEED_F00D_u64.to_ne_bytes()).unwrap();
     let mut wr = SendWr::new(5, WrOpcode::AtomicWrite);
-    wr.sg_list = vec![src.slice(0..8).unwrap()];
+    wr.sg_list = vec![src.slice(0..8).unwrap()].into();
     wr.rdma = RdmaTarget {
         remote_addr: board.addr(16),
         rkey: board.rkey(),

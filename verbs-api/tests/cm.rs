@@ -37,7 +37,7 @@ fn endpoint(ctx: &Context) -> (Endpoint, softroce_verbs::PreparedQueuePair) {
 fn send_and_receive(conn: &Connection, ep: &Endpoint, msg: &[u8; 16]) -> Vec<u8> {
     ep.mr.write(32, msg).unwrap();
     let mut wr = SendWr::new(2, WrOpcode::Send);
-    wr.sg_list = vec![ep.mr.slice(32..48).unwrap()];
+    wr.sg_list = vec![ep.mr.slice(32..48).unwrap()].into();
     // SAFETY: the buffer stays registered until the completion is polled below.
     unsafe { conn.qp().post_send(&[wr]).unwrap() };
     let wcs = ep.cq.poll_wait(2, WAIT).unwrap();
@@ -73,7 +73,7 @@ fn a_client_connects_exchanges_data_and_disconnects_and_both_sides_see_it() {
             ep.mr.read(0, &mut first).unwrap();
             ep.mr.write(32, &first).unwrap();
             let mut wr = SendWr::new(2, WrOpcode::Send);
-            wr.sg_list = vec![ep.mr.slice(32..48).unwrap()];
+            wr.sg_list = vec![ep.mr.slice(32..48).unwrap()].into();
             // SAFETY: the buffer stays registered until the completion is polled below.
             unsafe { conn.qp().post_send(&[wr]).unwrap() };
             assert_eq!(
@@ -213,7 +213,7 @@ fn twenty_percent_loss_on_cm_traffic_still_connects_exactly_once_and_data_flows(
             .unwrap_or_else(|e| panic!("round {i}: {e}"));
         ep.mr.write(32, &[i as u8; 16]).unwrap();
         let mut wr = SendWr::new(2, WrOpcode::Send);
-        wr.sg_list = vec![ep.mr.slice(32..48).unwrap()];
+        wr.sg_list = vec![ep.mr.slice(32..48).unwrap()].into();
         // SAFETY: the buffer stays registered until the completion is polled below.
         unsafe { conn.qp().post_send(&[wr]).unwrap() };
         assert_eq!(

@@ -53,7 +53,7 @@ fn ud(ctx: &Context) -> Ud {
 fn send(from: &Ud, target: softroce_verbs::UdTarget, msg: &[u8]) {
     from.mr.write(512, msg).unwrap();
     let mut wr = SendWr::new(9, WrOpcode::Send);
-    wr.sg_list = vec![from.mr.slice(512..512 + msg.len()).unwrap()];
+    wr.sg_list = vec![from.mr.slice(512..512 + msg.len()).unwrap()].into();
     wr.ud = Some(target);
     // SAFETY: the region outlives the completion polled below.
     unsafe { from.qp.post_send(&[wr]).unwrap() };

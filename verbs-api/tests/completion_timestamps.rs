@@ -64,7 +64,7 @@ fn on_the_simulator_a_send_and_its_receive_are_stamped_with_the_virtual_time_the
         "the raw clock is virtual time"
     );
     let mut wr = SendWr::new(1, WrOpcode::Send);
-    wr.sg_list = vec![ma.slice(0..64).unwrap()];
+    wr.sg_list = vec![ma.slice(0..64).unwrap()].into();
     // SAFETY: both regions outlive the completions polled below.
     unsafe {
         qb.post_receive(&[mb.slice(0..64).unwrap()], 2).unwrap();
@@ -99,7 +99,7 @@ fn on_the_emulator_timestamps_rise_and_lie_between_raw_clock_readings() {
     let wrs: Vec<SendWr> = (0..4)
         .map(|i| {
             let mut wr = SendWr::new(i, WrOpcode::RdmaWrite);
-            wr.sg_list = vec![src.slice(64 * i as usize..64 * (i as usize + 1)).unwrap()];
+            wr.sg_list = vec![src.slice(64 * i as usize..64 * (i as usize + 1)).unwrap()].into();
             wr.rdma = RdmaTarget {
                 remote_addr: dst.addr(64 * i as usize),
                 rkey: dst.rkey(),

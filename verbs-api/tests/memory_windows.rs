@@ -30,7 +30,7 @@ fn write(
 ) -> WcStatus {
     src.write(0, data).unwrap();
     let mut wr = SendWr::new(1, WrOpcode::RdmaWrite);
-    wr.sg_list = vec![src.slice(0..data.len()).unwrap()];
+    wr.sg_list = vec![src.slice(0..data.len()).unwrap()].into();
     wr.rdma = RdmaTarget {
         remote_addr: raddr,
         rkey,
@@ -120,7 +120,7 @@ fn a_window_opens_only_its_range_and_is_taken_back() {
     assert_eq!(&got[..4], b"zero");
     let inbox = ps.allocate(64).unwrap();
     let mut inv = SendWr::new(4, WrOpcode::SendWithInv);
-    inv.sg_list = vec![src.slice(0..4).unwrap()];
+    inv.sg_list = vec![src.slice(0..4).unwrap()].into();
     inv.invalidate_rkey = key2;
     // SAFETY: both regions outlive the completions polled below.
     unsafe {

@@ -63,7 +63,7 @@ fn story(
         smr.write(64 * usize::from(i), &[i; 64])?;
         let mut wr = SendWr::new(u64::from(i), WrOpcode::Send);
         let at = 64 * usize::from(i);
-        wr.sg_list = vec![smr.slice(at..at + 64)?];
+        wr.sg_list = vec![smr.slice(at..at + 64)?].into();
         wr.ud = Some(target);
         // SAFETY: the region outlives the completion polled below.
         unsafe { sq.post_send(&[wr])? };

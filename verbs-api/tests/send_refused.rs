@@ -63,7 +63,7 @@ fn a_ud_send_the_host_refuses_completes_in_error_and_is_counted() -> Result<(), 
     )?;
     let wr = |id: u64, to| -> Result<SendWr, BoxError> {
         let mut wr = SendWr::new(id, WrOpcode::Send);
-        wr.sg_list = vec![mr.slice(0..64)?];
+        wr.sg_list = vec![mr.slice(0..64)?].into();
         wr.ud = Some(to);
         Ok(wr)
     };

@@ -97,7 +97,7 @@ fn one_message(c: &End, s: &End) -> Result<(), BoxError> {
     unsafe {
         s.conn.qp().post_receive(&[dst.slice(0..16)?], 1)?;
         let mut wr = SendWr::new(2, WrOpcode::Send);
-        wr.sg_list = vec![src.slice(0..11)?];
+        wr.sg_list = vec![src.slice(0..11)?].into();
         c.conn.qp().post_send(&[wr])?;
     }
     let got = s.cq.poll_wait(1, PATIENCE)?;
@@ -345,7 +345,7 @@ fn ud_resolution_survives_loss_across_seeds() {
         unsafe {
             sqp.post_receive(&[dst.slice(0..64)?], 1)?;
             let mut wr = SendWr::new(2, WrOpcode::Send);
-            wr.sg_list = vec![src.slice(0..7)?];
+            wr.sg_list = vec![src.slice(0..7)?].into();
             wr.ud = Some(peer.target());
             cqp.post_send(&[wr])?;
         }

@@ -100,7 +100,7 @@ fn ship_logs(fabric: &Fabric, reuse: Reuse) -> Result<(), BoxError> {
         let link = &run.link;
         link.ma.write(slot * RECORD, &record)?;
         let mut wr = SendWr::new(seq, WrOpcode::Send);
-        wr.sg_list = vec![link.ma.slice(slot * RECORD..(slot + 1) * RECORD)?];
+        wr.sg_list = vec![link.ma.slice(slot * RECORD..(slot + 1) * RECORD)?].into();
         // SAFETY: `ma` outlives the QP. (Reusing the slot early breaks the *data*
         // contract, not memory safety: the region stays allocated.)
         unsafe { link.qa.post_send(&[wr])? };
@@ -200,7 +200,7 @@ fn a_send_into_a_partition_fails_with_retry_exceeded_after_the_retries_in_virtua
 
     let start = fabric.now();
     let mut wr = SendWr::new(1, WrOpcode::Send);
-    wr.sg_list = vec![link.ma.slice(0..64).unwrap()];
+    wr.sg_list = vec![link.ma.slice(0..64).unwrap()].into();
     // SAFETY: `ma` outlives the completion polled below.
     unsafe { link.qa.post_send(&[wr]).unwrap() };
     let wc = link.ca.poll_wait(1, Duration::from_secs(10)).unwrap();
@@ -232,7 +232,7 @@ fn three_devices_with_loss_a_partition_at_two_seconds_and_a_cq_overrun_each_show
     let bc = connect(&b, &c, 14, 7).unwrap();
     let send = |qp: &QueuePair, mr: &MemoryRegion, id| {
         let mut wr = SendWr::new(id, WrOpcode::Send);
-        wr.sg_list = vec![mr.slice(0..32).unwrap()];
+        wr.sg_list = vec![mr.slice(0..32).unwrap()].into();
         // SAFETY: the regions live in the links, past every completion.
         unsafe { qp.post_send(&[wr]).unwrap() };
     };
@@ -314,7 +314,7 @@ fn a_slow_distant_link_delays_a_send_by_its_serialization_and_latency_in_virtual
     let link = connect(&a, &b, 20, 7).unwrap();
     let start = fabric.now();
     let mut wr = SendWr::new(1, WrOpcode::Send);
-    wr.sg_list = vec![link.ma.slice(0..4096).unwrap()];
+    wr.sg_list = vec![link.ma.slice(0..4096).unwrap()].into();
     // SAFETY: both regions outlive the completions polled below.
     unsafe {
         link.qb

@@ -73,7 +73,7 @@ impl End {
         let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         self.send.write(0, &bytes)?;
         let mut wr = SendWr::new(id, WrOpcode::Send);
-        wr.sg_list = vec![self.send.slice(0..bytes.len())?];
+        wr.sg_list = vec![self.send.slice(0..bytes.len())?].into();
         // SAFETY: `send` outlives the QP; nothing writes it again before this completes.
         unsafe { self.qp.post_send(&[wr])? };
         Ok(())

@@ -53,7 +53,7 @@ fn story(initiator: &Context, target: &Context) -> Result<(), BoxError> {
         let at = 64 * wr_id as usize;
         imr.write(at, text)?;
         let mut wr = SendWr::new(wr_id, WrOpcode::Send);
-        wr.sg_list = vec![imr.slice(at..at + text.len())?];
+        wr.sg_list = vec![imr.slice(at..at + text.len())?].into();
         wr.xrc_remote_srqn = srq_nums[srq].unwrap_or_default();
         // SAFETY: the region outlives the completion polled below.
         unsafe { iqp.post_send(&[wr])? };

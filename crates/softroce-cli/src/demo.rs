@@ -101,7 +101,7 @@ fn demo(args: &DemoArgs) -> anyhow::Result<()> {
     // SAFETY: `mb` and `ma` outlive every work request below; each is polled before reuse.
     unsafe { qb.post_receive(&[mb.slice(0..8192)?], 1)? };
     let mut wr = SendWr::new(1, WrOpcode::Send);
-    wr.sg_list = vec![ma.slice(0..msg.len())?];
+    wr.sg_list = vec![ma.slice(0..msg.len())?].into();
     // SAFETY: as above.
     unsafe { qa.post_send(&[wr])? };
     one(&cqa, "RC SEND")?;
@@ -122,7 +122,7 @@ fn demo(args: &DemoArgs) -> anyhow::Result<()> {
     unsafe { qb.post_receive(&[mb.slice(0..16)?], 2)? };
     ma.write(4096, &[7u8; 3000])?;
     let mut wr = SendWr::new(2, WrOpcode::RdmaWriteWithImm);
-    wr.sg_list = vec![ma.slice(4096..7096)?];
+    wr.sg_list = vec![ma.slice(4096..7096)?].into();
     wr.rdma = RdmaTarget {
         remote_addr: mb.addr(20_000),
         rkey: mb.rkey(),
@@ -146,7 +146,7 @@ fn demo(args: &DemoArgs) -> anyhow::Result<()> {
 
     mb.write(30_000, b"remote bytes READ back by A")?;
     let mut wr = SendWr::new(3, WrOpcode::RdmaRead);
-    wr.sg_list = vec![ma.slice(40_000..40_027)?];
+    wr.sg_list = vec![ma.slice(40_000..40_027)?].into();
     wr.rdma = RdmaTarget {
         remote_addr: mb.addr(30_000),
         rkey: mb.rkey(),
@@ -161,7 +161,7 @@ fn demo(args: &DemoArgs) -> anyhow::Result<()> {
 
     mb.write(48_000, &41u64.to_ne_bytes())?;
     let mut wr = SendWr::new(4, WrOpcode::AtomicFetchAndAdd);
-    wr.sg_list = vec![ma.slice(48_000..48_008)?];
+    wr.sg_list = vec![ma.slice(48_000..48_008)?].into();
     wr.atomic = AtomicTarget {
         remote_addr: mb.addr(48_000),
         compare_add: 1,
@@ -172,7 +172,7 @@ fn demo(args: &DemoArgs) -> anyhow::Result<()> {
     unsafe { qa.post_send(&[wr])? };
     one(&cqa, "FETCH_ADD")?;
     let mut wr = SendWr::new(5, WrOpcode::AtomicCmpAndSwp);
-    wr.sg_list = vec![ma.slice(48_008..48_016)?];
+    wr.sg_list = vec![ma.slice(48_008..48_016)?].into();
     wr.atomic = AtomicTarget {
         remote_addr: mb.addr(48_000),
         compare_add: 42,
@@ -197,7 +197,7 @@ fn demo(args: &DemoArgs) -> anyhow::Result<()> {
     unsafe { _ub.post_receive(&[mb.slice(0..40 + 256)?], 6)? };
     ma.write(0, &[0x55; 256])?;
     let mut wr = SendWr::new(6, WrOpcode::Send);
-    wr.sg_list = vec![ma.slice(0..256)?];
+    wr.sg_list = vec![ma.slice(0..256)?].into();
     wr.ud = Some(ua.ud_target(ueb, 0x1111_1111)?);
     // SAFETY: as above.
     unsafe { ua.post_send(&[wr])? };
@@ -235,7 +235,7 @@ fn demo(args: &DemoArgs) -> anyhow::Result<()> {
     }
     for (i, (x, _)) in pairs.iter().enumerate() {
         let mut wr = SendWr::new(10 + i as u64, WrOpcode::Send);
-        wr.sg_list = vec![ma.slice(0..100)?];
+        wr.sg_list = vec![ma.slice(0..100)?].into();
         // SAFETY: as above.
         unsafe { x.post_send(&[wr])? };
     }
@@ -266,7 +266,7 @@ fn demo(args: &DemoArgs) -> anyhow::Result<()> {
     // SAFETY: as above.
     unsafe { y.post_receive(&[mb.slice(0..64)?], 7)? };
     let mut wr = SendWr::new(7, WrOpcode::Send);
-    wr.sg_list = vec![ma.slice(0..10)?];
+    wr.sg_list = vec![ma.slice(0..10)?].into();
     wr.send_flags = SendFlags::SIGNALED | SendFlags::SOLICITED;
     // SAFETY: as above.
     unsafe { x.post_send(&[wr])? };
@@ -300,7 +300,7 @@ fn demo(args: &DemoArgs) -> anyhow::Result<()> {
         // SAFETY: as above.
         unsafe { y.post_receive(&[mb.slice(0..64)?], i)? };
         let mut wr = SendWr::new(i, WrOpcode::Send);
-        wr.sg_list = vec![ma.slice(0..8)?];
+        wr.sg_list = vec![ma.slice(0..8)?].into();
         // SAFETY: as above.
         unsafe { x.post_send(&[wr])? };
     }

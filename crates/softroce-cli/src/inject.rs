@@ -159,7 +159,7 @@ impl Pair {
 
     fn send(&self, wr_id: u64, op: WrOpcode) -> anyhow::Result<()> {
         let mut wr = SendWr::new(wr_id, op);
-        wr.sg_list = vec![self.ma.slice(0..64)?];
+        wr.sg_list = vec![self.ma.slice(0..64)?].into();
         wr.rdma.remote_addr = self.mb.addr(0);
         wr.rdma.rkey = self.mb.rkey();
         // SAFETY: `ma` lives as long as the pair; sends complete or are flushed first.

@@ -792,7 +792,7 @@ fn request(
         fill(mr, 0, size, seed)?;
     }
     let mut wr = SendWr::new(1000 + u64::from(seed), op.wr_opcode());
-    wr.sg_list = vec![mr.slice(0..size)?];
+    wr.sg_list = vec![mr.slice(0..size)?].into();
     if size == 0 {
         wr.sg_list.clear();
     }
@@ -871,7 +871,7 @@ fn request_refused(
         fill(mr, 0, size, seed)?;
     }
     let mut wr = SendWr::new(1000 + u64::from(seed), op.wr_opcode());
-    wr.sg_list = vec![mr.slice(0..size)?];
+    wr.sg_list = vec![mr.slice(0..size)?].into();
     wr.rdma.rkey = rkey;
     let (remote_addr, what) = match (op, size) {
         (Op::RcMwWriteOutside, 1) => (start - 1, "a WRITE of the byte before the window"),

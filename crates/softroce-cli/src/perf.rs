@@ -17,7 +17,7 @@ use anyhow::{Context as _, anyhow, bail, ensure};
 use clap::{Args, ValueEnum};
 use softroce_verbs::{
     CompletionQueue, Context, MemoryRegion, Mtu, QpCap, QpType, QueuePair, QueuePairEndpoint,
-    RdmaTarget, RecvWr, SendFlags, SendWr, WrOpcode,
+    RdmaTarget, RecvWr, SendFlags, SendWr, SgList, WrOpcode,
 };
 use softroce_wire::ROCE_V2_PORT;
 
@@ -309,7 +309,7 @@ fn requester_bw(
             size
         };
         let mut wr = SendWr::new(i, op);
-        wr.sg_list = vec![side.mr.slice(slot..slot + len)?];
+        wr.sg_list = SgList::from_slice(&[side.mr.slice(slot..slot + len)?]);
         wr.rdma = RdmaTarget {
             remote_addr: remote.addr + slot as u64,
             rkey: remote.rkey,
@@ -389,7 +389,7 @@ fn receiver_bw(side: &Side, size: usize, iters: u64, depth: usize) -> anyhow::Re
         let slot = side.slot_offset(q, k, depth);
         let wr = RecvWr {
             wr_id: (q * depth + k) as u64,
-            sg_list: vec![side.mr.slice(slot..slot + size)?],
+            sg_list: SgList::from_slice(&[side.mr.slice(slot..slot + size)?]),
         };
         // SAFETY: the region outlives the run; receives complete before it ends or the
         // QPs are destroyed first.
@@ -438,10 +438,10 @@ fn pingpong(
     let sge = side.mr.slice(0..size)?;
     let recv = RecvWr {
         wr_id: 0,
-        sg_list: vec![sge],
+        sg_list: SgList::from_slice(&[sge]),
     };
     let mut send = SendWr::new(1, WrOpcode::Send);
-    send.sg_list = vec![sge];
+    send.sg_list = SgList::from_slice(&[sge]);
     // Unsignaled sends: only arrivals complete, so every wait is one message.
     send.send_flags = if size <= 64 {
         SendFlags::INLINE
@@ -775,11 +775,11 @@ fn in_process_latency(a: &Side, b: &Side, iters: u64) -> anyhow::Result<Duration
     let setup = |s: &Side| -> anyhow::Result<(SendWr, RecvWr)> {
         let sge = s.mr.slice(0..8)?;
         let mut wr = SendWr::new(1, WrOpcode::Send);
-        wr.sg_list = vec![sge];
+        wr.sg_list = SgList::from_slice(&[sge]);
         wr.send_flags = SendFlags::INLINE;
         let rw = RecvWr {
             wr_id: 0,
-            sg_list: vec![sge],
+            sg_list: SgList::from_slice(&[sge]),
         };
         for _ in 0..8 {
             // SAFETY: the region outlives the run.

@@ -370,7 +370,7 @@ fn single_qp_pingpong(
             send_mr.write(off, &pattern(iter, args.size))?;
         }
         let mut wr = SendWr::new(SEND_WRID, WrOpcode::Send);
-        wr.sg_list = vec![send_mr.slice(off..off + args.size)?];
+        wr.sg_list = vec![send_mr.slice(off..off + args.size)?].into();
         wr.ud = target;
         // SAFETY: `send_mr` lives until the end of the function, after the last poll.
         unsafe { qp.post_send(&[wr])? };
@@ -555,7 +555,7 @@ fn srq_pingpong(
             send_mr.write(off, &srq_pattern(idx, k, args.size))?;
         }
         let mut wr = SendWr::new(SEND_WRID, WrOpcode::Send);
-        wr.sg_list = vec![send_mr.slice(off..off + args.size)?];
+        wr.sg_list = vec![send_mr.slice(off..off + args.size)?].into();
         // SAFETY: `send_mr` lives until the end of the function, after the last poll.
         unsafe { qps[idx].post_send(&[wr])? };
         Ok(())

@@ -152,7 +152,7 @@ fn completion(s: &Side, what: &str, timeout: Duration) -> anyhow::Result<u32> {
 fn send(conn: &softroce_verbs::cm::Connection, s: &Side, msg: &[u8]) -> anyhow::Result<()> {
     s.mr.write(MSG, msg)?;
     let mut wr = SendWr::new(2, WrOpcode::Send);
-    wr.sg_list = vec![s.mr.slice(MSG..2 * MSG)?];
+    wr.sg_list = vec![s.mr.slice(MSG..2 * MSG)?].into();
     // SAFETY: the buffer stays registered until the completion is polled.
     unsafe { conn.qp().post_send(&[wr])? };
     Ok(())

@@ -195,7 +195,7 @@ fn requester(
                             WrOpcode::RdmaWriteWithImm
                         },
                     );
-                    wr.sg_list = vec![mr.slice(slot..slot + len)?];
+                    wr.sg_list = vec![mr.slice(slot..slot + len)?].into();
                     wr.imm_data = (i as u32).to_be();
                     wr.rdma.remote_addr =
                         write_addr + ((i as usize % WRITE_SLOTS) * MAX_LEN) as u64;
@@ -205,14 +205,14 @@ fn requester(
                 Op::Read => {
                     mr.write(slot, &vec![0u8; len])?;
                     let mut wr = SendWr::new(i, WrOpcode::RdmaRead);
-                    wr.sg_list = vec![mr.slice(slot..slot + len)?];
+                    wr.sg_list = vec![mr.slice(slot..slot + len)?].into();
                     wr.rdma.remote_addr = read_addr + (i as usize % MAX_LEN) as u64;
                     wr.rdma.rkey = read_rkey;
                     wr
                 }
                 Op::FetchAdd => {
                     let mut wr = SendWr::new(i, WrOpcode::AtomicFetchAndAdd);
-                    wr.sg_list = vec![mr.slice(slot..slot + 8)?];
+                    wr.sg_list = vec![mr.slice(slot..slot + 8)?].into();
                     wr.atomic.remote_addr = atomic_addr;
                     wr.atomic.rkey = atomic_rkey;
                     wr.atomic.compare_add = ADD;
@@ -332,7 +332,7 @@ pub(crate) fn responder(
     let recv_wr = |slot: usize| -> anyhow::Result<RecvWr> {
         Ok(RecvWr {
             wr_id: slot as u64,
-            sg_list: vec![recv.slice(slot * MAX_LEN..(slot + 1) * MAX_LEN)?],
+            sg_list: vec![recv.slice(slot * MAX_LEN..(slot + 1) * MAX_LEN)?].into(),
         })
     };
     for slot in 0..RQ_DEPTH {

@@ -101,13 +101,13 @@ fn client_half(conn: &Connection, ep: &Endpoint, what: &str) {
     let payload = [0xA5u8; 32];
     ep.mr.write(64, &payload).unwrap();
     let mut write = SendWr::new(10, WrOpcode::RdmaWrite);
-    write.sg_list = vec![ep.mr.slice(64..96).unwrap()];
+    write.sg_list = vec![ep.mr.slice(64..96).unwrap()].into();
     write.rdma.remote_addr = addr;
     write.rdma.rkey = rkey;
     post(conn, write);
     ep.mr.write(32, b"after the write!").unwrap();
     let mut send = SendWr::new(11, WrOpcode::Send);
-    send.sg_list = vec![ep.mr.slice(32..48).unwrap()];
+    send.sg_list = vec![ep.mr.slice(32..48).unwrap()].into();
     post(conn, send);
     let mut kinds = Vec::new();
     let deadline = Instant::now() + WAIT;
@@ -149,7 +149,7 @@ fn server_half(conn: &Connection, ep: &Endpoint, what: &str) {
     assert_eq!(written, [0xA5u8; 32], "{what}: the RDMA WRITE landed");
     ep.mr.write(32, b"server got 32 B!").unwrap();
     let mut send = SendWr::new(2, WrOpcode::Send);
-    send.sg_list = vec![ep.mr.slice(32..48).unwrap()];
+    send.sg_list = vec![ep.mr.slice(32..48).unwrap()].into();
     post(conn, send);
     let wcs = ep.cq.poll_wait(1, WAIT).unwrap();
     assert_eq!(wcs[0].status, WcStatus::Success, "{what}");
@@ -381,7 +381,7 @@ fn the_async_calls_work_on_the_ibverbs_backend() {
             for (conn, ep, peer) in [(&cconn, &cep, &sep), (&sconn, &sep, &cep)] {
                 ep.mr.write(32, b"sixteen bytes!!\0").unwrap();
                 let mut wr = SendWr::new(2, WrOpcode::Send);
-                wr.sg_list = vec![ep.mr.slice(32..48).unwrap()];
+                wr.sg_list = vec![ep.mr.slice(32..48).unwrap()].into();
                 post(conn, wr);
                 let wcs = peer.cq.poll_wait(1, WAIT).unwrap();
                 assert_eq!(
@@ -489,7 +489,7 @@ fn ud(ctx: &Context) -> Ud {
 fn ud_send(from: &Ud, target: UdTarget, msg: &[u8]) {
     from.mr.write(512, msg).unwrap();
     let mut wr = SendWr::new(9, WrOpcode::Send);
-    wr.sg_list = vec![from.mr.slice(512..512 + msg.len()).unwrap()];
+    wr.sg_list = vec![from.mr.slice(512..512 + msg.len()).unwrap()].into();
     wr.ud = Some(target);
     // SAFETY: the region outlives the completion polled below.
     unsafe { from.qp.post_send(&[wr]).unwrap() };

@@ -557,7 +557,7 @@ mod rust_ud {
             let at = MESSAGES * SLOT;
             c.mr.write(at, &[i as u8; SIZE]).unwrap();
             let mut wr = SendWr::new(100 + i as u64, WrOpcode::SendWithImm);
-            wr.sg_list = vec![c.mr.slice(at..at + SIZE).unwrap()];
+            wr.sg_list = vec![c.mr.slice(at..at + SIZE).unwrap()].into();
             wr.imm_data = c.qp.qpn().to_be();
             wr.ud = Some(peer.target());
             // SAFETY: the region outlives the completion, polled with the receives.
@@ -629,7 +629,7 @@ mod rust_ud {
         for i in 0..MESSAGES {
             let at = MESSAGES * SLOT;
             let mut wr = SendWr::new(100 + i as u64, WrOpcode::Send);
-            wr.sg_list = vec![s.mr.slice(at..at + SIZE).unwrap()];
+            wr.sg_list = vec![s.mr.slice(at..at + SIZE).unwrap()].into();
             wr.ud = Some(back);
             // SAFETY: the region outlives the completions polled below.
             unsafe { s.qp.post_send(&[wr]).unwrap() };

@@ -15,8 +15,8 @@ use core::fmt;
 use softroce_emu_core::{
     AccessFlags, AhAttr, AhHandle, AtomicTarget, CqHandle, DeviceAttr, EventType, MrHandle, MwBind,
     MwHandle, OdpCaps, PortAttr, PortState, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType,
-    RdmaTarget, RecvWr, SendFlags, SendWr, Sge, SrqAttr, SrqAttrMask, SrqHandle, TmOp, TmOpKind,
-    UdTarget, WcFlags, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
+    RdmaTarget, RecvWr, SendFlags, SendWr, SgList, Sge, SrqAttr, SrqAttrMask, SrqHandle, TmOp,
+    TmOpKind, UdTarget, WcFlags, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
 };
 use softroce_wire::{Gid, Mtu, Psn};
 
@@ -500,17 +500,14 @@ pub fn sge_to_c(s: &Sge) -> ibv_sge {
 ///
 /// # Safety
 /// `sg_list` must point to `num_sge` readable `ibv_sge` (when `num_sge > 0`).
-pub unsafe fn sges_from_c(
-    sg_list: *const ibv_sge,
-    num_sge: c_int,
-) -> Result<Vec<Sge>, ConvertError> {
+pub unsafe fn sges_from_c(sg_list: *const ibv_sge, num_sge: c_int) -> Result<SgList, ConvertError> {
     if num_sge < 0 {
         return Err(ConvertError::invalid(format!(
             "num_sge {num_sge} is negative"
         )));
     }
     if num_sge == 0 {
-        return Ok(Vec::new());
+        return Ok(SgList::new());
     }
     if sg_list.is_null() {
         return Err(ConvertError::invalid(format!(
@@ -550,7 +547,7 @@ pub unsafe fn tm_op_from_c(wr: &ibv_ops_wr) -> Result<TmOp, ConvertError> {
         IBV_WR_TAG_ADD => TmOpKind::Add {
             recv_wr_id: wr.tm.add.recv_wr_id,
             // SAFETY: forwarded from the caller.
-            sg_list: unsafe { sges_from_c(wr.tm.add.sg_list, wr.tm.add.num_sge) }?,
+            sg_list: unsafe { sges_from_c(wr.tm.add.sg_list, wr.tm.add.num_sge) }?.to_vec(),
             tag: wr.tm.add.tag,
             mask: wr.tm.add.mask,
         },
@@ -964,7 +961,8 @@ mod tests {
                 addr: 0x1000,
                 length: 64,
                 lkey: 5,
-            }];
+            }]
+            .into();
             w.send_flags = SendFlags::SIGNALED | SendFlags::SOLICITED;
             let union_value = 0xdead_beef;
             if uses_invalidate_rkey(opcode) {
@@ -1055,7 +1053,8 @@ mod tests {
                         lkey: 1,
                     };
                     i as usize
-                ],
+                ]
+                .into(),
             })
             .collect();
         let mut chain = WrChain::recv(&wrs);

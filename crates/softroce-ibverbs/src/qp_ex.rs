@@ -81,7 +81,7 @@ impl WrBatch {
     /// once.
     fn set_inline(&mut self, verb: &str, data: Vec<u8>) {
         self.set_last(verb, |w, keep| {
-            w.sg_list = vec![Sge {
+            w.sg_list = smallvec::smallvec![Sge {
                 addr: data.as_ptr() as u64,
                 length: u32::try_from(data.len()).unwrap_or(u32::MAX),
                 lkey: 0,
@@ -300,7 +300,7 @@ unsafe extern "C" fn wr_atomic_fetch_add(
 
 unsafe extern "C" fn wr_set_sge(qpx: *mut ibv_qp_ex, lkey: u32, addr: u64, length: u32) {
     set_last_wr("ibv_wr_set_sge", qpx, |w, _| {
-        w.sg_list = vec![Sge { addr, length, lkey }]
+        w.sg_list = smallvec::smallvec![Sge { addr, length, lkey }]
     });
 }
 

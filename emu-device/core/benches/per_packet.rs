@@ -120,10 +120,10 @@ impl Link {
     /// Post one unsignaled WRITE of `len` bytes to the next 4 KiB slot of `b`'s region.
     fn post_write(&mut self, len: u32) {
         let mut wr = SendWr::new(self.slot, WrOpcode::RdmaWrite);
-        wr.sg_list = vec![Sge {
+        wr.sg_list = SgList::from_slice(&[Sge {
             length: len,
             ..self.src
-        }];
+        }]);
         let slots = (REGION / 4096) as u64;
         wr.rdma = RdmaTarget {
             remote_addr: self.remote.remote_addr + (self.slot % slots) * 4096,

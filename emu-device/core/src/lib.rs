@@ -60,9 +60,9 @@
 //!
 //! // b posts a receive, a sends its five bytes.
 //! let sge = |addr, length, lkey| Sge { addr, length, lkey };
-//! b.post_recv(qp_b, &[RecvWr { wr_id: 1, sg_list: vec![sge(addr_b, 64, keys_b.lkey)] }])?;
+//! b.post_recv(qp_b, &[RecvWr { wr_id: 1, sg_list: vec![sge(addr_b, 64, keys_b.lkey)].into() }])?;
 //! let mut send = SendWr::new(2, WrOpcode::Send);
-//! send.sg_list = vec![sge(addr_a, 5, keys_a.lkey)];
+//! send.sg_list = vec![sge(addr_a, 5, keys_a.lkey)].into();
 //! // SAFETY: `mem_a` outlives the HCAs.
 //! unsafe { a.post_send(qp_a, &[send]) }?;
 //!
@@ -136,5 +136,6 @@ pub use types::{
     WcStatus, WrOpcode,
 };
 pub use wr::{
-    AtomicTarget, MwBind, RdmaTarget, RecvWr, SendWr, Sge, UdTarget, VendorErr, WorkCompletion,
+    AtomicTarget, MwBind, RdmaTarget, RecvWr, SendWr, SgList, Sge, UdTarget, VendorErr,
+    WorkCompletion,
 };

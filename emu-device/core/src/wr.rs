@@ -66,6 +66,10 @@ pub struct MwBind {
     pub access: AccessFlags,
 }
 
+/// A scatter/gather list. Most requests name one or two buffers: those stay inline, so a
+/// post allocates nothing (`SgList::from(vec)` and `sg_list.to_vec()` convert).
+pub type SgList = smallvec::SmallVec<[Sge; 2]>;
+
 /// A send work request: `ibv_send_wr` without the linked-list pointer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SendWr {
@@ -74,7 +78,7 @@ pub struct SendWr {
     /// Operation.
     pub opcode: WrOpcode,
     /// Local buffers.
-    pub sg_list: Vec<Sge>,
+    pub sg_list: SgList,
     /// Flags.
     pub send_flags: SendFlags,
     /// Immediate data, in network byte order as in `ibv_send_wr.imm_data`.
@@ -99,7 +103,7 @@ impl SendWr {
         Self {
             wr_id,
             opcode,
-            sg_list: Vec::new(),
+            sg_list: SgList::new(),
             send_flags: SendFlags::SIGNALED,
             imm_data: 0,
             invalidate_rkey: 0,
@@ -123,7 +127,7 @@ pub struct RecvWr {
     /// Caller's identifier, returned in the completion.
     pub wr_id: u64,
     /// Buffers to receive into.
-    pub sg_list: Vec<Sge>,
+    pub sg_list: SgList,
 }
 
 impl RecvWr {

@@ -111,7 +111,7 @@ impl<'a> Side<'a> {
     fn post_recv(&self, len: usize) {
         let wr = RecvWr {
             wr_id: 1,
-            sg_list: vec![self.sge(2048, len)],
+            sg_list: vec![self.sge(2048, len)].into(),
         };
         self.dev.with(|h| h.post_recv(self.qp, &[wr])).unwrap();
     }
@@ -120,7 +120,7 @@ impl<'a> Side<'a> {
     fn send(&mut self, data: &[u8], ud: Option<(IpAddr, u32)>) {
         self.mem[..data.len()].copy_from_slice(data);
         let mut wr = SendWr::new(2, WrOpcode::Send);
-        wr.sg_list = vec![self.sge(0, data.len())];
+        wr.sg_list = vec![self.sge(0, data.len())].into();
         if let Some((ip, qpn)) = ud {
             let ah = self
                 .dev

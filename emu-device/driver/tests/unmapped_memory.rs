@@ -113,7 +113,8 @@ impl<'a> Rc<'a> {
             addr: self.mem as u64 + local_off as u64,
             length: len as u32,
             lkey: self.keys.lkey,
-        }];
+        }]
+        .into();
         wr.rdma = RdmaTarget {
             remote_addr: peer.mem as u64 + remote_off as u64,
             rkey: peer.keys.rkey,

@@ -85,7 +85,7 @@ impl Target {
                             qp,
                             &[RecvWr {
                                 wr_id: i,
-                                sg_list: vec![sge],
+                                sg_list: vec![sge].into(),
                             }],
                         );
                     }

@@ -125,7 +125,7 @@ impl Region {
     fn post_slot(&self, hca: &mut Hca, qp: QpHandle, slot: usize) -> Result<(), PostError> {
         let wr = RecvWr {
             wr_id: slot as u64,
-            sg_list: vec![self.sge(slot * SLOT, SLOT)],
+            sg_list: vec![self.sge(slot * SLOT, SLOT)].into(),
         };
         hca.post_recv(qp, &[wr])
     }
@@ -243,12 +243,12 @@ pub fn run(cfg: SoakConfig) -> Result<SoakReport, SoakFailure> {
                     data.extend(pattern(seq, len));
                     ra.write(staging, &data);
                     wr = SendWr::new(seq, WrOpcode::Send);
-                    wr.sg_list = vec![ra.sge(staging, data.len())];
+                    wr.sg_list = vec![ra.sge(staging, data.len())].into();
                 }
                 1 => {
                     ra.write(staging, &pattern(seq, len));
                     wr = SendWr::new(seq, WrOpcode::RdmaWriteWithImm);
-                    wr.sg_list = vec![ra.sge(staging, len)];
+                    wr.sg_list = vec![ra.sge(staging, len)].into();
                     wr.imm_data = (seq as u32).to_be();
                     wr.rdma = RdmaTarget {
                         remote_addr: rb.addr((RECV_SLOTS + (seq as usize % WRITE_SLOTS)) * SLOT),
@@ -258,7 +258,7 @@ pub fn run(cfg: SoakConfig) -> Result<SoakReport, SoakFailure> {
                 2 => {
                     wr = SendWr::new(seq, WrOpcode::RdmaRead);
                     let off = (seq as usize * 7) % (SLOT - len).max(1);
-                    wr.sg_list = vec![ra.sge(staging, len)];
+                    wr.sg_list = vec![ra.sge(staging, len)].into();
                     wr.rdma = RdmaTarget {
                         remote_addr: rb.addr(read_base + off),
                         rkey: rb.keys.rkey,
@@ -266,7 +266,7 @@ pub fn run(cfg: SoakConfig) -> Result<SoakReport, SoakFailure> {
                 }
                 _ => {
                     wr = SendWr::new(seq, WrOpcode::AtomicFetchAndAdd);
-                    wr.sg_list = vec![ra.sge(staging, 8)];
+                    wr.sg_list = vec![ra.sge(staging, 8)].into();
                     wr.atomic = AtomicTarget {
                         remote_addr: rb.addr(counter_off),
                         compare_add: 1,

@@ -230,7 +230,7 @@ impl Pair {
         let (qp, srq, sge) = (s.qp, s.srq, s.mem.sge(off, len));
         let wr = RecvWr {
             wr_id,
-            sg_list: vec![sge],
+            sg_list: vec![sge].into(),
         };
         match srq {
             Some(srq) => self.hca(side).post_srq_recv(srq, &[wr]).unwrap(),
@@ -247,7 +247,7 @@ impl Pair {
     /// A signaled SEND of `len` bytes from `off`.
     pub fn send_wr(&self, side: char, wr_id: u64, off: usize, len: usize) -> SendWr {
         let mut wr = SendWr::new(wr_id, WrOpcode::Send);
-        wr.sg_list = vec![self.side(side).mem.sge(off, len)];
+        wr.sg_list = vec![self.side(side).mem.sge(off, len)].into();
         wr
     }
 
@@ -263,7 +263,7 @@ impl Pair {
     ) -> SendWr {
         let peer = self.side(if side == 'a' { 'b' } else { 'a' });
         let mut wr = SendWr::new(wr_id, op);
-        wr.sg_list = vec![self.side(side).mem.sge(off, len)];
+        wr.sg_list = vec![self.side(side).mem.sge(off, len)].into();
         wr.rdma = RdmaTarget {
             remote_addr: peer.mem.addr(roff),
             rkey: peer.mem.keys.rkey,

@@ -95,7 +95,7 @@ fn run() -> Result<(), String> {
             WrOpcode::Send
         };
         let mut wr = SendWr::new(i, op);
-        wr.sg_list = vec![mr.slice(at..at + 8).map_err(|e| e.to_string())?];
+        wr.sg_list = vec![mr.slice(at..at + 8).map_err(|e| e.to_string())?].into();
         wr.rdma.remote_addr = addr + at as u64;
         wr.rdma.rkey = rkey;
         // SAFETY: `mr` outlives every request; their completions are polled below.

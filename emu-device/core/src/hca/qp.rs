@@ -1079,7 +1079,7 @@ impl Hca {
             wr: SendWr {
                 // An inline request's data was copied above: its list is not needed again.
                 sg_list: if inline {
-                    Vec::new()
+                    crate::wr::SgList::new()
                 } else {
                     std::mem::take(&mut wr.sg_list)
                 },

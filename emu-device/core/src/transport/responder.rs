@@ -589,7 +589,7 @@ fn tm_start(eng: &mut Engine<'_>, qp: QpHandle, payload: &[u8]) -> TmStart {
         (Some(tag), None) => (
             RecvWr {
                 wr_id: tag.recv_wr_id,
-                sg_list: tag.sg_list,
+                sg_list: tag.sg_list.into(),
             },
             TMH_LEN,
             tm_info(WcFlags::TM_MATCH | WcFlags::TM_DATA_VALID),

@@ -86,7 +86,7 @@ pub(super) fn start(eng: &mut Engine<'_>, qp: QpHandle, tag: TmTag, rvh: Rvh, ms
     };
     let mut read = SendWr::new(tag.recv_wr_id, WrOpcode::RdmaRead);
     read.send_flags = SendFlags::EMPTY;
-    read.sg_list = sg_list;
+    read.sg_list = sg_list.into();
     read.rdma = RdmaTarget {
         remote_addr: rvh.va,
         rkey: rvh.rkey,
@@ -115,7 +115,7 @@ pub(super) fn finish(eng: &mut Engine<'_>, qp: QpHandle, done: RndvDone) {
     .emit();
     let mut send = SendWr::new(0, WrOpcode::Send);
     send.send_flags = SendFlags::INLINE;
-    send.sg_list = vec![Sge {
+    send.sg_list = smallvec::smallvec![Sge {
         addr: 0,
         length: fin.len() as u32,
         lkey: 0,
