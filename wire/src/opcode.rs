@@ -225,6 +225,33 @@ impl OpcodeInfo {
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Opcode(pub u8);
 
+/// [`Opcode::info`]'s extended headers by opcode byte, `None` where it knows none: every
+/// packet built or parsed asks, several times, and a table read is cheaper than the match.
+const EXT_HEADERS_BY_OPCODE: [Option<ExtHeaders>; 256] = {
+    let mut t = [None; 256];
+    let mut i = 0;
+    while i < 256 {
+        if let Some(info) = Opcode(i as u8).info() {
+            t[i] = Some(info.headers);
+        }
+        i += 1;
+    }
+    t
+};
+
+impl Opcode {
+    /// The extended headers this opcode implies (as [`Opcode::info`] has them), or `None`
+    /// for a code point the table does not know.
+    pub const fn ext_headers(self) -> Option<ExtHeaders> {
+        EXT_HEADERS_BY_OPCODE[self.0 as usize]
+    }
+
+    /// Whether [`Opcode::info`] knows this code point.
+    pub const fn is_known(self) -> bool {
+        self.ext_headers().is_some()
+    }
+}
+
 macro_rules! opcodes {
     ($( $(#[$doc:meta])* $name:ident = $value:expr, $op:ident, $pos:ident, [$($h:ident),*], $payload:expr, $fixed:expr; )*) => {
         impl Opcode {
@@ -517,6 +544,15 @@ mod tests {
         }
         assert_eq!(Opcode::KNOWN.len(), 63);
         assert_eq!(Opcode(0x15).info(), None, "RESYNC is reserved");
+    }
+
+    #[test]
+    fn the_header_table_says_what_info_says_for_every_byte() {
+        for b in 0..=255u8 {
+            let op = Opcode(b);
+            assert_eq!(op.ext_headers(), op.info().map(|i| i.headers), "{op:?}");
+            assert_eq!(op.is_known(), op.info().is_some(), "{op:?}");
+        }
     }
 
     #[test]

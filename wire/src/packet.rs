@@ -106,7 +106,7 @@ impl<T: AsRef<[u8]>> RocePacket<T> {
 
     /// The extended headers present, as the opcode implies (none for unknown opcodes).
     pub fn ext_headers(&self) -> ExtHeaders {
-        self.opcode().info().map_or(ExtHeaders::NONE, |i| i.headers)
+        self.opcode().ext_headers().unwrap_or(ExtHeaders::NONE)
     }
 
     /// BTH plus extended headers: the offset of the payload.
@@ -116,7 +116,7 @@ impl<T: AsRef<[u8]>> RocePacket<T> {
 
     /// Pad bytes before the ICRC (the BTH pad count; 0 for unknown opcodes).
     pub fn pad_len(&self) -> usize {
-        if self.opcode().info().is_some() {
+        if self.opcode().is_known() {
             usize::from((self.buffer.as_ref()[1] >> 4) & 0x3)
         } else {
             0
@@ -315,7 +315,7 @@ impl RoceRepr {
     /// A repr for a payload of `payload_len` bytes, with the BTH pad count set to align the
     /// packet to 4 bytes.
     pub fn new(mut bth: BthRepr, ext: ExtRepr, payload_len: usize) -> Self {
-        bth.pad_count = if bth.opcode.info().is_some() {
+        bth.pad_count = if bth.opcode.is_known() {
             ((4 - payload_len % 4) % 4) as u8
         } else {
             0
@@ -361,7 +361,7 @@ impl RoceRepr {
 
     /// The pad bytes this repr emits.
     pub fn pad_len(&self) -> usize {
-        if self.bth.opcode.info().is_some() {
+        if self.bth.opcode.is_known() {
             usize::from(self.bth.pad_count & 0x3)
         } else {
             0
@@ -383,11 +383,7 @@ impl RoceRepr {
     /// [`RoceRepr::header_len`]) and then the ICRC. Fails if the extended headers do not
     /// match the opcode.
     pub fn emit(&self, buf: &mut [u8]) -> Result<()> {
-        let expected = self
-            .bth
-            .opcode
-            .info()
-            .map_or(ExtHeaders::NONE, |i| i.headers);
+        let expected = self.bth.opcode.ext_headers().unwrap_or(ExtHeaders::NONE);
         if expected != self.ext.headers() {
             return Err(WireError::BadOpcodeForHeaders {
                 opcode: self.bth.opcode.0,

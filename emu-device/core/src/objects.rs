@@ -439,6 +439,9 @@ pub(crate) struct Qp {
     pub(crate) opens: u32,
     pub(crate) init: QpInitAttr,
     pub(crate) attr: QpAttr,
+    /// Where `attr.ah_attr` sends (set with it): the datapath asks per packet, and
+    /// turning the GID into a socket address each time showed in profiles.
+    pub(crate) peer: SocketAddr,
     pub(crate) sq: VecDeque<SendWqe>,
     pub(crate) rq: VecDeque<RecvWr>,
     pub(crate) async_unacked: u32,

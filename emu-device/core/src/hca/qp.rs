@@ -152,6 +152,7 @@ impl Hca {
             opens: 1,
             init,
             attr: QpAttr::default(),
+            peer: QpAttr::default().ah_attr.destination(),
             sq: std::collections::VecDeque::new(),
             rq: std::collections::VecDeque::new(),
             async_unacked: 0,
@@ -433,6 +434,7 @@ impl Hca {
             xrcd: None,
             opens: 1,
             init,
+            peer: attr.ah_attr.destination(),
             attr,
             sq: std::collections::VecDeque::new(),
             rq: std::collections::VecDeque::new(),
@@ -528,6 +530,7 @@ impl Hca {
         }
         if mask.contains(M::AV) {
             a.ah_attr = attr.ah_attr;
+            q.peer = a.ah_attr.destination();
         }
         if mask.contains(M::PATH_MTU) {
             a.path_mtu = attr.path_mtu;

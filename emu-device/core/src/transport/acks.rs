@@ -22,7 +22,7 @@ const MAX_PSNS_HELD: u32 = 32;
 impl Engine<'_> {
     /// Where packets of a QP go: its address vector's GID and UDP port.
     pub(crate) fn qp_peer(&self, qp: QpHandle) -> Option<SocketAddr> {
-        Some(self.store.get(qp)?.attr.ah_attr.destination())
+        Some(self.store.get(qp)?.peer)
     }
 
     /// Build a packet from a repr and payload bytes, fill its ICRC for our UDP socket, and

@@ -39,12 +39,13 @@ struct Peer {
 }
 
 impl Outbox {
-    /// Whether a QP may send `peer` a request packet it never sent before.
-    pub(crate) fn has_room(&self, peer: SocketAddr, cap: u32) -> bool {
+    /// How many request packets never sent before QPs may still send `peer` under the
+    /// bound `cap`.
+    pub(crate) fn room(&self, peer: SocketAddr, cap: u32) -> u32 {
         self.admission
             .peers
             .get(&peer)
-            .is_none_or(|p| p.outstanding < cap)
+            .map_or(cap, |p| cap.saturating_sub(p.outstanding))
     }
 
     /// `qp` was refused for lack of room at `peer`: make it active again once there is.
@@ -78,7 +79,7 @@ impl Outbox {
         } else {
             0
         };
-        let peer = q.attr.ah_attr.destination();
+        let peer = q.peer;
         let old = q.transport.inflight_share.take();
         q.transport.inflight_share = (share > 0).then_some((peer, share));
         self.subtract(old);

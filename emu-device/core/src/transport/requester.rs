@@ -117,11 +117,12 @@ fn next_packet(eng: &mut Engine<'_>, now: Instant, qp: QpHandle) -> Step {
                     .get(idx)
                     .is_some_and(|w| !w.all_sent && w.next_pkt >= w.sent_pkts)
         })
-        .map(|q| q.attr.ah_attr.destination());
+        .map(|q| q.peer);
     let cap = eng.device.config().max_outstanding_psns;
     let mut ask_ack = false;
     if let Some(peer) = fresh_rc_peer {
-        if !eng.outbox.has_room(peer, cap) {
+        let room = eng.outbox.room(peer, cap);
+        if room == 0 {
             eng.outbox.wait_for_room(eng.store, qp, peer);
             return Step::Stop;
         }
@@ -129,7 +130,7 @@ fn next_packet(eng: &mut Engine<'_>, now: Instant, qp: QpHandle) -> Step {
         // asks for an ACK (the responder answers AckReq only), or a QP stopped mid-message
         // would hold its share until the ACK timeout, and with every QP so stopped, nothing
         // moves.
-        ask_ack = !eng.outbox.has_room(peer, cap.saturating_sub(BUDGET as u32));
+        ask_ack = room <= BUDGET as u32;
     }
     let built = eng.store.get(qp).map_or(Err(Refusal::Wait), |q| {
         let packet = build_packet(eng.store, eng.outbox, q, idx, mtu)?;
@@ -366,7 +367,7 @@ fn data_packet(
 /// Where the WQE's packets go: a UD WQE's address handle, else the QP's path.
 fn destination(store: &Store, q: &Qp, idx: usize) -> Result<SocketAddr, Refusal> {
     if q.init.qp_type != QpType::Ud {
-        return Ok(q.attr.ah_attr.destination());
+        return Ok(q.peer);
     }
     q.sq.get(idx)
         .and_then(|w| w.wr.ud)
