@@ -27,6 +27,8 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use smallvec::SmallVec;
+
 use super::cm::CmAgent;
 use super::eventfd::EventFd;
 use super::share::{Guest, Owner};
@@ -1624,9 +1626,10 @@ fn send_out(shared: &Shared, tx: &mut TxScratch, mut n: usize) {
 /// otherwise in `failed`.
 fn send_segmented(shared: &Shared, tx: &mut TxScratch, n: usize, failed: &mut [bool]) -> usize {
     let local = shared.socket.local_addr();
-    let mut groups = [(0usize, 0usize, 0usize); MAX_BATCH];
+    let mut groups = SmallVec::new();
     let mut id0_icrcs = [None; MAX_BATCH];
-    let ngroups = gso_groups(local, tx, n, &mut groups, &mut id0_icrcs);
+    gso_groups(local, tx, n, &mut groups, &mut id0_icrcs);
+    let ngroups = groups.len();
     if let Some(mut capture) = capturing(shared)
         && let Some(w) = capture.as_mut()
     {
@@ -1645,15 +1648,14 @@ fn send_segmented(shared: &Shared, tx: &mut TxScratch, n: usize, failed: &mut [b
 
 /// Cut `tx`'s first `n` datagrams into GSO groups (first datagram, end, segment length)
 /// and give each segment after a group's first the ICRC of its IPv4 ID, in place; the
-/// ICRCs they had (for ID 0) go to `id0_icrcs`. Returns how many groups.
+/// ICRCs they had (for ID 0) go to `id0_icrcs`.
 fn gso_groups(
     local: SocketAddr,
     tx: &mut TxScratch,
     n: usize,
-    groups: &mut [(usize, usize, usize); MAX_BATCH],
+    groups: &mut SendGroups,
     id0_icrcs: &mut [Option<[u8; 4]>; MAX_BATCH],
-) -> usize {
-    let mut ngroups = 0;
+) {
     let mut i = 0;
     while i < n {
         let (dest, seg) = (tx.dests[i], tx.lens[i]);
@@ -1691,12 +1693,13 @@ fn gso_groups(
                 id0_icrcs[j] = Some(built);
             }
         }
-        groups[ngroups] = (i, end, seg);
-        ngroups += 1;
+        groups.push((i, end, seg));
         i = end;
     }
-    ngroups
 }
+
+/// (first datagram, end, segment length) of each GSO send of a flush.
+type SendGroups = SmallVec<[(usize, usize, usize); MAX_BATCH]>;
 
 /// Give the datagrams in `range` back the ICRCs [`gso_groups`] replaced: they leave one by
 /// one, with ID 0.
@@ -1722,17 +1725,19 @@ fn send_groups(
     groups: &[(usize, usize, usize)],
     failed: &mut [bool],
 ) -> usize {
-    let iovs: [io::IoSlice<'_>; MAX_BATCH] = std::array::from_fn(|j| {
-        io::IoSlice::new(&tx.bufs[j][..if j < n { tx.lens[j] } else { 0 }])
-    });
-    let batch: [SendGroup<'_>; MAX_BATCH] = std::array::from_fn(|g| {
-        let (first, end, seg) = groups[g.min(groups.len().saturating_sub(1))];
-        SendGroup {
+    // Only as many entries as used: a ping-pong sends one or two datagrams per flush, and
+    // setting up a whole batch's worth showed in its latency.
+    let iovs: SmallVec<[io::IoSlice<'_>; MAX_BATCH]> = (0..n)
+        .map(|j| io::IoSlice::new(&tx.bufs[j][..tx.lens[j]]))
+        .collect();
+    let batch: SmallVec<[SendGroup<'_>; MAX_BATCH]> = groups
+        .iter()
+        .map(|&(first, end, seg)| SendGroup {
             dest: tx.dests[first],
             iov: &iovs[first..end],
             segment: if end - first > 1 { seg as u16 } else { 0 },
-        }
-    });
+        })
+        .collect();
     let ngroups = groups.len();
     let mut sent = 0;
     // Bounded retries, as in `send_all`.
@@ -1943,10 +1948,13 @@ fn receive_udp(shared: &Shared, hca: &mut Hca, socket: &RoceSocket) -> usize {
     let local = socket.local_addr();
     let mut storage = lock(&shared.rx_storage);
     let RxStorage { bufs: slots, meta } = &mut *storage;
-    // An array, not a Vec: no allocation per poll.
-    let mut slots = slots.iter_mut();
-    let mut bufs: [&mut [u8]; MAX_BATCH] =
-        std::array::from_fn(|_| slots.next().map_or(&mut [][..], |b| b.as_mut_slice()));
+    // On the stack, and only as many as the call uses (one for a busy poller's usual
+    // empty look): no allocation, no batch set up per poll.
+    let mut bufs: SmallVec<[&mut [u8]; MAX_BATCH]> = slots
+        .iter_mut()
+        .take(socket.batch_wanted())
+        .map(|b| b.as_mut_slice())
+        .collect();
     let n = match socket.recv_batch(&mut bufs, meta) {
         Ok(n) => n,
         Err(e) => {
@@ -2013,6 +2021,7 @@ fn receive_udp(shared: &Shared, hca: &mut Hca, socket: &RoceSocket) -> usize {
         let received = datagrams().filter(|(_, d)| d.len() <= MAX_DATAGRAM);
         deliver(shared, hca, now, local, received);
     }
+    drop(bufs);
     drop(storage);
     pump(shared, hca, now);
     n
@@ -2448,11 +2457,11 @@ mod tests {
             u32::from_le_bytes(tx.bufs[j][len - 4..len].try_into().unwrap())
         };
 
-        let mut groups = [(0, 0, 0); MAX_BATCH];
+        let mut groups = SendGroups::new();
         let mut id0 = [None; MAX_BATCH];
-        let n = gso_groups(local, &mut tx, plan.len(), &mut groups, &mut id0);
-        assert_eq!(&groups[..n], &[(0, 5, 80), (5, 7, 80)]);
-        for &(first, end, _) in &groups[..n] {
+        gso_groups(local, &mut tx, plan.len(), &mut groups, &mut id0);
+        assert_eq!(&groups[..], &[(0, 5, 80), (5, 7, 80)]);
+        for &(first, end, _) in &groups {
             for (k, j) in (first..end).enumerate() {
                 let ep = UdpEndpoints::between(local, tx.dests[j]);
                 let want = compute_for_gso_segment(&ep, &body(j, tx.lens[j]), k as u16);

@@ -212,6 +212,16 @@ impl RoceSocket {
         self.local
     }
 
+    /// How many buffers the next [`RoceSocket::recv_batch`] uses: 1 after a call that
+    /// found nothing, else [`MAX_BATCH`]. A caller need not set up more.
+    pub fn batch_wanted(&self) -> usize {
+        if self.idle.load(Ordering::Relaxed) {
+            1
+        } else {
+            MAX_BATCH
+        }
+    }
+
     /// Receive up to `bufs.len()` datagrams with one `recvmmsg` call. Returns how many were
     /// received (metadata in `meta[..n]`); `Ok(0)` when none is waiting.
     ///
