@@ -82,9 +82,23 @@ impl Outbox {
         let peer = q.peer;
         let old = q.transport.inflight_share.take();
         q.transport.inflight_share = (share > 0).then_some((peer, share));
-        self.subtract(old);
-        if share > 0 {
-            self.admission.peers.entry(peer).or_default().outstanding += share;
+        if old.is_none() && share == 0 {
+            // Nothing counted before or now (a QP that only receives): no change, and no
+            // room freed for the QPs waiting there.
+            return;
+        }
+        if let Some((was, counted)) = old
+            && was == peer
+        {
+            // The usual step: one lookup, the share replaced in place.
+            if let Some(p) = self.admission.peers.get_mut(&peer) {
+                p.outstanding = p.outstanding.saturating_sub(counted) + share;
+            }
+        } else {
+            self.subtract(old);
+            if share > 0 {
+                self.admission.peers.entry(peer).or_default().outstanding += share;
+            }
         }
         if let Some((was, _)) = old
             && was != peer
