@@ -1201,7 +1201,11 @@ unsafe extern "C" fn op_poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ib
         }
         let want = num_entries as usize;
         const CHUNK: usize = 32;
-        let mut buf = [WorkCompletion::success(0, 0, WcOpcode::Send, 0); CHUNK];
+        // As many entries as asked for (up to a chunk): a busy poller asks for one or a
+        // few thousands of times a second, and a whole chunk set up per call showed.
+        let blank = WorkCompletion::success(0, 0, WcOpcode::Send, 0);
+        let mut buf: SmallVec<[WorkCompletion; CHUNK]> =
+            smallvec::smallvec![blank; want.min(CHUNK)];
         // Busy pollers receive and run timers themselves (no engine wakeup per arrival).
         let got = c.dev.busy_poll(
             |h| {
