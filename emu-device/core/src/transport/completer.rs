@@ -178,7 +178,7 @@ fn complete_front(eng: &mut Engine<'_>, now: Instant, qp: QpHandle, byte_len: u6
     }
     eng.check_sq_drained(qp);
     super::requester::retire_local_ops(eng, qp);
-    eng.outbox.mark_active(qp);
+    eng.mark_active_if_work(qp);
 }
 
 /// Everything up to and including `psn` is acknowledged: complete SEND/WRITE WQEs in order.

@@ -199,6 +199,20 @@ impl Engine<'_> {
         let cap = self.device.config().max_outstanding_psns;
         self.outbox.account(self.store, cap, qp);
     }
+
+    /// Give `qp` a transmit turn if one could build anything: replies owed, or send work
+    /// not all sent (a resend moves the cursor back). A turn for nothing (an ACK that
+    /// completed the last request, a request whose ACK is held) costs every ping-pong
+    /// packet a pass through the requester.
+    pub(crate) fn mark_active_if_work(&mut self, qp: QpHandle) {
+        if self
+            .store
+            .get(qp)
+            .is_some_and(|q| !q.transport.replies.is_empty() || q.transport.send_index < q.sq.len())
+        {
+            self.outbox.mark_active(qp);
+        }
+    }
 }
 
 /// Receive path: the checks rxe makes (rxe_recv.c), in its order, then dispatch.
@@ -367,7 +381,7 @@ fn deliver(
         responder::on_request(eng, now, qp, packet, bth, d, ip_id);
     }
     eng.settle(qp);
-    eng.outbox.mark_active(qp);
+    eng.mark_active_if_work(qp);
 }
 
 /// D: the next datagram to send, written into `buf` (cleared first).
