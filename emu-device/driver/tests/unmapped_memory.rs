@@ -252,11 +252,16 @@ fn child_faults_on_its_own() {
     let mem = three_pages();
     let _rc = Rc::new(&dev, mem, PAGE);
     assert!(guarded_copy::installed());
-    let freed = three_pages();
-    // SAFETY: deliberately not: the program writes to memory it unmapped itself, its own bug.
+    let forbidden = three_pages();
+    // SAFETY: deliberately not: the program writes to memory it made inaccessible itself,
+    // its own bug. Protected rather than unmapped: an unmapped range may be mapped again
+    // by another thread (the device's) before the write, which then succeeds.
     unsafe {
-        libc::munmap(freed.cast(), 3 * PAGE);
-        std::ptr::write_volatile(freed.cast::<u64>(), 1);
+        assert_eq!(
+            libc::mprotect(forbidden.cast(), 3 * PAGE, libc::PROT_NONE),
+            0
+        );
+        std::ptr::write_volatile(forbidden.cast::<u64>(), 1);
     }
     unreachable!("the write above must have killed the process");
 }
