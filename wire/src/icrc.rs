@@ -280,13 +280,11 @@ pub fn gso_segment_icrc(
     if !matches!((ep.src, ep.dst), (IpAddr::V4(_), IpAddr::V4(_))) || index == 0 {
         return icrc_of_first;
     }
-    let mut column = 0u32;
-    for (bit, c) in ID_COLUMNS.iter().enumerate() {
-        if index & (1 << bit) != 0 {
-            column ^= c;
-        }
-    }
-    icrc_of_first ^ mul_mod_p(column, x8n(roce_len_without_icrc))
+    // The differences each ID bit makes at this length are kept per thread (a ping-pong's
+    // request and its ACK behind it, at index 1, come at the same few lengths).
+    with_length_ids(roce_len_without_icrc, |at| {
+        at.segments.icrc(icrc_of_first, index)
+    })
 }
 
 /// [`gso_segment_icrc`] for the many segments of one GSO send that share a length: the
@@ -430,20 +428,38 @@ pub fn verify_udp_socket(ep: &UdpEndpoints, roce: &[u8]) -> Result<IcrcCheck> {
     })
 }
 
-/// What the receiving thread knows of the IDs at one length of body: the ICRC difference
-/// each ID bit makes, and the ID it recovered last.
-struct IdGuess {
+/// What a thread knows of the IPv4 IDs at one length of body: the ICRC difference each ID
+/// bit makes (for sending GSO segments and checking received ones), and the ID it last
+/// recovered from a received datagram.
+struct LengthIds {
     body_len: usize,
     segments: GsoSegmentIcrcs,
     last_id: u16,
 }
 
-/// Lengths whose ID guesses a thread keeps (direct-mapped: a request and its ACK differ).
-const ID_GUESS_SLOTS: usize = 8;
+/// Lengths a thread keeps (direct-mapped: a request and its ACK differ).
+const LENGTH_ID_SLOTS: usize = 8;
 
 thread_local! {
-    static ID_GUESSES: std::cell::RefCell<[Option<IdGuess>; ID_GUESS_SLOTS]> =
-        const { std::cell::RefCell::new([const { None }; ID_GUESS_SLOTS]) };
+    static LENGTH_IDS: std::cell::RefCell<[Option<LengthIds>; LENGTH_ID_SLOTS]> =
+        const { std::cell::RefCell::new([const { None }; LENGTH_ID_SLOTS]) };
+}
+
+/// Run `f` on this thread's [`LengthIds`] for `body_len` (a fresh one if its slot held
+/// another length).
+fn with_length_ids<R>(body_len: usize, f: impl FnOnce(&mut LengthIds) -> R) -> R {
+    LENGTH_IDS.with_borrow_mut(|slots| {
+        let slot = &mut slots[body_len % LENGTH_ID_SLOTS];
+        let ids = match slot {
+            Some(ids) if ids.body_len == body_len => ids,
+            _ => slot.insert(LengthIds {
+                body_len,
+                segments: GsoSegmentIcrcs::for_ipv4(body_len),
+                last_id: 0,
+            }),
+        };
+        f(ids)
+    })
 }
 
 /// The ID (DF set) of a received datagram, if it is the one expected: the segments of a
@@ -452,19 +468,10 @@ thread_local! {
 /// as the solver's answer is (the ID is unique), for a few XORs instead of its register
 /// arithmetic.
 fn guess_id(body_len: usize, with_id0: u32, found: u32) -> Option<u16> {
-    ID_GUESSES.with_borrow_mut(|slots| {
-        let slot = &mut slots[body_len % ID_GUESS_SLOTS];
-        let guess = match slot {
-            Some(g) if g.body_len == body_len => g,
-            _ => slot.insert(IdGuess {
-                body_len,
-                segments: GsoSegmentIcrcs::for_ipv4(body_len),
-                last_id: 0,
-            }),
-        };
-        for id in [guess.last_id.wrapping_add(1), 1] {
-            if guess.segments.icrc(with_id0, id) == found {
-                guess.last_id = id;
+    with_length_ids(body_len, |ids| {
+        for id in [ids.last_id.wrapping_add(1), 1] {
+            if ids.segments.icrc(with_id0, id) == found {
+                ids.last_id = id;
                 return Some(id);
             }
         }
@@ -474,13 +481,7 @@ fn guess_id(body_len: usize, with_id0: u32, found: u32) -> Option<u16> {
 
 /// The solver found `id` (DF set) at this length: guess from there next time.
 fn remember_id(body_len: usize, id: u16) {
-    ID_GUESSES.with_borrow_mut(|slots| {
-        if let Some(g) = &mut slots[body_len % ID_GUESS_SLOTS]
-            && g.body_len == body_len
-        {
-            g.last_id = id;
-        }
-    });
+    with_length_ids(body_len, |ids| ids.last_id = id);
 }
 
 // GF(2) arithmetic on CRC-32 register values, in the reflected bit order the CRC uses:
