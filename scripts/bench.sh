@@ -19,7 +19,7 @@ bin=$SOFTROCE_BIN
 if [ -n "$quick" ]; then
   lat_n=200 bw64_n=100 bw1m_n=20 rate_n=2000 fi_lat_n=200 fi_bw_n=20 udp_n=2000 perf_n=100
 else
-  lat_n=20000 bw64_n=5000 bw1m_n=500 rate_n=200000 fi_lat_n=20000 fi_bw_n=500 udp_n=20000 perf_n=3000
+  lat_n=20000 bw64_n=20000 bw1m_n=2000 rate_n=1000000 fi_lat_n=20000 fi_bw_n=500 udp_n=20000 perf_n=3000
 fi
 # Addresses and ports no test uses, so a benchmark can run beside the test suite.
 srv_ip=127.0.0.201 cli_ip=127.0.0.202 port=19100
