@@ -283,54 +283,41 @@ pub fn gso_segment_icrc(
     // The differences each ID bit makes at this length are kept per thread (a ping-pong's
     // request and its ACK behind it, at index 1, come at the same few lengths).
     with_length_ids(roce_len_without_icrc, |at| {
-        at.segments.icrc(icrc_of_first, index)
+        at.deltas.icrc(icrc_of_first, index)
     })
 }
 
-/// [`gso_segment_icrc`] for the many segments of one GSO send that share a length: the
-/// difference an index makes is the sum of what each of its ID bits makes (the product is
-/// linear), so a send of n segments multiplies once per ID bit it uses (log n), not once
-/// per segment.
+/// The ICRC differences the IPv4 ID makes at one length of body: the difference an ID makes
+/// is the sum of what each of its bits makes (the product is linear), so the segments of a
+/// GSO send, or the IDs guessed for received ones, cost one multiplication per ID bit used
+/// (log n), not one per segment.
 #[derive(Debug, Clone)]
-pub struct GsoSegmentIcrcs {
-    /// `x^(8·len)`, or `None` for IPv6 (no ID: every segment's ICRC is the first's).
-    shift: Option<u32>,
+struct IdDeltas {
+    /// `x^(8·len)`.
+    shift: u32,
     /// The register difference of each ID bit alone, once `known` has its bit.
     bit_deltas: [u32; 16],
     known: u16,
 }
 
-impl GsoSegmentIcrcs {
-    /// For the segments of `roce_len_without_icrc` bytes sent between `ep`.
-    pub fn new(ep: &UdpEndpoints, roce_len_without_icrc: usize) -> Self {
-        let v4 = matches!((ep.src, ep.dst), (IpAddr::V4(_), IpAddr::V4(_)));
+impl IdDeltas {
+    fn new(roce_len_without_icrc: usize) -> Self {
         Self {
-            shift: v4.then(|| x8n(roce_len_without_icrc)),
+            shift: x8n(roce_len_without_icrc),
             bit_deltas: [0; 16],
             known: 0,
         }
     }
 
-    fn for_ipv4(roce_len_without_icrc: usize) -> Self {
-        Self {
-            shift: Some(x8n(roce_len_without_icrc)),
-            bit_deltas: [0; 16],
-            known: 0,
-        }
-    }
-
-    /// The ICRC of segment `index`, given the packet's ICRC as segment 0.
-    pub fn icrc(&mut self, icrc_of_first: u32, index: u16) -> u32 {
-        let Some(shift) = self.shift else {
-            return icrc_of_first;
-        };
+    /// The ICRC of the packet sent with IPv4 ID `index`, given its ICRC with ID 0.
+    fn icrc(&mut self, icrc_of_first: u32, index: u16) -> u32 {
         let mut delta = 0;
         let mut bits = index;
         while bits != 0 {
             let bit = bits.trailing_zeros() as usize;
             bits &= bits - 1;
             if self.known & (1 << bit) == 0 {
-                self.bit_deltas[bit] = mul_mod_p(ID_COLUMNS[bit], shift);
+                self.bit_deltas[bit] = mul_mod_p(ID_COLUMNS[bit], self.shift);
                 self.known |= 1 << bit;
             }
             delta ^= self.bit_deltas[bit];
@@ -433,7 +420,7 @@ pub fn verify_udp_socket(ep: &UdpEndpoints, roce: &[u8]) -> Result<IcrcCheck> {
 /// recovered from a received datagram.
 struct LengthIds {
     body_len: usize,
-    segments: GsoSegmentIcrcs,
+    deltas: IdDeltas,
     last_id: u16,
 }
 
@@ -454,7 +441,7 @@ fn with_length_ids<R>(body_len: usize, f: impl FnOnce(&mut LengthIds) -> R) -> R
             Some(ids) if ids.body_len == body_len => ids,
             _ => slot.insert(LengthIds {
                 body_len,
-                segments: GsoSegmentIcrcs::for_ipv4(body_len),
+                deltas: IdDeltas::new(body_len),
                 last_id: 0,
             }),
         };
@@ -470,7 +457,7 @@ fn with_length_ids<R>(body_len: usize, f: impl FnOnce(&mut LengthIds) -> R) -> R
 fn guess_id(body_len: usize, with_id0: u32, found: u32) -> Option<u16> {
     with_length_ids(body_len, |ids| {
         for id in [ids.last_id.wrapping_add(1), 1] {
-            if ids.segments.icrc(with_id0, id) == found {
+            if ids.deltas.icrc(with_id0, id) == found {
                 ids.last_id = id;
                 return Some(id);
             }
@@ -763,19 +750,12 @@ mod tests {
             for len in [12usize, 13, 40, 1024 + 28, 4096 + 28, 9000] {
                 let body: Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();
                 let first = compute_for_udp_socket(&ep, &body).unwrap();
-                // One send's segments share a length: asked of one `GsoSegmentIcrcs`, in
-                // an order that needs bits it already knows and bits it does not.
-                let mut segments = GsoSegmentIcrcs::new(&ep, len);
+                // In an order that needs ID bits this thread already knows at this length
+                // and bits it does not.
                 for index in [0u16, 1, 2, 3, 17, 63, 64, 255, 0x8001, u16::MAX, 2, 17] {
-                    let computed = compute_for_gso_segment(&ep, &body, index).unwrap();
                     assert_eq!(
                         gso_segment_icrc(&ep, first, len, index),
-                        computed,
-                        "len {len} index {index}"
-                    );
-                    assert_eq!(
-                        segments.icrc(first, index),
-                        computed,
+                        compute_for_gso_segment(&ep, &body, index).unwrap(),
                         "len {len} index {index}"
                     );
                 }

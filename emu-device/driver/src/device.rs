@@ -1673,8 +1673,6 @@ fn gso_groups(
         }
         if end - i > 1 && dest.is_ipv4() {
             let ep = softroce_wire::icrc::UdpEndpoints::between(local, dest);
-            let mut segments =
-                softroce_wire::icrc::GsoSegmentIcrcs::new(&ep, seg.saturating_sub(4));
             for (k, j) in (i..end).enumerate().skip(1) {
                 let len = tx.lens[j];
                 let Some(at) = len.checked_sub(4) else {
@@ -1683,12 +1681,7 @@ fn gso_groups(
                 let icrc = &mut tx.bufs[j][at..len];
                 let built: [u8; 4] = icrc.try_into().unwrap_or_default();
                 let first = u32::from_le_bytes(built);
-                // Only the last segment may be shorter than the others.
-                let adjusted = if len == seg {
-                    segments.icrc(first, k as u16)
-                } else {
-                    softroce_wire::icrc::gso_segment_icrc(&ep, first, at, k as u16)
-                };
+                let adjusted = softroce_wire::icrc::gso_segment_icrc(&ep, first, at, k as u16);
                 icrc.copy_from_slice(&adjusted.to_le_bytes());
                 id0_icrcs[j] = Some(built);
             }
