@@ -1629,19 +1629,18 @@ fn send_segmented(shared: &Shared, tx: &mut TxScratch, n: usize, failed: &mut [b
     let mut groups = SmallVec::new();
     let mut id0_icrcs = [None; MAX_BATCH];
     gso_groups(local, tx, n, &mut groups, &mut id0_icrcs);
-    let ngroups = groups.len();
     if let Some(mut capture) = capturing(shared)
         && let Some(w) = capture.as_mut()
     {
         let ts = shared.epoch.elapsed();
-        for &(first, end, _) in &groups[..ngroups] {
+        for &(first, end, _) in &groups {
             for (k, j) in (first..end).enumerate() {
                 let data = &tx.bufs[j][..tx.lens[j]];
                 let _ = w.write_gso_segment(ts, local, tx.dests[j], data, k as u16);
             }
         }
     }
-    let refused_from = send_groups(shared, tx, n, &groups[..ngroups], failed);
+    let refused_from = send_groups(shared, tx, n, &groups, failed);
     restore_id0_icrcs(tx, refused_from..n, &id0_icrcs);
     refused_from
 }
