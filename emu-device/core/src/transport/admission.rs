@@ -22,9 +22,15 @@ use crate::handles::QpHandle;
 use crate::store::Store;
 use crate::types::QpState;
 
+/// Entries for peers with nothing outstanding kept while the map is this small: a
+/// ping-pong's one peer goes idle at every ACK and busy again at the next request, and
+/// dropping and adding its entry each time cost two map updates per round trip.
+const IDLE_PEERS_KEPT: usize = 64;
+
 /// What each peer has outstanding, and the QPs waiting for room there. A peer is in the
-/// map only while something is outstanding or waiting, so the map is as large as the set
-/// of peers currently busy (the QPs' own destinations, never a packet's claim).
+/// map while something is outstanding or waiting, and idle ones stay while there are at
+/// most [`IDLE_PEERS_KEPT`] entries, so the map is as large as the set of peers currently
+/// busy plus a few (the QPs' own destinations, never a packet's claim).
 #[derive(Debug, Default)]
 pub(crate) struct Admission {
     peers: HashMap<SocketAddr, Peer>,
@@ -90,9 +96,13 @@ impl Outbox {
         if let Some((was, counted)) = old
             && was == peer
         {
-            // The usual step: one lookup, the share replaced in place.
+            // The usual step: one lookup, the share replaced in place, and nothing more
+            // when no QP waits there.
             if let Some(p) = self.admission.peers.get_mut(&peer) {
                 p.outstanding = p.outstanding.saturating_sub(counted) + share;
+                if p.waiting.is_empty() && self.admission.peers.len() <= IDLE_PEERS_KEPT {
+                    return;
+                }
             }
         } else {
             self.subtract(old);
@@ -127,14 +137,14 @@ impl Outbox {
     }
 
     /// Wake the QPs waiting at `peer` if there is room, and drop the peer's entry once it
-    /// holds nothing.
+    /// holds nothing (unless few entries are kept, see [`IDLE_PEERS_KEPT`]).
     fn wake(&mut self, store: &mut Store, cap: u32, peer: SocketAddr) {
         let Some(p) = self.admission.peers.get_mut(&peer) else {
             return;
         };
         if p.outstanding <= cap - cap / 8 {
             let woken = std::mem::take(&mut p.waiting);
-            if p.outstanding == 0 {
+            if p.outstanding == 0 && self.admission.peers.len() > IDLE_PEERS_KEPT {
                 self.admission.peers.remove(&peer);
             }
             // Bounded by the waiting QPs, each queued once.
@@ -145,5 +155,98 @@ impl Outbox {
                 self.mark_active(w);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use super::*;
+    use crate::handles::{CqHandle, PdHandle};
+    use crate::objects::{Qp, QpAttr, QpCap, QpInitAttr};
+    use crate::types::QpType;
+
+    /// An RC QP in RTS that talks to `peer`, nothing in flight yet.
+    fn rc_qp(store: &mut Store, qpn: u32, peer: SocketAddr) -> QpHandle {
+        let attr = QpAttr {
+            qp_state: QpState::Rts,
+            ..QpAttr::default()
+        };
+        store.insert_qp(Qp {
+            qpn: softroce_wire::Qpn::new(qpn).expect("a valid QPN"),
+            pd: PdHandle::NONE,
+            xrcd: None,
+            opens: 1,
+            init: QpInitAttr {
+                send_cq: CqHandle::NONE,
+                recv_cq: CqHandle::NONE,
+                srq: None,
+                cap: QpCap::default(),
+                qp_type: QpType::Rc,
+                sq_sig_all: false,
+                qp_context: 0,
+            },
+            attr,
+            peer,
+            sq: VecDeque::new(),
+            rq: VecDeque::new(),
+            async_unacked: 0,
+            sqd_notify_pending: false,
+            transport: Default::default(),
+        })
+    }
+
+    /// `qp` has `n` request PSNs unacknowledged; the outbox counts them.
+    fn in_flight(o: &mut Outbox, store: &mut Store, qp: QpHandle, n: u32) {
+        let q = store.get_mut(qp).expect("the QP");
+        q.transport.sent_psn = q.transport.comp_psn.add(n);
+        o.account(store, 1024, qp);
+    }
+
+    #[test]
+    fn idle_peers_are_remembered_only_up_to_a_bound_and_busy_ones_always() {
+        let mut store = Store::new(0x100, 0x100..0x10000);
+        let mut o = Outbox::default();
+        let peer = |i: u32| SocketAddr::from(([10, 0, (i >> 8) as u8, i as u8], 4791));
+        let qps: Vec<QpHandle> = (0..200)
+            .map(|i| rc_qp(&mut store, 0x100 + i, peer(i)))
+            .collect();
+        // A ping-pong's peer: busy, idle, busy again, and counted right each time.
+        for _ in 0..3 {
+            in_flight(&mut o, &mut store, qps[0], 1);
+            assert_eq!(o.room(peer(0), 1024), 1023);
+            in_flight(&mut o, &mut store, qps[0], 0);
+            assert_eq!(o.room(peer(0), 1024), 1024);
+        }
+        // Two hundred peers busy at once: each has its entry.
+        for (i, &qp) in qps.iter().enumerate() {
+            in_flight(&mut o, &mut store, qp, 4);
+            assert_eq!(o.room(peer(i as u32), 1024), 1020);
+        }
+        assert_eq!(o.admission.peers.len(), 200);
+        // All acknowledged: the map shrinks back to the idle entries it may keep.
+        for &qp in &qps {
+            in_flight(&mut o, &mut store, qp, 0);
+        }
+        assert!(
+            o.admission.peers.len() <= IDLE_PEERS_KEPT,
+            "{} idle peers remembered",
+            o.admission.peers.len()
+        );
+        assert!((0..200).all(|i| o.room(peer(i), 1024) == 1024));
+        // A QP waiting for room at a full peer is woken when its peer drains.
+        let cap = 8;
+        let waiter = rc_qp(&mut store, 0x400, peer(7));
+        let q = store.get_mut(qps[7]).expect("the QP");
+        q.transport.sent_psn = q.transport.comp_psn.add(8);
+        o.account(&mut store, cap, qps[7]);
+        assert_eq!(o.room(peer(7), cap), 0);
+        o.wait_for_room(&mut store, waiter, peer(7));
+        while o.next_active().is_some() {}
+        let q = store.get_mut(qps[7]).expect("the QP");
+        q.transport.sent_psn = q.transport.comp_psn;
+        o.account(&mut store, cap, qps[7]);
+        assert_eq!(o.next_active(), Some(waiter));
     }
 }

@@ -338,13 +338,13 @@ fn deliver(
     }
     match q.init.qp_type {
         QpType::Rc | QpType::Uc | QpType::XrcSend | QpType::XrcRecv => {
-            let av = q.attr.ah_attr;
             let ours = eng
                 .device
                 .gids()
-                .get(usize::from(av.sgid_index))
+                .get(usize::from(q.attr.ah_attr.sgid_index))
                 .map(|g| g.to_ip());
-            if d.src.ip() != av.dgid.to_ip() || ours != Some(d.dst) {
+            // `peer` is `av.dgid` as an address, kept beside it.
+            if d.src.ip() != q.peer.ip() || ours != Some(d.dst) {
                 eng.counters.drop(DropReason::AddressMismatch);
                 return;
             }
