@@ -183,8 +183,14 @@ const DOORBELL_HOLD: Duration = Duration::from_micros(30);
 /// a VM is several microseconds.
 const ENGINE_SPIN: Duration = Duration::from_micros(50);
 
-/// Posts held at most before they are sent anyway (about one GSO send's worth).
-const DOORBELL_BATCH: u32 = MAX_GSO_SEGMENTS as u32;
+/// Datagrams a pump builds before it sends them: one full GSO send, so that the held
+/// part of a burst of small posts leaves in one `sendmmsg` (the kernel's cost is mostly
+/// per call). Not more: a sender that holds a whole burst of a hundred and sends it at
+/// its poll leaves its peer idle meanwhile (ib_write_bw's 8 B rate fell a tenth).
+const TX_BATCH: usize = MAX_GSO_SEGMENTS;
+
+/// Posts held at most before they are sent anyway (a pump's worth).
+const DOORBELL_BATCH: u32 = TX_BATCH as u32;
 
 /// Where received datagrams land: kept between receives, so a look that finds nothing
 /// (a busy poller's usual one) prepares no buffers or metadata.
@@ -197,12 +203,12 @@ struct RxStorage {
 /// allocation or copy per packet on the send path.
 struct TxScratch {
     bufs: Vec<Vec<u8>>,
-    dests: [SocketAddr; MAX_BATCH],
-    lens: [usize; MAX_BATCH],
+    dests: [SocketAddr; TX_BATCH],
+    lens: [usize; TX_BATCH],
     /// The UC/UD requests waiting for the word on their datagram (see `report`).
-    tokens: [Option<TransmitToken>; MAX_BATCH],
+    tokens: [Option<TransmitToken>; TX_BATCH],
     /// Datagrams the kernel refused.
-    failed: [bool; MAX_BATCH],
+    failed: [bool; TX_BATCH],
     n: usize,
 }
 
@@ -410,13 +416,13 @@ impl Device {
             polled_at: AtomicU64::new(0),
             engine_watches_socket: AtomicBool::new(true),
             tx: Mutex::new(TxScratch {
-                bufs: (0..MAX_BATCH)
+                bufs: (0..TX_BATCH)
                     .map(|_| Vec::with_capacity(MAX_DATAGRAM))
                     .collect(),
-                dests: [bind; MAX_BATCH],
-                lens: [0; MAX_BATCH],
-                tokens: [None; MAX_BATCH],
-                failed: [false; MAX_BATCH],
+                dests: [bind; TX_BATCH],
+                lens: [0; TX_BATCH],
+                tokens: [None; TX_BATCH],
+                failed: [false; TX_BATCH],
                 n: 0,
             }),
             gso: AtomicBool::new(true),
@@ -758,7 +764,8 @@ impl Device {
         send_held(shared, &mut hca);
         let r = f(&mut hca);
         if !is_empty(&r) {
-            pump(shared, &mut hca, now);
+            // Taking completions sends nothing and signals nothing: no pump (a ping-pong
+            // polls twice per round trip, a streaming sender once per completion).
             return r;
         }
         let mut progressed = receive_ready(shared, &mut hca) > 0;
@@ -1469,7 +1476,7 @@ fn transmit_and_signal(shared: &Shared, hca: &mut Hca, now: Instant) -> bool {
         tx.lens[i] = t.len;
         tx.tokens[i] = t.token;
         tx.n += 1;
-        if tx.n == MAX_BATCH {
+        if tx.n == TX_BATCH {
             flush(shared, hca, now, &mut tx);
         }
     }
@@ -1601,7 +1608,7 @@ fn send_out(shared: &Shared, tx: &mut TxScratch, mut n: usize) {
         tx.failed = failed;
         return;
     }
-    let batch: [(SocketAddr, &[u8]); MAX_BATCH] = std::array::from_fn(|i| {
+    let batch: [(SocketAddr, &[u8]); TX_BATCH] = std::array::from_fn(|i| {
         (
             tx.dests[i],
             &tx.bufs[i][..if i < n { tx.lens[i] } else { 0 }],
@@ -1627,7 +1634,7 @@ fn send_out(shared: &Shared, tx: &mut TxScratch, mut n: usize) {
 fn send_segmented(shared: &Shared, tx: &mut TxScratch, n: usize, failed: &mut [bool]) -> usize {
     let local = shared.socket.local_addr();
     let mut groups = SmallVec::new();
-    let mut id0_icrcs = [None; MAX_BATCH];
+    let mut id0_icrcs = [None; TX_BATCH];
     gso_groups(local, tx, n, &mut groups, &mut id0_icrcs);
     if let Some(mut capture) = capturing(shared)
         && let Some(w) = capture.as_mut()
@@ -1653,7 +1660,7 @@ fn gso_groups(
     tx: &mut TxScratch,
     n: usize,
     groups: &mut SendGroups,
-    id0_icrcs: &mut [Option<[u8; 4]>; MAX_BATCH],
+    id0_icrcs: &mut [Option<[u8; 4]>; TX_BATCH],
 ) {
     let mut i = 0;
     while i < n {
@@ -1691,14 +1698,14 @@ fn gso_groups(
 }
 
 /// (first datagram, end, segment length) of each GSO send of a flush.
-type SendGroups = SmallVec<[(usize, usize, usize); MAX_BATCH]>;
+type SendGroups = SmallVec<[(usize, usize, usize); TX_BATCH]>;
 
 /// Give the datagrams in `range` back the ICRCs [`gso_groups`] replaced: they leave one by
 /// one, with ID 0.
 fn restore_id0_icrcs(
     tx: &mut TxScratch,
     range: std::ops::Range<usize>,
-    id0_icrcs: &[Option<[u8; 4]>; MAX_BATCH],
+    id0_icrcs: &[Option<[u8; 4]>; TX_BATCH],
 ) {
     for j in range {
         if let Some(built) = id0_icrcs[j] {
@@ -1719,10 +1726,10 @@ fn send_groups(
 ) -> usize {
     // Only as many entries as used: a ping-pong sends one or two datagrams per flush, and
     // setting up a whole batch's worth showed in its latency.
-    let iovs: SmallVec<[io::IoSlice<'_>; MAX_BATCH]> = (0..n)
+    let iovs: SmallVec<[io::IoSlice<'_>; TX_BATCH]> = (0..n)
         .map(|j| io::IoSlice::new(&tx.bufs[j][..tx.lens[j]]))
         .collect();
-    let batch: SmallVec<[SendGroup<'_>; MAX_BATCH]> = groups
+    let batch: SmallVec<[SendGroup<'_>; TX_BATCH]> = groups
         .iter()
         .map(|&(first, end, seg)| SendGroup {
             dest: tx.dests[first],
@@ -1734,8 +1741,13 @@ fn send_groups(
     let mut sent = 0;
     // Bounded retries, as in `send_all`.
     for _ in 0..1000 {
+        let offered = (ngroups - sent).min(MAX_BATCH);
+        let mut full = false;
         match shared.socket.send_groups(&batch[sent..ngroups]) {
-            Ok(k) => sent += k,
+            Ok(k) => {
+                sent += k;
+                full = k < offered;
+            }
             Err(e) if batch[sent].segment > 0 => {
                 tracing::debug!(error = %e, "UDP GSO refused; sending datagram by datagram");
                 shared.gso.store(false, Ordering::Relaxed);
@@ -1756,7 +1768,10 @@ fn send_groups(
         if sent >= ngroups {
             break;
         }
-        std::thread::sleep(Duration::from_micros(50));
+        // A call takes at most MAX_BATCH groups: only a full socket buffer is waited for.
+        if full {
+            std::thread::sleep(Duration::from_micros(50));
+        }
     }
     n
 }
@@ -1796,8 +1811,13 @@ fn send_uncaptured(shared: &Shared, batch: &[(SocketAddr, &[u8])], failed: &mut 
     let mut sent = 0;
     // Bounded retries: a full socket buffer drains within milliseconds on loopback.
     for _ in 0..1000 {
+        let offered = (batch.len() - sent).min(MAX_BATCH);
+        let mut full = false;
         match shared.socket.send_batch(&batch[sent..]) {
-            Ok(n) => sent += n,
+            Ok(n) => {
+                sent += n;
+                full = n < offered;
+            }
             Err(e) => {
                 // Counted, never silent: RC retransmits it, UC and UD requests complete
                 // in error (the device is told in `flush`).
@@ -1812,7 +1832,10 @@ fn send_uncaptured(shared: &Shared, batch: &[(SocketAddr, &[u8])], failed: &mut 
         if sent >= batch.len() {
             break;
         }
-        std::thread::sleep(Duration::from_micros(50));
+        // A call takes at most MAX_BATCH datagrams: only a full socket buffer is waited for.
+        if full {
+            std::thread::sleep(Duration::from_micros(50));
+        }
     }
 }
 
@@ -1957,7 +1980,9 @@ fn receive_udp(shared: &Shared, hca: &mut Hca, socket: &RoceSocket) -> usize {
     if n == 0 {
         return 0;
     }
-    shared.received.fetch_add(1, Ordering::Relaxed);
+    // Only a thread holding the device lock writes it: no locked read-modify-write.
+    let received = shared.received.load(Ordering::Relaxed);
+    shared.received.store(received + 1, Ordering::Relaxed);
     let now = Instant::now();
     // GRO hands several datagrams over in one buffer: each is a datagram from here on.
     let datagrams = || {
@@ -2413,6 +2438,46 @@ mod tests {
     }
 
     #[test]
+    fn a_flush_of_more_groups_than_one_sendmmsg_takes_sends_every_one_in_order() {
+        let dev = start("127.0.0.1");
+        let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let dest = peer.local_addr().unwrap();
+        // Each datagram longer than the one before: no two make one GSO group, so a full
+        // transmit batch is TX_BATCH groups, more than a `sendmmsg` call takes.
+        let n = TX_BATCH;
+        assert!(n > MAX_BATCH);
+        let mut tx = TxScratch {
+            bufs: vec![vec![0; MAX_DATAGRAM]; TX_BATCH],
+            dests: [dest; TX_BATCH],
+            lens: [0; TX_BATCH],
+            tokens: [None; TX_BATCH],
+            failed: [false; TX_BATCH],
+            n: 0,
+        };
+        for j in 0..n {
+            tx.lens[j] = 40 + j;
+            tx.bufs[j][0] = j as u8;
+        }
+        let mut groups = SendGroups::new();
+        let mut id0 = [None; TX_BATCH];
+        gso_groups(dev.local_addr(), &mut tx, n, &mut groups, &mut id0);
+        assert_eq!(groups.len(), n, "one group per datagram");
+        let mut failed = [false; TX_BATCH];
+        assert_eq!(send_groups(&dev.shared, &tx, n, &groups, &mut failed), n);
+        assert!(failed.iter().all(|f| !f), "nothing refused");
+        let mut buf = [0u8; 256];
+        for j in 0..n {
+            let (len, _) = peer.recv_from(&mut buf).expect("every datagram arrives");
+            assert_eq!(
+                (len, buf[0]),
+                (40 + j, j as u8),
+                "datagram {j} in its place"
+            );
+        }
+    }
+
+    #[test]
     fn gso_segments_carry_their_ip_ids_icrc_and_get_id_0s_back_to_leave_alone() {
         use softroce_wire::icrc::{UdpEndpoints, compute_for_gso_segment, compute_for_udp_socket};
         let local: SocketAddr = "127.0.0.1:50001".parse().unwrap();
@@ -2425,11 +2490,11 @@ mod tests {
             .chain([(other, 80), (other, 80)])
             .collect::<Vec<_>>();
         let mut tx = TxScratch {
-            bufs: vec![vec![0; MAX_DATAGRAM]; MAX_BATCH],
-            dests: [peer; MAX_BATCH],
-            lens: [0; MAX_BATCH],
-            tokens: [None; MAX_BATCH],
-            failed: [false; MAX_BATCH],
+            bufs: vec![vec![0; MAX_DATAGRAM]; TX_BATCH],
+            dests: [peer; TX_BATCH],
+            lens: [0; TX_BATCH],
+            tokens: [None; TX_BATCH],
+            failed: [false; TX_BATCH],
             n: 0,
         };
         let body = |j: usize, len: usize| -> Vec<u8> {
@@ -2450,7 +2515,7 @@ mod tests {
         };
 
         let mut groups = SendGroups::new();
-        let mut id0 = [None; MAX_BATCH];
+        let mut id0 = [None; TX_BATCH];
         gso_groups(local, &mut tx, plan.len(), &mut groups, &mut id0);
         assert_eq!(&groups[..], &[(0, 5, 80), (5, 7, 80)]);
         for &(first, end, _) in &groups {
