@@ -592,6 +592,105 @@ fn a_deferred_ack_goes_out_by_its_deadline_when_nothing_else_is_sent() {
 }
 
 #[test]
+fn a_stream_with_fewer_requests_in_flight_than_the_held_ack_bound_never_waits_for_its_deadline() {
+    // One second of ACK deferral: any ACK that waited for it would show. The retransmit
+    // timer (timeout 20: 4.3 s) is longer, so no resend stands in for a late ACK.
+    let mut pair = Pair::new(Options {
+        ack_defer: Duration::from_secs(1),
+        timeout: 20,
+        ..Options::default()
+    });
+    let start = pair.fabric.elapsed();
+    for round in 0..4u64 {
+        // Eight signaled WRITEs in flight, as a sender with a send queue of eight keeps.
+        for i in 0..8u64 {
+            let wr = pair.rdma_wr('a', WrOpcode::RdmaWrite, round * 8 + i, 0, 0, 8);
+            pair.post_send('a', wr);
+        }
+        let a = pair.completions('a', 8, Duration::from_millis(10));
+        assert_eq!(a.len(), 8, "round {round}: every WRITE completed: {a:?}");
+        assert!(a.iter().all(|wc| wc.status == WcStatus::Success));
+    }
+    let took = pair.fabric.elapsed() - start;
+    assert!(
+        took < Duration::from_millis(10),
+        "32 WRITEs took {took:?}: their ACKs waited for the deadline"
+    );
+}
+
+#[test]
+fn a_one_way_senders_acks_stop_waiting_for_answers_until_the_responder_answers_again() {
+    let defer = Duration::from_millis(100);
+    // The retransmit timer (timeout 20: 4.3 s) is longer than any wait here: no resend
+    // stands in for an ACK.
+    let mut pair = Pair::new(Options {
+        ack_defer: defer,
+        timeout: 20,
+        ..Options::default()
+    });
+    let seen = record_opcodes(&mut pair);
+    let b_ip: std::net::IpAddr = B_IP.parse().unwrap();
+    let send_and_wait = |pair: &mut Pair, id: u64| {
+        pair.post_recv('b', id, 0, 64);
+        let start = pair.fabric.elapsed();
+        let wr = pair.send_wr('a', id, 0, 8);
+        pair.post_send('a', wr);
+        let a = pair.completions('a', 1, 2 * defer);
+        assert_eq!(a.len(), 1, "SEND {id} completed");
+        assert_eq!(
+            pair.completions('b', 1, defer).len(),
+            1,
+            "SEND {id} arrived"
+        );
+        pair.fabric.elapsed() - start
+    };
+    // The first SEND's ACK is held for an answer that never comes: it goes at its deadline.
+    let first = send_and_wait(&mut pair, 1);
+    assert!(first >= defer, "the first ACK came after {first:?}");
+    // B does not answer: from now on its ACKs go at once.
+    for id in 2..6 {
+        let took = send_and_wait(&mut pair, id);
+        assert!(took < defer / 10, "SEND {id} waited {took:?} for its ACK");
+    }
+    // B answers: holding pays again, and its next ACK travels with its next answer. (A
+    // holds its ACK of the answer for one of its own, which never comes: B waits.)
+    pair.post_recv('a', 100, 0, 64);
+    let answer = pair.send_wr('b', 100, 0, 8);
+    pair.post_send('b', answer);
+    assert_eq!(
+        pair.completions('b', 1, 2 * defer).len(),
+        1,
+        "B's answer completed"
+    );
+    assert_eq!(pair.completions('a', 1, defer).len(), 1, "A got B's answer");
+    seen.lock().unwrap().clear();
+    pair.post_recv('a', 101, 0, 64);
+    pair.post_recv('b', 6, 0, 64);
+    let ping = pair.send_wr('a', 6, 0, 8);
+    pair.post_send('a', ping);
+    assert_eq!(pair.completions('b', 1, defer / 10).len(), 1);
+    let pong = pair.send_wr('b', 101, 0, 8);
+    pair.post_send('b', pong);
+    assert_eq!(
+        pair.completions('a', 2, defer / 10).len(),
+        2,
+        "ping done, pong in"
+    );
+    let from_b: Vec<u8> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(ip, _)| *ip == b_ip)
+        .map(|(_, op)| *op)
+        .collect();
+    assert_eq!(
+        from_b[..2],
+        [0x04, 0x11],
+        "the ACK waited for B's answer and went right behind it: {from_b:x?}"
+    );
+}
+
+#[test]
 fn destroying_the_responder_qp_sends_the_ack_it_held() {
     let mut pair = Pair::new(Options {
         ack_defer: Duration::from_secs(1),

@@ -169,6 +169,13 @@ pub(crate) struct QpTransport {
     pub(crate) comm_est: bool,
     /// A positive ACK held back (its PSN, and when it must go at the latest).
     pub(crate) deferred_ack: Option<(Psn, Instant)>,
+    /// Requests asking for an ACK that the held one answers.
+    pub(crate) deferred_ack_reqs: u32,
+    /// The last held ACK went out alone when its time came: the application does not
+    /// answer on this QP (a one-way sender), so its ACKs go once the packets they arrived
+    /// with are handled rather than waiting for an answer. Cleared when the QP sends a
+    /// request again.
+    pub(crate) ack_unanswered: bool,
     /// The PSN of the last held ACK sent (how far the held one reaches past it).
     pub(crate) last_ack_sent: Option<Psn>,
     /// The deadline the QP is filed under in the engine's `Timers`, if any.

@@ -76,6 +76,14 @@ impl Engine<'_> {
 
     /// A positive ACK for `psn`, received at `now`: held back up to `ack_defer` for the
     /// QP's next packet, or sent at once when deferral is off.
+    ///
+    /// Held only while holding may pay: an ACK that a request of this QP's (the
+    /// application's answer) can carry is a packet and a send saved. A requester waiting
+    /// for it to complete its own work gets it once the packets that came with this one
+    /// are handled (one ACK for them all) when the QP is streaming (a second request
+    /// asked before the first was answered) or never answers (its last held ACK went out
+    /// alone at its deadline): held, each would wait `ack_defer`, and a sender with fewer
+    /// requests in flight than `MAX_PSNS_HELD` would move that few per `ack_defer`.
     pub(crate) fn ack(&mut self, now: Instant, qp: QpHandle, psn: Psn) {
         let defer = self.device.config().ack_defer;
         if defer.is_zero() {
@@ -86,6 +94,13 @@ impl Engine<'_> {
         };
         let due = q.transport.deferred_ack.map_or(now + defer, |(_, due)| due);
         q.transport.deferred_ack = Some((psn, due));
+        q.transport.deferred_ack_reqs += 1;
+        // Listed once per held ACK: at its first request when the QP does not answer, at
+        // its second when it streams.
+        let prompt_at = if q.transport.ack_unanswered { 1 } else { 2 };
+        if q.transport.deferred_ack_reqs == prompt_at {
+            self.outbox.prompt_acks.push(qp);
+        }
         self.counters.ack_deferred += 1;
         let covered = q
             .transport
@@ -105,6 +120,7 @@ impl Engine<'_> {
         let Some((psn, _)) = q.transport.deferred_ack.take() else {
             return;
         };
+        q.transport.deferred_ack_reqs = 0;
         q.transport.last_ack_sent = Some(psn);
         if matches!(q.attr.qp_state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
             self.queue_ack_now(qp, psn, Syndrome::ACK);

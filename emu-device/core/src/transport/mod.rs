@@ -121,6 +121,9 @@ pub(crate) struct Outbox {
     queued: Vec<Option<QpHandle>>,
     /// The bound on RC requests in flight to each peer.
     admission: admission::Admission,
+    /// QPs whose held ACK goes at the next transmit pass, after the packets that arrived
+    /// with it were all handled (see `Engine::ack`).
+    pub(crate) prompt_acks: Vec<QpHandle>,
 }
 
 /// Send buffers the outbox keeps for reuse.
@@ -390,6 +393,10 @@ pub(crate) fn poll_transmit(
     now: Instant,
     buf: &mut Vec<u8>,
 ) -> Option<Transmit> {
+    // Bounded: a QP is listed once per held ACK, and sending it lists nothing.
+    while let Some(qp) = eng.outbox.prompt_acks.pop() {
+        eng.flush_deferred_ack(qp);
+    }
     if eng.outbox.packets.is_empty() {
         // Bounded by the number of active QPs; each round may queue packets.
         let rounds = eng.outbox.active_qps.len();
@@ -406,6 +413,10 @@ pub(crate) fn poll_transmit(
                 // but the last must be of one length) and reach the peer in one GRO read.
                 // Requests and ACKs are in PSN spaces of their own, so nothing reorders.
                 eng.flush_deferred_ack(qp);
+                // The application talks back on this QP: holding its ACKs pays again.
+                if let Some(q) = eng.store.get_mut(qp) {
+                    q.transport.ack_unanswered = false;
+                }
             }
             eng.settle(qp);
             if !eng.outbox.packets.is_empty() {
@@ -466,6 +477,10 @@ pub(crate) fn handle_timeout(eng: &mut Engine<'_>, now: Instant) {
             .is_some_and(|(_, due)| due <= now);
         if due {
             eng.flush_deferred_ack(qp);
+            // Nothing was sent to carry it: until the QP sends again, its ACKs go promptly.
+            if let Some(q) = eng.store.get_mut(qp) {
+                q.transport.ack_unanswered = true;
+            }
         }
         completer::on_timers(eng, now, qp);
         eng.settle(qp);
