@@ -517,6 +517,19 @@ fn rc_messages_survive_a_fault_plan_targeting_acks_and_naks() {
     assert!(injected.dropped >= 10, "{injected}");
 }
 
+/// The opcodes `record_opcodes` saw leave `ip`, in order.
+fn opcodes_from(
+    seen: &std::sync::Mutex<Vec<(std::net::IpAddr, u8)>>,
+    ip: std::net::IpAddr,
+) -> Vec<u8> {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .filter(|(from, _)| *from == ip)
+        .map(|(_, op)| *op)
+        .collect()
+}
+
 /// Opcodes of every datagram the fabric carries from `from`'s address, in order.
 fn record_opcodes(
     pair: &mut Pair,
@@ -557,13 +570,7 @@ fn a_deferred_ack_travels_with_the_responders_answer() {
     pair.post_send('b', pong);
     let a = pair.completions('a', 2, Duration::from_millis(5));
     assert_eq!(a.len(), 2, "A's SEND completed and the pong arrived: {a:?}");
-    let from_b: Vec<u8> = seen
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|(ip, _)| *ip == b_ip)
-        .map(|(_, op)| *op)
-        .collect();
+    let from_b = opcodes_from(&seen, b_ip);
     assert_eq!(
         from_b[..2],
         [0x04, 0x11],
@@ -676,13 +683,7 @@ fn a_one_way_senders_acks_stop_waiting_for_answers_until_the_responder_answers_a
         2,
         "ping done, pong in"
     );
-    let from_b: Vec<u8> = seen
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|(ip, _)| *ip == b_ip)
-        .map(|(_, op)| *op)
-        .collect();
+    let from_b = opcodes_from(&seen, b_ip);
     assert_eq!(
         from_b[..2],
         [0x04, 0x11],

@@ -2415,6 +2415,19 @@ mod tests {
     use super::*;
     use softroce_emu_core::*;
 
+    /// Transmit scratch with every buffer a whole datagram long, all bound for `dest`.
+    fn scratch(dest: SocketAddr) -> TxScratch {
+        TxScratch {
+            bufs: vec![vec![0; MAX_DATAGRAM]; TX_BATCH],
+            coalesced: Vec::new(),
+            dests: [dest; TX_BATCH],
+            lens: [0; TX_BATCH],
+            tokens: [None; TX_BATCH],
+            failed: [false; TX_BATCH],
+            n: 0,
+        }
+    }
+
     fn start(ip: &str) -> Device {
         let mut cfg = DeviceConfig::new("t", ip.parse().unwrap());
         cfg.hca.udp_port = 0;
@@ -2488,15 +2501,7 @@ mod tests {
         // transmit batch is TX_BATCH groups, more than a `sendmmsg` call takes.
         let n = TX_BATCH;
         assert!(n > MAX_BATCH);
-        let mut tx = TxScratch {
-            bufs: vec![vec![0; MAX_DATAGRAM]; TX_BATCH],
-            coalesced: Vec::new(),
-            dests: [dest; TX_BATCH],
-            lens: [0; TX_BATCH],
-            tokens: [None; TX_BATCH],
-            failed: [false; TX_BATCH],
-            n: 0,
-        };
+        let mut tx = scratch(dest);
         for j in 0..n {
             tx.lens[j] = 40 + j;
             tx.bufs[j][0] = j as u8;
@@ -2555,15 +2560,7 @@ mod tests {
             .into_iter()
             .chain([(other, 80), (other, 80)])
             .collect::<Vec<_>>();
-        let mut tx = TxScratch {
-            bufs: vec![vec![0; MAX_DATAGRAM]; TX_BATCH],
-            coalesced: Vec::new(),
-            dests: [peer; TX_BATCH],
-            lens: [0; TX_BATCH],
-            tokens: [None; TX_BATCH],
-            failed: [false; TX_BATCH],
-            n: 0,
-        };
+        let mut tx = scratch(peer);
         let body = |j: usize, len: usize| -> Vec<u8> {
             (0..len - 4).map(|b| (b * 31 + j * 7) as u8).collect()
         };
