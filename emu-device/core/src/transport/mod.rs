@@ -346,7 +346,7 @@ fn deliver(
                 .gids()
                 .get(usize::from(q.attr.ah_attr.sgid_index))
                 .map(|g| g.to_ip());
-            // `peer` is `av.dgid` as an address, kept beside it.
+            // `peer` is the address vector's DGID as a socket address, kept beside it.
             if d.src.ip() != q.peer.ip() || ours != Some(d.dst) {
                 eng.counters.drop(DropReason::AddressMismatch);
                 return;
