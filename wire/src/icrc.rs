@@ -186,6 +186,26 @@ pub fn compute_for_udp_socket(ep: &UdpEndpoints, roce_without_icrc: &[u8]) -> Re
     compute_for_gso_segment(ep, roce_without_icrc, 0)
 }
 
+/// The ICRC computation of [`compute_for_udp_socket`] stopped after a packet's headers, for
+/// a payload hashed where it lies (in application memory, say): `head` is the packet from
+/// its BTH up to where the payload starts, `roce_len` the whole packet's length with its
+/// ICRC. Continue the result over the payload and the pad bytes with [`continue_crc`] (or
+/// any CRC-32 that continues `crc32fast::Hasher::new_with_initial`): that is the ICRC.
+pub fn head_crc_for_udp_socket(ep: &UdpEndpoints, roce_len: usize, head: &[u8]) -> Result<u32> {
+    need(Header::Bth, head.len(), BTH_LEN)?;
+    let mut h = crc32fast::Hasher::new_with_initial(headers_crc(ep, roce_len, 0));
+    h.update(&masked_bth(head));
+    h.update(&head[BTH_LEN..]);
+    Ok(h.finalize())
+}
+
+/// `crc` (a CRC-32 so far) continued over `bytes`.
+pub fn continue_crc(crc: u32, bytes: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new_with_initial(crc);
+    h.update(bytes);
+    h.finalize()
+}
+
 /// How much of a packet after its BTH [`compute_for_gso_segment`] copies to hash it with the
 /// headers in one call.
 const SHORT_REST: usize = 64;
@@ -761,6 +781,29 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn an_icrc_continued_over_the_payload_where_it_lies_is_the_whole_packets() {
+        let ep = ep();
+        for (payload_len, pad) in [(0usize, 0usize), (1, 3), (1024, 0), (4093, 3), (4096, 0)] {
+            // A WRITE FIRST: BTH, RETH, payload, pad.
+            let head_len = BTH_LEN + 16;
+            let mut roce: Vec<u8> = (0..head_len + payload_len + pad)
+                .map(|i| (i * 31 + 7) as u8)
+                .collect();
+            roce[head_len + payload_len..].fill(0);
+            let whole = compute_for_udp_socket(&ep, &roce).unwrap();
+            let roce_len = roce.len() + ICRC_LEN;
+            let head = head_crc_for_udp_socket(&ep, roce_len, &roce[..head_len]).unwrap();
+            let payload = continue_crc(head, &roce[head_len..head_len + payload_len]);
+            let parts = continue_crc(payload, &roce[head_len + payload_len..]);
+            assert_eq!(parts, whole, "payload {payload_len} B, pad {pad}");
+        }
+        assert!(
+            head_crc_for_udp_socket(&ep, 100, &[0u8; 4]).is_err(),
+            "no BTH, no CRC"
+        );
     }
 
     #[test]
