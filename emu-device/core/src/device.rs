@@ -76,7 +76,20 @@ pub struct HcaConfig {
     ///
     /// [`TransmitToken`]: crate::TransmitToken
     pub transmit_feedback: bool,
+    /// Let a request packet's payload stay where it lies: a SEND or WRITE packet whose
+    /// payload is one piece of registered memory of at least [`PAYLOAD_BY_REFERENCE_MIN`]
+    /// bytes is built without it, its ICRC computed over the memory in place, and
+    /// [`Hca::poll_transmit`](crate::Hca::poll_transmit) names the piece in
+    /// [`Transmit::payload`](crate::Transmit::payload) for the caller to send from there
+    /// (one copy per byte, the kernel's, instead of two). Takes effect only with a fault-safe
+    /// copier installed ([`install_copier`](crate::install_copier)), which reads the memory
+    /// for the ICRC. Off by default: the packet is then whole in the buffer.
+    pub payload_by_reference: bool,
 }
+
+/// The smallest payload [`HcaConfig::payload_by_reference`] leaves in place: below it,
+/// copying costs less than the extra piece a send then gathers.
+pub const PAYLOAD_BY_REFERENCE_MIN: usize = 1024;
 
 /// [`HcaConfig::max_outstanding_psns`] by default: 2048 packets of up to 4 KiB.
 pub(crate) const DEFAULT_MAX_OUTSTANDING_PSNS: u32 = 2048;
@@ -137,6 +150,7 @@ impl HcaConfig {
             source_port: None,
             clock_epoch: None,
             transmit_feedback: false,
+            payload_by_reference: false,
         }
     }
 }

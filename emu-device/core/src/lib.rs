@@ -112,8 +112,8 @@ pub mod wr;
 pub use bringup::{QpBringup, QpPeer};
 pub use counters::{Counters, DropReason};
 pub use device::{
-    DEVICE_ATOMIC_WRITE, DeviceAttr, HcaConfig, MAX_CQE, MAX_SLOTS, OdpCaps, PortAttr, PortState,
-    QPN_SLOT_SHIFT, qpn_slot, qpn_slot_range,
+    DEVICE_ATOMIC_WRITE, DeviceAttr, HcaConfig, MAX_CQE, MAX_SLOTS, OdpCaps,
+    PAYLOAD_BY_REFERENCE_MIN, PortAttr, PortState, QPN_SLOT_SHIFT, qpn_slot, qpn_slot_range,
 };
 pub use error::{PostError, VerbsError, VerbsResult};
 pub use events::{AsyncEvent, EventElement, HcaEvent};
@@ -130,7 +130,7 @@ pub use qp_state::{
 };
 pub use tm::{TM_CAPS, TmCaps, TmOp, TmOpKind};
 pub use transport::gsi::{GSI_QPN, ReceivedMad};
-pub use transport::{IncomingDatagram, Transmit, TransmitToken};
+pub use transport::{IncomingDatagram, PayloadRef, Transmit, TransmitToken};
 pub use types::{
     AccessFlags, EventType, MwType, QpAttrMask, QpState, QpType, SendFlags, WcFlags, WcOpcode,
     WcStatus, WrOpcode,

@@ -25,6 +25,11 @@ pub struct AppCopier {
     /// Store `value` at the 8-byte aligned application address `dst` in one atomic store
     /// ordered after every earlier write (8 when the page is gone, else 0).
     pub store_u64_release: unsafe fn(dst: u64, value: u64) -> usize,
+    /// The CRC-32 of `crc` (the CRC so far, as `crc32fast::Hasher::new_with_initial` takes
+    /// it) continued over application memory `addr..addr + len` read in place, or `None`
+    /// when a page of it is gone: what lets a packet's payload leave straight from
+    /// registered memory (see [`HcaConfig::payload_by_reference`](crate::HcaConfig)).
+    pub crc: unsafe fn(crc: u32, addr: u64, len: usize) -> Option<u32>,
 }
 
 static COPIER: OnceLock<AppCopier> = OnceLock::new();
@@ -39,6 +44,18 @@ pub fn install_copier(copier: AppCopier) {
 /// on-demand paging needs, its region spanning memory the process never mapped.
 pub(crate) fn fault_safe() -> bool {
     COPIER.get().is_some()
+}
+
+/// `crc` continued over application memory `addr..addr + len` read in place, when a
+/// fault-safe copier is installed and every page of the range is there.
+///
+/// # Safety
+/// `addr..addr + len` lies inside a registered memory region (it may since have been
+/// unmapped: the copier survives that).
+pub(crate) unsafe fn crc_app(crc: u32, addr: u64, len: usize) -> Option<u32> {
+    let copier = COPIER.get()?;
+    // SAFETY: forwarded; the copier's read is fault-safe.
+    unsafe { (copier.crc)(crc, addr, len) }
 }
 
 /// Copy `dst.len()` bytes from application address `addr` into `dst`; the number of bytes

@@ -42,7 +42,7 @@ use softroce_emu_cm::{
 };
 use softroce_emu_core::{
     AccessFlags, AsyncEvent, ChannelHandle, CqHandle, Hca, HcaConfig, HcaEvent, IncomingDatagram,
-    MrHandle, MrKeys, PdHandle, QpHandle, TransmitToken, VerbsError, VerbsResult,
+    MrHandle, MrKeys, PayloadRef, PdHandle, QpHandle, TransmitToken, VerbsError, VerbsResult,
 };
 use softroce_emu_faults::{Direction, FaultCounters, FaultInjector, FaultPlan, Verdict};
 use softroce_wire::pcap::CaptureWriter;
@@ -85,6 +85,9 @@ impl DeviceConfig {
         let mut hca = HcaConfig::new(name, ip);
         hca.link_mtu = crate::link::link_mtu(ip).unwrap_or(hca.link_mtu);
         hca.ack_defer = ACK_DEFER;
+        // Large payloads leave straight from registered memory (the guarded copier reads it
+        // for the ICRC; without one the core copies as before).
+        hca.payload_by_reference = true;
         hca.seed = crate::entropy::random_u64();
         hca.adaptive_retransmit = adaptive_retransmit_env();
         Self {
@@ -219,6 +222,10 @@ struct TxScratch {
     lens: [usize; TX_BATCH],
     /// The UC/UD requests waiting for the word on their datagram (see `report`).
     tokens: [Option<TransmitToken>; TX_BATCH],
+    /// Payloads left in registered memory, unwritten in their buffers (see
+    /// `Transmit::payload`): sent from there, or copied in by [`fill_payloads`] before
+    /// anything else reads the datagram.
+    payloads: [Option<PayloadRef>; TX_BATCH],
     /// Datagrams the kernel refused.
     failed: [bool; TX_BATCH],
     n: usize,
@@ -435,6 +442,7 @@ impl Device {
                 dests: [bind; TX_BATCH],
                 lens: [0; TX_BATCH],
                 tokens: [None; TX_BATCH],
+                payloads: [None; TX_BATCH],
                 failed: [false; TX_BATCH],
                 n: 0,
             }),
@@ -1479,6 +1487,16 @@ fn transmit_and_signal(shared: &Shared, hca: &mut Hca, now: Instant) -> bool {
         let Some(t) = hca.poll_transmit(now, &mut tx.bufs[i]) else {
             break;
         };
+        tx.payloads[i] = t.payload;
+        if t.payload.is_some()
+            && (t.destination == shared.device_addr
+                || shared.faults_on.load(Ordering::Acquire)
+                || !shared.gso.load(Ordering::Relaxed))
+        {
+            // Only a GSO send gathers a payload from where it lies: the owner's own
+            // forwarding, a fault plan and the datagram-by-datagram path read the buffer.
+            fill_payloads(&mut tx, i..i + 1);
+        }
         if t.destination == shared.device_addr && forward_own(shared, &tx.bufs[i][..t.len]) {
             if let Some(token) = t.token {
                 hca.handle_sent(now, token);
@@ -1557,6 +1575,19 @@ fn forward_own(shared: &Shared, datagram: &[u8]) -> bool {
     true
 }
 
+/// Copy the payloads of `range` that were left in registered memory into their buffers
+/// (the fault-safe way: a page gone since reads as zeros, counted), making each datagram
+/// whole in its buffer.
+fn fill_payloads(tx: &mut TxScratch, range: std::ops::Range<usize>) {
+    for i in range {
+        if let Some(p) = tx.payloads[i].take() {
+            // SAFETY: the core checked the range against a live registration; the copier
+            // the driver installed survives it being unmapped since.
+            unsafe { p.fill(&mut tx.bufs[i]) };
+        }
+    }
+}
+
 /// Send the datagrams built in `tx` (through the fault injector when one is configured)
 /// and tell the device which left.
 fn flush(shared: &Shared, hca: &mut Hca, now: Instant, tx: &mut TxScratch) {
@@ -1601,6 +1632,7 @@ fn send_out(shared: &Shared, tx: &mut TxScratch, mut n: usize) {
                 tx.lens[kept] = len;
                 tx.dests.swap(kept, i);
                 tx.tokens.swap(kept, i);
+                tx.payloads.swap(kept, i);
                 kept += 1;
             }
         }
@@ -1621,6 +1653,7 @@ fn send_out(shared: &Shared, tx: &mut TxScratch, mut n: usize) {
         tx.failed = failed;
         return;
     }
+    fill_payloads(tx, unsent..n);
     let batch: [(SocketAddr, &[u8]); TX_BATCH] = std::array::from_fn(|i| {
         (
             tx.dests[i],
@@ -1652,6 +1685,7 @@ fn send_segmented(shared: &Shared, tx: &mut TxScratch, n: usize, failed: &mut [b
     if let Some(mut capture) = capturing(shared)
         && let Some(w) = capture.as_mut()
     {
+        fill_payloads(tx, 0..n);
         let ts = shared.epoch.elapsed();
         for &(first, end, _) in &groups {
             for (k, j) in (first..end).enumerate() {
@@ -1750,7 +1784,9 @@ fn send_groups(
     let tx = &*tx;
     // Only as many entries as used: a ping-pong sends one or two datagrams per flush, and
     // setting up a whole batch's worth showed in its latency.
-    let mut iovs: SmallVec<[io::IoSlice<'_>; TX_BATCH]> = SmallVec::new();
+    // Up to three per datagram (header, payload in place, pad and ICRC): on the stack.
+    const _: () = assert!(3 * TX_BATCH <= 256);
+    let mut iovs: SmallVec<[io::IoSlice<'_>; 256]> = SmallVec::new();
     let mut iov_ranges: SmallVec<[(usize, usize); TX_BATCH]> = SmallVec::new();
     let mut at = 0;
     for g in groups {
@@ -1760,7 +1796,20 @@ fn send_groups(
             iovs.push(io::IoSlice::new(&tx.coalesced[at..at + bytes]));
             at += bytes;
         } else {
-            iovs.extend((g.0..g.1).map(|j| io::IoSlice::new(&tx.bufs[j][..tx.lens[j]])));
+            for j in g.0..g.1 {
+                let datagram = &tx.bufs[j][..tx.lens[j]];
+                let Some(p) = tx.payloads[j] else {
+                    iovs.push(io::IoSlice::new(datagram));
+                    continue;
+                };
+                // SAFETY: the core checked the range against a live registration and read it
+                // for the ICRC just now; only the kernel reads it (a page unmapped since
+                // makes the send fail with EFAULT, handled below).
+                let payload = unsafe { std::slice::from_raw_parts(p.addr as *const u8, p.len) };
+                iovs.push(io::IoSlice::new(&datagram[..p.at]));
+                iovs.push(io::IoSlice::new(payload));
+                iovs.push(io::IoSlice::new(&datagram[p.at + p.len..]));
+            }
         }
         iov_ranges.push((start, iovs.len()));
     }
@@ -1784,14 +1833,16 @@ fn send_groups(
                 sent += k;
                 full = k < offered;
             }
-            Err(e) if batch[sent].segment > 0 => {
+            Err(e) if batch[sent].segment > 0 && e.raw_os_error() != Some(libc::EFAULT) => {
                 tracing::debug!(error = %e, "UDP GSO refused; sending datagram by datagram");
                 shared.gso.store(false, Ordering::Relaxed);
                 return groups[sent].0;
             }
             Err(e) => {
                 // Counted, never silent: every datagram of the group is lost; RC
-                // retransmits them, UC and UD requests complete in error.
+                // retransmits them, UC and UD requests complete in error. (EFAULT: the
+                // application unmapped a payload's memory after its ICRC was taken; the
+                // resend finds the hole and reads it as zeros, as pinned pages would.)
                 let (first, end, _) = groups[sent];
                 tracing::warn!(error = %e, "sending a datagram failed (drop_send_failed)");
                 shared
@@ -2423,6 +2474,7 @@ mod tests {
             dests: [dest; TX_BATCH],
             lens: [0; TX_BATCH],
             tokens: [None; TX_BATCH],
+            payloads: [None; TX_BATCH],
             failed: [false; TX_BATCH],
             n: 0,
         }

@@ -35,6 +35,7 @@ pub fn install() {
                     read: read_app,
                     write: write_app,
                     store_u64_release: store_app_u64,
+                    crc: crc_app,
                 });
             }
         });
@@ -121,6 +122,26 @@ unsafe fn store_app_u64(dst: u64, value: u64) -> usize {
     lost
 }
 
+/// The CRC-32 of `crc` (the CRC so far) continued over application memory `addr..addr +
+/// len`, read in place; `None` when a page of it is gone (nothing is reported: the caller
+/// then copies the range the fault-safe way, which counts and reports the hole).
+///
+/// # Safety
+/// `addr..addr + len` was a registered range (it may since have been unmapped).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+unsafe fn crc_app(crc: u32, addr: u64, len: usize) -> Option<u32> {
+    let mut hasher = crc32fast::Hasher::new_with_initial(crc);
+    let start = addr as usize;
+    // SAFETY: forwarded; the slice is made and read only inside the guarded call, which
+    // a fault on it cuts short (the hasher is then dropped unread).
+    let whole = unsafe {
+        x86_64::call_guarded(start, len, || {
+            hasher.update(core::slice::from_raw_parts(start as *const u8, len));
+        })
+    };
+    whole.then(|| hasher.finalize())
+}
+
 /// Which side of a copy is application memory (the other is ours and always mapped).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(
@@ -134,6 +155,7 @@ enum Side {
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod x86_64 {
+    use std::cell::Cell;
     use std::ffi::{c_int, c_void};
     use std::sync::OnceLock;
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -182,6 +204,35 @@ mod x86_64 {
         "    mov eax, 8",
         "    ret",
         ".size softroce_guarded_store8, .-softroce_guarded_store8",
+        // rdi = function, rsi = its argument, rdx = 7 saved words → rax = 0 when the call
+        // returned, 1 when a fault in the guarded range cut it short: the handler resumes
+        // at the abort label with the callee-saved registers and the stack pointer saved
+        // here, which returns to our caller as if the call had (the sigsetjmp/siglongjmp
+        // pair, for frames that own nothing to drop).
+        ".globl softroce_guarded_call",
+        ".hidden softroce_guarded_call",
+        ".type softroce_guarded_call,@function",
+        "softroce_guarded_call:",
+        "    mov qword ptr [rdx], rbx",
+        "    mov qword ptr [rdx + 8], rbp",
+        "    mov qword ptr [rdx + 16], r12",
+        "    mov qword ptr [rdx + 24], r13",
+        "    mov qword ptr [rdx + 32], r14",
+        "    mov qword ptr [rdx + 40], r15",
+        "    mov qword ptr [rdx + 48], rsp",
+        "    sub rsp, 8",
+        "    mov rax, rdi",
+        "    mov rdi, rsi",
+        "    call rax",
+        "    add rsp, 8",
+        "    xor eax, eax",
+        "    ret",
+        ".globl softroce_guarded_call_abort",
+        ".hidden softroce_guarded_call_abort",
+        "softroce_guarded_call_abort:",
+        "    mov eax, 1",
+        "    ret",
+        ".size softroce_guarded_call, .-softroce_guarded_call",
         ".popsection",
     );
 
@@ -192,6 +243,56 @@ mod x86_64 {
         pub(super) fn softroce_guarded_store8(dst: *mut u64, value: u64) -> usize;
         static softroce_guarded_store8_fault: u8;
         static softroce_guarded_store8_fixup: u8;
+        fn softroce_guarded_call(
+            f: extern "C" fn(*mut c_void),
+            arg: *mut c_void,
+            saved: *mut [u64; SAVED_WORDS],
+        ) -> u32;
+        static softroce_guarded_call_abort: u8;
+    }
+
+    /// What `softroce_guarded_call` saves: rbx, rbp, r12-r15, and the stack pointer at its
+    /// entry (pointing at its return address).
+    const SAVED_WORDS: usize = 7;
+
+    thread_local! {
+        /// The application range a guarded call on this thread reads (start, end) and the
+        /// registers it saved; all zero outside one. Const-initialised without a destructor:
+        /// a plain thread-local slot, safe to read in the signal handler.
+        static GUARDED_CALL: Cell<(usize, usize, usize)> = const { Cell::new((0, 0, 0)) };
+    }
+
+    /// Run `f`, which reads application memory `start..start + len` only; false when a page
+    /// of that range faulted, `f` then cut short where it was.
+    ///
+    /// # Safety
+    /// `f` and everything it calls own nothing that must be dropped or released (no locks,
+    /// no allocations) while it touches the range: a fault abandons those frames as they are.
+    pub(super) unsafe fn call_guarded<F: FnMut()>(start: usize, len: usize, mut f: F) -> bool {
+        extern "C" fn run<F: FnMut()>(arg: *mut c_void) {
+            // SAFETY: `arg` is the `F` below, alive and not otherwise borrowed for the call.
+            unsafe { (*arg.cast::<F>())() }
+        }
+        let mut saved = [0u64; SAVED_WORDS];
+        let end = start.saturating_add(len);
+        GUARDED_CALL.with(|g| g.set((start, end, (&raw mut saved) as usize)));
+        // SAFETY: `run::<F>` takes the pointer to `f` it is given; `saved` outlives the call.
+        let aborted =
+            unsafe { softroce_guarded_call(run::<F>, (&raw mut f).cast(), &raw mut saved) };
+        GUARDED_CALL.with(|g| g.set((0, 0, 0)));
+        aborted == 0
+    }
+
+    /// The registers to resume with when `addr` lies in the range of the guarded call
+    /// running on this thread.
+    fn guarded_call_at(addr: usize) -> Option<[u64; SAVED_WORDS]> {
+        let (start, end, saved) = GUARDED_CALL.with(Cell::get);
+        if saved == 0 || addr < start || addr >= end {
+            return None;
+        }
+        // SAFETY: set by `call_guarded` to its live array for the duration of the call,
+        // and this fault happened on this thread during it.
+        Some(unsafe { *(saved as *const [u64; SAVED_WORDS]) })
     }
 
     /// Copy `len` bytes, skipping (and, when the application memory is the source, zeroing
@@ -294,6 +395,24 @@ mod x86_64 {
                 *ip = (&raw const softroce_guarded_store8_fixup) as usize as i64;
                 return;
             }
+            if let Some(saved) = guarded_call_at((*info).si_addr() as usize) {
+                let gregs = &mut (*uc).uc_mcontext.gregs;
+                let regs = [
+                    libc::REG_RBX,
+                    libc::REG_RBP,
+                    libc::REG_R12,
+                    libc::REG_R13,
+                    libc::REG_R14,
+                    libc::REG_R15,
+                    libc::REG_RSP,
+                ];
+                for (reg, value) in regs.into_iter().zip(saved) {
+                    gregs[reg as usize] = value as i64;
+                }
+                gregs[libc::REG_RIP as usize] =
+                    (&raw const softroce_guarded_call_abort) as usize as i64;
+                return;
+            }
             chain(sig, info, ctx);
         }
     }
@@ -327,6 +446,79 @@ mod x86_64 {
                     libc::sigaction(sig, &default, core::ptr::null_mut());
                 }
             }
+        }
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    const PAGE: usize = 4096;
+
+    /// Three pages of known bytes, the middle one unmapped again.
+    fn pages_with_a_hole() -> usize {
+        // SAFETY: a fresh private anonymous mapping, filled and then partly unmapped.
+        unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                3 * PAGE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(p, libc::MAP_FAILED, "mmap of three pages");
+            let bytes = std::slice::from_raw_parts_mut(p.cast::<u8>(), 3 * PAGE);
+            for (i, b) in bytes.iter_mut().enumerate() {
+                *b = (i * 7 + i / 251) as u8;
+            }
+            assert_eq!(libc::munmap(p.cast::<u8>().add(PAGE).cast(), PAGE), 0);
+            p as usize
+        }
+    }
+
+    #[test]
+    fn a_crc_over_application_memory_is_cut_short_by_a_hole_and_the_thread_goes_on() {
+        install();
+        assert!(installed(), "the handlers are in place");
+        let base = pages_with_a_hole();
+        // SAFETY: the first page is mapped and ours.
+        let first = unsafe { std::slice::from_raw_parts(base as *const u8, PAGE) };
+        let third = base + 2 * PAGE;
+        // Bounded: each round faults once and must come back with the same answers.
+        for round in 0..200u32 {
+            let seed = round.wrapping_mul(0x9e37_79b9);
+            let mut want = crc32fast::Hasher::new_with_initial(seed);
+            want.update(&first[100..]);
+            // SAFETY: registered-style ranges, the middle page gone.
+            unsafe {
+                assert_eq!(
+                    crc_app(seed, (base + 100) as u64, PAGE - 100),
+                    Some(want.finalize()),
+                    "a mapped range is read in place"
+                );
+                assert_eq!(
+                    crc_app(seed, (base + 100) as u64, 3 * PAGE - 200),
+                    None,
+                    "a range over the hole is refused, not a crash"
+                );
+                assert_eq!(
+                    crc_app(seed, (base + PAGE) as u64, 8),
+                    None,
+                    "inside the hole"
+                );
+                assert!(crc_app(seed, third as u64, PAGE).is_some(), "past the hole");
+            }
+        }
+        // The state a cut-short call left behind is the caller's as before: locals, the
+        // stack and a later plain computation are intact.
+        let after: u64 = (1..=100u64).sum();
+        assert_eq!(after, 5050);
+        // SAFETY: the pages still mapped.
+        unsafe {
+            libc::munmap(base as *mut libc::c_void, PAGE);
+            libc::munmap(third as *mut libc::c_void, PAGE);
         }
     }
 }

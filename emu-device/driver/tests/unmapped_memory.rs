@@ -240,6 +240,64 @@ fn rdma_into_and_out_of_unmapped_registered_memory_acts_as_pinned_pages_would() 
     );
 }
 
+#[test]
+fn a_write_from_memory_with_a_hole_sends_zeros_for_it_and_the_rest_from_where_it_lies() {
+    let (a_dev, b_dev) = (start("127.81.0.3"), start("127.81.0.4"));
+    let (src, dst) = (three_pages(), three_pages());
+    let byte = |i: usize| (i * 7 + i / 4093) as u8;
+    // SAFETY: both mappings are three live pages.
+    unsafe {
+        for i in 0..3 * PAGE {
+            *src.add(i) = byte(i);
+        }
+        std::ptr::write_bytes(dst, 0, 3 * PAGE);
+    }
+    let writer = Rc::new(&a_dev, src, 3 * PAGE);
+    let owner = Rc::new(&b_dev, dst, 3 * PAGE);
+    writer.connect(&owner);
+    owner.connect(&writer);
+    // SAFETY: the owner's three pages stay mapped.
+    let landed = || unsafe { std::slice::from_raw_parts(dst, 3 * PAGE).to_vec() };
+
+    // Whole: every byte lands where it belongs, the payloads sent from where they lie.
+    assert_eq!(
+        writer.rdma(WrOpcode::RdmaWrite, 0, &owner, 0, 3 * PAGE),
+        WcStatus::Success
+    );
+    let got = landed();
+    assert!(
+        (0..3 * PAGE).all(|i| got[i] == byte(i)),
+        "each payload from its own place"
+    );
+
+    // The writer frees the middle page of its source while the registration is live: the
+    // WRITE still completes, as on hardware, that page read as zeros and counted.
+    // SAFETY: the middle page of our own mapping; nothing in Rust refers to it.
+    assert_eq!(unsafe { libc::munmap(src.add(PAGE).cast(), PAGE) }, 0);
+    // SAFETY: as above.
+    unsafe { std::ptr::write_bytes(dst, 0xEE, 3 * PAGE) };
+    let before = guarded_copy::unmapped_bytes();
+    assert_eq!(
+        writer.rdma(WrOpcode::RdmaWrite, 0, &owner, 0, 3 * PAGE),
+        WcStatus::Success
+    );
+    assert_eq!(
+        guarded_copy::unmapped_bytes() - before,
+        PAGE as u64,
+        "the hole is counted once"
+    );
+    let got = landed();
+    assert!((0..PAGE).all(|i| got[i] == byte(i)), "before the hole");
+    assert!(
+        got[PAGE..2 * PAGE].iter().all(|&b| b == 0),
+        "the hole arrives as zeros"
+    );
+    assert!(
+        (2 * PAGE..3 * PAGE).all(|i| got[i] == byte(i)),
+        "after the hole"
+    );
+}
+
 /// Run in a child process by the next test: registers memory (installing the handlers),
 /// then makes a fault of its own outside any copy of the device's.
 #[test]

@@ -795,6 +795,13 @@ macro_rules! sans_io_node {
 
             fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<SimTransmit> {
                 let t = <$ty>::poll_transmit(self, now, buf)?;
+                if let Some(payload) = t.payload {
+                    // The fabric carries bytes: a payload left in registered memory is
+                    // copied into its place.
+                    // SAFETY: reg_mr's contract keeps registered memory valid until
+                    // deregistration.
+                    unsafe { payload.fill(buf) };
+                }
                 Some(SimTransmit {
                     src: t.source,
                     dst: t.destination,

@@ -80,6 +80,7 @@ pub struct Options {
     pub max_wr: u32,
     pub ack_defer: Duration,
     pub adaptive_retransmit: bool,
+    pub payload_by_reference: bool,
 }
 
 impl Default for Options {
@@ -102,6 +103,7 @@ impl Default for Options {
             max_wr: 256,
             ack_defer: Duration::ZERO,
             adaptive_retransmit: false,
+            payload_by_reference: false,
         }
     }
 }
@@ -127,6 +129,7 @@ fn make_side(fabric: &mut Fabric<Hca>, ip: &str, o: &Options, seed: u64) -> Side
     cfg.link_mtu = 9000;
     cfg.ack_defer = o.ack_defer;
     cfg.adaptive_retransmit = o.adaptive_retransmit;
+    cfg.payload_by_reference = o.payload_by_reference;
     let mut hca = Hca::new(cfg);
     let pd = hca.alloc_pd().unwrap();
     let (cq, _) = hca.create_cq(o.cqe, None, 0, 0).unwrap();

@@ -121,6 +121,34 @@ impl Store {
         }
     }
 
+    /// The application address of the `len` bytes `offset` bytes into a gather list, when
+    /// they lie in one entry that passes the checks [`Store::gather`] makes and its region
+    /// does not page on demand (whose holes fail the request rather than read as zeros):
+    /// what a packet can leave with straight from there. `None` sends it the copying way,
+    /// which reports whatever is wrong.
+    pub(crate) fn payload_in_place(
+        &self,
+        pd: PdHandle,
+        sges: &[Sge],
+        offset: u64,
+        len: usize,
+    ) -> Option<u64> {
+        let mut skip = offset;
+        for sge in sges {
+            let sge_len = u64::from(sge.length);
+            if skip >= sge_len {
+                skip -= sge_len;
+                continue;
+            }
+            if sge_len - skip < len as u64 {
+                return None;
+            }
+            let (addr, on_demand) = self.local_ok(pd, sge, false)?;
+            return (!on_demand).then_some(addr + skip);
+        }
+        None
+    }
+
     /// Copy `data` into a scatter/gather list starting `offset` bytes in.
     pub(crate) fn scatter(
         &self,

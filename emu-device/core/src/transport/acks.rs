@@ -9,9 +9,10 @@ use softroce_wire::icrc::{self, UdpEndpoints};
 use softroce_wire::{BthRepr, ExtRepr, Opcode, Psn, Qpn, RocePacket, RoceRepr, Syndrome};
 
 use super::super::handles::QpHandle;
+use super::super::memory;
 use super::super::qp_transport::{AckKind, AckReply, Reply};
 use super::super::types::QpState;
-use super::{Engine, OutPacket};
+use super::{Engine, OutPacket, PayloadRef};
 
 /// PSNs past the last ACK sent at which a held ACK goes at once: a quarter of the window
 /// of unacknowledged PSNs a requester keeps (128, rxe's RXE_MAX_UNACKED_PSNS), so a stream
@@ -41,7 +42,21 @@ impl Engine<'_> {
 
     /// Queue a packet whose payload is in place in `data` (a buffer of
     /// [`RoceRepr::buffer_len`] bytes from the outbox): the headers, pad and ICRC go around it.
-    pub(crate) fn queue_built(&mut self, dst: SocketAddr, repr: &RoceRepr, mut data: Vec<u8>) {
+    pub(crate) fn queue_built(&mut self, dst: SocketAddr, repr: &RoceRepr, data: Vec<u8>) {
+        self.queue_built_from(dst, repr, data, None);
+    }
+
+    /// [`Engine::queue_built`] for a packet whose payload may be left in registered memory
+    /// (`payload`, unwritten in `data`): its ICRC is computed over the memory in place. When
+    /// a page of it is gone by now, the payload is copied in after all, the fault-safe way
+    /// (zeros for the hole, counted), and the packet leaves whole.
+    pub(crate) fn queue_built_from(
+        &mut self,
+        dst: SocketAddr,
+        repr: &RoceRepr,
+        mut data: Vec<u8>,
+        mut payload: Option<PayloadRef>,
+    ) {
         if data.len() != repr.buffer_len() || repr.emit(&mut data).is_err() {
             // A bug in the engine, never input-driven: count it rather than panic.
             self.counters.send_err += 1;
@@ -55,7 +70,15 @@ impl Engine<'_> {
             dst_port: dst.port(),
         };
         let body = data.len() - softroce_wire::ICRC_LEN;
-        let Ok(crc) = icrc::compute_for_udp_socket(&ep, &data[..body]) else {
+        let in_place = payload.and_then(|p| in_place_icrc(&ep, &data[..body], p));
+        if in_place.is_none()
+            && let Some(p) = payload.take()
+        {
+            // SAFETY: `payload_in_place` checked the range against a live registration.
+            unsafe { memory::read_app(p.addr, &mut data[p.at..p.at + p.len]) };
+        }
+        let Some(crc) = in_place.or_else(|| icrc::compute_for_udp_socket(&ep, &data[..body]).ok())
+        else {
             self.counters.send_err += 1;
             return;
         };
@@ -65,6 +88,7 @@ impl Engine<'_> {
             dst,
             data,
             token: None,
+            payload,
         });
     }
 
@@ -222,4 +246,15 @@ impl Engine<'_> {
 /// by an ACK or NAK, and a few more (a requester within its credits never reaches it).
 fn replies_cap(max_dest_rd_atomic: u8) -> usize {
     2 * usize::from(max_dest_rd_atomic.max(1)) + 8
+}
+
+/// The ICRC of a packet whose payload `p` lies in registered memory, `body` being the packet
+/// without its ICRC (the payload's bytes in it unwritten): headers, the memory in place,
+/// then the pad. `None` when a page of the memory is gone.
+fn in_place_icrc(ep: &UdpEndpoints, body: &[u8], p: PayloadRef) -> Option<u32> {
+    let roce_len = body.len() + softroce_wire::ICRC_LEN;
+    let head = icrc::head_crc_for_udp_socket(ep, roce_len, body.get(..p.at)?).ok()?;
+    // SAFETY: `payload_in_place` checked the range against a live registration.
+    let with_payload = unsafe { memory::crc_app(head, p.addr, p.len) }?;
+    Some(icrc::continue_crc(with_payload, body.get(p.at + p.len..)?))
 }

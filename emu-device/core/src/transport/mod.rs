@@ -69,6 +69,41 @@ pub struct Transmit {
     /// [`Hca::handle_sent`](crate::Hca::handle_sent) or
     /// [`Hca::handle_send_failure`](crate::Hca::handle_send_failure).
     pub token: Option<TransmitToken>,
+    /// With [`HcaConfig::payload_by_reference`](crate::HcaConfig::payload_by_reference):
+    /// the payload the buffer leaves out. The datagram is then the buffer's first
+    /// `payload.at` bytes, the application's `payload.len` bytes at `payload.addr`, and the
+    /// rest of the buffer (pad and ICRC); `len` counts all of it, and the buffer holds `len`
+    /// bytes with the payload's unwritten.
+    pub payload: Option<PayloadRef>,
+}
+
+/// A packet's payload left in registered memory (see [`Transmit::payload`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PayloadRef {
+    /// Where in the datagram the payload starts (the header length).
+    pub at: usize,
+    /// The application address it is read from (checked against the region at build).
+    pub addr: u64,
+    /// Its length.
+    pub len: usize,
+}
+
+impl PayloadRef {
+    /// Copy the payload into its place in `datagram` (the buffer
+    /// [`Hca::poll_transmit`](crate::Hca::poll_transmit) filled), making the datagram whole
+    /// there: for a caller that reads the bytes rather than sending from the memory. Through
+    /// the installed copier, so a page unmapped since reads as zeros where that is
+    /// fault-safe. A buffer too short for it is left alone.
+    ///
+    /// # Safety
+    /// The memory is still registered, as [`Hca::reg_mr`](crate::Hca::reg_mr)'s contract
+    /// keeps it until deregistration (a fault-safe copier also survives it being unmapped).
+    pub unsafe fn fill(&self, datagram: &mut [u8]) {
+        if let Some(dst) = datagram.get_mut(self.at..self.at + self.len) {
+            // SAFETY: forwarded; the range was checked against the registration at build.
+            unsafe { crate::memory::read_app(self.addr, dst) };
+        }
+    }
 }
 
 /// Names a UC/UD request packet handed out by `poll_transmit`, for the caller to report
@@ -85,6 +120,7 @@ pub(crate) struct OutPacket {
     pub(crate) dst: SocketAddr,
     pub(crate) data: Vec<u8>,
     pub(crate) token: Option<TransmitToken>,
+    pub(crate) payload: Option<PayloadRef>,
 }
 
 /// An XRC QP sends the XRC twins of the RC packets the engine builds: an initiator's
@@ -458,6 +494,7 @@ pub(crate) fn poll_transmit(
         source: eng.device.source_addr(),
         len,
         token: p.token,
+        payload: p.payload,
     })
 }
 

@@ -8,7 +8,9 @@ use softroce_wire::{
     AtomicEthRepr, BthRepr, DethRepr, ExtRepr, Opcode, Psn, Qpn, RethRepr, RoceRepr,
 };
 
+use super::super::device::PAYLOAD_BY_REFERENCE_MIN;
 use super::super::handles::{PdHandle, QpHandle};
+use super::super::memory;
 use super::super::objects::{MwBinding, Qp, SendWqe};
 use super::super::store::Store;
 use super::super::types::{
@@ -16,7 +18,7 @@ use super::super::types::{
 };
 use super::super::wr::{MwBind, VendorErr, WorkCompletion};
 use super::access::LocalFault;
-use super::{Engine, Outbox};
+use super::{Engine, Outbox, PayloadRef};
 
 /// Unacknowledged PSNs an RC requester may have outstanding (rxe: RXE_MAX_UNACKED_PSNS).
 pub(super) const MAX_UNACKED_PSNS: u32 = 128;
@@ -87,6 +89,9 @@ enum Refusal {
 struct Packet {
     repr: RoceRepr,
     data: Vec<u8>,
+    /// The payload left where it lies (`HcaConfig::payload_by_reference`), unwritten in
+    /// `data`.
+    payload: Option<PayloadRef>,
     next_pkt: u32,
 }
 
@@ -132,8 +137,9 @@ fn next_packet(eng: &mut Engine<'_>, now: Instant, qp: QpHandle) -> Step {
         // moves.
         ask_ack = room <= BUDGET as u32;
     }
+    let by_reference = eng.device.config().payload_by_reference && memory::fault_safe();
     let built = eng.store.get(qp).map_or(Err(Refusal::Wait), |q| {
-        let packet = build_packet(eng.store, eng.outbox, q, idx, mtu)?;
+        let packet = build_packet(eng.store, eng.outbox, q, idx, mtu, by_reference)?;
         Ok((packet, destination(eng.store, q, idx)?))
     });
     match built {
@@ -220,6 +226,7 @@ fn build_packet(
     q: &Qp,
     idx: usize,
     mtu: u64,
+    by_reference: bool,
 ) -> Result<Packet, Refusal> {
     let wqe = q.sq.get(idx).ok_or(Refusal::Wait)?;
     let psn = wqe.first_psn.unwrap_or_default().add(wqe.next_pkt);
@@ -241,10 +248,22 @@ fn build_packet(
         super::to_xrc(&mut repr, Some(wqe.wr.xrc_remote_srqn));
     }
     let mut data = outbox.buffer(repr.buffer_len());
+    let mut in_place = None;
     if let Some(offset) = payload_at {
         let start = repr.header_len();
-        let payload = &mut data[start..start + repr.payload_len];
+        let len = repr.payload_len;
+        if by_reference && wqe.inline.is_none() && len >= PAYLOAD_BY_REFERENCE_MIN {
+            in_place = store
+                .payload_in_place(q.pd, &wqe.wr.sg_list, offset, len)
+                .map(|addr| PayloadRef {
+                    at: start,
+                    addr,
+                    len,
+                });
+        }
+        let payload = &mut data[start..start + len];
         let gathered = match &wqe.inline {
+            _ if in_place.is_some() => Ok(()),
             Some(inline) => {
                 let from = offset as usize;
                 payload.copy_from_slice(&inline[from..from + payload.len()]);
@@ -262,6 +281,7 @@ fn build_packet(
     Ok(Packet {
         repr,
         data,
+        payload: in_place,
         next_pkt,
     })
 }
@@ -394,7 +414,7 @@ fn transmit(
     };
     let psn = packet.repr.bth.psn;
     let next_pkt = packet.next_pkt;
-    eng.queue_built(dst, &packet.repr, packet.data);
+    eng.queue_built_from(dst, &packet.repr, packet.data, packet.payload);
     let feedback = eng.device.config().transmit_feedback;
     let unreliable = eng
         .store
