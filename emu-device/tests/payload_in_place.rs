@@ -148,8 +148,8 @@ fn through_a_fabric_that_copies_the_named_pieces_in_messages_of_every_shape_arri
         mem_len: 1 << 20,
         ..Options::default()
     });
-    // Sizes around the minimum and the MTU, a message of many packets, and a SEND split
-    // over two gather entries (its pieces span both: copied).
+    // Sizes around the minimum and the MTU, a message of many packets, a SEND split over
+    // two gather entries (its piece across both is copied), and a READ.
     let mut expected = Vec::new();
     let mut off = 0;
     for (i, len) in [1023usize, 1024, 4095, 4096, 4097, 65536, 200_000]
@@ -171,8 +171,15 @@ fn through_a_fabric_that_copies_the_named_pieces_in_messages_of_every_shape_arri
     p.post_send('a', wr);
     expected.push((off, split));
 
-    let done = p.completions('a', 8, Duration::from_secs(5));
-    assert_eq!(done.len(), 8, "every request completed: {done:?}");
+    // READ responses leave from the responder's region the same way.
+    let served = pattern(42, 150_000);
+    let (there, here) = (off + 16_384, off + 16_384 + 151_552);
+    p.side('b').mem.write(there, &served);
+    let read = p.rdma_wr('a', WrOpcode::RdmaRead, 200, here, there, served.len());
+    p.post_send('a', read);
+
+    let done = p.completions('a', 9, Duration::from_secs(5));
+    assert_eq!(done.len(), 9, "every request completed: {done:?}");
     assert!(
         done.iter().all(|c| c.status == WcStatus::Success),
         "{done:?}"
@@ -185,4 +192,5 @@ fn through_a_fabric_that_copies_the_named_pieces_in_messages_of_every_shape_arri
             data.len()
         );
     }
+    assert_eq!(p.side('a').mem.read(here, served.len()), served, "the READ");
 }

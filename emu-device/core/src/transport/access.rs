@@ -63,7 +63,7 @@ impl Store {
     }
 
     /// Whether the region an R_Key opens (directly or through a window) pages on demand.
-    fn remote_on_demand(&self, rkey: u32) -> bool {
+    pub(crate) fn remote_on_demand(&self, rkey: u32) -> bool {
         let mr = match self.mr_by_key(rkey) {
             Some(mr) => Some(mr),
             None => self

@@ -14,16 +14,18 @@ use softroce_wire::{
 };
 
 use super::super::counters::DropReason;
+use super::super::device::PAYLOAD_BY_REFERENCE_MIN;
 use super::super::handles::{CqHandle, PdHandle, QpHandle, SrqHandle};
+use super::super::memory;
 use super::super::objects::Qp;
 use super::super::qp_transport::{AckKind, InProgress, ReadCursor, Reply, Resource, TmDelivery};
 use super::super::store::Store;
 use super::super::tm::{Rvh, TMH_LEN, TmTag, Tmh, TmhOp};
 use super::super::types::{AccessFlags, EventType, QpType, WcFlags, WcOpcode, WcStatus};
 use super::super::wr::{RecvWr, VendorErr, WorkCompletion};
-use super::Engine;
 use super::IncomingDatagram;
 use super::access::{LocalFault, RemoteFault, Via};
+use super::{Engine, PayloadRef};
 
 /// The wire bytes of immediate data, as `ibv_wc.imm_data` (network order) holds them.
 fn imm_from_wire(imm: u32) -> u32 {
@@ -939,21 +941,8 @@ fn send_read_response(
             AccessFlags::REMOTE_READ,
         )
     };
-    let read = addr.and_then(|addr| {
-        let mut buf = vec![0u8; chunk as usize];
-        eng.store.read_remote(c.rkey, addr, &mut buf).map(|()| buf)
-    });
-    let Ok(buf) = read else {
-        if let Some(q) = eng.store.get_mut(qp) {
-            q.transport.replies.clear();
-        }
-        eng.queue_ack(qp, c.req_psn, Syndrome::Nak(NakCode::RemoteAccessError));
-        responder_fatal(
-            eng,
-            qp,
-            WcStatus::RemAccessErr,
-            Some(EventType::QpAccessErr),
-        );
+    let Ok(addr) = addr else {
+        read_response_failed(eng, qp, c.req_psn);
         return Err(());
     };
     let dest = Qpn::from_wire(q.attr.dest_qp_num);
@@ -983,7 +972,26 @@ fn send_read_response(
     if xrc {
         super::to_xrc(&mut repr, None);
     }
-    eng.queue_packet(dst, &repr, &buf);
+    // The payload straight from the region (as a request's, see `payload_by_reference`),
+    // unless the region pages on demand: its holes fail the READ, which needs the copy.
+    let len = chunk as usize;
+    let at = repr.header_len();
+    let in_place = (len >= PAYLOAD_BY_REFERENCE_MIN
+        && eng.device.config().payload_by_reference
+        && memory::fault_safe()
+        && !eng.store.remote_on_demand(c.rkey))
+    .then_some(PayloadRef { at, addr, len });
+    let mut data = eng.outbox.buffer(repr.buffer_len());
+    if in_place.is_none()
+        && eng
+            .store
+            .read_remote(c.rkey, addr, &mut data[at..at + len])
+            .is_err()
+    {
+        read_response_failed(eng, qp, c.req_psn);
+        return Err(());
+    }
+    eng.queue_built_from(dst, &repr, data, in_place);
     Ok((!last).then_some(ReadCursor {
         psn: c.psn.next(),
         va: c.va + u64::from(chunk),
@@ -991,6 +999,21 @@ fn send_read_response(
         first: false,
         ..c
     }))
+}
+
+/// A READ whose region went away (or, paging on demand, has a hole) since it was checked:
+/// remote access error NAK, and the QP stops.
+fn read_response_failed(eng: &mut Engine<'_>, qp: QpHandle, req_psn: softroce_wire::Psn) {
+    if let Some(q) = eng.store.get_mut(qp) {
+        q.transport.replies.clear();
+    }
+    eng.queue_ack(qp, req_psn, Syndrome::Nak(NakCode::RemoteAccessError));
+    responder_fatal(
+        eng,
+        qp,
+        WcStatus::RemAccessErr,
+        Some(EventType::QpAccessErr),
+    );
 }
 
 fn on_atomic(
