@@ -1489,12 +1489,11 @@ fn transmit_and_signal(shared: &Shared, hca: &mut Hca, now: Instant) -> bool {
         };
         tx.payloads[i] = t.payload;
         if t.payload.is_some()
-            && (t.destination == shared.device_addr
-                || shared.faults_on.load(Ordering::Acquire)
-                || !shared.gso.load(Ordering::Relaxed))
+            && (t.destination == shared.device_addr || !shared.gso.load(Ordering::Relaxed))
         {
-            // Only a GSO send gathers a payload from where it lies: the owner's own
-            // forwarding, a fault plan and the datagram-by-datagram path read the buffer.
+            // Only a GSO send gathers a payload from where it lies: the owner's forwarding
+            // to its guests and the datagram-by-datagram path read the buffer (a fault
+            // plan too: `send_out` fills them for it).
             fill_payloads(&mut tx, i..i + 1);
         }
         if t.destination == shared.device_addr && forward_own(shared, &tx.bufs[i][..t.len]) {
@@ -1619,6 +1618,9 @@ fn send_out(shared: &Shared, tx: &mut TxScratch, mut n: usize) {
         // so a plan costs bandwidth only through the faults it injects. What the plan
         // withholds moves behind what passes, its token along: the network lost it, not
         // the host, so its request completes as sent.
+        // The plan reads (and may change) the bytes: payloads left in place come in first
+        // (a plan set since they were built left them out).
+        fill_payloads(tx, 0..n);
         let now = Instant::now();
         let src = shared.socket.local_addr();
         let mut kept = 0;

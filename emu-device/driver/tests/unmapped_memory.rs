@@ -4,6 +4,9 @@
 //! process no longer sees. The emulator does the same instead of dying with SIGSEGV in its
 //! engine thread: writes into the hole (atomic ones too) are dropped, reads of it give zeros,
 //! it is counted, and the device goes on working. A fault of the program's own still kills it as before.
+//! Payloads the device sends straight from registered memory (no copy) obey the same rules:
+//! a page gone by the time its ICRC is taken is sent as zeros, and whatever reads the
+//! datagram instead (a fault plan) gets the payload copied in first.
 //!
 //! Addresses: 127.81.0.0/16 only.
 
@@ -18,9 +21,13 @@ const WAIT: Duration = Duration::from_secs(10);
 const PAGE: usize = 4096;
 
 fn start(ip: &str) -> Device {
+    start_with_faults(ip, None)
+}
+
+fn start_with_faults(ip: &str, faults: Option<&str>) -> Device {
     let mut cfg = DeviceConfig::new("unmapped", ip.parse().unwrap());
     cfg.pcap = None;
-    cfg.faults = None;
+    cfg.faults = faults.map(str::to_owned);
     Device::start(cfg).unwrap()
 }
 
@@ -295,6 +302,51 @@ fn a_write_from_memory_with_a_hole_sends_zeros_for_it_and_the_rest_from_where_it
     assert!(
         (2 * PAGE..3 * PAGE).all(|i| got[i] == byte(i)),
         "after the hole"
+    );
+}
+
+/// A fault plan reads and rewrites the datagrams it passes, so payloads the core left in
+/// registered memory are copied into them first: duplicated and reordered WRITEs still land
+/// byte for byte.
+#[test]
+fn under_a_fault_plan_payloads_left_in_memory_are_in_the_datagrams_it_handles() {
+    let a_dev = start_with_faults("127.81.0.5", Some("dup=0.3,reorder=0.3,seed=5"));
+    let b_dev = start("127.81.0.6");
+    let (src, dst) = (three_pages(), three_pages());
+    let byte = |i: usize| (i * 13 + i / 1021) as u8;
+    // SAFETY: both mappings are three live pages.
+    unsafe {
+        for i in 0..3 * PAGE {
+            *src.add(i) = byte(i);
+        }
+        std::ptr::write_bytes(dst, 0, 3 * PAGE);
+    }
+    let writer = Rc::new(&a_dev, src, 3 * PAGE);
+    let owner = Rc::new(&b_dev, dst, 3 * PAGE);
+    writer.connect(&owner);
+    owner.connect(&writer);
+    for round in 0..4 {
+        assert_eq!(
+            writer.rdma(WrOpcode::RdmaWrite, 0, &owner, 0, 3 * PAGE),
+            WcStatus::Success,
+            "round {round}"
+        );
+    }
+    // SAFETY: the owner's pages are mapped.
+    let got = unsafe { std::slice::from_raw_parts(dst, 3 * PAGE) };
+    assert!(
+        (0..3 * PAGE).all(|i| got[i] == byte(i)),
+        "every byte as written"
+    );
+    let injected = a_dev.fault_counters().expect("the plan is in force");
+    assert!(
+        injected.duplicated > 0 && injected.reordered > 0,
+        "the plan held and copied datagrams: {injected:?}"
+    );
+    let bad_icrc = b_dev.with(|h| h.counters().drops[DropReason::IcrcMismatch as usize]);
+    assert_eq!(
+        bad_icrc, 0,
+        "no datagram left with bytes its ICRC was not taken over"
     );
 }
 
