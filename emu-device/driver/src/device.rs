@@ -1618,9 +1618,11 @@ fn send_out(shared: &Shared, tx: &mut TxScratch, mut n: usize) {
         // so a plan costs bandwidth only through the faults it injects. What the plan
         // withholds moves behind what passes, its token along: the network lost it, not
         // the host, so its request completes as sent.
-        // The plan reads (and may change) the bytes: payloads left in place come in first
-        // (a plan set since they were built left them out).
-        fill_payloads(tx, 0..n);
+        // A plan that may keep or change the bytes gets payloads left in place copied in
+        // first; one that only drops reads the headers, always in the buffer.
+        if !inj.only_drops() {
+            fill_payloads(tx, 0..n);
+        }
         let now = Instant::now();
         let src = shared.socket.local_addr();
         let mut kept = 0;

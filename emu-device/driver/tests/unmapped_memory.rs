@@ -305,13 +305,13 @@ fn a_write_from_memory_with_a_hole_sends_zeros_for_it_and_the_rest_from_where_it
     );
 }
 
-/// A fault plan reads and rewrites the datagrams it passes, so payloads the core left in
-/// registered memory are copied into them first: duplicated and reordered WRITEs still land
-/// byte for byte.
-#[test]
-fn under_a_fault_plan_payloads_left_in_memory_are_in_the_datagrams_it_handles() {
-    let a_dev = start_with_faults("127.81.0.5", Some("dup=0.3,reorder=0.3,seed=5"));
-    let b_dev = start("127.81.0.6");
+/// A fault plan that keeps or rewrites datagrams (duplicates, reorders) reads them whole,
+/// so payloads the core left in registered memory are copied into them first; one that
+/// only drops reads the headers and lets them leave from where they lie. Either way the
+/// WRITEs land byte for byte and no datagram leaves with bytes its ICRC was not taken over.
+fn writes_land_under(plan: &str, writer_ip: &str, owner_ip: &str) {
+    let a_dev = start_with_faults(writer_ip, Some(plan));
+    let b_dev = start(owner_ip);
     let (src, dst) = (three_pages(), three_pages());
     let byte = |i: usize| (i * 13 + i / 1021) as u8;
     // SAFETY: both mappings are three live pages.
@@ -340,14 +340,24 @@ fn under_a_fault_plan_payloads_left_in_memory_are_in_the_datagrams_it_handles() 
     );
     let injected = a_dev.fault_counters().expect("the plan is in force");
     assert!(
-        injected.duplicated > 0 && injected.reordered > 0,
-        "the plan held and copied datagrams: {injected:?}"
+        injected.seen_tx > 0 && injected.duplicated + injected.reordered + injected.dropped > 0,
+        "the plan acted: {injected:?}"
     );
     let bad_icrc = b_dev.with(|h| h.counters().drops[DropReason::IcrcMismatch as usize]);
     assert_eq!(
         bad_icrc, 0,
         "no datagram left with bytes its ICRC was not taken over"
     );
+}
+
+#[test]
+fn under_a_plan_that_duplicates_and_reorders_payloads_are_copied_into_what_it_keeps() {
+    writes_land_under("dup=0.3,reorder=0.3,seed=5", "127.81.0.5", "127.81.0.6");
+}
+
+#[test]
+fn under_a_plan_that_only_drops_every_write_lands_whole() {
+    writes_land_under("drop=0.2,seed=9", "127.81.0.7", "127.81.0.8");
 }
 
 /// Run in a child process by the next test: registers memory (installing the handlers),

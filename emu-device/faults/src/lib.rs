@@ -648,6 +648,12 @@ impl FaultInjector {
         }
     }
 
+    /// Whether the plan can only drop datagrams (or pass them): it then reads no more of a
+    /// datagram than its headers, and never keeps or changes the bytes.
+    pub fn only_drops(&self) -> bool {
+        self.plan.rules.iter().all(|r| r.action == Action::Drop)
+    }
+
     /// Apply the plan to one datagram going `direction` that stays in the caller's buffer
     /// (the driver's send and receive buffers: no copy for what passes, and the common
     /// case, no fault, costs a rule check). A corruption changes `data` in place; the
@@ -782,6 +788,20 @@ impl FaultInjector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plan_only_drops_when_every_rule_drops() {
+        let only_drops = |spec: &str| {
+            let spec: FaultSpec = spec.parse().unwrap();
+            FaultInjector::new(spec.plan()).only_drops()
+        };
+        assert!(only_drops("drop=0.1"));
+        assert!(only_drops("seed=3"), "no rule: nothing kept or changed");
+        assert!(!only_drops("drop=0.1,dup=0.1"));
+        assert!(!only_drops("reorder=0.1"));
+        assert!(!only_drops("corrupt=0.1"));
+        assert!(!only_drops("delay=1"));
+    }
     use softroce_wire::{AethRepr, BthRepr, ExtRepr, Msn, Psn, Qpn, RoceRepr};
 
     #[test]
