@@ -247,22 +247,35 @@ fn rdma_into_and_out_of_unmapped_registered_memory_acts_as_pinned_pages_would() 
     );
 }
 
-#[test]
-fn a_write_from_memory_with_a_hole_sends_zeros_for_it_and_the_rest_from_where_it_lies() {
-    let (a_dev, b_dev) = (start("127.81.0.3"), start("127.81.0.4"));
+/// The byte a patterned source holds at offset `i` (no period a misplaced page could hide
+/// behind).
+fn byte_at(i: usize) -> u8 {
+    (i * 7 + i / 4093) as u8
+}
+
+/// A writer on `writer` whose three source pages hold [`byte_at`], connected to an owner on
+/// `owner` whose three pages are zero.
+fn patterned_pair<'a>(writer: &'a Device, owner: &'a Device) -> (Rc<'a>, Rc<'a>) {
     let (src, dst) = (three_pages(), three_pages());
-    let byte = |i: usize| (i * 7 + i / 4093) as u8;
     // SAFETY: both mappings are three live pages.
     unsafe {
         for i in 0..3 * PAGE {
-            *src.add(i) = byte(i);
+            *src.add(i) = byte_at(i);
         }
         std::ptr::write_bytes(dst, 0, 3 * PAGE);
     }
-    let writer = Rc::new(&a_dev, src, 3 * PAGE);
-    let owner = Rc::new(&b_dev, dst, 3 * PAGE);
-    writer.connect(&owner);
-    owner.connect(&writer);
+    let w = Rc::new(writer, src, 3 * PAGE);
+    let o = Rc::new(owner, dst, 3 * PAGE);
+    w.connect(&o);
+    o.connect(&w);
+    (w, o)
+}
+
+#[test]
+fn a_write_from_memory_with_a_hole_sends_zeros_for_it_and_the_rest_from_where_it_lies() {
+    let (a_dev, b_dev) = (start("127.81.0.3"), start("127.81.0.4"));
+    let (writer, owner) = patterned_pair(&a_dev, &b_dev);
+    let (src, dst, byte) = (writer.mem, owner.mem, byte_at);
     // SAFETY: the owner's three pages stay mapped.
     let landed = || unsafe { std::slice::from_raw_parts(dst, 3 * PAGE).to_vec() };
 
@@ -312,19 +325,8 @@ fn a_write_from_memory_with_a_hole_sends_zeros_for_it_and_the_rest_from_where_it
 fn writes_land_under(plan: &str, writer_ip: &str, owner_ip: &str) {
     let a_dev = start_with_faults(writer_ip, Some(plan));
     let b_dev = start(owner_ip);
-    let (src, dst) = (three_pages(), three_pages());
-    let byte = |i: usize| (i * 13 + i / 1021) as u8;
-    // SAFETY: both mappings are three live pages.
-    unsafe {
-        for i in 0..3 * PAGE {
-            *src.add(i) = byte(i);
-        }
-        std::ptr::write_bytes(dst, 0, 3 * PAGE);
-    }
-    let writer = Rc::new(&a_dev, src, 3 * PAGE);
-    let owner = Rc::new(&b_dev, dst, 3 * PAGE);
-    writer.connect(&owner);
-    owner.connect(&writer);
+    let (writer, owner) = patterned_pair(&a_dev, &b_dev);
+    let (dst, byte) = (owner.mem, byte_at);
     for round in 0..4 {
         assert_eq!(
             writer.rdma(WrOpcode::RdmaWrite, 0, &owner, 0, 3 * PAGE),
