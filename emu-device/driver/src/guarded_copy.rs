@@ -277,10 +277,10 @@ mod x86_64 {
         let end = start.saturating_add(len);
         GUARDED_CALL.with(|g| g.set((start, end, (&raw mut saved) as usize)));
         // SAFETY: `run::<F>` takes the pointer to `f` it is given; `saved` outlives the call.
-        let aborted =
+        let cut_short =
             unsafe { softroce_guarded_call(run::<F>, (&raw mut f).cast(), &raw mut saved) };
         GUARDED_CALL.with(|g| g.set((0, 0, 0)));
-        aborted == 0
+        cut_short == 0
     }
 
     /// The registers to resume with when `addr` lies in the range of the guarded call

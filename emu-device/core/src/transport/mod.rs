@@ -62,7 +62,8 @@ pub struct Transmit {
     pub destination: SocketAddr,
     /// Source address (the device's).
     pub source: SocketAddr,
-    /// Bytes written to the buffer.
+    /// The datagram's length: its bytes are the buffer's first `len` (but for a
+    /// [`payload`](Self::payload) left unwritten there).
     pub len: usize,
     /// Set (with [`HcaConfig::transmit_feedback`](crate::HcaConfig::transmit_feedback))
     /// on a UC/UD request packet, whose work request waits for the caller's report:
