@@ -598,6 +598,81 @@ fn a_deferred_ack_goes_out_by_its_deadline_when_nothing_else_is_sent() {
     );
 }
 
+/// A ping that B received and holds the ACK of (waiting for an answer): the log of the
+/// opcodes the fabric carries (see `record_opcodes`), nothing from B yet.
+fn pinged_with_ack_held(
+    pair: &mut Pair,
+) -> std::sync::Arc<std::sync::Mutex<Vec<(std::net::IpAddr, u8)>>> {
+    let seen = record_opcodes(pair);
+    pair.post_recv('b', 1, 0, 64);
+    let ping = pair.send_wr('a', 10, 0, 8);
+    pair.post_send('a', ping);
+    assert_eq!(pair.completions('b', 1, Duration::from_micros(50)).len(), 1);
+    let b_ip: std::net::IpAddr = B_IP.parse().unwrap();
+    assert!(opcodes_from(&seen, b_ip).is_empty(), "B holds its ACK");
+    seen
+}
+
+fn held_for_100_ms() -> Options {
+    Options {
+        ack_defer: Duration::from_millis(100),
+        // The retransmit timer (4.3 s) is longer than any wait here: no resend stands in
+        // for the ACK.
+        timeout: 20,
+        ..Options::default()
+    }
+}
+
+/// The CM must not overtake data the device already received: a MAD (a REQ, a DREQ) goes
+/// behind the ACKs the device holds, as it would behind ACKs a device sent at once. A DREQ
+/// ahead of the ACK of the peer's last SEND would have the peer flush that SEND in error
+/// though it arrived; a REQ ahead of it reaches a peer still waiting for that SEND to
+/// complete before it listens (perftest `-R`).
+#[test]
+fn a_mad_leaves_behind_the_acks_its_device_holds() {
+    let mut pair = Pair::new(held_for_100_ms());
+    let seen = pinged_with_ack_held(&mut pair);
+    let a_addr =
+        std::net::SocketAddr::new(A_IP.parse().unwrap(), softroce_wire::icrc::ROCE_V2_PORT);
+    let mad = [0u8; softroce_wire::mad::MAD_LEN];
+    pair.hca('b')
+        .send_mad(a_addr, softroce_wire::Qpn::new(1).unwrap(), &mad);
+    let a = pair.completions('a', 1, Duration::from_millis(1));
+    assert_eq!(
+        a.len(),
+        1,
+        "A's SEND completed with the MAD, not 100 ms later"
+    );
+    assert_eq!(a[0].status, WcStatus::Success);
+    let b_ip: std::net::IpAddr = B_IP.parse().unwrap();
+    assert_eq!(
+        opcodes_from(&seen, b_ip),
+        [Opcode::RC_ACKNOWLEDGE.0, Opcode::UD_SEND_ONLY.0],
+        "the held ACK first, then the MAD"
+    );
+}
+
+/// An application that turns to connection management (rdma_cm resolves an address, or
+/// listens) is not about to answer on its QPs: `send_held_acks` sends what they hold.
+#[test]
+fn held_acks_go_at_once_when_the_application_turns_to_connection_management() {
+    let mut pair = Pair::new(held_for_100_ms());
+    let seen = pinged_with_ack_held(&mut pair);
+    pair.hca('b').send_held_acks();
+    let a = pair.completions('a', 1, Duration::from_millis(1));
+    assert_eq!(a.len(), 1, "A's SEND completed at once, not 100 ms later");
+    let b_ip: std::net::IpAddr = B_IP.parse().unwrap();
+    assert_eq!(opcodes_from(&seen, b_ip), [Opcode::RC_ACKNOWLEDGE.0]);
+    // Nothing is left to send at the deadline.
+    let later = pair.completions('a', 1, Duration::from_millis(150));
+    assert!(later.is_empty());
+    assert_eq!(
+        opcodes_from(&seen, b_ip).len(),
+        1,
+        "one ACK, not a second at the deadline"
+    );
+}
+
 #[test]
 fn a_stream_with_fewer_requests_in_flight_than_the_held_ack_bound_never_waits_for_its_deadline() {
     // One second of ACK deferral: any ACK that waited for it would show. The retransmit

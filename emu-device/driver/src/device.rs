@@ -155,6 +155,11 @@ pub const ACK_DEFER: Duration = Duration::from_micros(100);
 /// a side channel, or polls the channel fd itself) sees its timers and arrivals handled soon.
 pub const BUSY_POLL_GRACE: Duration = Duration::from_micros(200);
 
+/// The longest the engine sleeps past a busy poller's last poll (a grace period, then up
+/// to seven more of patience: see `engine`): timers a poller leaves behind fire by then.
+const BUSY_POLL_LOOKS_WITHIN: Duration =
+    Duration::from_micros(BUSY_POLL_GRACE.as_micros() as u64 * 8);
+
 /// A thread that polled this recently is still polling: it takes what arrives.
 const POLLER_ACTIVE: Duration = Duration::from_micros(4);
 
@@ -795,6 +800,13 @@ impl Device {
             pump(shared, &mut hca, now);
             progressed = true;
         }
+        if progressed {
+            // What arrived may have set a timer (a held ACK) that must fire even if this
+            // thread stops polling now. An engine that fell asleep before this thread
+            // began polling sleeps up to 100 ms: it is woken (once; from then on it looks
+            // within `BUSY_POLL_LOOKS_WITHIN` of the last poll, and is left alone).
+            wake_engine_if_later(shared, &hca, BUSY_POLL_LOOKS_WITHIN);
+        }
         if progressed { f(&mut hca) } else { r }
     }
 
@@ -927,6 +939,12 @@ impl Device {
     }
 
     // ---- connection manager --------------------------------------------------------
+
+    /// Send every ACK the device holds back for its QPs' next packets now
+    /// ([`Hca::send_held_acks`]): for an application that turns to connection management.
+    pub fn send_held_acks(&self) {
+        self.with(Hca::send_held_acks);
+    }
 
     /// Readable while connection manager events wait (a `rdma_event_channel`'s fd).
     pub fn cm_fd(&self) -> &EventFd {
@@ -1351,8 +1369,13 @@ fn wake_engine_for_timers(shared: &Shared, hca: &Hca) {
         // The busy poller fires timers itself.
         return;
     }
+    wake_engine_if_later(shared, hca, Duration::ZERO);
+}
+
+/// Wake the engine if it sleeps more than `late` past the device's next timer.
+fn wake_engine_if_later(shared: &Shared, hca: &Hca, late: Duration) {
     let earlier = next_timer(shared, hca).is_some_and(|t| {
-        nanos_since(shared.epoch, t) < shared.engine_wakes_at.load(Ordering::Acquire)
+        nanos_since(shared.epoch, t + late) < shared.engine_wakes_at.load(Ordering::Acquire)
     });
     if earlier {
         let _ = shared.engine_wake.notify();

@@ -88,6 +88,16 @@ fn device(index: usize) -> Result<&'static Device, c_int> {
     emu.device("rdma_cm")
 }
 
+/// The application turns to connection management on device `index` (it resolves an
+/// address or a route, or listens): the ACKs the device holds for its QPs' next packets
+/// go now, as a device that acknowledges at once would have sent them. Its peer may be
+/// waiting on one to complete the send it will act on next.
+pub(crate) fn send_held_acks(index: usize) {
+    if let Ok(dev) = device(index) {
+        dev.send_held_acks();
+    }
+}
+
 /// Starts the pump of device `index` unless it runs.
 fn ensure_pump(index: usize) -> Result<(), c_int> {
     let dev = device(index)?;
@@ -638,6 +648,7 @@ pub(crate) fn listen(cm_id: &mut CmId) -> Result<(), c_int> {
     let me = std::ptr::from_ref(cm_id) as usize;
     for &d in &devices {
         let dev = device(d)?;
+        dev.send_held_acks();
         ensure_pump(d)?;
         with_routes(|r| {
             let ids = r.listeners.entry((d, service)).or_default();

@@ -685,6 +685,7 @@ pub(crate) fn resolve_addr(
         Some(d) => d,
         None => device_towards(dst.ip())?,
     };
+    super::conn::send_held_acks(device);
     let source_ip = device_entries()[device].spec.ip;
     if cm_id.state().phase == Phase::Idle {
         bind(cm_id, SocketAddr::new(source_ip, 0))?;
@@ -727,6 +728,7 @@ pub(crate) fn resolve_route(cm_id: &mut CmId) -> Result<(), c_int> {
     let (Phase::AddrResolved | Phase::RouteResolved, Some(device)) = (phase, device) else {
         return Err(libc::EINVAL);
     };
+    super::conn::send_held_acks(device);
     fill_path(cm_id, device, tos)?;
     cm_id.state().phase = Phase::RouteResolved;
     let me = std::ptr::from_mut(cm_id).cast::<rdma_cm_id>();

@@ -929,6 +929,14 @@ impl Hca {
         !self.gsi.is_empty()
     }
 
+    /// B: every ACK held back for a QP's next packet (`HcaConfig::ack_defer`) goes now. A
+    /// driver calls this when its application turns to connection management: it is not
+    /// about to answer on its QPs, and its peer may be waiting for those ACKs to complete
+    /// the work it will act on next (perftest's `-R` handshake, then its listen).
+    pub fn send_held_acks(&mut self) {
+        self.engine().flush_held_acks();
+    }
+
     /// C: send `mad` from QP1 to QP `remote_qpn` (1 for a peer's GSI agent) at `dst`, as
     /// the kernel's MAD layer does through rxe (see [`gsi`]). It leaves with the next
     /// `poll_transmit`, like every other packet; nothing is sent while the port is down.

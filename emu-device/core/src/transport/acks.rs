@@ -20,6 +20,10 @@ use super::{Engine, OutPacket, PayloadRef};
 /// acknowledged as it flows, while a ping-pong still gets its ACK with the next packet.
 const MAX_PSNS_HELD: u32 = 32;
 
+/// Entries the list of QPs holding ACKs may reach before those that no longer hold one
+/// are dropped from it.
+const HOLDING_LIST_MIN: usize = 64;
+
 impl Engine<'_> {
     /// Where packets of a QP go: its address vector's GID and UDP port.
     pub(crate) fn qp_peer(&self, qp: QpHandle) -> Option<SocketAddr> {
@@ -116,6 +120,9 @@ impl Engine<'_> {
         let Some(q) = self.store.get_mut(qp) else {
             return;
         };
+        if q.transport.deferred_ack.is_none() {
+            self.outbox.holding_acks.push(qp);
+        }
         let due = q.transport.deferred_ack.map_or(now + defer, |(_, due)| due);
         q.transport.deferred_ack = Some((psn, due));
         q.transport.deferred_ack_reqs += 1;
@@ -134,6 +141,44 @@ impl Engine<'_> {
             // A streaming requester must not stall on the held ACK.
             self.flush_deferred_ack(qp);
         }
+        self.forget_sent_held_acks();
+    }
+
+    /// Keeps the list of QPs holding ACKs to the QPs that still hold one once it has
+    /// grown past twice what held one at the last count: bounded by the QPs, at a
+    /// constant cost per ACK held.
+    fn forget_sent_held_acks(&mut self) {
+        let list = &mut self.outbox.holding_acks;
+        if list.len() < self.outbox.holding_acks_bound.max(HOLDING_LIST_MIN) {
+            return;
+        }
+        let store = &*self.store;
+        list.retain(|&qp| {
+            store
+                .get(qp)
+                .is_some_and(|q| q.transport.deferred_ack.is_some())
+        });
+        // A QP held, sent and held again is listed as often.
+        list.sort_unstable();
+        list.dedup();
+        self.outbox.holding_acks_bound = 2 * list.len();
+    }
+
+    /// Sends every held ACK now: before a MAD, as a device that acknowledges at once would
+    /// have. The CM must not overtake data already received: a peer's DREQ ahead of the
+    /// ACK for its last SEND would flush that SEND with an error though it arrived, and a
+    /// REQ sent right after a message arrived must not reach the peer before that
+    /// message's completion can (perftest `-R` connects its test QP so).
+    pub(crate) fn flush_held_acks(&mut self) {
+        let list = std::mem::take(&mut self.outbox.holding_acks);
+        for &qp in &list {
+            self.flush_deferred_ack(qp);
+            // Its timer for the ACK goes with it.
+            self.settle(qp);
+        }
+        self.outbox.holding_acks = list;
+        self.outbox.holding_acks.clear();
+        self.outbox.holding_acks_bound = 0;
     }
 
     /// Send the QP's held ACK, if any (before its next packet, or when it is due).

@@ -114,6 +114,7 @@ pub(crate) fn send(eng: &mut Engine<'_>, dst: SocketAddr, remote_qpn: Qpn, mad: 
         }),
         ..ExtRepr::default()
     };
+    eng.flush_held_acks();
     eng.queue_packet(dst, &RoceRepr::new(bth, ext, MAD_LEN), mad);
     eng.counters.mad_sent += 1;
 }

@@ -161,6 +161,11 @@ pub(crate) struct Outbox {
     /// QPs whose held ACK goes at the next transmit pass, after the packets that arrived
     /// with it were all handled (see `Engine::ack`).
     pub(crate) prompt_acks: Vec<QpHandle>,
+    /// QPs that took a held ACK since the list was last emptied (a QP may be listed after
+    /// its ACK went): a MAD sends them all first (`Engine::flush_held_acks`).
+    pub(crate) holding_acks: Vec<QpHandle>,
+    /// How long `holding_acks` may grow before it is pruned again.
+    pub(crate) holding_acks_bound: usize,
 }
 
 /// Send buffers the outbox keeps for reuse.
