@@ -266,10 +266,10 @@ fn cmtime_connects_and_disconnects_a_hundred_times() {
 /// side-channel handshake the client connects the test QP at once while the server is
 /// still waiting for its handshake SEND to complete, then binding and listening; a client
 /// that wins is refused (REJ reason 8, as the kernel's CM would refuse it) and perftest's
-/// own retry reuses ids it has just destroyed. A loaded machine can lose that race, so such
-/// a run is repeated, a bounded number of times, each time on fresh addresses (on the same
-/// ones, an attempt right after a lost one lost again, five times in a row in one run in
-/// three); any other failure fails the test.
+/// own retry reuses ids it has just destroyed. A loaded machine can lose that race (debug
+/// builds on two cores: up to one pair in three, one in twenty with every ACK sent at once;
+/// release builds: about one in thirteen either way), so such a run is repeated, a bounded
+/// number of times, each time on fresh addresses; any other failure fails the test.
 #[test]
 fn perftest_connects_through_rdma_cm() {
     for (tool, subnet, extra) in [
