@@ -1150,13 +1150,23 @@ impl Device {
     }
 
     /// What closing the device would do, for a process that exits with it open (exit runs
-    /// no destructors; librdmacm never closes the devices it opens): print the counters when
-    /// asked (`SOFTROCE_COUNTERS=stderr`) and flush and close the pcap capture, so its last
-    /// packets are not lost. Skips a capture that another thread is writing at that moment.
+    /// no destructors; librdmacm never closes the devices it opens): send the ACKs it
+    /// holds, print the counters when asked (`SOFTROCE_COUNTERS=stderr`) and flush and close
+    /// the pcap capture, so its last packets are not lost. Skips a capture that another
+    /// thread is writing at that moment.
     pub fn finish_at_exit(&self) {
         // exit() may run from a signal handler that interrupted a verb holding the device
         // lock (libinfinipath, which libfabric loads, exits from its SIGTERM handler): wait
         // for the lock briefly, never forever, or the process could not be terminated.
+        if frees_within(&self.shared.hca, EXIT_LOCK_WAIT)
+            && let Some(mut hca) = try_lock(&self.shared.hca)
+        {
+            // A NIC would have sent them long before: a program that exits without
+            // destroying its QPs must not leave the peer resending its last message
+            // until its retries run out.
+            hca.send_held_acks();
+            pump(&self.shared, &mut hca, Instant::now());
+        }
         if self.shared.counters_at_close {
             if frees_within(&self.shared.hca, EXIT_LOCK_WAIT) {
                 self.print_counters_if_asked();
