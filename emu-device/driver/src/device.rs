@@ -1158,9 +1158,8 @@ impl Device {
         // exit() may run from a signal handler that interrupted a verb holding the device
         // lock (libinfinipath, which libfabric loads, exits from its SIGTERM handler): wait
         // for the lock briefly, never forever, or the process could not be terminated.
-        if frees_within(&self.shared.hca, EXIT_LOCK_WAIT)
-            && let Some(mut hca) = try_lock(&self.shared.hca)
-        {
+        let free = frees_within(&self.shared.hca, EXIT_LOCK_WAIT);
+        if free && let Some(mut hca) = try_lock(&self.shared.hca) {
             // A NIC would have sent them long before: a program that exits without
             // destroying its QPs must not leave the peer resending its last message
             // until its retries run out.
@@ -1168,7 +1167,7 @@ impl Device {
             pump(&self.shared, &mut hca, Instant::now());
         }
         if self.shared.counters_at_close {
-            if frees_within(&self.shared.hca, EXIT_LOCK_WAIT) {
+            if free {
                 self.print_counters_if_asked();
             } else {
                 eprintln!(

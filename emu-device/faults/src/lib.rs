@@ -788,6 +788,7 @@ impl FaultInjector {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use softroce_wire::{AethRepr, BthRepr, ExtRepr, Msn, Psn, Qpn, RoceRepr};
 
     #[test]
     fn a_plan_only_drops_when_every_rule_drops() {
@@ -802,7 +803,6 @@ mod tests {
         assert!(!only_drops("corrupt=0.1"));
         assert!(!only_drops("delay=1"));
     }
-    use softroce_wire::{AethRepr, BthRepr, ExtRepr, Msn, Psn, Qpn, RoceRepr};
 
     #[test]
     fn compact_spec_parses() {
