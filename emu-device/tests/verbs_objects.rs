@@ -865,3 +865,28 @@ fn resize_cq_cannot_drop_held_completions() {
     assert!(grown >= 100);
     assert_eq!(hca.cq_capacity(cq).unwrap(), grown);
 }
+
+/// `ibv_query_rt_values_ex`'s raw clock reads the time since the device's epoch and never
+/// goes back: a caller that read the time before another took the device comes late.
+#[test]
+fn the_device_clock_reads_time_since_its_epoch_and_never_goes_back() {
+    use std::time::{Duration, Instant};
+    let epoch = Instant::now();
+    let mut cfg = HcaConfig::new("softroce0", "127.0.0.1".parse().unwrap());
+    cfg.clock_epoch = Some(epoch);
+    let mut hca = Hca::new(cfg);
+    assert_eq!(hca.clock(), 0, "no time given yet");
+    hca.advance_clock(epoch + Duration::from_micros(5));
+    assert_eq!(hca.clock(), 5_000);
+    hca.advance_clock(epoch + Duration::from_micros(3));
+    assert_eq!(hca.clock(), 5_000, "an earlier time leaves the clock be");
+    hca.advance_clock(epoch + Duration::from_millis(2));
+    assert_eq!(hca.clock(), 2_000_000);
+
+    // Without an epoch the clock starts at the first time given.
+    let mut hca = device();
+    hca.advance_clock(epoch);
+    assert_eq!(hca.clock(), 0);
+    hca.advance_clock(epoch + Duration::from_nanos(700));
+    assert_eq!(hca.clock(), 700);
+}

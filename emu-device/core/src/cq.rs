@@ -38,23 +38,36 @@ pub(crate) enum PushOutcome {
 pub(crate) struct Clock {
     /// The instant the clock reads 0 (`HcaConfig::clock_epoch`, else the first `now`).
     epoch: Option<Instant>,
-    ns: u64,
+    /// The latest `now` given. Read as nanoseconds only when a completion is stamped or
+    /// the clock is queried: every packet and verb advances the clock, and the conversion
+    /// cost more than the comparison.
+    latest: Option<Instant>,
 }
 
 impl Clock {
     pub(crate) fn new(epoch: Option<Instant>) -> Self {
-        Self { epoch, ns: 0 }
+        Self {
+            epoch,
+            latest: None,
+        }
     }
 
     /// Move to `now`; an earlier `now` (two callers racing to the lock) leaves it be.
     pub(crate) fn advance(&mut self, now: Instant) {
-        let epoch = *self.epoch.get_or_insert(now);
-        let ns = u64::try_from(now.saturating_duration_since(epoch).as_nanos()).unwrap_or(u64::MAX);
-        self.ns = self.ns.max(ns);
+        if self.latest.is_none_or(|latest| now > latest) {
+            self.epoch.get_or_insert(now);
+            self.latest = Some(now);
+        }
     }
 
     pub(crate) fn ns(&self) -> u64 {
-        self.ns
+        match (self.epoch, self.latest) {
+            (Some(epoch), Some(latest)) => {
+                u64::try_from(latest.saturating_duration_since(epoch).as_nanos())
+                    .unwrap_or(u64::MAX)
+            }
+            _ => 0,
+        }
     }
 }
 
