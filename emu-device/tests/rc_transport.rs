@@ -998,3 +998,48 @@ fn a_lost_resend_waits_out_the_ack_timeout_unless_adaptive_retransmission_is_on(
         "{took:?} against a {TIMEOUT_14:?} timeout"
     );
 }
+
+/// A program may destroy a QP while the completion of a send the peer acknowledged is
+/// still unpolled: libfabric's rxm closes a connection from its connection manager thread
+/// as soon as the peer disconnects, drains the CQ, and reports every request it does not
+/// find there as flushed. The finished send stays for it; the receive the disconnect
+/// flushed goes with the QP (its buffer belongs to a closed connection).
+#[test]
+fn destroying_a_qp_keeps_its_finished_sends_and_takes_its_flushed_receives() {
+    let mut pair = Pair::rc(Mtu::Mtu1024);
+    pair.post_recv('b', 7, 0, 64);
+    pair.post_recv('a', 8, 64, 64);
+    let wr = pair.send_wr('a', 1, 0, 64);
+    pair.post_send('a', wr);
+    assert_eq!(
+        pair.completions('b', 1, LONG).len(),
+        1,
+        "B receives the SEND"
+    );
+    // B's ACK reaches A (held ACKs included): the fabric runs until nothing is left.
+    for _ in 0..1_000_000 {
+        if !pair.fabric.step() {
+            break;
+        }
+    }
+    let (qp, cq) = (pair.a.qp, pair.a.cq);
+    let err = QpAttr {
+        qp_state: QpState::Err,
+        ..QpAttr::default()
+    };
+    pair.hca('a')
+        .modify_qp(qp, &err, QpAttrMask::STATE)
+        .unwrap();
+    pair.hca('a').destroy_qp(qp).unwrap();
+    let mut wcs = [WorkCompletion::success(0, 0, WcOpcode::Recv, 0); 8];
+    let n = pair.hca('a').poll_cq(cq, &mut wcs).unwrap();
+    let left: Vec<_> = wcs[..n]
+        .iter()
+        .map(|w| (w.wr_id, w.status, w.opcode))
+        .collect();
+    assert_eq!(
+        left,
+        [(1, WcStatus::Success, WcOpcode::Send)],
+        "the acknowledged SEND's completion stays, the flushed receive goes"
+    );
+}

@@ -20,7 +20,7 @@ use super::error::{VerbsError, VerbsResult};
 use super::events::{EventElement, Events};
 use super::handles::{ChannelHandle, CqHandle, Table};
 use super::objects::{Channel, Cq};
-use super::types::{EventType, WcStatus};
+use super::types::{EventType, WcOpcode, WcStatus};
 use super::wr::WorkCompletion;
 
 /// What happened to a completion pushed into a CQ.
@@ -308,6 +308,22 @@ impl Completions {
     pub(crate) fn remove_qp_entries(&mut self, cq: CqHandle, qpn: u32) {
         if let Some(c) = self.cqs.get_mut(cq) {
             c.entries.retain(|w| w.qp_num != qpn);
+        }
+    }
+
+    /// Remove from `cq` the completions of the destroyed QP `qpn` not yet polled, except
+    /// those of its send work that finished (successfully or with an error of its own):
+    /// a receive names a buffer the program may repost, a flush work that never ran, but a
+    /// finished send is news about work the peer acknowledged. A program that drains its
+    /// CQ after destroying the QP (libfabric does, and reports every request it does not
+    /// find there as flushed) learns the truth.
+    pub(crate) fn remove_destroyed_qp_entries(&mut self, cq: CqHandle, qpn: u32) {
+        if let Some(c) = self.cqs.get_mut(cq) {
+            c.entries.retain(|w| {
+                let finished_send =
+                    (w.opcode as u32) < (WcOpcode::Recv as u32) && w.status != WcStatus::WrFlushErr;
+                w.qp_num != qpn || finished_send
+            });
         }
     }
 

@@ -803,11 +803,15 @@ impl Hca {
             return self.store.add_xrcd_users(VERB, xrcd, -1);
         }
         for cq in [q.init.send_cq, q.init.recv_cq] {
-            // Its completions not yet polled go with it, as mlx4 and mlx5 clean their CQs
-            // when a QP is destroyed: a program (libfabric's rxm) that drains a shared CQ
-            // after closing an endpoint must not be handed completions (the flushes of its
-            // disconnect) whose wr_id names memory it freed with the endpoint.
-            self.cqs.remove_qp_entries(cq, q.qpn.value());
+            // Its receive completions and flushes not yet polled go with it, as mlx4 and
+            // mlx5 clean their CQs when a QP is destroyed: a program (libfabric's rxm) that
+            // drains a shared CQ after closing an endpoint must not be handed receives (the
+            // flushes of its disconnect) whose wr_id names memory it freed with the
+            // endpoint. Its finished sends stay (see `remove_destroyed_qp_entries`): rxm
+            // closes a connection from its connection manager thread as soon as the peer
+            // disconnects, and a send whose ACK came just before the DREQ, still unpolled,
+            // was reported to the application as flushed.
+            self.cqs.remove_destroyed_qp_entries(cq, q.qpn.value());
             self.cqs.add_users(cq, -1);
         }
         if let Some(srq) = q.init.srq
