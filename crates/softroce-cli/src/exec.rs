@@ -66,11 +66,12 @@ const RDMACM: DropIn = DropIn {
     embedded: include_bytes!(env!("SOFTROCE_RDMACM_SO")),
 };
 
-/// A drop-in, first found of: its variable (`SOFTROCE_IBVERBS_LIB`, …); the built file (or
-/// its SONAME) next to this binary (cargo puts both in `target/<profile>/`);
-/// `../lib/softroce/<soname>` from it (the Debian-style layout `/usr/bin/softroce`,
-/// `/usr/lib/softroce/libibverbs.so.1`); the copy embedded in this binary (what `cargo
-/// install` gives), written once to a private cache directory.
+/// A drop-in, first found of: its variable (`SOFTROCE_IBVERBS_LIB`, …); the newest of the
+/// built files next to this binary (the file or its SONAME, and `deps/<file>`: cargo puts
+/// them in `target/<profile>/`, and only `cargo build` refreshes the first, so after a
+/// `cargo test` it is stale); `../lib/softroce/<soname>` from it (the Debian-style layout
+/// `/usr/bin/softroce`, `/usr/lib/softroce/libibverbs.so.1`); the copy embedded in this
+/// binary (what `cargo install` gives), written once to a private cache directory.
 fn find_library(lib: &DropIn) -> Result<PathBuf, String> {
     if let Some(p) = std::env::var_os(lib.variable) {
         let p = PathBuf::from(p);
@@ -82,14 +83,30 @@ fn find_library(lib: &DropIn) -> Result<PathBuf, String> {
     }
     let exe = std::env::current_exe().map_err(|e| format!("locating this binary: {e}"))?;
     let dir = exe.parent().unwrap_or_else(|| Path::new("."));
-    for candidate in [
+    let built = [
         dir.join(lib.built),
         dir.join(lib.soname),
-        dir.join("../lib/softroce").join(lib.soname),
-    ] {
-        if candidate.is_file() {
-            return Ok(candidate);
-        }
+        dir.join("deps").join(lib.built),
+    ];
+    let newest_built = built
+        .into_iter()
+        .filter_map(|p| {
+            let modified = std::fs::metadata(&p)
+                .ok()
+                .filter(|m| m.is_file())?
+                .modified()
+                .ok();
+            Some((modified, p))
+        })
+        // The first of equally new ones (or of ones whose time is unknown) wins.
+        .rev()
+        .max_by_key(|(modified, _)| *modified);
+    if let Some((_, path)) = newest_built {
+        return Ok(path);
+    }
+    let installed = dir.join("../lib/softroce").join(lib.soname);
+    if installed.is_file() {
+        return Ok(installed);
     }
     extract_embedded(lib).map_err(|e| {
         format!(

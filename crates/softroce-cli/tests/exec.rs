@@ -175,6 +175,41 @@ fn an_installed_softroce_alone_runs_programs_on_its_embedded_drop_in() {
 }
 
 #[test]
+fn a_stale_library_beside_the_binary_gives_way_to_the_newer_build_in_deps() {
+    // cargo's layout after `cargo build` then `cargo test`: the test rebuilt
+    // `deps/libibverbs.so` (and the binary), `cargo build`'s copy beside the binary is older.
+    ibv_devices_installed();
+    let root = scratch("stale");
+    std::fs::create_dir_all(root.join("profile/deps")).unwrap();
+    std::fs::create_dir_all(root.join("home")).unwrap();
+    let softroce = root.join("profile/softroce");
+    std::fs::copy(assert_cmd::cargo::cargo_bin("softroce"), &softroce).unwrap();
+    for lib in ["libibverbs.so", "librdmacm.so"] {
+        std::fs::copy(
+            dropin_library().with_file_name(lib),
+            root.join("profile/deps").join(lib),
+        )
+        .unwrap();
+        // Not even a library: loading it would fail.
+        let stale = root.join("profile").join(lib);
+        std::fs::write(&stale, b"an old build").unwrap();
+        let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        std::fs::File::options()
+            .write(true)
+            .open(&stale)
+            .unwrap()
+            .set_modified(an_hour_ago)
+            .unwrap();
+    }
+
+    let stdout = installed_exec_ibv_devices(&softroce, &root.join("home"));
+    assert!(stdout.contains("installed0"), "{stdout}");
+    // The build in deps was used: nothing was extracted.
+    assert!(!root.join("home/.cache/softroce").exists());
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
 fn a_debian_style_install_finds_the_drop_in_in_lib_softroce() {
     // /usr/bin/softroce and /usr/lib/softroce/lib{ibverbs,rdmacm}.so.1, under a scratch root.
     ibv_devices_installed();
