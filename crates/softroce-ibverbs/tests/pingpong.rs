@@ -83,6 +83,17 @@ fn rc_pingpong_survives_injected_loss_and_is_captured() {
     let pcap = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dropin-rc-loss.pcap");
     let _ = std::fs::remove_file(&pcap);
     let pcap_s = pcap.to_str().expect("UTF-8 path");
+    // Each side loses 5 % of the SENDs it sends, and no ACK: ibv_rc_pingpong exits as soon
+    // as its last completions came, so a lost last ACK would leave the peer resending to a
+    // process that is gone until its retries ran out (as it would on any lossy fabric).
+    let plan = |seed: u8| {
+        let path = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("dropin-rc-loss-{seed}.toml"));
+        let rule = "[[rule]]\naction = \"drop\"\nprobability = 0.05\nopcode = \"send\"\n";
+        std::fs::write(&path, format!("seed = {seed}\n{rule}")).expect("plan written");
+        path.to_str().expect("UTF-8 path").to_owned()
+    };
+    let (server_plan, client_plan) = (plan(3), plan(4));
     // GID index 1, where rxe keeps the address GID: scripts written for rxe run unchanged.
     let args = ["-d", "softroce0", "-g", "1", "-p", &port_s, "-n", "200"];
     let (s, c) = common::run_pair_env(
@@ -90,11 +101,11 @@ fn rc_pingpong_survives_injected_loss_and_is_captured() {
         (
             &server_dev,
             &[
-                ("SOFTROCE_FAULTS", "drop=0.05,seed=3"),
+                ("SOFTROCE_FAULTS", server_plan.as_str()),
                 ("SOFTROCE_PCAP", pcap_s),
             ],
         ),
-        (&client_dev, &[("SOFTROCE_FAULTS", "drop=0.05,seed=4")]),
+        (&client_dev, &[("SOFTROCE_FAULTS", client_plan.as_str())]),
         &args,
         port,
         LIMIT,
