@@ -1023,13 +1023,7 @@ fn destroying_a_qp_keeps_its_finished_sends_and_takes_its_flushed_receives() {
         }
     }
     let (qp, cq) = (pair.a.qp, pair.a.cq);
-    let err = QpAttr {
-        qp_state: QpState::Err,
-        ..QpAttr::default()
-    };
-    pair.hca('a')
-        .modify_qp(qp, &err, QpAttrMask::STATE)
-        .unwrap();
+    pair.move_to_err('a');
     pair.hca('a').destroy_qp(qp).unwrap();
     let mut wcs = [WorkCompletion::success(0, 0, WcOpcode::Recv, 0); 8];
     let n = pair.hca('a').poll_cq(cq, &mut wcs).unwrap();

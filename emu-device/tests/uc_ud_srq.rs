@@ -213,13 +213,7 @@ fn a_receive_taken_from_the_srq_mid_message_is_flushed_with_the_qp() {
     // The FIRST arrives (its ACK is coalesced away), the rest never does.
     let _ = pair.completions('b', 1, Duration::from_millis(2));
     let (qp, srq) = (pair.b.qp, pair.b.srq.unwrap());
-    let attr = QpAttr {
-        qp_state: QpState::Err,
-        ..QpAttr::default()
-    };
-    pair.hca('b')
-        .modify_qp(qp, &attr, QpAttrMask::STATE)
-        .unwrap();
+    pair.move_to_err('b');
     let w = pair.poll('b');
     assert_eq!(w.len(), 1, "{w:?}");
     assert_eq!(

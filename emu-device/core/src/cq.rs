@@ -320,6 +320,7 @@ impl Completions {
     pub(crate) fn remove_destroyed_qp_entries(&mut self, cq: CqHandle, qpn: u32) {
         if let Some(c) = self.cqs.get_mut(cq) {
             c.entries.retain(|w| {
+                // Receive-side opcodes start at IBV_WC_RECV (128); send-side ones lie below.
                 let finished_send =
                     (w.opcode as u32) < (WcOpcode::Recv as u32) && w.status != WcStatus::WrFlushErr;
                 w.qp_num != qpn || finished_send

@@ -241,6 +241,18 @@ impl Pair {
         }
     }
 
+    /// Move the side's QP to ERR (as a disconnect does), flushing its work.
+    pub fn move_to_err(&mut self, side: char) {
+        let qp = self.side(side).qp;
+        let attr = QpAttr {
+            qp_state: QpState::Err,
+            ..QpAttr::default()
+        };
+        self.hca(side)
+            .modify_qp(qp, &attr, QpAttrMask::STATE)
+            .unwrap();
+    }
+
     pub fn post_send(&mut self, side: char, wr: SendWr) {
         let qp = self.side(side).qp;
         // SAFETY: tests only use inline data from live test memory.
