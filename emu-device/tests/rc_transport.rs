@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::*;
 use softroce_emu::core::*;
 use softroce_emu::sim::FilterAction;
-use softroce_wire::{Mtu, Opcode, RocePacket};
+use softroce_wire::{Mtu, NakCode, Opcode, Psn, RocePacket, Syndrome};
 
 const LONG: Duration = Duration::from_secs(30);
 
@@ -997,6 +997,108 @@ fn a_lost_resend_waits_out_the_ack_timeout_unless_adaptive_retransmission_is_on(
         took < TIMEOUT_14 / 10,
         "{took:?} against a {TIMEOUT_14:?} timeout"
     );
+}
+
+/// What a's WRITE packets to b looked like: each packet's PSN, whether it asked for an
+/// ACK, and how many PSNs were unacknowledged (as of the last ACK b had sent) when it left.
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    psn: Psn,
+    ack_req: bool,
+    outstanding: u32,
+}
+
+/// Lose a's 100th WRITE packet once, and record every packet a sends b (and whether it
+/// left after b's sequence NAK) in `log`.
+fn lose_packet_100_and_log(
+    pair: &mut Pair,
+    log: std::sync::Arc<std::sync::Mutex<Vec<(Sent, bool)>>>,
+) {
+    let b_ip = pair.fabric.addr(pair.b.node);
+    let (mut seen, mut acked, mut naked) = (0, None::<Psn>, false);
+    pair.fabric.set_filter(move |d| {
+        let Ok(p) = RocePacket::new_checked(&d.payload[..]) else {
+            return FilterAction::Pass;
+        };
+        let psn = p.bth().psn();
+        if d.dst.ip() != b_ip {
+            // b's ACKs and its NAK: the BTH PSN is the last one b has.
+            if let Some(aeth) = p.aeth() {
+                naked |= matches!(
+                    Syndrome::from_byte(aeth.syndrome_raw()),
+                    Syndrome::Nak(NakCode::PsnSequenceError)
+                );
+                acked = Some(psn);
+            }
+            return FilterAction::Pass;
+        }
+        seen += 1;
+        let first = log.lock().unwrap().first().map_or(psn, |(s, _)| s.psn);
+        let last_acked = acked.unwrap_or_else(|| first.sub(1));
+        let sent = Sent {
+            psn,
+            ack_req: p.bth().ack_req(),
+            outstanding: psn.distance_from(last_acked),
+        };
+        log.lock().unwrap().push((sent, naked));
+        if seen == 100 {
+            return FilterAction::Drop;
+        }
+        FilterAction::Pass
+    });
+}
+
+#[test]
+fn a_lossy_path_narrows_the_send_window_only_with_adaptive_retransmission() {
+    // Go-back-N resends all a requester sent after a lost packet, and it sends its whole
+    // window before the NAK can come back: so, once a path has shown loss, adaptive
+    // retransmission keeps 64 PSNs unacknowledged instead of rxe's 128, and asks for an
+    // ACK every 16 packets of a long message instead of every 64. By default (the man
+    // pages' retransmission) a lossy path keeps rxe's window.
+    for adaptive_retransmit in [false, true] {
+        let mut pair = Pair::new(Options {
+            mtu: Mtu::Mtu4096,
+            mem_len: 1 << 20,
+            timeout: 14,
+            adaptive_retransmit,
+            ..Options::default()
+        });
+        // A link slower than a's sending: its window, not its pace, bounds what it has out,
+        // and b's last ACK is what a knows when it sends.
+        pair.fabric.latency = Duration::from_micros(100);
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        lose_packet_100_and_log(&mut pair, log.clone());
+        write_one_mebibyte(&mut pair);
+        assert_eq!(pair.counters('a').rcvd_seq_err, 1, "packet 100 was NAKed");
+
+        let log = log.lock().unwrap();
+        let first = log[0].0.psn;
+        let npkts = 256;
+        let (before, after): (Vec<Sent>, Vec<Sent>) = {
+            let before = log.iter().filter(|(_, naked)| !naked).map(|(s, _)| *s);
+            let after = log.iter().filter(|(_, naked)| *naked).map(|(s, _)| *s);
+            (before.collect(), after.collect())
+        };
+        assert!(!after.is_empty(), "a resent after the NAK");
+        let asks_every = |sent: &[Sent], every: u32| {
+            sent.iter().all(|s| {
+                let i = s.psn.distance_from(first);
+                s.ack_req == ((i + 1) % every == 0 || i + 1 == npkts)
+            })
+        };
+        let most_outstanding = |sent: &[Sent]| sent.iter().map(|s| s.outstanding).max();
+
+        // Before the loss, both keep rxe's window: 128 PSNs, an ACK asked every 64.
+        assert!(asks_every(&before, 64), "{before:?}");
+        assert_eq!(most_outstanding(&before), Some(128), "{before:?}");
+        if adaptive_retransmit {
+            assert!(asks_every(&after, 16), "{after:?}");
+            assert!(most_outstanding(&after) <= Some(64), "{after:?}");
+        } else {
+            assert!(asks_every(&after, 64), "{after:?}");
+            assert!(most_outstanding(&after) > Some(64), "{after:?}");
+        }
+    }
 }
 
 /// A program may destroy a QP while the completion of a send the peer acknowledged is

@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 use foldhash::HashMap;
 
 use super::Outbox;
-use super::requester::MAX_UNACKED_PSNS;
+use super::recovery::FULL_WINDOW;
 use crate::handles::QpHandle;
 use crate::store::Store;
 use crate::types::QpState;
@@ -81,7 +81,7 @@ impl Outbox {
             q.init.qp_type.is_reliable() && matches!(q.attr.qp_state, QpState::Rts | QpState::Sqd);
         let (sent, acked) = (q.transport.sent_psn, q.transport.comp_psn);
         let share = if sending && acked.is_before(sent) {
-            sent.distance_from(acked).min(MAX_UNACKED_PSNS)
+            sent.distance_from(acked).min(FULL_WINDOW.psns)
         } else {
             0
         };

@@ -15,6 +15,12 @@
 //! A path that never lost anything (a clean interop run) never resends early: nothing
 //! spurious for a slow peer. Loss is only recorded when the device asks for it, so with the
 //! switch off nothing here ever arms.
+//!
+//! A lossy path also gets a narrower send window ([`Recovery::window`]): go-back-N resends
+//! everything sent after a lost packet, and a requester sends its whole window before the
+//! NAK can come back, so each loss cost about a window (67 of 128 PSNs on average, at 1 %
+//! loss 40 % of all packets sent were resends). Half the window and an ACK asked for four
+//! times as often halve that, at a cost a loss-free path never pays.
 
 use std::time::{Duration, Instant};
 
@@ -27,6 +33,27 @@ use crate::qp_transport::QpTransport;
 const EARLY_RESENDS: u8 = 3;
 /// How long loss keeps a path in adaptive mode after it was last seen.
 const LOSS_MEMORY: Duration = Duration::from_secs(1);
+/// How many PSNs an RC requester may have unacknowledged, and every how many packets of a
+/// long message it asks for an ACK.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Window {
+    pub(crate) psns: u32,
+    pub(crate) pkts_per_ack: u32,
+}
+
+/// rxe's (RXE_MAX_UNACKED_PSNS, RXE_MAX_PKT_PER_ACK): what a path that lost nothing gets.
+pub(crate) const FULL_WINDOW: Window = Window {
+    psns: 128,
+    pkts_per_ack: 64,
+};
+/// A lossy path's (adaptive retransmission only). Measured on loopback, 1 MiB WRITEs
+/// under 1 % loss: 128/64 moved 1.9-2.0 GB/s, 128/16 2.1, 64/16 2.35-2.5, 32/16 2.4 (but
+/// only 2.6 without loss, against 4.4 for 128/64).
+const LOSSY_WINDOW: Window = Window {
+    psns: 64,
+    pkts_per_ack: 16,
+};
+
 /// The shortest stall that starts an early resend: above a busy host's scheduling
 /// hiccups, far below any timeout an application picks.
 const MIN_STALL: Duration = Duration::from_micros(500);
@@ -86,13 +113,25 @@ impl Recovery {
         self.loss_seen_at = Some(now);
     }
 
+    /// Whether the path lost something within the last [`LOSS_MEMORY`].
+    fn lossy(&self, now: Instant) -> bool {
+        self.loss_seen_at
+            .is_some_and(|t| now.saturating_duration_since(t) < LOSS_MEMORY)
+    }
+
+    /// The send window as of `now`: narrower while the path is lossy.
+    pub(crate) fn window(&self, now: Instant) -> Window {
+        if self.lossy(now) {
+            LOSSY_WINDOW
+        } else {
+            FULL_WINDOW
+        }
+    }
+
     /// The stall before an early resend, on a lossy path whose round trip is known and
     /// well inside the local ACK timeout.
     fn stall(&self, now: Instant, timeout: u8) -> Option<Duration> {
-        let lossy = self
-            .loss_seen_at
-            .is_some_and(|t| now.saturating_duration_since(t) < LOSS_MEMORY);
-        if !lossy || self.srtt.is_zero() {
+        if !self.lossy(now) || self.srtt.is_zero() {
             return None;
         }
         let stall = (self.srtt + (self.rttvar * 4).max(self.srtt)).max(MIN_STALL);

@@ -18,12 +18,9 @@ use super::super::types::{
 };
 use super::super::wr::{MwBind, VendorErr, WorkCompletion};
 use super::access::LocalFault;
+use super::recovery::Window;
 use super::{Engine, Outbox, PayloadRef};
 
-/// Unacknowledged PSNs an RC requester may have outstanding (rxe: RXE_MAX_UNACKED_PSNS).
-pub(super) const MAX_UNACKED_PSNS: u32 = 128;
-/// AckReq is also set on every this-many packets of a long message (rxe: RXE_MAX_PKT_PER_ACK).
-const PKTS_PER_ACK: u32 = 64;
 /// Packets built per call, so one QP cannot starve the others.
 const BUDGET: usize = 64;
 
@@ -63,8 +60,15 @@ pub(super) fn progress(eng: &mut Engine<'_>, now: Instant, qp: QpHandle) {
         && !q.transport.awaiting_room
         && matches!(q.attr.qp_state, QpState::Rts | QpState::Sqd)
     {
+        // The PSN the cursor sends next, not `sq_psn`: that is past the whole message once
+        // it started, so a message longer than the window would wait for an ACK after
+        // every `BUDGET` packets.
+        let next_psn =
+            q.sq.get(q.transport.send_index)
+                .and_then(|w| w.first_psn.map(|first| first.add(w.next_pkt)))
+                .unwrap_or(q.transport.sq_psn);
         let window_open = !q.init.qp_type.is_reliable()
-            || q.transport.sq_psn.distance_from(q.transport.comp_psn) < MAX_UNACKED_PSNS;
+            || next_psn.distance_from(q.transport.comp_psn) < q.transport.recovery.window(now).psns;
         if window_open {
             eng.outbox.mark_active(qp);
         }
@@ -139,7 +143,8 @@ fn next_packet(eng: &mut Engine<'_>, now: Instant, qp: QpHandle) -> Step {
     }
     let by_reference = eng.device.config().payload_by_reference && memory::fault_safe();
     let built = eng.store.get(qp).map_or(Err(Refusal::Wait), |q| {
-        let packet = build_packet(eng.store, eng.outbox, q, idx, mtu, by_reference)?;
+        let window = q.transport.recovery.window(now);
+        let packet = build_packet(eng.store, eng.outbox, q, idx, mtu, window, by_reference)?;
         Ok((packet, destination(eng.store, q, idx)?))
     });
     match built {
@@ -226,11 +231,12 @@ fn build_packet(
     q: &Qp,
     idx: usize,
     mtu: u64,
+    window: Window,
     by_reference: bool,
 ) -> Result<Packet, Refusal> {
     let wqe = q.sq.get(idx).ok_or(Refusal::Wait)?;
     let psn = wqe.first_psn.unwrap_or_default().add(wqe.next_pkt);
-    if q.init.qp_type.is_reliable() && psn.distance_from(q.transport.comp_psn) >= MAX_UNACKED_PSNS {
+    if q.init.qp_type.is_reliable() && psn.distance_from(q.transport.comp_psn) >= window.psns {
         return Err(Refusal::Wait);
     }
     let dest = Qpn::from_wire(q.attr.dest_qp_num);
@@ -240,7 +246,7 @@ fn build_packet(
             (atomic_request(wqe, dest, psn), 1, None)
         }
         _ => {
-            let (repr, offset) = data_packet(q, wqe, dest, psn, mtu)?;
+            let (repr, offset) = data_packet(q, wqe, dest, psn, mtu, window.pkts_per_ack)?;
             (repr, wqe.next_pkt + 1, Some(offset))
         }
     };
@@ -334,6 +340,7 @@ fn data_packet(
     dest: Qpn,
     psn: Psn,
     mtu: u64,
+    pkts_per_ack: u32,
 ) -> Result<(RoceRepr, u64), Refusal> {
     let op = wqe.wr.opcode;
     let qp_type = q.init.qp_type;
@@ -365,7 +372,7 @@ fn data_packet(
         });
     }
     if qp_type.is_reliable() {
-        bth.ack_req = last || (i + 1) % PKTS_PER_ACK == 0;
+        bth.ack_req = last || (i + 1) % pkts_per_ack == 0;
     }
     if qp_type == QpType::Ud {
         let ud = wqe.wr.ud.ok_or(Refusal::Fail(WcStatus::LocQpOpErr))?;
