@@ -206,6 +206,11 @@ const TX_BATCH: usize = MAX_GSO_SEGMENTS;
 /// Longer ones leave straight from their buffers, one iovec each.
 const COALESCE_SEGMENT: usize = 512;
 
+/// Unsignaled posts before a signaled one that make it leave at once (see
+/// [`Device::post_send`]); an application that signals every request polls often, and its
+/// burst is held as any other.
+const AWAITED_AFTER_UNSIGNALED: u32 = 16;
+
 /// Posts held at most before they are sent anyway (a pump's worth).
 const DOORBELL_BATCH: u32 = TX_BATCH as u32;
 
@@ -300,6 +305,10 @@ struct Shared {
     held_since: AtomicU64,
     /// Posts whose work is held.
     held_posts: AtomicU32,
+    /// Posts since the last one with a signaled request.
+    posts_since_signaled: AtomicU32,
+    /// A busy poll found nothing since the last early doorbell (see [`Device::post_send`]).
+    polled_idle: AtomicBool,
     /// Posts of the current burst.
     burst_posts: AtomicU32,
     /// When the sleeping engine wakes up on its own (nanoseconds since `epoch`), written
@@ -464,6 +473,8 @@ impl Device {
             last_post_at: AtomicU64::new(0),
             held_since: AtomicU64::new(0),
             held_posts: AtomicU32::new(0),
+            posts_since_signaled: AtomicU32::new(0),
+            polled_idle: AtomicBool::new(false),
             burst_posts: AtomicU32::new(0),
             rx_storage: Mutex::new(RxStorage {
                 bufs: vec![vec![0u8; MAX_RECEIVE]; MAX_BATCH],
@@ -605,10 +616,27 @@ impl Device {
         let mut hca = lock(&shared.hca);
         let now = Instant::now();
         hca.advance_clock(now);
+        let signaled_before = hca.signaled_posts();
         let r = f(&mut hca);
         let t = nanos_since(shared.epoch, now).max(1);
         // Only a thread holding the device lock writes these counters: plain loads and
         // stores, no locked read-modify-write per post.
+        // A signaled request after a run of unsignaled ones is what the application will
+        // wait for: its packets (and those held before them) leave now, not at its next
+        // verb. A streaming sender (perftest signals one request in 100) would otherwise
+        // post on to its queue's end, then poll idle for an ACK whose request left only
+        // with that poll: a third of its time.
+        let unsignaled = shared.posts_since_signaled.load(Ordering::Relaxed);
+        let awaited = if hca.signaled_posts() == signaled_before {
+            shared
+                .posts_since_signaled
+                .store(unsignaled.saturating_add(1), Ordering::Relaxed);
+            false
+        } else {
+            shared.posts_since_signaled.store(0, Ordering::Relaxed);
+            unsignaled >= AWAITED_AFTER_UNSIGNALED
+                && shared.polled_idle.swap(false, Ordering::Relaxed)
+        };
         let prev = shared.last_post_at.load(Ordering::Relaxed);
         shared.last_post_at.store(t, Ordering::Relaxed);
         let in_burst = prev != 0 && t.saturating_sub(prev) < BURST_GAP.as_nanos() as u64;
@@ -619,7 +647,7 @@ impl Device {
         };
         shared.burst_posts.store(burst_posts, Ordering::Relaxed);
         let held_posts = shared.held_posts.load(Ordering::Relaxed);
-        if burst_posts > SENT_AT_ONCE && held_posts + 1 < DOORBELL_BATCH {
+        if burst_posts > SENT_AT_ONCE && held_posts + 1 < DOORBELL_BATCH && !awaited {
             shared.held_posts.store(held_posts + 1, Ordering::Relaxed);
             if shared.held_since.load(Ordering::Relaxed) == 0 {
                 shared.held_since.store(t, Ordering::Release);
@@ -642,6 +670,14 @@ impl Device {
             return r;
         }
         pump(shared, &mut hca, now);
+        if in_burst && awaited {
+            // Only the send is early: what arrived waits for the burst's next doorbell or
+            // poll (taking it here costs a syscall that a CPU-bound sender of many QPs,
+            // which waits for no single completion, felt).
+            let done = nanos_since(shared.epoch, Instant::now()).max(1);
+            shared.last_post_at.store(done, Ordering::Relaxed);
+            return r;
+        }
         if in_burst {
             // A thread posting a burst is as busy as a poller: it takes what arrived (the
             // ACKs of its earlier posts) and fires due timers here, once per doorbell, and
@@ -812,7 +848,12 @@ impl Device {
             // within `BUSY_POLL_LOOKS_WITHIN` of the last poll, and is left alone).
             wake_engine_if_later(shared, &hca, BUSY_POLL_LOOKS_WITHIN);
         }
-        if progressed { f(&mut hca) } else { r }
+        if progressed {
+            f(&mut hca)
+        } else {
+            shared.polled_idle.store(true, Ordering::Relaxed);
+            r
+        }
     }
 
     /// Create a completion channel with its pollable fd.

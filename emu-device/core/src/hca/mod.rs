@@ -64,6 +64,8 @@ pub struct Hca {
     counters: Counters,
     gsi: Gsi,
     multicast: Multicast,
+    /// Signaled send requests posted so far (see [`Hca::signaled_posts`]).
+    signaled_posts: u64,
 }
 
 impl Hca {
@@ -85,7 +87,17 @@ impl Hca {
             counters: Counters::default(),
             gsi: Gsi::default(),
             multicast: Multicast::default(),
+            signaled_posts: 0,
         }
+    }
+
+    /// How many send requests that generate a completion (`IBV_SEND_SIGNALED`, or any on
+    /// a QP with `sq_sig_all`) were posted so far: a driver that holds packets back to
+    /// batch them sends such a request's at once, the application waiting for its
+    /// completion.
+    #[must_use]
+    pub fn signaled_posts(&self) -> u64 {
+        self.signaled_posts
     }
 
     /// The transport engine over this device's pieces.

@@ -923,6 +923,7 @@ impl Hca {
                 }
             };
             let q = self.store.lookup_mut(VERB, qp).map_err(fail)?;
+            self.signaled_posts += u64::from(wqe.signaled);
             q.sq.push_back(wqe);
             if in_err && !all_or_nothing {
                 self.engine().flush_queues(qp);
