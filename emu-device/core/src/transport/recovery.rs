@@ -47,8 +47,9 @@ pub(crate) const FULL_WINDOW: Window = Window {
     pkts_per_ack: 64,
 };
 /// A lossy path's (adaptive retransmission only). Measured on loopback, 1 MiB WRITEs
-/// under 1 % loss: 128/64 moved 1.9-2.0 GB/s, 128/16 2.1, 64/16 2.35-2.5, 32/16 2.4 (but
-/// only 2.6 without loss, against 4.4 for 128/64).
+/// under 1 % loss: 128/64 moved 1.9-2.1 GB/s, 96/16 2.1-2.2, 64/16 2.2-2.4, 32/8 2.3-2.5,
+/// 16/4 1.75; 32 would cost a path that lost a single packet most (2.6 GB/s loss-free
+/// with 32, 4.4 with 128).
 const LOSSY_WINDOW: Window = Window {
     psns: 64,
     pkts_per_ack: 16,
