@@ -673,9 +673,11 @@ impl Device {
         if in_burst && awaited {
             // Only the send is early: what arrived waits for the burst's next doorbell or
             // poll (taking it here costs a syscall that a CPU-bound sender of many QPs,
-            // which waits for no single completion, felt).
+            // which waits for no single completion, felt). The timers the send armed are
+            // the engine's unless the application still busy-polls.
             let done = nanos_since(shared.epoch, Instant::now()).max(1);
             shared.last_post_at.store(done, Ordering::Relaxed);
+            wake_engine_for_timers(shared, &hca);
             return r;
         }
         if in_burst {
