@@ -506,7 +506,7 @@ impl MemoryWindow {
     ) -> (SendWr, u32) {
         let rkey = Self::next_rkey(self.rkey());
         let mut wr = SendWr::new(wr_id, WrOpcode::BindMw);
-        wr.bind = Some(self.bind_of(mr, offset, len, access, rkey));
+        wr.bind = Some(Box::new(self.bind_of(mr, offset, len, access, rkey)));
         self.set_rkey(rkey);
         (wr, rkey)
     }

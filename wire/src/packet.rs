@@ -298,6 +298,29 @@ impl ExtRepr {
         }
         s
     }
+
+    /// Byte size of the headers present: `headers().len()`, summed without building the
+    /// set (every packet built asks for it several times).
+    pub const fn len(&self) -> usize {
+        const fn n(present: bool, header: ExtHeaders) -> usize {
+            present as usize * header.single_len()
+        }
+        n(self.xrceth.is_some(), ExtHeaders::XRCETH)
+            + n(self.deth.is_some(), ExtHeaders::DETH)
+            + n(self.feth.is_some(), ExtHeaders::FETH)
+            + n(self.reth.is_some(), ExtHeaders::RETH)
+            + n(self.atomic_eth.is_some(), ExtHeaders::ATOMIC_ETH)
+            + n(self.aeth.is_some(), ExtHeaders::AETH)
+            + n(self.atomic_ack.is_some(), ExtHeaders::ATOMIC_ACK_ETH)
+            + n(self.imm.is_some(), ExtHeaders::IMM)
+            + n(self.ieth.is_some(), ExtHeaders::IETH)
+            + n(self.cnp.is_some(), ExtHeaders::CNP)
+    }
+
+    /// Whether no extended header is present.
+    pub const fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// An owned, validated RoCEv2 packet header stack plus payload length.
@@ -370,7 +393,7 @@ impl RoceRepr {
 
     /// BTH plus extended headers.
     pub fn header_len(&self) -> usize {
-        BTH_LEN + self.ext.headers().len()
+        BTH_LEN + self.ext.len()
     }
 
     /// The whole UDP payload: headers, payload, pad and ICRC.

@@ -675,7 +675,12 @@ pub unsafe fn send_wr_from_c(
             ));
         }
         let mr = (!b.bind_info.mr.is_null()).then(|| mr_handle(b.bind_info.mr));
-        out.bind = Some(mw_bind_from_c(mw_handle(b.mw), mr, b.rkey, &b.bind_info));
+        out.bind = Some(Box::new(mw_bind_from_c(
+            mw_handle(b.mw),
+            mr,
+            b.rkey,
+            &b.bind_info,
+        )));
     }
     if qp_type == QpType::XrcSend {
         // SAFETY: XRC initiator QPs use the xrc member of the qp_type union.
@@ -721,7 +726,7 @@ pub fn send_wr_to_c(w: &SendWr, objects: &mut impl CObjects) -> ibv_send_wr {
     } else {
         w.imm_data
     };
-    if let Some(b) = w.bind {
+    if let Some(b) = w.bind.as_deref() {
         c.ext.bind_mw = ibv_send_wr_bind_mw {
             mw: objects.mw(b.mw),
             rkey: b.rkey,
@@ -989,14 +994,14 @@ mod tests {
                 w.sg_list.clear();
             }
             if opcode == WrOpcode::BindMw {
-                w.bind = Some(MwBind {
+                w.bind = Some(Box::new(MwBind {
                     mw: MwHandle::from_raw(0x4000),
                     rkey: 0x1234_5601,
                     mr: Some(MrHandle::from_raw(0x5000)),
                     addr: 0x6000,
                     length: 0x100,
                     access: AccessFlags::REMOTE_WRITE | AccessFlags::ZERO_BASED,
-                });
+                }));
             }
             // UD's `wr.ud` shares the union with the RDMA and atomic targets: UD QPs only send.
             for qp_type in [QpType::Rc, QpType::Ud] {

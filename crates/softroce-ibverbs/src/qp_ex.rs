@@ -411,7 +411,7 @@ unsafe extern "C" fn wr_bind_mw(
         };
         let mut wr = SendWr::new(wr_id, WrOpcode::BindMw);
         wr.send_flags = SendFlags(flags);
-        wr.bind = Some(bind);
+        wr.bind = Some(Box::new(bind));
         b.wrs.push(wr);
     });
 }

@@ -410,7 +410,8 @@ pub(crate) struct SendWqe {
     pub(crate) all_sent: bool,
     /// A tag matching rendezvous READ (no one posted it): on success, this completes the
     /// tag instead of anything on the send queue's CQ.
-    pub(crate) tm_done: Option<crate::transport::tm_rndv::RndvDone>,
+    /// Boxed: rare, and every WQE is copied into and out of the queue.
+    pub(crate) tm_done: Option<Box<crate::transport::tm_rndv::RndvDone>>,
     /// Queued by the device itself (a rendezvous READ or FIN): never completes on the
     /// send queue's CQ, not even in error.
     pub(crate) internal: bool,

@@ -142,6 +142,9 @@ pub(crate) struct QpTransport {
     /// The peer and the request PSNs this QP counts in the device's bound on those in
     /// flight to that peer.
     pub(crate) inflight_share: Option<(std::net::SocketAddr, u32)>,
+    /// Where the outbox last found this QP's peer in its bound's table: a hint, checked
+    /// against the address before use (see `transport::admission`).
+    pub(crate) admission_slot: usize,
     /// Refused for lack of room under that bound; made active again when there is.
     pub(crate) awaiting_room: bool,
     /// The round trip and the early resend of a path that has shown loss.

@@ -93,8 +93,9 @@ pub struct SendWr {
     pub ud: Option<UdTarget>,
     /// XRC initiator: the peer's XRC SRQ the request is for (`qp_type.xrc.remote_srqn`).
     pub xrc_remote_srqn: u32,
-    /// The window to bind (`IBV_WR_BIND_MW`).
-    pub bind: Option<MwBind>,
+    /// The window to bind (`IBV_WR_BIND_MW`). Boxed: rare, and a work request is copied
+    /// into the send queue and out of it with every post.
+    pub bind: Option<Box<MwBind>>,
 }
 
 impl SendWr {

@@ -4,7 +4,10 @@ use crate::{Msn, Psn, Qpn};
 use proptest::prelude::*;
 
 fn ext_for(op: Opcode) -> ExtRepr {
-    let h = op.info().map_or(ExtHeaders::NONE, |i| i.headers);
+    ext_with(op.info().map_or(ExtHeaders::NONE, |i| i.headers))
+}
+
+fn ext_with(h: ExtHeaders) -> ExtRepr {
     ExtRepr {
         xrceth: h.contains(ExtHeaders::XRCETH).then_some(0x00ab_cdef),
         deth: h.contains(ExtHeaders::DETH).then_some(DethRepr {
@@ -52,6 +55,22 @@ fn payload_for(op: Opcode) -> Vec<u8> {
         (Some(n), _) => vec![0x5a; n],
         (None, true) => (0..5u8).collect(),
         (None, false) => Vec::new(),
+    }
+}
+
+#[test]
+fn the_header_length_is_the_sum_of_the_headers_present_for_every_combination() {
+    // Every subset of the ten extended headers, known opcode or not.
+    for mask in 0u32..1 << ExtHeaders::ORDER.len() {
+        let set = ExtHeaders::ORDER
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| mask & (1 << i) != 0)
+            .fold(ExtHeaders::NONE, |s, (_, &h)| s.with(h));
+        let ext = ext_with(set);
+        assert_eq!(ext.headers(), set);
+        assert_eq!(ext.len(), set.len(), "headers {set:?}");
+        assert_eq!(ext.is_empty(), mask == 0);
     }
 }
 

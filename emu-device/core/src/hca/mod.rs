@@ -661,7 +661,7 @@ impl Hca {
         }
         let mut wr = SendWr::new(wr_id, WrOpcode::BindMw);
         wr.send_flags = send_flags;
-        wr.bind = Some(bind);
+        wr.bind = Some(Box::new(bind));
         // SAFETY: a bind work request has no scatter/gather list, inline or not.
         unsafe { self.post_send(qp, std::slice::from_ref(&wr)) }.map_err(|e| e.error)
     }

@@ -953,7 +953,7 @@ impl Hca {
             ));
         }
         if wr.opcode == WrOpcode::BindMw {
-            let Some(b) = wr.bind else {
+            let Some(b) = wr.bind.as_deref().copied() else {
                 return Err(VerbsError::invalid(
                     VERB,
                     "IBV_WR_BIND_MW without its bind_mw",
@@ -1091,6 +1091,7 @@ impl Hca {
                 } else {
                     std::mem::take(&mut wr.sg_list)
                 },
+                bind: wr.bind.take(),
                 ..*wr
             },
             inline: inline_data,

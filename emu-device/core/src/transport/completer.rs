@@ -142,12 +142,18 @@ fn complete_front(eng: &mut Engine<'_>, now: Instant, qp: QpHandle, byte_len: u6
     let Some(q) = eng.store.get_mut(qp) else {
         return;
     };
-    let Some(w) = q.sq.pop_front() else {
+    // What the completion needs, read in place: the WQE is large, and moving it out of
+    // the queue to read a few fields showed in a streaming sender's profile.
+    let Some(w) = q.sq.front_mut() else {
         return;
     };
+    let (first_psn, npkts, signaled, wr_id, opcode) =
+        (w.first_psn, w.npkts, w.signaled, w.wr.wr_id, w.wr.opcode);
+    let tm_done = w.tm_done.take();
+    q.sq.pop_front();
     q.transport.send_index = q.transport.send_index.saturating_sub(1);
-    if let Some(first) = w.first_psn {
-        let next = first.add(w.npkts);
+    if let Some(first) = first_psn {
+        let next = first.add(npkts);
         if next.is_after(q.transport.comp_psn) {
             q.transport.comp_psn = next;
         }
@@ -165,15 +171,10 @@ fn complete_front(eng: &mut Engine<'_>, now: Instant, qp: QpHandle, byte_len: u6
     }
     let qpn = q.qpn.value();
     let cq = q.init.send_cq;
-    if let Some(done) = w.tm_done {
-        super::tm_rndv::finish(eng, qp, done);
-    } else if w.signaled {
-        let wc = WorkCompletion::success(
-            w.wr.wr_id,
-            qpn,
-            WcOpcode::for_send(w.wr.opcode),
-            byte_len as u32,
-        );
+    if let Some(done) = tm_done {
+        super::tm_rndv::finish(eng, qp, *done);
+    } else if signaled {
+        let wc = WorkCompletion::success(wr_id, qpn, WcOpcode::for_send(opcode), byte_len as u32);
         let _ = eng.push_completion(cq, wc, false);
     }
     eng.check_sq_drained(qp);

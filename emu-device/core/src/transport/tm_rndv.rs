@@ -51,7 +51,7 @@ pub(crate) fn error_target(
     if !wqe.internal {
         return Some((cq, wc));
     }
-    let done = wqe.tm_done?;
+    let done = wqe.tm_done.as_deref()?;
     wc.wr_id = done.wc.wr_id;
     wc.opcode = WcOpcode::TmRecv;
     Some((done.cq, wc))
@@ -94,11 +94,11 @@ pub(super) fn start(eng: &mut Engine<'_>, qp: QpHandle, tag: TmTag, rvh: Rvh, ms
     let mut done = WorkCompletion::success(tag.recv_wr_id, qpn, WcOpcode::TmRecv, rvh.len);
     done.wc_flags = WcFlags::TM_DATA_VALID;
     let mut read = internal(read, None);
-    read.tm_done = Some(RndvDone {
+    read.tm_done = Some(Box::new(RndvDone {
         cq,
         wc: done,
         tag: msg_tag,
-    });
+    }));
     q.sq.push_back(read);
     super::on_post_send(eng, qp);
 }
