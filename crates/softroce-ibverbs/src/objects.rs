@@ -1204,8 +1204,10 @@ unsafe extern "C" fn op_poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ib
         // As many entries as asked for (up to a chunk): a busy poller asks for one or a
         // few thousands of times a second, and a whole chunk set up per call showed.
         let blank = WorkCompletion::success(0, 0, WcOpcode::Send, 0);
-        let mut buf: SmallVec<[WorkCompletion; CHUNK]> =
-            smallvec::smallvec![blank; want.min(CHUNK)];
+        // Filled in place: `smallvec!`/`from_elem` built the vector and then moved it,
+        // copying the whole inline chunk (2 KiB) on every call.
+        let mut buf: SmallVec<[WorkCompletion; CHUNK]> = SmallVec::new();
+        buf.resize(want.min(CHUNK), blank);
         // Busy pollers receive and run timers themselves (no engine wakeup per arrival).
         let got = c.dev.busy_poll(
             |h| {

@@ -1915,15 +1915,16 @@ fn send_groups(
         }
         iov_ranges.push((start, iovs.len()));
     }
-    let batch: SmallVec<[SendGroup<'_>; TX_BATCH]> = groups
-        .iter()
-        .zip(&iov_ranges)
-        .map(|(&(first, end, seg), &(from, to))| SendGroup {
+    // Pushed in place: collecting built the vector elsewhere and then moved it, copying
+    // its whole inline storage (3 KiB) on every flush.
+    let mut batch: SmallVec<[SendGroup<'_>; TX_BATCH]> = SmallVec::new();
+    for (&(first, end, seg), &(from, to)) in groups.iter().zip(&iov_ranges) {
+        batch.push(SendGroup {
             dest: tx.dests[first],
             iov: &iovs[from..to],
             segment: if end - first > 1 { seg as u16 } else { 0 },
-        })
-        .collect();
+        });
+    }
     let ngroups = groups.len();
     let mut sent = 0;
     // Bounded retries, as in `send_all`.
