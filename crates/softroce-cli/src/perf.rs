@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, bail, ensure};
 use clap::{Args, ValueEnum};
+use softroce_emu::driver::socket::MAX_GSO_SEGMENTS;
 use softroce_verbs::{
     CompletionQueue, Context, MemoryRegion, Mtu, QpCap, QpType, QueuePair, QueuePairEndpoint,
     RdmaTarget, RecvWr, SendFlags, SendWr, SgList, WcOpcode, WorkCompletion, WrOpcode,
@@ -91,8 +92,9 @@ pub(crate) struct PerfArgs {
     #[arg(long, default_value_t = 5000, value_parser = ranged::<u64>(1..=MAX_ITERS))]
     lat_iters: u64,
     /// Only measure what raw UDP moves on loopback (8 B busy-poll ping-pong, a per-datagram
-    /// stream and a GSO/GRO stream of `--mtu`-sized datagrams) and print one `name value
-    /// unit` line each: the limits `scripts/bench.sh` compares the device with.
+    /// stream and a GSO/GRO stream of `--mtu`-sized datagrams, and the rate of a GSO/GRO
+    /// stream of 8 B datagrams) and print one `name value unit` line each: the limits
+    /// `scripts/bench.sh` compares the device with.
     #[arg(long, conflicts_with = "mode")]
     raw_udp: bool,
     /// In-process report: the first device's address (the second is `--b`).
@@ -579,7 +581,13 @@ fn udp_goodput(total: u64, mtu: usize, gso: bool) -> anyhow::Result<f64> {
         (got, last.duration_since(start))
     });
     let datagrams = total.div_ceil(mtu as u64);
-    let per_send = if gso { (65000 / dgram).max(1) } else { 1 };
+    // A GSO send carries at most `MAX_GSO_SEGMENTS` datagrams (more is EINVAL), which
+    // bounds small datagrams before the 64 KiB does.
+    let per_send = if gso {
+        (65000 / dgram).clamp(1, MAX_GSO_SEGMENTS)
+    } else {
+        1
+    };
     let payload = vec![0x5Au8; dgram * per_send];
     let mut sent = 0u64;
     while sent < datagrams {
@@ -678,8 +686,19 @@ fn raw_udp_limits(args: &PerfArgs) -> anyhow::Result<()> {
     );
     let gso = udp_goodput(total, args.mtu, true)?;
     println!("udp_stream_{}B_gso_gro {:.1} MB/s", args.mtu, gso / 1e6);
+    // The message-rate limit: 8-byte payloads (with the streams' 64 bytes standing for the
+    // headers) streamed with GSO and GRO, a hundred per latency round trip asked for.
+    let small = SMALL_PAYLOAD as u64 * args.lat_iters.saturating_mul(100).max(10_000);
+    let rate = udp_goodput(small, SMALL_PAYLOAD, true)? / SMALL_PAYLOAD as f64;
+    println!(
+        "udp_stream_{SMALL_PAYLOAD}B_gso_gro_rate {:.2} Mdgram/s",
+        rate / 1e6
+    );
     Ok(())
 }
+
+/// The payload of the raw UDP message-rate limit: an 8 B message's.
+const SMALL_PAYLOAD: usize = 8;
 
 // ---------------------------------------------------------------------------------------
 // In-process report

@@ -53,6 +53,7 @@ fn quick_bench_prints_every_row() {
     for label in [
         "raw UDP busy-poll 8 B half RTT",
         "raw UDP GSO/GRO stream",
+        "raw UDP 8 B datagram rate, GSO/GRO",
         "fi_pingpong tcp rdm 8 B half RTT",
         "ib_send_lat 8 B half RTT",
         "ib_write_lat 8 B half RTT",
