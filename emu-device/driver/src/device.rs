@@ -620,11 +620,12 @@ impl Device {
         // the clock read was a twentieth of a streaming sender's time.
         let held_posts = shared.held_posts.load(Ordering::Relaxed);
         let joins_held = held_posts > 0;
-        let clock_read = (!joins_held).then(|| {
+        let read_clock = |hca: &mut Hca| {
             let now = Instant::now();
             hca.advance_clock(now);
             now
-        });
+        };
+        let clock_read = (!joins_held).then(|| read_clock(&mut hca));
         let signaled_before = hca.signaled_posts();
         let r = f(&mut hca);
         // Only a thread holding the device lock writes these counters: plain loads and
@@ -652,14 +653,9 @@ impl Device {
             }
             return r;
         }
-        let now = clock_read.unwrap_or_else(|| {
-            let now = Instant::now();
-            hca.advance_clock(now);
-            now
-        });
+        let now = clock_read.unwrap_or_else(|| read_clock(&mut hca));
         let t = nanos_since(shared.epoch, now).max(1);
         let prev = shared.last_post_at.load(Ordering::Relaxed);
-        shared.last_post_at.store(t, Ordering::Relaxed);
         let in_burst =
             joins_held || (prev != 0 && t.saturating_sub(prev) < BURST_GAP.as_nanos() as u64);
         let burst_posts = if in_burst {
@@ -669,6 +665,8 @@ impl Device {
         };
         shared.burst_posts.store(burst_posts, Ordering::Relaxed);
         if burst_posts > SENT_AT_ONCE && held_posts + 1 < DOORBELL_BATCH && !awaited {
+            // A held post rings no doorbell: the gap to the next post starts now.
+            shared.last_post_at.store(t, Ordering::Relaxed);
             shared.held_posts.store(held_posts + 1, Ordering::Relaxed);
             if shared.held_since.load(Ordering::Relaxed) == 0 {
                 shared.held_since.store(t, Ordering::Release);
