@@ -91,12 +91,22 @@ impl Admission {
 
 impl Outbox {
     /// How many request packets never sent before `q` may still send its peer under the
-    /// bound `cap`.
+    /// bound `cap`. None while other QPs wait for room there: they go first, all of them
+    /// together once an eighth of the bound is free (see [`Outbox::account`]). Room freed
+    /// by one QP's ACKs taken at once by whichever QP came next would leave the waiting
+    /// ones only the leftovers: 64 QPs writing 64 KiB messages through the bound completed
+    /// 956 to 2265 messages each in one run.
     pub(crate) fn room(&self, q: &Qp, cap: u32) -> u32 {
         self.admission
             .find(q.peer, q.transport.admission_slot)
             .and_then(|slot| self.admission.entries.get(slot))
-            .map_or(cap, |p| cap.saturating_sub(p.outstanding))
+            .map_or(cap, |p| {
+                if p.waiting.is_empty() {
+                    cap.saturating_sub(p.outstanding)
+                } else {
+                    0
+                }
+            })
     }
 
     /// `qp` was refused for lack of room at its peer: make it active again once there is.
@@ -309,6 +319,44 @@ mod tests {
         q.transport.sent_psn = q.transport.comp_psn;
         o.account(&mut store, cap, qps[7]);
         assert_eq!(o.next_active(), Some(waiter));
+    }
+
+    #[test]
+    fn room_freed_while_qps_wait_goes_to_them_before_a_qp_that_comes_later() {
+        let mut store = Store::new(0x100, 0x100..0x10000);
+        let mut o = Outbox::default();
+        let peer = SocketAddr::from(([10, 2, 0, 1], 4791));
+        let cap = 16;
+        let [busy, waiter, late] = [0x100, 0x101, 0x102].map(|n| rc_qp(&mut store, n, peer));
+        let set_in_flight = |o: &mut Outbox, store: &mut Store, n: u32| {
+            let q = store.get_mut(busy).expect("the QP");
+            q.transport.sent_psn = q.transport.comp_psn.add(n);
+            o.account(store, cap, busy);
+        };
+        // The bound is full: the waiter queues for room.
+        set_in_flight(&mut o, &mut store, cap);
+        assert_eq!(room(&o, &store, waiter, cap), 0);
+        o.wait_for_room(&mut store, waiter);
+        while o.next_active().is_some() {}
+        // One ACK frees a PSN: not enough to wake anyone (an eighth of the bound must be
+        // free), and the QP that comes now may not take it past the one waiting.
+        set_in_flight(&mut o, &mut store, cap - 1);
+        assert_eq!(o.next_active(), None);
+        assert_eq!(
+            room(&o, &store, late, cap),
+            0,
+            "the late QP jumped the queue"
+        );
+        assert_eq!(
+            room(&o, &store, busy, cap),
+            0,
+            "the ACKed QP jumped the queue"
+        );
+        // An eighth free: the waiter is woken, and from then on the room is anyone's.
+        set_in_flight(&mut o, &mut store, cap - cap / 8);
+        assert_eq!(o.next_active(), Some(waiter));
+        assert_eq!(room(&o, &store, waiter, cap), cap / 8);
+        assert_eq!(room(&o, &store, late, cap), cap / 8);
     }
 
     #[test]
