@@ -91,7 +91,7 @@ impl Admission {
 
 impl Outbox {
     /// How many request packets never sent before `q` may still send its peer under the
-    /// bound `cap`. None while other QPs wait for room there: they go first, all of them
+    /// bound `cap`. No room while other QPs wait for it there: they go first, all of them
     /// together once an eighth of the bound is free (see [`Outbox::account`]). Room freed
     /// by one QP's ACKs taken at once by whichever QP came next would leave the waiting
     /// ones only the leftovers: 64 QPs writing 64 KiB messages through the bound completed
