@@ -43,6 +43,12 @@ if ! /usr/bin/python3 -c 'import pyverbs.device' >/dev/null 2>&1; then
   apt-get -o DPkg::Lock::Timeout=600 update -qq
   apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends python3-pyverbs >/dev/null
 fi
+if ! command -v valgrind >/dev/null 2>&1; then
+  echo "[test-all] installing valgrind (scripts/instructions.sh counts the hot path's instructions with callgrind)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends valgrind >/dev/null
+fi
 # rdma-core's suite registers regions over 2 MiB huge pages when some are reserved (it
 # skips those tests otherwise): reserve a few, as a host running RDMA software often has.
 hugepages=/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
@@ -54,5 +60,8 @@ fi
 cargo test --workspace --all-features --locked
 # Every example tells a story and checks it; they must keep working.
 bash scripts/run-examples.sh
+# The instruction counts of the core's hot path are taken (printed, never asserted: they
+# are a measurement), so the counting harness keeps working.
+bash scripts/instructions.sh --quick
 # The crates package and build from their packages; cargo install gives a working softroce.
 bash scripts/package-check.sh
