@@ -150,8 +150,9 @@ impl Link {
             ..self.remote
         };
         self.slot += 1;
+        // Handed over as the drop-in hands its converted requests (no copy of the request).
         // SAFETY: the source region lives in `_mem`, past every use by `a`.
-        unsafe { self.a.post_send(self.qp_a, &[wr]) }.expect("room in the send queue");
+        unsafe { self.a.post_send_owned(self.qp_a, &mut [wr]) }.expect("room in the send queue");
     }
 
     /// Every datagram `from` has to send, as (its addresses, bytes).
