@@ -173,17 +173,12 @@ mod tests {
             "::10.0.0.1",
             "1::ffff:10.0.0.1",
         ] {
-            let ip: std::net::Ipv6Addr = s.parse().unwrap();
+            let ip: Ipv6Addr = s.parse().unwrap();
             let gid = Gid::from_bytes(ip.octets());
             assert_eq!(gid.is_ipv4_mapped(), ip.to_ipv4_mapped().is_some(), "{s}");
             assert_eq!(gid.to_ip(), IpAddr::V6(ip), "{s}");
         }
-        let gid = Gid::from_bytes(
-            "::ffff:0.0.0.0"
-                .parse::<std::net::Ipv6Addr>()
-                .unwrap()
-                .octets(),
-        );
+        let gid = Gid::from_bytes("::ffff:0.0.0.0".parse::<Ipv6Addr>().unwrap().octets());
         assert_eq!(gid.to_ip(), "0.0.0.0".parse::<IpAddr>().unwrap());
     }
 
