@@ -24,11 +24,11 @@ const LEN: u32 = 8;
 /// More would only take longer to count: the per-message figure settles long before.
 const MAX_MESSAGES: u64 = 10_000_000;
 
-/// `a` posts a batch of WRITEs and builds their datagrams.
+/// `a` posts a batch of WRITEs, the last signaled, and builds their datagrams.
 #[inline(never)]
 fn requester_posts(link: &mut Link, wire: &mut Wire, now: Instant) {
-    for _ in 0..BATCH {
-        link.post_write(LEN);
+    for i in 0..BATCH {
+        link.post_write(LEN, i + 1 == BATCH);
     }
     wire.fill(&mut link.a, now, &mut link.packet);
 }
@@ -40,10 +40,12 @@ fn responder_receives(link: &mut Link, wire: &Wire, acks: &mut Wire, now: Instan
     acks.fill(&mut link.b, now, &mut link.packet);
 }
 
-/// `a` takes the ACK: the batch's send queue entries retire.
+/// `a` takes the ACK: the batch's send queue entries retire, and the application polls
+/// the one completion it asked for. Returns the completions polled.
 #[inline(never)]
-fn requester_takes_acks(link: &mut Link, acks: &Wire, now: Instant) {
+fn requester_takes_acks(link: &mut Link, acks: &Wire, now: Instant) -> usize {
     acks.deliver(&mut link.a, now);
+    link.poll_completions()
 }
 
 fn main() -> ExitCode {
@@ -59,24 +61,29 @@ fn main() -> ExitCode {
     let (mut wire, mut acks) = (Wire::default(), Wire::default());
     let mut datagrams = 0;
     let mut ack_datagrams = 0;
+    let mut completions = 0;
     for _ in 0..messages / BATCH {
         let now = Instant::now();
         requester_posts(&mut link, &mut wire, now);
         datagrams += wire.len();
         responder_receives(&mut link, &wire, &mut acks, now);
         ack_datagrams += acks.len();
-        requester_takes_acks(&mut link, &acks, now);
+        completions += requester_takes_acks(&mut link, &acks, now);
     }
     let (sent, rcvd) = (link.a.counters(), link.b.counters());
     let dropped = sent.drops.iter().sum::<u64>() + rcvd.drops.iter().sum::<u64>();
     let slots = link.slots_written(LEN as usize);
     println!(
         "{messages} WRITEs of {LEN} B: {datagrams} request datagrams, {ack_datagrams} ACKs, \
-         {dropped} dropped, {slots} slots of the target written"
+         {completions} completions, {dropped} dropped, {slots} slots of the target written"
     );
     // Message k lands in slot k mod 256 (after the setup's check, which fills slot 0).
     let expected_slots = (messages as usize).clamp(1, 256);
-    if datagrams as u64 != messages || ack_datagrams == 0 || dropped != 0 || slots < expected_slots
+    if datagrams as u64 != messages
+        || ack_datagrams == 0
+        || completions as u64 != messages / BATCH
+        || dropped != 0
+        || slots < expected_slots
     {
         eprintln!("hot_path: the stream did not go through whole (see the line above)");
         return ExitCode::FAILURE;

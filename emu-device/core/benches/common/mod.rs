@@ -21,6 +21,8 @@ pub(crate) struct Link {
     pub(crate) a: Hca,
     pub(crate) b: Hca,
     qp_a: QpHandle,
+    cq_a: CqHandle,
+    completions: Vec<WorkCompletion>,
     src: Sge,
     remote: RdmaTarget,
     slot: u64,
@@ -59,10 +61,10 @@ impl Link {
                 qp_context: 0,
             };
             let (qp, qpn, _) = h.create_qp(pd, init).expect("an RC QP");
-            (qp, qpn, keys, mem.as_mut_ptr() as u64)
+            (qp, qpn, keys, mem.as_mut_ptr() as u64, cq)
         };
-        let (qp_a, qpn_a, keys_a, addr_a) = setup(&mut a, &mut mem_a);
-        let (qp_b, qpn_b, keys_b, addr_b) = setup(&mut b, &mut mem_b);
+        let (qp_a, qpn_a, keys_a, addr_a, cq_a) = setup(&mut a, &mut mem_a);
+        let (qp_b, qpn_b, keys_b, addr_b, _) = setup(&mut b, &mut mem_b);
         let peer = |h: &Hca, qpn: softroce_wire::Qpn| {
             let mut av = AhAttr::new(h.query_gid(1, h.ip_gid_index()).expect("a GID"), 0);
             av.udp_port = h.local_addr().port();
@@ -87,6 +89,16 @@ impl Link {
             a,
             b,
             qp_a,
+            cq_a,
+            completions: vec![
+                WorkCompletion::success(
+                    0,
+                    0,
+                    WcOpcode::for_send(WrOpcode::RdmaWrite),
+                    0
+                );
+                BATCH as usize
+            ],
             src: Sge {
                 addr: addr_a,
                 length: 0,
@@ -121,6 +133,7 @@ impl Link {
             "b dropped nothing: {rcvd:?}"
         );
         assert_eq!(sent.rcvd_pkts, 1, "a got b's ACK");
+        assert_eq!(self.poll_completions(), 1, "a's WRITE completed");
         assert!(
             self._mem.1[..4096].iter().all(|&x| x == 0x5a),
             "the bytes landed"
@@ -137,9 +150,14 @@ impl Link {
             .count()
     }
 
-    /// Post one unsignaled WRITE of `len` bytes to the next 4 KiB slot of `b`'s region.
-    pub(crate) fn post_write(&mut self, len: u32) {
+    /// Post one WRITE of `len` bytes to the next 4 KiB slot of `b`'s region; unsignaled
+    /// unless `signaled` (a streaming application asks for one completion in many, as
+    /// perftest does).
+    pub(crate) fn post_write(&mut self, len: u32, signaled: bool) {
         let mut wr = SendWr::new(self.slot, WrOpcode::RdmaWrite);
+        if !signaled {
+            wr.send_flags = SendFlags::EMPTY;
+        }
         wr.sg_list = SgList::from_slice(&[Sge {
             length: len,
             ..self.src
@@ -181,19 +199,41 @@ impl Link {
         }
     }
 
-    /// `a` posts `n` WRITEs of `len` bytes; returns their datagrams.
+    /// `a` posts `n` WRITEs of `len` bytes, the last signaled; returns their datagrams.
     pub(crate) fn requests(&mut self, n: u64, len: u32, now: Instant) -> Vec<(Transmit, Vec<u8>)> {
-        for _ in 0..n {
-            self.post_write(len);
+        for i in 0..n {
+            self.post_write(len, i + 1 == n);
         }
         Self::drain(&mut self.a, now, &mut self.packet)
     }
 
-    /// `b` takes `requests` and `a` its ACKs: the send queue empties.
+    /// `b` takes `requests` and `a` its ACKs: the send queue empties, and its completions
+    /// are polled.
     pub(crate) fn settle(&mut self, requests: &[(Transmit, Vec<u8>)], now: Instant) {
         Self::deliver(&mut self.b, now, requests);
         let acks = Self::drain(&mut self.b, now, &mut self.packet);
         Self::deliver(&mut self.a, now, &acks);
+        self.poll_completions();
+    }
+
+    /// Poll `a`'s CQ empty: the successful completions taken.
+    pub(crate) fn poll_completions(&mut self) -> usize {
+        let mut ok = 0;
+        // Bounded: the CQ holds at most its 256 entries.
+        for _ in 0..=256 / BATCH {
+            let n = self
+                .a
+                .poll_cq(self.cq_a, &mut self.completions)
+                .expect("a's CQ");
+            ok += self.completions[..n]
+                .iter()
+                .filter(|wc| wc.status == WcStatus::Success)
+                .count();
+            if n < self.completions.len() {
+                break;
+            }
+        }
+        ok
     }
 }
 
