@@ -221,6 +221,13 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> RocePacket<T> {
     }
 }
 
+/// The bytes of header `h` at `*off`, moving `*off` past them.
+fn header_range(off: &mut usize, h: ExtHeaders) -> std::ops::Range<usize> {
+    let at = *off;
+    *off += h.single_len();
+    at..*off
+}
+
 const fn header_of(h: ExtHeaders) -> Header {
     match h.bits() {
         x if x == ExtHeaders::DETH.bits() => Header::Deth,
@@ -419,51 +426,43 @@ impl RoceRepr {
             });
         }
         self.bth.emit(&mut Bth::new_unchecked(&mut buf[..BTH_LEN]));
+        // The headers present are the opcode's (checked above), in wire order
+        // (`ExtHeaders::ORDER`): each written straight from its field, no walk over the
+        // order with a lookup per header (a tenth of building an 8 B WRITE).
         let mut off = BTH_LEN;
-        for h in ExtHeaders::ORDER {
-            if !expected.contains(h) {
-                continue;
-            }
-            let n = h.single_len();
-            let out = &mut buf[off..off + n];
-            match header_of(h) {
-                Header::Deth => {
-                    if let Some(d) = self.ext.deth {
-                        d.emit(&mut Deth::new_unchecked(out));
-                    }
-                }
-                Header::Feth => {
-                    Feth::new_unchecked(out).set_raw(self.ext.feth.unwrap_or(0));
-                }
-                Header::Reth => {
-                    if let Some(r) = self.ext.reth {
-                        r.emit(&mut Reth::new_unchecked(out));
-                    }
-                }
-                Header::AtomicEth => {
-                    if let Some(a) = self.ext.atomic_eth {
-                        a.emit(&mut AtomicEth::new_unchecked(out));
-                    }
-                }
-                Header::Aeth => {
-                    if let Some(a) = self.ext.aeth {
-                        a.emit(&mut Aeth::new_unchecked(out));
-                    }
-                }
-                Header::AtomicAckEth => {
-                    AtomicAckEth::new_unchecked(out).set_orig(self.ext.atomic_ack.unwrap_or(0));
-                }
-                Header::ImmDt => ImmDt::new_unchecked(out).set_imm(self.ext.imm.unwrap_or(0)),
-                Header::Ieth => Ieth::new_unchecked(out).set_rkey(self.ext.ieth.unwrap_or(0)),
-                Header::XrcEth => {
-                    let mut v = XrcEth::new_unchecked(out);
-                    let raw = self.ext.xrceth.unwrap_or(0);
-                    v.set_reserved((raw >> 24) as u8);
-                    v.set_srqn(raw & 0x00FF_FFFF);
-                }
-                _ => out.copy_from_slice(&self.ext.cnp.unwrap_or([0; 16])),
-            }
-            off += n;
+        let mut take = |h: ExtHeaders| header_range(&mut off, h);
+        let ext = &self.ext;
+        if let Some(raw) = ext.xrceth {
+            let mut v = XrcEth::new_unchecked(&mut buf[take(ExtHeaders::XRCETH)]);
+            v.set_reserved((raw >> 24) as u8);
+            v.set_srqn(raw & 0x00FF_FFFF);
+        }
+        if let Some(d) = ext.deth {
+            d.emit(&mut Deth::new_unchecked(&mut buf[take(ExtHeaders::DETH)]));
+        }
+        if let Some(raw) = ext.feth {
+            Feth::new_unchecked(&mut buf[take(ExtHeaders::FETH)]).set_raw(raw);
+        }
+        if let Some(r) = ext.reth {
+            r.emit(&mut Reth::new_unchecked(&mut buf[take(ExtHeaders::RETH)]));
+        }
+        if let Some(a) = ext.atomic_eth {
+            a.emit(&mut AtomicEth::new_unchecked(&mut buf[take(ExtHeaders::ATOMIC_ETH)]));
+        }
+        if let Some(a) = ext.aeth {
+            a.emit(&mut Aeth::new_unchecked(&mut buf[take(ExtHeaders::AETH)]));
+        }
+        if let Some(orig) = ext.atomic_ack {
+            AtomicAckEth::new_unchecked(&mut buf[take(ExtHeaders::ATOMIC_ACK_ETH)]).set_orig(orig);
+        }
+        if let Some(imm) = ext.imm {
+            ImmDt::new_unchecked(&mut buf[take(ExtHeaders::IMM)]).set_imm(imm);
+        }
+        if let Some(rkey) = ext.ieth {
+            Ieth::new_unchecked(&mut buf[take(ExtHeaders::IETH)]).set_rkey(rkey);
+        }
+        if let Some(reserved) = ext.cnp {
+            buf[take(ExtHeaders::CNP)].copy_from_slice(&reserved);
         }
         let pad_start = off + self.payload_len;
         buf[pad_start..pad_start + self.pad_len()].fill(0);

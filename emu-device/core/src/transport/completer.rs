@@ -139,6 +139,16 @@ fn outstanding(eng: &Engine<'_>, qp: QpHandle) -> bool {
 
 /// Pop the front WQE as successfully completed.
 fn complete_front(eng: &mut Engine<'_>, now: Instant, qp: QpHandle, byte_len: u64) {
+    retire_front(eng, qp, byte_len);
+    after_progress(eng, now, qp);
+}
+
+/// Pop the front WQE as successfully completed, and the local operations it held back: its
+/// PSNs count as done and, when signaled, its completion goes to the CQ. What follows from
+/// the progress (timers, retry counts, events) is [`after_progress`]'s, once for every WQE
+/// an ACK retires: per WQE it was most of a coalesced ACK's cost (16 WQEs per ACK when
+/// streaming).
+fn retire_front(eng: &mut Engine<'_>, qp: QpHandle, byte_len: u64) {
     let Some(q) = eng.store.get_mut(qp) else {
         return;
     };
@@ -158,51 +168,68 @@ fn complete_front(eng: &mut Engine<'_>, now: Instant, qp: QpHandle, byte_len: u6
             q.transport.comp_psn = next;
         }
     }
-    q.transport.retry_left = q.attr.retry_cnt;
-    q.transport.rnr_left = q.attr.rnr_retry;
-    q.transport
-        .recovery
-        .on_acked_before(q.transport.comp_psn, now);
-    let more = q.sq.front().is_some_and(|w| w.first_psn.is_some());
-    if more {
-        q.transport.arm_retransmit(now, q.attr.timeout);
-    } else {
-        q.transport.disarm_retransmit();
-    }
     let qpn = q.qpn.value();
     let cq = q.init.send_cq;
+    let local_op_next = q.sq.front().is_some_and(|w| w.wr.opcode.is_local());
     if let Some(done) = tm_done {
         super::tm_rndv::finish(eng, qp, *done);
     } else if signaled {
         let wc = WorkCompletion::success(wr_id, qpn, WcOpcode::for_send(opcode), byte_len as u32);
         let _ = eng.push_completion(cq, wc, false);
     }
+    // Asked here, where the queue is at hand: most WQEs have none behind them.
+    if local_op_next {
+        super::requester::retire_local_ops(eng, qp);
+    }
+}
+
+/// The QP's send queue moved forward (up to `comp_psn`): the retry counts start again, the
+/// path's round trip is sampled, the retransmit timer follows the oldest request still
+/// outstanding, a drained SQD says so, and the QP may send again.
+fn after_progress(eng: &mut Engine<'_>, now: Instant, qp: QpHandle) {
+    let Some(q) = eng.store.get_mut(qp) else {
+        return;
+    };
+    q.transport.retry_left = q.attr.retry_cnt;
+    q.transport.rnr_left = q.attr.rnr_retry;
+    q.transport
+        .recovery
+        .on_acked_before(q.transport.comp_psn, now);
+    if q.sq.front().is_some_and(|w| w.first_psn.is_some()) {
+        q.transport.arm_retransmit(now, q.attr.timeout);
+    } else {
+        q.transport.disarm_retransmit();
+    }
     eng.check_sq_drained(qp);
-    super::requester::retire_local_ops(eng, qp);
     eng.mark_active_if_work(qp);
 }
 
 /// Everything up to and including `psn` is acknowledged: complete SEND/WRITE WQEs in order.
 /// A READ or atomic found complete-able this way lost its response (implied NAK): resend it.
 fn ack_through(eng: &mut Engine<'_>, now: Instant, qp: QpHandle, psn: Psn) {
+    let mut retired = false;
     // Bounded by the send queue's length.
     for _ in 0..=eng.store.get(qp).map_or(0, |q| q.sq.len()) {
         let Some(q) = eng.store.get_mut(qp) else {
             return;
         };
         let Some(w) = q.sq.front() else {
-            return;
+            break;
         };
         let Some(first) = w.first_psn else {
-            return;
+            break;
         };
         let last = first.add(w.npkts.saturating_sub(1));
         if psn.is_before(first) {
-            return;
+            break;
         }
         if psn.is_before(last) {
             // Part of a multi-packet request acknowledged: progress all the same.
-            if q.transport.comp_psn.is_before(psn.next()) && !is_rd_atomic(w.wr.opcode) {
+            let progress = q.transport.comp_psn.is_before(psn.next()) && !is_rd_atomic(w.wr.opcode);
+            if retired {
+                after_progress(eng, now, qp);
+            }
+            if progress && let Some(q) = eng.store.get_mut(qp) {
                 q.transport.comp_psn = psn.next();
                 q.transport.retry_left = q.attr.retry_cnt;
                 q.transport.recovery.on_acked_before(psn.next(), now);
@@ -211,16 +238,23 @@ fn ack_through(eng: &mut Engine<'_>, now: Instant, qp: QpHandle, psn: Psn) {
             return;
         }
         if !w.all_sent {
-            return;
+            break;
         }
         if is_rd_atomic(w.wr.opcode) {
             // The ACK covers a READ/atomic whose response never came: go back to it.
             eng.counters.completer_retry_err += 1;
+            if retired {
+                after_progress(eng, now, qp);
+            }
             rewind_to(eng, qp, first);
             return;
         }
         let len = w.len();
-        complete_front(eng, now, qp, len);
+        retire_front(eng, qp, len);
+        retired = true;
+    }
+    if retired {
+        after_progress(eng, now, qp);
     }
 }
 

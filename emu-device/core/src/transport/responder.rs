@@ -658,48 +658,55 @@ fn on_write(
     let pd = t.pd;
     let qp_access = q.attr.qp_access_flags;
     let starts = matches!(pos, Position::First | Position::Only);
-    let (va, rkey, len, offset) = match (starts, std::mem::take(&mut q.transport.in_progress)) {
-        (true, InProgress::None) => {
-            let Some(reth) = packet.reth() else {
+    // `at_va`: where `va` lies in memory when this packet checked the whole message (its
+    // first), so its own payload needs no second lookup: a region or window maps a range
+    // linearly, and nothing changed it in between.
+    let (va, rkey, len, offset, at_va) =
+        match (starts, std::mem::take(&mut q.transport.in_progress)) {
+            (true, InProgress::None) => {
+                let Some(reth) = packet.reth() else {
+                    return Err(invalid_request());
+                };
+                let (va, rkey, len) = (reth.va(), reth.rkey(), reth.dma_len());
+                if len > 1 << 31 || (pos == Position::Only && payload.len() != len as usize) {
+                    return Err(invalid_request());
+                }
+                let mut at_va = None;
+                if len > 0 {
+                    at_va = Some(
+                        eng.store
+                            .check_remote(
+                                Via {
+                                    pd,
+                                    qp,
+                                    access: qp_access,
+                                },
+                                rkey,
+                                va,
+                                u64::from(len),
+                                AccessFlags::REMOTE_WRITE,
+                            )
+                            .map_err(remote_fault_to_failure)?,
+                    );
+                }
+                (va, rkey, len, 0u64, at_va)
+            }
+            (
+                false,
+                InProgress::Write {
+                    va,
+                    rkey,
+                    len,
+                    offset,
+                },
+            ) => (va, rkey, len, offset, None),
+            (_, other) => {
+                if let Some(q) = eng.store.get_mut(qp) {
+                    q.transport.in_progress = other;
+                }
                 return Err(invalid_request());
-            };
-            let (va, rkey, len) = (reth.va(), reth.rkey(), reth.dma_len());
-            if len > 1 << 31 || (pos == Position::Only && payload.len() != len as usize) {
-                return Err(invalid_request());
             }
-            if len > 0 {
-                eng.store
-                    .check_remote(
-                        Via {
-                            pd,
-                            qp,
-                            access: qp_access,
-                        },
-                        rkey,
-                        va,
-                        u64::from(len),
-                        AccessFlags::REMOTE_WRITE,
-                    )
-                    .map_err(remote_fault_to_failure)?;
-            }
-            (va, rkey, len, 0u64)
-        }
-        (
-            false,
-            InProgress::Write {
-                va,
-                rkey,
-                len,
-                offset,
-            },
-        ) => (va, rkey, len, offset),
-        (_, other) => {
-            if let Some(q) = eng.store.get_mut(qp) {
-                q.transport.in_progress = other;
-            }
-            return Err(invalid_request());
-        }
-    };
+        };
     let end = offset + payload.len() as u64;
     if end > u64::from(len) {
         return Err(invalid_request());
@@ -707,6 +714,8 @@ fn on_write(
     // The region may have been deregistered between packets: check every time (as rxe).
     let addr = if payload.is_empty() {
         va + offset
+    } else if let Some(at_va) = at_va {
+        at_va + offset
     } else {
         eng.store
             .check_remote(
