@@ -27,8 +27,12 @@ bin=target/release/examples/hot_path
 printf '%-52s %12s\n' "stage (8 B RDMA WRITE, $messages messages)" "instr/msg"
 total=0
 for stage in requester_posts responder_receives requester_takes_acks; do
-  log=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null \
-    --toggle-collect="hot_path::$stage" "$bin" "$messages" 2>&1)
+  if ! log=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+    --toggle-collect="hot_path::$stage" "$bin" "$messages" 2>&1); then
+    echo "scripts/instructions.sh: hot_path failed under callgrind (stage $stage):" >&2
+    echo "$log" >&2
+    exit 1
+  fi
   collected=$(sed -n 's/.*Collected : \([0-9][0-9]*\).*/\1/p' <<<"$log")
   if [ -z "$collected" ] || [ "$collected" -eq 0 ]; then
     echo "scripts/instructions.sh: callgrind counted nothing in hot_path::$stage:" >&2
