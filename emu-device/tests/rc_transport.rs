@@ -701,6 +701,41 @@ fn a_stream_with_fewer_requests_in_flight_than_the_held_ack_bound_never_waits_fo
 }
 
 #[test]
+fn one_ack_for_a_burst_of_writes_completes_each_in_post_order_and_stops_the_ack_timer() {
+    // The responder holds its ACKs (as the UDP driver's devices do), so a burst of sixteen
+    // WRITEs is answered by far fewer ACKs, each retiring several requests at once.
+    let mut pair = Pair::new(Options {
+        ack_defer: Duration::from_millis(1),
+        timeout: 20,
+        ..Options::default()
+    });
+    for i in 0..16u64 {
+        let wr = pair.rdma_wr('a', WrOpcode::RdmaWrite, i, 0, i as usize * 8, 8);
+        pair.post_send('a', wr);
+    }
+    let done = pair.completions('a', 16, Duration::from_millis(50));
+    let ids: Vec<u64> = done.iter().map(|wc| wc.wr_id).collect();
+    assert_eq!(
+        ids,
+        (0..16).collect::<Vec<_>>(),
+        "every WRITE, in post order"
+    );
+    assert!(
+        done.iter().all(|wc| wc.status == WcStatus::Success),
+        "{done:?}"
+    );
+    let acks = pair.counters('a').rcvd_pkts;
+    assert!(acks < 16, "the ACKs were coalesced ({acks} for 16 WRITEs)");
+    // Nothing is outstanding: the retransmit timer is off, or a needless resend would
+    // follow in 4 s (timeout 20).
+    assert_eq!(
+        pair.hca('a').poll_timeout(),
+        None,
+        "the requester keeps no timer once its queue is empty"
+    );
+}
+
+#[test]
 fn a_one_way_senders_acks_stop_waiting_for_answers_until_the_responder_answers_again() {
     let defer = Duration::from_millis(100);
     // The retransmit timer (timeout 20: 4.3 s) is longer than any wait here: no resend

@@ -447,7 +447,9 @@ impl RoceRepr {
             r.emit(&mut Reth::new_unchecked(&mut buf[take(ExtHeaders::RETH)]));
         }
         if let Some(a) = ext.atomic_eth {
-            a.emit(&mut AtomicEth::new_unchecked(&mut buf[take(ExtHeaders::ATOMIC_ETH)]));
+            a.emit(&mut AtomicEth::new_unchecked(
+                &mut buf[take(ExtHeaders::ATOMIC_ETH)],
+            ));
         }
         if let Some(a) = ext.aeth {
             a.emit(&mut Aeth::new_unchecked(&mut buf[take(ExtHeaders::AETH)]));
