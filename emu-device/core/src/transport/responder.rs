@@ -655,8 +655,17 @@ fn on_write(
     if !length_ok(pos, payload.len(), mtu) {
         return Err(invalid_request());
     }
-    let pd = t.pd;
-    let qp_access = q.attr.qp_access_flags;
+    let via = Via {
+        pd: t.pd,
+        qp,
+        access: q.attr.qp_access_flags,
+    };
+    // Where `len` bytes at `va` lie in memory, if `rkey` lets this QP write them there.
+    let writable = |store: &Store, rkey: u32, va: u64, len: u64| {
+        store
+            .check_remote(via, rkey, va, len, AccessFlags::REMOTE_WRITE)
+            .map_err(remote_fault_to_failure)
+    };
     let starts = matches!(pos, Position::First | Position::Only);
     // `at_va`: where `va` lies in memory when this packet checked the whole message (its
     // first), so its own payload needs no second lookup: a region or window maps a range
@@ -671,24 +680,11 @@ fn on_write(
                 if len > 1 << 31 || (pos == Position::Only && payload.len() != len as usize) {
                     return Err(invalid_request());
                 }
-                let mut at_va = None;
-                if len > 0 {
-                    at_va = Some(
-                        eng.store
-                            .check_remote(
-                                Via {
-                                    pd,
-                                    qp,
-                                    access: qp_access,
-                                },
-                                rkey,
-                                va,
-                                u64::from(len),
-                                AccessFlags::REMOTE_WRITE,
-                            )
-                            .map_err(remote_fault_to_failure)?,
-                    );
-                }
+                let at_va = if len > 0 {
+                    Some(writable(eng.store, rkey, va, u64::from(len))?)
+                } else {
+                    None
+                };
                 (va, rkey, len, 0u64, at_va)
             }
             (
@@ -717,19 +713,7 @@ fn on_write(
     } else if let Some(at_va) = at_va {
         at_va + offset
     } else {
-        eng.store
-            .check_remote(
-                Via {
-                    pd,
-                    qp,
-                    access: qp_access,
-                },
-                rkey,
-                va + offset,
-                payload.len() as u64,
-                AccessFlags::REMOTE_WRITE,
-            )
-            .map_err(remote_fault_to_failure)?
+        writable(eng.store, rkey, va + offset, payload.len() as u64)?
     };
     let ends = matches!(pos, Position::Last | Position::Only);
     if ends && end != u64::from(len) {
