@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One table of what the datapath moves next to what loopback can move, all measured in one run
 # (ratios survive a noisy shared machine; absolute figures do not):
-#   raw UDP limits (`softroce perf --raw-udp`: latency, bandwidth, 8 B datagram rate),
+#   raw UDP limits (`softroce perf --raw-udp`: latency, what one send or receive call costs,
+#   bandwidth, 8 B datagram rate),
 #   libfabric's tcp provider (`fi_pingpong`),
 #   perftest on the drop-in between two processes (`softroce exec`), and `softroce perf`.
 # Usage: scripts/bench.sh [--quick]   (--quick: few iterations, for the test that keeps it working)
@@ -97,6 +98,10 @@ udp_lat=$(awk '$1 ~ /busy_pingpong/ {print $2}' "$tmp/udp.out")
 udp_dgram=$(awk '$1 ~ /per_datagram/ {print $2}' "$tmp/udp.out")
 udp_gso=$(awk '$1 ~ /gso_gro$/ {print $2}' "$tmp/udp.out")
 udp_rate=$(awk '$1 ~ /gso_gro_rate/ {print $2}' "$tmp/udp.out")
+# One call of each kind the datapath makes, in microseconds: the floor under the latency rows.
+sc() { awk -v k="udp_syscall_$1" '$1 == k {printf "%.2f", $2 / 1000}' "$tmp/udp.out"; }
+sc_send=$(sc send_one_40B) sc_gso=$(sc gso_send_two_40B) sc_empty=$(sc empty_recv)
+sc_emptymsg=$(sc empty_recvmsg) sc_recvmsg=$(sc recvmsg_one_40B)
 
 fi_pp fi8 8 "$fi_lat_n"
 fi_pp fi64k 65536 "$fi_bw_n"
@@ -156,6 +161,11 @@ mib() { [ -n "$1" ] && awk -v x="$1" 'BEGIN {printf "%.1f", x * 1.048576}' || tr
 echo "softroce bench $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)${quick:+ (quick)}"
 printf "%-38s %12s %-8s %10s %10s  %s\n" "measure" "value" "unit" "/raw UDP" "/fi tcp" "target"
 row "raw UDP busy-poll 8 B half RTT" "$udp_lat" us "" "" ""
+row "raw UDP call: send 40 B" "$sc_send" us "" "" ""
+row "raw UDP call: GSO send 2 x 40 B" "$sc_gso" us "" "" ""
+row "raw UDP call: empty recv" "$sc_empty" us "" "" ""
+row "raw UDP call: empty recvmsg" "$sc_emptymsg" us "" "" ""
+row "raw UDP call: recvmsg of 40 B" "$sc_recvmsg" us "" "" ""
 row "raw UDP 4 KiB datagram stream" "$udp_dgram" MB/s "" "" ""
 row "raw UDP GSO/GRO stream" "$udp_gso" MB/s "" "" ""
 row "raw UDP 8 B datagram rate, GSO/GRO" "$udp_rate" Mdgram/s "" "" ""

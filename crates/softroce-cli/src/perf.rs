@@ -91,10 +91,11 @@ pub(crate) struct PerfArgs {
     /// Ping-pong round trips of the in-process latency test (8-byte SENDs), 1 to 10^9.
     #[arg(long, default_value_t = 5000, value_parser = ranged::<u64>(1..=MAX_ITERS))]
     lat_iters: u64,
-    /// Only measure what raw UDP moves on loopback (8 B busy-poll ping-pong, a per-datagram
-    /// stream and a GSO/GRO stream of `--mtu`-sized datagrams, and the rate of a GSO/GRO
-    /// stream of 8 B datagrams) and print one `name value unit` line each: the limits
-    /// `scripts/bench.sh` compares the device with.
+    /// Only measure what raw UDP moves on loopback (8 B busy-poll ping-pong, what one send
+    /// and one receive call cost, a per-datagram stream and a GSO/GRO stream of
+    /// `--mtu`-sized datagrams, and the rate of a GSO/GRO stream of 8 B datagrams) and
+    /// print one `name value unit` line each: the limits `scripts/bench.sh` compares the
+    /// device with.
     #[arg(long, conflicts_with = "mode")]
     raw_udp: bool,
     /// In-process report: the first device's address (the second is `--b`).
@@ -670,6 +671,125 @@ fn udp_busy_latency(iters: u64) -> anyhow::Result<Duration> {
     Ok(half)
 }
 
+/// What one call of each kind a RoCE datapath over UDP makes costs on this machine (a
+/// send, a GSO send of a request with its piggybacked ACK, an empty look, a receive), in
+/// nanoseconds. The floor under every latency ratio: a half round trip is at least one
+/// send and one receive, and kernels with speculation mitigations charge most of it per
+/// call. Timed in runs of [`SYSCALL_RUN`] calls (the clock is read twice per run).
+fn udp_syscall_costs(iters: u64) -> anyhow::Result<Vec<(&'static str, f64)>> {
+    let tx = UdpSocket::bind("127.0.0.37:0")?;
+    let tx_gso = UdpSocket::bind("127.0.0.37:0")?;
+    let rx = UdpSocket::bind("127.0.0.38:0")?;
+    for s in [&tx, &tx_gso, &rx] {
+        s.set_nonblocking(true)?;
+    }
+    // The receiver is set up as a device's socket is (coalesced reads); the GSO sender
+    // cuts every send into 40-byte datagrams, an 8 B WRITE's length.
+    set_udp_opt(&rx, UDP_GRO, 1, "UDP_GRO")?;
+    set_udp_opt(&tx_gso, libc::UDP_SEGMENT, SMALL_DATAGRAM, "UDP_SEGMENT")?;
+    let dst = rx.local_addr()?;
+    let datagram = [0x5Au8; 2 * SMALL_DATAGRAM];
+    let mut buf = vec![0u8; 65536];
+    let runs = iters.div_ceil(SYSCALL_RUN).max(1);
+    let drain = |buf: &mut [u8]| {
+        // Bounded: a run sends SYSCALL_RUN datagrams at most (two per GSO send).
+        for _ in 0..4 * SYSCALL_RUN {
+            if rx.recv(buf).is_err() {
+                break;
+            }
+        }
+    };
+    // Each run's sends are timed, then taken off the receiver untimed (a full receive
+    // buffer would turn sends into drops).
+    let timed_sends = |sock: &UdpSocket, len: usize, buf: &mut [u8]| -> anyhow::Result<f64> {
+        let mut took = Duration::ZERO;
+        for _ in 0..runs {
+            let start = Instant::now();
+            for _ in 0..SYSCALL_RUN {
+                sock.send_to(&datagram[..len], dst)?;
+            }
+            took += start.elapsed();
+            drain(buf);
+        }
+        Ok(took.as_nanos() as f64 / (runs * SYSCALL_RUN) as f64)
+    };
+    let send_one = timed_sends(&tx, SMALL_DATAGRAM, &mut buf)?;
+    let gso_two = timed_sends(&tx_gso, 2 * SMALL_DATAGRAM, &mut buf)?;
+    drain(&mut buf);
+    let start = Instant::now();
+    for _ in 0..runs * SYSCALL_RUN {
+        ensure!(rx.recv(&mut buf).is_err(), "a datagram nobody sent arrived");
+    }
+    let empty_recv = start.elapsed().as_nanos() as f64 / (runs * SYSCALL_RUN) as f64;
+    let empty_recvmsg = {
+        let start = Instant::now();
+        for _ in 0..runs * SYSCALL_RUN {
+            ensure!(
+                recvmsg_with_control(&rx, &mut buf)? == 0,
+                "a datagram nobody sent arrived"
+            );
+        }
+        start.elapsed().as_nanos() as f64 / (runs * SYSCALL_RUN) as f64
+    };
+    let mut took = Duration::ZERO;
+    for _ in 0..runs {
+        for _ in 0..SYSCALL_RUN {
+            tx.send_to(&datagram[..SMALL_DATAGRAM], dst)?;
+        }
+        let start = Instant::now();
+        for _ in 0..SYSCALL_RUN {
+            ensure!(
+                recvmsg_with_control(&rx, &mut buf)? > 0,
+                "a datagram sent on loopback did not arrive"
+            );
+        }
+        took += start.elapsed();
+    }
+    let recvmsg_one = took.as_nanos() as f64 / (runs * SYSCALL_RUN) as f64;
+    Ok(vec![
+        ("udp_syscall_send_one_40B", send_one),
+        ("udp_syscall_gso_send_two_40B", gso_two),
+        ("udp_syscall_empty_recv", empty_recv),
+        ("udp_syscall_empty_recvmsg", empty_recvmsg),
+        ("udp_syscall_recvmsg_one_40B", recvmsg_one),
+    ])
+}
+
+/// Calls timed together in [`udp_syscall_costs`].
+const SYSCALL_RUN: u64 = 32;
+
+/// An 8 B RDMA WRITE's datagram: BTH, RETH, payload and ICRC.
+const SMALL_DATAGRAM: usize = 40;
+
+/// One `recvmsg` with room for the sender's address and a control message, as a receiver
+/// that reads GRO segment sizes must make; the bytes received, 0 when nothing waited.
+fn recvmsg_with_control(sock: &UdpSocket, buf: &mut [u8]) -> anyhow::Result<usize> {
+    let mut addr = std::mem::MaybeUninit::<libc::sockaddr_storage>::zeroed();
+    let mut control = [0u64; 8];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: msghdr is plain old data; all-zero is a valid value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = addr.as_mut_ptr().cast();
+    msg.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    msg.msg_iov = &raw mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = size_of_val(&control) as _;
+    // SAFETY: every pointer in `msg` refers to a live local buffer of the stated length.
+    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &raw mut msg, libc::MSG_DONTWAIT) };
+    if n >= 0 {
+        return Ok(n as usize);
+    }
+    let err = std::io::Error::last_os_error();
+    if err.kind() == ErrorKind::WouldBlock {
+        return Ok(0);
+    }
+    Err(err).context("recvmsg on a loopback UDP socket")
+}
+
 /// `softroce perf --raw-udp`: loopback UDP's limits, one `name value unit` line each.
 fn raw_udp_limits(args: &PerfArgs) -> anyhow::Result<()> {
     let total = (args.size as u64 * args.iters).max(1 << 20);
@@ -678,6 +798,9 @@ fn raw_udp_limits(args: &PerfArgs) -> anyhow::Result<()> {
         "udp_busy_pingpong_8B_half_rtt {:.2} us",
         lat.as_secs_f64() * 1e6
     );
+    for (name, ns) in udp_syscall_costs(args.lat_iters)? {
+        println!("{name} {ns:.0} ns");
+    }
     let per = udp_goodput(total, args.mtu, false)?;
     println!(
         "udp_stream_{}B_per_datagram {:.1} MB/s",

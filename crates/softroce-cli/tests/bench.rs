@@ -52,6 +52,11 @@ fn quick_bench_prints_every_row() {
     assert!(out.status.success(), "{report}");
     for label in [
         "raw UDP busy-poll 8 B half RTT",
+        "raw UDP call: send 40 B",
+        "raw UDP call: GSO send 2 x 40 B",
+        "raw UDP call: empty recv",
+        "raw UDP call: empty recvmsg",
+        "raw UDP call: recvmsg of 40 B",
         "raw UDP GSO/GRO stream",
         "raw UDP 8 B datagram rate, GSO/GRO",
         "fi_pingpong tcp rdm 8 B half RTT",
