@@ -185,8 +185,9 @@ const SENT_AT_ONCE: u32 = 2;
 /// sending [`SENT_AT_ONCE`] first: a streaming application (perftest's bandwidth tests
 /// post a hundred between two polls) paid two one-packet sends per burst for them, two of
 /// every five sends. A ping-pong's bursts are one or two posts and never held; an
-/// application that streams, then spins on memory after a post, has that one post sent by
-/// its next verb or the engine (`DOORBELL_HOLD`), once.
+/// application that streams, then spins on memory after a post without calling a verb,
+/// has that post sent as the third post of a burst always was: by the engine after
+/// [`DOORBELL_HOLD`], or at the end of [`BUSY_POLL_GRACE`] if it busy-polled just before.
 const STREAMING_BURST: u32 = 8;
 
 /// The longest held packets wait: an application that posts a burst and then neither
