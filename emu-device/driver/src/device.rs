@@ -221,7 +221,8 @@ const COALESCE_SEGMENT: usize = 512;
 /// burst is held as any other.
 const AWAITED_AFTER_UNSIGNALED: u32 = 16;
 
-/// Posts held at most before they are sent anyway (a pump's worth), after a burst's first doorbell.
+/// Posts held at most before they are sent anyway (a pump's worth), after a burst's first
+/// doorbell.
 const DOORBELL_BATCH: u32 = TX_BATCH as u32;
 
 /// Posts held at most before they are sent anyway, the `burst_posts`th post of a burst
@@ -695,13 +696,12 @@ impl Device {
         let prev = shared.last_post_at.load(Ordering::Relaxed);
         let in_burst =
             joins_held || (prev != 0 && t.saturating_sub(prev) < BURST_GAP.as_nanos() as u64);
-        let previous_posts = burst_so_far;
         let burst_posts = if in_burst {
-            previous_posts + 1
+            burst_so_far + 1
         } else {
             shared
                 .streaming
-                .store(previous_posts > STREAMING_BURST, Ordering::Relaxed);
+                .store(burst_so_far > STREAMING_BURST, Ordering::Relaxed);
             1
         };
         shared.burst_posts.store(burst_posts, Ordering::Relaxed);
