@@ -706,7 +706,8 @@ fn udp_syscall_costs(iters: u64) -> anyhow::Result<Vec<(&'static str, f64)>> {
         for _ in 0..runs {
             let start = Instant::now();
             for _ in 0..SYSCALL_RUN {
-                sock.send_to(&datagram[..len], dst)?;
+                sock.send_to(&datagram[..len], dst)
+                    .with_context(|| format!("sending {len} bytes on loopback UDP to {dst}"))?;
             }
             took += start.elapsed();
             drain(buf);
@@ -734,7 +735,8 @@ fn udp_syscall_costs(iters: u64) -> anyhow::Result<Vec<(&'static str, f64)>> {
     let (mut took, mut calls) = (Duration::ZERO, 0u64);
     for _ in 0..runs {
         for _ in 0..SYSCALL_RUN {
-            tx.send_to(&datagram[..SMALL_DATAGRAM], dst)?;
+            tx.send_to(&datagram[..SMALL_DATAGRAM], dst)
+                .with_context(|| format!("sending a datagram on loopback UDP to {dst}"))?;
         }
         // Loopback hands them over one per call; a kernel that coalesced some would take
         // fewer calls, each counted.
