@@ -14,7 +14,7 @@ use std::io::{self, IoSlice};
 use std::mem::MaybeUninit;
 use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
@@ -48,8 +48,8 @@ const CMSG_INT_SPACE: usize = 24;
 pub struct RoceSocket {
     socket: Socket,
     local: SocketAddr,
-    /// The last `recv_batch` found nothing: the next asks for one datagram (see there).
-    idle: AtomicBool,
+    /// How many datagrams the next `recv_batch` asks for (see there).
+    wanted: AtomicUsize,
 }
 
 /// One received datagram's metadata (its bytes are in the caller's buffer).
@@ -154,7 +154,7 @@ impl RoceSocket {
         Ok(Self {
             socket,
             local,
-            idle: AtomicBool::new(false),
+            wanted: AtomicUsize::new(MAX_BATCH),
         })
     }
 
@@ -198,7 +198,7 @@ impl RoceSocket {
         Ok(Self {
             socket,
             local: group,
-            idle: AtomicBool::new(false),
+            wanted: AtomicUsize::new(MAX_BATCH),
         })
     }
 
@@ -212,14 +212,10 @@ impl RoceSocket {
         self.local
     }
 
-    /// How many buffers the next [`RoceSocket::recv_batch`] uses: 1 after a call that
-    /// found nothing, else [`MAX_BATCH`]. A caller need not set up more.
+    /// How many buffers the next [`RoceSocket::recv_batch`] uses (see there). A caller
+    /// need not set up more.
     pub fn batch_wanted(&self) -> usize {
-        if self.idle.load(Ordering::Relaxed) {
-            1
-        } else {
-            MAX_BATCH
-        }
+        self.wanted.load(Ordering::Relaxed)
     }
 
     /// Receive up to `bufs.len()` datagrams with one `recvmmsg` call. Returns how many were
@@ -227,12 +223,15 @@ impl RoceSocket {
     ///
     /// After a call that found nothing, the next asks for one datagram only: a busy poller
     /// mostly finds nothing, and a look for one costs the kernel and us one message header
-    /// instead of a batch's; a stream's datagrams come batched again from the call after.
+    /// instead of a batch's. After one that found some, the next asks for twice as many
+    /// (up to [`MAX_BATCH`]): a ping-pong's look after its one arrival sets up two
+    /// headers, not a batch's (with GRO a whole GSO send is one buffer), while a stream's
+    /// batches grow back within a few calls.
     pub fn recv_batch(&self, bufs: &mut [&mut [u8]], meta: &mut [Received]) -> io::Result<usize> {
-        let mut n = bufs.len().min(meta.len()).min(MAX_BATCH);
-        if self.idle.load(Ordering::Relaxed) {
-            n = n.min(1);
-        }
+        let n = bufs
+            .len()
+            .min(meta.len())
+            .min(self.wanted.load(Ordering::Relaxed).clamp(1, MAX_BATCH));
         if n == 0 {
             return Ok(0);
         }
@@ -283,13 +282,14 @@ impl RoceSocket {
             match err.kind() {
                 io::ErrorKind::Interrupted => continue,
                 io::ErrorKind::WouldBlock => {
-                    self.idle.store(true, Ordering::Relaxed);
+                    self.wanted.store(1, Ordering::Relaxed);
                     return Ok(0);
                 }
                 _ => return Err(err),
             }
         };
-        self.idle.store(false, Ordering::Relaxed);
+        self.wanted
+            .store((2 * got).clamp(1, MAX_BATCH), Ordering::Relaxed);
         for i in 0..got {
             // SAFETY: the kernel filled the address of each received message (its family
             // was set above), and `msgs[..n]` were initialised above.
@@ -682,6 +682,60 @@ mod tests {
             err.to_string().contains(&a.local_addr().to_string()),
             "{err}"
         );
+    }
+
+    #[test]
+    fn the_batch_asked_for_shrinks_to_one_when_idle_and_doubles_while_datagrams_come() {
+        let a = RoceSocket::bind("127.78.16.1:0".parse().unwrap()).unwrap();
+        let b = RoceSocket::bind("127.78.16.2:0".parse().unwrap()).unwrap();
+        let mut storage = vec![vec![0u8; MAX_RECEIVE]; MAX_BATCH];
+        let mut meta = [Received {
+            len: 0,
+            from: b.local_addr(),
+            truncated: false,
+            segment: 0,
+        }; MAX_BATCH];
+        let mut look = |sock: &RoceSocket| {
+            let mut bufs: Vec<&mut [u8]> = storage
+                .iter_mut()
+                .take(sock.batch_wanted())
+                .map(|b| b.as_mut_slice())
+                .collect();
+            sock.recv_batch(&mut bufs, &mut meta).unwrap()
+        };
+        assert_eq!(
+            b.batch_wanted(),
+            MAX_BATCH,
+            "a new socket takes a whole batch"
+        );
+        assert_eq!(look(&b), 0);
+        assert_eq!(b.batch_wanted(), 1, "after an empty look, a look for one");
+        // 40 plain datagrams wait (no GSO: each is a buffer of its own).
+        let payloads: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 64]).collect();
+        let batch: Vec<(SocketAddr, &[u8])> = payloads
+            .iter()
+            .map(|p| (b.local_addr(), p.as_slice()))
+            .collect();
+        assert_eq!(a.send_batch(&batch[..MAX_BATCH]).unwrap(), MAX_BATCH);
+        assert_eq!(a.send_batch(&batch[MAX_BATCH..]).unwrap(), 40 - MAX_BATCH);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut first = 0;
+        while first == 0 && Instant::now() < deadline {
+            first = look(&b);
+        }
+        assert_eq!(first, 1, "the look after an idle one asks for one");
+        let mut taken = vec![first];
+        while taken.iter().sum::<usize>() < 40 && Instant::now() < deadline {
+            let got = look(&b);
+            if got > 0 {
+                taken.push(got);
+            }
+        }
+        // Each look asks for twice what the last one found, up to a batch.
+        assert_eq!(&taken[..6], &[1, 2, 4, 8, 16, 9], "{taken:?}");
+        assert_eq!(b.batch_wanted(), 18);
+        assert_eq!(look(&b), 0);
+        assert_eq!(b.batch_wanted(), 1);
     }
 
     #[test]
