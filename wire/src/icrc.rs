@@ -193,7 +193,7 @@ pub fn compute_for_udp_socket(ep: &UdpEndpoints, roce_without_icrc: &[u8]) -> Re
 /// any CRC-32 that continues `crc32fast::Hasher::new_with_initial`): that is the ICRC.
 pub fn head_crc_for_udp_socket(ep: &UdpEndpoints, roce_len: usize, head: &[u8]) -> Result<u32> {
     need(Header::Bth, head.len(), BTH_LEN)?;
-    let mut h = crc32fast::Hasher::new_with_initial(headers_crc(ep, roce_len, 0));
+    let mut h = after_headers(ep, roce_len, 0);
     h.update(&masked_bth(head));
     h.update(&head[BTH_LEN..]);
     Ok(h.finalize())
@@ -224,7 +224,7 @@ pub fn compute_for_gso_segment(
     // The masked headers of a flow's packets repeat: their CRC is kept per thread, and
     // only the BTH and what follows is hashed (for short packets, one call: each call
     // costs a setup, and short inputs miss the SIMD path anyway).
-    let mut h = crc32fast::Hasher::new_with_initial(headers_crc(ep, roce_len, index));
+    let mut h = after_headers(ep, roce_len, index);
     let mut buf = [0u8; BTH_LEN + SHORT_REST];
     buf[..BTH_LEN].copy_from_slice(&masked_bth(roce_without_icrc));
     let rest = &roce_without_icrc[BTH_LEN..];
@@ -239,12 +239,15 @@ pub fn compute_for_gso_segment(
     Ok(h.finalize())
 }
 
-/// The CRC of the masked headers (LRH mask, IP, UDP) of a `roce_len`-byte packet sent
-/// between `ep` as GSO segment `index` (IPv4 ID `index`, DF), to continue with the BTH.
-fn headers_crc(ep: &UdpEndpoints, roce_len: usize, index: u16) -> u32 {
+/// A CRC-32 that has hashed the masked headers (LRH mask, IP, UDP) of a `roce_len`-byte
+/// packet sent between `ep` as GSO segment `index` (IPv4 ID `index`, DF), to continue
+/// with the BTH.
+fn after_headers(ep: &UdpEndpoints, roce_len: usize, index: u16) -> crc32fast::Hasher {
     let compute = || {
         let (hdr, n) = masked_headers(ep, roce_len, index, IPV4_DF);
-        crc32fast::hash(&hdr[..n])
+        let mut h = crc32fast::Hasher::new();
+        h.update(&hdr[..n]);
+        h
     };
     let Ok(len) = u16::try_from(roce_len) else {
         return compute();
@@ -260,14 +263,20 @@ fn headers_crc(ep: &UdpEndpoints, roce_len: usize, index: u16) -> u32 {
     };
     let slot_index = usize::from(len ^ ep.dst_port ^ ep.src_port)
         ^ (3 * last_octet(ep.src) + 5 * last_octet(ep.dst));
-    HEADERS_CRCS.with(|cache| {
-        let slot = &cache[slot_index % HEADERS_CRC_SLOTS];
-        match slot.get() {
-            Some((key, len_at, crc)) if len_at == len && key == *ep => crc,
+    // The hasher itself is kept, not its CRC: a new one checks the CPU's features every
+    // time (a sixth of a short packet's ICRC), a copy does not.
+    HEADERS_CRCS.with_borrow_mut(|cache| {
+        let slot = &mut cache[slot_index % HEADERS_CRC_SLOTS];
+        match slot {
+            Some(kept) if kept.len == len && kept.ep == *ep => kept.after_headers.clone(),
             _ => {
-                let crc = compute();
-                slot.set(Some((*ep, len, crc)));
-                crc
+                let h = compute();
+                *slot = Some(HeadersSlot {
+                    ep: *ep,
+                    len,
+                    after_headers: h.clone(),
+                });
+                h
             }
         }
     })
@@ -277,13 +286,18 @@ fn headers_crc(ep: &UdpEndpoints, roce_len: usize, index: u16) -> u32 {
 /// and addresses: a flow's ACKs and requests, sent and received, land apart).
 const HEADERS_CRC_SLOTS: usize = 32;
 
-type HeadersCrcSlot = std::cell::Cell<Option<(UdpEndpoints, u16, u32)>>;
+/// A flow and length the per-thread cache knows, and the CRC of its masked headers.
+struct HeadersSlot {
+    ep: UdpEndpoints,
+    len: u16,
+    after_headers: crc32fast::Hasher,
+}
 
 thread_local! {
     /// Recent (endpoints, RoCE length) -> CRC of the masked headers, for ID 0 and DF (what
     /// every datagram outside GSO, and each GSO send's first, carries).
-    static HEADERS_CRCS: [HeadersCrcSlot; HEADERS_CRC_SLOTS] =
-        const { [const { std::cell::Cell::new(None) }; HEADERS_CRC_SLOTS] };
+    static HEADERS_CRCS: std::cell::RefCell<[Option<HeadersSlot>; HEADERS_CRC_SLOTS]> =
+        const { std::cell::RefCell::new([const { None }; HEADERS_CRC_SLOTS]) };
 }
 
 /// [`compute_for_gso_segment`] without a pass over the packet: the ICRC of the `index`th
