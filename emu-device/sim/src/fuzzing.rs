@@ -1,7 +1,10 @@
 //! A fuzzing harness shared by the cargo-fuzz target and a stable test: arbitrary datagrams
 //! (raw, or mutated valid requests with their ICRC repaired so they get past the check) hit a
 //! device with live RC, UC and UD QPs and memory regions. It panics if any byte outside the
-//! remotely writable region changes, or if the device panics.
+//! remotely writable region changes, or if the device panics. [`cm`] is the connection
+//! managers' harness.
+
+pub mod cm;
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
