@@ -681,11 +681,11 @@ impl Device {
                 && shared.polled_idle.swap(false, Ordering::Relaxed)
         };
         let burst_so_far = shared.burst_posts.load(Ordering::Relaxed);
-        if joins_held && held_posts + 1 < doorbell_batch(burst_so_far + 1) && !awaited {
+        // Saturating: a stream that never pauses is one burst, however long it runs.
+        let burst_next = burst_so_far.saturating_add(1);
+        if joins_held && held_posts + 1 < doorbell_batch(burst_next) && !awaited {
             shared.held_posts.store(held_posts + 1, Ordering::Relaxed);
-            shared
-                .burst_posts
-                .store(burst_so_far + 1, Ordering::Relaxed);
+            shared.burst_posts.store(burst_next, Ordering::Relaxed);
             if signal_events(shared, &mut hca) {
                 pump(shared, &mut hca, Instant::now());
             }
@@ -697,7 +697,7 @@ impl Device {
         let in_burst =
             joins_held || (prev != 0 && t.saturating_sub(prev) < BURST_GAP.as_nanos() as u64);
         let burst_posts = if in_burst {
-            burst_so_far + 1
+            burst_next
         } else {
             shared
                 .streaming
