@@ -3,16 +3,19 @@
 /// Read a big-endian unsigned integer of `bytes.len()` ≤ 8 bytes.
 #[inline]
 pub(crate) fn read_be(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b))
+    // Through a fixed array: one load and a byte swap where the width is known, instead of
+    // a shift per byte (the header fields are read and written on every packet).
+    let mut wide = [0u8; 8];
+    let n = bytes.len().min(8);
+    wide[8 - n..].copy_from_slice(&bytes[..n]);
+    u64::from_be_bytes(wide)
 }
 
 /// Write the low `out.len()` ≤ 8 bytes of `value` big-endian.
 #[inline]
 pub(crate) fn write_be(out: &mut [u8], value: u64) {
-    let n = out.len();
-    for (i, b) in out.iter_mut().enumerate() {
-        *b = (value >> (8 * (n - 1 - i))) as u8;
-    }
+    let n = out.len().min(8);
+    out[..n].copy_from_slice(&value.to_be_bytes()[8 - n..]);
 }
 
 /// Define a zero-copy view of a fixed-size header: `new_unchecked`, `new_checked`,
@@ -77,3 +80,25 @@ macro_rules! header_view {
 }
 
 pub(crate) use header_view;
+
+#[cfg(test)]
+mod tests {
+    use super::{read_be, write_be};
+
+    #[test]
+    fn every_width_round_trips_big_endian_and_writes_only_its_bytes() {
+        for n in 1..=8 {
+            let value = 0x0102_0304_0506_0708u64 & (u64::MAX >> (64 - 8 * n));
+            let mut buf = [0xEEu8; 10];
+            write_be(&mut buf[1..1 + n], value);
+            let expected: Vec<u8> = (9 - n as u8..=8).collect();
+            assert_eq!(&buf[1..1 + n], &expected[..], "width {n}");
+            assert_eq!(
+                (buf[0], buf[1 + n]),
+                (0xEE, 0xEE),
+                "neighbours of width {n}"
+            );
+            assert_eq!(read_be(&buf[1..1 + n]), value, "width {n}");
+        }
+    }
+}
