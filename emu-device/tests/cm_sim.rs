@@ -82,6 +82,7 @@ impl Story {
         let b_gid = Gid::from_ip(self.fabric.addr(self.b));
         let a = self.node(self.a);
         let params = ConnectParams {
+            ece: Default::default(),
             xrc: false,
             remote_gid: b_gid,
             service_id,
@@ -111,6 +112,7 @@ impl Story {
                 match &ev {
                     CmEvent::ConnectRequest { id, .. } => {
                         let params = AcceptParams {
+                            ece: Default::default(),
                             xrc: false,
                             local_qpn: Qpn::new(0x22).unwrap(),
                             starting_psn: Psn::new(2),

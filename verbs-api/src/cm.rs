@@ -796,6 +796,7 @@ impl ConnectionManager {
         let private_data =
             cma_private_data(&hdr, &options.private_data).map_err(|e| cm_error("connect", e))?;
         let params = ConnectParams {
+            ece: Default::default(),
             xrc: false,
             remote_gid: Gid::ZERO,
             service_id: PortSpace::Tcp.service_id(to.port()),
@@ -1193,6 +1194,7 @@ impl ConnectionRequest {
         {
             let mut d = lock(&shared.dispatch);
             let params = AcceptParams {
+                ece: Default::default(),
                 xrc: false,
                 local_qpn: Qpn::from_wire(local.qpn),
                 starting_psn: Psn::new(local.psn),

@@ -315,6 +315,9 @@ cm_view! {
     CmReq, private_data_at = 140, {
         /// Local communication ID (0).
         local_comm_id, set_local_comm_id: u32 = D..D + 4;
+        /// Vendor ID (5, 24 bits): ECE's vendor, the options ride in the MAD header's
+        /// attribute modifier (the kernel's `cm_format_req`).
+        vendor_id, set_vendor_id: u32 = D + 5..D + 8;
         /// Service ID (8).
         service_id, set_service_id: u64 = D + 8..D + 16;
         /// Local CA GUID (16).
@@ -363,6 +366,8 @@ impl<T: AsRef<[u8]>> CmReq<T> {
 pub struct CmReqRepr {
     /// Local communication ID.
     pub local_comm_id: u32,
+    /// Vendor ID (24 bits): the requester's ECE vendor, 0 without ECE.
+    pub vendor_id: u32,
     /// Service ID (for rdma_cm: port space and port, see [`PortSpace::service_id`]).
     pub service_id: u64,
     /// Local CA GUID.
@@ -425,6 +430,7 @@ impl CmReqRepr {
         let alternate = &d[96..96 + PATH_LEN];
         Ok(Self {
             local_comm_id: v.local_comm_id(),
+            vendor_id: v.vendor_id(),
             service_id: v.service_id(),
             local_ca_guid: v.local_ca_guid(),
             local_qkey: v.local_qkey(),
@@ -457,6 +463,7 @@ impl CmReqRepr {
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, v: &mut CmReq<T>) {
         v.class_data_mut().fill(0);
         v.set_local_comm_id(self.local_comm_id);
+        v.set_vendor_id(self.vendor_id & 0x00FF_FFFF);
         v.set_service_id(self.service_id);
         v.set_local_ca_guid(self.local_ca_guid);
         v.set_local_qkey(self.local_qkey);
@@ -684,10 +691,16 @@ cm_view! {
         local_qkey, set_local_qkey: u32 = D + 8..D + 12;
         /// Local QPN (12, 24 bits).
         local_qpn_raw, set_local_qpn_raw: u32 = D + 12..D + 15;
+        /// Vendor ID, high byte (15).
+        vendor_id_high, set_vendor_id_high: u8 = D + 15..D + 16;
         /// Local EE context number (16, 24 bits).
         local_eecn, set_local_eecn: u32 = D + 16..D + 19;
+        /// Vendor ID, middle byte (19).
+        vendor_id_middle, set_vendor_id_middle: u8 = D + 19..D + 20;
         /// Starting PSN (20, 24 bits).
         starting_psn_raw, set_starting_psn_raw: u32 = D + 20..D + 23;
+        /// Vendor ID, low byte (23).
+        vendor_id_low, set_vendor_id_low: u8 = D + 23..D + 24;
         /// Responder resources (24).
         responder_resources, set_responder_resources: u8 = D + 24..D + 25;
         /// Initiator depth (25).
@@ -710,6 +723,15 @@ impl<T: AsRef<[u8]>> CmRep<T> {
     pub fn starting_psn(&self) -> Psn {
         Psn::new(self.starting_psn_raw())
     }
+    /// Vendor ID (24 bits, in three bytes).
+    pub fn vendor_id(&self) -> u32 {
+        u32::from_be_bytes([
+            0,
+            self.vendor_id_high(),
+            self.vendor_id_middle(),
+            self.vendor_id_low(),
+        ])
+    }
 }
 
 /// An owned REP.
@@ -727,6 +749,9 @@ pub struct CmRepRepr {
     pub local_eecn: u32,
     /// Starting PSN.
     pub starting_psn: Psn,
+    /// Vendor ID (24 bits): ECE's vendor (librdmacm answers with the REQ's), 0 without
+    /// ECE.
+    pub vendor_id: u32,
     /// Responder resources.
     pub responder_resources: u8,
     /// Initiator depth.
@@ -759,6 +784,7 @@ impl CmRepRepr {
             local_qpn: v.local_qpn(),
             local_eecn: v.local_eecn(),
             starting_psn: v.starting_psn(),
+            vendor_id: v.vendor_id(),
             responder_resources: v.responder_resources(),
             initiator_depth: v.initiator_depth(),
             target_ack_delay: get_bits(b26, 0, 5),
@@ -780,6 +806,10 @@ impl CmRepRepr {
         v.set_local_qpn_raw(self.local_qpn.value());
         v.set_local_eecn(self.local_eecn);
         v.set_starting_psn_raw(self.starting_psn.value());
+        let [_, high, middle, low] = self.vendor_id.to_be_bytes();
+        v.set_vendor_id_high(high);
+        v.set_vendor_id_middle(middle);
+        v.set_vendor_id_low(low);
         v.set_responder_resources(self.responder_resources);
         v.set_initiator_depth(self.initiator_depth);
         v.set_byte26(

@@ -54,6 +54,7 @@ fn req_fields_sit_at_table_106_offsets() {
         0x0010,
         &[
             (0, &[0x11, 0x22, 0x33, 0x44]), // CM_REQ_LOCAL_COMM_ID (0, 32)
+            (5, &[0x00, 0x15, 0xb3]),       // CM_REQ_VENDOR_ID (5, 24): ECE's vendor
             (8, &0x0000_0000_0106_9c41u64.to_be_bytes()), // CM_REQ_SERVICE_ID (8)
             (16, &0x0002_c903_00a1_b2c3u64.to_be_bytes()), // CM_REQ_LOCAL_CA_GUID (16)
             (28, &[0x12, 0x34, 0x56, 0x78]), // CM_REQ_LOCAL_Q_KEY (28, 32)
@@ -96,6 +97,7 @@ fn req_fields_sit_at_table_106_offsets() {
         panic!("{r:?}")
     };
     assert_eq!(m.local_comm_id, 0x1122_3344);
+    assert_eq!(m.vendor_id, 0x15b3);
     assert_eq!(m.service_id, PortSpace::Tcp.service_id(40001));
     assert_eq!(m.local_ca_guid, 0x0002_c903_00a1_b2c3);
     assert_eq!(m.local_qkey, 0x1234_5678);
@@ -156,12 +158,12 @@ fn rep_fields_sit_at_table_110_offsets() {
     let b = mad(
         0x0013,
         &[
-            (0, &[0, 0, 0, 0x21]),          // CM_REP_LOCAL_COMM_ID (0)
-            (4, &[0x11, 0x22, 0x33, 0x44]), // CM_REP_REMOTE_COMM_ID (4)
-            (8, &[0, 0, 0, 0]),             // CM_REP_LOCAL_Q_KEY (8)
-            (12, &[0x00, 0x00, 0x12]),      // CM_REP_LOCAL_QPN (12, 24)
-            (16, &[0x00, 0x00, 0x34]),      // CM_REP_LOCAL_EE_CONTEXT_NUMBER (16, 24)
-            (20, &[0x65, 0x43, 0x21]),      // CM_REP_STARTING_PSN (20, 24)
+            (0, &[0, 0, 0, 0x21]),           // CM_REP_LOCAL_COMM_ID (0)
+            (4, &[0x11, 0x22, 0x33, 0x44]),  // CM_REP_REMOTE_COMM_ID (4)
+            (8, &[0, 0, 0, 0]),              // CM_REP_LOCAL_Q_KEY (8)
+            (12, &[0x00, 0x00, 0x12, 0x00]), // CM_REP_LOCAL_QPN (12, 24), VENDOR_ID_H (15)
+            (16, &[0x00, 0x00, 0x34, 0x15]), // LOCAL_EE_CONTEXT_NUMBER (16, 24), VENDOR_ID_M
+            (20, &[0x65, 0x43, 0x21, 0xb3]), // CM_REP_STARTING_PSN (20, 24), VENDOR_ID_L
             // RESPONDER_RESOURCES (24), INITIATOR_DEPTH (25); byte 26: TARGET_ACK_DELAY
             // (26, 5) = 15, FAILOVER_ACCEPTED (26[5], 2) = 1, END_TO_END_FLOW_CONTROL
             // (26[7]) = 1; byte 27: RNR_RETRY_COUNT (27, 3) = 7, SRQ (27[3]) = 1.
@@ -179,6 +181,7 @@ fn rep_fields_sit_at_table_110_offsets() {
     assert_eq!(m.local_qpn, Qpn::from_wire(0x12));
     assert_eq!(m.local_eecn, 0x34);
     assert_eq!(m.starting_psn, Psn::new(0x654321));
+    assert_eq!(m.vendor_id, 0x15b3);
     assert_eq!((m.responder_resources, m.initiator_depth), (1, 2));
     assert_eq!(
         (
@@ -369,10 +372,7 @@ fn only_reserved_bits_are_dropped() {
         (
             0x0010,
             &[
-                (4, 0), // rsvd4
-                (5, 0),
-                (6, 0),
-                (7, 0),
+                (4, 0),  // rsvd4 (5-7: the vendor ID)
                 (24, 0), // rsvd24
                 (25, 0),
                 (26, 0),
@@ -389,7 +389,7 @@ fn only_reserved_bits_are_dropped() {
         ),
         (0x0011, &[(8, 0xc0), (9, 0xf8)]),
         (0x0012, &[(8, 0xc0), (9, 0xfe)]),
-        (0x0013, &[(15, 0), (19, 0), (23, 0), (27, 0xf0)]),
+        (0x0013, &[(27, 0xf0)]),
         (0x0014, &[]),
         (0x0015, &[(11, 0)]),
         (0x0016, &[]),

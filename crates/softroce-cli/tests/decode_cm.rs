@@ -60,6 +60,7 @@ fn req() -> CmReqRepr {
     .emit(&mut CmaHdr::new_unchecked(&mut private_data[..]));
     CmReqRepr {
         local_comm_id: 0x1c2d_3e4f,
+        vendor_id: 0,
         service_id: PortSpace::Tcp.service_id(20000),
         local_ca_guid: 0x5054_00ff_fe99_0012,
         local_qkey: 0,
@@ -109,6 +110,7 @@ fn cm_mads_on_qp1_show_type_comm_ids_qpns_psn_service_id_and_private_data_length
         local_qpn: Qpn::from_wire(0x12),
         local_eecn: 0,
         starting_psn: Psn::new(0x123456),
+        vendor_id: 0,
         responder_resources: 16,
         initiator_depth: 16,
         target_ack_delay: 20,

@@ -188,3 +188,41 @@ fn multicast_joins_follow_the_man_pages() {
         library_dir(),
     );
 }
+
+/// The man pages' rules the other programs leave alone (two devices): rdma_getaddrinfo's
+/// variants; all-zero addresses and ports of unbound and unconnected ids, IPv4 and IPv6
+/// wildcard binds; rdma_set_option's REUSEADDR, AFONLY, ACK_TIMEOUT and TOS; what
+/// rdma_create_qp refuses and returns, rdma_create_ep with a PD; rdma_get_cm_event,
+/// rdma_destroy_id and rdma_migrate_id blocking until events are acked; synchronous ids
+/// through rdma_create_ep, rdma_get_request and rdma_migrate_id to NULL; depth limits, 3-bit
+/// retry counts, the server disconnecting first and TIMEWAIT_EXIT; REJECTED status 8 where
+/// nobody listens, listens scoped to an address or across devices; rdma_notify forcing
+/// ESTABLISHED; destroying a connected id; RDMA_PS_UDP private-data limits and rejects;
+/// vector posts, inline sends without an MR, rdma_reg_read/rdma_reg_write remote access.
+#[test]
+fn the_man_pages_other_rules_hold() {
+    run_with(
+        "rdmacm_manpages",
+        &["127.77.32.1", "127.77.32.2"],
+        library_dir(),
+    );
+}
+
+/// ECE, rdma_notify and address errors as librdmacm and the kernel have them (two
+/// devices): rdma_set_local_ece refuses a NULL ece, vendor_id 0, a comp_mask, and (with
+/// rdma_get_remote_ece) ids with a QP; with external QPs the client's ECE reaches the
+/// passive side in the request and the passive side's options come back in the response;
+/// a client without ECE shows vendor 0; rdma_reject_ece is REJECTED status 35 (rdma_reject
+/// 28); rdma_notify is EINVAL for ids never connected or disconnected, and on a connection
+/// for events the CM does not take (QP_FATAL, LID_CHANGE, SQ_DRAINED; COMM_EST is
+/// EISCONN); a destination no device reaches (198.51.100.7, never sent to) is a synchronous
+/// failure or ADDR_ERROR -ENODEV, never ADDR_RESOLVED, and the id resolves a device's
+/// address afterwards.
+#[test]
+fn ece_notify_and_address_errors_follow_librdmacm_and_the_kernel() {
+    run_with(
+        "rdmacm_ece_notify_addr",
+        &["127.77.32.3", "127.77.32.4"],
+        library_dir(),
+    );
+}

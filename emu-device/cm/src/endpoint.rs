@@ -241,10 +241,10 @@ impl CmEndpoint {
         }
         let tid = header.tid;
         match mad.message {
-            CmMessage::Req(m) => self.on_req(now, from, tid, &m),
+            CmMessage::Req(m) => self.on_req(now, from, tid, &m, header.attr_mod),
             CmMessage::Mra(m) => self.on_mra(now, &m),
             CmMessage::Rej(m) => self.on_rej(now, &m),
-            CmMessage::Rep(m) => self.on_rep(now, from, tid, &m),
+            CmMessage::Rep(m) => self.on_rep(now, from, tid, &m, header.attr_mod),
             CmMessage::Rtu(m) => self.on_rtu(&m),
             CmMessage::Dreq(m) => self.on_dreq(now, from, tid, &m),
             CmMessage::Drep(m) => self.on_drep(now, &m),
@@ -332,6 +332,7 @@ impl CmEndpoint {
         };
         let req = CmReqRepr {
             local_comm_id: local,
+            vendor_id: params.ece.vendor_id,
             service_id: params.service_id,
             local_ca_guid: cfg.ca_guid,
             local_qkey: 0,
@@ -362,7 +363,7 @@ impl CmEndpoint {
             sap_supported: false,
             private_data: padded(&params.private_data),
         };
-        let mad = CmMadRepr::new(conn.tid, CmMessage::Req(req));
+        let mad = with_ece_options(CmMadRepr::new(conn.tid, CmMessage::Req(req)), params.ece);
         self.connections.insert(local, conn);
         self.send_expecting_answer(now, local, mad);
         Ok(ConnId(local))
@@ -395,6 +396,7 @@ impl CmEndpoint {
                 0
             },
             starting_psn: params.starting_psn,
+            vendor_id: params.ece.vendor_id,
             responder_resources: params.responder_resources,
             initiator_depth: params.initiator_depth,
             target_ack_delay: cfg.ack_delay.min(31),
@@ -405,7 +407,7 @@ impl CmEndpoint {
             local_ca_guid: cfg.ca_guid,
             private_data: padded(&params.private_data),
         };
-        let mad = CmMadRepr::new(conn.tid, CmMessage::Rep(rep));
+        let mad = with_ece_options(CmMadRepr::new(conn.tid, CmMessage::Rep(rep)), params.ece);
         let conn = self.conn_mut(id)?;
         conn.local_qpn = params.local_qpn;
         conn.state = CmState::RepSent;
@@ -417,6 +419,28 @@ impl CmEndpoint {
     /// (`ib_send_cm_rej`). Before a REP was sent the ID is forgotten at once; after, it
     /// goes through time-wait.
     pub fn reject(&mut self, now: Instant, id: ConnId, private_data: &[u8]) -> Result<(), CmError> {
+        self.reject_for(now, id, REJ_CONSUMER_DEFINED, private_data)
+    }
+
+    /// Refuse a request whose ECE options we do not take: a REJ of reason
+    /// [`REJ_VENDOR_OPTION_NOT_SUPPORTED`] (librdmacm's `rdma_reject_ece`), otherwise as
+    /// [`reject`](Self::reject).
+    pub fn reject_ece(
+        &mut self,
+        now: Instant,
+        id: ConnId,
+        private_data: &[u8],
+    ) -> Result<(), CmError> {
+        self.reject_for(now, id, REJ_VENDOR_OPTION_NOT_SUPPORTED, private_data)
+    }
+
+    fn reject_for(
+        &mut self,
+        now: Instant,
+        id: ConnId,
+        reason: u16,
+        private_data: &[u8],
+    ) -> Result<(), CmError> {
         check_room(private_data, room::REJ)?;
         let conn = self.conn_in(
             id,
@@ -433,7 +457,7 @@ impl CmEndpoint {
             "reject",
         )?;
         let state = conn.state;
-        let mad = self.rej_for_state(id.0, REJ_CONSUMER_DEFINED, &[], private_data);
+        let mad = self.rej_for_state(id.0, reason, &[], private_data);
         let peer = conn.peer;
         self.send(peer, mad);
         if matches!(state, CmState::RepSent | CmState::MraRepRcvd) {
@@ -650,7 +674,7 @@ impl CmEndpoint {
     // ---------------------------------------------------------------------------------
 
     /// REQ: `cm_req_handler` and `cm_match_req`.
-    fn on_req(&mut self, now: Instant, from: Gid, tid: u64, req: &CmReqRepr) {
+    fn on_req(&mut self, now: Instant, from: Gid, tid: u64, req: &CmReqRepr, ece_options: u32) {
         let remote_id_key = (req.local_ca_guid, req.local_comm_id);
         if let Some(&local) = self.by_remote_id.get(&remote_id_key) {
             self.counters.duplicates += 1;
@@ -708,6 +732,10 @@ impl CmEndpoint {
             srq: req.srq,
             flow_control: req.end_to_end_flow_control,
             local_ack_timeout: req.primary_path.local_ack_timeout,
+            ece: Ece {
+                vendor_id: req.vendor_id,
+                options: ece_options,
+            },
         };
         self.events.push_back(CmEvent::ConnectRequest {
             id: ConnId(local),
@@ -828,7 +856,7 @@ impl CmEndpoint {
     }
 
     /// REP: `cm_rep_handler`, or `cm_dup_rep_handler` when the REQ was already answered.
-    fn on_rep(&mut self, now: Instant, from: Gid, tid: u64, rep: &CmRepRepr) {
+    fn on_rep(&mut self, now: Instant, from: Gid, tid: u64, rep: &CmRepRepr, ece_options: u32) {
         let Some(local) = self.acquire(rep.remote_comm_id, 0) else {
             self.on_duplicate_rep(rep);
             return;
@@ -885,6 +913,10 @@ impl CmEndpoint {
             srq: rep.srq,
             flow_control: rep.end_to_end_flow_control,
             local_ack_timeout: ack_timeout,
+            ece: Ece {
+                vendor_id: rep.vendor_id,
+                options: ece_options,
+            },
         };
         self.events.push_back(CmEvent::ConnectResponse {
             id: ConnId(local),
@@ -1378,4 +1410,11 @@ impl CmEndpoint {
         };
         CmMadRepr::new(tid, CmMessage::SidrRep(rep))
     }
+}
+
+/// A REQ or REP carrying ECE: the options go in the MAD header's attribute modifier (the
+/// kernel's `cm_format_mad_ece_hdr`).
+fn with_ece_options(mut mad: CmMadRepr, ece: Ece) -> CmMadRepr {
+    mad.header.attr_mod = ece.options;
+    mad
 }

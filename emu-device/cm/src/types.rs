@@ -17,6 +17,9 @@ pub const REJ_INVALID_SERVICE_ID: u16 = 8;
 pub const REJ_STALE_CONN: u16 = 10;
 /// `IB_CM_REJ_CONSUMER_DEFINED`: the application rejected.
 pub const REJ_CONSUMER_DEFINED: u16 = 28;
+/// REJ reason: the responder does not take the requester's ECE options (librdmacm's
+/// `rdma_reject_ece`).
+pub const REJ_VENDOR_OPTION_NOT_SUPPORTED: u16 = 35;
 
 /// `IB_SIDR_SUCCESS`: the SIDR_REP names a valid QP.
 pub const SIDR_SUCCESS: u8 = 0;
@@ -125,6 +128,18 @@ impl CmConfig {
     }
 }
 
+/// Enhanced Connection Establishment options (librdmacm's `ibv_ece`): a vendor's QP
+/// options offered in the REQ and answered in the REP. On the wire the vendor ID (24 bits)
+/// rides in the message's VendorID field, the options in the MAD header's attribute
+/// modifier (the kernel's `cm_format_req`, `cm_format_rep`). All zero: no ECE.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Ece {
+    /// Vendor ID (24 bits; 0 = none).
+    pub vendor_id: u32,
+    /// The vendor's options.
+    pub options: u32,
+}
+
 /// What [`CmEndpoint::connect`](crate::CmEndpoint::connect) puts in the REQ.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectParams {
@@ -155,6 +170,8 @@ pub struct ConnectParams {
     pub xrc: bool,
     /// End-to-end flow control.
     pub flow_control: bool,
+    /// ECE options offered (REQ).
+    pub ece: Ece,
     /// Private data (at most 92 bytes; rdma_cm starts it with a `cma_hdr`, see
     /// [`cma_private_data`](crate::cma_private_data)).
     pub private_data: Vec<u8>,
@@ -181,6 +198,8 @@ pub struct AcceptParams {
     pub xrc: bool,
     /// End-to-end flow control.
     pub flow_control: bool,
+    /// ECE answered (REP): librdmacm echoes the REQ's vendor with its own options.
+    pub ece: Ece,
     /// Private data (at most 196 bytes).
     pub private_data: Vec<u8>,
 }
@@ -219,6 +238,8 @@ pub struct RequestParams {
     pub flow_control: bool,
     /// Local ACK timeout exponent of the primary path (our QP's `timeout`).
     pub local_ack_timeout: u8,
+    /// The requester's ECE offer.
+    pub ece: Ece,
 }
 
 /// A received REP from the active side's point of view (responder resources and
@@ -247,6 +268,8 @@ pub struct ReplyParams {
     /// Local ACK timeout exponent for our QP (`cm_ack_timeout` of the target ACK delay
     /// and the path's packet life time).
     pub local_ack_timeout: u8,
+    /// The responder's ECE answer.
+    pub ece: Ece,
 }
 
 /// What [`CmEndpoint::sidr_resolve`](crate::CmEndpoint::sidr_resolve) puts in the SIDR_REQ.

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use harness::*;
 use softroce_emu_cm::{
-    CmEvent, CmState, REJ_CONSUMER_DEFINED, REJ_INVALID_SERVICE_ID, REJ_STALE_CONN, SIDR_SUCCESS,
+    AcceptParams, CmEvent, CmState, ConnectParams, Ece, REJ_CONSUMER_DEFINED,
+    REJ_INVALID_SERVICE_ID, REJ_STALE_CONN, REJ_VENDOR_OPTION_NOT_SUPPORTED, SIDR_SUCCESS,
     SIDR_UNSUPPORTED, SidrParams, SidrReply, cm_timeout,
 };
 use softroce_wire::cm::CmAttr;
@@ -272,6 +273,94 @@ fn a_consumer_reject_reaches_the_requester_with_its_private_data() {
         pair.is_clean(),
         "a reject before the REP leaves no time-wait"
     );
+}
+
+/// rdma_set_local_ece(3) / rdma_get_remote_ece(3): the requester's ECE offer reaches the
+/// responder with its REQ, and the responder's answer comes back with the REP.
+#[test]
+fn ece_options_ride_the_req_and_the_rep_answers_them() {
+    let mut pair = Pair::default();
+    pair.b.react.accept = false;
+    pair.b.cm.listen(SERVICE).unwrap();
+    let offer = Ece {
+        vendor_id: 0x15_b3,
+        options: 0xa5a5_0001,
+    };
+    let params = ConnectParams {
+        ece: offer,
+        ..pair.connect_params()
+    };
+    pair.a.cm.connect(pair.now, params).unwrap();
+    pair.run_until(|p| p.b.count(is_request) == 1);
+    let Some((_, CmEvent::ConnectRequest { id, params, .. })) = pair.b.find(is_request) else {
+        unreachable!()
+    };
+    assert_eq!(params.ece, offer, "the REQ carries the offer");
+
+    let answer = Ece {
+        vendor_id: offer.vendor_id,
+        options: 0x0000_0001,
+    };
+    let accept = AcceptParams {
+        ece: answer,
+        ..pair.b.accept_params()
+    };
+    pair.b.cm.accept(pair.now, id, accept).unwrap();
+    pair.run();
+    let (_, response) = pair
+        .a
+        .find(|e| matches!(e, CmEvent::ConnectResponse { .. }))
+        .expect("a REP");
+    let CmEvent::ConnectResponse { params, .. } = response else {
+        unreachable!()
+    };
+    assert_eq!(params.ece, answer, "the REP carries the answer");
+    assert!(pair.a.find(is_established).is_some());
+}
+
+/// A connection without ECE says so: vendor 0, no options, both ways.
+#[test]
+fn without_ece_the_req_and_rep_carry_none() {
+    let mut pair = Pair::default();
+    pair.start_connect();
+    pair.run();
+    let Some((_, CmEvent::ConnectRequest { params, .. })) = pair.b.find(is_request) else {
+        panic!("no request")
+    };
+    assert_eq!(params.ece, Ece::default());
+    let Some((_, CmEvent::ConnectResponse { params, .. })) = pair
+        .a
+        .find(|e| matches!(e, CmEvent::ConnectResponse { .. }))
+    else {
+        panic!("no response")
+    };
+    assert_eq!(params.ece, Ece::default());
+}
+
+/// rdma_reject_ece: the requester learns the refusal was about its ECE options (IBTA reason
+/// 35, "vendor option not supported").
+#[test]
+fn a_request_refused_for_its_ece_options_is_rejected_with_reason_35() {
+    let mut pair = Pair::default();
+    pair.b.react.accept = false;
+    let a_id = pair.start_connect();
+    pair.run_until(|p| p.b.count(is_request) == 1);
+    let b_id = pair.b.find(is_request).unwrap().1.id();
+    pair.b.cm.reject_ece(pair.now, b_id, b"no ece").unwrap();
+    pair.run();
+    let rejected = pair
+        .a
+        .find(|e| matches!(e, CmEvent::Rejected { .. }))
+        .map(|(_, e)| e);
+    assert!(
+        matches!(
+            rejected,
+            Some(CmEvent::Rejected { id, reason: REJ_VENDOR_OPTION_NOT_SUPPORTED, .. }) if id == a_id
+        ),
+        "{rejected:?}"
+    );
+    assert_eq!(REJ_VENDOR_OPTION_NOT_SUPPORTED, 35);
+    assert!(pair.is_clean());
 }
 
 #[test]

@@ -25,6 +25,7 @@ fn start(ip: &str) -> Device {
 
 fn connect_params(qpn: u32, private_data: &[u8]) -> ConnectParams {
     ConnectParams {
+        ece: Default::default(),
         xrc: false,
         remote_gid: Gid::ZERO, // taken from the peer's address
         service_id: PortSpace::Tcp.service_id(7471),
@@ -43,6 +44,7 @@ fn connect_params(qpn: u32, private_data: &[u8]) -> ConnectParams {
 
 fn accept_params(qpn: u32) -> AcceptParams {
     AcceptParams {
+        ece: Default::default(),
         xrc: false,
         local_qpn: Qpn::new(qpn).unwrap(),
         starting_psn: Psn::new(0x456),

@@ -399,6 +399,7 @@ fn listens_are_exclusive_across_processes_and_reqs_reach_the_listening_guest() {
     assert!(!g2.with_cm(|cm, _| cm.is_listening(y)));
 
     let params = ConnectParams {
+        ece: Default::default(),
         xrc: false,
         remote_gid: Gid::ZERO,
         service_id: y,
@@ -424,6 +425,7 @@ fn listens_are_exclusive_across_processes_and_reqs_reach_the_listening_guest() {
     };
     assert_eq!(&private_data[..12], b"to the guest");
     let accept = AcceptParams {
+        ece: Default::default(),
         xrc: false,
         local_qpn: Qpn::new(qpn_slot_range(1).start).unwrap(),
         starting_psn: Psn::new(0x456),

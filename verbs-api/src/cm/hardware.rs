@@ -1006,6 +1006,7 @@ impl Rdmacm {
             RDMA_CM_EVENT_CONNECT_RESPONSE => Some(CmEvent::ConnectResponse {
                 id,
                 params: ReplyParams {
+                    ece: Default::default(),
                     remote_ca_guid: 0,
                     remote_qpn: Qpn::from_wire(raw.qp_num),
                     starting_psn: Psn::new(0),
@@ -1121,6 +1122,7 @@ impl Rdmacm {
         Some(CmEvent::ConnectRequest {
             id,
             params: RequestParams {
+                ece: Default::default(),
                 service_id,
                 remote_gid,
                 remote_ca_guid: 0,

@@ -171,6 +171,12 @@ fn route(index: usize, dev: &Device, event: CmEvent) {
         } => {
             let mut st = cm_id.state();
             let ack_timeout = st.ack_timeout;
+            // librdmacm's ucma_process_conn_resp_ece: a REP naming another vendor than our
+            // REQ's breaks the ECE handshake (one without a vendor has no ECE).
+            let ece_broken = params.ece.vendor_id != 0
+                && params.ece.vendor_id != st.local_ece.vendor_id
+                && !cm_id.c.qp.is_null();
+            st.remote_ece = params.ece;
             let Some(c) = st.conn.as_mut() else {
                 return;
             };
@@ -201,7 +207,12 @@ fn route(index: usize, dev: &Device, event: CmEvent) {
                 return;
             }
             // ucma_process_conn_resp: RTR, RTS, then the RTU; the user sees ESTABLISHED.
-            match move_qp_to_rts(cm_id, &conn) {
+            let moved = if ece_broken {
+                Err(libc::EINVAL)
+            } else {
+                move_qp_to_rts(cm_id, &conn)
+            };
+            match moved {
                 Ok(()) => {
                     let _ = dev.with_cm(|cm, _| cm.send_rtu(conn.conn, &[]));
                     cm_id.state().phase = Phase::Connected;
@@ -391,6 +402,7 @@ fn on_request(
         let mut st = child_id.state();
         st.conn = Some(c);
         st.phase = Phase::RequestReceived;
+        st.remote_ece = params.ece;
     }
     r.conns.insert((index, conn.0), child);
     let mut ev = Event::new(child as *mut rdma_cm_id, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
@@ -828,6 +840,7 @@ pub(crate) unsafe fn connect(cm_id: &mut CmId, param: *const rdma_conn_param) ->
     let local_psn = random_psn();
     let ack_timeout = cm_id.state().ack_timeout;
     let params = ConnectParams {
+        ece: cm_id.state().local_ece,
         xrc: cm_id.c.qp_type == IBV_QPT_XRC_SEND as c_int,
         remote_gid,
         service_id: service,
@@ -942,7 +955,16 @@ pub(crate) unsafe fn accept(cm_id: &mut CmId, param: *const rdma_conn_param) -> 
         qp_to_error(cm_id);
         return Err(e);
     }
+    // librdmacm's REP answers with the vendor the REQ named and our own options.
+    let ece = {
+        let st = cm_id.state();
+        softroce_emu::cm::Ece {
+            vendor_id: st.remote_ece.vendor_id,
+            options: st.local_ece.options,
+        }
+    };
     let accept = AcceptParams {
+        ece,
         xrc: cm_id.c.qp_type == IBV_QPT_XRC_RECV as c_int,
         local_qpn: Qpn::new(qp_num & 0x00ff_ffff).ok_or(libc::EINVAL)?,
         starting_psn: Psn::new(c.rq_psn),
@@ -971,6 +993,7 @@ pub(crate) unsafe fn reject(
     cm_id: &mut CmId,
     data: *const std::ffi::c_void,
     len: u8,
+    refused_ece: bool,
 ) -> Result<(), c_int> {
     let (phase, conn) = {
         let st = cm_id.state();
@@ -990,6 +1013,8 @@ pub(crate) unsafe fn reject(
             private_data: user,
         };
         dev.with_cm(|cm, _| cm.sidr_reply(c.conn, reply))
+    } else if refused_ece {
+        dev.with_cm(|cm, now| cm.reject_ece(now, c.conn, &user))
     } else {
         dev.with_cm(|cm, now| cm.reject(now, c.conn, &user))
     };
@@ -1045,6 +1070,17 @@ pub(crate) fn notify_established(cm_id: &mut CmId) -> Result<(), c_int> {
         Ok(()) => Ok(()),
         Err(softroce_emu::cm::CmError::AlreadyEstablished(_)) => Err(libc::EISCONN),
         Err(_) => Err(libc::EINVAL),
+    }
+}
+
+/// `rdma_notify(id, IBV_EVENT_PATH_MIG)`: the kernel's `cm_migrate` moves an established
+/// connection to its alternate path; a RoCE connection has none, so it stays on its one
+/// path. Only an established connection takes it (EINVAL otherwise, as the kernel).
+pub(crate) fn notify_path_change(cm_id: &mut CmId) -> Result<(), c_int> {
+    let st = cm_id.state();
+    match (st.phase, st.conn) {
+        (Phase::Connected, Some(_)) => Ok(()),
+        _ => Err(libc::EINVAL),
     }
 }
 

@@ -76,6 +76,11 @@ pub(crate) struct IdState {
     pub(crate) qp_init_attr: Option<ibv_qp_init_attr>,
     /// The multicast groups joined.
     pub(crate) multicast: Vec<super::mcast::Membership>,
+    /// ECE options for our REQ or REP (rdma_set_local_ece(3); a QP rdma_cm creates
+    /// resets them to the device's, which has none, as librdmacm's `init_ece`).
+    pub(crate) local_ece: softroce_emu::cm::Ece,
+    /// ECE options the peer's REQ or REP carried (rdma_get_remote_ece(3)).
+    pub(crate) remote_ece: softroce_emu::cm::Ece,
 }
 
 /// Everything handed out, by address; and the ports in use per port space.
@@ -188,6 +193,8 @@ pub(crate) fn create_id(
             conn: None,
             qp_init_attr: None,
             multicast: Vec::new(),
+            local_ece: Default::default(),
+            remote_ece: Default::default(),
         }),
         reported: AtomicUsize::new(0),
         acked: AtomicUsize::new(0),
@@ -642,29 +649,31 @@ fn loopback_device() -> Result<usize, c_int> {
 
 /// The device a connection to `dst` leaves from: the one with the destination's address
 /// (loopback on one device), else the one with the address the host's routing table picks
-/// as source, else the first.
-fn device_towards(dst: IpAddr) -> Result<usize, c_int> {
+/// as source. `Ok(None)`: the host routes `dst` out of an interface no device is on (the
+/// kernel's ADDR_ERROR, -ENODEV); `Err`: the host has no route to it at all.
+fn device_towards(dst: IpAddr) -> Result<Option<usize>, c_int> {
     if let Some(d) = device_with(dst) {
-        return Ok(d);
+        return Ok(Some(d));
     }
     if dst.is_loopback() {
-        return loopback_device();
+        return loopback_device().map(Some);
     }
     let any = if dst.is_ipv4() {
         IpAddr::V4(Ipv4Addr::UNSPECIFIED)
     } else {
         IpAddr::V6(Ipv6Addr::UNSPECIFIED)
     };
-    let routed_source = UdpSocket::bind(SocketAddr::new(any, 0))
-        .and_then(|s| s.connect(SocketAddr::new(dst, 9)).map(|()| s))
-        .and_then(|s| s.local_addr())
-        .ok()
-        .and_then(|a| device_with(a.ip()));
-    match routed_source {
-        Some(d) => Ok(d),
-        None if !device_entries().is_empty() => Ok(0),
-        None => Err(libc::ENODEV),
-    }
+    Ok(device_with(routed_source(any, dst)?))
+}
+
+/// The source address the host's routing table gives a datagram from `from` (a wildcard:
+/// any) to `dst`, or the errno of its refusal: no route, or a loopback source towards
+/// another host (the kernel's route lookup in rdma_resolve_addr fails the same way).
+fn routed_source(from: IpAddr, dst: IpAddr) -> Result<IpAddr, c_int> {
+    let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EINVAL);
+    let socket = UdpSocket::bind(SocketAddr::new(from, 0)).map_err(errno)?;
+    socket.connect(SocketAddr::new(dst, 9)).map_err(errno)?;
+    socket.local_addr().map(|a| a.ip()).map_err(errno)
 }
 
 pub(crate) fn resolve_addr(
@@ -681,9 +690,21 @@ pub(crate) fn resolve_addr(
     {
         bind(cm_id, src)?;
     }
-    let device = match cm_id.state().device {
-        Some(d) => d,
-        None => device_towards(dst.ip())?,
+    let bound_device = cm_id.state().device;
+    let device = match bound_device {
+        Some(d) => {
+            // A device bound to a loopback address reaches only this host (and one on
+            // another address only what the host routes from it).
+            let own = device_entries()[d].spec.ip;
+            if own.is_ipv4() == dst.is_ipv4() {
+                routed_source(own, dst.ip())?;
+            }
+            d
+        }
+        None => match device_towards(dst.ip())? {
+            Some(d) => d,
+            None => return address_error(cm_id, dst),
+        },
     };
     super::conn::send_held_acks(device);
     let source_ip = device_entries()[device].spec.ip;
@@ -717,6 +738,23 @@ pub(crate) fn resolve_addr(
     cm_id.state().phase = Phase::AddrResolved;
     let me = std::ptr::from_mut(cm_id).cast::<rdma_cm_id>();
     cm_id.report(Event::new(me, RDMA_CM_EVENT_ADDR_RESOLVED, 0));
+    cm_id.complete()
+}
+
+/// RDMA_CM_EVENT_ADDR_ERROR, -ENODEV: the host routes `dst` out of an interface without a
+/// device. As the kernel, the id is left bound to a wildcard address (an unbound id was bound
+/// before resolving), so it may resolve again.
+fn address_error(cm_id: &mut CmId, dst: SocketAddr) -> Result<(), c_int> {
+    if cm_id.state().phase == Phase::Idle {
+        let any = if dst.is_ipv4() {
+            IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+        } else {
+            IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+        };
+        bind(cm_id, SocketAddr::new(any, 0))?;
+    }
+    let me = std::ptr::from_mut(cm_id).cast::<rdma_cm_id>();
+    cm_id.report(Event::new(me, RDMA_CM_EVENT_ADDR_ERROR, -libc::ENODEV));
     cm_id.complete()
 }
 

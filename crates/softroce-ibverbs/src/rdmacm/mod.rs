@@ -164,25 +164,29 @@ unsafe extern "C" fn rdma_accept(p: *mut rdma_cm_id, param: *mut rdma_conn_param
 unsafe extern "C" fn rdma_reject(p: *mut rdma_cm_id, data: *const c_void, len: u8) -> c_int {
     // SAFETY: NULL or `len` bytes of the caller's.
     guard_status("rdma_reject", || unsafe {
-        conn::reject(id::id(p)?, data, len)
+        conn::reject(id::id(p)?, data, len, false)
     })
 }
 
 unsafe extern "C" fn rdma_reject_ece(p: *mut rdma_cm_id, data: *const c_void, len: u8) -> c_int {
-    // SAFETY: as rdma_reject (no ECE options to carry).
+    // SAFETY: as rdma_reject; the REJ's reason is "vendor option not supported" (35).
     guard_status("rdma_reject_ece", || unsafe {
-        conn::reject(id::id(p)?, data, len)
+        conn::reject(id::id(p)?, data, len, true)
     })
 }
 
 unsafe extern "C" fn rdma_notify(p: *mut rdma_cm_id, event: c_int) -> c_int {
     guard_status("rdma_notify", || {
         let cm_id = id::id(p)?;
-        // Only IBV_EVENT_COMM_EST means something to the CM (rdma_notify(3)).
+        // rdma_notify(3): COMM_EST is the event to report; the kernel's ib_cm_notify also
+        // takes PATH_MIG (a switch to the alternate path, a no-op without one) and
+        // refuses every other event with EINVAL.
         if event == IBV_EVENT_COMM_EST as c_int {
             conn::notify_established(cm_id)
+        } else if event == IBV_EVENT_PATH_MIG as c_int {
+            conn::notify_path_change(cm_id)
         } else {
-            Ok(())
+            Err(libc::EINVAL)
         }
     })
 }
@@ -439,28 +443,36 @@ unsafe extern "C" fn rdma_init_qp_attr(
 
 unsafe extern "C" fn rdma_set_local_ece(p: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int {
     guard_status("rdma_set_local_ece", || {
-        id::id(p)?;
-        if ece.is_null() {
+        let cm_id = id::id(p)?;
+        // For ids whose QP the application manages (rdma_set_local_ece(3)); librdmacm
+        // refuses an id with a QP, a missing vendor and unknown comp_mask bits.
+        // SAFETY: NULL or the caller's struct.
+        let Some(ece) = (unsafe { ece.as_ref() }) else {
+            return Err(libc::EINVAL);
+        };
+        if !cm_id.c.qp.is_null() || ece.vendor_id == 0 || ece.comp_mask != 0 {
             return Err(libc::EINVAL);
         }
-        // ECE options are vendor extensions the device has none of.
-        Err(libc::EOPNOTSUPP)
+        cm_id.state().local_ece = softroce_emu::cm::Ece {
+            vendor_id: ece.vendor_id,
+            options: ece.options,
+        };
+        Ok(())
     })
 }
 
 unsafe extern "C" fn rdma_get_remote_ece(p: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int {
     guard_status("rdma_get_remote_ece", || {
-        id::id(p)?;
-        if ece.is_null() {
+        let cm_id = id::id(p)?;
+        if ece.is_null() || !cm_id.c.qp.is_null() {
             return Err(libc::EINVAL);
         }
-        // No connection carried ECE options: report none, as rdma-core does for peers
-        // without ECE.
+        let remote = cm_id.state().remote_ece;
         // SAFETY: checked non-NULL.
         unsafe {
             *ece = ibv_ece {
-                vendor_id: 0,
-                options: 0,
+                vendor_id: remote.vendor_id,
+                options: remote.options,
                 comp_mask: 0,
             }
         };

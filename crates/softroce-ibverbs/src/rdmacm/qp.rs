@@ -206,6 +206,9 @@ pub(crate) fn create_qp_ex(cm_id: &mut CmId, attr: &mut ibv_qp_init_attr_ex) -> 
     // SAFETY: a QP we created.
     cm_id.c.pd = unsafe { (*qp).pd };
     cm_id.c.qp = qp;
+    // librdmacm's init_ece: the id takes the QP's ECE options, and ibv_query_ece on this
+    // device has none (EOPNOTSUPP).
+    cm_id.state().local_ece = Default::default();
     Ok(())
 }
 

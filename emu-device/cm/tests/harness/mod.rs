@@ -137,6 +137,7 @@ impl Node {
 
     pub fn accept_params(&self) -> AcceptParams {
         AcceptParams {
+            ece: Default::default(),
             xrc: self.xrc,
             local_qpn: self.qpn,
             starting_psn: Psn::new(0x00b0_b0b0),
@@ -219,6 +220,7 @@ impl Pair {
     /// A REQ from A to B's service, as rdma_cm would build it (less the `cma_hdr`).
     pub fn connect_params(&self) -> ConnectParams {
         ConnectParams {
+            ece: Default::default(),
             xrc: self.a.xrc,
             remote_gid: self.b.gid,
             service_id: SERVICE,

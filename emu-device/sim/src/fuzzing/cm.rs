@@ -72,6 +72,7 @@ impl Script<'_> {
 
 fn connect_params(remote_gid: Gid, service_id: u64, qpn: u32) -> ConnectParams {
     ConnectParams {
+        ece: Default::default(),
         remote_gid,
         service_id,
         local_qpn: Qpn::from_wire(qpn.max(2)),
@@ -90,6 +91,7 @@ fn connect_params(remote_gid: Gid, service_id: u64, qpn: u32) -> ConnectParams {
 
 fn accept_params(qpn: u32) -> AcceptParams {
     AcceptParams {
+        ece: Default::default(),
         local_qpn: Qpn::from_wire(qpn.max(2)),
         starting_psn: Psn::new(2),
         responder_resources: 1,
