@@ -649,8 +649,9 @@ fn loopback_device() -> Result<usize, c_int> {
 
 /// The device a connection to `dst` leaves from: the one with the destination's address
 /// (loopback on one device), else the one with the address the host's routing table picks
-/// as source. `Ok(None)`: the host routes `dst` out of an interface no device is on (the
-/// kernel's ADDR_ERROR, -ENODEV); `Err`: the host has no route to it at all.
+/// as source, else, for an address of this host (another process's device), the first.
+/// `Ok(None)`: the host routes `dst` out of an interface no device is on (the kernel's
+/// ADDR_ERROR, -ENODEV); `Err`: the host has no route to it at all.
 fn device_towards(dst: IpAddr) -> Result<Option<usize>, c_int> {
     if let Some(d) = device_with(dst) {
         return Ok(Some(d));
@@ -663,7 +664,16 @@ fn device_towards(dst: IpAddr) -> Result<Option<usize>, c_int> {
     } else {
         IpAddr::V6(Ipv6Addr::UNSPECIFIED)
     };
-    Ok(device_with(routed_source(any, dst)?))
+    let source = routed_source(any, dst)?;
+    if let Some(d) = device_with(source) {
+        return Ok(Some(d));
+    }
+    // The host answers its own addresses from themselves: `dst` is on this host, where a
+    // device of another process may serve it (as a 127.x address of another process).
+    if source == dst {
+        return loopback_device().map(Some);
+    }
+    Ok(None)
 }
 
 /// The source address the host's routing table gives a datagram from `from` (a wildcard:
