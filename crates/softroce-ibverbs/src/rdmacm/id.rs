@@ -656,7 +656,8 @@ fn device_towards(dst: IpAddr) -> Result<Option<usize>, c_int> {
     if let Some(d) = device_with(dst) {
         return Ok(Some(d));
     }
-    if dst.is_loopback() {
+    // The kernel's rdma_resolve_addr resolves a wildcard destination as loopback too.
+    if dst.is_loopback() || dst.is_unspecified() {
         return loopback_device().map(Some);
     }
     let any = if dst.is_ipv4() {

@@ -448,6 +448,17 @@ static void addresses_no_device_reaches(void)
 			rdma_ack_cm_event(ev);
 	}
 	CHECK(rdma_destroy_id(b) == 0, "destroying the bound id");
+
+	/* A wildcard destination is this host, as the kernel's rdma_resolve_addr takes it
+	 * (cma_resolve_loopback): resolved, never an ADDR_ERROR. */
+	struct rdma_cm_id *w = NULL;
+	struct sockaddr_in anywhere = ipv4("0.0.0.0", PORT + 4);
+	CHECK(rdma_create_id(ch, &w, NULL, RDMA_PS_TCP) == 0 &&
+		      rdma_resolve_addr(w, NULL, (struct sockaddr *)&anywhere, 2000) == 0 &&
+		      next_is(RDMA_CM_EVENT_ADDR_RESOLVED, w, 0) && w->verbs != NULL,
+	      "resolving 0.0.0.0: errno %d", errno);
+	if (w)
+		CHECK(rdma_destroy_id(w) == 0, "destroying the wildcard's id");
 }
 
 int main(int argc, char **argv)
