@@ -422,6 +422,16 @@ impl CmEndpoint {
         self.reject_for(now, id, REJ_CONSUMER_DEFINED, private_data)
     }
 
+    /// Drop a [`CmEvent::ConnectRequest`] unanswered, as the kernel's CM drops a REQ its
+    /// consumer had no room for (`cm_destroy_id` of a REQ_RCVD ID with -ENOMEM: "do not
+    /// reject to allow future retries"): the requester's next REQ comes in as a new request.
+    pub fn drop_request(&mut self, id: ConnId) -> Result<(), CmError> {
+        self.conn_in(id, &[CmState::ReqRcvd], "drop_request")?;
+        self.forget(id.0);
+        self.counters.dropped_requests += 1;
+        Ok(())
+    }
+
     /// Refuse a request whose ECE options we do not take: a REJ of reason
     /// [`REJ_VENDOR_OPTION_NOT_SUPPORTED`] (librdmacm's `rdma_reject_ece`), otherwise as
     /// [`reject`](Self::reject).

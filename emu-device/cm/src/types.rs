@@ -499,4 +499,7 @@ pub struct CmCounters {
     pub dropped_unexpected: u64,
     /// REQs refused at once because nobody listens on their service ID.
     pub rejected_no_listener: u64,
+    /// REQs the application dropped unanswered (a full listen backlog), for the
+    /// requester's retry.
+    pub dropped_requests: u64,
 }

@@ -318,6 +318,51 @@ fn ece_options_ride_the_req_and_the_rep_answers_them() {
     assert!(pair.a.find(is_established).is_some());
 }
 
+/// A request dropped unanswered (a listener's full backlog) is no refusal: the requester
+/// sends its REQ again after its response timeout, and that one is a new request.
+#[test]
+fn a_dropped_request_comes_back_with_the_requesters_retry() {
+    let mut pair = Pair::default();
+    pair.b.react.accept = false;
+    let a_id = pair.start_connect();
+    pair.run_until(|p| p.b.count(is_request) == 1);
+    let first = pair.b.find(is_request).unwrap().1.id();
+    pair.b.cm.drop_request(first).unwrap();
+    assert_eq!(pair.b.cm.counters().dropped_requests, 1);
+    assert!(
+        pair.b.cm.reject(pair.now, first, &[]).is_err(),
+        "a dropped request is gone"
+    );
+    pair.b.react.accept = true;
+    pair.run_until(|p| p.a.find(is_established).is_some());
+
+    assert_eq!(
+        pair.b.count(is_request),
+        2,
+        "the retried REQ is a new request"
+    );
+    let (t, _) = pair
+        .b
+        .events
+        .iter()
+        .filter(|(_, e)| is_request(e))
+        .nth(1)
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        pair.elapsed(t),
+        A_WAIT + LATENCY,
+        "it came with the REQ's retry"
+    );
+    assert_eq!(pair.a.sent_count(CmAttr::Req), 2);
+    assert_eq!(pair.b.sent_count(CmAttr::Rej), 0, "nothing was rejected");
+    assert!(
+        pair.a
+            .find(|e| matches!(e, CmEvent::Established { id } if *id == a_id))
+            .is_some()
+    );
+}
+
 /// A connection without ECE says so: vendor 0, no options, both ways.
 #[test]
 fn without_ece_the_req_and_rep_carry_none() {

@@ -133,6 +133,11 @@ impl Channel {
         taken
     }
 
+    /// How many queued events `which` picks.
+    pub(crate) fn count_where(&self, which: impl Fn(&Event) -> bool) -> usize {
+        self.queue().iter().filter(|e| which(e)).count()
+    }
+
     /// Whether any event is queued.
     pub(crate) fn has_events(&self) -> bool {
         !self.queue().is_empty()

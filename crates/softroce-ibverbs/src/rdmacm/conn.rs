@@ -370,6 +370,17 @@ fn on_request(
     let local = SocketAddr::new(hdr.addrs.dst(), port);
     // SAFETY: a routed id, alive under the lock.
     let listen_id = unsafe { &*(listener as *const CmId) };
+    // The kernel's ucma_connect_event_handler: past the backlog of requests not yet
+    // retrieved the request is dropped unanswered, and the requester's retried REQ comes
+    // back later (rdma_listen(3): "backlog of incoming connection requests").
+    let listener_ptr = listener as *mut rdma_cm_id;
+    let waiting = listen_id.channel().count_where(|e| {
+        e.c.event == RDMA_CM_EVENT_CONNECT_REQUEST && e.c.listen_id == listener_ptr
+    });
+    if waiting >= listen_id.state().backlog {
+        let _ = dev.with_cm(|cm, _| cm.drop_request(conn));
+        return;
+    }
     let Ok(child) = id::create_child(listen_id, index, local, peer) else {
         let _ = dev.with_cm(|cm, now| cm.reject(now, conn, &[]));
         return;
@@ -636,8 +647,21 @@ fn port_space(ps: c_int) -> PortSpace {
     }
 }
 
-pub(crate) fn listen(cm_id: &mut CmId) -> Result<(), c_int> {
+/// The kernel's `net.rdma_ucm.max_backlog` default: the backlog of a listen that asks for
+/// none (0 or less) or for more.
+const MAX_BACKLOG: usize = 1024;
+
+pub(crate) fn listen(cm_id: &mut CmId, backlog: c_int) -> Result<(), c_int> {
     let phase = cm_id.state().phase;
+    // ucma_listen: a listen again only updates the backlog.
+    let backlog = usize::try_from(backlog)
+        .ok()
+        .filter(|&b| b > 0 && b < MAX_BACKLOG)
+        .unwrap_or(MAX_BACKLOG);
+    if phase == Phase::Listening {
+        cm_id.state().backlog = backlog;
+        return Ok(());
+    }
     match phase {
         // rdma_listen on an unbound id binds it to the wildcard first (the kernel does).
         Phase::Idle => {
@@ -645,9 +669,9 @@ pub(crate) fn listen(cm_id: &mut CmId) -> Result<(), c_int> {
             id::bind(cm_id, any)?;
         }
         Phase::Bound => {}
-        Phase::Listening => return Ok(()),
         _ => return Err(libc::EINVAL),
     }
+    cm_id.state().backlog = backlog;
     let (bound, bound_device) = {
         let st = cm_id.state();
         (st.bound.ok_or(libc::EINVAL)?, st.device)

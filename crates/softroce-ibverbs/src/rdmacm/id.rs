@@ -76,6 +76,9 @@ pub(crate) struct IdState {
     pub(crate) qp_init_attr: Option<ibv_qp_init_attr>,
     /// The multicast groups joined.
     pub(crate) multicast: Vec<super::mcast::Membership>,
+    /// A listener's backlog: connection requests reported on its channel and not yet
+    /// retrieved beyond which new ones are dropped unanswered (rdma_listen(3)).
+    pub(crate) backlog: usize,
     /// ECE options for our REQ or REP (rdma_set_local_ece(3); a QP rdma_cm creates
     /// resets them to the device's, which has none, as librdmacm's `init_ece`).
     pub(crate) local_ece: softroce_emu::cm::Ece,
@@ -193,6 +196,7 @@ pub(crate) fn create_id(
             conn: None,
             qp_init_attr: None,
             multicast: Vec::new(),
+            backlog: 0,
             local_ece: Default::default(),
             remote_ece: Default::default(),
         }),

@@ -140,8 +140,8 @@ unsafe extern "C" fn rdma_establish(p: *mut rdma_cm_id) -> c_int {
     guard_status("rdma_establish", || conn::establish(id::id(p)?))
 }
 
-unsafe extern "C" fn rdma_listen(p: *mut rdma_cm_id, _backlog: c_int) -> c_int {
-    guard_status("rdma_listen", || conn::listen(id::id(p)?))
+unsafe extern "C" fn rdma_listen(p: *mut rdma_cm_id, backlog: c_int) -> c_int {
+    guard_status("rdma_listen", || conn::listen(id::id(p)?, backlog))
 }
 
 unsafe extern "C" fn rdma_get_request(listen: *mut rdma_cm_id, out: *mut *mut rdma_cm_id) -> c_int {

@@ -11,7 +11,7 @@
 
 #include "cm_common.h"
 
-#define PORT 7840 /* this program's ports: PORT .. PORT + 4 */
+#define PORT 7840 /* this program's ports: PORT .. PORT + 5 */
 #define VENDOR 0x15b3
 
 static const char *server_ip, *client_ip;
@@ -461,6 +461,73 @@ static void addresses_no_device_reaches(void)
 		CHECK(rdma_destroy_id(w) == 0, "destroying the wildcard's id");
 }
 
+/* Whether `c` has an event within `ms` milliseconds (left queued). */
+static int readable_within(struct rdma_event_channel *c, int ms)
+{
+	struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+	return poll(&pfd, 1, ms) == 1;
+}
+
+/* rdma_listen(3): "backlog - backlog of incoming connection requests". As the kernel's
+ * ucma: a request beyond the backlog of requests reported and not yet retrieved is dropped
+ * unanswered (the IB CM does "not reject to allow future retries"), and it comes back with
+ * the requester's retried REQ once the application made room. */
+static void listen_backlog(void)
+{
+	step = "listen backlog";
+	struct rdma_event_channel *lch = rdma_create_event_channel();
+	struct rdma_cm_id *l = NULL, *c[2] = {NULL, NULL};
+	struct sockaddr_in at = ipv4(server_ip, PORT + 5);
+	CHECK(lch && rdma_create_id(lch, &l, NULL, RDMA_PS_TCP) == 0 &&
+		      rdma_bind_addr(l, (struct sockaddr *)&at) == 0 && rdma_listen(l, 1) == 0,
+	      "listening with backlog 1: errno %d", errno);
+	if (!l)
+		return;
+	struct rdma_conn_param cp = {.responder_resources = 1, .initiator_depth = 1,
+				     .retry_count = 7, .rnr_retry_count = 7};
+	/* The first request fills the backlog: reported, not retrieved. */
+	c[0] = client_to(PORT + 5);
+	cp.qp_num = 0x100;
+	CHECK(rdma_connect(c[0], &cp) == 0 && readable_within(lch, 10000),
+	      "the first request is reported: errno %d", errno);
+	/* The second finds no room: no request is reported for it and nothing answers its
+	 * client (no REJECTED) while the first waits unretrieved. */
+	c[1] = client_to(PORT + 5);
+	cp.qp_num = 0x101;
+	CHECK(rdma_connect(c[1], &cp) == 0, "the second connect: errno %d", errno);
+	CHECK(!readable_within(ch, 1000), "the client of the dropped request heard nothing");
+	struct rdma_cm_event *ev = next_event(lch);
+	CHECK(ev && ev->event == RDMA_CM_EVENT_CONNECT_REQUEST && ev->listen_id == l,
+	      "the first request");
+	if (ev) {
+		CHECK(rdma_reject(ev->id, NULL, 0) == 0, "rejecting the first: errno %d", errno);
+		rdma_ack_cm_event(ev);
+	}
+	CHECK(!readable_within(lch, 0), "only one request was queued");
+	/* Room again: the dropped request is back with its REQ's retry (seconds later). */
+	ev = next_event(lch);
+	CHECK(ev && ev->event == RDMA_CM_EVENT_CONNECT_REQUEST && ev->listen_id == l,
+	      "the dropped request comes back: %s", ev ? rdma_event_str(ev->event) : "nothing");
+	if (ev) {
+		CHECK(rdma_reject(ev->id, NULL, 0) == 0, "rejecting the second: errno %d", errno);
+		rdma_ack_cm_event(ev);
+	}
+	/* Each client hears one answer: its request's REJECTED (consumer defined). */
+	for (int i = 0; i < 2; i++) {
+		ev = next_event(ch);
+		CHECK(ev && ev->event == RDMA_CM_EVENT_REJECTED && ev->status == 28 &&
+			      (ev->id == c[0] || ev->id == c[1]),
+		      "a client's REJECTED: %s status %d", ev ? rdma_event_str(ev->event) : "nothing",
+		      ev ? ev->status : 0);
+		if (ev)
+			rdma_ack_cm_event(ev);
+	}
+	for (int i = 0; i < 2; i++)
+		CHECK(rdma_destroy_id(c[i]) == 0, "destroying client %d", i);
+	CHECK(rdma_destroy_id(l) == 0, "destroying the listener");
+	rdma_destroy_event_channel(lch);
+}
+
 int main(int argc, char **argv)
 {
 	server_ip = argc > 2 ? argv[1] : "127.0.0.1";
@@ -477,6 +544,7 @@ int main(int argc, char **argv)
 	no_ece_and_ece_rejects();
 	which_events_notify_takes();
 	addresses_no_device_reaches();
+	listen_backlog();
 	rdma_destroy_event_channel(ch);
 	alarm(0);
 	printf("%d failures\n", failures);
