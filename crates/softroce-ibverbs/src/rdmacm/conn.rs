@@ -347,6 +347,17 @@ fn ud_param_event(ev: &mut Event, cm_id: &CmId, qpn: u32, qkey: u32, private_dat
     set_private_data(ev, private_data, true);
 }
 
+/// Whether `listener` has as many connection requests reported and not yet retrieved as its
+/// backlog allows (the kernel's ucma_connect_event_handler then refuses the request with
+/// -ENOMEM; rdma_listen(3): "backlog of incoming connection requests").
+fn backlog_full(listener: &CmId) -> bool {
+    let me = std::ptr::from_ref(listener).cast_mut().cast::<rdma_cm_id>();
+    let waiting = listener
+        .channel()
+        .count_where(|e| e.c.event == RDMA_CM_EVENT_CONNECT_REQUEST && e.c.listen_id == me);
+    waiting >= listener.state().backlog
+}
+
 /// A request for a service some id listens on: a new id on the listener's channel.
 fn on_request(
     r: &mut Routes,
@@ -370,14 +381,9 @@ fn on_request(
     let local = SocketAddr::new(hdr.addrs.dst(), port);
     // SAFETY: a routed id, alive under the lock.
     let listen_id = unsafe { &*(listener as *const CmId) };
-    // The kernel's ucma_connect_event_handler: past the backlog of requests not yet
-    // retrieved the request is dropped unanswered, and the requester's retried REQ comes
-    // back later (rdma_listen(3): "backlog of incoming connection requests").
-    let listener_ptr = listener as *mut rdma_cm_id;
-    let waiting = listen_id.channel().count_where(|e| {
-        e.c.event == RDMA_CM_EVENT_CONNECT_REQUEST && e.c.listen_id == listener_ptr
-    });
-    if waiting >= listen_id.state().backlog {
+    // Past the backlog the IB CM drops the REQ unanswered, and the requester's retried REQ
+    // comes back later.
+    if backlog_full(listen_id) {
         let _ = dev.with_cm(|cm, _| cm.drop_request(conn));
         return;
     }
@@ -458,6 +464,11 @@ fn on_sidr_request(
     let port = PortSpace::from_service_id(service_id).map_or(0, |(_, p)| p);
     // SAFETY: a routed id, alive under the lock.
     let listen_id = unsafe { &*(listener as *const CmId) };
+    // Past the backlog the kernel's CM refuses a SIDR_REQ (cm_destroy_id of a
+    // SIDR_REQ_RCVD ID rejects it).
+    if backlog_full(listen_id) {
+        return refuse();
+    }
     let Ok(child) = id::create_child(
         listen_id,
         index,

@@ -11,7 +11,7 @@
 
 #include "cm_common.h"
 
-#define PORT 7840 /* this program's ports: PORT .. PORT + 5 */
+#define PORT 7840 /* this program's ports: PORT .. PORT + 6 */
 #define VENDOR 0x15b3
 
 static const char *server_ip, *client_ip;
@@ -528,6 +528,52 @@ static void listen_backlog(void)
 	rdma_destroy_event_channel(lch);
 }
 
+/* The same backlog for a UDP port space listener: the kernel's CM refuses the SIDR_REQ it
+ * has no room for (SIDR_REP status 2, "rejected"): the client's RDMA_CM_EVENT_UNREACHABLE
+ * with status 2, while the request in the backlog waits. */
+static void udp_listen_backlog(void)
+{
+	step = "UDP listen backlog";
+	struct rdma_event_channel *lch = rdma_create_event_channel();
+	struct rdma_cm_id *l = NULL, *c[2] = {NULL, NULL};
+	struct sockaddr_in at = ipv4(server_ip, PORT + 6);
+	CHECK(lch && rdma_create_id(lch, &l, NULL, RDMA_PS_UDP) == 0 &&
+		      rdma_bind_addr(l, (struct sockaddr *)&at) == 0 && rdma_listen(l, 1) == 0,
+	      "a UDP listener with backlog 1: errno %d", errno);
+	if (!l)
+		return;
+	for (int i = 0; i < 2; i++) {
+		struct sockaddr_in src = ipv4(client_ip, 0);
+		struct rdma_conn_param cp = {0};
+		CHECK(rdma_create_id(ch, &c[i], NULL, RDMA_PS_UDP) == 0 &&
+			      rdma_resolve_addr(c[i], (struct sockaddr *)&src,
+						(struct sockaddr *)&at, 2000) == 0 &&
+			      next_is(RDMA_CM_EVENT_ADDR_RESOLVED, c[i], 0) &&
+			      rdma_resolve_route(c[i], 2000) == 0 &&
+			      next_is(RDMA_CM_EVENT_ROUTE_RESOLVED, c[i], 0) &&
+			      rdma_connect(c[i], &cp) == 0,
+		      "UDP client %d resolves and asks: errno %d", i, errno);
+		if (i == 0)
+			CHECK(readable_within(lch, 10000), "the first request is reported");
+	}
+	CHECK(next_is(RDMA_CM_EVENT_UNREACHABLE, c[1], 2),
+	      "the request beyond the backlog is refused");
+	struct rdma_cm_event *ev = next_event(lch);
+	CHECK(ev && ev->event == RDMA_CM_EVENT_CONNECT_REQUEST && ev->listen_id == l,
+	      "the first request waited");
+	if (ev) {
+		CHECK(rdma_reject(ev->id, NULL, 0) == 0, "rejecting it: errno %d", errno);
+		rdma_ack_cm_event(ev);
+	}
+	CHECK(next_is(RDMA_CM_EVENT_UNREACHABLE, c[0], 2), "the first client is refused too");
+	CHECK(!readable_within(lch, 0), "no other request");
+	for (int i = 0; i < 2; i++)
+		if (c[i])
+			CHECK(rdma_destroy_id(c[i]) == 0, "destroying UDP client %d", i);
+	CHECK(rdma_destroy_id(l) == 0, "destroying the UDP listener");
+	rdma_destroy_event_channel(lch);
+}
+
 int main(int argc, char **argv)
 {
 	server_ip = argc > 2 ? argv[1] : "127.0.0.1";
@@ -545,6 +591,7 @@ int main(int argc, char **argv)
 	which_events_notify_takes();
 	addresses_no_device_reaches();
 	listen_backlog();
+	udp_listen_backlog();
 	rdma_destroy_event_channel(ch);
 	alarm(0);
 	printf("%d failures\n", failures);
