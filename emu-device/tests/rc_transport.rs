@@ -8,7 +8,9 @@ use std::time::Duration;
 use common::*;
 use softroce_emu::core::*;
 use softroce_emu::sim::FilterAction;
-use softroce_wire::{Mtu, NakCode, Opcode, Psn, RocePacket, Syndrome};
+use softroce_wire::{
+    AtomicEthRepr, BthRepr, ExtRepr, Mtu, NakCode, Opcode, Psn, Qpn, RocePacket, RoceRepr, Syndrome,
+};
 
 const LONG: Duration = Duration::from_secs(30);
 
@@ -50,6 +52,40 @@ fn rc_send_of_every_size_class_at_every_mtu() {
             send_and_check(&mut pair, len);
         }
     }
+}
+
+/// ibv_query_qp(3) reports the QP as it is, as rxe (its req.psn and resp.psn) and a HCA's
+/// QP context do: after three 2-packet SENDs the sender's `sq_psn` and the receiver's
+/// `rq_psn` are 6 past the PSN both started from (across the 24-bit wrap), not what the
+/// modify to RTR/RTS set.
+#[test]
+fn query_qp_reports_the_psns_the_qps_are_at() {
+    let mut pair = Pair::new(Options {
+        mtu: Mtu::Mtu1024,
+        mem_len: 1 << 16,
+        ..Options::default()
+    });
+    let started = Psn::new(0x00ff_fff0);
+    let psns = |pair: &mut Pair, side: char| {
+        let qp = pair.side(side).qp;
+        let (attr, _) = pair.hca(side).query_qp(qp).unwrap();
+        (attr.sq_psn, attr.rq_psn)
+    };
+    assert_eq!(psns(&mut pair, 'a'), (started, started));
+    for _ in 0..3 {
+        send_and_check(&mut pair, 2000);
+    }
+    assert_eq!(
+        psns(&mut pair, 'a').0,
+        started.add(6),
+        "the sender's next PSN"
+    );
+    assert_eq!(
+        psns(&mut pair, 'b').1,
+        started.add(6),
+        "the receiver's expected PSN"
+    );
+    assert_eq!(psns(&mut pair, 'b').0, started, "the receiver sent nothing");
 }
 
 #[test]
@@ -364,19 +400,47 @@ fn missing_remote_access_right_is_a_remote_access_error() {
     );
 }
 
+/// A misaligned atomic target: rxe refuses the post (EINVAL, the QP stays in RTS); a
+/// requester that sends one anyway (another stack) gets a NAK invalid request, and the
+/// responder changes nothing (IBTA oA19-28; rxe's RESPST_ERR_MISALIGNED_ATOMIC).
 #[test]
-fn misaligned_atomic_is_an_invalid_request_and_changes_nothing() {
+fn misaligned_atomic_is_refused_at_post_and_naked_as_invalid_on_the_wire() {
     let mut pair = Pair::rc(Mtu::Mtu1024);
     pair.b.mem.write(0, &[0x11; 16]);
     let wr = atomic_wr(&pair, WrOpcode::AtomicFetchAndAdd, 4, 1, 0);
-    pair.post_send('a', wr);
-    let a = pair.completions('a', 1, LONG);
+    let aqp = pair.a.qp;
+    // SAFETY: no inline data.
+    let refused = unsafe { pair.hca('a').post_send(aqp, &[wr]) }.unwrap_err();
+    assert_eq!((refused.index, refused.error.errno()), (0, libc::EINVAL));
+    assert_eq!(pair.hca('a').qp_state(aqp).unwrap(), QpState::Rts);
+    assert!(
+        pair.completions('a', 1, LONG).is_empty(),
+        "nothing was queued"
+    );
+
+    let mut bth = BthRepr::new(
+        Opcode::RC_FETCH_ADD,
+        Qpn::from_wire(pair.b.qpn),
+        Psn::new(0x00ff_fff0),
+    );
+    bth.ack_req = true;
+    let ext = ExtRepr {
+        atomic_eth: Some(AtomicEthRepr {
+            va: pair.b.mem.addr(4),
+            rkey: pair.b.mem.keys.rkey,
+            swap_add: 1,
+            compare: 0,
+        }),
+        ..ExtRepr::default()
+    };
+    let (a, b) = (pair.a.node, pair.b.node);
+    let answer = inject(&mut pair.fabric, a, b, &RoceRepr::new(bth, ext, 0), &[]);
     assert_eq!(
-        (a[0].status, a[0].vendor_err),
-        (
-            WcStatus::RemInvReqErr,
-            VendorErr::RemoteInvalidRequest as u32
-        )
+        answer,
+        Some((
+            Opcode::RC_ACKNOWLEDGE,
+            Some(Syndrome::Nak(NakCode::InvalidRequest))
+        ))
     );
     assert_eq!(pair.b.mem.read(0, 16), [0x11; 16], "nothing was added");
     let bqp = pair.b.qp;
@@ -635,8 +699,7 @@ fn a_mad_leaves_behind_the_acks_its_device_holds() {
     let a_addr =
         std::net::SocketAddr::new(A_IP.parse().unwrap(), softroce_wire::icrc::ROCE_V2_PORT);
     let mad = [0u8; softroce_wire::mad::MAD_LEN];
-    pair.hca('b')
-        .send_mad(a_addr, softroce_wire::Qpn::new(1).unwrap(), &mad);
+    pair.hca('b').send_mad(a_addr, Qpn::new(1).unwrap(), &mad);
     let a = pair.completions('a', 1, Duration::from_millis(1));
     assert_eq!(
         a.len(),

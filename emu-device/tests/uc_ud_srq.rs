@@ -150,6 +150,38 @@ fn ud_message_larger_than_the_mtu_fails_locally() {
         QpState::Sqe,
         "UD send errors move the QP to SQE"
     );
+
+    // In SQE the send queue stays in error: a send posted there is flushed, not held for
+    // the QP's return to RTS.
+    let mut wr = pair.send_wr('a', 10, 0, 100);
+    wr.ud = Some(UdTarget {
+        ah,
+        remote_qpn: pair.b.qpn,
+        remote_qkey: 0x1111_1111,
+    });
+    pair.post_send('a', wr);
+    let a = pair.completions('a', 1, LONG);
+    assert_eq!(
+        (a.len(), a[0].wr_id, a[0].status),
+        (1, 10, WcStatus::WrFlushErr)
+    );
+    let back = QpAttr {
+        qp_state: QpState::Rts,
+        ..QpAttr::default()
+    };
+    pair.hca('a')
+        .modify_qp(qp, &back, QpAttrMask::STATE)
+        .unwrap();
+    pair.fabric.drive(1000);
+    assert!(
+        pair.poll('a').is_empty(),
+        "nothing was held to be sent or completed later"
+    );
+    assert_eq!(
+        pair.counters('b').rcvd_pkts,
+        0,
+        "the flushed send never left"
+    );
 }
 
 #[test]

@@ -210,20 +210,23 @@ fn stale_handles_are_refused_not_confused_with_new_objects() {
 fn every_transition_follows_the_ibta_table() {
     use QpState as S;
     let states = [S::Reset, S::Init, S::Rtr, S::Rts, S::Sqd, S::Sqe, S::Err];
+    // The kernel's qp_state_table: ERR from any state but RESET.
     let allowed = |t: QpType, cur: QpState, next: QpState| -> bool {
-        matches!(
-            (cur, next),
-            (_, S::Reset)
-                | (_, S::Err)
-                | (S::Reset, S::Init)
-                | (S::Init, S::Init)
-                | (S::Init, S::Rtr)
-                | (S::Rtr, S::Rts)
-                | (S::Rts, S::Rts)
-                | (S::Rts, S::Sqd)
-                | (S::Sqd, S::Rts)
-                | (S::Sqd, S::Sqd)
-        ) || (cur == S::Sqe && next == S::Rts && t != QpType::Rc)
+        (cur, next) != (S::Reset, S::Err)
+            && matches!(
+                (cur, next),
+                (_, S::Reset)
+                    | (_, S::Err)
+                    | (S::Reset, S::Init)
+                    | (S::Init, S::Init)
+                    | (S::Init, S::Rtr)
+                    | (S::Rtr, S::Rts)
+                    | (S::Rts, S::Rts)
+                    | (S::Rts, S::Sqd)
+                    | (S::Sqd, S::Rts)
+                    | (S::Sqd, S::Sqd)
+            )
+            || (cur == S::Sqe && next == S::Rts && t != QpType::Rc)
     };
     for t in [QpType::Rc, QpType::Uc, QpType::Ud] {
         for cur in states {

@@ -1946,12 +1946,15 @@ unsafe fn init_ah_from_wc(
                 raw: softroce_wire::Gid::from_ipv4(ip.src).to_bytes(),
             };
             a.grh.traffic_class = ip.tos;
+            // libibverbs' set_ah_attr_by_ipv4: the reply goes out with the TTL that came.
+            a.grh.hop_limit = ip.ttl;
             softroce_wire::Gid::from_ipv4(ip.dst)
         }
         None if flow >> 28 == 6 => {
             a.grh.dgid = grh.sgid;
             a.grh.flow_label = flow & 0xfffff;
             a.grh.traffic_class = ((flow >> 20) & 0xff) as u8;
+            a.grh.hop_limit = grh.hop_limit;
             convert::gid_from_c(&grh.dgid)
         }
         None => {
@@ -1967,7 +1970,6 @@ unsafe fn init_ah_from_wc(
         .query(|h| h.gids().iter().position(|g| *g == to))
         .unwrap_or_else(|| ctx.query(|h| h.ip_gid_index()));
     a.grh.sgid_index = u8::try_from(sgid_index).unwrap_or(0);
-    a.grh.hop_limit = 0xff;
     a.is_global = 1;
     a.sl = wc.sl;
     a.port_num = port_num;
@@ -1981,6 +1983,7 @@ struct Ipv4Fields {
     src: std::net::Ipv4Addr,
     dst: std::net::Ipv4Addr,
     tos: u8,
+    ttl: u8,
 }
 
 /// The IPv4 header in the last 20 bytes of a GRH area: version 4 when the first half is not
@@ -2011,6 +2014,7 @@ fn ipv4_header_in(grh: &ibv_grh) -> Option<Ipv4Fields> {
         src: std::net::Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]),
         dst: std::net::Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
         tos: ip[1],
+        ttl: ip[8],
     })
 }
 

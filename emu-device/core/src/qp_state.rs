@@ -41,7 +41,10 @@ pub const fn transition_rule(
     use QpState::*;
     use QpType::*;
     match (cur, next) {
-        // Any state may go to RESET or ERR (or stay there) with no attributes.
+        // A QP never brought up has nothing to fail: the kernel's table (so rxe and mlx5)
+        // has no RESET → ERR.
+        (Reset, Err) => None,
+        // Any other state may go to RESET or ERR (or stay there) with no attributes.
         (_, Reset) | (_, Err) => rule(NONE, NONE),
         (Reset, Init) => match qp_type {
             Ud => rule(bits(&[M::PKEY_INDEX, M::PORT, M::QKEY]), NONE),

@@ -305,6 +305,13 @@ int main(void)
 	CHECK(ibv_init_ah_from_wc(ctx, 1, &rwc, (struct ibv_grh *)(buf + 8192), &from) == 0 &&
 		      from.is_global && memcmp(&from.grh.dgid, &gid, 16) == 0 && from.port_num == 1,
 	      "init_ah_from_wc: the sender's GID as destination");
+	/* libibverbs answers with the hop limit that came: the IPv4 header's TTL in the GRH
+	 * area (byte 20 + 8), as rxe's 64 on loopback. */
+	const unsigned char *ip4 = (const unsigned char *)buf + 8192 + 20;
+	CHECK(from.grh.hop_limit == ip4[8] && from.grh.hop_limit == 64 &&
+		      from.grh.traffic_class == ip4[1],
+	      "init_ah_from_wc: hop limit %u from the TTL %u, traffic class %u from the TOS %u",
+	      from.grh.hop_limit, ip4[8], from.grh.traffic_class, ip4[1]);
 	CHECK(ibv_init_ah_from_wc(ctx, 2, &rwc, (struct ibv_grh *)(buf + 8192), &from) == -1,
 	      "init_ah_from_wc on port 2: -1");
 	struct ibv_ah *reply = ibv_create_ah_from_wc(pd, &rwc, (struct ibv_grh *)(buf + 8192), 1);

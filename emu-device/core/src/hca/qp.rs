@@ -465,6 +465,19 @@ impl Hca {
         let mut attr = q.attr;
         attr.cur_qp_state = attr.qp_state;
         attr.sq_draining = q.attr.qp_state == QpState::Sqd && !q.sq_drained();
+        // The QP as it is: the PSN it sends next and the one it expects next once it has
+        // them (rxe's req.psn and resp.psn; a HCA reads them from the QP context), not
+        // what the modify that started them set.
+        let state = attr.qp_state;
+        if state != QpState::Reset && state != QpState::Init {
+            attr.rq_psn = q.transport.rq_psn;
+        }
+        if matches!(
+            state,
+            QpState::Rts | QpState::Sqd | QpState::Sqe | QpState::Err
+        ) {
+            attr.sq_psn = q.transport.sq_psn;
+        }
         Ok((attr, q.init))
     }
 
@@ -901,11 +914,13 @@ impl Hca {
         all_or_nothing: bool,
     ) -> Result<(), PostError> {
         const VERB: &str = "post_send";
-        let mut in_err = false;
+        // A QP in ERR flushes what is posted, one in SQE its send queue.
+        let mut flushing = None;
         for (index, wr) in wrs.iter_mut().enumerate() {
             let fail = |error| PostError { index, error };
             let built = self.store.lookup(VERB, qp).and_then(|q| {
-                in_err = q.attr.qp_state == QpState::Err;
+                flushing =
+                    Some(q.attr.qp_state).filter(|s| matches!(s, QpState::Err | QpState::Sqe));
                 self.check_send_wr(q, wr)?;
                 // SAFETY: the caller's guarantee for inline SGE ranges is passed on.
                 unsafe { self.send_wqe(q, wr) }
@@ -925,14 +940,25 @@ impl Hca {
             let q = self.store.lookup_mut(VERB, qp).map_err(fail)?;
             self.signaled_posts += u64::from(wqe.signaled);
             q.sq.push_back(wqe);
-            if in_err && !all_or_nothing {
-                self.engine().flush_queues(qp);
+            if !all_or_nothing {
+                self.flush_posted(qp, flushing);
             }
         }
-        if in_err && all_or_nothing {
-            self.engine().flush_queues(qp);
+        if all_or_nothing {
+            self.flush_posted(qp, flushing);
         }
         Ok(())
+    }
+
+    /// Flush what was just posted on a QP in ERR (both queues) or SQE (its send queue).
+    fn flush_posted(&mut self, qp: QpHandle, state: Option<QpState>) {
+        match state {
+            Some(QpState::Err) => {
+                self.engine().flush_queues(qp);
+            }
+            Some(QpState::Sqe) => self.engine().flush_send_queue(qp),
+            _ => {}
+        }
     }
 
     fn check_send_wr(&self, q: &Qp, wr: &SendWr) -> VerbsResult<()> {
@@ -1029,6 +1055,16 @@ impl Hca {
             return Err(VerbsError::invalid(
                 VERB,
                 "an atomic needs exactly one 8-byte scatter/gather element for the result",
+            ));
+        }
+        // rxe refuses the post (a responder would NAK it as an invalid request anyway).
+        if is_atomic && wr.atomic.remote_addr % 8 != 0 {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!(
+                    "atomic remote_addr {:#x} is not 8-byte aligned",
+                    wr.atomic.remote_addr
+                ),
             ));
         }
         if wr.opcode == WrOpcode::AtomicWrite && total != 8 {

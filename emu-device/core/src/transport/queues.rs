@@ -122,6 +122,16 @@ impl Engine<'_> {
         };
         q.attr.qp_state = QpState::Sqe;
         q.attr.cur_qp_state = QpState::Sqe;
+        self.flush_send_queue(qp);
+    }
+
+    /// Complete every send WQE of the QP with IBV_WC_WR_FLUSH_ERR: a QP in SQE flushes its
+    /// send queue, those posted there later too (IBTA: the send queue stays in error until
+    /// the QP is moved back to RTS), while its receives go on.
+    pub(crate) fn flush_send_queue(&mut self, qp: QpHandle) {
+        let Some(q) = self.store.get_mut(qp) else {
+            return;
+        };
         let qpn = q.qpn.value();
         let cq = q.init.send_cq;
         let rest: Vec<SendWqe> = q.sq.drain(..).collect();
