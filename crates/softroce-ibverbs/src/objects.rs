@@ -1929,18 +1929,28 @@ unsafe fn init_ah_from_wc(
     }
     // SAFETY: non-NULL from the caller.
     let (wc, grh) = unsafe { (*wc, *grh) };
-    if wc.wc_flags & IBV_WC_GRH == 0 {
-        return Err(fail(
-            verb,
-            libc::EINVAL,
-            "RoCE needs the GRH of the completion (IBV_WC_GRH)",
-        ));
-    }
     let flow = u32::from_be(grh.version_tclass_flow);
+    // libibverbs' set_ah_attr_generic_fields, whatever the completion carried.
     let mut a: ibv_ah_attr = zeroed();
+    a.grh.flow_label = flow & 0xfffff;
+    a.dlid = wc.slid;
+    a.sl = wc.sl;
+    a.src_path_bits = wc.dlid_path_bits;
+    a.port_num = port_num;
+    if wc.wc_flags & IBV_WC_GRH == 0 {
+        // As libibverbs: a completion without a GRH gives a local (non-global) address
+        // vector, which ibv_create_ah then refuses on RoCE.
+        // SAFETY: non-NULL from the caller.
+        unsafe { *ah_attr = a };
+        return Ok(());
+    }
     // RoCEv2 over IPv4 leaves the IPv4 header in the area's last 20 bytes (libibverbs'
     // get_grh_header_version tells them apart the same way).
     let to = match ipv4_header_in(&grh) {
+        // No GID of ours is a multicast address: libibverbs does not look (EINVAL).
+        Some(ip) if ip.dst.is_multicast() => {
+            return Err(fail(verb, libc::EINVAL, "sent to a multicast group"));
+        }
         Some(ip) => {
             a.grh.dgid = ibv_gid {
                 raw: softroce_wire::Gid::from_ipv4(ip.src).to_bytes(),
@@ -1950,9 +1960,11 @@ unsafe fn init_ah_from_wc(
             a.grh.hop_limit = ip.ttl;
             softroce_wire::Gid::from_ipv4(ip.dst)
         }
+        None if flow >> 28 == 6 && convert::gid_from_c(&grh.dgid).is_multicast() => {
+            return Err(fail(verb, libc::EINVAL, "sent to a multicast group"));
+        }
         None if flow >> 28 == 6 => {
             a.grh.dgid = grh.sgid;
-            a.grh.flow_label = flow & 0xfffff;
             a.grh.traffic_class = ((flow >> 20) & 0xff) as u8;
             a.grh.hop_limit = grh.hop_limit;
             convert::gid_from_c(&grh.dgid)
@@ -1971,8 +1983,6 @@ unsafe fn init_ah_from_wc(
         .unwrap_or_else(|| ctx.query(|h| h.ip_gid_index()));
     a.grh.sgid_index = u8::try_from(sgid_index).unwrap_or(0);
     a.is_global = 1;
-    a.sl = wc.sl;
-    a.port_num = port_num;
     // SAFETY: non-NULL from the caller.
     unsafe { *ah_attr = a };
     Ok(())

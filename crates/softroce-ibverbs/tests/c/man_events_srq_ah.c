@@ -314,6 +314,17 @@ int main(void)
 	      from.grh.hop_limit, ip4[8], from.grh.traffic_class, ip4[1]);
 	CHECK(ibv_init_ah_from_wc(ctx, 2, &rwc, (struct ibv_grh *)(buf + 8192), &from) == -1,
 	      "init_ah_from_wc on port 2: -1");
+	/* As libibverbs: a completion without IBV_WC_GRH gives a local address vector (0,
+	 * not global), which ibv_create_ah then refuses on RoCE. */
+	struct ibv_wc local = rwc;
+	local.wc_flags &= ~IBV_WC_GRH;
+	struct ibv_ah_attr plain;
+	memset(&plain, 0xa5, sizeof(plain));
+	CHECK(ibv_init_ah_from_wc(ctx, 1, &local, (struct ibv_grh *)(buf + 8192), &plain) == 0 &&
+		      !plain.is_global && plain.port_num == 1 && plain.sl == local.sl &&
+		      plain.dlid == local.slid,
+	      "init_ah_from_wc without a GRH: a local address vector");
+	CHECK(ibv_create_ah(pd, &plain) == NULL, "no AH without a GRH on RoCE");
 	struct ibv_ah *reply = ibv_create_ah_from_wc(pd, &rwc, (struct ibv_grh *)(buf + 8192), 1);
 	CHECK(reply != NULL, "create_ah_from_wc: errno %d", errno);
 	if (reply) {
