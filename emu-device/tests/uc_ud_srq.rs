@@ -112,6 +112,15 @@ fn ud_receive_starts_with_the_40_byte_grh_area() {
     assert_eq!(grh.sgid, Gid::from_ip(A_IP.parse().unwrap()));
     assert_eq!(grh.dgid, Gid::from_ip(B_IP.parse().unwrap()));
     assert_eq!(pair.b.mem.read(GRH_LEN, 512), data);
+    // ibv_query_qp: each side is at the PSN after its one message (rxe's req.psn and
+    // resp.psn; a UD QP checks none).
+    let (aqp, bqp) = (pair.a.qp, pair.b.qp);
+    let a_at = pair.hca('a').query_qp(aqp).unwrap().0.sq_psn;
+    let b_at = pair.hca('b').query_qp(bqp).unwrap().0.rq_psn;
+    assert_eq!(
+        b_at, a_at,
+        "the receiver expects the PSN the sender sends next"
+    );
 }
 
 #[test]

@@ -1328,5 +1328,10 @@ fn ud_receive(
             wc.wc_flags |= WcFlags::WITH_IMM;
         }
     }
+    // A UD QP checks no PSN, but it is at the one after the message it took (rxe's
+    // resp.psn, which ibv_query_qp reports).
+    if let Some(q) = eng.store.get_mut(qp) {
+        q.transport.rq_psn = bth.psn.next();
+    }
     eng.push_recv_completion(qp, cq, wc, bth.solicited);
 }
