@@ -196,12 +196,15 @@ fn route(index: usize, dev: &Device, event: CmEvent) {
             drop(st);
             let mut ev = Event::new(me, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
             // rdma_get_cm_event(3): the event shows what the remote asked for, unclipped.
+            // A REP carries no retry count: the kernel's event has 0 there.
             let shown = Connection {
                 responder_resources: params.responder_resources,
                 initiator_depth: params.initiator_depth,
+                retry_count: 0,
                 ..conn
             };
-            conn_param_event(&mut ev, &params_echo(&shown, params.srq), &private_data);
+            let echo = params_echo(&shown, params.srq, params.flow_control);
+            conn_param_event(&mut ev, &echo, &private_data);
             if cm_id.c.qp.is_null() {
                 cm_id.report(ev);
                 return;
@@ -288,13 +291,13 @@ fn event_conn(cm_id: &CmId) -> u32 {
 }
 
 /// The `param.conn` a reply or request shows the application, from the negotiated values.
-fn params_echo(c: &Connection, srq: bool) -> rdma_conn_param {
+fn params_echo(c: &Connection, srq: bool, flow_control: bool) -> rdma_conn_param {
     rdma_conn_param {
         private_data: std::ptr::null(),
         private_data_len: 0,
         responder_resources: c.responder_resources,
         initiator_depth: c.initiator_depth,
-        flow_control: 1,
+        flow_control: u8::from(flow_control),
         retry_count: c.retry_count,
         rnr_retry_count: c.rnr_retry_count,
         srq: u8::from(srq),
@@ -430,7 +433,8 @@ fn on_request(
         initiator_depth: params.initiator_depth,
         ..c
     };
-    conn_param_event(&mut ev, &params_echo(&shown, params.srq), user);
+    let echo = params_echo(&shown, params.srq, params.flow_control);
+    conn_param_event(&mut ev, &echo, user);
     child_id.report(ev);
 }
 
@@ -635,6 +639,14 @@ fn move_qp_to_rts(cm_id: &CmId, c: &Connection) -> Result<(), c_int> {
 }
 
 /// Moves the id's QP to ERR (rdma_disconnect, a failed accept).
+/// librdmacm's rdma_get_cm_event: a REJECTED taken by the application moves the id's QP
+/// to ERR (its posted receives are flushed).
+pub(crate) fn on_retrieved_by(cm_id: &CmId, event: &Event) {
+    if event.c.event == RDMA_CM_EVENT_REJECTED {
+        qp_to_error(cm_id);
+    }
+}
+
 fn qp_to_error(cm_id: &CmId) {
     if cm_id.c.qp.is_null() {
         return;
@@ -664,14 +676,15 @@ const MAX_BACKLOG: usize = 1024;
 
 pub(crate) fn listen(cm_id: &mut CmId, backlog: c_int) -> Result<(), c_int> {
     let phase = cm_id.state().phase;
-    // ucma_listen: a listen again only updates the backlog.
     let backlog = usize::try_from(backlog)
         .ok()
         .filter(|&b| b > 0 && b < MAX_BACKLOG)
         .unwrap_or(MAX_BACKLOG);
     if phase == Phase::Listening {
+        // The kernel's ucma_listen takes the new backlog, then rdma_listen refuses an id
+        // that already listens.
         cm_id.state().backlog = backlog;
-        return Ok(());
+        return Err(libc::EINVAL);
     }
     match phase {
         // rdma_listen on an unbound id binds it to the wildcard first (the kernel does).
@@ -1064,9 +1077,14 @@ pub(crate) fn disconnect(cm_id: &mut CmId) -> Result<(), c_int> {
     // librdmacm's ucma_shutdown: the QP goes to ERR first, flushing its work requests.
     qp_to_error(cm_id);
     let dev = device(conn.device)?;
-    dev.with_cm(|cm, now| cm.disconnect(now, conn.conn, &[]))
-        .map_err(|_| libc::EINVAL)?;
-    cm_id.state().phase = Phase::Disconnected;
+    // As the kernel's rdma_disconnect: a DREQ, or the DREP of the peer's, when the
+    // connection takes one; nothing to send (a second disconnect, a UD id) is no error.
+    if dev
+        .with_cm(|cm, now| cm.disconnect(now, conn.conn, &[]))
+        .is_ok()
+    {
+        cm_id.state().phase = Phase::Disconnected;
+    }
     Ok(())
 }
 

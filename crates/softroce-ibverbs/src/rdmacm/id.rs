@@ -231,18 +231,24 @@ impl CmId {
         unsafe { &*self.channel }
     }
 
-    /// Drops events of this id taken from its channel unread: they count as acknowledged.
+    /// Drops events taken from this id's channel unread: they count as acknowledged (by
+    /// the id each is counted on).
     #[allow(clippy::vec_box)]
     pub(crate) fn discard(&self, events: Vec<Box<Event>>) {
         for event in events {
             with_registry(|r| r.events.remove(&((&raw const event.c) as usize)));
-            self.acked.fetch_add(1, Ordering::SeqCst);
+            count_ack(&event.c);
         }
     }
 
-    /// Queues an event for this id.
+    /// Queues an event for this id (counted on the id it belongs to: see [`counted_on`]).
     pub(crate) fn report(&self, event: Box<Event>) {
-        self.reported.fetch_add(1, Ordering::SeqCst);
+        let owner = counted_on(&event.c);
+        if std::ptr::eq(owner.cast_const(), std::ptr::from_ref(self).cast()) {
+            self.reported.fetch_add(1, Ordering::SeqCst);
+        } else if let Ok(owner) = id(owner) {
+            owner.reported.fetch_add(1, Ordering::SeqCst);
+        }
         let c = (&raw const event.c) as usize;
         with_registry(|r| r.events.insert(c));
         self.channel().push(event);
@@ -261,6 +267,7 @@ impl CmId {
         }
         let mut event = self.channel().pop()?;
         super::mcast::on_retrieved_by(self, &mut event);
+        super::conn::on_retrieved_by(self, &event);
         let status = event.c.status;
         let kind = event.c.event;
         self.c.event = &raw mut Box::leak(event).c;
@@ -326,9 +333,32 @@ pub(crate) fn get_event(
     }
     let mut event = channel.pop()?;
     super::mcast::on_retrieved(&mut event);
+    if let Ok(cm_id) = id(event.c.id) {
+        super::conn::on_retrieved_by(cm_id, &event);
+    }
     // SAFETY: checked non-null; the caller passes room for one pointer.
     unsafe { *out = &raw mut Box::leak(event).c };
     Ok(())
+}
+
+/// The id an event counts against until it is acknowledged: as librdmacm, a connection
+/// request is the listener's (destroying the listener waits for it; destroying the new id
+/// does not), every other event its own id's.
+fn counted_on(c: &rdma_cm_event) -> *mut rdma_cm_id {
+    if c.event == RDMA_CM_EVENT_CONNECT_REQUEST && !c.listen_id.is_null() {
+        c.listen_id
+    } else {
+        c.id
+    }
+}
+
+/// One event of `c`'s id acknowledged (or discarded): a destroy or migrate waiting for it
+/// may go on.
+fn count_ack(c: &rdma_cm_event) {
+    if let Ok(owner) = id(counted_on(c)) {
+        owner.acked.fetch_add(1, Ordering::SeqCst);
+        owner.channel().notify_acked();
+    }
 }
 
 pub(crate) fn ack_event(event: *mut rdma_cm_event) -> Result<(), c_int> {
@@ -338,10 +368,7 @@ pub(crate) fn ack_event(event: *mut rdma_cm_event) -> Result<(), c_int> {
     // SAFETY: a registered event is a leaked Box<Event> (c first); removed above, so freed
     // once.
     let event = unsafe { Box::from_raw(event.cast::<Event>()) };
-    if let Ok(cm_id) = id(event.c.id) {
-        cm_id.acked.fetch_add(1, Ordering::SeqCst);
-        cm_id.channel().notify_acked();
-    }
+    count_ack(&event.c);
     Ok(())
 }
 
@@ -371,7 +398,7 @@ pub(crate) fn migrate_id(
     // rdma_migrate_id(3): "will block while there are any unacknowledged events on the
     // current event channel" (of this id), then moves the pending ones.
     let pending = cm_id.channel().take_events_of(p);
-    let taken = pending.len();
+    let taken = pending.iter().filter(|e| counted_on(&e.c) == p).count();
     let (reported, acked) = (&cm_id.reported, &cm_id.acked);
     cm_id
         .channel()

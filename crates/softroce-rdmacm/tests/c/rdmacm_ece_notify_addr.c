@@ -11,7 +11,7 @@
 
 #include "cm_common.h"
 
-#define PORT 7840 /* this program's ports: PORT .. PORT + 6 */
+#define PORT 7840 /* this program's ports: PORT .. PORT + 9 */
 #define VENDOR 0x15b3
 
 static const char *server_ip, *client_ip;
@@ -574,6 +574,96 @@ static void udp_listen_backlog(void)
 	rdma_destroy_event_channel(lch);
 }
 
+/* rdma_get_cm_event(3): "destruction of an rdma_cm_id will block until related events
+ * have been acknowledged"; librdmacm counts a connection request against the listening id,
+ * so one thread may reject a request, destroy its new id and only then acknowledge the
+ * event (the destroy must not wait for that ack). */
+static void destroy_new_id_before_ack(void)
+{
+	step = "destroying a request's id before acking it";
+	struct rdma_cm_id *l = listen_on(PORT + 7), *c = client_to(PORT + 7);
+	struct rdma_conn_param cp = {.qp_num = 0x200, .responder_resources = 1,
+				     .initiator_depth = 1, .retry_count = 7, .rnr_retry_count = 7};
+	CHECK(rdma_connect(c, &cp) == 0, "connect: errno %d", errno);
+	struct rdma_cm_event *ev = next_event(ch);
+	CHECK(ev && ev->event == RDMA_CM_EVENT_CONNECT_REQUEST && ev->listen_id == l,
+	      "the request: %s", ev ? rdma_event_str(ev->event) : "nothing");
+	if (ev) {
+		struct rdma_cm_id *fresh = ev->id;
+		CHECK(rdma_reject(fresh, NULL, 0) == 0, "rejecting: errno %d", errno);
+		CHECK(rdma_destroy_id(fresh) == 0, "destroying the new id before the ack");
+		CHECK(rdma_ack_cm_event(ev) == 0, "acking the request afterwards");
+	}
+	CHECK(next_is(RDMA_CM_EVENT_REJECTED, c, 28), "the client is rejected");
+	CHECK(rdma_destroy_id(c) == 0 && rdma_destroy_id(l) == 0, "destroying the ids");
+}
+
+/* What librdmacm and the kernel's rdma_cm do where the pages say little: a second
+ * rdma_listen is EINVAL; the request and response events show what the peer sent (its flow
+ * control; a REP carries no retry count: 0); rdma_get_cm_event moves the QP of a REJECTED
+ * id to ERR; rdma_disconnect of a connection already disconnected returns 0. */
+static void librdmacm_details(void)
+{
+	step = "librdmacm details";
+	struct rdma_cm_id *l = listen_on(PORT + 8);
+	errno = 0;
+	CHECK(rdma_listen(l, 4) == -1 && errno == EINVAL, "listening again: errno %d", errno);
+
+	struct rdma_cm_id *c = client_to(PORT + 8);
+	struct ibv_qp_init_attr qa = rc_attr();
+	CHECK(rdma_create_qp(c, NULL, &qa) == 0, "the client's QP: errno %d", errno);
+	struct rdma_conn_param cp = {.responder_resources = 1, .initiator_depth = 1,
+				     .retry_count = 5, .rnr_retry_count = 7, .flow_control = 0};
+	CHECK(rdma_connect(c, &cp) == 0, "connect: errno %d", errno);
+	struct rdma_cm_event *ev = take(ch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	CHECK(ev && ev->param.conn.flow_control == 0 && ev->param.conn.retry_count == 5,
+	      "the request shows the client's flow control 0 and retry count 5: %d %d",
+	      ev ? ev->param.conn.flow_control : -1, ev ? ev->param.conn.retry_count : -1);
+	if (ev) {
+		struct rdma_cm_id *fresh = ev->id;
+		CHECK(rdma_reject(fresh, NULL, 0) == 0, "rejecting: errno %d", errno);
+		rdma_ack_cm_event(ev);
+		rdma_destroy_id(fresh);
+	}
+	CHECK(next_is(RDMA_CM_EVENT_REJECTED, c, 28), "REJECTED");
+	struct ibv_qp_attr qattr = {0};
+	struct ibv_qp_init_attr qinit;
+	CHECK(c->qp && ibv_query_qp(c->qp, &qattr, IBV_QP_STATE, &qinit) == 0 &&
+		      qattr.qp_state == IBV_QPS_ERR,
+	      "the REJECTED id's QP is in ERR: state %d", qattr.qp_state);
+	rdma_destroy_qp(c);
+	CHECK(rdma_destroy_id(c) == 0, "destroying the rejected client");
+
+	/* A connection of ids without QPs: the response event. */
+	c = client_to(PORT + 8);
+	cp.qp_num = 0x300;
+	CHECK(rdma_connect(c, &cp) == 0, "connect again: errno %d", errno);
+	ev = take(ch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	struct rdma_cm_id *s = ev ? ev->id : NULL;
+	struct rdma_conn_param ap = {.qp_num = 0x301, .responder_resources = 1,
+				     .initiator_depth = 1, .rnr_retry_count = 7,
+				     .flow_control = 1};
+	CHECK(s && rdma_accept(s, &ap) == 0, "accept: errno %d", errno);
+	if (ev)
+		rdma_ack_cm_event(ev);
+	ev = take(ch, RDMA_CM_EVENT_CONNECT_RESPONSE, c);
+	CHECK(ev && ev->param.conn.flow_control == 1 && ev->param.conn.retry_count == 0,
+	      "the response shows the server's flow control 1 and no retry count: %d %d",
+	      ev ? ev->param.conn.flow_control : -1, ev ? ev->param.conn.retry_count : -1);
+	if (ev)
+		rdma_ack_cm_event(ev);
+	CHECK(rdma_establish(c) == 0 && next_is(RDMA_CM_EVENT_ESTABLISHED, s, 0),
+	      "established: errno %d", errno);
+	CHECK(rdma_disconnect(c) == 0 && next_is(RDMA_CM_EVENT_DISCONNECTED, s, 0),
+	      "the client disconnects: errno %d", errno);
+	errno = 0;
+	CHECK(rdma_disconnect(c) == 0, "disconnecting again returns 0: errno %d", errno);
+	CHECK(rdma_disconnect(s) == 0 && next_is(RDMA_CM_EVENT_DISCONNECTED, c, 0),
+	      "the server answers: errno %d", errno);
+	CHECK(rdma_destroy_id(s) == 0 && rdma_destroy_id(c) == 0 && rdma_destroy_id(l) == 0,
+	      "destroying the ids");
+}
+
 int main(int argc, char **argv)
 {
 	server_ip = argc > 2 ? argv[1] : "127.0.0.1";
@@ -592,6 +682,8 @@ int main(int argc, char **argv)
 	addresses_no_device_reaches();
 	listen_backlog();
 	udp_listen_backlog();
+	destroy_new_id_before_ack();
+	librdmacm_details();
 	rdma_destroy_event_channel(ch);
 	alarm(0);
 	printf("%d failures\n", failures);
