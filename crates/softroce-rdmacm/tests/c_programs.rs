@@ -215,9 +215,13 @@ fn the_man_pages_other_rules_hold() {
 /// a client without ECE shows vendor 0; rdma_reject_ece is REJECTED status 35 (rdma_reject
 /// 28); rdma_notify is EINVAL for ids never connected or disconnected, and on a connection
 /// for events the CM does not take (QP_FATAL, LID_CHANGE, SQ_DRAINED; COMM_EST is
-/// EISCONN); a destination no device reaches (198.51.100.7, never sent to) is a synchronous
-/// failure or ADDR_ERROR -ENODEV, never ADDR_RESOLVED, and the id resolves a device's
-/// address afterwards.
+/// EISCONN, PATH_MIG taken); a destination no device reaches (198.51.100.7, never sent to)
+/// is a synchronous failure or ADDR_ERROR -ENODEV, never ADDR_RESOLVED, and the id resolves
+/// a device's address afterwards; a wildcard destination is this host; rdma_listen's
+/// backlog (a request beyond it dropped and back with its retry, a UDP one refused);
+/// destroying a request's new id before acking the request; a second listen EINVAL, the
+/// events' flow control and retry count as sent, a REJECTED id's QP in ERR, a second
+/// disconnect 0.
 #[test]
 fn ece_notify_and_address_errors_follow_librdmacm_and_the_kernel() {
     run_with(
