@@ -1139,8 +1139,15 @@ pub(crate) fn notify_path_change(cm_id: &mut CmId) -> Result<(), c_int> {
 
 /// `rdma_init_qp_attr`: the attributes of `attr.qp_state` for the id's QP.
 pub(crate) fn init_qp_attr(cm_id: &CmId, attr: &mut ibv_qp_attr) -> Result<c_int, c_int> {
-    let conn = cm_id.state().conn;
+    let (conn, phase) = {
+        let st = cm_id.state();
+        (st.conn, st.phase)
+    };
     match conn {
+        // The kernel's cm_init_qp_*_attr: a connection that ended has no attributes left.
+        Some(_) if cm_id.c.qp_type != IBV_QPT_UD as c_int && phase == Phase::Disconnected => {
+            Err(libc::EINVAL)
+        }
         Some(c) if cm_id.c.qp_type != IBV_QPT_UD as c_int => connected_qp_attr(cm_id, &c, attr),
         _ => super::qp::unconnected_qp_attr(cm_id, attr),
     }

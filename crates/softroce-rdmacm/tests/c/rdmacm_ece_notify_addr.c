@@ -660,6 +660,12 @@ static void librdmacm_details(void)
 	CHECK(rdma_disconnect(c) == 0, "disconnecting again returns 0: errno %d", errno);
 	CHECK(rdma_disconnect(s) == 0 && next_is(RDMA_CM_EVENT_DISCONNECTED, c, 0),
 	      "the server answers: errno %d", errno);
+	/* The kernel's cm_init_qp_rts_attr: a connection that ended has no QP attributes. */
+	struct ibv_qp_attr rts = {.qp_state = IBV_QPS_RTS};
+	int mask = 0;
+	errno = 0;
+	CHECK(rdma_init_qp_attr(c, &rts, &mask) == -1 && errno == EINVAL,
+	      "rdma_init_qp_attr(RTS) after the disconnect: errno %d", errno);
 	CHECK(rdma_destroy_id(s) == 0 && rdma_destroy_id(c) == 0 && rdma_destroy_id(l) == 0,
 	      "destroying the ids");
 }
