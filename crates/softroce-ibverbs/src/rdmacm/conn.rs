@@ -586,7 +586,12 @@ pub(crate) fn connected_qp_attr(
             };
             ah.grh.sgid_index = 0;
             ah.grh.hop_limit = 64;
-            ah.grh.traffic_class = cm_id.state().tos;
+            // The route's traffic class (the TOS when the route was resolved, as the
+            // kernel's AV from the path record; a TOS set later changes neither).
+            ah.grh.traffic_class = {
+                let st = cm_id.state();
+                st.path.as_ref().map_or(st.tos, |p| p.traffic_class)
+            };
             attr.ah_attr = ah;
             attr.path_mtu = c.mtu;
             attr.dest_qp_num = c.remote_qpn;

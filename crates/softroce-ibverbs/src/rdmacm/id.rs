@@ -839,7 +839,13 @@ fn fill_path(cm_id: &mut CmId, device: usize, tos: u8) -> Result<(), c_int> {
         rate_selector: 2,
         rate: IBV_RATE_10_GBPS as u8,
         packet_life_time_selector: 2,
-        packet_life_time: 16,
+        // The kernel's cma_resolve_iboe_route: CMA_IBOE_PACKET_LIFETIME, or with an
+        // ACK timeout set (RDMA_OPTION_ID_ACK_TIMEOUT) one less than it.
+        packet_life_time: cm_id
+            .state()
+            .ack_timeout
+            .filter(|&t| t > 0)
+            .map_or(16, |t| t - 1),
         preference: 0,
     });
     cm_id.c.route.path_rec = &raw mut *path;

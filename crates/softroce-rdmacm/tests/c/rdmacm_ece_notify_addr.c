@@ -634,8 +634,15 @@ static void librdmacm_details(void)
 	rdma_destroy_qp(c);
 	CHECK(rdma_destroy_id(c) == 0, "destroying the rejected client");
 
-	/* A connection of ids without QPs: the response event. */
+	/* A connection of ids without QPs: the response event. The route was resolved with
+	 * TOS 0; a TOS set afterwards changes neither the path record nor the QP's AV (the
+	 * kernel's AV comes from the path record). */
 	c = client_to(PORT + 8);
+	uint8_t tos = 64;
+	CHECK(rdma_set_option(c, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof(tos)) == 0,
+	      "TOS after the route: errno %d", errno);
+	CHECK(c->route.path_rec && c->route.path_rec->traffic_class == 0,
+	      "the path record keeps traffic class 0");
 	cp.qp_num = 0x300;
 	CHECK(rdma_connect(c, &cp) == 0, "connect again: errno %d", errno);
 	ev = take(ch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
@@ -652,6 +659,10 @@ static void librdmacm_details(void)
 	      ev ? ev->param.conn.flow_control : -1, ev ? ev->param.conn.retry_count : -1);
 	if (ev)
 		rdma_ack_cm_event(ev);
+	struct ibv_qp_attr rtr = {.qp_state = IBV_QPS_RTR};
+	int rtr_mask = 0;
+	CHECK(rdma_init_qp_attr(c, &rtr, &rtr_mask) == 0 && rtr.ah_attr.grh.traffic_class == 0,
+	      "the RTR AV's traffic class is the route's: %u", rtr.ah_attr.grh.traffic_class);
 	CHECK(rdma_establish(c) == 0 && next_is(RDMA_CM_EVENT_ESTABLISHED, s, 0),
 	      "established: errno %d", errno);
 	CHECK(rdma_disconnect(c) == 0 && next_is(RDMA_CM_EVENT_DISCONNECTED, s, 0),
@@ -668,6 +679,33 @@ static void librdmacm_details(void)
 	      "rdma_init_qp_attr(RTS) after the disconnect: errno %d", errno);
 	CHECK(rdma_destroy_id(s) == 0 && rdma_destroy_id(c) == 0 && rdma_destroy_id(l) == 0,
 	      "destroying the ids");
+}
+
+/* rdma_set_option(3) RDMA_OPTION_ID_ACK_TIMEOUT before the route: the kernel's RoCE route
+ * takes a packet life time one less than the timeout (CMA_IBOE_PACKET_LIFETIME 16
+ * otherwise), and RDMA_OPTION_ID_TOS the traffic class. */
+static void route_options(void)
+{
+	step = "route options";
+	struct rdma_cm_id *r = NULL;
+	struct sockaddr_in src = ipv4(client_ip, 0), dst = ipv4(server_ip, PORT + 9);
+	uint8_t timeout = 14, tos = 32;
+	CHECK(rdma_create_id(ch, &r, NULL, RDMA_PS_TCP) == 0 &&
+		      rdma_set_option(r, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &timeout,
+				      sizeof(timeout)) == 0 &&
+		      rdma_set_option(r, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof(tos)) == 0 &&
+		      rdma_resolve_addr(r, (struct sockaddr *)&src, (struct sockaddr *)&dst, 2000) ==
+			      0 &&
+		      next_is(RDMA_CM_EVENT_ADDR_RESOLVED, r, 0) && rdma_resolve_route(r, 2000) == 0 &&
+		      next_is(RDMA_CM_EVENT_ROUTE_RESOLVED, r, 0),
+	      "a route with ACK timeout 14 and TOS 32: errno %d", errno);
+	CHECK(r && r->route.path_rec && r->route.path_rec->packet_life_time == 13 &&
+		      r->route.path_rec->traffic_class == 32,
+	      "the path record: packet life time %u, traffic class %u",
+	      r && r->route.path_rec ? r->route.path_rec->packet_life_time : 0,
+	      r && r->route.path_rec ? r->route.path_rec->traffic_class : 0);
+	if (r)
+		CHECK(rdma_destroy_id(r) == 0, "destroying the id");
 }
 
 int main(int argc, char **argv)
@@ -690,6 +728,7 @@ int main(int argc, char **argv)
 	udp_listen_backlog();
 	destroy_new_id_before_ack();
 	librdmacm_details();
+	route_options();
 	rdma_destroy_event_channel(ch);
 	alarm(0);
 	printf("%d failures\n", failures);
