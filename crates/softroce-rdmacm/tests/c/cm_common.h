@@ -59,6 +59,40 @@ static inline int expect(struct rdma_event_channel *ch, enum rdma_cm_event_type 
 	return 0;
 }
 
+/* An RC id on `ch` whose address (and, when `route`, route) from `from` to to:port is
+ * resolved; exits when that fails. */
+static inline struct rdma_cm_id *resolved_on(struct rdma_event_channel *ch, const char *from,
+					     const char *to, int port, int route)
+{
+	struct rdma_cm_id *c = NULL;
+	struct sockaddr_in src = ipv4(from, 0), dst = ipv4(to, port);
+	if (rdma_create_id(ch, &c, NULL, RDMA_PS_TCP) ||
+	    rdma_resolve_addr(c, (struct sockaddr *)&src, (struct sockaddr *)&dst, 2000) ||
+	    expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, c, NULL) ||
+	    (route && (rdma_resolve_route(c, 2000) ||
+		       expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, c, NULL)))) {
+		fprintf(stderr, "resolving %s -> %s:%d: errno %d\n", from, to, port, errno);
+		exit(2);
+	}
+	return c;
+}
+
+/* The next event on `ch`, which must be `type` for `id` with `status`; acked. 1 when it
+ * is (and what came instead said otherwise). */
+static inline int next_event_is(struct rdma_event_channel *ch, enum rdma_cm_event_type type,
+				struct rdma_cm_id *id, int status)
+{
+	struct rdma_cm_event *ev = next_event(ch);
+	int ok = ev && ev->event == type && ev->id == id && ev->status == status;
+	if (!ok)
+		fprintf(stderr, "expected %s status %d, got %s status %d%s\n", rdma_event_str(type),
+			status, ev ? rdma_event_str(ev->event) : "nothing", ev ? ev->status : 0,
+			ev && ev->id != id ? " for another id" : "");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	return ok;
+}
+
 /* Open file descriptors of this process. */
 static inline int open_fds(void)
 {

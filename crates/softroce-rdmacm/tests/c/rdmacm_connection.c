@@ -17,16 +17,7 @@ static struct rdma_cm_id *listener;
 /* A client id on softroce1 with its route to the listener resolved. */
 static struct rdma_cm_id *resolved_client(void)
 {
-	struct rdma_cm_id *c = NULL;
-	struct sockaddr_in src = ipv4(client_ip, 0), dst = ipv4(server_ip, PORT);
-	if (rdma_create_id(ch, &c, NULL, RDMA_PS_TCP) ||
-	    rdma_resolve_addr(c, (struct sockaddr *)&src, (struct sockaddr *)&dst, 2000) ||
-	    expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, c, NULL) || rdma_resolve_route(c, 2000) ||
-	    expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, c, NULL)) {
-		fprintf(stderr, "resolving a client: errno %d\n", errno);
-		exit(2);
-	}
-	return c;
+	return resolved_on(ch, client_ip, server_ip, PORT, 1);
 }
 
 static struct ibv_qp_init_attr rc_attr(void)

@@ -41,16 +41,7 @@ static struct ibv_qp_init_attr rc_attr(void)
  * fails. */
 static struct rdma_cm_id *client_to(int port)
 {
-	struct rdma_cm_id *c = NULL;
-	struct sockaddr_in src = ipv4(client_ip, 0), dst = ipv4(server_ip, port);
-	if (rdma_create_id(ch, &c, NULL, RDMA_PS_TCP) ||
-	    rdma_resolve_addr(c, (struct sockaddr *)&src, (struct sockaddr *)&dst, 2000) ||
-	    expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, c, NULL) || rdma_resolve_route(c, 2000) ||
-	    expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, c, NULL)) {
-		fprintf(stderr, "resolving a client: errno %d\n", errno);
-		exit(2);
-	}
-	return c;
+	return resolved_on(ch, client_ip, server_ip, port, 1);
 }
 
 static struct rdma_cm_id *listen_on(int port)
@@ -65,18 +56,10 @@ static struct rdma_cm_id *listen_on(int port)
 	return l;
 }
 
-/* The next event, which must be `type` for `id` with `status`; acked. 1 when it is. */
+/* The next event on this program's channel: see next_event_is. */
 static int next_is(enum rdma_cm_event_type type, struct rdma_cm_id *id, int status)
 {
-	struct rdma_cm_event *ev = next_event(ch);
-	int ok = ev && ev->event == type && ev->id == id && ev->status == status;
-	if (!ok)
-		fprintf(stderr, "expected %s status %d, got %s status %d%s\n", rdma_event_str(type),
-			status, ev ? rdma_event_str(ev->event) : "nothing", ev ? ev->status : 0,
-			ev && ev->id != id ? " for another id" : "");
-	if (ev)
-		rdma_ack_cm_event(ev);
-	return ok;
+	return next_event_is(ch, type, id, status);
 }
 
 /* A QP of the application's own ("external QP") on `verbs`, with its PD and CQ. */

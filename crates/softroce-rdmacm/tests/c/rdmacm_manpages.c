@@ -56,17 +56,7 @@ static int all_zero(const void *p, size_t n)
  * exits when that fails. */
 static struct rdma_cm_id *resolved_id(const char *from, const char *to, int port, int route)
 {
-	struct rdma_cm_id *c = NULL;
-	struct sockaddr_in src = ipv4(from, 0), dst = ipv4(to, port);
-	if (rdma_create_id(ch, &c, NULL, RDMA_PS_TCP) ||
-	    rdma_resolve_addr(c, (struct sockaddr *)&src, (struct sockaddr *)&dst, 2000) ||
-	    expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, c, NULL) ||
-	    (route && (rdma_resolve_route(c, 2000) ||
-		       expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, c, NULL)))) {
-		fprintf(stderr, "resolving %s -> %s:%d: errno %d\n", from, to, port, errno);
-		exit(2);
-	}
-	return c;
+	return resolved_on(ch, from, to, port, route);
 }
 
 /* A client on softroce1 with its route to the server's port resolved. */
@@ -88,18 +78,10 @@ static struct rdma_cm_id *listen_on(const char *ip, int port, void *context)
 	return l;
 }
 
-/* The next event, which must be `type` for `id` with `status`; acked. 1 when it is. */
+/* The next event on this program's channel: see next_event_is. */
 static int next_is(enum rdma_cm_event_type type, struct rdma_cm_id *id, int status)
 {
-	struct rdma_cm_event *ev = next_event(ch);
-	int ok = ev && ev->event == type && ev->id == id && ev->status == status;
-	if (!ok)
-		fprintf(stderr, "expected %s status %d, got %s status %d%s\n", rdma_event_str(type),
-			status, ev ? rdma_event_str(ev->event) : "nothing", ev ? ev->status : 0,
-			ev && ev->id != id ? " for another id" : "");
-	if (ev)
-		rdma_ack_cm_event(ev);
-	return ok;
+	return next_event_is(ch, type, id, status);
 }
 
 /* Both ESTABLISHED events, in either order: 1 when both came; the client's through *client
