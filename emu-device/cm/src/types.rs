@@ -9,7 +9,7 @@ use softroce_wire::cm::{
 use softroce_wire::{Gid, Mtu, Psn, Qpn};
 
 /// `IB_CM_REJ_TIMEOUT`: the active side gave up (sent when a pending request is destroyed).
-pub const REJ_TIMEOUT: u16 = 3;
+pub const REJ_TIMEOUT: u16 = 4;
 /// `IB_CM_REJ_INVALID_SERVICE_ID`: nobody listens on the requested service ID.
 pub const REJ_INVALID_SERVICE_ID: u16 = 8;
 /// `IB_CM_REJ_STALE_CONN`: the request names a QP that is still connected (or the comm ID

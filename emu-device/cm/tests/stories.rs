@@ -530,11 +530,14 @@ fn destroying_a_pending_request_rejects_it_at_the_peer() {
     pair.a.cm.destroy(a_id).unwrap();
     pair.run();
 
-    // The REJ (reason timeout, our CA GUID in the ARI) finds B's half-open connection.
+    // The REJ (reason IB_CM_REJ_TIMEOUT, 4 in ib_cm.h; our CA GUID in the ARI) finds B's
+    // half-open connection.
     assert!(
         pair.b
-            .find(|e| matches!(e, CmEvent::Rejected { .. }))
-            .is_some()
+            .find(|e| matches!(e, CmEvent::Rejected { reason: 4, .. }))
+            .is_some(),
+        "B saw {:?}",
+        pair.b.event_list()
     );
     assert!(
         pair.a
