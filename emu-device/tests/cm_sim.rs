@@ -126,7 +126,7 @@ impl Story {
                         ep.accept(now, *id, params).unwrap();
                     }
                     CmEvent::ConnectResponse { id, .. } => ep.send_rtu(*id, &[]).unwrap(),
-                    CmEvent::Disconnected { id } => {
+                    CmEvent::Disconnected { id, .. } => {
                         // Our own DREQ's answer needs nothing; a peer's DREQ gets its DREP.
                         let _ = ep.disconnect(now, *id, &[]);
                     }

@@ -1018,8 +1018,10 @@ impl CmEndpoint {
         let first_report = !conn.disconnect_reported;
         conn.disconnect_reported = true;
         if first_report {
-            self.events
-                .push_back(CmEvent::Disconnected { id: ConnId(local) });
+            self.events.push_back(CmEvent::Disconnected {
+                id: ConnId(local),
+                timed_out: false,
+            });
         }
         if simultaneous {
             // Both sides asked to disconnect; ours already did, so answer for it (rdma_cm
@@ -1044,8 +1046,10 @@ impl CmEndpoint {
         let first_report = !conn.disconnect_reported;
         conn.disconnect_reported = true;
         if first_report {
-            self.events
-                .push_back(CmEvent::Disconnected { id: ConnId(local) });
+            self.events.push_back(CmEvent::Disconnected {
+                id: ConnId(local),
+                timed_out: false,
+            });
         }
         self.enter_timewait(now, local);
     }
@@ -1145,7 +1149,10 @@ impl CmEndpoint {
                 let first_report = !conn.disconnect_reported;
                 conn.disconnect_reported = true;
                 if first_report {
-                    self.events.push_back(CmEvent::Disconnected { id });
+                    self.events.push_back(CmEvent::Disconnected {
+                        id,
+                        timed_out: true,
+                    });
                 }
                 self.enter_timewait(now, local);
             }

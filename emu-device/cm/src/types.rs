@@ -347,6 +347,9 @@ pub enum CmEvent {
     Disconnected {
         /// The connection.
         id: ConnId,
+        /// Our DREQ went unanswered through every retry (the kernel's `IB_CM_DREQ_ERROR`,
+        /// which rdma_cm reports as DISCONNECTED with status -ETIMEDOUT).
+        timed_out: bool,
     },
     /// Time-wait is over: the QP may be reused; the ID is forgotten.
     TimeWaitExit {
@@ -395,7 +398,7 @@ impl CmEvent {
             | Self::Established { id }
             | Self::Rejected { id, .. }
             | Self::Unreachable { id }
-            | Self::Disconnected { id }
+            | Self::Disconnected { id, .. }
             | Self::TimeWaitExit { id }
             | Self::SidrRequest { id, .. }
             | Self::SidrResponse { id, .. }

@@ -191,8 +191,40 @@ fn a_lost_dreq_is_retried() {
 
     assert_eq!(pair.a.sent_count(CmAttr::Dreq), 2);
     assert_eq!(pair.b.count(is_disconnected), 1);
+    // The retry was answered: not a timed-out disconnect.
+    assert_eq!(
+        pair.a.find(is_disconnected).map(|(_, e)| e),
+        Some(CmEvent::Disconnected {
+            id: a_id,
+            timed_out: false
+        })
+    );
     assert_eq!(pair.a.count(is_timewait_exit), 1);
     assert!(pair.is_clean());
+}
+
+#[test]
+fn a_dreq_nobody_answers_ends_in_a_timed_out_disconnect() {
+    let mut pair = Pair::default();
+    pair.rule(Side::A, CmAttr::Dreq, None, Fate::Drop);
+    let a_id = pair.start_connect();
+    pair.run_until(|p| p.b.count(is_established) == 1);
+    pair.a.cm.disconnect(pair.now, a_id, &[]).unwrap();
+    pair.run();
+
+    // Every retry went out and was lost: A reports the disconnect as timed out (rdma_cm's
+    // DISCONNECTED with status -ETIMEDOUT) and still passes through time-wait.
+    assert!(pair.a.sent_count(CmAttr::Dreq) > 2);
+    assert_eq!(
+        pair.a.find(is_disconnected).map(|(_, e)| e),
+        Some(CmEvent::Disconnected {
+            id: a_id,
+            timed_out: true
+        })
+    );
+    assert_eq!(pair.a.count(is_timewait_exit), 1);
+    // B heard nothing: its connection is still up.
+    assert_eq!(pair.b.count(is_disconnected), 0);
 }
 
 #[test]

@@ -111,9 +111,21 @@ fn two_devices_connect_and_disconnect_through_their_qp1s() {
 
     // A disconnects; B answers; both see DISCONNECTED, then time-wait ends.
     a.with_cm(|cm, now| cm.disconnect(now, a_id, &[])).unwrap();
-    assert_eq!(event(&b), CmEvent::Disconnected { id: b_id });
+    assert_eq!(
+        event(&b),
+        CmEvent::Disconnected {
+            id: b_id,
+            timed_out: false
+        }
+    );
     b.with_cm(|cm, now| cm.disconnect(now, b_id, &[])).unwrap();
-    assert_eq!(event(&a), CmEvent::Disconnected { id: a_id });
+    assert_eq!(
+        event(&a),
+        CmEvent::Disconnected {
+            id: a_id,
+            timed_out: false
+        }
+    );
     assert_eq!(event(&a), CmEvent::TimeWaitExit { id: a_id });
     assert_eq!(event(&b), CmEvent::TimeWaitExit { id: b_id });
     assert_eq!(a.with_cm(|cm, _| cm.connection_count()), 0);

@@ -1029,7 +1029,10 @@ impl Rdmacm {
             }),
             RDMA_CM_EVENT_UNREACHABLE => Some(CmEvent::Unreachable { id }),
             RDMA_CM_EVENT_DISCONNECTED | RDMA_CM_EVENT_DEVICE_REMOVAL => {
-                Some(CmEvent::Disconnected { id })
+                Some(CmEvent::Disconnected {
+                    id,
+                    timed_out: raw.status == -libc::ETIMEDOUT,
+                })
             }
             RDMA_CM_EVENT_TIMEWAIT_EXIT => Some(CmEvent::TimeWaitExit { id }),
             _ => None,

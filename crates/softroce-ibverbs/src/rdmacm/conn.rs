@@ -253,9 +253,11 @@ fn route(index: usize, dev: &Device, event: CmEvent) {
             cm_id.state().phase = Phase::Disconnected;
             cm_id.report(Event::new(me, RDMA_CM_EVENT_UNREACHABLE, -libc::ETIMEDOUT));
         }
-        CmEvent::Disconnected { .. } => {
+        CmEvent::Disconnected { timed_out, .. } => {
             cm_id.state().phase = Phase::Disconnected;
-            cm_id.report(Event::new(me, RDMA_CM_EVENT_DISCONNECTED, 0));
+            // The kernel's cma_ib_handler: a DREQ that went unanswered is -ETIMEDOUT.
+            let status = if timed_out { -libc::ETIMEDOUT } else { 0 };
+            cm_id.report(Event::new(me, RDMA_CM_EVENT_DISCONNECTED, status));
         }
         CmEvent::TimeWaitExit { .. } => {
             r.conns.remove(&(index, event_conn(cm_id)));
@@ -1090,7 +1092,9 @@ pub(crate) fn disconnect(cm_id: &mut CmId) -> Result<(), c_int> {
     {
         cm_id.state().phase = Phase::Disconnected;
     }
-    Ok(())
+    // librdmacm's rdma_disconnect ends in ucma_complete: a synchronous id waits for its next
+    // event (DISCONNECTED once the peer answers; status -ETIMEDOUT if it never does).
+    cm_id.complete()
 }
 
 /// `rdma_establish`: the active side of an id without a QP completes the connection after

@@ -550,6 +550,7 @@ static void calls_that_block(void)
 /* The server of the synchronous endpoints, on its own thread (synchronous calls block). */
 static struct rdma_cm_id *sync_listener;
 static const char sync_hello[] = "sync-hello";
+static volatile int server_disconnecting;
 
 static void *sync_server(void *arg)
 {
@@ -584,7 +585,17 @@ static void *sync_server(void *arg)
 	CHECK(mr && rdma_get_recv_comp(s, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
 		      wc.wr_id == 0x51 && in == 0xabcdef,
 	      "received %#lx", (unsigned long)in);
+	/* The client's synchronous rdma_disconnect must wait for this one (its DISCONNECTED
+	 * comes with our answer): it checks the flag once it returns. */
+	usleep(200000);
+	server_disconnecting = 1;
 	CHECK(rdma_disconnect(s) == 0, "synchronous rdma_disconnect (server): errno %d", errno);
+	/* librdmacm's rdma_disconnect ends in ucma_complete: a synchronous id returns with its
+	 * next event, DISCONNECTED, in s->event, its QP in the error state. */
+	CHECK(s->event && s->event->event == RDMA_CM_EVENT_DISCONNECTED && s->event->status == 0,
+	      "after a synchronous rdma_disconnect, s->event is DISCONNECTED (%s)",
+	      s->event ? rdma_event_str(s->event->event) : "none");
+	CHECK(s->qp && qp_attr(s->qp).qp_state == IBV_QPS_ERR, "the server's QP is in ERR");
 	if (mr)
 		rdma_dereg_mr(mr);
 	rdma_destroy_ep(s);
@@ -668,6 +679,20 @@ static void synchronous_endpoints(void)
 		      "a send from the client");
 		CHECK(rdma_disconnect(c) == 0, "synchronous rdma_disconnect (client): errno %d",
 		      errno);
+		CHECK(server_disconnecting,
+		      "a synchronous rdma_disconnect returns once the peer has disconnected too");
+		CHECK(c->event && c->event->event == RDMA_CM_EVENT_DISCONNECTED &&
+			      c->event->status == 0,
+		      "after a synchronous rdma_disconnect, c->event is DISCONNECTED (%s)",
+		      c->event ? rdma_event_str(c->event->event) : "none");
+		CHECK(qp_attr(c->qp).qp_state == IBV_QPS_ERR, "the client's QP is in ERR");
+		/* A second one: the CM has nothing to send (0), and ucma_complete waits for the
+		 * id's next event, the end of time-wait. */
+		CHECK(rdma_disconnect(c) == 0 && c->event &&
+			      c->event->event == RDMA_CM_EVENT_TIMEWAIT_EXIT,
+		      "a second synchronous rdma_disconnect returns with TIMEWAIT_EXIT (%s): "
+		      "errno %d",
+		      c->event ? rdma_event_str(c->event->event) : "none", errno);
 	}
 	pthread_join(th, NULL);
 	if (mr)

@@ -314,7 +314,7 @@ impl Pair {
                 CmEvent::ConnectResponse { id, .. } if node.react.rtu => {
                     node.cm.send_rtu(id, b"thanks").unwrap();
                 }
-                CmEvent::Disconnected { id }
+                CmEvent::Disconnected { id, .. }
                     if node.react.answer_dreq && node.cm.state(id) == Some(CmState::DreqRcvd) =>
                 {
                     node.cm.disconnect(now, id, &[]).unwrap();
