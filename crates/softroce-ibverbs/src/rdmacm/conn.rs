@@ -224,7 +224,9 @@ fn route(index: usize, dev: &Device, event: CmEvent) {
                 Err(_) => {
                     let _ = dev.with_cm(|cm, now| cm.reject(now, conn.conn, &[]));
                     ev.c.event = RDMA_CM_EVENT_CONNECT_ERROR;
-                    ev.c.status = -libc::EINVAL;
+                    // librdmacm's ucma_process_conn_resp returns -1 (errno set), and that
+                    // is the event's status: a synchronous rdma_connect then fails EPERM.
+                    ev.c.status = -1;
                 }
             }
             cm_id.report(ev);
@@ -907,7 +909,8 @@ pub(crate) unsafe fn connect(cm_id: &mut CmId, param: *const rdma_conn_param) ->
         rnr_retry_count,
         path_mtu: mtu_of_code(mtu),
         srq,
-        flow_control: param.is_none_or(|p| p.flow_control != 0),
+        // librdmacm's ucma_copy_conn_param_to_kern: no parameters, no flow control.
+        flow_control: param.is_some_and(|p| p.flow_control != 0),
         private_data,
     };
     with_routes(|r| {
@@ -1027,7 +1030,8 @@ pub(crate) unsafe fn accept(cm_id: &mut CmId, param: *const rdma_conn_param) -> 
         initiator_depth,
         rnr_retry_count: param.map_or(7, |p| p.rnr_retry_count.min(7)),
         srq,
-        flow_control: param.is_none_or(|p| p.flow_control != 0),
+        // librdmacm's ucma_copy_conn_param_to_kern: no parameters, no flow control.
+        flow_control: param.is_some_and(|p| p.flow_control != 0),
         private_data: user,
     };
     if dev.cm_accept(c.conn, accept).is_err() {

@@ -617,6 +617,28 @@ static void librdmacm_details(void)
 	rdma_destroy_qp(c);
 	CHECK(rdma_destroy_id(c) == 0, "destroying the rejected client");
 
+	/* rdma_connect without parameters: librdmacm's defaults are retry counts 7 and no
+	 * flow control (ucma_copy_conn_param_to_kern). */
+	c = client_to(PORT + 8);
+	qa = rc_attr();
+	CHECK(rdma_create_qp(c, NULL, &qa) == 0, "the second client's QP: errno %d", errno);
+	CHECK(rdma_connect(c, NULL) == 0, "connect without parameters: errno %d", errno);
+	ev = take(ch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	CHECK(ev && ev->param.conn.flow_control == 0 && ev->param.conn.retry_count == 7 &&
+		      ev->param.conn.rnr_retry_count == 7,
+	      "the request shows flow control 0 and retry counts 7, 7: %d %d %d",
+	      ev ? ev->param.conn.flow_control : -1, ev ? ev->param.conn.retry_count : -1,
+	      ev ? ev->param.conn.rnr_retry_count : -1);
+	if (ev) {
+		struct rdma_cm_id *fresh = ev->id;
+		CHECK(rdma_reject(fresh, NULL, 0) == 0, "rejecting: errno %d", errno);
+		rdma_ack_cm_event(ev);
+		rdma_destroy_id(fresh);
+	}
+	CHECK(next_is(RDMA_CM_EVENT_REJECTED, c, 28), "REJECTED");
+	rdma_destroy_qp(c);
+	CHECK(rdma_destroy_id(c) == 0, "destroying the second rejected client");
+
 	/* A connection of ids without QPs: the response event. The route was resolved with
 	 * TOS 0; a TOS set afterwards changes neither the path record nor the QP's AV (the
 	 * kernel's AV comes from the path record). */
