@@ -83,6 +83,7 @@ impl Story {
         let a = self.node(self.a);
         let params = ConnectParams {
             ece: Default::default(),
+            path: None,
             xrc: false,
             remote_gid: b_gid,
             service_id,

@@ -57,6 +57,7 @@ fn comm_ids_carry_the_slot() {
                     Instant::now(),
                     ConnectParams {
                         ece: Default::default(),
+                        path: None,
                         xrc: false,
                         remote_gid: Gid::from_ip("127.80.4.2".parse().unwrap()),
                         service_id: PortSpace::Tcp.service_id(7471),

@@ -797,6 +797,7 @@ impl ConnectionManager {
             cma_private_data(&hdr, &options.private_data).map_err(|e| cm_error("connect", e))?;
         let params = ConnectParams {
             ece: Default::default(),
+            path: None,
             xrc: false,
             remote_gid: Gid::ZERO,
             service_id: PortSpace::Tcp.service_id(to.port()),

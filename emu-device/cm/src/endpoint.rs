@@ -56,6 +56,9 @@ struct Connection {
     max_retries: u8,
     /// The path's ACK timeout exponent (`av.timeout`): time-wait length and MRA grace.
     ack_timeout: u8,
+    /// The active side's path packet life time: with the REP's target ACK delay, the
+    /// connection's ACK timeout (`cm_rep_handler`).
+    packet_life_time: u8,
     outstanding: Option<Outstanding>,
     timewait_until: Option<Instant>,
     /// The RTU or MRA we sent, resent when the message it answers comes again.
@@ -84,6 +87,7 @@ impl Connection {
             response_timeout: cm_timeout(config.cm_response_timeout),
             max_retries: config.max_cm_retries,
             ack_timeout: config.packet_life_time.saturating_add(1).min(31),
+            packet_life_time: config.packet_life_time,
             outstanding: None,
             timewait_until: None,
             last_reply: None,
@@ -313,22 +317,32 @@ impl CmEndpoint {
         conn.service_id = params.service_id;
         conn.xrc = params.xrc;
         conn.tid = self.tid_for(local);
+        let route = params.path.unwrap_or(PathParams {
+            traffic_class: 0,
+            flow_label: 0,
+            hop_limit: ROCE_HOP_LIMIT,
+            sl: 0,
+            packet_life_time: cfg.packet_life_time,
+        });
+        let plt = route.packet_life_time.min(31);
+        conn.packet_life_time = plt;
         // The active side waits for the REQ's round trip plus the peer's processing time.
-        conn.response_timeout =
-            cm_timeout(cfg.packet_life_time) * 2 + cm_timeout(cfg.cm_response_timeout);
+        conn.response_timeout = cm_timeout(plt) * 2 + cm_timeout(cfg.cm_response_timeout);
         conn.max_retries = cfg.max_cm_retries.min(15);
+        // The kernel's cm_format_req: the route's GRH fields; subnet-local when the packets
+        // never leave the subnet.
         let path = CmPathRepr {
             local_lid: PERMISSIVE_LID,
             remote_lid: PERMISSIVE_LID,
             local_gid: cfg.local_gid,
             remote_gid: params.remote_gid,
-            flow_label: 0,
+            flow_label: route.flow_label & 0xf_ffff,
             packet_rate: 0,
-            traffic_class: 0,
-            hop_limit: ROCE_HOP_LIMIT,
-            sl: 0,
-            subnet_local: false,
-            local_ack_timeout: cm_ack_timeout(cfg.ack_delay, cfg.packet_life_time),
+            traffic_class: route.traffic_class,
+            hop_limit: route.hop_limit,
+            sl: route.sl & 0xf,
+            subnet_local: route.hop_limit <= 1,
+            local_ack_timeout: cm_ack_timeout(cfg.ack_delay, plt),
         };
         let req = CmReqRepr {
             local_comm_id: local,
@@ -742,6 +756,13 @@ impl CmEndpoint {
             srq: req.srq,
             flow_control: req.end_to_end_flow_control,
             local_ack_timeout: req.primary_path.local_ack_timeout,
+            path: PathParams {
+                traffic_class: req.primary_path.traffic_class,
+                flow_label: req.primary_path.flow_label,
+                hop_limit: req.primary_path.hop_limit,
+                sl: req.primary_path.sl,
+                packet_life_time: req.primary_path.local_ack_timeout.saturating_sub(1),
+            },
             ece: Ece {
                 vendor_id: req.vendor_id,
                 options: ece_options,
@@ -901,10 +922,10 @@ impl CmEndpoint {
         if self.refuse_stale(now, from, remote_qpn_key, stale_rej) {
             return;
         }
-        let ack_timeout = cm_ack_timeout(rep.target_ack_delay, self.config.packet_life_time);
         let Some(conn) = self.connections.get_mut(&local) else {
             return;
         };
+        let ack_timeout = cm_ack_timeout(rep.target_ack_delay, conn.packet_life_time);
         conn.state = CmState::RepRcvd;
         conn.outstanding = None;
         conn.remote_comm_id = rep.local_comm_id;

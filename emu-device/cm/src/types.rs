@@ -140,6 +140,25 @@ pub struct Ece {
     pub options: u32,
 }
 
+/// A RoCE path as the REQ's primary path carries it: the GRH fields the passive side's QP
+/// sends with and the packet life time its ACK timeout follows from (the kernel's
+/// `cm_format_req` and `cm_format_paths_from_req`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathParams {
+    /// GRH traffic class (rdma_cm: the id's TOS when the route was resolved).
+    pub traffic_class: u8,
+    /// GRH flow label (20 bits).
+    pub flow_label: u32,
+    /// GRH hop limit.
+    pub hop_limit: u8,
+    /// Service level.
+    pub sl: u8,
+    /// Packet life time exponent: the REQ's Local ACK Timeout is
+    /// [`cm_ack_timeout`](crate::cm_ack_timeout)`(ack delay, packet_life_time)`; on the
+    /// passive side, one less than the REQ's Local ACK Timeout.
+    pub packet_life_time: u8,
+}
+
 /// What [`CmEndpoint::connect`](crate::CmEndpoint::connect) puts in the REQ.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectParams {
@@ -172,6 +191,9 @@ pub struct ConnectParams {
     pub flow_control: bool,
     /// ECE options offered (REQ).
     pub ece: Ece,
+    /// The route's path; `None`: traffic class, flow label and SL 0, hop limit 64 and the
+    /// configured packet life time.
+    pub path: Option<PathParams>,
     /// Private data (at most 92 bytes; rdma_cm starts it with a `cma_hdr`, see
     /// [`cma_private_data`](crate::cma_private_data)).
     pub private_data: Vec<u8>,
@@ -238,6 +260,9 @@ pub struct RequestParams {
     pub flow_control: bool,
     /// Local ACK timeout exponent of the primary path (our QP's `timeout`).
     pub local_ack_timeout: u8,
+    /// The primary path the REQ carries (its packet life time one less than the Local ACK
+    /// Timeout, as the kernel's `cm_format_paths_from_req`).
+    pub path: PathParams,
     /// The requester's ECE offer.
     pub ece: Ece,
 }

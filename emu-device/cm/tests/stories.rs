@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use harness::*;
 use softroce_emu_cm::{
-    AcceptParams, CmEvent, CmState, ConnectParams, Ece, REJ_CONSUMER_DEFINED,
+    AcceptParams, CmEvent, CmState, ConnectParams, Ece, PathParams, REJ_CONSUMER_DEFINED,
     REJ_INVALID_SERVICE_ID, REJ_STALE_CONN, REJ_VENDOR_OPTION_NOT_SUPPORTED, SIDR_SUCCESS,
     SIDR_UNSUPPORTED, SidrParams, SidrReply, cm_timeout,
 };
@@ -320,6 +320,7 @@ fn ece_options_ride_the_req_and_the_rep_answers_them() {
     };
     let params = ConnectParams {
         ece: offer,
+        path: None,
         ..pair.connect_params()
     };
     pair.a.cm.connect(pair.now, params).unwrap();
@@ -761,4 +762,40 @@ fn an_xrc_connection_names_the_target_in_the_local_eecn() {
         unreachable!()
     };
     assert_eq!(params.remote_qpn, Qpn::new(B_QPN).unwrap());
+}
+
+#[test]
+fn the_request_carries_the_route_and_the_passive_side_reads_it_back() {
+    let mut pair = Pair::default();
+    pair.b.react.accept = false;
+    pair.b.cm.listen(SERVICE).unwrap();
+    let mut params = pair.connect_params();
+    // rdma_cm's route: TOS 32, a flow label from the ports, an ACK timeout of 14 set
+    // before the route (packet life time 13).
+    params.path = Some(PathParams {
+        traffic_class: 32,
+        flow_label: 0x12345,
+        hop_limit: 64,
+        sl: 3,
+        packet_life_time: 13,
+    });
+    pair.a.cm.connect(pair.now, params).unwrap();
+    pair.run_until(|p| p.b.count(is_request) == 1);
+
+    let Some((_, CmEvent::ConnectRequest { params, .. })) = pair.b.find(is_request) else {
+        unreachable!()
+    };
+    // The REQ's Local ACK Timeout is cm_ack_timeout(ack delay 15, 13) = 16; the passive
+    // side's packet life time one less (the kernel's cm_format_paths_from_req).
+    assert_eq!(params.local_ack_timeout, 16);
+    assert_eq!(
+        params.path,
+        PathParams {
+            traffic_class: 32,
+            flow_label: 0x12345,
+            hop_limit: 64,
+            sl: 3,
+            packet_life_time: 15,
+        }
+    );
 }

@@ -26,6 +26,7 @@ fn start(ip: &str) -> Device {
 fn connect_params(qpn: u32, private_data: &[u8]) -> ConnectParams {
     ConnectParams {
         ece: Default::default(),
+        path: None,
         xrc: false,
         remote_gid: Gid::ZERO, // taken from the peer's address
         service_id: PortSpace::Tcp.service_id(7471),

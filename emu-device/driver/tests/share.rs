@@ -400,6 +400,7 @@ fn listens_are_exclusive_across_processes_and_reqs_reach_the_listening_guest() {
 
     let params = ConnectParams {
         ece: Default::default(),
+        path: None,
         xrc: false,
         remote_gid: Gid::ZERO,
         service_id: y,

@@ -30,7 +30,8 @@ use std::time::Duration;
 use libc::sockaddr;
 use libloading::Library;
 use softroce_emu::cm::{
-    CmEvent, ConnId, ReplyParams, RequestParams, cma_private_data, cma_sidr_private_data,
+    CmEvent, ConnId, PathParams, ReplyParams, RequestParams, cma_private_data,
+    cma_sidr_private_data,
 };
 use softroce_emu::core::AhAttr;
 use softroce_ibverbs_abi as sys;
@@ -1140,6 +1141,14 @@ impl Rdmacm {
                 srq: raw.srq,
                 flow_control: raw.flow_control,
                 local_ack_timeout: 0,
+                // The hardware's CM keeps the path and programs the QP from it.
+                path: PathParams {
+                    traffic_class: 0,
+                    flow_label: 0,
+                    hop_limit: 64,
+                    sl: 0,
+                    packet_life_time: 0,
+                },
             },
             private_data: private_data.unwrap_or(raw.private_data),
         })

@@ -20,8 +20,8 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use softroce_emu::cm::{
-    AcceptParams, CmEvent, ConnId, ConnectParams, SidrParams, SidrReply, cma_private_data,
-    cma_sidr_private_data, split_cma_private_data,
+    AcceptParams, CmEvent, ConnId, ConnectParams, PathParams, SidrParams, SidrReply,
+    cma_private_data, cma_sidr_private_data, split_cma_private_data,
 };
 use softroce_emu::driver::Device;
 use softroce_ibverbs_abi::rdmacm::*;
@@ -394,7 +394,7 @@ fn on_request(
         let _ = dev.with_cm(|cm, _| cm.drop_request(conn));
         return;
     }
-    let Ok(child) = id::create_child(listen_id, index, local, peer) else {
+    let Ok(child) = id::create_child(listen_id, index, local, peer, Some(&params.path)) else {
         let _ = dev.with_cm(|cm, now| cm.reject(now, conn, &[]));
         return;
     };
@@ -417,10 +417,10 @@ fn on_request(
         initiator_depth: params.initiator_depth.min(max.1),
         retry_count: params.retry_count,
         rnr_retry_count: params.rnr_retry_count,
-        timeout: listen_id
-            .state()
-            .ack_timeout
-            .unwrap_or(params.local_ack_timeout),
+        // The kernel's cm_init_av_by_path: the path's packet life time plus one, the
+        // REQ's Local ACK Timeout (an ACK timeout set on the new id before rdma_accept
+        // overrides it).
+        timeout: params.local_ack_timeout.max(1),
     };
     {
         let mut st = child_id.state();
@@ -482,6 +482,7 @@ fn on_sidr_request(
         index,
         SocketAddr::new(hdr.addrs.dst(), port),
         SocketAddr::new(hdr.addrs.src(), hdr.src_port),
+        None,
     ) else {
         return refuse();
     };
@@ -590,12 +591,18 @@ pub(crate) fn connected_qp_attr(
             };
             ah.grh.sgid_index = 0;
             ah.grh.hop_limit = 64;
-            // The route's traffic class (the TOS when the route was resolved, as the
-            // kernel's AV from the path record; a TOS set later changes neither).
-            ah.grh.traffic_class = {
+            // The route's traffic class, flow label and SL (the TOS when the route was
+            // resolved, as the kernel's AV from the path record; a TOS set later changes
+            // neither; the passive side's path is the REQ's).
+            {
                 let st = cm_id.state();
-                st.path.as_ref().map_or(st.tos, |p| p.traffic_class)
-            };
+                ah.grh.traffic_class = st.path.as_ref().map_or(st.tos, |p| p.traffic_class);
+                if let Some(p) = st.path.as_ref() {
+                    ah.grh.flow_label = u32::from_be(p.flow_label);
+                    ah.grh.hop_limit = p.hop_limit;
+                    ah.sl = p.sl;
+                }
+            }
             attr.ah_attr = ah;
             attr.path_mtu = c.mtu;
             attr.dest_qp_num = c.remote_qpn;
@@ -896,7 +903,16 @@ pub(crate) unsafe fn connect(cm_id: &mut CmId, param: *const rdma_conn_param) ->
         .map_or(IBV_MTU_1024, |p| u32::from(p.mtu));
     let local_psn = random_psn();
     let ack_timeout = cm_id.state().ack_timeout;
+    // The kernel's cm_format_req: the REQ carries the route's path record.
+    let path = cm_id.state().path.as_ref().map(|p| PathParams {
+        traffic_class: p.traffic_class,
+        flow_label: u32::from_be(p.flow_label),
+        hop_limit: p.hop_limit,
+        sl: p.sl,
+        packet_life_time: p.packet_life_time,
+    });
     let params = ConnectParams {
+        path,
         ece: cm_id.state().local_ece,
         xrc: cm_id.c.qp_type == IBV_QPT_XRC_SEND as c_int,
         remote_gid,

@@ -10,6 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
+use softroce_emu::cm::PathParams;
 use softroce_ibverbs_abi::rdmacm::*;
 use softroce_ibverbs_abi::*;
 use softroce_wire::{Gid, ROCE_V2_PORT};
@@ -819,13 +820,14 @@ pub(crate) fn resolve_route(cm_id: &mut CmId) -> Result<(), c_int> {
 /// Gives the id its path record to the destination it resolved.
 fn fill_path(cm_id: &mut CmId, device: usize, tos: u8) -> Result<(), c_int> {
     let active_mtu = port_active_mtu(device)?;
+    let flow_label = roce_flow_label(cm_id);
     let mut path = Box::new(ibv_sa_path_rec {
         dgid: cm_id.c.route.addr.ibaddr.dgid,
         sgid: cm_id.c.route.addr.ibaddr.sgid,
         dlid: 0,
         slid: 0,
         raw_traffic: 0,
-        flow_label: 0,
+        flow_label: flow_label.to_be(),
         // The kernel's route for RoCE: the IP hop limit, the TOS as traffic class, the
         // netdev's MTU, CMA_IBOE_PACKET_LIFETIME.
         hop_limit: 64,
@@ -854,6 +856,28 @@ fn fill_path(cm_id: &mut CmId, device: usize, tos: u8) -> Result<(), c_int> {
     Ok(())
 }
 
+/// The kernel's RoCEv2 route flow label (`cma_get_roce_udp_flow_label`): an IPv6 source's
+/// own flow label, else a hash of the source and destination ports.
+fn roce_flow_label(cm_id: &CmId) -> u32 {
+    const FLOW_LABEL_MASK: u32 = 0xf_ffff;
+    // SAFETY: reading our own sockaddr unions.
+    let ends = unsafe {
+        (
+            socket_addr_from_c(&cm_id.c.route.addr.src.addr),
+            socket_addr_from_c(&cm_id.c.route.addr.dst.addr),
+        )
+    };
+    match ends {
+        (Ok(SocketAddr::V6(src)), _) if src.flowinfo() & FLOW_LABEL_MASK != 0 => {
+            src.flowinfo() & FLOW_LABEL_MASK
+        }
+        (Ok(src), Ok(dst)) => {
+            (u32::from(src.port()) * 31 + u32::from(dst.port())) & FLOW_LABEL_MASK
+        }
+        _ => 0,
+    }
+}
+
 /// The active MTU (`enum ibv_mtu`) of device `index`'s port; 1024 when unknown.
 pub(crate) fn port_mtu(index: usize) -> u32 {
     port_active_mtu(index).map_or(IBV_MTU_1024, u32::from)
@@ -865,18 +889,23 @@ pub(crate) fn device_count() -> usize {
 }
 
 /// A new id for a connection request that `listener` takes: its channel, context and port
-/// space, on device `index`, from `local` to `peer`, with the route resolved. Returns its
-/// address; the caller sets its connection.
+/// space, on device `index`, from `local` to `peer`, with the route resolved. A connection
+/// request's id takes its path from the REQ's primary path (`request_path`), as the
+/// kernel's `cm_format_paths_from_req`: the requester's traffic class, flow label and SL,
+/// our own route's hop limit, a packet life time one less than the REQ's ACK timeout; the
+/// listener's TOS and ACK timeout are not inherited. Returns its address; the caller sets
+/// its connection.
 pub(crate) fn create_child(
     listener: &CmId,
     index: usize,
     local: SocketAddr,
     peer: SocketAddr,
+    request_path: Option<&PathParams>,
 ) -> Result<usize, c_int> {
     let p = create_id(listener.c.channel, listener.c.context, listener.c.ps)?;
     let child = id(p)?;
     child.c.qp_type = listener.c.qp_type;
-    let tos = listener.state().tos;
+    let tos = request_path.map_or(listener.state().tos, |r| r.traffic_class);
     let built = (|| {
         attach_device(child, index)?;
         write_sockaddr(&mut child.c.route.addr.src, local);
@@ -886,8 +915,14 @@ pub(crate) fn create_child(
         };
         fill_path(child, index, tos)?;
         let mut st = child.state();
-        st.tos = tos;
-        st.ack_timeout = listener.state().ack_timeout;
+        if let (Some(r), Some(path)) = (request_path, st.path.as_mut()) {
+            path.flow_label = (r.flow_label & 0xf_ffff).to_be();
+            path.sl = r.sl;
+            path.packet_life_time = r.packet_life_time;
+        } else {
+            st.tos = tos;
+            st.ack_timeout = listener.state().ack_timeout;
+        }
         st.device = Some(index);
         Ok(())
     })();

@@ -709,8 +709,79 @@ static void route_options(void)
 	      "the path record: packet life time %u, traffic class %u",
 	      r && r->route.path_rec ? r->route.path_rec->packet_life_time : 0,
 	      r && r->route.path_rec ? r->route.path_rec->traffic_class : 0);
-	if (r)
-		CHECK(rdma_destroy_id(r) == 0, "destroying the id");
+	if (!r || !r->route.path_rec)
+		return;
+	/* The kernel's RoCEv2 route flow label: (source port * 31 + destination port) masked
+	 * to 20 bits (cma_get_roce_udp_flow_label). */
+	uint32_t sport = ntohs(rdma_get_src_port(r)), dport = PORT + 9;
+	uint32_t fl = (sport * 31 + dport) & 0xfffff;
+	CHECK(r->route.path_rec->flow_label == htobe32(fl) && r->route.path_rec->hop_limit == 64,
+	      "the path's flow label %#x (want %#x), hop limit %u",
+	      be32toh(r->route.path_rec->flow_label), fl, r->route.path_rec->hop_limit);
+
+	/* The passive side's path is the REQ's primary path (the kernel's
+	 * cm_format_paths_from_req): the client's traffic class and flow label, a packet life
+	 * time one less than the REQ's Local ACK Timeout (cm_ack_timeout(15, 13) = 16); its QP's
+	 * timeout is that plus one. The listener's own TOS and ACK timeout are not inherited. */
+	struct rdma_cm_id *l = listen_on(PORT + 9);
+	uint8_t listener_tos = 0x48, listener_timeout = 20;
+	CHECK(rdma_set_option(l, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &listener_tos,
+			      sizeof(listener_tos)) == 0 &&
+		      rdma_set_option(l, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+				      &listener_timeout, sizeof(listener_timeout)) == 0,
+	      "the listener's TOS and ACK timeout: errno %d", errno);
+	struct ibv_qp_init_attr qa = rc_attr();
+	struct rdma_conn_param cp = {.responder_resources = 1, .initiator_depth = 1,
+				     .retry_count = 7, .rnr_retry_count = 7};
+	CHECK(rdma_create_qp(r, NULL, &qa) == 0 && rdma_connect(r, &cp) == 0,
+	      "connecting: errno %d", errno);
+	struct rdma_cm_event *ev = take(ch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	struct rdma_cm_id *s = ev ? ev->id : NULL;
+	struct ibv_sa_path_rec *sp = s ? s->route.path_rec : NULL;
+	CHECK(sp && s->route.num_paths == 1 && sp->traffic_class == 32 &&
+		      sp->packet_life_time == 15 && sp->hop_limit == 64 &&
+		      sp->flow_label == htobe32(fl),
+	      "the new id's path: traffic class %u, packet life time %u, hop limit %u, flow "
+	      "label %#x",
+	      sp ? sp->traffic_class : 0, sp ? sp->packet_life_time : 0, sp ? sp->hop_limit : 0,
+	      sp ? be32toh(sp->flow_label) : 0);
+	if (ev)
+		rdma_ack_cm_event(ev);
+	if (!s) {
+		rdma_destroy_id(l);
+		return;
+	}
+	struct ibv_qp_attr rtr = {.qp_state = IBV_QPS_RTR}, rts = {.qp_state = IBV_QPS_RTS};
+	int rtr_mask = 0, rts_mask = 0;
+	CHECK(rdma_init_qp_attr(s, &rtr, &rtr_mask) == 0 && rtr.ah_attr.is_global &&
+		      rtr.ah_attr.grh.traffic_class == 32 && rtr.ah_attr.grh.flow_label == fl &&
+		      rtr.ah_attr.grh.hop_limit == 64,
+	      "the passive RTR AV: traffic class %u, flow label %#x, hop limit %u",
+	      rtr.ah_attr.grh.traffic_class, rtr.ah_attr.grh.flow_label, rtr.ah_attr.grh.hop_limit);
+	CHECK(rdma_init_qp_attr(s, &rts, &rts_mask) == 0 && rts.timeout == 16,
+	      "the passive RTS timeout: %u", rts.timeout);
+	qa = rc_attr();
+	CHECK(rdma_create_qp(s, NULL, &qa) == 0 && rdma_accept(s, NULL) == 0,
+	      "accepting: errno %d", errno);
+	CHECK(next_is(RDMA_CM_EVENT_ESTABLISHED, r, 0) && next_is(RDMA_CM_EVENT_ESTABLISHED, s, 0),
+	      "established");
+	struct ibv_qp_attr qattr;
+	struct ibv_qp_init_attr qinit;
+	CHECK(s->qp && ibv_query_qp(s->qp, &qattr, IBV_QP_AV | IBV_QP_TIMEOUT, &qinit) == 0 &&
+		      qattr.ah_attr.grh.traffic_class == 32 && qattr.timeout == 16,
+	      "the passive QP: traffic class %u, timeout %u", qattr.ah_attr.grh.traffic_class,
+	      qattr.timeout);
+	CHECK(r->qp && ibv_query_qp(r->qp, &qattr, IBV_QP_AV | IBV_QP_TIMEOUT, &qinit) == 0 &&
+		      qattr.ah_attr.grh.traffic_class == 32 && qattr.timeout == 14,
+	      "the active QP: traffic class %u, timeout %u (its ACK timeout option)",
+	      qattr.ah_attr.grh.traffic_class, qattr.timeout);
+	CHECK(rdma_disconnect(r) == 0 && next_is(RDMA_CM_EVENT_DISCONNECTED, s, 0) &&
+		      rdma_disconnect(s) == 0 && next_is(RDMA_CM_EVENT_DISCONNECTED, r, 0),
+	      "disconnected");
+	rdma_destroy_qp(s);
+	rdma_destroy_qp(r);
+	CHECK(rdma_destroy_id(s) == 0 && rdma_destroy_id(r) == 0 && rdma_destroy_id(l) == 0,
+	      "destroying the ids");
 }
 
 int main(int argc, char **argv)

@@ -221,6 +221,7 @@ impl Pair {
     pub fn connect_params(&self) -> ConnectParams {
         ConnectParams {
             ece: Default::default(),
+            path: None,
             xrc: self.a.xrc,
             remote_gid: self.b.gid,
             service_id: SERVICE,

@@ -73,6 +73,7 @@ impl Script<'_> {
 fn connect_params(remote_gid: Gid, service_id: u64, qpn: u32) -> ConnectParams {
     ConnectParams {
         ece: Default::default(),
+        path: None,
         remote_gid,
         service_id,
         local_qpn: Qpn::from_wire(qpn.max(2)),
