@@ -208,6 +208,22 @@ fn the_man_pages_other_rules_hold() {
     );
 }
 
+/// Port sharing as the kernel's rdma_cm has it (two devices): REUSEADDR ids share an address
+/// until one listens (rdma_listen then EADDRINUSE, or EADDRNOTAVAIL on a wildcard), the
+/// option turned on after binding or resolving but off only before, AFONLY only before
+/// resolving; a wildcard conflicts as EADDRNOTAVAIL, the same address as EADDRINUSE, another
+/// address not at all, a resolved wildcard id by its routed source; IPv4 ids and AFONLY
+/// [::] ids keep to their family (no conflict, each listener hears its own family), a [::]
+/// id taking both conflicts with 0.0.0.0 and hears IPv4 requests.
+#[test]
+fn ports_are_shared_as_the_kernel_shares_them() {
+    run_with(
+        "rdmacm_port_sharing",
+        &["127.77.32.5", "127.77.32.6"],
+        library_dir(),
+    );
+}
+
 /// ECE, rdma_notify and address errors as librdmacm and the kernel have them (two
 /// devices): rdma_set_local_ece refuses a NULL ece, vendor_id 0, a comp_mask, and (with
 /// rdma_get_remote_ece) ids with a QP; with external QPs the client's ECE reaches the

@@ -503,19 +503,25 @@ fn on_sidr_request(
     child_id.report(ev);
 }
 
-/// The id listening on `service` of device `index` for `dst`: bound to it, or to a wildcard.
+/// The id listening on `service` of device `index` for `dst`: bound to it, or to a wildcard
+/// that takes `dst`'s family (the kernel's cma_match_private_data: a wildcard taking only
+/// its own family, AFONLY, does not hear the other).
 fn listener_for(r: &Routes, index: usize, service: u64, dst: IpAddr) -> Option<usize> {
     let ids = r.listeners.get(&(index, service))?;
     let bound = |&&p: &&usize| {
         // SAFETY: routed ids are alive while the lock is held.
         let cm_id = unsafe { &*(p as *const CmId) };
-        cm_id.state().bound.map(|b| b.ip())
+        let st = cm_id.state();
+        st.bound.map(|b| (b.ip(), id::afonly(&st, b.ip())))
     };
     ids.iter()
-        .find(|p| bound(p) == Some(dst))
+        .find(|p| bound(p).is_some_and(|(ip, _)| ip == dst))
         .or_else(|| {
-            ids.iter()
-                .find(|p| bound(p).is_some_and(|ip| ip.is_unspecified()))
+            ids.iter().find(|p| {
+                bound(p).is_some_and(|(ip, afonly)| {
+                    ip.is_unspecified() && (!afonly || ip.is_ipv4() == dst.is_ipv4())
+                })
+            })
         })
         .copied()
 }
@@ -711,6 +717,7 @@ pub(crate) fn listen(cm_id: &mut CmId, backlog: c_int) -> Result<(), c_int> {
         Phase::Bound => {}
         _ => return Err(libc::EINVAL),
     }
+    id::claim_port_for_listening(cm_id)?;
     cm_id.state().backlog = backlog;
     let (bound, bound_device) = {
         let st = cm_id.state();

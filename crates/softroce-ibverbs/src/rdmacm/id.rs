@@ -67,7 +67,11 @@ pub(crate) struct IdState {
     pub(crate) bound: Option<SocketAddr>,
     pub(crate) tos: u8,
     pub(crate) reuse_address: bool,
-    pub(crate) ipv6_only: bool,
+    /// RDMA_OPTION_ID_AFONLY as set (`None`: the kernel's default, see [`afonly`]).
+    pub(crate) afonly: Option<bool>,
+    /// The source address resolving gave an id bound to a wildcard (the kernel's
+    /// `cma_src_addr`, which port conflicts compare).
+    pub(crate) routed_source: Option<IpAddr>,
     pub(crate) ack_timeout: Option<u8>,
     /// The path record `route.path_rec` points at.
     pub(crate) path: Option<Box<ibv_sa_path_rec>>,
@@ -191,7 +195,8 @@ pub(crate) fn create_id(
             bound: None,
             tos: 0,
             reuse_address: false,
-            ipv6_only: false,
+            afonly: None,
+            routed_source: None,
             ack_timeout: None,
             path: None,
             conn: None,
@@ -573,38 +578,125 @@ const EPHEMERAL_PORTS: std::ops::RangeInclusive<u16> = 32768..=60999;
 fn take_port(cm_id: &CmId, ip: IpAddr, port: u16) -> Result<u16, c_int> {
     let me = std::ptr::from_ref(cm_id) as usize;
     let ps = cm_id.c.ps;
-    let reuse = cm_id.state().reuse_address;
+    let (reuse, afonly) = {
+        let st = cm_id.state();
+        (st.reuse_address, afonly(&st, ip))
+    };
+    // The kernel's cma_use_port: a port below 1024 needs CAP_NET_BIND_SERVICE.
+    if port != 0 && port < 1024 && !may_bind_privileged_ports() {
+        return Err(libc::EACCES);
+    }
     with_registry(|r| {
-        let conflicts = |r: &Registry, port: u16| {
-            r.ports.get(&(ps, port)).is_some_and(|holders| {
-                holders.iter().any(|&other| {
-                    // SAFETY: holders are registered ids (removed from here before freeing).
-                    let other = unsafe { &*(other as *const CmId) };
-                    let state = other.state();
-                    let other_ip = state.bound.map_or(ip, |b| b.ip());
-                    let overlap =
-                        ip.is_unspecified() || other_ip.is_unspecified() || other_ip == ip;
-                    let shared = reuse && state.reuse_address && state.phase != Phase::Listening;
-                    overlap && !shared
-                })
-            })
-        };
         let port = if port == 0 {
             // Start where a hash of the id points, as the kernel starts at a random port.
+            // An ephemeral port is one nobody holds (the kernel's cma_alloc_any_port, less
+            // its sharing between ids to different destinations).
             let span = u32::from(EPHEMERAL_PORTS.end() - EPHEMERAL_PORTS.start()) + 1;
             let start = (me as u32 / 64).wrapping_mul(2_654_435_761) % span;
             (0..span)
                 .map(|i| EPHEMERAL_PORTS.start() + ((start + i) % span) as u16)
-                .find(|&p| !conflicts(r, p))
+                .find(|&p| r.ports.get(&(ps, p)).is_none_or(|h| h.is_empty()))
                 .ok_or(libc::EADDRNOTAVAIL)?
-        } else if conflicts(r, port) {
-            return Err(libc::EADDRINUSE);
         } else {
+            check_port(r, me, (ps, port), ip, afonly, reuse)?;
             port
         };
         r.ports.entry((ps, port)).or_default().push(me);
         Ok(port)
     })
+}
+
+/// The kernel's cma_check_port: whether the id `me` may hold `key`'s port at `ip` beside
+/// its other holders. A holder sharing with us (both REUSEADDR, `reuse`) or of the other
+/// family (both AFONLY) never conflicts; otherwise a wildcard on either side is
+/// EADDRNOTAVAIL and the same address EADDRINUSE.
+fn check_port(
+    r: &Registry,
+    me: usize,
+    key: (c_int, u16),
+    ip: IpAddr,
+    afonly: bool,
+    reuse: bool,
+) -> Result<(), c_int> {
+    let Some(holders) = r.ports.get(&key) else {
+        return Ok(());
+    };
+    for &other in holders.iter().filter(|&&h| h != me) {
+        // SAFETY: holders are registered ids (removed from here before freeing).
+        let other = unsafe { &*(other as *const CmId) };
+        let st = other.state();
+        if reuse && st.reuse_address {
+            continue;
+        }
+        let Some(other_ip) = st.routed_source.or_else(|| st.bound.map(|b| b.ip())) else {
+            continue;
+        };
+        if afonly && self::afonly(&st, other_ip) && ip.is_ipv4() != other_ip.is_ipv4() {
+            continue;
+        }
+        if is_any_address(ip) || is_any_address(other_ip) {
+            return Err(libc::EADDRNOTAVAIL);
+        }
+        if ip == other_ip {
+            return Err(libc::EADDRINUSE);
+        }
+    }
+    Ok(())
+}
+
+/// The kernel's listen-time check (rdma_listen of a REUSEADDR id): a listener is alone on
+/// its address and port whatever the other holders' REUSEADDR; it then shares no more.
+pub(crate) fn claim_port_for_listening(cm_id: &CmId) -> Result<(), c_int> {
+    let me = std::ptr::from_ref(cm_id) as usize;
+    let (reuse, bound, afonly) = {
+        let st = cm_id.state();
+        let Some(bound) = st.bound else {
+            return Err(libc::EINVAL);
+        };
+        (st.reuse_address, bound, afonly(&st, bound.ip()))
+    };
+    if !reuse {
+        return Ok(());
+    }
+    with_registry(|r| check_port(r, me, (cm_id.c.ps, bound.port()), bound.ip(), afonly, false))?;
+    cm_id.state().reuse_address = false;
+    Ok(())
+}
+
+/// The kernel's cma_any_addr: a wildcard, 0.0.0.0/8 or loopback address. softroce's
+/// devices live on 127.x addresses, so a loopback address that names a device is a specific
+/// address here (the kernel's loopback has no RDMA device of its own).
+fn is_any_address(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) if v4.octets()[0] == 0 => true,
+        ip if ip.is_unspecified() => true,
+        ip => ip.is_loopback() && device_with(ip).is_none(),
+    }
+}
+
+/// Whether an id bound at `ip` takes only its own address family: RDMA_OPTION_ID_AFONLY
+/// when set, else the kernel's default (IPv4 ids always, IPv6 ids as
+/// net.ipv6.bindv6only).
+pub(crate) fn afonly(state: &IdState, ip: IpAddr) -> bool {
+    state.afonly.unwrap_or_else(|| {
+        ip.is_ipv4()
+            || std::fs::read_to_string("/proc/sys/net/ipv6/bindv6only")
+                .is_ok_and(|v| v.trim() == "1")
+    })
+}
+
+/// Whether this process may bind ports below 1024 (CAP_NET_BIND_SERVICE in its effective
+/// set; assumed when /proc does not say).
+fn may_bind_privileged_ports() -> bool {
+    const CAP_NET_BIND_SERVICE: u32 = 10;
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .is_none_or(|caps| caps & (1 << CAP_NET_BIND_SERVICE) != 0)
 }
 
 fn release_port(cm_id: &CmId) {
@@ -760,7 +852,9 @@ pub(crate) fn resolve_addr(
         let port = cm_id.state().bound.map_or(0, |b| b.port());
         let source = SocketAddr::new(source_ip, port);
         write_sockaddr(&mut cm_id.c.route.addr.src, source);
-        cm_id.state().device = Some(device);
+        let mut st = cm_id.state();
+        st.device = Some(device);
+        st.routed_source = Some(source_ip);
     }
     write_sockaddr(&mut cm_id.c.route.addr.dst, dst);
     // A loopback destination is not always this device itself, as in the kernel: softroce's
@@ -979,7 +1073,9 @@ pub(crate) fn set_option(
     len: usize,
 ) -> Result<(), c_int> {
     if value.is_null() {
-        return Err(libc::EINVAL);
+        // The kernel copies the value in before looking at it (EFAULT); with no length
+        // there is nothing to copy, and the length check refuses it.
+        return Err(if len == 0 { libc::EINVAL } else { libc::EFAULT });
     }
     let byte = || -> Result<u8, c_int> {
         if len != 1 {
@@ -995,23 +1091,33 @@ pub(crate) fn set_option(
         // SAFETY: the caller's buffer of `len` bytes; may be unaligned.
         Ok(unsafe { value.cast::<c_int>().read_unaligned() })
     };
+    let qp_type = cm_id.c.qp_type;
     let mut state = cm_id.state();
     match (level, name) {
         (RDMA_OPTION_ID, RDMA_OPTION_ID_TOS) => state.tos = byte()?,
         (RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR) => {
-            // The kernel refuses to change it once the id holds a port.
-            if state.phase != Phase::Idle {
+            // The kernel's rdma_set_reuseaddr: turned on in any state but listening (it
+            // counts from then on: the next binder shares, rdma_listen checks), turned off
+            // only before binding.
+            let reuse = int()? != 0;
+            if !(reuse && state.phase != Phase::Listening || state.phase == Phase::Idle) {
                 return Err(libc::EINVAL);
             }
-            state.reuse_address = int()? != 0;
+            state.reuse_address = reuse;
         }
         (RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY) => {
-            if state.phase != Phase::Idle {
+            // The kernel's rdma_set_afonly: before or after binding, not once resolving.
+            let afonly = int()? != 0;
+            if !matches!(state.phase, Phase::Idle | Phase::Bound) {
                 return Err(libc::EINVAL);
             }
-            state.ipv6_only = int()? != 0;
+            state.afonly = Some(afonly);
         }
         (RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT) => {
+            // The kernel's rdma_set_ack_timeout: connected (RC, XRC initiator) ids only.
+            if qp_type != IBV_QPT_RC as c_int && qp_type != IBV_QPT_XRC_SEND as c_int {
+                return Err(libc::EINVAL);
+            }
             let timeout = byte()?;
             state.ack_timeout = Some(timeout);
             // Set on a connection request's id before rdma_accept: its QP goes to RTS with it
