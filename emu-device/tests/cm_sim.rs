@@ -84,7 +84,7 @@ impl Story {
         let params = ConnectParams {
             ece: Default::default(),
             path: None,
-            xrc: false,
+            qp_type: Default::default(),
             remote_gid: b_gid,
             service_id,
             local_qpn: Qpn::new(0x11).unwrap(),

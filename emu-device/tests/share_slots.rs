@@ -58,7 +58,7 @@ fn comm_ids_carry_the_slot() {
                     ConnectParams {
                         ece: Default::default(),
                         path: None,
-                        xrc: false,
+                        qp_type: Default::default(),
                         remote_gid: Gid::from_ip("127.80.4.2".parse().unwrap()),
                         service_id: PortSpace::Tcp.service_id(7471),
                         local_qpn: Qpn::new(0x11 + i).unwrap(),

@@ -798,7 +798,7 @@ impl ConnectionManager {
         let params = ConnectParams {
             ece: Default::default(),
             path: None,
-            xrc: false,
+            qp_type: Default::default(),
             remote_gid: Gid::ZERO,
             service_id: PortSpace::Tcp.service_id(to.port()),
             local_qpn: Qpn::from_wire(local.qpn),

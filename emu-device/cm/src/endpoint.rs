@@ -22,6 +22,8 @@ const PERMISSIVE_LID: u16 = 0xffff;
 const ROCE_HOP_LIMIT: u8 = 64;
 /// Transport service type RC in a REQ.
 const TRANSPORT_RC: u8 = 0;
+/// Transport service type UC in a REQ.
+const TRANSPORT_UC: u8 = 1;
 /// Transport service type "extended" in a REQ, with extended transport type 1: XRC.
 const TRANSPORT_EXTENDED: u8 = 3;
 const EXTENDED_XRC: u8 = 1;
@@ -315,7 +317,8 @@ impl CmEndpoint {
         let mut conn = Connection::new(CmState::ReqSent, params.remote_gid, &cfg);
         conn.local_qpn = params.local_qpn;
         conn.service_id = params.service_id;
-        conn.xrc = params.xrc;
+        let xrc = params.qp_type == CmQpType::Xrc;
+        conn.xrc = xrc;
         conn.tid = self.tid_for(local);
         let route = params.path.unwrap_or(PathParams {
             traffic_class: 0,
@@ -356,10 +359,10 @@ impl CmEndpoint {
             initiator_depth: params.initiator_depth,
             remote_eecn: 0,
             remote_cm_response_timeout: cfg.cm_response_timeout.min(31),
-            transport_service_type: if params.xrc {
-                TRANSPORT_EXTENDED
-            } else {
-                TRANSPORT_RC
+            transport_service_type: match params.qp_type {
+                CmQpType::Rc => TRANSPORT_RC,
+                CmQpType::Uc => TRANSPORT_UC,
+                CmQpType::Xrc => TRANSPORT_EXTENDED,
             },
             end_to_end_flow_control: params.flow_control,
             starting_psn: params.starting_psn,
@@ -371,7 +374,7 @@ impl CmEndpoint {
             rnr_retry_count: params.rnr_retry_count,
             max_cm_retries: conn.max_retries,
             srq: params.srq,
-            extended_transport_type: if params.xrc { EXTENDED_XRC } else { 0 },
+            extended_transport_type: if xrc { EXTENDED_XRC } else { 0 },
             primary_path: path,
             alternate_path: CmPathRepr::default(),
             sap_supported: false,

@@ -57,8 +57,8 @@
 //! a.connect(now, ConnectParams {
 //!     remote_gid: b_gid, service_id: service, local_qpn: Qpn::new(0x11).unwrap(),
 //!     starting_psn: Psn::new(1), responder_resources: 1, initiator_depth: 1, retry_count: 7,
-//!     rnr_retry_count: 7, path_mtu: Mtu::Mtu1024, srq: false, xrc: false, flow_control: true,
-//!     ece: Default::default(), path: None, private_data: Vec::new(),
+//!     rnr_retry_count: 7, path_mtu: Mtu::Mtu1024, srq: false, qp_type: Default::default(),
+//!     flow_control: true, ece: Default::default(), path: None, private_data: Vec::new(),
 //! })?;
 //! let req = a.poll_transmit().unwrap();
 //! b.handle_mad(now, a_gid, req.mad);
@@ -92,8 +92,9 @@ pub use endpoint::CmEndpoint;
 pub use private_data::{cma_private_data, cma_sidr_private_data, split_cma_private_data};
 pub use timing::{cm_ack_timeout, cm_timeout};
 pub use types::{
-    AcceptParams, COMM_ID_SLOT_SHIFT, CmConfig, CmCounters, CmError, CmEvent, CmState, CmTransmit,
-    ConnId, ConnectParams, Ece, PathParams, REJ_CONSUMER_DEFINED, REJ_INVALID_SERVICE_ID,
-    REJ_STALE_CONN, REJ_TIMEOUT, REJ_VENDOR_OPTION_NOT_SUPPORTED, ReplyParams, RequestParams,
-    SIDR_REJECT, SIDR_SUCCESS, SIDR_UNSUPPORTED, SidrParams, SidrReply, comm_id_slot,
+    AcceptParams, COMM_ID_SLOT_SHIFT, CmConfig, CmCounters, CmError, CmEvent, CmQpType, CmState,
+    CmTransmit, ConnId, ConnectParams, Ece, PathParams, REJ_CONSUMER_DEFINED,
+    REJ_INVALID_SERVICE_ID, REJ_STALE_CONN, REJ_TIMEOUT, REJ_VENDOR_OPTION_NOT_SUPPORTED,
+    ReplyParams, RequestParams, SIDR_REJECT, SIDR_SUCCESS, SIDR_UNSUPPORTED, SidrParams, SidrReply,
+    comm_id_slot,
 };

@@ -159,6 +159,19 @@ pub struct PathParams {
     pub packet_life_time: u8,
 }
 
+/// The connected QP types a REQ names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CmQpType {
+    /// Reliable connected (transport service type 0).
+    #[default]
+    Rc,
+    /// Unreliable connected (type 1).
+    Uc,
+    /// An XRC initiator: type 3, extended type 1; the REP names the target QP in its local
+    /// EECN.
+    Xrc,
+}
+
 /// What [`CmEndpoint::connect`](crate::CmEndpoint::connect) puts in the REQ.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectParams {
@@ -183,10 +196,8 @@ pub struct ConnectParams {
     pub path_mtu: Mtu,
     /// Our QP uses an SRQ.
     pub srq: bool,
-    /// Our QP is an XRC initiator: the REQ's transport is XRC (service type 3, extended
-    /// type 1, as the kernel's `cm_req_set_qp_type`) and the REP names the target QP in
-    /// its local EECN.
-    pub xrc: bool,
+    /// Our QP's type, the REQ's transport service type (the kernel's `cm_req_set_qp_type`).
+    pub qp_type: CmQpType,
     /// End-to-end flow control.
     pub flow_control: bool,
     /// ECE options offered (REQ).

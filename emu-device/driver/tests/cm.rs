@@ -27,7 +27,7 @@ fn connect_params(qpn: u32, private_data: &[u8]) -> ConnectParams {
     ConnectParams {
         ece: Default::default(),
         path: None,
-        xrc: false,
+        qp_type: Default::default(),
         remote_gid: Gid::ZERO, // taken from the peer's address
         service_id: PortSpace::Tcp.service_id(7471),
         local_qpn: Qpn::new(qpn).unwrap(),

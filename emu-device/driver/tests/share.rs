@@ -401,7 +401,7 @@ fn listens_are_exclusive_across_processes_and_reqs_reach_the_listening_guest() {
     let params = ConnectParams {
         ece: Default::default(),
         path: None,
-        xrc: false,
+        qp_type: Default::default(),
         remote_gid: Gid::ZERO,
         service_id: y,
         local_qpn: Qpn::new(0x11).unwrap(),

@@ -20,7 +20,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use softroce_emu::cm::{
-    AcceptParams, CmEvent, ConnId, ConnectParams, PathParams, SidrParams, SidrReply,
+    AcceptParams, CmEvent, CmQpType, ConnId, ConnectParams, PathParams, SidrParams, SidrReply,
     cma_private_data, cma_sidr_private_data, split_cma_private_data,
 };
 use softroce_emu::driver::Device;
@@ -388,6 +388,18 @@ fn on_request(
     let local = SocketAddr::new(hdr.addrs.dst(), port);
     // SAFETY: a routed id, alive under the lock.
     let listen_id = unsafe { &*(listener as *const CmId) };
+    // The kernel's cma_ib_check_req_qp_type: a listener takes requests for its own QP type
+    // (the REQ's transport: 0 RC, 1 UC, 3 extended, XRC); the others are rejected.
+    let requested = match params.transport_service_type {
+        0 => Some(IBV_QPT_RC),
+        1 => Some(IBV_QPT_UC),
+        3 => Some(IBV_QPT_XRC_RECV),
+        _ => None,
+    };
+    if requested.is_none_or(|t| t as c_int != listen_id.c.qp_type) {
+        let _ = dev.with_cm(|cm, now| cm.reject(now, conn, &[]));
+        return;
+    }
     // Past the backlog the IB CM drops the REQ unanswered, and the requester's retried REQ
     // comes back later.
     if backlog_full(listen_id) {
@@ -921,7 +933,11 @@ pub(crate) unsafe fn connect(cm_id: &mut CmId, param: *const rdma_conn_param) ->
     let params = ConnectParams {
         path,
         ece: cm_id.state().local_ece,
-        xrc: cm_id.c.qp_type == IBV_QPT_XRC_SEND as c_int,
+        qp_type: match cm_id.c.qp_type {
+            t if t == IBV_QPT_XRC_SEND as c_int => CmQpType::Xrc,
+            t if t == IBV_QPT_UC as c_int => CmQpType::Uc,
+            _ => CmQpType::Rc,
+        },
         remote_gid,
         service_id: service,
         local_qpn: Qpn::new(qp_num & 0x00ff_ffff).ok_or(libc::EINVAL)?,

@@ -342,6 +342,93 @@ static void address_families(void)
 	rdma_destroy_id(a);
 }
 
+/* A UC endpoint in the IB port space, from D2 to D:port, made asynchronous on `ch`. */
+static struct rdma_cm_id *uc_client(int port)
+{
+	char service[8];
+	snprintf(service, sizeof(service), "%d", port);
+	struct sockaddr_in src = ipv4(client_ip, 0);
+	struct rdma_addrinfo hints = {.ai_port_space = RDMA_PS_IB,
+				      .ai_qp_type = IBV_QPT_UC,
+				      .ai_src_addr = (struct sockaddr *)&src,
+				      .ai_src_len = sizeof(src)},
+			     *res = NULL;
+	struct ibv_qp_init_attr qa = {
+		.cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1},
+		.qp_type = IBV_QPT_UC};
+	struct rdma_cm_id *c = NULL;
+	CHECK(rdma_getaddrinfo(server_ip, service, &hints, &res) == 0 && res &&
+		      rdma_create_ep(&c, res, NULL, &qa) == 0 && c && c->qp &&
+		      c->qp->qp_type == IBV_QPT_UC,
+	      "a UC endpoint: errno %d", errno);
+	if (res)
+		rdma_freeaddrinfo(res);
+	CHECK(c && rdma_migrate_id(c, ch) == 0, "made asynchronous: errno %d", errno);
+	return c;
+}
+
+/* The kernel's cma_ib_check_req_qp_type: a listener hears requests for its own QP type
+ * only; a UC request to an RC listener (rdma_create_id's RDMA_PS_IB ids are RC) is
+ * REJECTED with status 28, to a UC listener it is a CONNECT_REQUEST. */
+static void qp_types(void)
+{
+	step = "QP types";
+	struct rdma_cm_id *l = NULL;
+	struct sockaddr_in at = ipv4(server_ip, PORT + 14);
+	CHECK(rdma_create_id(ch, &l, NULL, RDMA_PS_IB) == 0 &&
+		      rdma_bind_addr(l, (struct sockaddr *)&at) == 0 && rdma_listen(l, 4) == 0,
+	      "an RC listener in the IB port space: errno %d", errno);
+	struct rdma_conn_param cp = {.retry_count = 7, .rnr_retry_count = 7};
+	struct rdma_cm_id *c = uc_client(PORT + 14);
+	if (!c)
+		return;
+	CHECK(rdma_connect(c, &cp) == 0, "connect: errno %d", errno);
+	struct rdma_cm_event *ev = next_event(ch);
+	CHECK(ev && ev->event == RDMA_CM_EVENT_REJECTED && ev->id == c && ev->status == 28,
+	      "a UC request to an RC listener is rejected, status 28 (%s, %d)",
+	      ev ? rdma_event_str(ev->event) : "nothing", ev ? ev->status : 0);
+	if (ev)
+		rdma_ack_cm_event(ev);
+	rdma_destroy_ep(c);
+	rdma_destroy_id(l);
+
+	char service[8];
+	snprintf(service, sizeof(service), "%d", PORT + 15);
+	struct rdma_addrinfo hints = {.ai_flags = RAI_PASSIVE,
+				      .ai_port_space = RDMA_PS_IB,
+				      .ai_qp_type = IBV_QPT_UC},
+			     *res = NULL;
+	l = NULL;
+	CHECK(rdma_getaddrinfo(server_ip, service, &hints, &res) == 0 && res &&
+		      rdma_create_ep(&l, res, NULL, NULL) == 0 && rdma_migrate_id(l, ch) == 0 &&
+		      rdma_listen(l, 4) == 0,
+	      "a UC listener: errno %d", errno);
+	if (res)
+		rdma_freeaddrinfo(res);
+	c = uc_client(PORT + 15);
+	if (!c || !l)
+		return;
+	CHECK(rdma_connect(c, &cp) == 0, "connect: errno %d", errno);
+	ev = next_event(ch);
+	CHECK(ev && ev->event == RDMA_CM_EVENT_CONNECT_REQUEST && ev->listen_id == l,
+	      "a UC request reaches the UC listener (%s)",
+	      ev ? rdma_event_str(ev->event) : "nothing");
+	if (ev && ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+		struct rdma_cm_id *fresh = ev->id;
+		CHECK(fresh->qp_type == IBV_QPT_UC, "the new id is UC: %d", fresh->qp_type);
+		rdma_reject(fresh, NULL, 0);
+		rdma_ack_cm_event(ev);
+		rdma_destroy_id(fresh);
+		ev = next_event(ch);
+		CHECK(ev && ev->event == RDMA_CM_EVENT_REJECTED && ev->id == c,
+		      "then the client's REJECTED");
+	}
+	if (ev)
+		rdma_ack_cm_event(ev);
+	rdma_destroy_ep(c);
+	rdma_destroy_ep(l);
+}
+
 int main(int argc, char **argv)
 {
 	server_ip = argc > 2 ? argv[1] : "127.0.0.1";
@@ -357,6 +444,7 @@ int main(int argc, char **argv)
 	reuseaddr_states();
 	wildcards_and_addresses();
 	address_families();
+	qp_types();
 	rdma_destroy_event_channel(ch);
 	alarm(0);
 	printf("%d failures\n", failures);

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use softroce_emu_cm::{
-    AcceptParams, CmConfig, CmEndpoint, CmEvent, CmState, ConnId, ConnectParams,
+    AcceptParams, CmConfig, CmEndpoint, CmEvent, CmQpType, CmState, ConnId, ConnectParams,
 };
 use softroce_wire::cm::CmAttr;
 use softroce_wire::{CmMadRepr, Gid, Mtu, PortSpace, Psn, Qpn};
@@ -222,7 +222,11 @@ impl Pair {
         ConnectParams {
             ece: Default::default(),
             path: None,
-            xrc: self.a.xrc,
+            qp_type: if self.a.xrc {
+                CmQpType::Xrc
+            } else {
+                CmQpType::Rc
+            },
             remote_gid: self.b.gid,
             service_id: SERVICE,
             local_qpn: self.a.qpn,

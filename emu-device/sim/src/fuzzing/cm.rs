@@ -84,7 +84,7 @@ fn connect_params(remote_gid: Gid, service_id: u64, qpn: u32) -> ConnectParams {
         rnr_retry_count: 7,
         path_mtu: Mtu::Mtu1024,
         srq: false,
-        xrc: false,
+        qp_type: Default::default(),
         flow_control: true,
         private_data: Vec::new(),
     }
