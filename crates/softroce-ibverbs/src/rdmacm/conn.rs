@@ -628,17 +628,23 @@ pub(crate) fn connected_qp_attr(
             attr.max_dest_rd_atomic = c.responder_resources;
             attr.min_rnr_timer = 0;
             let mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-            // The kernel's cm_init_qp_rtr_attr: responder attributes for RC and XRC targets.
-            if cm_id.c.qp_type == IBV_QPT_XRC_SEND as c_int {
-                Ok(mask as c_int)
-            } else {
+            // The kernel's cm_init_qp_rtr_attr: responder attributes for RC and XRC targets
+            // only (not for UC or XRC initiators).
+            let qp_type = cm_id.c.qp_type;
+            if qp_type == IBV_QPT_RC as c_int || qp_type == IBV_QPT_XRC_RECV as c_int {
                 Ok((mask | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) as c_int)
+            } else {
+                Ok(mask as c_int)
             }
         }
         IBV_QPS_RTS => {
             attr.sq_psn = c.sq_psn;
+            // The kernel's cm_init_qp_rts_attr: a UC QP has no ACKs to time or retry, and an
+            // XRC target sends no requests of its own.
+            if cm_id.c.qp_type == IBV_QPT_UC as c_int {
+                return Ok((IBV_QP_STATE | IBV_QP_SQ_PSN) as c_int);
+            }
             attr.timeout = c.timeout;
-            // The kernel's cm_init_qp_rts_attr: an XRC target sends no requests of its own.
             if cm_id.c.qp_type == IBV_QPT_XRC_RECV as c_int {
                 return Ok((IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT) as c_int);
             }

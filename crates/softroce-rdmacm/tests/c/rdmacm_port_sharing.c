@@ -369,7 +369,8 @@ static struct rdma_cm_id *uc_client(int port)
 
 /* The kernel's cma_ib_check_req_qp_type: a listener hears requests for its own QP type
  * only; a UC request to an RC listener (rdma_create_id's RDMA_PS_IB ids are RC) is
- * REJECTED with status 28, to a UC listener it is a CONNECT_REQUEST. */
+ * REJECTED with status 28, to a UC listener it is a CONNECT_REQUEST, and the connection
+ * carries a UC SEND. */
 static void qp_types(void)
 {
 	step = "QP types";
@@ -413,18 +414,64 @@ static void qp_types(void)
 	CHECK(ev && ev->event == RDMA_CM_EVENT_CONNECT_REQUEST && ev->listen_id == l,
 	      "a UC request reaches the UC listener (%s)",
 	      ev ? rdma_event_str(ev->event) : "nothing");
-	if (ev && ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-		struct rdma_cm_id *fresh = ev->id;
-		CHECK(fresh->qp_type == IBV_QPT_UC, "the new id is UC: %d", fresh->qp_type);
-		rdma_reject(fresh, NULL, 0);
-		rdma_ack_cm_event(ev);
-		rdma_destroy_id(fresh);
-		ev = next_event(ch);
-		CHECK(ev && ev->event == RDMA_CM_EVENT_REJECTED && ev->id == c,
-		      "then the client's REJECTED");
+	if (!ev || ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
+		if (ev)
+			rdma_ack_cm_event(ev);
+		rdma_destroy_ep(c);
+		rdma_destroy_ep(l);
+		return;
 	}
-	if (ev)
-		rdma_ack_cm_event(ev);
+	struct rdma_cm_id *fresh = ev->id;
+	rdma_ack_cm_event(ev);
+	CHECK(fresh->qp_type == IBV_QPT_UC, "the new id is UC: %d", fresh->qp_type);
+	/* A UC connection: the kernel's cm_init_qp_rtr_attr and cm_init_qp_rts_attr give a UC
+	 * QP no responder or requester attributes (no RDMA READ/atomics, no ACKs to time). */
+	struct ibv_qp_init_attr sa = {
+		.cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1},
+		.qp_type = IBV_QPT_UC};
+	CHECK(rdma_create_qp(fresh, NULL, &sa) == 0, "the server's UC QP: errno %d", errno);
+	struct ibv_qp_attr qa = {.qp_state = IBV_QPS_RTR};
+	int mask = 0;
+	CHECK(rdma_init_qp_attr(fresh, &qa, &mask) == 0 &&
+		      mask == (IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			       IBV_QP_RQ_PSN),
+	      "a UC QP's RTR attributes: mask %#x", mask);
+	qa.qp_state = IBV_QPS_RTS;
+	mask = 0;
+	CHECK(rdma_init_qp_attr(fresh, &qa, &mask) == 0 && mask == (IBV_QP_STATE | IBV_QP_SQ_PSN),
+	      "a UC QP's RTS attributes: mask %#x", mask);
+	uint64_t in = 0, out = 0x5543;
+	struct ibv_mr *rmr = rdma_reg_msgs(fresh, &in, sizeof(in));
+	struct ibv_mr *smr = rdma_reg_msgs(c, &out, sizeof(out));
+	CHECK(rmr && smr && rdma_post_recv(fresh, NULL, &in, sizeof(in), rmr) == 0,
+	      "a receive: errno %d", errno);
+	CHECK(rdma_accept(fresh, NULL) == 0, "accepting the UC request: errno %d", errno);
+	int established = 0;
+	for (int i = 0; i < 2; i++) {
+		ev = next_event(ch);
+		if (ev && ev->event == RDMA_CM_EVENT_ESTABLISHED && (ev->id == c || ev->id == fresh))
+			established++;
+		if (ev)
+			rdma_ack_cm_event(ev);
+	}
+	CHECK(established == 2, "both sides ESTABLISHED: %d", established);
+	struct ibv_wc wc;
+	CHECK(smr && rdma_post_send(c, NULL, &out, sizeof(out), smr, IBV_SEND_SIGNALED) == 0 &&
+		      rdma_get_send_comp(c, &wc) == 1 && wc.status == IBV_WC_SUCCESS,
+	      "a UC send completes");
+	CHECK(rmr && rdma_get_recv_comp(fresh, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
+		      in == 0x5543,
+	      "and arrives: %#lx", (unsigned long)in);
+	CHECK(rdma_disconnect(c) == 0 && next_event_is(ch, RDMA_CM_EVENT_DISCONNECTED, fresh, 0) &&
+		      rdma_disconnect(fresh) == 0 &&
+		      next_event_is(ch, RDMA_CM_EVENT_DISCONNECTED, c, 0),
+	      "disconnected: errno %d", errno);
+	if (rmr)
+		rdma_dereg_mr(rmr);
+	if (smr)
+		rdma_dereg_mr(smr);
+	rdma_destroy_qp(fresh);
+	rdma_destroy_id(fresh);
 	rdma_destroy_ep(c);
 	rdma_destroy_ep(l);
 }
