@@ -20,6 +20,9 @@ use crate::types::*;
 const PERMISSIVE_LID: u16 = 0xffff;
 /// Hop limit of the primary path we advertise (RoCEv2 routes over IP).
 const ROCE_HOP_LIMIT: u8 = 64;
+/// The service timeout of the MRA rdma_cm sends for a request or reply its application has
+/// not answered yet (the kernel's CMA_CM_MRA_SETTING: 2^24 x 4.096 us, about 69 s).
+const RDMA_CM_MRA_SERVICE_TIMEOUT: u8 = 24;
 /// Transport service type RC in a REQ.
 const TRANSPORT_RC: u8 = 0;
 /// Transport service type UC in a REQ.
@@ -784,8 +787,12 @@ impl CmEndpoint {
             return;
         };
         let answer = match conn.state {
-            // The application has not answered yet; the requester keeps retrying.
-            CmState::ReqRcvd => None,
+            // The application has not answered yet: ask the requester for more time, as
+            // rdma_cm's delayed MRA does (cma_ib_req_handler: sent at the first duplicate).
+            CmState::ReqRcvd => {
+                let _ = self.delay_response(ConnId(local), RDMA_CM_MRA_SERVICE_TIMEOUT, &[]);
+                return;
+            }
             CmState::MraReqSent => conn.last_reply,
             // Our REP (or its retry) was lost: send it again now rather than wait for our
             // own timer. The kernel only waits; answering is harmless and faster.
@@ -969,6 +976,12 @@ impl CmEndpoint {
         let Some(conn) = self.connections.get(&local) else {
             return;
         };
+        if conn.state == CmState::RepRcvd {
+            // The application has not finished connecting (rdma_establish, or its QP's
+            // RTS): rdma_cm's delayed MRA (cma_ib_handler on REP_RECEIVED) goes out now.
+            let _ = self.delay_response(ConnId(local), RDMA_CM_MRA_SERVICE_TIMEOUT, &[]);
+            return;
+        }
         if matches!(conn.state, CmState::Established | CmState::MraRepSent) {
             if let Some(reply) = conn.last_reply {
                 let peer = conn.peer;

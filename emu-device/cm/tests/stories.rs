@@ -799,3 +799,28 @@ fn the_request_carries_the_route_and_the_passive_side_reads_it_back() {
         }
     );
 }
+
+#[test]
+fn a_slow_acceptor_asks_for_more_time_and_the_connection_still_comes_up() {
+    let mut pair = Pair::default();
+    pair.b.react.accept = false;
+    let a_id = pair.start_connect();
+    pair.run_until(|p| p.b.count(is_request) == 1);
+    let b_id = pair.b.find(is_request).unwrap().1.id();
+    // B's application takes 100 s to accept: longer than A's fifteen REQ retries last
+    // (about 77 s). A's first retry finds B's request unanswered, and B answers it with
+    // rdma_cm's MRA (service timeout 24, about 69 s), so A keeps waiting.
+    pair.run_to(pair.now + Duration::from_secs(100));
+    assert!(pair.b.sent_count(CmAttr::Mra) >= 1);
+    assert_eq!(pair.b.cm.state(b_id), Some(CmState::MraReqSent));
+    assert!(
+        pair.a
+            .event_list()
+            .iter()
+            .all(|e| !matches!(e, CmEvent::Unreachable { .. }))
+    );
+    let accept = pair.b.accept_params();
+    pair.b.cm.accept(pair.now, b_id, accept).unwrap();
+    pair.run_until(|p| p.b.count(is_established) == 1);
+    assert_eq!(pair.a.cm.state(a_id), Some(CmState::Established));
+}
