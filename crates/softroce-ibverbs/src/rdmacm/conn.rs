@@ -343,7 +343,15 @@ fn ud_param_event(ev: &mut Event, cm_id: &CmId, qpn: u32, qkey: u32, private_dat
     ah.grh.dgid = cm_id.c.route.addr.ibaddr.dgid;
     ah.grh.sgid_index = 0;
     ah.grh.hop_limit = 64;
-    ah.grh.traffic_class = cm_id.state().tos;
+    // The kernel's address handle comes from the route's path record (its traffic class
+    // and flow label), when the id has one.
+    {
+        let st = cm_id.state();
+        ah.grh.traffic_class = st.path.as_ref().map_or(st.tos, |p| p.traffic_class);
+        if let Some(p) = st.path.as_ref() {
+            ah.grh.flow_label = u32::from_be(p.flow_label);
+        }
+    }
     ev.c.param.ud = rdma_ud_param {
         private_data: std::ptr::null(),
         private_data_len: 0,
@@ -954,8 +962,9 @@ pub(crate) unsafe fn connect(cm_id: &mut CmId, param: *const rdma_conn_param) ->
         rnr_retry_count,
         path_mtu: mtu_of_code(mtu),
         srq,
-        // librdmacm's ucma_copy_conn_param_to_kern: no parameters, no flow control.
-        flow_control: param.is_some_and(|p| p.flow_control != 0),
+        // librdmacm's ucma_copy_conn_param_to_kern: no parameters, no flow control; the
+        // CM message's field is one bit (the kernel keeps bit 0).
+        flow_control: param.is_some_and(|p| p.flow_control & 1 != 0),
         private_data,
     };
     with_routes(|r| {
@@ -1033,8 +1042,20 @@ pub(crate) unsafe fn accept(cm_id: &mut CmId, param: *const rdma_conn_param) -> 
             qkey,
             private_data: user,
         };
-        dev.with_cm(|cm, _| cm.sidr_reply(c.conn, reply))
-            .map_err(|_| libc::EINVAL)?;
+        if dev.with_cm(|cm, _| cm.sidr_reply(c.conn, reply)).is_err() {
+            // As the kernel's rdma_accept: a reply that cannot go (more private data than
+            // a SIDR_REP holds) rejects the request (SIDR_REP status REJECT).
+            let refusal = SidrReply {
+                status: softroce_emu::cm::SIDR_REJECT,
+                qpn: Qpn::default(),
+                qkey: 0,
+                private_data: Vec::new(),
+            };
+            let _ = dev.with_cm(|cm, _| cm.sidr_reply(c.conn, refusal));
+            with_routes(|r| r.conns.remove(&(c.device, c.conn.0)));
+            cm_id.state().phase = Phase::Disconnected;
+            return Err(libc::EINVAL);
+        }
         with_routes(|r| r.conns.remove(&(c.device, c.conn.0)));
         cm_id.state().phase = Phase::Connected;
         return Ok(());
@@ -1075,8 +1096,9 @@ pub(crate) unsafe fn accept(cm_id: &mut CmId, param: *const rdma_conn_param) -> 
         initiator_depth,
         rnr_retry_count: param.map_or(7, |p| p.rnr_retry_count.min(7)),
         srq,
-        // librdmacm's ucma_copy_conn_param_to_kern: no parameters, no flow control.
-        flow_control: param.is_some_and(|p| p.flow_control != 0),
+        // librdmacm's ucma_copy_conn_param_to_kern: no parameters, no flow control; the
+        // CM message's field is one bit (the kernel keeps bit 0).
+        flow_control: param.is_some_and(|p| p.flow_control & 1 != 0),
         private_data: user,
     };
     if dev.cm_accept(c.conn, accept).is_err() {

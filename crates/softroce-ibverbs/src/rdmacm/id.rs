@@ -900,7 +900,8 @@ pub(crate) fn resolve_route(cm_id: &mut CmId) -> Result<(), c_int> {
         let s = cm_id.state();
         (s.phase, s.device, s.tos)
     };
-    let (Phase::AddrResolved | Phase::RouteResolved, Some(device)) = (phase, device) else {
+    // The kernel resolves a route once (ADDR_RESOLVED -> ROUTE_QUERY): again is EINVAL.
+    let (Phase::AddrResolved, Some(device)) = (phase, device) else {
         return Err(libc::EINVAL);
     };
     super::conn::send_held_acks(device);

@@ -280,7 +280,10 @@ pub(crate) fn create_srq(
     if srq.is_null() {
         return Err(crate::ffi::errno());
     }
-    cm_id.c.pd = pd;
+    // librdmacm's rdma_create_srq_ex: the id keeps its PD; the SRQ's only fills a gap.
+    if cm_id.c.pd.is_null() {
+        cm_id.c.pd = pd;
+    }
     cm_id.c.srq = srq.cast();
     Ok(())
 }
@@ -332,7 +335,9 @@ fn create_xrc_srq(cm_id: &mut CmId, attr: &mut ibv_srq_init_attr_ex) -> Result<(
     if srq.is_null() {
         return Err(crate::ffi::errno());
     }
-    cm_id.c.pd = attr.pd;
+    if cm_id.c.pd.is_null() {
+        cm_id.c.pd = attr.pd;
+    }
     cm_id.c.srq = srq.cast();
     Ok(())
 }

@@ -360,6 +360,27 @@ static void queue_pairs_and_endpoints(void)
 	      "an SRQ on a wildcard-bound id");
 	CHECK(rdma_destroy_id(w) == 0, "destroying it");
 
+	/* rdma_create_srq with a PD of the application's: the SRQ is on that PD, and the id
+	 * keeps rdma_cm's own PD (librdmacm sets id->pd only when it has none), which a QP
+	 * created afterwards with a NULL PD takes. */
+	struct rdma_cm_id *p = NULL;
+	struct sockaddr_in pa = ipv4(client_ip, 0);
+	CHECK(rdma_create_id(ch, &p, NULL, RDMA_PS_TCP) == 0 &&
+		      rdma_bind_addr(p, (struct sockaddr *)&pa) == 0 && p->verbs && p->pd,
+	      "a bound id with rdma_cm's PD: errno %d", errno);
+	if (p && p->pd) {
+		struct ibv_pd *own = p->pd, *user_pd = ibv_alloc_pd(p->verbs);
+		CHECK(user_pd && rdma_create_srq(p, user_pd, &sa) == 0 && p->srq &&
+			      p->srq->pd == user_pd && p->pd == own,
+		      "an SRQ on the application's PD leaves the id's PD: errno %d", errno);
+		if (p->srq)
+			rdma_destroy_srq(p);
+		if (user_pd)
+			ibv_dealloc_pd(user_pd);
+	}
+	if (p)
+		rdma_destroy_id(p);
+
 	/* "the protection domain must be for that same device": a PD of the other device is
 	 * refused. */
 	struct rdma_cm_id *c = client_to(PORT), *o = NULL;
@@ -829,13 +850,20 @@ static void a_connection_used_through_rdma_verbs(void)
 	      errno);
 	CHECK(rdma_resolve_route(c, 2000) == 0 && next_is(RDMA_CM_EVENT_ROUTE_RESOLVED, c, 0),
 	      "the route: errno %d", errno);
+	/* The kernel resolves a route once: again is EINVAL, and no second event comes. */
+	errno = 0;
+	CHECK(rdma_resolve_route(c, 2000) == -1 && errno == EINVAL,
+	      "resolving the route again: errno %d", errno);
 	/* rdma_connect(3) qp_num: "This field is ignored by the library if a QP has been created
-	 * on the rdma_cm_id." */
+	 * on the rdma_cm_id." Flow control is one bit of the REQ: 2 is off. */
+	cp.flow_control = 2;
 	CHECK(rdma_connect(c, &cp) == 0, "rdma_connect: errno %d", errno);
 	struct rdma_cm_event *ev = take(ch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
 	CHECK(ev != NULL, "a connect request");
 	if (!ev)
 		return;
+	CHECK(ev->param.conn.flow_control == 0, "flow control 2 arrives as %u (want 0)",
+	      ev->param.conn.flow_control);
 	s = ev->id;
 	/* librdmacm: new ids take the listener's context. */
 	CHECK(s->context == (void *)0x1157, "the new id's context %p", s->context);
@@ -1122,7 +1150,7 @@ static void datagram_limits_and_reject(void)
 	char big[200];
 	for (int i = 0; i < 200; i++)
 		big[i] = (char)(i + 1);
-	for (int round = 0; round < 2 && l; round++) {
+	for (int round = 0; round < 3 && l; round++) {
 		struct rdma_cm_id *c = NULL;
 		struct ibv_qp_init_attr ua = rc_attr();
 		ua.qp_type = IBV_QPT_UD;
@@ -1155,12 +1183,8 @@ static void datagram_limits_and_reject(void)
 		if (round == 0) {
 			struct ibv_qp_init_attr sa = rc_attr();
 			sa.qp_type = IBV_QPT_UD;
-			struct rdma_conn_param ap = {.private_data = big, .private_data_len = 137};
+			struct rdma_conn_param ap = {.private_data = big, .private_data_len = 136};
 			CHECK(rdma_create_qp(s, NULL, &sa) == 0, "a server UD QP: errno %d", errno);
-			errno = 0;
-			CHECK(rdma_accept(s, &ap) == -1 && errno == EINVAL,
-			      "UD rdma_accept with 137 bytes: errno %d", errno);
-			ap.private_data_len = 136;
 			CHECK(rdma_accept(s, &ap) == 0, "UD rdma_accept with 136 bytes: errno %d",
 			      errno);
 			rdma_ack_cm_event(ev);
@@ -1171,6 +1195,31 @@ static void datagram_limits_and_reject(void)
 			      ev ? ev->param.ud.private_data_len : 0);
 			if (ev)
 				rdma_ack_cm_event(ev);
+			rdma_destroy_qp(s);
+		} else if (round == 1) {
+			/* The kernel's rdma_accept rejects a request it cannot answer: 137 bytes
+			 * are EINVAL and the client hears UNREACHABLE (SIDR_REP status REJECT,
+			 * 2); the request is gone, so accepting again is EINVAL too. */
+			step = "UD accept that fails";
+			struct ibv_qp_init_attr sa = rc_attr();
+			sa.qp_type = IBV_QPT_UD;
+			struct rdma_conn_param ap = {.private_data = big, .private_data_len = 137};
+			CHECK(rdma_create_qp(s, NULL, &sa) == 0, "a server UD QP: errno %d", errno);
+			errno = 0;
+			CHECK(rdma_accept(s, &ap) == -1 && errno == EINVAL,
+			      "UD rdma_accept with 137 bytes: errno %d", errno);
+			rdma_ack_cm_event(ev);
+			ev = next_event(ch);
+			CHECK(ev && ev->id == c && ev->event == RDMA_CM_EVENT_UNREACHABLE &&
+				      ev->status == 2,
+			      "the failed accept rejects: %s status %d (want UNREACHABLE 2)",
+			      ev ? rdma_event_str(ev->event) : "nothing", ev ? ev->status : 0);
+			if (ev)
+				rdma_ack_cm_event(ev);
+			ap.private_data_len = 136;
+			errno = 0;
+			CHECK(rdma_accept(s, &ap) == -1 && errno == EINVAL,
+			      "accepting the rejected request again: errno %d", errno);
 			rdma_destroy_qp(s);
 		} else {
 			step = "UD reject";
