@@ -20,8 +20,8 @@ use crate::types::*;
 const PERMISSIVE_LID: u16 = 0xffff;
 /// Hop limit of the primary path we advertise (RoCEv2 routes over IP).
 const ROCE_HOP_LIMIT: u8 = 64;
-/// The service timeout of the MRA rdma_cm sends for a request or reply its application has
-/// not answered yet (the kernel's CMA_CM_MRA_SETTING: 2^24 x 4.096 us, about 69 s).
+/// The service timeout of the MRA rdma_cm sends for a request its application has not
+/// answered yet (the kernel's CMA_CM_MRA_SETTING: 2^24 x 4.096 us, about 69 s).
 const RDMA_CM_MRA_SERVICE_TIMEOUT: u8 = 24;
 /// Transport service type RC in a REQ.
 const TRANSPORT_RC: u8 = 0;
@@ -976,12 +976,10 @@ impl CmEndpoint {
         let Some(conn) = self.connections.get(&local) else {
             return;
         };
-        if conn.state == CmState::RepRcvd {
-            // The application has not finished connecting (rdma_establish, or its QP's
-            // RTS): rdma_cm's delayed MRA (cma_ib_handler on REP_RECEIVED) goes out now.
-            let _ = self.delay_response(ConnId(local), RDMA_CM_MRA_SERVICE_TIMEOUT, &[]);
-            return;
-        }
+        // Unlike the passive side, no MRA for a REP the application has not answered yet
+        // (rdma_cm's delayed MRA on REP_RECEIVED): it would hold the peer's REP retries off
+        // for a minute, and an RTU lost after it then costs that minute. Our RTU follows the
+        // REP at once (the kernel's does too, for ids with a QP).
         if matches!(conn.state, CmState::Established | CmState::MraRepSent) {
             if let Some(reply) = conn.last_reply {
                 let peer = conn.peer;

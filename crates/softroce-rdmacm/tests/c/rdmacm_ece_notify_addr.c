@@ -581,6 +581,19 @@ static void destroy_new_id_before_ack(void)
 	CHECK(rdma_destroy_id(c) == 0 && rdma_destroy_id(l) == 0, "destroying the ids");
 }
 
+/* Rejects the connection request `ev` (acked, its new id destroyed, when not NULL) and checks
+ * that the client `c` hears REJECTED, status 28. */
+static void reject_request(struct rdma_cm_event *ev, struct rdma_cm_id *c)
+{
+	if (ev) {
+		struct rdma_cm_id *fresh = ev->id;
+		CHECK(rdma_reject(fresh, NULL, 0) == 0, "rejecting: errno %d", errno);
+		rdma_ack_cm_event(ev);
+		rdma_destroy_id(fresh);
+	}
+	CHECK(next_is(RDMA_CM_EVENT_REJECTED, c, 28), "REJECTED");
+}
+
 /* What librdmacm and the kernel's rdma_cm do where the pages say little: a second
  * rdma_listen is EINVAL; the request and response events show what the peer sent (its flow
  * control; a REP carries no retry count: 0); rdma_get_cm_event moves the QP of a REJECTED
@@ -602,13 +615,7 @@ static void librdmacm_details(void)
 	CHECK(ev && ev->param.conn.flow_control == 0 && ev->param.conn.retry_count == 5,
 	      "the request shows the client's flow control 0 and retry count 5: %d %d",
 	      ev ? ev->param.conn.flow_control : -1, ev ? ev->param.conn.retry_count : -1);
-	if (ev) {
-		struct rdma_cm_id *fresh = ev->id;
-		CHECK(rdma_reject(fresh, NULL, 0) == 0, "rejecting: errno %d", errno);
-		rdma_ack_cm_event(ev);
-		rdma_destroy_id(fresh);
-	}
-	CHECK(next_is(RDMA_CM_EVENT_REJECTED, c, 28), "REJECTED");
+	reject_request(ev, c);
 	struct ibv_qp_attr qattr = {0};
 	struct ibv_qp_init_attr qinit;
 	CHECK(c->qp && ibv_query_qp(c->qp, &qattr, IBV_QP_STATE, &qinit) == 0 &&
@@ -629,13 +636,7 @@ static void librdmacm_details(void)
 	      "the request shows flow control 0 and retry counts 7, 7: %d %d %d",
 	      ev ? ev->param.conn.flow_control : -1, ev ? ev->param.conn.retry_count : -1,
 	      ev ? ev->param.conn.rnr_retry_count : -1);
-	if (ev) {
-		struct rdma_cm_id *fresh = ev->id;
-		CHECK(rdma_reject(fresh, NULL, 0) == 0, "rejecting: errno %d", errno);
-		rdma_ack_cm_event(ev);
-		rdma_destroy_id(fresh);
-	}
-	CHECK(next_is(RDMA_CM_EVENT_REJECTED, c, 28), "REJECTED");
+	reject_request(ev, c);
 	rdma_destroy_qp(c);
 	CHECK(rdma_destroy_id(c) == 0, "destroying the second rejected client");
 
