@@ -678,10 +678,14 @@ fn is_any_address(ip: IpAddr) -> bool {
 /// when set, else the kernel's default (IPv4 ids always, IPv6 ids as
 /// net.ipv6.bindv6only).
 pub(crate) fn afonly(state: &IdState, ip: IpAddr) -> bool {
+    // The sysctl is read once: it changes with the host's configuration, not per call.
+    static BINDV6ONLY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     state.afonly.unwrap_or_else(|| {
         ip.is_ipv4()
-            || std::fs::read_to_string("/proc/sys/net/ipv6/bindv6only")
-                .is_ok_and(|v| v.trim() == "1")
+            || *BINDV6ONLY.get_or_init(|| {
+                std::fs::read_to_string("/proc/sys/net/ipv6/bindv6only")
+                    .is_ok_and(|v| v.trim() == "1")
+            })
     })
 }
 
