@@ -8,7 +8,7 @@ use common::*;
 use softroce_emu::core::*;
 use softroce_emu::sim::FilterAction;
 use softroce_wire::grh::{GRH_LEN, parse_grh};
-use softroce_wire::{Gid, Mtu, Opcode};
+use softroce_wire::{Gid, Mtu, Opcode, Psn};
 
 const LONG: Duration = Duration::from_secs(10);
 
@@ -120,6 +120,42 @@ fn ud_receive_starts_with_the_40_byte_grh_area() {
     assert_eq!(
         b_at, a_at,
         "the receiver expects the PSN the sender sends next"
+    );
+}
+
+#[test]
+fn a_ud_qp_in_rtr_receives_without_a_comm_est_event() {
+    let (mut pair, ah, _) = ud_pair();
+    // B back to RTR: it receives there, and COMM_EST is an event of connected QPs only.
+    let bqp = pair.b.qp;
+    let reset = QpAttr {
+        qp_state: QpState::Reset,
+        ..QpAttr::default()
+    };
+    pair.hca('b')
+        .modify_qp(bqp, &reset, QpAttrMask::STATE)
+        .unwrap();
+    let peer = QpPeer {
+        qpn: pair.a.qpn,
+        psn: Psn::new(0),
+        av: AhAttr::new(Gid::from_ip(A_IP.parse().unwrap()), 0),
+    };
+    QpBringup::new(QpType::Ud)
+        .to_rtr(pair.hca('b'), bqp, &peer)
+        .unwrap();
+    pair.post_recv('b', 5, 0, 40 + 64);
+    let mut wr = pair.send_wr('a', 9, 0, 64);
+    wr.ud = Some(UdTarget {
+        ah,
+        remote_qpn: pair.b.qpn,
+        remote_qkey: 0x1111_1111,
+    });
+    pair.post_send('a', wr);
+    let b = pair.completions('b', 1, LONG);
+    assert_eq!(b[0].status, WcStatus::Success, "received in RTR");
+    assert!(
+        pair.hca('b').get_async_event().is_err(),
+        "no IBV_EVENT_COMM_EST for a UD QP"
     );
 }
 

@@ -407,6 +407,7 @@ fn deliver(
         }
     }
     eng.counters.rcvd_pkts += 1;
+    let connected = q.init.qp_type != QpType::Ud;
     if !q.transport.comm_est && matches!(state, QpState::Rtr | QpState::Rts) {
         if let Some(q) = eng.store.get_mut(qp) {
             q.transport.comm_est = true;
@@ -415,8 +416,9 @@ fn deliver(
             // must still establish the connection (`rdma_establish`).
             eng.events.comm_est(q.qpn);
         }
-        // IBTA 11.6.3: the async event is for a QP in RTR only.
-        if state == QpState::Rtr {
+        // IBTA 11.6.3: the async event is for a connected (RC/UC) QP in RTR only; a UD QP
+        // has no connection to establish.
+        if state == QpState::Rtr && connected {
             eng.events.raise(EventType::CommEst, EventElement::Qp(qp));
         }
     }
