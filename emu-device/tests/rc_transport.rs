@@ -386,18 +386,86 @@ fn remote_access_violations_fail_the_request() {
     }
 }
 
+/// A responder QP not enabled for READ, WRITE or atomics does not support them: the
+/// requester gets a NAK invalid request (IBV_WC_REM_INV_REQ_ERR), whatever the region
+/// allows, and the responder goes to ERR with IBV_EVENT_QP_REQ_ERR (rxe's check_op_valid,
+/// which looks at the QP before any key).
 #[test]
-fn missing_remote_access_right_is_a_remote_access_error() {
+fn a_qp_not_enabled_for_the_operation_answers_invalid_request() {
+    type Post = fn(&Pair) -> SendWr;
+    let cases: [(&str, AccessFlags, Post); 3] = [
+        ("READ", AccessFlags::REMOTE_READ, |p| {
+            p.rdma_wr('a', WrOpcode::RdmaRead, 1, 0, 0, 16)
+        }),
+        ("WRITE", AccessFlags::REMOTE_WRITE, |p| {
+            p.rdma_wr('a', WrOpcode::RdmaWrite, 1, 0, 0, 16)
+        }),
+        ("FETCH_ADD", AccessFlags::REMOTE_ATOMIC, |p| {
+            atomic_wr(p, WrOpcode::AtomicFetchAndAdd, 0, 1, 0)
+        }),
+    ];
+    for (what, missing, post) in cases {
+        let all = AccessFlags::LOCAL_WRITE
+            | AccessFlags::REMOTE_READ
+            | AccessFlags::REMOTE_WRITE
+            | AccessFlags::REMOTE_ATOMIC;
+        let mut pair = Pair::new(Options {
+            access: all,
+            ..Options::default()
+        });
+        // The region keeps every right; only the responder QP loses one.
+        let bqp = pair.b.qp;
+        let attr = QpAttr {
+            qp_access_flags: all.difference(AccessFlags::LOCAL_WRITE | missing),
+            ..QpAttr::default()
+        };
+        pair.hca('b')
+            .modify_qp(bqp, &attr, QpAttrMask::ACCESS_FLAGS)
+            .unwrap();
+        pair.b.mem.write(0, &[0x11; 16]);
+        let wr = post(&pair);
+        pair.post_send('a', wr);
+        assert_eq!(
+            pair.completions('a', 1, LONG)[0].status,
+            WcStatus::RemInvReqErr,
+            "{what}"
+        );
+        assert_eq!(
+            pair.b.mem.read(0, 16),
+            [0x11; 16],
+            "{what}: nothing changed"
+        );
+        assert_eq!(pair.hca('b').qp_state(bqp).unwrap(), QpState::Err, "{what}");
+        let ev = pair.hca('b').get_async_event().unwrap();
+        assert_eq!(ev.event_type, EventType::QpReqErr, "{what}");
+    }
+}
+
+/// A QP enabled for READ, on a region registered without REMOTE_READ: the region refuses,
+/// a remote access error (NAK remote access error, IBV_EVENT_QP_ACCESS_ERR).
+#[test]
+fn a_region_without_the_right_answers_remote_access_error() {
     let mut pair = Pair::new(Options {
         access: AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
         ..Options::default()
     });
+    let bqp = pair.b.qp;
+    let attr = QpAttr {
+        qp_access_flags: AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE,
+        ..QpAttr::default()
+    };
+    pair.hca('b')
+        .modify_qp(bqp, &attr, QpAttrMask::ACCESS_FLAGS)
+        .unwrap();
     let wr = pair.rdma_wr('a', WrOpcode::RdmaRead, 1, 0, 0, 16);
     pair.post_send('a', wr);
     assert_eq!(
         pair.completions('a', 1, LONG)[0].status,
         WcStatus::RemAccessErr
     );
+    assert_eq!(pair.hca('b').qp_state(bqp).unwrap(), QpState::Err);
+    let ev = pair.hca('b').get_async_event().unwrap();
+    assert_eq!(ev.event_type, EventType::QpAccessErr);
 }
 
 /// A misaligned atomic target: rxe refuses the post (EINVAL, the QP stays in RTS); a

@@ -182,13 +182,24 @@ int main(void)
 		CHECK(ibv_modify_qp(rc, &cap, IBV_QP_CAP) == EINVAL,
 		      "IBV_QP_CAP without IBV_DEVICE_RESIZE_MAX_WR");
 	}
-	if (!(da.device_cap_flags & IBV_DEVICE_AUTO_PATH_MIG)) {
+	/* RoCE has no alternate paths: the kernel's ib_modify_qp refuses IBV_QP_ALT_PATH
+	 * with EINVAL even where the device advertises IBV_DEVICE_AUTO_PATH_MIG (rxe does). */
+	{
 		struct ibv_qp_attr alt = {.alt_port_num = 1, .alt_timeout = 14};
 		alt.alt_ah_attr.is_global = 1;
 		alt.alt_ah_attr.grh.dgid = gid;
 		alt.alt_ah_attr.port_num = 1;
 		CHECK(ibv_modify_qp(rc, &alt, IBV_QP_ALT_PATH) == EINVAL,
-		      "IBV_QP_ALT_PATH without IBV_DEVICE_AUTO_PATH_MIG");
+		      "IBV_QP_ALT_PATH on RoCE");
+	}
+	/* Mask bits past IBV_QP_DEST_QPN are refused before anything else, EOPNOTSUPP as
+	 * libibverbs' ibv_cmd_modify_qp: a rate limit has its own verb. */
+	{
+		struct ibv_qp_attr rl = {.rate_limit = 1000};
+		CHECK(ibv_modify_qp(rc, &rl, IBV_QP_RATE_LIMIT) == EOPNOTSUPP,
+		      "IBV_QP_RATE_LIMIT through ibv_modify_qp");
+		CHECK(ibv_modify_qp(rc, &rl, IBV_QP_STATE | (1 << 21)) == EOPNOTSUPP,
+		      "an undefined attribute mask bit");
 	}
 
 	/* ibv_query_qp(3): the values set by ibv_modify_qp. */

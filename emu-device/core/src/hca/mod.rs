@@ -499,7 +499,8 @@ impl Hca {
         const VERB: &str = "dereg_mr";
         let windows = self.store.lookup(VERB, mr)?.windows;
         if windows > 0 {
-            return Err(VerbsError::busy(
+            // EINVAL as rxe's rxe_dereg_mr (ibv_alloc_mw(3) names no errno).
+            return Err(VerbsError::invalid(
                 VERB,
                 format!("{windows} memory windows are still bound to the region (ibv_alloc_mw(3))"),
             ));

@@ -502,11 +502,15 @@ impl Hca {
         } else {
             cur
         };
-        if mask.unknown_bits() != 0 {
-            return Err(VerbsError::invalid(
-                VERB,
-                format!("unknown attribute mask bits {:#x}", mask.unknown_bits()),
-            ));
+        // Bits past IBV_QP_DEST_QPN, IBV_QP_RATE_LIMIT among them, are refused before
+        // anything else, as libibverbs' ibv_cmd_modify_qp and the kernel's modify command
+        // refuse them: a rate limit goes through ibv_modify_qp_rate_limit.
+        let past_dest_qpn = mask.0 & !((M::DEST_QPN.0 << 1) - 1);
+        if past_dest_qpn != 0 {
+            return Err(VerbsError::Unsupported {
+                verb: VERB,
+                what: format!("attribute mask bits {past_dest_qpn:#x} (past IBV_QP_DEST_QPN)"),
+            });
         }
         if mask.contains(M::CUR_STATE) && attr.cur_qp_state != cur {
             return Err(VerbsError::Transition {
@@ -695,10 +699,8 @@ impl Hca {
             ));
         }
         if mask.contains(M::ALT_PATH) {
-            return Err(VerbsError::Unsupported {
-                verb: "modify_qp",
-                what: "alternate paths (automatic path migration)".into(),
-            });
+            // EINVAL as the kernel's ib_modify_qp: RoCE has no alternate paths.
+            return bad("alternate paths (IBV_QP_ALT_PATH) do not exist on RoCE".into());
         }
         if mask.intersects(M::CAP | M::RATE_LIMIT) {
             return Err(VerbsError::Unsupported {

@@ -27,7 +27,7 @@ pub(crate) enum RemoteFault {
     WrongPd,
     /// The range is outside the region.
     OutOfBounds,
-    /// The region or the QP lacks the right.
+    /// The region or window lacks the right.
     NoAccess,
     /// An atomic target not 8-byte aligned: an invalid request (IBTA oA19-28; rxe's
     /// RESPST_ERR_MISALIGNED_ATOMIC), not an access error.
@@ -37,13 +37,12 @@ pub(crate) enum RemoteFault {
     Unmapped,
 }
 
-/// Whom a remote access comes from: the QP a request arrived on, its PD and its access
-/// flags.
+/// Whom a remote access comes from: the QP a request arrived on and its PD. (The QP's
+/// own access flags are checked before any key, as an invalid request: `responder`.)
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Via {
     pub(crate) pd: PdHandle,
     pub(crate) qp: QpHandle,
-    pub(crate) access: AccessFlags,
 }
 
 impl Store {
@@ -198,11 +197,7 @@ impl Store {
         len: u64,
         need: AccessFlags,
     ) -> Result<u64, RemoteFault> {
-        let Via {
-            pd,
-            access: qp_access,
-            ..
-        } = via;
+        let Via { pd, .. } = via;
         let Some(mr) = self.mr_by_key(rkey) else {
             return self.check_window(via, rkey, va, len, need);
         };
@@ -212,7 +207,7 @@ impl Store {
         if mr.pd != pd {
             return Err(RemoteFault::WrongPd);
         }
-        if !mr.access.contains(need) || !qp_access.contains(need) {
+        if !mr.access.contains(need) {
             return Err(RemoteFault::NoAccess);
         }
         if !mr.contains(va, len) {
@@ -238,11 +233,7 @@ impl Store {
         len: u64,
         need: AccessFlags,
     ) -> Result<u64, RemoteFault> {
-        let Via {
-            pd,
-            qp,
-            access: qp_access,
-        } = via;
+        let Via { pd, qp } = via;
         let Some((_, mw)) = self.mw_by_rkey(rkey) else {
             return Err(RemoteFault::UnknownKey);
         };
@@ -252,7 +243,7 @@ impl Store {
         if mw.pd != pd || b.qp.is_some_and(|bound| bound != qp) {
             return Err(RemoteFault::WrongPd);
         }
-        if !b.access.contains(need) || !qp_access.contains(need) {
+        if !b.access.contains(need) {
             return Err(RemoteFault::NoAccess);
         }
         let Some(addr) = b.translate(va, len) else {

@@ -240,6 +240,10 @@ fn rc_receive(
         _ if xrc_switch => Err(invalid_request()),
         // The XRCETH named no XRC SRQ of the target's domain.
         _ if no_xrc_srq => Err(invalid_request()),
+        // A QP not enabled for the operation does not support it: an invalid request,
+        // before any key is looked at (rxe's check_op_valid; an MR's or MW's missing right
+        // is a remote access error instead).
+        op if !qp_permits(eng, qp, op) => Err(invalid_request()),
         Operation::Send => on_send(eng, now, qp, packet, bth, info.position, true),
         Operation::Write => on_write(eng, now, qp, packet, bth, info.position, true),
         Operation::ReadRequest => on_read(eng, qp, packet, bth),
@@ -283,6 +287,19 @@ fn xrc_message_srq(eng: &mut Engine<'_>, qp: QpHandle, pos: Position) -> bool {
     let other = t.xrc_srq != t.xrc_msg_srq;
     t.xrc_srq = t.xrc_msg_srq;
     other
+}
+
+/// Whether `qp`'s access flags enable the remote `operation` on it (SENDs need nothing).
+fn qp_permits(eng: &Engine<'_>, qp: QpHandle, operation: Operation) -> bool {
+    let need = match operation {
+        Operation::Write | Operation::AtomicWrite => AccessFlags::REMOTE_WRITE,
+        Operation::ReadRequest => AccessFlags::REMOTE_READ,
+        Operation::CompareSwap | Operation::FetchAdd => AccessFlags::REMOTE_ATOMIC,
+        _ => return true,
+    };
+    eng.store
+        .get(qp)
+        .is_some_and(|q| q.attr.qp_access_flags.contains(need))
 }
 
 /// Complete the receive in progress (if any) with `status` and move the QP to ERR.
@@ -655,11 +672,7 @@ fn on_write(
     if !length_ok(pos, payload.len(), mtu) {
         return Err(invalid_request());
     }
-    let via = Via {
-        pd: t.pd,
-        qp,
-        access: q.attr.qp_access_flags,
-    };
+    let via = Via { pd: t.pd, qp };
     // Where `len` bytes at `va` lie in memory, if `rkey` lets this QP write them there.
     let writable = |store: &Store, rkey: u32, va: u64, len: u64| {
         store
@@ -805,7 +818,6 @@ fn on_read(
                 Via {
                     pd: recv_target(eng.store, q).pd,
                     qp,
-                    access: q.attr.qp_access_flags,
                 },
                 rkey,
                 va,
@@ -926,7 +938,6 @@ fn send_read_response(
             Via {
                 pd: recv_target(eng.store, q).pd,
                 qp,
-                access: q.attr.qp_access_flags,
             },
             c.rkey,
             c.va,
@@ -1030,7 +1041,6 @@ fn on_atomic(
             Via {
                 pd: recv_target(eng.store, q).pd,
                 qp,
-                access: q.attr.qp_access_flags,
             },
             a.rkey(),
             a.va(),
@@ -1064,12 +1074,8 @@ fn on_atomic_write(
     let Some(q) = eng.store.get(qp) else {
         return Ok(());
     };
-    let access = q.attr.qp_access_flags;
     let inside_message = !matches!(q.transport.in_progress, InProgress::None);
-    if inside_message
-        || !access.contains(AccessFlags::REMOTE_WRITE)
-        || q.attr.max_dest_rd_atomic == 0
-    {
+    if inside_message || q.attr.max_dest_rd_atomic == 0 {
         return Err(invalid_request());
     }
     let Some(reth) = packet.reth() else {
@@ -1087,7 +1093,6 @@ fn on_atomic_write(
             Via {
                 pd: recv_target(eng.store, q).pd,
                 qp,
-                access,
             },
             reth.rkey(),
             reth.va(),
@@ -1144,7 +1149,6 @@ fn on_duplicate(eng: &mut Engine<'_>, qp: QpHandle, packet: &RocePacket<&[u8]>, 
                         Via {
                             pd: recv_target(eng.store, q).pd,
                             qp,
-                            access: q.attr.qp_access_flags,
                         },
                         rkey,
                         rva,
@@ -1235,6 +1239,8 @@ fn uc_receive(
         }
     }
     let result = match info.operation {
+        // A QP not enabled for RDMA WRITE drops them (rxe's check_op_valid for UC).
+        op if !qp_permits(eng, qp, op) => Err(invalid_request()),
         Operation::Send => on_send(eng, now, qp, packet, bth, info.position, false),
         Operation::Write => on_write(eng, now, qp, packet, bth, info.position, false),
         _ => Err(invalid_request()),
