@@ -271,36 +271,60 @@ unsafe extern "C" fn ibv_read_sysfs_file(
                 CStr::from_ptr(file).to_string_lossy().into_owned(),
             )
         };
-        let content = match virtual_sysfs_file(&dir, &file) {
-            Some(Ok(s)) => s.into_bytes(),
+        // At most `size` bytes, in one read as rdma-core's ibv_read_sysfs_file_at: a
+        // file that never ends (/dev/zero) or is huge costs no more than the buffer.
+        let len = match virtual_sysfs_file(&dir, &file) {
+            Some(Ok(s)) => {
+                let n = s.len().min(size);
+                // SAFETY: `buf` holds `size` bytes.
+                unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), buf.cast::<u8>(), n) };
+                n
+            }
             Some(Err(e)) => {
                 set_errno(e);
                 return -1;
             }
-            None => match std::fs::read(format!("{dir}/{file}")) {
-                Ok(mut b) => {
-                    if b.last() == Some(&b'\n') {
-                        b.pop();
+            None => {
+                let Ok(path) = std::ffi::CString::new(format!("{dir}/{file}")) else {
+                    set_errno(libc::EINVAL);
+                    return -1;
+                };
+                // SAFETY: a NUL-terminated path; `buf` holds `size` bytes.
+                let n = unsafe {
+                    let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+                    if fd < 0 {
+                        return -1;
                     }
-                    b
-                }
-                Err(e) => {
-                    set_errno(e.raw_os_error().unwrap_or(libc::EIO));
+                    let n = libc::read(fd, buf.cast(), size);
+                    let read_errno = *libc::__errno_location();
+                    libc::close(fd);
+                    set_errno(read_errno);
+                    n
+                };
+                if n < 0 {
                     return -1;
                 }
-            },
+                n as usize
+            }
         };
-        // Like rdma-core: refuse what cannot be NUL-terminated.
-        if content.len() >= size {
+        if len == 0 {
+            return 0;
+        }
+        let buf = buf.cast::<u8>();
+        // SAFETY: `buf` holds `size` bytes, the first `len` (<= size) of them read.
+        if unsafe { *buf.add(len - 1) } == b'\n' {
+            // SAFETY: as above.
+            unsafe { *buf.add(len - 1) = 0 };
+            (len - 1) as c_int
+        } else if len < size {
+            // SAFETY: as above, and len < size.
+            unsafe { *buf.add(len) = 0 };
+            len as c_int
+        } else {
+            // Only a truncated string would fit: refused, as rdma-core refuses it.
             set_errno(libc::EOVERFLOW);
-            return -1;
+            -1
         }
-        // SAFETY: `buf` holds `size` bytes and content.len() < size.
-        unsafe {
-            std::ptr::copy_nonoverlapping(content.as_ptr(), buf.cast::<u8>(), content.len());
-            *buf.add(content.len()) = 0;
-        }
-        content.len() as c_int
     })
 }
 

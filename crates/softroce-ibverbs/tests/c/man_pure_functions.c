@@ -1,9 +1,29 @@
 /* ibv_rate_to_mult(3), ibv_rate_to_mbps(3), ibv_event_type_str(3) (with ibv_node_type_str
- * and ibv_port_state_str) and ibv_wc_status_str: functions of their argument alone. Prints
+ * and ibv_port_state_str) and ibv_wc_status_str: functions of their argument alone; and
+ * ibv_read_sysfs_file (infiniband/driver.h) on ordinary files, one that never ends
+ * (/dev/zero: at most the buffer is read) and one that does not exist. Prints
  * every value, in and out of range, one per line; c_contract.rs runs this program on the
  * system libibverbs (rdma-core 44) and on the drop-in and requires the same lines. */
 #include <infiniband/verbs.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Exported by libibverbs, declared in infiniband/driver.h. */
+int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size);
+
+static void read_sysfs(const char *dir, const char *file, const char *what, size_t size)
+{
+	char buf[64];
+	memset(buf, 'x', sizeof(buf));
+	buf[sizeof(buf) - 1] = '\0'; /* an empty file leaves the buffer as it was */
+	int rc = ibv_read_sysfs_file(dir, file, buf, size);
+	if (rc >= 0)
+		printf("ibv_read_sysfs_file(%s, %zu) = %d \"%s\"\n", what, size, rc, buf);
+	else
+		printf("ibv_read_sysfs_file(%s, %zu) = %d\n", what, size, rc);
+}
 
 int main(void)
 {
@@ -26,5 +46,34 @@ int main(void)
 		printf("ibv_port_state_str(%d) = %s\n", s, ibv_port_state_str(s));
 	for (int s = -1; s <= 25; s++)
 		printf("ibv_wc_status_str(%d) = %s\n", s, ibv_wc_status_str(s));
+
+	char dir[] = "/tmp/softroce-sysfs-XXXXXX";
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	struct {
+		const char *name, *content;
+	} files[] = {{"line", "abc\n"}, {"word", "abcdef"}, {"two", "ab\ncdef"}, {"empty", ""}};
+	char path[128];
+	for (unsigned i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, files[i].name);
+		FILE *f = fopen(path, "w");
+		if (!f || fputs(files[i].content, f) < 0 || fclose(f) != 0) {
+			perror(path);
+			return 1;
+		}
+	}
+	size_t sizes[] = {1, 3, 4, 5, 6, 7, 16};
+	for (unsigned i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		for (unsigned j = 0; j < sizeof(sizes) / sizeof(sizes[0]); j++)
+			read_sysfs(dir, files[i].name, files[i].name, sizes[j]);
+	read_sysfs("/dev", "zero", "/dev/zero", 16);
+	read_sysfs(dir, "missing", "missing", 16);
+	for (unsigned i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, files[i].name);
+		unlink(path);
+	}
+	rmdir(dir);
 	return 0;
 }
