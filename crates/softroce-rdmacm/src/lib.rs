@@ -9,7 +9,9 @@
 //! first use and calls through it. When the `libibverbs.so.1` the program loaded is not
 //! softroce's, every call fails with ENOSYS and one line on stderr says why.
 //!
-//! The rsocket calls (`rsocket`, `rconnect`, …) fail with ENOSYS: softroce has no rsockets.
+//! The rsocket calls (rsocket(7)) are here too, built on those entry points and libibverbs'
+//! verbs as rdma-core's own rsockets are (`rsocket`): stream sockets with rsockets' wire
+//! protocol; datagram rsockets and the iomap calls are not implemented.
 //!
 //! No panic crosses the C boundary: every export runs inside `guard`.
 
@@ -18,6 +20,8 @@ use std::sync::OnceLock;
 
 use libc::sockaddr;
 use softroce_ibverbs_abi::rdmacm::*;
+
+mod rsocket;
 use softroce_ibverbs_abi::{
     ibv_context, ibv_pd, ibv_qp_attr, ibv_qp_init_attr, ibv_qp_init_attr_ex, ibv_srq_init_attr,
     ibv_srq_init_attr_ex, rdmacm_entry_points,
@@ -143,68 +147,481 @@ macro_rules! forward {
 
 rdmacm_entry_points!(forward);
 
-/// Says once why the rsocket calls fail.
-fn rsockets_unsupported() {
+/// Says once why the iomap calls fail.
+fn iomap_unsupported() {
     static SAID: OnceLock<()> = OnceLock::new();
     SAID.get_or_init(|| {
         eprintln!(
-            "softroce librdmacm: rsockets (rsocket, rconnect, …) are not implemented; the \
-             call fails with ENOSYS"
+            "softroce librdmacm: riomap/riounmap/riowrite are not implemented (no iomap slots \
+             are offered to peers); the call fails with ENOSYS"
         );
     });
     set_errno(libc::ENOSYS);
 }
 
-/// The rsocket calls: each fails with ENOSYS, returning the value given (rsocket's -1).
-macro_rules! unsupported {
-    ($( $name:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty = $fail:expr; )*) => {
-        $(
-            #[doc = concat!("`", stringify!($name), "`: not implemented, fails with ENOSYS.")]
-            ///
-            /// # Safety
-            ///
-            /// None of the arguments is used.
-            #[unsafe(no_mangle)]
-            pub unsafe extern "C" fn $name($(_: $ty),*) -> $ret {
-                guard($fail, || {
-                    rsockets_unsupported();
-                    $fail
-                })
-            }
-        )*
-    };
+/// An rsocket call's result as C sees it: the value, or `fail` with errno set.
+fn ret<T>(result: rsocket::Res<T>, fail: T) -> T {
+    match result {
+        Ok(v) => v,
+        Err(e) => {
+            set_errno(e);
+            fail
+        }
+    }
 }
 
 use libc::{fd_set, iovec, msghdr, nfds_t, off_t, pollfd, size_t, socklen_t, ssize_t, timeval};
 
-unsupported! {
-    rsocket(domain: c_int, kind: c_int, protocol: c_int) -> c_int = -1;
-    rbind(socket: c_int, addr: *const sockaddr, len: socklen_t) -> c_int = -1;
-    rlisten(socket: c_int, backlog: c_int) -> c_int = -1;
-    raccept(socket: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int = -1;
-    rconnect(socket: c_int, addr: *const sockaddr, len: socklen_t) -> c_int = -1;
-    rshutdown(socket: c_int, how: c_int) -> c_int = -1;
-    rclose(socket: c_int) -> c_int = -1;
-    rrecv(socket: c_int, buf: *mut c_void, len: size_t, flags: c_int) -> ssize_t = -1;
-    rrecvfrom(socket: c_int, buf: *mut c_void, len: size_t, flags: c_int, src: *mut sockaddr, src_len: *mut socklen_t) -> ssize_t = -1;
-    rrecvmsg(socket: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t = -1;
-    rsend(socket: c_int, buf: *const c_void, len: size_t, flags: c_int) -> ssize_t = -1;
-    rsendto(socket: c_int, buf: *const c_void, len: size_t, flags: c_int, dest: *const sockaddr, dest_len: socklen_t) -> ssize_t = -1;
-    rsendmsg(socket: c_int, msg: *const msghdr, flags: c_int) -> ssize_t = -1;
-    rread(socket: c_int, buf: *mut c_void, count: size_t) -> ssize_t = -1;
-    rreadv(socket: c_int, iov: *const iovec, iovcnt: c_int) -> ssize_t = -1;
-    rwrite(socket: c_int, buf: *const c_void, count: size_t) -> ssize_t = -1;
-    rwritev(socket: c_int, iov: *const iovec, iovcnt: c_int) -> ssize_t = -1;
-    rpoll(fds: *mut pollfd, nfds: nfds_t, timeout: c_int) -> c_int = -1;
-    rselect(nfds: c_int, readfds: *mut fd_set, writefds: *mut fd_set, exceptfds: *mut fd_set, timeout: *mut timeval) -> c_int = -1;
-    rgetpeername(socket: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int = -1;
-    rgetsockname(socket: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int = -1;
-    rsetsockopt(socket: c_int, level: c_int, name: c_int, value: *const c_void, len: socklen_t) -> c_int = -1;
-    rgetsockopt(socket: c_int, level: c_int, name: c_int, value: *mut c_void, len: *mut socklen_t) -> c_int = -1;
-    // Variadic in C (`int rfcntl(int, int, ...)`); on x86_64 a callee that reads one
-    // integer-class argument sees what the caller passed.
-    rfcntl(socket: c_int, cmd: c_int, arg: usize) -> c_int = -1;
-    riomap(socket: c_int, buf: *mut c_void, len: size_t, prot: c_int, flags: c_int, offset: off_t) -> off_t = -1;
-    riounmap(socket: c_int, buf: *mut c_void, len: size_t) -> c_int = -1;
-    riowrite(socket: c_int, buf: *const c_void, count: size_t, offset: off_t, flags: c_int) -> size_t = usize::MAX;
+/// `rsocket` (rsocket(7)): a stream socket over RDMA.
+///
+/// # Safety
+/// None: every argument is a number.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rsocket(domain: c_int, kind: c_int, protocol: c_int) -> c_int {
+    guard(-1, || ret(rsocket::rsocket(domain, kind, protocol), -1))
+}
+
+/// `rbind`.
+///
+/// # Safety
+/// `addr` points at `len` readable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rbind(socket: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
+    // SAFETY: the caller's contract.
+    guard(-1, || {
+        ret(unsafe { rsocket::rbind(socket, addr, len) }.map(|()| 0), -1)
+    })
+}
+
+/// `rlisten`.
+///
+/// # Safety
+/// None.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rlisten(socket: c_int, backlog: c_int) -> c_int {
+    guard(-1, || {
+        ret(rsocket::rlisten(socket, backlog).map(|()| 0), -1)
+    })
+}
+
+/// `raccept`.
+///
+/// # Safety
+/// `addr`/`len` are NULL or as for accept(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn raccept(socket: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
+    // SAFETY: the caller's contract.
+    guard(-1, || {
+        ret(unsafe { rsocket::raccept(socket, addr, len) }, -1)
+    })
+}
+
+/// `rconnect`.
+///
+/// # Safety
+/// `addr` points at `len` readable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rconnect(socket: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
+    // SAFETY: the caller's contract.
+    guard(-1, || {
+        ret(
+            unsafe { rsocket::rconnect(socket, addr, len) }.map(|()| 0),
+            -1,
+        )
+    })
+}
+
+/// `rshutdown`.
+///
+/// # Safety
+/// None.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rshutdown(socket: c_int, how: c_int) -> c_int {
+    guard(-1, || ret(rsocket::rshutdown(socket, how).map(|()| 0), -1))
+}
+
+/// `rclose`.
+///
+/// # Safety
+/// None.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rclose(socket: c_int) -> c_int {
+    guard(-1, || ret(rsocket::rclose(socket).map(|()| 0), -1))
+}
+
+/// `rrecv`.
+///
+/// # Safety
+/// `buf` holds `len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rrecv(
+    socket: c_int,
+    buf: *mut c_void,
+    len: size_t,
+    flags: c_int,
+) -> ssize_t {
+    // SAFETY: the caller's contract.
+    guard(-1, || {
+        ret(
+            unsafe { rsocket::rrecv(socket, buf.cast(), len, flags) }.map(|n| n as ssize_t),
+            -1,
+        )
+    })
+}
+
+/// `rrecvfrom` (a stream socket's source is its peer).
+///
+/// # Safety
+/// As recvfrom(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rrecvfrom(
+    socket: c_int,
+    buf: *mut c_void,
+    len: size_t,
+    flags: c_int,
+    src: *mut sockaddr,
+    src_len: *mut socklen_t,
+) -> ssize_t {
+    guard(-1, || {
+        // SAFETY: the caller's contract.
+        let n = ret(
+            unsafe { rsocket::rrecv(socket, buf.cast(), len, flags) }.map(|n| n as ssize_t),
+            -1,
+        );
+        if n > 0 && !src.is_null() && !src_len.is_null() {
+            // SAFETY: the caller's buffers.
+            let _ = unsafe { rsocket::rgetpeername(socket, src, src_len) };
+        }
+        n
+    })
+}
+
+/// `rrecvmsg` (no control messages: ENOTSUP, as rsockets).
+///
+/// # Safety
+/// As recvmsg(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rrecvmsg(socket: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
+    guard(-1, || {
+        // SAFETY: the caller's msghdr.
+        let Some(m) = (unsafe { msg.as_ref() }) else {
+            set_errno(libc::EFAULT);
+            return -1;
+        };
+        if !m.msg_control.is_null() && m.msg_controllen > 0 {
+            set_errno(libc::ENOTSUP);
+            return -1;
+        }
+        // SAFETY: the caller's iovecs.
+        ret(
+            unsafe { rsocket::rrecvv(socket, m.msg_iov, m.msg_iovlen as c_int, flags) }
+                .map(|n| n as ssize_t),
+            -1,
+        )
+    })
+}
+
+/// `rsend`.
+///
+/// # Safety
+/// `buf` holds `len` readable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rsend(
+    socket: c_int,
+    buf: *const c_void,
+    len: size_t,
+    flags: c_int,
+) -> ssize_t {
+    // SAFETY: the caller's contract.
+    guard(-1, || {
+        ret(
+            unsafe { rsocket::rsend(socket, buf.cast(), len, flags) }.map(|n| n as ssize_t),
+            -1,
+        )
+    })
+}
+
+/// `rsendto`: a stream socket takes no destination (EISCONN, as rsockets).
+///
+/// # Safety
+/// As sendto(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rsendto(
+    socket: c_int,
+    buf: *const c_void,
+    len: size_t,
+    flags: c_int,
+    dest: *const sockaddr,
+    dest_len: socklen_t,
+) -> ssize_t {
+    guard(-1, || {
+        if !dest.is_null() || dest_len != 0 {
+            set_errno(libc::EISCONN);
+            return -1;
+        }
+        // SAFETY: the caller's contract.
+        ret(
+            unsafe { rsocket::rsend(socket, buf.cast(), len, flags) }.map(|n| n as ssize_t),
+            -1,
+        )
+    })
+}
+
+/// `rsendmsg` (no control messages: ENOTSUP, as rsockets).
+///
+/// # Safety
+/// As sendmsg(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rsendmsg(socket: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
+    guard(-1, || {
+        // SAFETY: the caller's msghdr.
+        let Some(m) = (unsafe { msg.as_ref() }) else {
+            set_errno(libc::EFAULT);
+            return -1;
+        };
+        if !m.msg_control.is_null() && m.msg_controllen > 0 {
+            set_errno(libc::ENOTSUP);
+            return -1;
+        }
+        // SAFETY: the caller's iovecs.
+        ret(
+            unsafe { rsocket::rsendv(socket, m.msg_iov, m.msg_iovlen as c_int, flags) }
+                .map(|n| n as ssize_t),
+            -1,
+        )
+    })
+}
+
+/// `rread`.
+///
+/// # Safety
+/// `buf` holds `count` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rread(socket: c_int, buf: *mut c_void, count: size_t) -> ssize_t {
+    // SAFETY: the caller's contract.
+    guard(-1, || {
+        ret(
+            unsafe { rsocket::rrecv(socket, buf.cast(), count, 0) }.map(|n| n as ssize_t),
+            -1,
+        )
+    })
+}
+
+/// `rreadv`.
+///
+/// # Safety
+/// `iov` holds `iovcnt` iovecs.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rreadv(socket: c_int, iov: *const iovec, iovcnt: c_int) -> ssize_t {
+    // SAFETY: the caller's contract.
+    guard(-1, || {
+        ret(
+            unsafe { rsocket::rrecvv(socket, iov, iovcnt, 0) }.map(|n| n as ssize_t),
+            -1,
+        )
+    })
+}
+
+/// `rwrite`.
+///
+/// # Safety
+/// `buf` holds `count` readable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rwrite(socket: c_int, buf: *const c_void, count: size_t) -> ssize_t {
+    // SAFETY: the caller's contract.
+    guard(-1, || {
+        ret(
+            unsafe { rsocket::rsend(socket, buf.cast(), count, 0) }.map(|n| n as ssize_t),
+            -1,
+        )
+    })
+}
+
+/// `rwritev`.
+///
+/// # Safety
+/// `iov` holds `iovcnt` iovecs.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rwritev(socket: c_int, iov: *const iovec, iovcnt: c_int) -> ssize_t {
+    // SAFETY: the caller's contract.
+    guard(-1, || {
+        ret(
+            unsafe { rsocket::rsendv(socket, iov, iovcnt, 0) }.map(|n| n as ssize_t),
+            -1,
+        )
+    })
+}
+
+/// `rpoll`: rsockets and ordinary descriptors together.
+///
+/// # Safety
+/// `fds` holds `nfds` pollfds.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rpoll(fds: *mut pollfd, nfds: nfds_t, timeout: c_int) -> c_int {
+    // SAFETY: the caller's contract.
+    guard(-1, || {
+        ret(unsafe { rsocket::rpoll(fds, nfds, timeout) }, -1)
+    })
+}
+
+/// `rselect`.
+///
+/// # Safety
+/// As select(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rselect(
+    nfds: c_int,
+    readfds: *mut fd_set,
+    writefds: *mut fd_set,
+    exceptfds: *mut fd_set,
+    timeout: *mut timeval,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    guard(-1, || {
+        ret(
+            unsafe { rsocket::rselect(nfds, readfds, writefds, exceptfds, timeout) },
+            -1,
+        )
+    })
+}
+
+/// `rgetpeername`.
+///
+/// # Safety
+/// As getpeername(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rgetpeername(
+    socket: c_int,
+    addr: *mut sockaddr,
+    len: *mut socklen_t,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    guard(-1, || {
+        ret(
+            unsafe { rsocket::rgetpeername(socket, addr, len) }.map(|()| 0),
+            -1,
+        )
+    })
+}
+
+/// `rgetsockname`.
+///
+/// # Safety
+/// As getsockname(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rgetsockname(
+    socket: c_int,
+    addr: *mut sockaddr,
+    len: *mut socklen_t,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    guard(-1, || {
+        ret(
+            unsafe { rsocket::rgetsockname(socket, addr, len) }.map(|()| 0),
+            -1,
+        )
+    })
+}
+
+/// `rsetsockopt`.
+///
+/// # Safety
+/// `value` holds `len` readable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rsetsockopt(
+    socket: c_int,
+    level: c_int,
+    name: c_int,
+    value: *const c_void,
+    len: socklen_t,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    guard(-1, || {
+        ret(
+            unsafe { rsocket::rsetsockopt(socket, level, name, value, len) }.map(|()| 0),
+            -1,
+        )
+    })
+}
+
+/// `rgetsockopt`.
+///
+/// # Safety
+/// `value` holds `*len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rgetsockopt(
+    socket: c_int,
+    level: c_int,
+    name: c_int,
+    value: *mut c_void,
+    len: *mut socklen_t,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    guard(-1, || {
+        ret(
+            unsafe { rsocket::rgetsockopt(socket, level, name, value, len) }.map(|()| 0),
+            -1,
+        )
+    })
+}
+
+/// `rfcntl`: F_GETFL/F_SETFL (O_NONBLOCK) and F_GETFD/F_SETFD.
+///
+/// Variadic in C (`int rfcntl(int, int, ...)`); on x86_64 a callee that reads one
+/// integer-class argument sees what the caller passed.
+///
+/// # Safety
+/// None: every argument is a number.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rfcntl(socket: c_int, cmd: c_int, arg: usize) -> c_int {
+    guard(-1, || ret(rsocket::rfcntl(socket, cmd, arg), -1))
+}
+
+/// `riomap`: not implemented (ENOSYS).
+///
+/// # Safety
+/// None of the arguments is used.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn riomap(
+    _: c_int,
+    _: *mut c_void,
+    _: size_t,
+    _: c_int,
+    _: c_int,
+    _: off_t,
+) -> off_t {
+    guard(-1, || {
+        iomap_unsupported();
+        -1
+    })
+}
+
+/// `riounmap`: not implemented (ENOSYS).
+///
+/// # Safety
+/// None of the arguments is used.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn riounmap(_: c_int, _: *mut c_void, _: size_t) -> c_int {
+    guard(-1, || {
+        iomap_unsupported();
+        -1
+    })
+}
+
+/// `riowrite`: not implemented (ENOSYS).
+///
+/// # Safety
+/// None of the arguments is used.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn riowrite(
+    _: c_int,
+    _: *const c_void,
+    _: size_t,
+    _: off_t,
+    _: c_int,
+) -> size_t {
+    guard(usize::MAX, || {
+        iomap_unsupported();
+        usize::MAX
+    })
 }

@@ -1,0 +1,2406 @@
+//! rsockets (rsocket(7)): sockets over RDMA, for SOCK_STREAM, with librdmacm's wire protocol
+//! so they talk to rdma-core's rsockets (`rstream`, `riostream`, `librspreload`) on rxe or a
+//! RoCE NIC.
+//!
+//! Built, as rdma-core's own rsocket.c is, on the public rdma_cm and verbs calls only: the
+//! connection manager through the drop-in's entry points, the verbs through libibverbs'
+//! exports and the context's ops. Facts of the protocol (taken from rdma-core's rsocket.c):
+//!
+//! - Connecting carries `struct rs_conn_data` (40 bytes) as private data both ways: version 1,
+//!   flags (bit 0: big-endian host, bit 1: iomap support), the receive-queue credits, and two
+//!   `struct rs_sge {u64 addr; u32 key; u32 length}` in network order: where the peer writes
+//!   buffer updates (`target_sgl`, 2 entries) and the first half of the data ring.
+//! - Data moves as RDMA WRITE WITH IMMEDIATE into the peer's ring; the immediate is
+//!   `op << 29 | data`: DATA (0, its length), SGL (4, the peer's new sequence limit, sent
+//!   with a 16-byte `rs_sge` written into the sender's `target_sgl` slot naming the half of
+//!   the ring freed), CTRL (7: 0 disconnect, 2 shutdown). The receive queue's entries are
+//!   zero-length; every send is signaled.
+//! - Credits: a sender may have `sseq_comp - sseq_no` messages outstanding; a receiver
+//!   returns credits once half its queue or half its ring is consumed.
+//!
+//! Not implemented: SOCK_DGRAM rsockets (UD with rsockets' UDP service), `riomap`/`riowrite`
+//! (offered to peers as no iomap slots, which rsockets peers respect), keepalive probes.
+
+use core::ffi::{c_int, c_void};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use libc::{pollfd, sockaddr, socklen_t};
+use softroce_ibverbs_abi::rdmacm::*;
+use softroce_ibverbs_abi::{
+    IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_WRITE, IBV_QP_STATE, IBV_QPS_ERR, IBV_QPT_RC,
+    IBV_SEND_INLINE, IBV_WC_SUCCESS, IBV_WC_WITH_IMM, IBV_WR_RDMA_WRITE_WITH_IMM, ibv_comp_channel,
+    ibv_context, ibv_cq, ibv_mr, ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_init_attr, ibv_recv_wr,
+    ibv_send_wr, ibv_sge, ibv_wc,
+};
+
+use crate::entry_points;
+
+/// A result whose error is an errno value.
+pub(crate) type Res<T> = Result<T, c_int>;
+
+// ---- protocol constants (rdma-core's rsocket.c) -------------------------------------------
+
+const RS_OP_DATA: u32 = 0;
+const RS_OP_WRITE: u32 = 2;
+const RS_OP_SGL: u32 = 4;
+const RS_OP_IOMAP_SGL: u32 = 6;
+const RS_OP_CTRL: u32 = 7;
+const RS_CTRL_DISCONNECT: u32 = 0;
+const RS_CTRL_SHUTDOWN: u32 = 2;
+const RECV_WR_FLAG: u64 = 1 << 63;
+const CONN_FLAG_NET: u8 = 1 << 0;
+const CONN_FLAG_IOMAP: u8 = 1 << 1;
+const CONN_DATA_LEN: usize = 40;
+const OLAP_START_SIZE: u32 = 2048;
+const MAX_TRANSFER: u32 = 65536;
+const SNDLOWAT: u32 = 2048;
+const QP_MIN_SIZE: u32 = 16;
+const QP_MAX_SIZE: u32 = 0xFFFE;
+const QP_CTRL_SIZE: u32 = 4;
+const SGL_SIZE: usize = 2;
+const SGE_LEN: usize = 16;
+const DEFAULT_INLINE: u32 = 64;
+const DEFAULT_QP_SIZE: u32 = 384;
+const DEFAULT_MEM: u32 = 1 << 17;
+/// How long resolving an address or a route may take.
+const RESOLVE_TIMEOUT_MS: c_int = 2000;
+
+/// `SOL_RDMA` and its options (`<rdma/rsocket.h>`).
+const SOL_RDMA: c_int = 0x10000;
+const RDMA_SQSIZE: c_int = 0;
+const RDMA_RQSIZE: c_int = 1;
+const RDMA_INLINE: c_int = 2;
+const RDMA_IOMAPSIZE: c_int = 3;
+const RDMA_ROUTE: c_int = 4;
+
+/// The defaults an administrator sets in /etc/rdma/rsocket (rsocket(7)), else rsockets'.
+struct Defaults {
+    mem: u32,
+    wmem: u32,
+    sq_size: u32,
+    rq_size: u32,
+    inline: u32,
+    /// How long a blocking call polls before it sleeps on the completion channel.
+    polling: Duration,
+    /// The longest a blocking call or rpoll sleeps before it looks again: a safeguard
+    /// against a wake-up that never comes.
+    wake_up_ms: c_int,
+}
+
+fn defaults() -> &'static Defaults {
+    static DEFAULTS: OnceLock<Defaults> = OnceLock::new();
+    DEFAULTS.get_or_init(|| {
+        // One integer per file; a file that is missing, unreadable, long or not a number
+        // leaves the default (as rsockets' fscanf does).
+        let read = |name: &str| -> Option<u64> {
+            use std::io::Read as _;
+            let file = std::fs::File::open(format!("/etc/rdma/rsocket/{name}")).ok()?;
+            let mut text = String::new();
+            file.take(64).read_to_string(&mut text).ok()?;
+            text.trim().parse().ok()
+        };
+        let clamp = |v: Option<u64>, lo: u64, hi: u64, default: u32| {
+            v.map_or(default, |v| v.clamp(lo, hi) as u32)
+        };
+        Defaults {
+            mem: clamp(read("mem_default"), 1, 1 << 30, DEFAULT_MEM),
+            wmem: clamp(
+                read("wmem_default"),
+                u64::from(SNDLOWAT) << 1,
+                1 << 30,
+                DEFAULT_MEM,
+            ),
+            sq_size: clamp(
+                read("sqsize_default"),
+                1,
+                u64::from(QP_MAX_SIZE),
+                DEFAULT_QP_SIZE,
+            ),
+            rq_size: clamp(
+                read("rqsize_default"),
+                1,
+                u64::from(QP_MAX_SIZE),
+                DEFAULT_QP_SIZE,
+            ),
+            inline: clamp(
+                read("inline_default"),
+                0,
+                u64::from(QP_MAX_SIZE),
+                DEFAULT_INLINE,
+            ),
+            polling: Duration::from_micros(read("polling_time").unwrap_or(10).min(1_000_000)),
+            wake_up_ms: clamp(read("wake_up_interval"), 1, 60_000, 500) as c_int,
+        }
+    })
+}
+
+const fn msg(op: u32, data: u32) -> u32 {
+    (op << 29) | (data & 0x1FFF_FFFF)
+}
+const fn msg_op(m: u32) -> u32 {
+    m >> 29
+}
+const fn msg_data(m: u32) -> u32 {
+    m & 0x1FFF_FFFF
+}
+
+// ---- libibverbs, found at run time ---------------------------------------------------------
+
+type RegMr = unsafe extern "C" fn(*mut ibv_pd, *mut c_void, usize, c_int) -> *mut ibv_mr;
+type DeregMr = unsafe extern "C" fn(*mut ibv_mr) -> c_int;
+type CreateCompChannel = unsafe extern "C" fn(*mut ibv_context) -> *mut ibv_comp_channel;
+type DestroyCompChannel = unsafe extern "C" fn(*mut ibv_comp_channel) -> c_int;
+type CreateCq = unsafe extern "C" fn(
+    *mut ibv_context,
+    c_int,
+    *mut c_void,
+    *mut ibv_comp_channel,
+    c_int,
+) -> *mut ibv_cq;
+type DestroyCq = unsafe extern "C" fn(*mut ibv_cq) -> c_int;
+type GetCqEvent =
+    unsafe extern "C" fn(*mut ibv_comp_channel, *mut *mut ibv_cq, *mut *mut c_void) -> c_int;
+type AckCqEvents = unsafe extern "C" fn(*mut ibv_cq, u32);
+type ModifyQp = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_qp_attr, c_int) -> c_int;
+
+/// The libibverbs exports rsockets needs (the post, poll and arm calls go through the
+/// context's ops, as `<infiniband/verbs.h>` inlines them).
+struct Verbs {
+    reg_mr: RegMr,
+    dereg_mr: DeregMr,
+    create_comp_channel: CreateCompChannel,
+    destroy_comp_channel: DestroyCompChannel,
+    create_cq: CreateCq,
+    destroy_cq: DestroyCq,
+    get_cq_event: GetCqEvent,
+    ack_cq_events: AckCqEvents,
+    modify_qp: ModifyQp,
+}
+
+fn verbs() -> Res<&'static Verbs> {
+    static VERBS: OnceLock<Option<Verbs>> = OnceLock::new();
+    VERBS
+        .get_or_init(|| {
+            // The drop-in's libibverbs is loaded (entry_points found it) or loadable.
+            entry_points()?;
+            // SAFETY: dlopen with a NUL-terminated name; the handle is kept for the process.
+            let handle = unsafe { libc::dlopen(c"libibverbs.so.1".as_ptr(), libc::RTLD_NOW) };
+            let find = |name: &core::ffi::CStr| {
+                // SAFETY: NUL-terminated names; RTLD_DEFAULT or a valid handle.
+                let mut f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+                if f.is_null() && !handle.is_null() {
+                    // SAFETY: as above.
+                    f = unsafe { libc::dlsym(handle, name.as_ptr()) };
+                }
+                (!f.is_null()).then_some(f)
+            };
+            // SAFETY (every transmute): the symbol is libibverbs' function of that name,
+            // whose C signature (rdma-core's verbs.h) the target type declares.
+            unsafe {
+                Some(Verbs {
+                    reg_mr: core::mem::transmute::<*mut c_void, RegMr>(find(c"ibv_reg_mr")?),
+                    dereg_mr: core::mem::transmute::<*mut c_void, DeregMr>(find(c"ibv_dereg_mr")?),
+                    create_comp_channel: core::mem::transmute::<*mut c_void, CreateCompChannel>(
+                        find(c"ibv_create_comp_channel")?,
+                    ),
+                    destroy_comp_channel: core::mem::transmute::<*mut c_void, DestroyCompChannel>(
+                        find(c"ibv_destroy_comp_channel")?,
+                    ),
+                    create_cq: core::mem::transmute::<*mut c_void, CreateCq>(find(
+                        c"ibv_create_cq",
+                    )?),
+                    destroy_cq: core::mem::transmute::<*mut c_void, DestroyCq>(find(
+                        c"ibv_destroy_cq",
+                    )?),
+                    get_cq_event: core::mem::transmute::<*mut c_void, GetCqEvent>(find(
+                        c"ibv_get_cq_event",
+                    )?),
+                    ack_cq_events: core::mem::transmute::<*mut c_void, AckCqEvents>(find(
+                        c"ibv_ack_cq_events",
+                    )?),
+                    modify_qp: core::mem::transmute::<*mut c_void, ModifyQp>(find(
+                        c"ibv_modify_qp",
+                    )?),
+                })
+            }
+        })
+        .as_ref()
+        .ok_or(libc::ENOSYS)
+}
+
+fn cm() -> Res<&'static RdmacmEntryPoints> {
+    entry_points().ok_or(libc::ENOSYS)
+}
+
+fn errno() -> c_int {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+/// -1/errno of an rdma_* call as a result.
+fn check(rc: c_int) -> Res<()> {
+    if rc == 0 { Ok(()) } else { Err(errno()) }
+}
+
+fn set_nonblocking(fd: c_int, on: bool) -> Res<()> {
+    // SAFETY: fcntl on a descriptor this library owns.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(errno());
+    }
+    let flags = if on {
+        flags | libc::O_NONBLOCK
+    } else {
+        flags & !libc::O_NONBLOCK
+    };
+    // SAFETY: as above.
+    check(unsafe { libc::fcntl(fd, libc::F_SETFL, flags) })
+}
+
+/// Waits until one of `fds` is readable, or `timeout_ms` (-1: no limit) passes.
+fn wait_readable(fds: &[c_int], timeout_ms: c_int) -> Res<()> {
+    let mut p: Vec<pollfd> = fds
+        .iter()
+        .map(|&fd| pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: a valid array of p.len() pollfds.
+    let rc = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) };
+    if rc < 0 && errno() != libc::EINTR {
+        return Err(errno());
+    }
+    Ok(())
+}
+
+// ---- memory the device reads and writes ----------------------------------------------------
+
+/// A zeroed, page-aligned allocation registered with the device; it never moves.
+struct Buffer {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Buffer {
+    fn new(len: usize) -> Res<Self> {
+        let layout =
+            std::alloc::Layout::from_size_align(len.max(1), 4096).map_err(|_| libc::ENOMEM)?;
+        // SAFETY: a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            return Err(libc::ENOMEM);
+        }
+        Ok(Self {
+            ptr,
+            len: len.max(1),
+        })
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe {
+            std::alloc::dealloc(
+                self.ptr,
+                std::alloc::Layout::from_size_align_unchecked(self.len, 4096),
+            )
+        };
+    }
+}
+
+/// `struct rs_sge` as it travels: addr, key, length.
+#[derive(Debug, Clone, Copy, Default)]
+struct RsSge {
+    addr: u64,
+    key: u32,
+    length: u32,
+}
+
+// ---- a connection's datapath ---------------------------------------------------------------
+
+/// The queue pair, buffers and counters of a connected (or connecting) socket.
+struct Conn {
+    cq_channel: *mut ibv_comp_channel,
+    cq: *mut ibv_cq,
+    qp: *mut ibv_qp,
+    sbuf: Buffer,
+    rbuf: Buffer,
+    /// `target_sgl`: where the peer writes the ring halves it frees.
+    target: Buffer,
+    smr: *mut ibv_mr,
+    rmr: *mut ibv_mr,
+    target_mr: *mut ibv_mr,
+    sq_size: u32,
+    rq_size: u32,
+    sq_inline: u32,
+    sbuf_size: u32,
+    rbuf_size: u32,
+    ctrl_seqno: u32,
+    ctrl_max_seqno: u32,
+    sseq_no: u16,
+    sseq_comp: u16,
+    rseq_no: u16,
+    rseq_comp: u16,
+    remote_sge: u32,
+    remote_sgl: RsSge,
+    target_sge: usize,
+    /// The peer's byte order differs: SGL updates go byte-swapped.
+    swap_sgl: bool,
+    rbuf_bytes_avail: u32,
+    rbuf_free_offset: u32,
+    rbuf_offset: u32,
+    sbuf_bytes_avail: u32,
+    /// Offset in `sbuf` of the next copy (rsockets' `ssgl[0].addr`).
+    sbuf_head: u32,
+    /// Lengths of the data messages received and not yet read (rsockets' rmsg ring).
+    rmsg: VecDeque<u32>,
+    sqe_avail: u32,
+    cq_armed: bool,
+    unacked_events: u32,
+}
+
+impl Conn {
+    fn target_sgl(&self, i: usize) -> RsSge {
+        // SAFETY: `target` holds SGL_SIZE entries of SGE_LEN bytes; the peer writes them
+        // with RDMA WRITEs, so every read is volatile.
+        unsafe {
+            let p = self.target.ptr.add(i * SGE_LEN);
+            RsSge {
+                addr: core::ptr::read_volatile(p.cast::<u64>()),
+                key: core::ptr::read_volatile(p.add(8).cast::<u32>()),
+                length: core::ptr::read_volatile(p.add(12).cast::<u32>()),
+            }
+        }
+    }
+
+    fn set_target_sgl(&mut self, i: usize, sge: RsSge) {
+        // SAFETY: as in `target_sgl`.
+        unsafe {
+            let p = self.target.ptr.add(i * SGE_LEN);
+            core::ptr::write_volatile(p.cast::<u64>(), sge.addr);
+            core::ptr::write_volatile(p.add(8).cast::<u32>(), sge.key);
+            core::ptr::write_volatile(p.add(12).cast::<u32>(), sge.length);
+        }
+    }
+
+    fn post_send(&self, wr: &mut ibv_send_wr) -> Res<()> {
+        // SAFETY: a QP of a live context; the ops are the drop-in's.
+        let f = unsafe { (*(*self.qp).context).ops.post_send }.ok_or(libc::ENOSYS)?;
+        let mut bad = core::ptr::null_mut();
+        // SAFETY: a valid WR whose SGEs point at live memory.
+        match unsafe { f(self.qp, wr, &mut bad) } {
+            0 => Ok(()),
+            e => Err(e),
+        }
+    }
+
+    fn post_recv(&self) -> Res<()> {
+        let mut wr = ibv_recv_wr {
+            wr_id: RECV_WR_FLAG,
+            next: core::ptr::null_mut(),
+            sg_list: core::ptr::null_mut(),
+            num_sge: 0,
+        };
+        // SAFETY: as in `post_send`.
+        let f = unsafe { (*(*self.qp).context).ops.post_recv }.ok_or(libc::ENOSYS)?;
+        let mut bad = core::ptr::null_mut();
+        // SAFETY: a valid receive WR without SGEs.
+        match unsafe { f(self.qp, &mut wr, &mut bad) } {
+            0 => Ok(()),
+            e => Err(e),
+        }
+    }
+
+    /// An RDMA WRITE WITH IMMEDIATE carrying `message` (and `sgl`'s bytes to `addr`).
+    fn write_msg(
+        &self,
+        sgl: &mut [ibv_sge],
+        message: u32,
+        flags: u32,
+        addr: u64,
+        rkey: u32,
+    ) -> Res<()> {
+        // SAFETY: all-zero is a valid ibv_send_wr (null pointers, zero numbers).
+        let mut wr: ibv_send_wr = unsafe { core::mem::zeroed() };
+        wr.wr_id = u64::from(message);
+        wr.sg_list = if sgl.is_empty() {
+            core::ptr::null_mut()
+        } else {
+            sgl.as_mut_ptr()
+        };
+        wr.num_sge = sgl.len() as c_int;
+        wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+        wr.send_flags = flags;
+        wr.imm_data = message.to_be();
+        wr.wr.rdma.remote_addr = addr;
+        wr.wr.rdma.rkey = rkey;
+        self.post_send(&mut wr)
+    }
+
+    /// A message without data (a zero-length write needs no address or key: IBTA C9-88).
+    fn post_msg(&self, message: u32) -> Res<()> {
+        self.write_msg(&mut [], message, 0, 0, 0)
+    }
+
+    fn ctrl_avail(&self) -> bool {
+        self.ctrl_seqno != self.ctrl_max_seqno
+    }
+
+    fn can_send(&self) -> bool {
+        self.sqe_avail > 0
+            && self.sbuf_bytes_avail >= SNDLOWAT
+            && self.sseq_no != self.sseq_comp
+            && self.target_sgl(self.target_sge).length != 0
+    }
+
+    fn all_sends_done(&self) -> bool {
+        self.ctrl_max_seqno.wrapping_sub(self.ctrl_seqno) + self.sqe_avail == self.sq_size
+    }
+
+    /// The 40-byte `struct rs_conn_data` this side offers.
+    fn conn_data(&self) -> [u8; CONN_DATA_LEN] {
+        let mut d = [0u8; CONN_DATA_LEN];
+        d[0] = 1;
+        d[1] = CONN_FLAG_IOMAP
+            | if cfg!(target_endian = "big") {
+                CONN_FLAG_NET
+            } else {
+                0
+            };
+        d[2..4].copy_from_slice(&(self.rq_size as u16).to_be_bytes());
+        // reserved[3] and target_iomap_size (no iomap slots) stay 0.
+        // SAFETY: the MRs are registered (create_ep).
+        let (target_rkey, rbuf_rkey) = unsafe { ((*self.target_mr).rkey, (*self.rmr).rkey) };
+        d[8..16].copy_from_slice(&(self.target.ptr as u64).to_be_bytes());
+        d[16..20].copy_from_slice(&target_rkey.to_be_bytes());
+        d[20..24].copy_from_slice(&(SGL_SIZE as u32).to_be_bytes());
+        d[24..32].copy_from_slice(&(self.rbuf.ptr as u64).to_be_bytes());
+        d[32..36].copy_from_slice(&rbuf_rkey.to_be_bytes());
+        d[36..40].copy_from_slice(&(self.rbuf_size >> 1).to_be_bytes());
+        d
+    }
+
+    /// Takes the peer's `rs_conn_data` (rsockets' rs_save_conn_data).
+    fn save_conn_data(&mut self, d: &[u8]) -> Res<()> {
+        if d.len() < CONN_DATA_LEN || d[0] != 1 {
+            return Err(libc::ENOTSUP);
+        }
+        let be64 = |at: usize| u64::from_be_bytes(d[at..at + 8].try_into().unwrap_or([0; 8]));
+        let be32 = |at: usize| u32::from_be_bytes(d[at..at + 4].try_into().unwrap_or([0; 4]));
+        self.remote_sgl = RsSge {
+            addr: be64(8),
+            key: be32(16),
+            length: be32(20),
+        };
+        if self.remote_sgl.length == 0 {
+            return Err(libc::EPROTO);
+        }
+        self.remote_sge = 1 % self.remote_sgl.length;
+        let peer_net = d[1] & CONN_FLAG_NET != 0;
+        self.swap_sgl = peer_net != cfg!(target_endian = "big");
+        self.set_target_sgl(
+            0,
+            RsSge {
+                addr: be64(24),
+                key: be32(32),
+                length: be32(36),
+            },
+        );
+        self.sseq_comp = u16::from_be_bytes([d[2], d[3]]);
+        Ok(())
+    }
+
+    /// rsockets' rs_give_credits / rs_send_credits: returns the freed half of the ring and
+    /// the new sequence limit, or the limit alone.
+    fn update_credits(&mut self, connected: bool) {
+        let half = self.rbuf_size >> 1;
+        let owed = self.rbuf_bytes_avail >= half
+            || (self.rseq_no.wrapping_sub(self.rseq_comp) as i16) >= 0;
+        if !(owed && self.ctrl_avail() && connected) {
+            return;
+        }
+        self.ctrl_seqno = self.ctrl_seqno.wrapping_add(1);
+        self.rseq_comp = self.rseq_no.wrapping_add((self.rq_size >> 1) as u16);
+        let limit = msg(
+            RS_OP_SGL,
+            u32::from(self.rseq_no.wrapping_add(self.rq_size as u16)),
+        );
+        if self.rbuf_bytes_avail >= half {
+            // SAFETY: rmr is registered.
+            let rkey = unsafe { (*self.rmr).rkey };
+            let mut sge = RsSge {
+                addr: self.rbuf.ptr as u64 + u64::from(self.rbuf_free_offset),
+                key: rkey,
+                length: half,
+            };
+            if self.swap_sgl {
+                sge = RsSge {
+                    addr: sge.addr.swap_bytes(),
+                    key: sge.key.swap_bytes(),
+                    length: sge.length.swap_bytes(),
+                };
+            }
+            let mut bytes = [0u8; SGE_LEN];
+            bytes[0..8].copy_from_slice(&sge.addr.to_ne_bytes());
+            bytes[8..12].copy_from_slice(&sge.key.to_ne_bytes());
+            bytes[12..16].copy_from_slice(&sge.length.to_ne_bytes());
+            // Inline when the QP takes 16 bytes inline, else from the control slots past
+            // the send ring.
+            let (addr, lkey, flags) = if self.sq_inline >= SGE_LEN as u32 {
+                (bytes.as_ptr() as u64, 0, IBV_SEND_INLINE)
+            } else {
+                let slot = (self.ctrl_seqno & (QP_CTRL_SIZE - 1)) as usize;
+                // SAFETY: sbuf holds QP_CTRL_SIZE slots of SGE_LEN bytes past sbuf_size.
+                let p = unsafe { self.sbuf.ptr.add(self.sbuf_size as usize + slot * SGE_LEN) };
+                // SAFETY: as above.
+                unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), p, SGE_LEN) };
+                // SAFETY: smr is registered.
+                (p as u64, unsafe { (*self.smr).lkey }, 0)
+            };
+            let mut sgl = [ibv_sge {
+                addr,
+                length: SGE_LEN as u32,
+                lkey,
+            }];
+            let to = self.remote_sgl.addr + u64::from(self.remote_sge) * SGE_LEN as u64;
+            let _ = self.write_msg(&mut sgl, limit, flags, to, self.remote_sgl.key);
+            self.rbuf_bytes_avail -= half;
+            self.rbuf_free_offset += half;
+            if self.rbuf_free_offset >= self.rbuf_size {
+                self.rbuf_free_offset = 0;
+            }
+            self.remote_sge += 1;
+            if self.remote_sge == self.remote_sgl.length {
+                self.remote_sge = 0;
+            }
+        } else {
+            let _ = self.post_msg(limit);
+        }
+    }
+
+    /// Writes `len` bytes (`sgl`) into the peer's ring (rsockets' rs_write_data).
+    fn write_data(&mut self, sgl: &mut [ibv_sge], len: u32, flags: u32) -> Res<()> {
+        self.sseq_no = self.sseq_no.wrapping_add(1);
+        self.sqe_avail -= 1;
+        self.sbuf_bytes_avail -= len;
+        let mut t = self.target_sgl(self.target_sge);
+        let (addr, rkey) = (t.addr, t.key);
+        t.addr += u64::from(len);
+        t.length -= len;
+        self.set_target_sgl(self.target_sge, t);
+        if t.length == 0 {
+            self.target_sge = (self.target_sge + 1) % SGL_SIZE;
+        }
+        self.write_msg(sgl, msg(RS_OP_DATA, len), flags, addr, rkey)
+    }
+}
+
+// ---- a socket ------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Init,
+    Bound,
+    Listening,
+    ResolvingAddr,
+    ResolvingRoute,
+    Connecting,
+    Connected,
+    ConnectError,
+    Disconnected,
+    Error,
+}
+
+struct Inner {
+    id: *mut rdma_cm_id,
+    channel: *mut rdma_event_channel,
+    phase: Phase,
+    readable: bool,
+    writable: bool,
+    /// The error SO_ERROR reports (and clears).
+    err: c_int,
+    fs_flags: c_int,
+    fd_flags: c_int,
+    sq_size: u32,
+    rq_size: u32,
+    sq_inline: u32,
+    sbuf_size: u32,
+    rbuf_size: u32,
+    so_opts: u64,
+    tcp_opts: u64,
+    ipv6_opts: u64,
+    ip_tos: c_int,
+    keepalive_time: c_int,
+    dst: Option<libc::sockaddr_storage>,
+    conn: Option<Box<Conn>>,
+}
+
+// SAFETY: the raw pointers are the library's own objects, used under the socket's mutex.
+unsafe impl Send for Inner {}
+
+struct Socket {
+    inner: Mutex<Inner>,
+}
+
+fn sockets() -> MutexGuard<'static, HashMap<c_int, Arc<Socket>>> {
+    static SOCKETS: OnceLock<Mutex<HashMap<c_int, Arc<Socket>>>> = OnceLock::new();
+    SOCKETS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+fn lookup(fd: c_int) -> Res<Arc<Socket>> {
+    sockets().get(&fd).cloned().ok_or(libc::EBADF)
+}
+
+fn lock(s: &Socket) -> MutexGuard<'_, Inner> {
+    s.inner.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One CM event, copied out and acknowledged.
+struct Event {
+    kind: c_int,
+    status: c_int,
+    id: *mut rdma_cm_id,
+    param: rdma_conn_param,
+    private_data: Vec<u8>,
+}
+
+/// The next event on `channel` if one is pending (the channel's fd is non-blocking).
+fn next_event(channel: *mut rdma_event_channel) -> Res<Option<Event>> {
+    let cm = cm()?;
+    let mut ev: *mut rdma_cm_event = core::ptr::null_mut();
+    // SAFETY: a channel this library created.
+    if unsafe { (cm.rdma_get_cm_event)(channel, &mut ev) } != 0 {
+        let e = errno();
+        return if e == libc::EAGAIN || e == libc::EWOULDBLOCK {
+            Ok(None)
+        } else {
+            Err(e)
+        };
+    }
+    // SAFETY: a valid event until acknowledged; connection events carry `param.conn`.
+    let out = unsafe {
+        let e = &*ev;
+        let conn = e.param.conn;
+        let private_data = if conn.private_data.is_null() {
+            Vec::new()
+        } else {
+            core::slice::from_raw_parts(
+                conn.private_data.cast::<u8>(),
+                usize::from(conn.private_data_len),
+            )
+            .to_vec()
+        };
+        Event {
+            kind: e.event,
+            status: e.status,
+            id: e.id,
+            param: rdma_conn_param {
+                private_data: core::ptr::null(),
+                private_data_len: 0,
+                ..conn
+            },
+            private_data,
+        }
+    };
+    // SAFETY: the event just taken.
+    unsafe { (cm.rdma_ack_cm_event)(ev) };
+    Ok(Some(out))
+}
+
+/// The next event on `channel`, waiting for it unless `nonblock` (EAGAIN then).
+fn wait_event(channel: *mut rdma_event_channel, nonblock: bool) -> Res<Event> {
+    loop {
+        if let Some(ev) = next_event(channel)? {
+            return Ok(ev);
+        }
+        if nonblock {
+            return Err(libc::EAGAIN);
+        }
+        // SAFETY: a live channel.
+        wait_readable(&[unsafe { (*channel).fd }], defaults().wake_up_ms)?;
+    }
+}
+
+/// The errno of an event that is not the one awaited (librdmacm's ucma_complete).
+fn event_errno(ev: &Event) -> c_int {
+    if ev.kind == RDMA_CM_EVENT_REJECTED {
+        libc::ECONNREFUSED
+    } else if ev.status < 0 {
+        -ev.status
+    } else if ev.status > 0 {
+        ev.status
+    } else {
+        libc::ECONNABORTED
+    }
+}
+
+impl Inner {
+    fn new(id: *mut rdma_cm_id, channel: *mut rdma_event_channel) -> Self {
+        Self {
+            id,
+            channel,
+            phase: Phase::Init,
+            readable: false,
+            writable: false,
+            err: 0,
+            fs_flags: 0,
+            fd_flags: 0,
+            sq_size: defaults().sq_size,
+            rq_size: defaults().rq_size,
+            sq_inline: defaults().inline,
+            sbuf_size: defaults().wmem,
+            rbuf_size: defaults().mem.max(SNDLOWAT << 1),
+            so_opts: 0,
+            tcp_opts: 0,
+            ipv6_opts: 0,
+            ip_tos: 0,
+            keepalive_time: 0,
+            dst: None,
+            conn: None,
+        }
+    }
+
+    fn nonblock(&self, flags: c_int) -> bool {
+        self.fs_flags & libc::O_NONBLOCK != 0 || flags & libc::MSG_DONTWAIT != 0
+    }
+
+    fn connected(&self) -> bool {
+        self.phase == Phase::Connected
+    }
+
+    fn cm_fd(&self) -> c_int {
+        // SAFETY: the socket's own channel.
+        unsafe { (*self.channel).fd }
+    }
+
+    fn have_rdata(&self) -> bool {
+        self.conn.as_ref().is_some_and(|c| !c.rmsg.is_empty())
+    }
+
+    fn conn_have_rdata(&self) -> bool {
+        self.have_rdata() || !(self.connected() && self.readable)
+    }
+
+    fn can_send(&self) -> bool {
+        self.conn.as_ref().is_some_and(|c| c.can_send())
+    }
+
+    fn conn_can_send(&self) -> bool {
+        self.can_send() || !(self.connected() && self.writable)
+    }
+
+    /// The QP, CQ, buffers and receives of a connection (rsockets' rs_create_ep).
+    fn create_ep(&mut self) -> Res<()> {
+        let v = verbs()?;
+        let cm = cm()?;
+        let sq_size = self.sq_size.clamp(QP_MIN_SIZE, QP_MAX_SIZE);
+        let rq_size = self.rq_size.clamp(QP_MIN_SIZE, QP_MAX_SIZE);
+        // SAFETY: the id has a device once its address is resolved or a request arrived.
+        let ctx = unsafe { (*self.id).verbs };
+        if ctx.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: a live context.
+        let cq_channel = unsafe { (v.create_comp_channel)(ctx) };
+        if cq_channel.is_null() {
+            return Err(errno());
+        }
+        // SAFETY: the channel just made.
+        let fd = unsafe { (*cq_channel).fd };
+        let teardown_channel = |e: c_int| {
+            // SAFETY: the channel just made, unused.
+            unsafe { (v.destroy_comp_channel)(cq_channel) };
+            e
+        };
+        set_nonblocking(fd, true).map_err(teardown_channel)?;
+        // SAFETY: a live context and channel.
+        let cq = unsafe {
+            (v.create_cq)(
+                ctx,
+                (sq_size + rq_size) as c_int,
+                core::ptr::null_mut(),
+                cq_channel,
+                0,
+            )
+        };
+        if cq.is_null() {
+            return Err(teardown_channel(errno()));
+        }
+        let mut attr = ibv_qp_init_attr {
+            qp_context: core::ptr::null_mut(),
+            send_cq: cq,
+            recv_cq: cq,
+            srq: core::ptr::null_mut(),
+            cap: softroce_ibverbs_abi::ibv_qp_cap {
+                max_send_wr: sq_size,
+                max_recv_wr: rq_size,
+                max_send_sge: 2,
+                max_recv_sge: 1,
+                max_inline_data: self.sq_inline,
+            },
+            qp_type: IBV_QPT_RC,
+            sq_sig_all: 1,
+        };
+        // SAFETY: the id and a valid attribute block.
+        if unsafe { (cm.rdma_create_qp)(self.id, core::ptr::null_mut(), &mut attr) } != 0 {
+            let e = errno();
+            // SAFETY: the CQ and channel just made.
+            unsafe { (v.destroy_cq)(cq) };
+            return Err(teardown_channel(e));
+        }
+        // SAFETY: rdma_create_qp set the QP (and the id's default PD).
+        let (qp, pd) = unsafe {
+            let qp = (*self.id).qp;
+            let pd = if (*self.id).pd.is_null() {
+                (*qp).pd
+            } else {
+                (*self.id).pd
+            };
+            (qp, pd)
+        };
+        let mut conn = Box::new(Conn {
+            cq_channel,
+            cq,
+            qp,
+            sbuf: Buffer::new(self.sbuf_size as usize + QP_CTRL_SIZE as usize * SGE_LEN)?,
+            rbuf: Buffer::new(self.rbuf_size as usize)?,
+            target: Buffer::new(SGL_SIZE * SGE_LEN)?,
+            smr: core::ptr::null_mut(),
+            rmr: core::ptr::null_mut(),
+            target_mr: core::ptr::null_mut(),
+            sq_size,
+            rq_size,
+            sq_inline: attr.cap.max_inline_data,
+            sbuf_size: self.sbuf_size,
+            rbuf_size: self.rbuf_size,
+            ctrl_seqno: 0,
+            ctrl_max_seqno: QP_CTRL_SIZE,
+            sseq_no: 0,
+            sseq_comp: 0,
+            rseq_no: 0,
+            rseq_comp: (rq_size >> 1) as u16,
+            remote_sge: 0,
+            remote_sgl: RsSge::default(),
+            target_sge: 0,
+            swap_sgl: false,
+            rbuf_bytes_avail: self.rbuf_size >> 1,
+            rbuf_free_offset: self.rbuf_size >> 1,
+            rbuf_offset: 0,
+            sbuf_bytes_avail: self.sbuf_size,
+            sbuf_head: 0,
+            rmsg: VecDeque::with_capacity(rq_size as usize + 1),
+            sqe_avail: sq_size - QP_CTRL_SIZE,
+            cq_armed: false,
+            unacked_events: 0,
+        });
+        self.sq_inline = conn.sq_inline;
+        let local = IBV_ACCESS_LOCAL_WRITE as c_int;
+        let remote = (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) as c_int;
+        // SAFETY: the buffers live as long as the connection and are deregistered first.
+        unsafe {
+            conn.smr = (v.reg_mr)(pd, conn.sbuf.ptr.cast(), conn.sbuf.len, local);
+            conn.target_mr = (v.reg_mr)(pd, conn.target.ptr.cast(), conn.target.len, remote);
+            conn.rmr = (v.reg_mr)(pd, conn.rbuf.ptr.cast(), conn.rbuf.len, remote);
+        }
+        let registered = !conn.smr.is_null() && !conn.target_mr.is_null() && !conn.rmr.is_null();
+        let e = errno();
+        self.conn = Some(conn);
+        if !registered {
+            return Err(e);
+        }
+        if let Some(c) = self.conn.as_ref() {
+            for _ in 0..c.rq_size {
+                c.post_recv()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes completions (rsockets' rs_poll_cq), then gives credits back.
+    fn progress(&mut self) -> Res<()> {
+        let connected = self.connected();
+        let Some(c) = self.conn.as_mut() else {
+            return Err(libc::ENOTCONN);
+        };
+        c.update_credits(connected);
+        // SAFETY: the connection's CQ, through its context's ops.
+        let poll = unsafe { (*(*c.cq).context).ops.poll_cq }.ok_or(libc::ENOSYS)?;
+        let mut received = 0u32;
+        let mut wcs = [ibv_wc::default(); 16];
+        let mut stop = false;
+        'poll: loop {
+            // SAFETY: room for wcs.len() completions.
+            let n = unsafe { poll(c.cq, wcs.len() as c_int, wcs.as_mut_ptr()) };
+            if n <= 0 {
+                break;
+            }
+            for wc in &wcs[..n as usize] {
+                if wc.wr_id & RECV_WR_FLAG != 0 {
+                    if wc.status != IBV_WC_SUCCESS || wc.wc_flags & IBV_WC_WITH_IMM == 0 {
+                        continue;
+                    }
+                    received += 1;
+                    let m = u32::from_be(wc.imm_data);
+                    match msg_op(m) {
+                        RS_OP_SGL => c.sseq_comp = msg_data(m) as u16,
+                        RS_OP_IOMAP_SGL | RS_OP_WRITE => {}
+                        RS_OP_CTRL => match msg_data(m) {
+                            RS_CTRL_DISCONNECT => {
+                                self.phase = Phase::Disconnected;
+                                stop = true;
+                                break 'poll;
+                            }
+                            RS_CTRL_SHUTDOWN => {
+                                if self.writable {
+                                    self.readable = false;
+                                } else {
+                                    self.phase = Phase::Disconnected;
+                                    stop = true;
+                                    break 'poll;
+                                }
+                            }
+                            _ => {}
+                        },
+                        _ => {
+                            // A peer cannot send more messages than its credits allow; one
+                            // that does is broken: drop what would not fit.
+                            if c.rmsg.len() <= c.rq_size as usize {
+                                c.rmsg.push_back(msg_data(m).min(c.rbuf_size));
+                            }
+                        }
+                    }
+                } else {
+                    let data = wc.wr_id as u32;
+                    match msg_op(data) {
+                        RS_OP_SGL => c.ctrl_max_seqno = c.ctrl_max_seqno.wrapping_add(1),
+                        RS_OP_CTRL => {
+                            c.ctrl_max_seqno = c.ctrl_max_seqno.wrapping_add(1);
+                            if msg_data(data) == RS_CTRL_DISCONNECT {
+                                self.phase = Phase::Disconnected;
+                            }
+                        }
+                        _ => {
+                            c.sqe_avail += 1;
+                            c.sbuf_bytes_avail += msg_data(data);
+                        }
+                    }
+                    if wc.status != IBV_WC_SUCCESS && self.phase == Phase::Connected {
+                        self.phase = Phase::Error;
+                        self.err = libc::EIO;
+                    }
+                }
+            }
+        }
+        if !stop && self.phase == Phase::Connected {
+            for _ in 0..received {
+                if let Err(e) = c.post_recv() {
+                    self.phase = Phase::Error;
+                    self.err = e;
+                    break;
+                }
+            }
+        }
+        c.update_credits(self.phase == Phase::Connected);
+        Ok(())
+    }
+
+    /// A completion event the channel holds, taken (the CQ is then unarmed).
+    fn take_cq_event(&mut self) {
+        let Ok(v) = verbs() else { return };
+        let Some(c) = self.conn.as_mut() else { return };
+        let mut cq = core::ptr::null_mut();
+        let mut ctx = core::ptr::null_mut();
+        // SAFETY: the connection's channel, non-blocking.
+        while unsafe { (v.get_cq_event)(c.cq_channel, &mut cq, &mut ctx) } == 0 {
+            c.unacked_events += 1;
+            c.cq_armed = false;
+        }
+        if c.unacked_events >= c.sq_size + c.rq_size {
+            // SAFETY: events taken from this CQ.
+            unsafe { (v.ack_cq_events)(c.cq, c.unacked_events) };
+            c.unacked_events = 0;
+        }
+    }
+
+    /// CM events of a connection: a DREQ from the peer ends it.
+    fn take_cm_events(&mut self) {
+        while let Ok(Some(ev)) = next_event(self.channel) {
+            if ev.kind == RDMA_CM_EVENT_DISCONNECTED && self.connected() {
+                self.phase = Phase::Disconnected;
+            }
+        }
+    }
+
+    fn arm(&mut self) -> Res<()> {
+        let Some(c) = self.conn.as_mut() else {
+            return Ok(());
+        };
+        if !c.cq_armed {
+            // SAFETY: the connection's CQ.
+            let arm = unsafe { (*(*c.cq).context).ops.req_notify_cq }.ok_or(libc::ENOSYS)?;
+            // SAFETY: as above.
+            match unsafe { arm(c.cq, 0) } {
+                0 => c.cq_armed = true,
+                e => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Drives a connect one step at a time (rsockets' rs_do_connect); EINPROGRESS while a
+    /// non-blocking socket waits for the CM.
+    fn drive_connect(&mut self, nonblock: bool) -> Res<()> {
+        let cm = cm()?;
+        let result = loop {
+            match self.phase {
+                Phase::Init | Phase::Bound => {
+                    let Some(mut dst) = self.dst else {
+                        break Err(libc::EDESTADDRREQ);
+                    };
+                    // SAFETY: the id and a socket address.
+                    let rc = unsafe {
+                        (cm.rdma_resolve_addr)(
+                            self.id,
+                            core::ptr::null_mut(),
+                            (&mut dst as *mut libc::sockaddr_storage).cast(),
+                            RESOLVE_TIMEOUT_MS,
+                        )
+                    };
+                    if rc != 0 {
+                        break Err(errno());
+                    }
+                    self.phase = Phase::ResolvingAddr;
+                }
+                Phase::ResolvingAddr => match wait_event(self.channel, nonblock) {
+                    Err(libc::EAGAIN) => return Err(libc::EINPROGRESS),
+                    Err(e) => break Err(e),
+                    Ok(ev) if ev.kind == RDMA_CM_EVENT_ADDR_RESOLVED => {
+                        // SAFETY: the id.
+                        if unsafe { (cm.rdma_resolve_route)(self.id, RESOLVE_TIMEOUT_MS) } != 0 {
+                            break Err(errno());
+                        }
+                        self.phase = Phase::ResolvingRoute;
+                    }
+                    Ok(ev) => break Err(event_errno(&ev)),
+                },
+                Phase::ResolvingRoute => match wait_event(self.channel, nonblock) {
+                    Err(libc::EAGAIN) => return Err(libc::EINPROGRESS),
+                    Err(e) => break Err(e),
+                    Ok(ev) if ev.kind == RDMA_CM_EVENT_ROUTE_RESOLVED => {
+                        if let Err(e) = self.create_ep() {
+                            break Err(e);
+                        }
+                        let Some(c) = self.conn.as_ref() else {
+                            break Err(libc::EIO);
+                        };
+                        let data = c.conn_data();
+                        let mut param = rdma_conn_param {
+                            private_data: data.as_ptr().cast(),
+                            private_data_len: CONN_DATA_LEN as u8,
+                            responder_resources: 0,
+                            initiator_depth: 0,
+                            flow_control: 1,
+                            retry_count: 7,
+                            rnr_retry_count: 7,
+                            srq: 0,
+                            qp_num: 0,
+                        };
+                        // SAFETY: the id with its QP; `data` outlives the call.
+                        if unsafe { (cm.rdma_connect)(self.id, &mut param) } != 0 {
+                            break Err(errno());
+                        }
+                        self.phase = Phase::Connecting;
+                    }
+                    Ok(ev) => break Err(event_errno(&ev)),
+                },
+                Phase::Connecting => match wait_event(self.channel, nonblock) {
+                    Err(libc::EAGAIN) => return Err(libc::EINPROGRESS),
+                    Err(e) => break Err(e),
+                    Ok(ev) if ev.kind == RDMA_CM_EVENT_ESTABLISHED => {
+                        let saved = match self.conn.as_mut() {
+                            Some(c) => c.save_conn_data(&ev.private_data),
+                            None => Err(libc::EIO),
+                        };
+                        if let Err(e) = saved {
+                            break Err(e);
+                        }
+                        self.phase = Phase::Connected;
+                        self.readable = true;
+                        self.writable = true;
+                        break Ok(());
+                    }
+                    Ok(ev) => break Err(event_errno(&ev)),
+                },
+                Phase::Connected => break Ok(()),
+                Phase::ConnectError | Phase::Disconnected | Phase::Error => {
+                    return Err(libc::ENOTCONN);
+                }
+                Phase::Listening => return Err(libc::EINVAL),
+            }
+        };
+        if let Err(e) = result {
+            self.phase = Phase::ConnectError;
+            self.err = e;
+        }
+        result
+    }
+
+    /// Waits (unless `nonblock`) until `test` holds, taking completions meanwhile
+    /// (rsockets' rs_get_comp). Returns the guard again.
+    fn wait<'a>(
+        mut g: MutexGuard<'a, Self>,
+        sock: &'a Socket,
+        nonblock: bool,
+        test: fn(&Self) -> bool,
+    ) -> (MutexGuard<'a, Self>, Res<()>) {
+        let started = Instant::now();
+        loop {
+            if let Err(e) = g.progress() {
+                return (g, Err(e));
+            }
+            if test(&g) {
+                return (g, Ok(()));
+            }
+            if nonblock {
+                return (g, Err(libc::EWOULDBLOCK));
+            }
+            if started.elapsed() < defaults().polling {
+                continue;
+            }
+            let armed = g.conn.as_ref().is_some_and(|c| c.cq_armed);
+            if !armed {
+                if let Err(e) = g.arm() {
+                    return (g, Err(e));
+                }
+                // A completion that came before arming raises no event: look again.
+                continue;
+            }
+            let Some(cq_fd) = g.conn.as_ref().map(|c| {
+                // SAFETY: the connection's channel.
+                unsafe { (*c.cq_channel).fd }
+            }) else {
+                return (g, Err(libc::ENOTCONN));
+            };
+            let cm_fd = g.cm_fd();
+            drop(g);
+            let waited = wait_readable(&[cq_fd, cm_fd], defaults().wake_up_ms);
+            g = lock(sock);
+            if let Err(e) = waited {
+                return (g, Err(e));
+            }
+            g.take_cq_event();
+            g.take_cm_events();
+        }
+    }
+
+    /// Gives everything back; the socket is gone from the table.
+    fn destroy(&mut self) {
+        let Ok(cm) = cm() else { return };
+        if let Some(mut c) = self.conn.take() {
+            if let Ok(v) = verbs() {
+                // SAFETY: the connection's own objects, destroyed once, the QP first so
+                // the device no longer touches the buffers.
+                unsafe {
+                    if c.unacked_events > 0 {
+                        (v.ack_cq_events)(c.cq, c.unacked_events);
+                        c.unacked_events = 0;
+                    }
+                    (cm.rdma_destroy_qp)(self.id);
+                    for mr in [c.smr, c.rmr, c.target_mr] {
+                        if !mr.is_null() {
+                            (v.dereg_mr)(mr);
+                        }
+                    }
+                    (v.destroy_cq)(c.cq);
+                    (v.destroy_comp_channel)(c.cq_channel);
+                }
+            }
+        }
+        // SAFETY: the socket's id and channel, destroyed once.
+        unsafe {
+            (cm.rdma_destroy_id)(self.id);
+            (cm.rdma_destroy_event_channel)(self.channel);
+        }
+    }
+}
+
+// ---- the calls -----------------------------------------------------------------------------
+
+/// Files a socket under its channel's fd (rsockets' socket numbers are those fds).
+fn register(channel: *mut rdma_event_channel, inner: Inner) -> c_int {
+    // SAFETY: the channel this socket owns.
+    let fd = unsafe { (*channel).fd };
+    sockets().insert(
+        fd,
+        Arc::new(Socket {
+            inner: Mutex::new(inner),
+        }),
+    );
+    fd
+}
+
+/// A new id on a new channel of its own.
+fn new_id() -> Res<(*mut rdma_cm_id, *mut rdma_event_channel)> {
+    let cm = cm()?;
+    // SAFETY: plain librdmacm calls.
+    let channel = unsafe { (cm.rdma_create_event_channel)() };
+    if channel.is_null() {
+        return Err(errno());
+    }
+    let mut id = core::ptr::null_mut();
+    // The socket's calls wait on the channel with poll(2); its reads never block.
+    // SAFETY: a live channel.
+    let made = set_nonblocking(unsafe { (*channel).fd }, true).and_then(|()| {
+        // SAFETY: a live channel.
+        check(unsafe { (cm.rdma_create_id)(channel, &mut id, core::ptr::null_mut(), RDMA_PS_TCP) })
+    });
+    if let Err(e) = made {
+        // SAFETY: the channel just made.
+        unsafe { (cm.rdma_destroy_event_channel)(channel) };
+        return Err(e);
+    }
+    Ok((id, channel))
+}
+
+pub(crate) fn rsocket(domain: c_int, kind: c_int, protocol: c_int) -> Res<c_int> {
+    let socket_type = kind & !(libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK);
+    if domain != libc::AF_INET && domain != libc::AF_INET6 {
+        return Err(libc::ENOTSUP);
+    }
+    // Datagram rsockets are not implemented. Said nowhere on stderr: under librspreload
+    // every UDP socket the process opens (the emulator's own among them) asks here first
+    // and falls back to a kernel socket on this error.
+    if socket_type == libc::SOCK_DGRAM {
+        return Err(libc::ENOTSUP);
+    }
+    if socket_type != libc::SOCK_STREAM || (protocol != 0 && protocol != libc::IPPROTO_TCP) {
+        return Err(libc::ENOTSUP);
+    }
+    verbs()?;
+    let (id, channel) = new_id()?;
+    let mut inner = Inner::new(id, channel);
+    if kind & libc::SOCK_NONBLOCK != 0 {
+        inner.fs_flags = libc::O_NONBLOCK;
+    }
+    if kind & libc::SOCK_CLOEXEC != 0 {
+        inner.fd_flags = libc::FD_CLOEXEC;
+    }
+    Ok(register(channel, inner))
+}
+
+/// # Safety
+/// `addr` points at `len` readable bytes.
+pub(crate) unsafe fn rbind(fd: c_int, addr: *const sockaddr, len: socklen_t) -> Res<()> {
+    let s = lookup(fd)?;
+    let mut g = lock(&s);
+    if addr.is_null() {
+        return Err(libc::EFAULT);
+    }
+    if (len as usize) < size_of::<libc::sockaddr_in>() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: the caller's address; the id.
+    check(unsafe { (cm()?.rdma_bind_addr)(g.id, addr.cast_mut()) })?;
+    g.phase = Phase::Bound;
+    Ok(())
+}
+
+pub(crate) fn rlisten(fd: c_int, backlog: c_int) -> Res<()> {
+    let s = lookup(fd)?;
+    let mut g = lock(&s);
+    if g.phase == Phase::Listening {
+        return Ok(());
+    }
+    // SAFETY: the id.
+    check(unsafe { (cm()?.rdma_listen)(g.id, backlog) })?;
+    g.phase = Phase::Listening;
+    Ok(())
+}
+
+/// # Safety
+/// `addr`/`len` are NULL or as for accept(2).
+pub(crate) unsafe fn raccept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> Res<c_int> {
+    let s = lookup(fd)?;
+    loop {
+        let (channel, nonblock, inherit) = {
+            let g = lock(&s);
+            // EBADF, as rsockets answers an rsocket that is not listening.
+            if g.phase != Phase::Listening {
+                return Err(libc::EBADF);
+            }
+            (
+                g.channel,
+                g.nonblock(0),
+                (
+                    g.sq_size,
+                    g.rq_size,
+                    g.sq_inline,
+                    g.sbuf_size,
+                    g.rbuf_size,
+                    g.fs_flags,
+                    g.fd_flags,
+                ),
+            )
+        };
+        let ev = wait_event(channel, nonblock)?;
+        if ev.kind != RDMA_CM_EVENT_CONNECT_REQUEST {
+            continue;
+        }
+        match accept_request(&ev, inherit) {
+            Ok(new_fd) => {
+                if !addr.is_null() && !len.is_null() {
+                    // SAFETY: the caller's buffers.
+                    let _ = unsafe { rgetpeername(new_fd, addr, len) };
+                }
+                return Ok(new_fd);
+            }
+            // A request that could not be served was refused; wait for the next.
+            Err(_) => continue,
+        }
+    }
+}
+
+type Inherited = (u32, u32, u32, u32, u32, c_int, c_int);
+
+/// Serves one connect request on a socket of its own (rsockets' rs_accept): the QP and
+/// buffers, the peer's conn data, the answer, and the wait for ESTABLISHED.
+fn accept_request(ev: &Event, inherit: Inherited) -> Res<c_int> {
+    let cm = cm()?;
+    let id = ev.id;
+    let reject = |e: c_int| {
+        // SAFETY: the request's id, refused and destroyed once.
+        unsafe {
+            (cm.rdma_reject)(id, core::ptr::null(), 0);
+        }
+        e
+    };
+    if ev.private_data.len() < CONN_DATA_LEN || ev.private_data[0] != 1 {
+        let e = reject(libc::ENOTSUP);
+        // SAFETY: as above.
+        unsafe { (cm.rdma_destroy_id)(id) };
+        return Err(e);
+    }
+    // SAFETY: plain librdmacm call.
+    let channel = unsafe { (cm.rdma_create_event_channel)() };
+    // SAFETY: a channel just made, or NULL.
+    if channel.is_null() || set_nonblocking(unsafe { (*channel).fd }, true).is_err() {
+        let e = reject(errno());
+        // SAFETY: as above.
+        unsafe {
+            (cm.rdma_destroy_id)(id);
+            if !channel.is_null() {
+                (cm.rdma_destroy_event_channel)(channel);
+            }
+        }
+        return Err(e);
+    }
+    let mut inner = Inner::new(id, channel);
+    (
+        inner.sq_size,
+        inner.rq_size,
+        inner.sq_inline,
+        inner.sbuf_size,
+        inner.rbuf_size,
+        inner.fs_flags,
+        inner.fd_flags,
+    ) = inherit;
+    // SAFETY: the request's id (its event acknowledged) and a new channel.
+    let migrated = check(unsafe { (cm.rdma_migrate_id)(id, channel) });
+    let served = migrated.and_then(|()| {
+        inner.create_ep()?;
+        let c = inner.conn.as_mut().ok_or(libc::EIO)?;
+        c.save_conn_data(&ev.private_data)?;
+        let data = c.conn_data();
+        let mut param = rdma_conn_param {
+            private_data: data.as_ptr().cast(),
+            private_data_len: CONN_DATA_LEN as u8,
+            ..ev.param
+        };
+        // SAFETY: the id with its QP; `data` outlives the call.
+        check(unsafe { (cm.rdma_accept)(id, &mut param) })?;
+        let done = wait_event(channel, false)?;
+        if done.kind != RDMA_CM_EVENT_ESTABLISHED {
+            return Err(event_errno(&done));
+        }
+        inner.phase = Phase::Connected;
+        inner.readable = true;
+        inner.writable = true;
+        Ok(())
+    });
+    match served {
+        Ok(()) => Ok(register(channel, inner)),
+        Err(e) => {
+            if inner.phase != Phase::Connected {
+                reject(e);
+            }
+            inner.destroy();
+            Err(e)
+        }
+    }
+}
+
+/// # Safety
+/// `addr` points at `len` readable bytes.
+pub(crate) unsafe fn rconnect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> Res<()> {
+    let s = lookup(fd)?;
+    let mut g = lock(&s);
+    if addr.is_null() {
+        return Err(libc::EFAULT);
+    }
+    match g.phase {
+        Phase::Init | Phase::Bound => {
+            // SAFETY: all-zero is a valid sockaddr_storage.
+            let mut dst: libc::sockaddr_storage = unsafe { core::mem::zeroed() };
+            let n = (len as usize).min(size_of::<libc::sockaddr_storage>());
+            if n < size_of::<libc::sockaddr_in>() {
+                return Err(libc::EINVAL);
+            }
+            // SAFETY: the caller's `len` bytes, at most the storage's size.
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    addr.cast::<u8>(),
+                    (&mut dst as *mut libc::sockaddr_storage).cast::<u8>(),
+                    n,
+                )
+            };
+            g.dst = Some(dst);
+        }
+        Phase::ResolvingAddr | Phase::ResolvingRoute | Phase::Connecting => {}
+        Phase::Connected => return Err(libc::EISCONN),
+        Phase::Listening => return Err(libc::EINVAL),
+        Phase::ConnectError | Phase::Disconnected | Phase::Error => return Err(libc::ENOTCONN),
+    }
+    let nonblock = g.nonblock(0);
+    g.drive_connect(nonblock)
+}
+
+/// Finishes a non-blocking connect the data calls find under way.
+fn connect_pending(g: &mut Inner) -> Res<()> {
+    if matches!(
+        g.phase,
+        Phase::ResolvingAddr | Phase::ResolvingRoute | Phase::Connecting
+    ) {
+        let nonblock = g.nonblock(0);
+        return g.drive_connect(nonblock).map_err(|e| {
+            if e == libc::EINPROGRESS {
+                libc::EAGAIN
+            } else {
+                e
+            }
+        });
+    }
+    Ok(())
+}
+
+/// # Safety
+/// `buf` holds `len` readable bytes.
+pub(crate) unsafe fn rsend(fd: c_int, buf: *const u8, len: usize, flags: c_int) -> Res<usize> {
+    let s = lookup(fd)?;
+    let mut g = lock(&s);
+    connect_pending(&mut g)?;
+    if g.conn.is_none() {
+        return Err(if g.phase == Phase::ConnectError {
+            g.err
+        } else {
+            libc::ENOTCONN
+        });
+    }
+    if len > 0 && buf.is_null() {
+        return Err(libc::EFAULT);
+    }
+    let nonblock = g.nonblock(flags);
+    let mut left = len;
+    let mut olen = OLAP_START_SIZE;
+    let mut off = 0usize;
+    let mut result = Ok(());
+    while left > 0 {
+        if !g.can_send() {
+            let (g2, waited) = Inner::wait(g, &s, nonblock, Inner::conn_can_send);
+            g = g2;
+            if let Err(e) = waited {
+                result = Err(e);
+                break;
+            }
+            if !(g.connected() && g.writable) {
+                result = Err(libc::ECONNRESET);
+                break;
+            }
+        }
+        let Some(c) = g.conn.as_mut() else {
+            result = Err(libc::ENOTCONN);
+            break;
+        };
+        let mut xfer = if (olen as usize) < left {
+            let x = olen;
+            if olen < MAX_TRANSFER {
+                olen <<= 1;
+            }
+            x
+        } else {
+            left as u32
+        };
+        xfer = xfer
+            .min(c.sbuf_bytes_avail)
+            .min(c.target_sgl(c.target_sge).length);
+        // SAFETY: `off + xfer <= len` bytes of the caller's buffer.
+        let src = unsafe { buf.add(off) };
+        let sent = if xfer <= c.sq_inline {
+            let mut sgl = [ibv_sge {
+                addr: src as u64,
+                length: xfer,
+                lkey: 0,
+            }];
+            c.write_data(&mut sgl, xfer, IBV_SEND_INLINE)
+        } else {
+            let room = c.sbuf_size - c.sbuf_head;
+            // SAFETY: smr is registered.
+            let lkey = unsafe { (*c.smr).lkey };
+            let base = c.sbuf.ptr;
+            if xfer <= room {
+                // SAFETY: `xfer` bytes fit in the ring from its head.
+                unsafe {
+                    core::ptr::copy_nonoverlapping(
+                        src,
+                        base.add(c.sbuf_head as usize),
+                        xfer as usize,
+                    )
+                };
+                let mut sgl = [ibv_sge {
+                    addr: base as u64 + u64::from(c.sbuf_head),
+                    length: xfer,
+                    lkey,
+                }];
+                let r = c.write_data(&mut sgl, xfer, 0);
+                c.sbuf_head = if xfer < room { c.sbuf_head + xfer } else { 0 };
+                r
+            } else {
+                let second = xfer - room;
+                // SAFETY: the tail of the ring, then its start, hold the two parts.
+                unsafe {
+                    core::ptr::copy_nonoverlapping(
+                        src,
+                        base.add(c.sbuf_head as usize),
+                        room as usize,
+                    );
+                    core::ptr::copy_nonoverlapping(src.add(room as usize), base, second as usize);
+                }
+                let mut sgl = [
+                    ibv_sge {
+                        addr: base as u64 + u64::from(c.sbuf_head),
+                        length: room,
+                        lkey,
+                    },
+                    ibv_sge {
+                        addr: base as u64,
+                        length: second,
+                        lkey,
+                    },
+                ];
+                let r = c.write_data(&mut sgl, xfer, 0);
+                c.sbuf_head = second;
+                r
+            }
+        };
+        if let Err(e) = sent {
+            result = Err(e);
+            break;
+        }
+        left -= xfer as usize;
+        off += xfer as usize;
+    }
+    match result {
+        Err(e) if left == len => Err(e),
+        _ => Ok(len - left),
+    }
+}
+
+/// # Safety
+/// `buf` holds `len` writable bytes.
+pub(crate) unsafe fn rrecv(fd: c_int, buf: *mut u8, len: usize, flags: c_int) -> Res<usize> {
+    let s = lookup(fd)?;
+    let mut g = lock(&s);
+    connect_pending(&mut g)?;
+    if g.conn.is_none() {
+        return Err(if g.phase == Phase::ConnectError {
+            g.err
+        } else {
+            libc::ENOTCONN
+        });
+    }
+    if len > 0 && buf.is_null() {
+        return Err(libc::EFAULT);
+    }
+    let nonblock = g.nonblock(flags);
+    let mut left = len;
+    let mut result = Ok(());
+    loop {
+        if !g.have_rdata() {
+            let (g2, waited) = Inner::wait(g, &s, nonblock, Inner::conn_have_rdata);
+            g = g2;
+            if let Err(e) = waited {
+                result = Err(e);
+                break;
+            }
+        }
+        let Some(c) = g.conn.as_mut() else { break };
+        if flags & libc::MSG_PEEK != 0 {
+            let mut offset = c.rbuf_offset;
+            let mut done = 0usize;
+            for &m in &c.rmsg {
+                if done == left {
+                    break;
+                }
+                let n = (m as usize).min(left - done);
+                copy_out(c, &mut offset, buf, done, n);
+                done += n;
+            }
+            left -= done;
+            break;
+        }
+        while left > 0 {
+            let Some(front) = c.rmsg.front_mut() else {
+                break;
+            };
+            let n = if left < *front as usize {
+                *front -= left as u32;
+                left
+            } else {
+                let n = *front as usize;
+                c.rmsg.pop_front();
+                c.rseq_no = c.rseq_no.wrapping_add(1);
+                n
+            };
+            let mut offset = c.rbuf_offset;
+            copy_out(c, &mut offset, buf, len - left, n);
+            c.rbuf_offset = offset;
+            c.rbuf_bytes_avail += n as u32;
+            left -= n;
+        }
+        if !(left > 0 && flags & libc::MSG_WAITALL != 0 && g.connected() && g.readable) {
+            break;
+        }
+    }
+    // What was read frees credits for the peer now, not at the next call.
+    if left != len {
+        let _ = g.progress();
+    }
+    match result {
+        Err(e) if left == len => Err(e),
+        _ => Ok(len - left),
+    }
+}
+
+/// Copies `n` bytes of the ring from `*offset` (wrapping) to `buf + at`.
+fn copy_out(c: &Conn, offset: &mut u32, buf: *mut u8, at: usize, n: usize) {
+    let mut done = 0usize;
+    while done < n {
+        let end = (c.rbuf_size - *offset) as usize;
+        let k = (n - done).min(end);
+        // SAFETY: `k` bytes inside the ring; the caller's buffer holds `at + n` bytes.
+        unsafe {
+            core::ptr::copy_nonoverlapping(c.rbuf.ptr.add(*offset as usize), buf.add(at + done), k)
+        };
+        done += k;
+        *offset += k as u32;
+        if *offset == c.rbuf_size {
+            *offset = 0;
+        }
+    }
+}
+
+/// # Safety
+/// `iov` holds `count` iovecs naming writable memory.
+pub(crate) unsafe fn rrecvv(
+    fd: c_int,
+    iov: *const libc::iovec,
+    count: c_int,
+    flags: c_int,
+) -> Res<usize> {
+    if count < 0 || (count > 0 && iov.is_null()) {
+        return Err(libc::EINVAL);
+    }
+    let mut total = 0usize;
+    for i in 0..count as usize {
+        // SAFETY: the caller's array.
+        let v = unsafe { *iov.add(i) };
+        if v.iov_len == 0 {
+            continue;
+        }
+        // Later vectors only take what is already there.
+        let f = if total > 0 {
+            flags | libc::MSG_DONTWAIT
+        } else {
+            flags
+        };
+        // SAFETY: the caller's vector.
+        match unsafe { rrecv(fd, v.iov_base.cast(), v.iov_len, f) } {
+            Ok(n) => {
+                total += n;
+                if n < v.iov_len {
+                    break;
+                }
+            }
+            Err(_) if total > 0 => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(total)
+}
+
+/// # Safety
+/// `iov` holds `count` iovecs naming readable memory.
+pub(crate) unsafe fn rsendv(
+    fd: c_int,
+    iov: *const libc::iovec,
+    count: c_int,
+    flags: c_int,
+) -> Res<usize> {
+    if count < 0 || (count > 0 && iov.is_null()) {
+        return Err(libc::EINVAL);
+    }
+    let mut total = 0usize;
+    for i in 0..count as usize {
+        // SAFETY: the caller's array.
+        let v = unsafe { *iov.add(i) };
+        if v.iov_len == 0 {
+            continue;
+        }
+        // SAFETY: the caller's vector.
+        match unsafe { rsend(fd, v.iov_base.cast(), v.iov_len, flags) } {
+            Ok(n) => {
+                total += n;
+                if n < v.iov_len {
+                    break;
+                }
+            }
+            Err(_) if total > 0 => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(total)
+}
+
+/// What `events` of an rsocket hold now (rsockets' rs_poll_rs).
+fn poll_socket(g: &mut Inner, events: i16) -> i16 {
+    if matches!(
+        g.phase,
+        Phase::ResolvingAddr | Phase::ResolvingRoute | Phase::Connecting
+    ) {
+        if let Err(libc::EINPROGRESS) = g.drive_connect(true) {
+            return 0;
+        }
+    }
+    match g.phase {
+        Phase::Connected | Phase::Disconnected | Phase::Error if g.conn.is_some() => {
+            let _ = g.progress();
+            let mut revents = 0;
+            if events & libc::POLLIN != 0 && g.conn_have_rdata() {
+                revents |= libc::POLLIN;
+            }
+            if events & libc::POLLOUT != 0 && g.can_send() {
+                revents |= libc::POLLOUT;
+            }
+            // A peer that disconnected while data is still unread hangs up only once it is
+            // read, as a TCP socket reports its peer's FIN (rsockets sets POLLHUP at once, and
+            // a reader that stops at POLLHUP, like rstream, loses the tail).
+            if !g.connected() && !g.have_rdata() {
+                revents |= if g.phase == Phase::Disconnected {
+                    libc::POLLHUP
+                } else {
+                    libc::POLLERR
+                };
+            }
+            revents
+        }
+        Phase::Listening => {
+            let mut p = pollfd {
+                fd: g.cm_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one pollfd.
+            unsafe { libc::poll(&mut p, 1, 0) };
+            p.revents & events & libc::POLLIN
+        }
+        Phase::ConnectError => (events & (libc::POLLIN | libc::POLLOUT)) | libc::POLLERR,
+        _ => 0,
+    }
+}
+
+/// # Safety
+/// `fds` holds `nfds` pollfds.
+pub(crate) unsafe fn rpoll(fds: *mut pollfd, nfds: libc::nfds_t, timeout: c_int) -> Res<c_int> {
+    if nfds > 0 && fds.is_null() {
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: the caller's array.
+    let fds = if nfds == 0 {
+        &mut [][..]
+    } else {
+        unsafe { core::slice::from_raw_parts_mut(fds, nfds as usize) }
+    };
+    let deadline = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
+    let socks: Vec<Option<Arc<Socket>>> = fds.iter().map(|p| lookup(p.fd).ok()).collect();
+    let started = Instant::now();
+    loop {
+        // Look at every descriptor without waiting.
+        let mut ready = 0;
+        let mut plain: Vec<pollfd> = Vec::new();
+        for (p, s) in fds.iter_mut().zip(&socks) {
+            p.revents = 0;
+            match s {
+                Some(s) => {
+                    p.revents = poll_socket(&mut lock(s), p.events);
+                }
+                None => plain.push(*p),
+            }
+        }
+        if !plain.is_empty() {
+            // SAFETY: a local array.
+            unsafe { libc::poll(plain.as_mut_ptr(), plain.len() as libc::nfds_t, 0) };
+            let mut it = plain.iter();
+            for (p, s) in fds.iter_mut().zip(&socks) {
+                if s.is_none() {
+                    p.revents = it.next().map_or(0, |q| q.revents);
+                }
+            }
+        }
+        for p in fds.iter() {
+            if p.revents != 0 {
+                ready += 1;
+            }
+        }
+        let left_ms = match deadline {
+            None => defaults().wake_up_ms,
+            Some(d) => {
+                let now = Instant::now();
+                if now >= d {
+                    return Ok(ready);
+                }
+                ((d - now).as_millis() as c_int).min(defaults().wake_up_ms)
+            }
+        };
+        if ready > 0 {
+            return Ok(ready);
+        }
+        // Spin briefly as rsockets does before sleeping.
+        if started.elapsed() < defaults().polling {
+            continue;
+        }
+        // Arm, then sleep on what would wake each descriptor.
+        let mut wait: Vec<pollfd> = Vec::new();
+        let mut owner: Vec<Option<usize>> = Vec::new();
+        for (i, (p, s)) in fds.iter().zip(&socks).enumerate() {
+            match s {
+                Some(s) => {
+                    let mut g = lock(s);
+                    let _ = g.arm();
+                    if let Some(c) = g.conn.as_ref() {
+                        wait.push(pollfd {
+                            // SAFETY: the connection's channel.
+                            fd: unsafe { (*c.cq_channel).fd },
+                            events: libc::POLLIN,
+                            revents: 0,
+                        });
+                        owner.push(Some(i));
+                    }
+                    wait.push(pollfd {
+                        fd: g.cm_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    });
+                    owner.push(Some(i));
+                    // What came before arming raises no event: look once more.
+                    if poll_socket(&mut g, p.events) != 0 {
+                        wait.clear();
+                        break;
+                    }
+                }
+                None => {
+                    wait.push(*p);
+                    owner.push(None);
+                }
+            }
+        }
+        if wait.is_empty() {
+            continue;
+        }
+        // SAFETY: a local array.
+        let rc = unsafe { libc::poll(wait.as_mut_ptr(), wait.len() as libc::nfds_t, left_ms) };
+        if rc < 0 && errno() != libc::EINTR {
+            return Err(errno());
+        }
+        for (w, o) in wait.iter().zip(&owner) {
+            if let (Some(i), true) = (o, w.revents != 0)
+                && let Some(s) = &socks[*i]
+            {
+                let mut g = lock(s);
+                g.take_cq_event();
+                if g.phase != Phase::Listening
+                    && !matches!(
+                        g.phase,
+                        Phase::ResolvingAddr | Phase::ResolvingRoute | Phase::Connecting
+                    )
+                {
+                    g.take_cm_events();
+                }
+            }
+        }
+    }
+}
+
+/// # Safety
+/// The sets are NULL or valid `fd_set`s; `timeout` NULL or valid.
+pub(crate) unsafe fn rselect(
+    nfds: c_int,
+    readfds: *mut libc::fd_set,
+    writefds: *mut libc::fd_set,
+    exceptfds: *mut libc::fd_set,
+    timeout: *mut libc::timeval,
+) -> Res<c_int> {
+    if !(0..=libc::FD_SETSIZE as c_int).contains(&nfds) {
+        return Err(libc::EINVAL);
+    }
+    let mut fds = Vec::new();
+    for fd in 0..nfds {
+        let mut events = 0;
+        // SAFETY: the caller's sets, fd < FD_SETSIZE.
+        unsafe {
+            if !readfds.is_null() && libc::FD_ISSET(fd, readfds) {
+                events |= libc::POLLIN;
+            }
+            if !writefds.is_null() && libc::FD_ISSET(fd, writefds) {
+                events |= libc::POLLOUT;
+            }
+            if !exceptfds.is_null() && libc::FD_ISSET(fd, exceptfds) {
+                events |= libc::POLLPRI;
+            }
+        }
+        if events != 0 {
+            fds.push(pollfd {
+                fd,
+                events,
+                revents: 0,
+            });
+        }
+    }
+    let ms = if timeout.is_null() {
+        -1
+    } else {
+        // SAFETY: the caller's timeval.
+        let t = unsafe { *timeout };
+        if t.tv_sec < 0 || t.tv_usec < 0 {
+            return Err(libc::EINVAL);
+        }
+        (t.tv_sec.saturating_mul(1000) + t.tv_usec / 1000).min(i64::from(c_int::MAX)) as c_int
+    };
+    // SAFETY: a local array.
+    let n = unsafe { rpoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) }?;
+    // SAFETY: the caller's sets.
+    unsafe {
+        for set in [readfds, writefds, exceptfds] {
+            if !set.is_null() {
+                libc::FD_ZERO(set);
+            }
+        }
+    }
+    let mut count = 0;
+    if n > 0 {
+        for p in &fds {
+            // SAFETY: the caller's sets, fd < FD_SETSIZE.
+            unsafe {
+                if !readfds.is_null()
+                    && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
+                {
+                    libc::FD_SET(p.fd, readfds);
+                    count += 1;
+                }
+                if !writefds.is_null() && p.revents & (libc::POLLOUT | libc::POLLERR) != 0 {
+                    libc::FD_SET(p.fd, writefds);
+                    count += 1;
+                }
+                if !exceptfds.is_null() && p.revents & libc::POLLPRI != 0 {
+                    libc::FD_SET(p.fd, exceptfds);
+                    count += 1;
+                }
+            }
+        }
+    }
+    Ok(count)
+}
+
+/// Ends one or both directions (rsockets' rshutdown): tells the peer, then waits for every
+/// send to complete.
+pub(crate) fn rshutdown(fd: c_int, how: c_int) -> Res<()> {
+    let s = lookup(fd)?;
+    shutdown(&s, how)
+}
+
+fn shutdown(s: &Socket, how: c_int) -> Res<()> {
+    let mut g = lock(s);
+    if !matches!(how, libc::SHUT_RD | libc::SHUT_WR | libc::SHUT_RDWR) {
+        return Err(libc::EINVAL);
+    }
+    let mut result = Ok(());
+    if g.connected() {
+        let ctrl = match how {
+            libc::SHUT_RDWR => {
+                g.readable = false;
+                g.writable = false;
+                Some(RS_CTRL_DISCONNECT)
+            }
+            libc::SHUT_WR => {
+                g.writable = false;
+                Some(if g.readable {
+                    RS_CTRL_SHUTDOWN
+                } else {
+                    RS_CTRL_DISCONNECT
+                })
+            }
+            _ => {
+                g.readable = false;
+                (!g.writable).then_some(RS_CTRL_DISCONNECT)
+            }
+        };
+        if let Some(ctrl) = ctrl {
+            if !g.conn.as_ref().is_some_and(|c| c.ctrl_avail()) {
+                let (g2, r) = Inner::wait(g, s, false, |i| {
+                    i.conn.as_ref().is_some_and(|c| c.ctrl_avail()) || !i.connected()
+                });
+                g = g2;
+                result = r;
+            }
+            if result.is_ok()
+                && g.connected()
+                && let Some(c) = g.conn.as_mut()
+                && c.ctrl_avail()
+            {
+                c.ctrl_seqno = c.ctrl_seqno.wrapping_add(1);
+                result = c.post_msg(msg(RS_OP_CTRL, ctrl));
+            }
+        }
+        if result.is_ok() && g.connected() {
+            let (g2, r) = Inner::wait(g, s, false, |i| {
+                i.conn.as_ref().is_some_and(|c| c.all_sends_done()) || !i.connected()
+            });
+            g = g2;
+            result = r;
+        }
+    }
+    if g.phase == Phase::Disconnected
+        && let (Some(c), Ok(v)) = (g.conn.as_ref(), verbs())
+    {
+        // As librdmacm's ucma_shutdown on IB/RoCE: the QP to ERR flushes what is posted,
+        // waking anyone who waits on the CQ.
+        // SAFETY: all-zero is a valid ibv_qp_attr.
+        let mut attr: ibv_qp_attr = unsafe { core::mem::zeroed() };
+        attr.qp_state = IBV_QPS_ERR;
+        // SAFETY: the connection's QP.
+        unsafe { (v.modify_qp)(c.qp, &mut attr, IBV_QP_STATE as c_int) };
+    }
+    result
+}
+
+pub(crate) fn rclose(fd: c_int) -> Res<()> {
+    let s = lookup(fd)?;
+    if lock(&s).connected() {
+        let _ = shutdown(&s, libc::SHUT_RDWR);
+    }
+    sockets().remove(&fd);
+    lock(&s).destroy();
+    Ok(())
+}
+
+/// Copies `src` into the caller's `addr` of `*len` bytes, truncating, and sets `*len` to
+/// the address's full size.
+///
+/// # Safety
+/// `addr` holds `*len` writable bytes.
+unsafe fn copy_addr(src: &rdma_sockaddr, addr: *mut sockaddr, len: *mut socklen_t) -> Res<()> {
+    if addr.is_null() || len.is_null() {
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: any view of the union starts with the family.
+    let family = c_int::from(unsafe { src.addr.sa_family });
+    let size = if family == libc::AF_INET6 {
+        size_of::<libc::sockaddr_in6>()
+    } else {
+        size_of::<libc::sockaddr_in>()
+    };
+    // SAFETY: the caller's length.
+    let room = unsafe { *len } as usize;
+    // SAFETY: `min(room, size)` bytes of both.
+    unsafe {
+        core::ptr::copy_nonoverlapping(
+            (src as *const rdma_sockaddr).cast::<u8>(),
+            addr.cast::<u8>(),
+            room.min(size),
+        );
+        *len = size as socklen_t;
+    }
+    Ok(())
+}
+
+/// # Safety
+/// As getpeername(2).
+pub(crate) unsafe fn rgetpeername(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> Res<()> {
+    let s = lookup(fd)?;
+    let g = lock(&s);
+    // SAFETY: the socket's id; the caller's buffers.
+    unsafe { copy_addr(&(*g.id).route.addr.dst, addr, len) }
+}
+
+/// # Safety
+/// As getsockname(2).
+pub(crate) unsafe fn rgetsockname(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> Res<()> {
+    let s = lookup(fd)?;
+    let g = lock(&s);
+    // SAFETY: the socket's id; the caller's buffers.
+    unsafe { copy_addr(&(*g.id).route.addr.src, addr, len) }
+}
+
+fn read_int(value: *const c_void, len: socklen_t) -> Res<c_int> {
+    if value.is_null() {
+        return Err(libc::EFAULT);
+    }
+    if (len as usize) < size_of::<c_int>() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: at least an int's bytes.
+    Ok(unsafe { value.cast::<c_int>().read_unaligned() })
+}
+
+/// # Safety
+/// `value` holds `len` readable bytes.
+pub(crate) unsafe fn rsetsockopt(
+    fd: c_int,
+    level: c_int,
+    name: c_int,
+    value: *const c_void,
+    len: socklen_t,
+) -> Res<()> {
+    let s = lookup(fd)?;
+    let mut g = lock(&s);
+    let cm = cm()?;
+    let bit = |name: c_int| 1u64.checked_shl(name as u32).unwrap_or(0);
+    match (level, name) {
+        (libc::SOL_SOCKET, libc::SO_REUSEADDR) => {
+            let mut on = read_int(value, len)?;
+            // SAFETY: the id; an int option.
+            let rc = unsafe {
+                (cm.rdma_set_option)(
+                    g.id,
+                    RDMA_OPTION_ID,
+                    RDMA_OPTION_ID_REUSEADDR,
+                    (&mut on as *mut c_int).cast(),
+                    size_of::<c_int>(),
+                )
+            };
+            // As rsockets: refused once bound on RoCE/IB, it is not an error.
+            if rc != 0 && g.phase == Phase::Init {
+                return Err(errno());
+            }
+            set_bit(&mut g.so_opts, bit(name), on != 0);
+        }
+        (libc::SOL_SOCKET, libc::SO_RCVBUF) => {
+            let v = read_int(value, len)?;
+            if g.conn.is_none() {
+                g.rbuf_size = (v.max(0) as u32)
+                    .saturating_mul(2)
+                    .clamp(SNDLOWAT << 1, 1 << 30);
+            }
+        }
+        (libc::SOL_SOCKET, libc::SO_SNDBUF) => {
+            let v = read_int(value, len)?;
+            if g.conn.is_none() {
+                g.sbuf_size = (v.max(0) as u32)
+                    .saturating_mul(2)
+                    .clamp(SNDLOWAT << 1, 1 << 30);
+            }
+        }
+        (libc::SOL_SOCKET, libc::SO_LINGER) => {
+            if value.is_null() {
+                return Err(libc::EFAULT);
+            }
+            if (len as usize) < size_of::<libc::linger>() {
+                return Err(libc::EINVAL);
+            }
+            // SAFETY: a linger's bytes.
+            let l = unsafe { value.cast::<libc::linger>().read_unaligned() };
+            // Inverted as rsockets keeps it, so the default (0) is on.
+            set_bit(&mut g.so_opts, bit(name), l.l_onoff == 0);
+        }
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE | libc::SO_OOBINLINE) => {
+            let on = read_int(value, len)?;
+            set_bit(&mut g.so_opts, bit(name), on != 0);
+        }
+        (libc::IPPROTO_IP, libc::IP_TOS) => {
+            let tos = read_int(value, len)?;
+            let mut t = tos as u8;
+            // SAFETY: the id; a u8 option.
+            check(unsafe {
+                (cm.rdma_set_option)(
+                    g.id,
+                    RDMA_OPTION_ID,
+                    RDMA_OPTION_ID_TOS,
+                    (&mut t as *mut u8).cast(),
+                    1,
+                )
+            })?;
+            g.ip_tos = tos;
+        }
+        (
+            libc::IPPROTO_TCP,
+            libc::TCP_KEEPCNT | libc::TCP_KEEPINTVL | libc::TCP_MAXSEG | libc::TCP_CONGESTION,
+        ) => {}
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) => {
+            let v = read_int(value, len)?;
+            if v <= 0 {
+                return Err(libc::EINVAL);
+            }
+            g.keepalive_time = v;
+        }
+        (libc::IPPROTO_TCP, libc::TCP_NODELAY) => {
+            let on = read_int(value, len)?;
+            set_bit(&mut g.tcp_opts, bit(name), on != 0);
+        }
+        (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) => {
+            let mut on = read_int(value, len)?;
+            // SAFETY: the id; an int option.
+            check(unsafe {
+                (cm.rdma_set_option)(
+                    g.id,
+                    RDMA_OPTION_ID,
+                    RDMA_OPTION_ID_AFONLY,
+                    (&mut on as *mut c_int).cast(),
+                    size_of::<c_int>(),
+                )
+            })?;
+            set_bit(&mut g.ipv6_opts, bit(name), on != 0);
+        }
+        (SOL_RDMA, _) => {
+            if !matches!(g.phase, Phase::Init | Phase::Bound | Phase::Listening) {
+                return Err(libc::EINVAL);
+            }
+            match name {
+                RDMA_SQSIZE => g.sq_size = (read_int(value, len)?.max(0) as u32).min(QP_MAX_SIZE),
+                RDMA_RQSIZE => g.rq_size = (read_int(value, len)?.max(0) as u32).min(QP_MAX_SIZE),
+                RDMA_INLINE => g.sq_inline = (read_int(value, len)?.max(0) as u32).min(QP_MAX_SIZE),
+                // No iomap slots are offered (riomap is not implemented); the size is
+                // accepted and reads back as 0.
+                RDMA_IOMAPSIZE => {
+                    read_int(value, len)?;
+                }
+                // The route comes from the CM's own resolution on RoCE.
+                RDMA_ROUTE => {
+                    if value.is_null() {
+                        return Err(libc::EFAULT);
+                    }
+                }
+                _ => return Err(libc::ENOTSUP),
+            }
+        }
+        _ => return Err(libc::ENOTSUP),
+    }
+    Ok(())
+}
+
+fn set_bit(opts: &mut u64, bit: u64, on: bool) {
+    if on {
+        *opts |= bit;
+    } else {
+        *opts &= !bit;
+    }
+}
+
+/// # Safety
+/// `value` holds `*len` writable bytes.
+pub(crate) unsafe fn rgetsockopt(
+    fd: c_int,
+    level: c_int,
+    name: c_int,
+    value: *mut c_void,
+    len: *mut socklen_t,
+) -> Res<()> {
+    let s = lookup(fd)?;
+    let mut g = lock(&s);
+    if value.is_null() || len.is_null() {
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: the caller's length.
+    let room = unsafe { *len } as usize;
+    let bit = |opts: u64, name: c_int| {
+        c_int::from(opts & 1u64.checked_shl(name as u32).unwrap_or(0) != 0)
+    };
+    let int = match (level, name) {
+        (libc::SOL_SOCKET, libc::SO_REUSEADDR | libc::SO_KEEPALIVE | libc::SO_OOBINLINE) => {
+            bit(g.so_opts, name)
+        }
+        (libc::SOL_SOCKET, libc::SO_RCVBUF) => g.rbuf_size as c_int,
+        (libc::SOL_SOCKET, libc::SO_SNDBUF) => g.sbuf_size as c_int,
+        (libc::SOL_SOCKET, libc::SO_ERROR) => std::mem::take(&mut g.err),
+        (libc::SOL_SOCKET, libc::SO_TYPE) => libc::SOCK_STREAM,
+        (libc::SOL_SOCKET, libc::SO_LINGER) => {
+            if room < size_of::<libc::linger>() {
+                return Err(libc::EINVAL);
+            }
+            let l = libc::linger {
+                l_onoff: 1 - bit(g.so_opts, name),
+                l_linger: 0,
+            };
+            // SAFETY: room for a linger.
+            unsafe {
+                value.cast::<libc::linger>().write_unaligned(l);
+                *len = size_of::<libc::linger>() as socklen_t;
+            }
+            return Ok(());
+        }
+        (libc::IPPROTO_IP, libc::IP_TOS) => g.ip_tos,
+        (libc::IPPROTO_TCP, libc::TCP_KEEPCNT | libc::TCP_KEEPINTVL | libc::TCP_CONGESTION) => 1,
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) => g.keepalive_time,
+        (libc::IPPROTO_TCP, libc::TCP_NODELAY) => bit(g.tcp_opts, name),
+        (libc::IPPROTO_TCP, libc::TCP_MAXSEG) => 2048,
+        (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) => bit(g.ipv6_opts, name),
+        (SOL_RDMA, RDMA_SQSIZE) => g.sq_size as c_int,
+        (SOL_RDMA, RDMA_RQSIZE) => g.rq_size as c_int,
+        (SOL_RDMA, RDMA_INLINE) => g.sq_inline as c_int,
+        (SOL_RDMA, RDMA_IOMAPSIZE) => 0,
+        _ => return Err(libc::ENOTSUP),
+    };
+    if room < size_of::<c_int>() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: room for an int.
+    unsafe {
+        value.cast::<c_int>().write_unaligned(int);
+        *len = size_of::<c_int>() as socklen_t;
+    }
+    Ok(())
+}
+
+pub(crate) fn rfcntl(fd: c_int, cmd: c_int, arg: usize) -> Res<c_int> {
+    let s = lookup(fd)?;
+    let mut g = lock(&s);
+    match cmd {
+        libc::F_GETFL => Ok(g.fs_flags | libc::O_RDWR),
+        libc::F_SETFL => {
+            g.fs_flags = (arg as c_int) & !libc::O_ACCMODE;
+            Ok(0)
+        }
+        libc::F_GETFD => Ok(g.fd_flags),
+        libc::F_SETFD => {
+            g.fd_flags = arg as c_int;
+            Ok(0)
+        }
+        _ => Err(libc::ENOTSUP),
+    }
+}
