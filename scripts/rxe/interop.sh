@@ -155,6 +155,11 @@ CELL_ROWS=(
   "cmtool rping 64 4096"
   "cmtool ucmatose 100 4096"
   "cmtool udaddy 100 4096"
+  # rsockets (rsocket(7)): rdma-core's rstream, every byte checked (-T v), rdma-core's
+  # rsockets over the kernel's rdma_cm on one side and softroce's drop-in on the other:
+  # small transfers sent inline, large ones through both ring halves and credit updates
+  "cmtool rstream 64 4096"
+  "cmtool rstream 300000 4096"
   # UD multicast: rdma_join_multicast on both sides (the kernel's IGMP join on the VM, an IP
   # multicast membership on the host), RoCEv2 datagrams to the group's IPv4 multicast address
   "cmtool mckey 100 4096"
@@ -433,6 +438,8 @@ cmtool_args() {
     ucmatose:server) echo "ucmatose -b $addr -c 4 -C 10 -S $size" ;;
     ucmatose:client) echo "ucmatose -s $addr -c 4 -C 10 -S $size" ;;
     udaddy:server) echo "udaddy -b $addr -C 10 -S $size" ;;
+    rstream:server) echo "rstream -b $addr -p $SIDE_PORT -T v -S $size -C $([ "$size" -gt 65536 ] && echo 20 || echo 200)" ;;
+    rstream:client) echo "rstream -s $addr -p $SIDE_PORT -T v -S $size -C $([ "$size" -gt 65536 ] && echo 20 || echo 200)" ;;
     udaddy:client) echo "udaddy -s $addr -C 10 -S $size" ;;
     # mckey: the "server" joins MCAST_GROUP and receives 10 datagrams, the "client" joins it
     # and sends them (from its own address: the device's, not the server's)

@@ -1517,6 +1517,13 @@ pub(crate) unsafe fn rsend(fd: c_int, buf: *const u8, len: usize, flags: c_int) 
     if len > 0 && buf.is_null() {
         return Err(libc::EFAULT);
     }
+    // Shut down for writing here (EPIPE, as send(2)), or by the peer.
+    if g.connected() && !g.writable {
+        return Err(libc::EPIPE);
+    }
+    if !g.connected() {
+        return Err(libc::ECONNRESET);
+    }
     let nonblock = g.nonblock(flags);
     let mut left = len;
     let mut olen = OLAP_START_SIZE;

@@ -224,6 +224,20 @@ fn ports_are_shared_as_the_kernel_shares_them() {
     );
 }
 
+/// rsocket(7): stream rsockets as the socket calls they are named after (a server thread on
+/// one device, the client on the other): refused blocking and non-blocking connects with
+/// SO_ERROR, addresses, MSG_PEEK/MSG_DONTWAIT/MSG_WAITALL, readv/writev, a megabyte through
+/// the ring both ways, SHUT_WR half-close, EOF after the peer's close, rpoll/rselect with an
+/// ordinary fd, options, rfcntl and the calls' errors.
+#[test]
+fn rsockets_behave_as_the_socket_calls_they_are_named_after() {
+    run_with(
+        "rsocket_semantics",
+        &["127.77.33.1", "127.77.33.2"],
+        library_dir(),
+    );
+}
+
 /// ECE, rdma_notify and address errors as librdmacm and the kernel have them (two
 /// devices): rdma_set_local_ece refuses a NULL ece, vendor_id 0, a comp_mask, and (with
 /// rdma_get_remote_ece) ids with a QP; with external QPs the client's ECE reaches the

@@ -1,0 +1,328 @@
+/* rsocket(7): stream rsockets behave as the socket calls they are named after, except
+ * where rsockets notes otherwise. A server thread on softroce0 (argv[1]) and the client in
+ * main on softroce1 (argv[2]), in one process: refused and non-blocking connects and
+ * SO_ERROR, addresses, MSG_PEEK/MSG_DONTWAIT/MSG_WAITALL, readv/writev, a transfer much
+ * larger than the ring, half-close (SHUT_WR), the peer's close (EOF, then an error on
+ * send), rpoll and rselect with an ordinary descriptor beside rsockets, the socket
+ * options and rfcntl, and the calls' errors. Prints "N failures". */
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <rdma/rsocket.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/select.h>
+#include <unistd.h>
+
+#include "cm_common.h"
+
+#define PORT 7870 /* this program's ports: PORT .. PORT + 4 */
+#define BIG (1 << 20)
+
+static const char *server_ip, *client_ip;
+static const char *volatile step = "starting";
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static int listening;
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	fprintf(stderr, "TIMEOUT during: %s\n", step);
+	printf("%d failures\n", failures + 1);
+	_exit(1);
+}
+
+/* Reads exactly n bytes (blocking); 0 on success. */
+static int read_all(int s, void *buf, size_t n)
+{
+	size_t got = 0;
+	while (got < n) {
+		ssize_t r = rrecv(s, (char *)buf + got, n - got, 0);
+		if (r <= 0)
+			return -1;
+		got += r;
+	}
+	return 0;
+}
+
+static int write_all(int s, const void *buf, size_t n)
+{
+	size_t put = 0;
+	while (put < n) {
+		ssize_t r = rsend(s, (const char *)buf + put, n - put, 0);
+		if (r <= 0)
+			return -1;
+		put += r;
+	}
+	return 0;
+}
+
+static unsigned char pattern(size_t i)
+{
+	return (unsigned char)(i * 7 + (i >> 11));
+}
+
+/* The server: accepts one connection and follows the script the client drives. */
+static void *server(void *arg)
+{
+	(void)arg;
+	int l = rsocket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = ipv4(server_ip, PORT);
+	int one = 1;
+	rsetsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (l < 0 || rbind(l, (struct sockaddr *)&a, sizeof(a)) || rlisten(l, 4)) {
+		fprintf(stderr, "server: listening failed: errno %d\n", errno);
+		exit(2);
+	}
+	CHECK(rlisten(l, 4) == 0, "rlisten of a listening rsocket is 0");
+	pthread_mutex_lock(&lock);
+	listening = 1;
+	pthread_cond_broadcast(&cond);
+	pthread_mutex_unlock(&lock);
+
+	struct sockaddr_in peer;
+	socklen_t plen = sizeof(peer);
+	int s = raccept(l, (struct sockaddr *)&peer, &plen);
+	CHECK(s >= 0, "raccept: errno %d", errno);
+	if (s < 0)
+		return NULL;
+	char ip[32];
+	inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof(ip));
+	CHECK(plen == sizeof(peer) && strcmp(ip, client_ip) == 0,
+	      "raccept's address is the client's (%s, len %u)", ip, plen);
+
+	/* 1. echo 100 bytes. */
+	char small[100];
+	if (!read_all(s, small, sizeof(small)))
+		write_all(s, small, sizeof(small));
+	/* 2. on the client's word, 3000 bytes in three pieces (it waits for all with
+	 * MSG_WAITALL). */
+	char go;
+	read_all(s, &go, 1);
+	static char mid[3000];
+	memset(mid, 'm', sizeof(mid));
+	for (int i = 0; i < 3; i++) {
+		write_all(s, mid + i * 1000, 1000);
+		usleep(20000);
+	}
+	/* 3. a megabyte both ways, checked. */
+	static unsigned char big[BIG];
+	if (!read_all(s, big, BIG)) {
+		size_t bad = 0;
+		for (size_t i = 0; i < BIG; i++)
+			bad += big[i] != pattern(i);
+		CHECK(bad == 0, "server: %zu of %d bytes differ", bad, BIG);
+		write_all(s, big, BIG);
+	}
+	/* 4. after the client's SHUT_WR: EOF here, and this side can still send. */
+	char c;
+	CHECK(rrecv(s, &c, 1, 0) == 0, "rrecv after the peer's SHUT_WR is 0 (EOF)");
+	CHECK(write_all(s, "after-shutdown", 14) == 0, "sending after the peer's SHUT_WR");
+	/* 5. close: the client sees EOF. */
+	CHECK(rclose(s) == 0, "rclose of the connection");
+	CHECK(rclose(l) == 0, "rclose of the listener");
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: %s SERVER_IP CLIENT_IP\n", argv[0]);
+		return 2;
+	}
+	server_ip = argv[1];
+	client_ip = argv[2];
+	signal(SIGALRM, on_alarm);
+	alarm(50);
+
+	step = "socket errors";
+	errno = 0;
+	CHECK(rsocket(AF_UNIX, SOCK_STREAM, 0) == -1 && errno == ENOTSUP,
+	      "rsocket(AF_UNIX) fails ENOTSUP (errno %d)", errno);
+	errno = 0;
+	CHECK(rsocket(AF_INET, SOCK_STREAM, IPPROTO_UDP) == -1 && errno == ENOTSUP,
+	      "a stream rsocket over UDP fails ENOTSUP (errno %d)", errno);
+	errno = 0;
+	CHECK(rsend(0, "x", 1, 0) == -1 && errno == EBADF, "rsend on a non-rsocket: EBADF");
+	errno = 0;
+	CHECK(rclose(12345) == -1 && errno == EBADF, "rclose of a non-rsocket: EBADF");
+
+	step = "options";
+	int s = rsocket(AF_INET, SOCK_STREAM, 0);
+	CHECK(s >= 0, "rsocket: errno %d", errno);
+	int v = 65536, got = 0;
+	socklen_t len = sizeof(got);
+	CHECK(rsetsockopt(s, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v)) == 0 &&
+		      rgetsockopt(s, SOL_SOCKET, SO_RCVBUF, &got, &len) == 0 && got == 2 * v,
+	      "SO_RCVBUF set before connecting reads back doubled, as rsockets keeps it (%d)",
+	      got);
+	v = 1;
+	len = sizeof(got);
+	CHECK(rsetsockopt(s, IPPROTO_TCP, TCP_NODELAY, &v, sizeof(v)) == 0 &&
+		      rgetsockopt(s, IPPROTO_TCP, TCP_NODELAY, &got, &len) == 0 && got == 1,
+	      "TCP_NODELAY");
+	v = 64;
+	len = sizeof(got);
+	CHECK(rsetsockopt(s, SOL_RDMA, RDMA_SQSIZE, &v, sizeof(v)) == 0 &&
+		      rgetsockopt(s, SOL_RDMA, RDMA_SQSIZE, &got, &len) == 0 && got == 64,
+	      "RDMA_SQSIZE (%d)", got);
+	errno = 0;
+	CHECK(rsetsockopt(s, SOL_SOCKET, SO_BROADCAST, &v, sizeof(v)) == -1 && errno == ENOTSUP,
+	      "an option rsockets lacks: ENOTSUP (errno %d)", errno);
+	errno = 0;
+	CHECK(rsetsockopt(s, SOL_SOCKET, SO_RCVBUF, &v, 1) == -1 && errno == EINVAL,
+	      "an option value too short: EINVAL (errno %d)", errno);
+	errno = 0;
+	CHECK(raccept(s, NULL, NULL) == -1 && errno == EBADF,
+	      "raccept on an rsocket that does not listen: EBADF as rsockets (errno %d)", errno);
+	CHECK((rfcntl(s, F_GETFL) & O_NONBLOCK) == 0, "blocking by default");
+	CHECK(rfcntl(s, F_SETFL, O_NONBLOCK) == 0 && (rfcntl(s, F_GETFL) & O_NONBLOCK),
+	      "F_SETFL O_NONBLOCK reads back");
+
+	/* The server's device answers from here on: a request for a port nobody listens on is
+	 * refused (REJ), as a host without the listener refuses it. */
+	step = "listening";
+	pthread_t t;
+	pthread_create(&t, NULL, server, NULL);
+	pthread_mutex_lock(&lock);
+	while (!listening)
+		pthread_cond_wait(&cond, &lock);
+	pthread_mutex_unlock(&lock);
+
+	step = "non-blocking connect refused";
+	/* Nobody listens on PORT + 1: EINPROGRESS, then POLLOUT|POLLERR and SO_ERROR. */
+	struct sockaddr_in nowhere = ipv4(server_ip, PORT + 1);
+	struct sockaddr_in me = ipv4(client_ip, 0);
+	CHECK(rbind(s, (struct sockaddr *)&me, sizeof(me)) == 0, "rbind: errno %d", errno);
+	errno = 0;
+	int rc = rconnect(s, (struct sockaddr *)&nowhere, sizeof(nowhere));
+	/* As a non-blocking TCP connect on loopback: refused at once, or in progress and then
+	 * POLLERR with SO_ERROR. */
+	int err = 0;
+	socklen_t elen = sizeof(err);
+	if (rc == -1 && errno == ECONNREFUSED) {
+		CHECK(rgetsockopt(s, SOL_SOCKET, SO_ERROR, &err, &elen) == 0,
+		      "SO_ERROR after a refusal: errno %d", errno);
+	} else {
+		CHECK(rc == -1 && errno == EINPROGRESS,
+		      "non-blocking rconnect: EINPROGRESS or ECONNREFUSED (%d, %d)", rc, errno);
+		struct pollfd p = {.fd = s, .events = POLLOUT};
+		CHECK(rpoll(&p, 1, 10000) == 1 && (p.revents & POLLERR),
+		      "a refused connect polls POLLERR (%#x)", p.revents);
+		CHECK(rgetsockopt(s, SOL_SOCKET, SO_ERROR, &err, &elen) == 0 && err == ECONNREFUSED,
+		      "SO_ERROR is ECONNREFUSED (%d)", err);
+	}
+	elen = sizeof(err);
+	CHECK(rgetsockopt(s, SOL_SOCKET, SO_ERROR, &err, &elen) == 0 && err == 0,
+	      "reading SO_ERROR clears it (%d)", err);
+	CHECK(rclose(s) == 0, "rclose");
+
+	step = "blocking connect refused";
+	s = rsocket(AF_INET, SOCK_STREAM, 0);
+	CHECK(rbind(s, (struct sockaddr *)&me, sizeof(me)) == 0, "rbind: errno %d", errno);
+	errno = 0;
+	CHECK(rconnect(s, (struct sockaddr *)&nowhere, sizeof(nowhere)) == -1 &&
+		      errno == ECONNREFUSED,
+	      "a blocking rconnect nobody hears: ECONNREFUSED (errno %d)", errno);
+	rclose(s);
+
+	step = "connecting";
+	s = rsocket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in srv = ipv4(server_ip, PORT);
+	/* From the client's own device (an unbound rsocket would route to the server's
+	 * device, the one that owns the destination address). */
+	CHECK(rbind(s, (struct sockaddr *)&me, sizeof(me)) == 0, "rbind: errno %d", errno);
+	CHECK(rconnect(s, (struct sockaddr *)&srv, sizeof(srv)) == 0, "rconnect: errno %d", errno);
+	errno = 0;
+	CHECK(rconnect(s, (struct sockaddr *)&srv, sizeof(srv)) == -1 && errno == EISCONN,
+	      "rconnect of a connected rsocket: EISCONN (errno %d)", errno);
+	struct sockaddr_in a;
+	char ip[32];
+	len = sizeof(a);
+	CHECK(rgetpeername(s, (struct sockaddr *)&a, &len) == 0 && ntohs(a.sin_port) == PORT &&
+		      inet_ntop(AF_INET, &a.sin_addr, ip, sizeof(ip)) && !strcmp(ip, server_ip),
+	      "rgetpeername is the server's address");
+	len = sizeof(a);
+	CHECK(rgetsockname(s, (struct sockaddr *)&a, &len) == 0 &&
+		      inet_ntop(AF_INET, &a.sin_addr, ip, sizeof(ip)) && !strcmp(ip, client_ip) &&
+		      a.sin_port != 0,
+	      "rgetsockname is this device's address and a port");
+	errno = 0;
+	CHECK(rsetsockopt(s, SOL_RDMA, RDMA_SQSIZE, &v, sizeof(v)) == -1 && errno == EINVAL,
+	      "SOL_RDMA options once connected: EINVAL (errno %d)", errno);
+
+	step = "echo, peek, dontwait";
+	char small[100], back[100];
+	for (int i = 0; i < 100; i++)
+		small[i] = (char)i;
+	CHECK(rsend(s, small, 100, 0) == 100, "rsend of 100 bytes");
+	struct pollfd p = {.fd = s, .events = POLLIN};
+	CHECK(rpoll(&p, 1, 10000) == 1 && (p.revents & POLLIN), "the echo polls POLLIN");
+	CHECK(rrecv(s, back, 10, MSG_PEEK) == 10 && !memcmp(back, small, 10),
+	      "MSG_PEEK sees the data");
+	CHECK(read_all(s, back, 100) == 0 && !memcmp(back, small, 100),
+	      "MSG_PEEK left it all to read");
+	errno = 0;
+	CHECK(rrecv(s, back, 1, MSG_DONTWAIT) == -1 && (errno == EAGAIN || errno == EWOULDBLOCK),
+	      "MSG_DONTWAIT with nothing to read: EAGAIN (errno %d)", errno);
+
+	CHECK(rsend(s, "g", 1, 0) == 1, "the word to go on");
+	step = "waitall";
+	static char mid[3000];
+	CHECK(rrecv(s, mid, sizeof(mid), MSG_WAITALL) == sizeof(mid) && mid[0] == 'm' &&
+		      mid[2999] == 'm',
+	      "MSG_WAITALL gathers three sends");
+
+	step = "a megabyte";
+	static unsigned char big[BIG], big2[BIG];
+	for (size_t i = 0; i < BIG; i++)
+		big[i] = pattern(i);
+	struct iovec iov[2] = {{big, BIG / 3}, {big + BIG / 3, BIG - BIG / 3}};
+	size_t put = rwritev(s, iov, 2);
+	CHECK(put > 0, "rwritev: errno %d", errno);
+	if (put > 0 && put < BIG)
+		write_all(s, big + put, BIG - put);
+	size_t gotn = 0;
+	while (gotn < BIG) {
+		struct iovec riov[2] = {{big2 + gotn, (BIG - gotn) / 2},
+					{big2 + gotn + (BIG - gotn) / 2, BIG - gotn - (BIG - gotn) / 2}};
+		ssize_t r = rreadv(s, riov, 2);
+		if (r <= 0)
+			break;
+		gotn += r;
+	}
+	CHECK(gotn == BIG && !memcmp(big, big2, BIG), "a megabyte returns intact (%zu)", gotn);
+
+	step = "half close";
+	CHECK(rshutdown(s, SHUT_WR) == 0, "rshutdown(SHUT_WR): errno %d", errno);
+	errno = 0;
+	CHECK(rsend(s, "x", 1, 0) == -1, "rsend after SHUT_WR fails");
+	char tail[32] = {0};
+	CHECK(read_all(s, tail, 14) == 0 && !memcmp(tail, "after-shutdown", 14),
+	      "the peer still sends after our SHUT_WR");
+
+	step = "peer close";
+	int pipefd[2];
+	CHECK(pipe(pipefd) == 0, "pipe");
+	fd_set rd;
+	FD_ZERO(&rd);
+	FD_SET(s, &rd);
+	struct timeval tv = {10, 0};
+	CHECK(rselect(s + 1, &rd, NULL, NULL, &tv) == 1 && FD_ISSET(s, &rd),
+	      "rselect: the peer's close makes the rsocket readable");
+	CHECK(rrecv(s, tail, 1, 0) == 0, "rrecv after the peer closed: 0 (EOF)");
+
+	step = "rpoll with an ordinary fd";
+	struct pollfd mix[2] = {{.fd = pipefd[0], .events = POLLIN}, {.fd = s, .events = 0}};
+	CHECK(rpoll(mix, 1, 0) == 0, "rpoll with nothing ready and timeout 0 returns 0");
+	CHECK(write(pipefd[1], "p", 1) == 1, "pipe write");
+	CHECK(rpoll(mix, 1, 1000) == 1 && (mix[0].revents & POLLIN),
+	      "rpoll reports an ordinary fd");
+	close(pipefd[0]);
+	close(pipefd[1]);
+	CHECK(rclose(s) == 0, "rclose after the peer's close");
+	pthread_join(t, NULL);
+	printf("%d failures\n", failures);
+	return failures != 0;
+}
