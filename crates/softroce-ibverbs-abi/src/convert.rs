@@ -432,7 +432,13 @@ pub fn qp_init_attr_from_c(
     srq: Option<SrqHandle>,
 ) -> Result<QpInitAttr, ConvertError> {
     let qp_type = QpType::from_raw(a.qp_type).ok_or_else(|| ConvertError {
-        errno: libc::EOPNOTSUPP,
+        // A type verbs.h defines that the emulator lacks (RAW_PACKET, DRIVER) is not
+        // supported; any other number is invalid (EINVAL, as the kernel).
+        errno: if matches!(a.qp_type, IBV_QPT_RAW_PACKET | IBV_QPT_DRIVER) {
+            libc::EOPNOTSUPP
+        } else {
+            libc::EINVAL
+        },
         why: format!(
             "QP type {} (the emulator has RC, UC, UD, XRC_SEND and XRC_RECV)",
             a.qp_type

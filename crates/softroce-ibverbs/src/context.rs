@@ -769,15 +769,18 @@ unsafe extern "C" fn ibv_query_pkey(
     guard_status(VERB, || {
         // SAFETY: an ibv_context from ibv_open_device, or rejected.
         let ctx = unsafe { ctx_of(VERB, context) }?;
-        let index = u16::try_from(index).map_err(|_| libc::EINVAL)?;
-        match ctx.query(|h| h.query_pkey(port_num, index)) {
-            Ok(p) if !pkey.is_null() => {
-                // SAFETY: non-NULL from the caller.
-                unsafe { *pkey = p.to_be() };
-                Ok(())
-            }
-            _ => Err(libc::EINVAL),
+        if pkey.is_null() {
+            return Err(libc::EINVAL);
         }
+        // ENOENT for a port or index beyond the table: rdma-core reads
+        // ports/N/pkeys/INDEX from sysfs, and that file does not exist.
+        let index = u16::try_from(index).map_err(|_| libc::ENOENT)?;
+        let p = ctx
+            .query(|h| h.query_pkey(port_num, index))
+            .map_err(|_| libc::ENOENT)?;
+        // SAFETY: non-NULL from the caller.
+        unsafe { *pkey = p.to_be() };
+        Ok(())
     })
 }
 

@@ -91,6 +91,11 @@ int main(void)
 	if (!a || !b)
 		return 1;
 	const uint64_t iova = 0x100000000000ull;
+	/* The kernel maps pages: an iova at another offset in its page than the address is
+	 * refused (EINVAL). */
+	errno = 0;
+	CHECK(ibv_reg_mr_iova(pd, remote, 4096, iova + 8, rw) == NULL && errno == EINVAL,
+	      "reg_mr_iova at another page offset: EINVAL (errno %d)", errno);
 	struct ibv_mr *imr = ibv_reg_mr_iova(pd, remote, 4096, iova, rw | IBV_ACCESS_MW_BIND);
 	struct ibv_mr *plain = ibv_reg_mr(pd, local, 4096, IBV_ACCESS_LOCAL_WRITE);
 	CHECK(imr && plain, "reg_mr_iova: errno %d", errno);

@@ -23,7 +23,21 @@ int main(void)
 	CHECK(ibv_query_gid(ctx, 1, pa.gid_tbl_len, &gid) == -1, "GID index past the table");
 	CHECK(ibv_query_gid(ctx, 2, 0, &gid) == -1, "GID of a missing port");
 	__be16 pkey;
-	CHECK(ibv_query_pkey(ctx, 1, pa.pkey_tbl_len, &pkey) == -1, "P_Key index past the table");
+	errno = 0;
+	CHECK(ibv_query_pkey(ctx, 1, pa.pkey_tbl_len, &pkey) == -1 && errno == ENOENT,
+	      "P_Key index past the table: ENOENT, as rdma-core finds no sysfs file (errno %d)",
+	      errno);
+
+	/* ibv_reg_mr(3) of address 0: the kernel finds nothing mapped there (EFAULT). */
+	errno = 0;
+	CHECK(ibv_reg_mr(pd, NULL, 4096, IBV_ACCESS_LOCAL_WRITE) == NULL && errno == EFAULT,
+	      "reg_mr of address 0: EFAULT (errno %d)", errno);
+	/* ibv_create_srq(3): 0 SGEs is taken as 1 (rxe rounds it up). */
+	struct ibv_srq_init_attr zero_sge = {.attr = {.max_wr = 4, .max_sge = 0}};
+	struct ibv_srq *srq0 = ibv_create_srq(pd, &zero_sge);
+	CHECK(srq0 && zero_sge.attr.max_sge == 1, "an SRQ of 0 SGEs gets 1 (errno %d)", errno);
+	if (srq0)
+		ibv_destroy_srq(srq0);
 
 	/* ibv_create_comp_channel(3): destroying a channel a CQ uses fails with EBUSY,
 	 * returned as the value (rdma-core returns it without setting errno). */
@@ -75,6 +89,17 @@ int main(void)
 	errno = 0;
 	CHECK(ibv_create_qp(pd, &ia) == NULL && errno == EINVAL, "max_send_sge > max_sge");
 	ia.cap.max_send_sge = 1;
+	/* A QP type verbs.h does not define is invalid; RAW_PACKET, which it defines, is not
+	 * supported here (rxe lacks it too). */
+	ia.qp_type = 99;
+	errno = 0;
+	CHECK(ibv_create_qp(pd, &ia) == NULL && errno == EINVAL, "QP type 99: EINVAL (errno %d)",
+	      errno);
+	ia.qp_type = IBV_QPT_RAW_PACKET;
+	errno = 0;
+	CHECK(ibv_create_qp(pd, &ia) == NULL && errno == EOPNOTSUPP,
+	      "RAW_PACKET: EOPNOTSUPP (errno %d)", errno);
+	ia.qp_type = IBV_QPT_RC;
 	ia.cap.max_recv_wr = 2;
 	ia.cap.max_recv_sge = 1;
 	ia.cap.max_inline_data = 16;

@@ -430,6 +430,18 @@ impl Hca {
                 format!("iova {iova:#x} + {} wraps around", m.len),
             ));
         }
+        // As the kernel's ib_uverbs_reg_mr: the HCA maps pages, so iova and address must
+        // sit at the same offset in their pages.
+        const PAGE: u64 = 4096;
+        if (iova ^ m.addr) % PAGE != 0 {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!(
+                    "iova {iova:#x} and address {:#x} lie at different offsets in their pages",
+                    m.addr
+                ),
+            ));
+        }
         m.iova = iova;
         Ok(())
     }
@@ -485,7 +497,11 @@ impl Hca {
             return Ok(());
         }
         if addr.is_null() && len > 0 {
-            return Err(VerbsError::invalid(verb, "null address"));
+            // EFAULT, as the kernel's ib_umem_get finds page 0 unmapped.
+            return Err(VerbsError::BadAddress {
+                verb,
+                reason: "address 0 is not mapped".into(),
+            });
         }
         if (addr as u64).checked_add(len as u64).is_none() {
             return Err(VerbsError::invalid(verb, "address range wraps around"));

@@ -38,11 +38,16 @@ impl Hca {
                 ),
             ));
         }
-        if attr.max_sge == 0 || attr.max_sge > self.device.attr().max_srq_sge {
+        // 0 SGEs is taken as 1, as rxe's rxe_srq_chk_init rounds it up.
+        let attr = SrqAttr {
+            max_sge: attr.max_sge.max(1),
+            ..attr
+        };
+        if attr.max_sge > self.device.attr().max_srq_sge {
             return Err(VerbsError::invalid(
                 VERB,
                 format!(
-                    "max_sge {} outside 1..={}",
+                    "max_sge {} beyond the device's {}",
                     attr.max_sge,
                     self.device.attr().max_srq_sge
                 ),
