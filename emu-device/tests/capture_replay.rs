@@ -159,6 +159,7 @@ fn replay_send_capture(name: &str) {
                 src: p.src,
                 dst: server_ip,
                 payload: &p.payload,
+                traffic_class: 0,
             },
         );
         while let Some(t) = srv.hca.poll_transmit(now, &mut buf) {

@@ -49,6 +49,7 @@ fn deliver(to: &mut Hca, from: &str, bytes: &[u8]) {
             src,
             dst,
             payload: bytes,
+            traffic_class: 0,
         },
     );
 }

@@ -86,6 +86,7 @@ impl Responder {
                 src,
                 dst,
                 payload: &data,
+                traffic_class: 0,
             },
         );
     }

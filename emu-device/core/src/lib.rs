@@ -74,6 +74,7 @@
 //!             src: t.source,
 //!             dst: t.destination.ip(),
 //!             payload: &packet[..t.len],
+//!             traffic_class: t.traffic_class,
 //!         };
 //!         to.handle_datagram(now, datagram);
 //!         packet.clear();

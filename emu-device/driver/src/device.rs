@@ -259,6 +259,8 @@ struct TxScratch {
     /// [`COALESCE_SEGMENT`]): kept between flushes.
     coalesced: Vec<u8>,
     dests: [SocketAddr; TX_BATCH],
+    /// Each datagram's IPv4 TOS / IPv6 traffic class byte.
+    traffic_classes: [u8; TX_BATCH],
     lens: [usize; TX_BATCH],
     /// The UC/UD requests waiting for the word on their datagram (see `report`).
     tokens: [Option<TransmitToken>; TX_BATCH],
@@ -487,6 +489,7 @@ impl Device {
                     .collect(),
                 coalesced: Vec::new(),
                 dests: [bind; TX_BATCH],
+                traffic_classes: [0; TX_BATCH],
                 lens: [0; TX_BATCH],
                 tokens: [None; TX_BATCH],
                 payloads: [None; TX_BATCH],
@@ -517,6 +520,7 @@ impl Device {
                     from: bind,
                     truncated: false,
                     segment: 0,
+                    traffic_class: 0,
                 }; MAX_BATCH],
             }),
             waiters: AtomicUsize::new(0),
@@ -1645,6 +1649,7 @@ fn transmit_and_signal(shared: &Shared, hca: &mut Hca, now: Instant) -> bool {
             continue;
         }
         tx.dests[i] = t.destination;
+        tx.traffic_classes[i] = t.traffic_class;
         tx.lens[i] = t.len;
         tx.tokens[i] = t.token;
         tx.n += 1;
@@ -1777,6 +1782,7 @@ fn send_out(shared: &Shared, tx: &mut TxScratch, mut n: usize) {
                 tx.lens.swap(kept, i);
                 tx.lens[kept] = len;
                 tx.dests.swap(kept, i);
+                tx.traffic_classes.swap(kept, i);
                 tx.tokens.swap(kept, i);
                 tx.payloads.swap(kept, i);
                 kept += 1;
@@ -1800,10 +1806,11 @@ fn send_out(shared: &Shared, tx: &mut TxScratch, mut n: usize) {
         return;
     }
     fill_payloads(tx, unsent..n);
-    let batch: [(SocketAddr, &[u8]); TX_BATCH] = std::array::from_fn(|i| {
+    let batch: [(SocketAddr, &[u8], u8); TX_BATCH] = std::array::from_fn(|i| {
         (
             tx.dests[i],
             &tx.bufs[i][..if i < n { tx.lens[i] } else { 0 }],
+            tx.traffic_classes[i],
         )
     });
     if gso {
@@ -1860,8 +1867,10 @@ fn gso_groups(
         let (dest, seg) = (tx.dests[i], tx.lens[i]);
         let mut end = i + 1;
         let mut bytes = seg;
+        // One GSO send is one IP header: its datagrams share the traffic class too.
         while end < n
             && tx.dests[end] == dest
+            && tx.traffic_classes[end] == tx.traffic_classes[i]
             && tx.lens[end] <= seg
             && tx.lens[end - 1] == seg
             && end - i < MAX_GSO_SEGMENTS
@@ -1967,6 +1976,7 @@ fn send_groups(
             dest: tx.dests[first],
             iov: &iovs[from..to],
             segment: if end - first > 1 { seg as u16 } else { 0 },
+            traffic_class: tx.traffic_classes[first],
         });
     }
     let ngroups = groups.len();
@@ -2012,7 +2022,9 @@ fn send_groups(
 
 /// Send datagrams as they are (faults already applied).
 fn send_now(shared: &Shared, bufs: &mut Vec<(SocketAddr, Vec<u8>)>) {
-    let batch: Vec<(SocketAddr, &[u8])> = bufs.iter().map(|(d, b)| (*d, b.as_slice())).collect();
+    // What a fault plan held back leaves with traffic class 0 (the plan keeps no more).
+    let batch: Vec<(SocketAddr, &[u8], u8)> =
+        bufs.iter().map(|(d, b)| (*d, b.as_slice(), 0)).collect();
     // The device let go of these when the injector took them: failures are only counted.
     send_all(shared, &batch, &mut vec![false; batch.len()]);
     bufs.clear();
@@ -2020,7 +2032,7 @@ fn send_now(shared: &Shared, bufs: &mut Vec<(SocketAddr, Vec<u8>)>) {
 
 /// Capture and send `batch`, retrying what a full socket buffer refused; marks in `failed`
 /// what the kernel refused.
-fn send_all(shared: &Shared, batch: &[(SocketAddr, &[u8])], failed: &mut [bool]) {
+fn send_all(shared: &Shared, batch: &[(SocketAddr, &[u8], u8)], failed: &mut [bool]) {
     if batch.is_empty() {
         return;
     }
@@ -2029,7 +2041,7 @@ fn send_all(shared: &Shared, batch: &[(SocketAddr, &[u8])], failed: &mut [bool])
     {
         let ts = shared.epoch.elapsed();
         let src = shared.socket.local_addr();
-        for (dst, data) in batch {
+        for (dst, data, _) in batch {
             let _ = w.write_roce(ts, src, *dst, data);
         }
     }
@@ -2038,7 +2050,7 @@ fn send_all(shared: &Shared, batch: &[(SocketAddr, &[u8])], failed: &mut [bool])
 
 /// Send `batch`, retrying what a full socket buffer refused; marks in `failed` what the
 /// kernel refused.
-fn send_uncaptured(shared: &Shared, batch: &[(SocketAddr, &[u8])], failed: &mut [bool]) {
+fn send_uncaptured(shared: &Shared, batch: &[(SocketAddr, &[u8], u8)], failed: &mut [bool]) {
     if batch.is_empty() {
         return;
     }
@@ -2082,14 +2094,14 @@ fn deliver<'a>(
     hca: &mut Hca,
     now: Instant,
     local: SocketAddr,
-    datagrams: impl IntoIterator<Item = (SocketAddr, &'a [u8])>,
+    datagrams: impl IntoIterator<Item = (SocketAddr, &'a [u8], u8)>,
 ) {
     let router = shared
         .owner
         .get()
         .map(|o| &o.router)
         .filter(|r| r.has_guests() && !local.ip().is_multicast());
-    for (src, payload) in datagrams {
+    for (src, payload, traffic_class) in datagrams {
         if let Some(r) = router
             && let Some(slot) = r.route(payload)
         {
@@ -2102,6 +2114,7 @@ fn deliver<'a>(
                 src,
                 dst: local.ip(),
                 payload,
+                traffic_class,
             },
         );
     }
@@ -2144,12 +2157,14 @@ fn receive_from_owner(shared: &Shared, hca: &mut Hca) -> usize {
         if let Some(w) = capture.as_deref_mut().and_then(Option::as_mut) {
             capture_received(w, ts, src, local, payload);
         }
+        // The owner forwards the bytes only: a guest sees traffic class 0.
         hca.handle_datagram(
             now,
             IncomingDatagram {
                 src,
                 dst: local.ip(),
                 payload,
+                traffic_class: 0,
             },
         );
     });
@@ -2221,20 +2236,24 @@ fn receive_udp(shared: &Shared, hca: &mut Hca, socket: &RoceSocket) -> usize {
     // GRO hands several datagrams over in one buffer: each is a datagram from here on.
     let datagrams = || {
         (0..n).filter(|&i| !meta[i].truncated).flat_map(|i| {
-            let from = meta[i].from;
-            meta[i].datagrams(bufs[i]).map(move |d| (from, d))
+            let (from, traffic_class) = (meta[i].from, meta[i].traffic_class);
+            meta[i]
+                .datagrams(bufs[i])
+                .map(move |d| (from, d, traffic_class))
         })
     };
     if let Some(mut capture) = capturing(shared)
         && let Some(w) = capture.as_mut()
     {
         let ts = shared.epoch.elapsed();
-        for (from, d) in datagrams() {
+        for (from, d, _) in datagrams() {
             capture_received(w, ts, from, local, d);
         }
     }
     let oversize = (0..n).filter(|&i| meta[i].truncated).count()
-        + datagrams().filter(|(_, d)| d.len() > MAX_DATAGRAM).count();
+        + datagrams()
+            .filter(|(_, d, _)| d.len() > MAX_DATAGRAM)
+            .count();
     if oversize > 0 {
         // Counted, not silent: a peer with a larger MTU (jumbo frames) looks like loss.
         shared
@@ -2250,18 +2269,18 @@ fn receive_udp(shared: &Shared, hca: &mut Hca, socket: &RoceSocket) -> usize {
     if let Some(inj) = faults.as_mut().and_then(|f| f.as_mut()) {
         // Receive-side rules see the datagram before the device does (and its ICRC check),
         // in the receive buffer itself.
-        let mut passed: Vec<(SocketAddr, &[u8])> = Vec::new();
+        let mut passed: Vec<(SocketAddr, &[u8], u8)> = Vec::new();
         for (i, buf) in bufs.iter_mut().enumerate().take(n) {
             if meta[i].truncated {
                 continue;
             }
-            let from = meta[i].from;
+            let (from, traffic_class) = (meta[i].from, meta[i].traffic_class);
             for d in meta[i].datagrams_mut(buf) {
                 if d.len() > MAX_DATAGRAM {
                     continue;
                 }
                 if let Verdict::Pass { len } = inj.filter(now, Direction::Rx, from, local, d) {
-                    passed.push((from, &d[..len]));
+                    passed.push((from, &d[..len], traffic_class));
                 }
             }
         }
@@ -2269,7 +2288,7 @@ fn receive_udp(shared: &Shared, hca: &mut Hca, socket: &RoceSocket) -> usize {
         deliver(shared, hca, now, local, passed);
     } else {
         drop(faults);
-        let received = datagrams().filter(|(_, d)| d.len() <= MAX_DATAGRAM);
+        let received = datagrams().filter(|(_, d, _)| d.len() <= MAX_DATAGRAM);
         deliver(shared, hca, now, local, received);
     }
     drop(bufs);
@@ -2508,7 +2527,7 @@ fn release_faults(shared: &Shared, now: Instant) {
     send_now(shared, &mut due_tx);
     if !due_rx.is_empty() {
         let mut hca = lock(&shared.hca);
-        let due = due_rx.iter().map(|(src, d)| (*src, d.as_slice()));
+        let due = due_rx.iter().map(|(src, d)| (*src, d.as_slice(), 0));
         deliver(shared, &mut hca, now, shared.device_addr, due);
         pump(shared, &mut hca, now);
     }
@@ -2619,6 +2638,7 @@ mod tests {
             bufs: vec![vec![0; MAX_DATAGRAM]; TX_BATCH],
             coalesced: Vec::new(),
             dests: [dest; TX_BATCH],
+            traffic_classes: [0; TX_BATCH],
             lens: [0; TX_BATCH],
             tokens: [None; TX_BATCH],
             payloads: [None; TX_BATCH],

@@ -42,6 +42,8 @@ const UDP_GRO: libc::c_int = 104;
 
 /// Room for one control message carrying an `int` (`CMSG_SPACE(sizeof(int))` on Linux).
 const CMSG_INT_SPACE: usize = 24;
+/// Room for two: a GSO or GRO segment size and a traffic class.
+const CMSG_TWO_SPACE: usize = 2 * CMSG_INT_SPACE;
 
 /// A bound, non-blocking UDP socket carrying RoCEv2 datagrams.
 #[derive(Debug)]
@@ -64,6 +66,9 @@ pub struct Received {
     /// 0 for one datagram; else the buffer holds datagrams coalesced by GRO, each this
     /// long but the last (which may be shorter).
     pub segment: usize,
+    /// The IPv4 TOS / IPv6 traffic class byte the datagram arrived with (GRO coalesces
+    /// only datagrams whose IP headers agree on it).
+    pub traffic_class: u8,
 }
 
 impl Received {
@@ -101,6 +106,8 @@ pub struct SendGroup<'a> {
     pub iov: &'a [IoSlice<'a>],
     /// Each datagram's length (0: one datagram).
     pub segment: u16,
+    /// The IPv4 TOS / IPv6 traffic class byte they leave with (0: the socket's default).
+    pub traffic_class: u8,
 }
 
 impl RoceSocket {
@@ -137,6 +144,7 @@ impl RoceSocket {
         socket.set_nonblocking(true)?;
         // Best effort (Linux 5.0+): without it every datagram is its own receive.
         let _ = set_int_opt(&socket, libc::SOL_UDP, UDP_GRO, 1);
+        receive_traffic_class(&socket, addr);
         // Multicast leaves on the interface of the device's address (loopback for 127.x),
         // never by the default route: a group is reached where the device lives.
         match addr.ip() {
@@ -195,6 +203,7 @@ impl RoceSocket {
         }
         socket.set_nonblocking(true)?;
         let _ = set_int_opt(&socket, libc::SOL_UDP, UDP_GRO, 1);
+        receive_traffic_class(&socket, group);
         Ok(Self {
             socket,
             local: group,
@@ -243,10 +252,10 @@ impl RoceSocket {
         let mut msgs: [MaybeUninit<libc::mmsghdr>; MAX_BATCH] =
             [const { MaybeUninit::uninit() }; MAX_BATCH];
         // u64s: control buffers must be aligned for cmsghdr. Set up as far as used.
-        let mut cmsgs: [MaybeUninit<[u64; CMSG_INT_SPACE / 8]>; MAX_BATCH] =
+        let mut cmsgs: [MaybeUninit<[u64; CMSG_TWO_SPACE / 8]>; MAX_BATCH] =
             [const { MaybeUninit::uninit() }; MAX_BATCH];
         for i in 0..n {
-            let cmsg = cmsgs[i].write([0u64; CMSG_INT_SPACE / 8]);
+            let cmsg = cmsgs[i].write([0u64; CMSG_TWO_SPACE / 8]);
             iovs[i].write(libc::iovec {
                 iov_base: bufs[i].as_mut_ptr().cast(),
                 iov_len: bufs[i].len(),
@@ -263,7 +272,7 @@ impl RoceSocket {
             hdr.msg_iov = iovs[i].as_mut_ptr();
             hdr.msg_iovlen = 1;
             hdr.msg_control = cmsg.as_mut_ptr().cast();
-            hdr.msg_controllen = CMSG_INT_SPACE as _;
+            hdr.msg_controllen = CMSG_TWO_SPACE as _;
         }
         let got = loop {
             // SAFETY: `msgs[..n]` point at live iovecs/addresses/buffers for the whole call.
@@ -299,19 +308,21 @@ impl RoceSocket {
                     msgs[i].assume_init_ref(),
                 )
             };
+            let (segment, traffic_class) = received_controls(&msg.msg_hdr);
             meta[i] = Received {
                 len: (msg.msg_len as usize).min(bufs[i].len()),
                 from: from.unwrap_or(self.local),
                 truncated: msg.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
-                segment: gro_segment(&msg.msg_hdr),
+                segment,
+                traffic_class,
             };
         }
         Ok(got)
     }
 
-    /// Send each `(destination, bytes)` with one `sendmmsg` call; returns how many went out
-    /// (the rest should be retried when the socket is writable).
-    pub fn send_batch(&self, datagrams: &[(SocketAddr, &[u8])]) -> io::Result<usize> {
+    /// Send each `(destination, bytes, traffic class)` with one `sendmmsg` call; returns
+    /// how many went out (the rest should be retried when the socket is writable).
+    pub fn send_batch(&self, datagrams: &[(SocketAddr, &[u8], u8)]) -> io::Result<usize> {
         let n = datagrams.len().min(MAX_BATCH);
         if n == 0 {
             return Ok(0);
@@ -321,7 +332,8 @@ impl RoceSocket {
             [const { MaybeUninit::uninit() }; MAX_BATCH];
         // SAFETY: mmsghdr is plain old data; all-zero is a valid value.
         let mut msgs: [libc::mmsghdr; MAX_BATCH] = unsafe { std::mem::zeroed() };
-        for (i, (dest, bytes)) in datagrams.iter().take(n).enumerate() {
+        let mut cmsgs = [[0u64; CMSG_INT_SPACE / 8]; MAX_BATCH];
+        for (i, (dest, bytes, traffic_class)) in datagrams.iter().take(n).enumerate() {
             iovs[i].write(libc::iovec {
                 iov_base: bytes.as_ptr().cast_mut().cast(),
                 iov_len: bytes.len(),
@@ -332,6 +344,13 @@ impl RoceSocket {
             hdr.msg_namelen = addr.len();
             hdr.msg_iov = iovs[i].as_mut_ptr();
             hdr.msg_iovlen = 1;
+            if *traffic_class != 0 {
+                hdr.msg_control = cmsgs[i].as_mut_ptr().cast();
+                hdr.msg_controllen = CMSG_INT_SPACE as _;
+                // SAFETY: the control buffer holds one CMSG_SPACE(sizeof(int)).
+                let used = unsafe { put_traffic_class(hdr, 0, dest, *traffic_class) };
+                hdr.msg_controllen = used as _;
+            }
         }
         let sent = loop {
             // SAFETY: `msgs[..n]` point at live iovecs/addresses/buffers for the whole call;
@@ -407,7 +426,7 @@ impl RoceSocket {
         // headers and control buffers for it cost more than the rest of the setup.
         let mut msgs: [MaybeUninit<libc::mmsghdr>; MAX_BATCH] =
             [const { MaybeUninit::uninit() }; MAX_BATCH];
-        let mut cmsgs: [MaybeUninit<[u64; CMSG_INT_SPACE / 8]>; MAX_BATCH] =
+        let mut cmsgs: [MaybeUninit<[u64; CMSG_TWO_SPACE / 8]>; MAX_BATCH] =
             [const { MaybeUninit::uninit() }; MAX_BATCH];
         for (i, g) in groups.iter().take(n).enumerate() {
             let addr = addrs[i].write(SockAddr::from(g.dest));
@@ -419,19 +438,28 @@ impl RoceSocket {
             // IoSlice is guaranteed ABI-compatible with iovec on Unix.
             hdr.msg_iov = g.iov.as_ptr().cast_mut().cast();
             hdr.msg_iovlen = g.iov.len() as _;
-            if g.segment > 0 {
-                let cmsg = cmsgs[i].write([0u64; CMSG_INT_SPACE / 8]);
+            if g.segment > 0 || g.traffic_class != 0 {
+                let cmsg = cmsgs[i].write([0u64; CMSG_TWO_SPACE / 8]);
                 hdr.msg_control = cmsg.as_mut_ptr().cast();
-                hdr.msg_controllen = CMSG_INT_SPACE as _;
-                // SAFETY: the control buffer is CMSG_SPACE(sizeof(int)) aligned bytes, so
-                // the first header and its int payload lie inside it.
-                unsafe {
-                    let c = libc::CMSG_FIRSTHDR(hdr);
-                    (*c).cmsg_level = libc::SOL_UDP;
-                    (*c).cmsg_type = UDP_SEGMENT;
-                    (*c).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as _;
-                    libc::CMSG_DATA(c).cast::<u16>().write_unaligned(g.segment);
+                hdr.msg_controllen = CMSG_TWO_SPACE as _;
+                let mut used = 0;
+                if g.segment > 0 {
+                    // SAFETY: the control buffer is two CMSG_SPACE(sizeof(int)) aligned
+                    // bytes, so the first header and its payload lie inside it.
+                    unsafe {
+                        let c = libc::CMSG_FIRSTHDR(hdr);
+                        (*c).cmsg_level = libc::SOL_UDP;
+                        (*c).cmsg_type = UDP_SEGMENT;
+                        (*c).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as _;
+                        libc::CMSG_DATA(c).cast::<u16>().write_unaligned(g.segment);
+                    }
+                    used = CMSG_INT_SPACE;
                 }
+                if g.traffic_class != 0 {
+                    // SAFETY: room for a second CMSG_SPACE(sizeof(int)) after `used`.
+                    used = unsafe { put_traffic_class(hdr, used, &g.dest, g.traffic_class) };
+                }
+                hdr.msg_controllen = used as _;
             }
         }
         let sent = loop {
@@ -463,23 +491,76 @@ impl RoceSocket {
     }
 }
 
-/// The GRO segment size a received message's control data carries (0: none).
-fn gro_segment(hdr: &libc::msghdr) -> usize {
+/// The GRO segment size (0: none) and the traffic class a received message's control data
+/// carries.
+fn received_controls(hdr: &libc::msghdr) -> (usize, u8) {
+    let (mut segment, mut traffic_class) = (0, 0);
     // SAFETY: `hdr` is a msghdr the kernel filled, its control buffer still live; the
     // CMSG_* walk stays inside msg_controllen.
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(hdr);
         while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == UDP_GRO {
-                return libc::CMSG_DATA(c)
-                    .cast::<libc::c_int>()
-                    .read_unaligned()
-                    .max(0) as usize;
+            match ((*c).cmsg_level, (*c).cmsg_type) {
+                (libc::SOL_UDP, UDP_GRO) => {
+                    segment = libc::CMSG_DATA(c)
+                        .cast::<libc::c_int>()
+                        .read_unaligned()
+                        .max(0) as usize;
+                }
+                // IP_TOS arrives as one byte, IPV6_TCLASS as an int.
+                (libc::IPPROTO_IP, libc::IP_TOS) => traffic_class = *libc::CMSG_DATA(c),
+                (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) => {
+                    traffic_class = libc::CMSG_DATA(c).cast::<libc::c_int>().read_unaligned() as u8;
+                }
+                _ => {}
             }
             c = libc::CMSG_NXTHDR(hdr, c);
         }
     }
-    0
+    (segment, traffic_class)
+}
+
+/// Writes an IP_TOS (IPv4) or IPV6_TCLASS (IPv6) control message for `dest` at byte
+/// `offset` of `hdr`'s control buffer; returns the bytes used up to its end.
+///
+/// # Safety
+/// `hdr.msg_control` holds at least `offset + CMSG_INT_SPACE` aligned bytes, `offset` a
+/// multiple of the alignment.
+unsafe fn put_traffic_class(
+    hdr: &mut libc::msghdr,
+    offset: usize,
+    dest: &SocketAddr,
+    traffic_class: u8,
+) -> usize {
+    let (level, kind) = if dest.is_ipv4() {
+        (libc::IPPROTO_IP, libc::IP_TOS)
+    } else {
+        (libc::IPPROTO_IPV6, libc::IPV6_TCLASS)
+    };
+    // SAFETY: the caller's contract.
+    unsafe {
+        let c = hdr
+            .msg_control
+            .cast::<u8>()
+            .add(offset)
+            .cast::<libc::cmsghdr>();
+        (*c).cmsg_level = level;
+        (*c).cmsg_type = kind;
+        (*c).cmsg_len = libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as _;
+        libc::CMSG_DATA(c)
+            .cast::<libc::c_int>()
+            .write_unaligned(libc::c_int::from(traffic_class));
+    }
+    offset + CMSG_INT_SPACE
+}
+
+/// Asks for each datagram's traffic class (best effort: without it they read as 0).
+fn receive_traffic_class(socket: &Socket, addr: SocketAddr) {
+    let _ = if addr.is_ipv4() {
+        set_int_opt(socket, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)
+    } else {
+        set_int_opt(socket, libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS, 1)
+    };
 }
 
 /// How many datagrams one batched syscall moves at most. Half a GSO send's worth: a burst's
@@ -588,6 +669,7 @@ mod tests {
                 from: sock.local_addr(),
                 truncated: false,
                 segment: 0,
+                traffic_class: 0,
             }; 8];
             let n = sock.recv_batch(&mut bufs, &mut meta).unwrap();
             for i in 0..n {
@@ -605,9 +687,9 @@ mod tests {
         let a = RoceSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let b = RoceSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let payloads: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; 100 + i as usize]).collect();
-        let batch: Vec<(SocketAddr, &[u8])> = payloads
+        let batch: Vec<(SocketAddr, &[u8], u8)> = payloads
             .iter()
-            .map(|p| (b.local_addr(), p.as_slice()))
+            .map(|p| (b.local_addr(), p.as_slice(), 0))
             .collect();
         assert_eq!(a.send_batch(&batch).unwrap(), 5);
         let got = recv_some(&b, 5);
@@ -634,11 +716,13 @@ mod tests {
                 dest: b.local_addr(),
                 iov: &gso,
                 segment: 1000,
+                traffic_class: 0,
             },
             SendGroup {
                 dest: b.local_addr(),
                 iov: &plain,
                 segment: 0,
+                traffic_class: 0,
             },
         ];
         assert_eq!(a.send_groups(&groups).unwrap(), 2);
@@ -652,6 +736,7 @@ mod tests {
                 from: b.local_addr(),
                 truncated: false,
                 segment: 0,
+                traffic_class: 0,
             }; 4];
             let n = b.recv_batch(&mut bufs, &mut meta).unwrap();
             for i in 0..n {
@@ -668,7 +753,7 @@ mod tests {
     fn ipv6_loopback_socket_binds_with_zero_checksum_rx_enabled() {
         let a = RoceSocket::bind("[::1]:0".parse().unwrap()).unwrap();
         let b = RoceSocket::bind("[::1]:0".parse().unwrap()).unwrap();
-        assert_eq!(a.send_batch(&[(b.local_addr(), b"hello")]).unwrap(), 1);
+        assert_eq!(a.send_batch(&[(b.local_addr(), b"hello", 0)]).unwrap(), 1);
         let got = recv_some(&b, 1);
         assert_eq!(got[0].0, b"hello");
     }
@@ -694,6 +779,7 @@ mod tests {
             from: b.local_addr(),
             truncated: false,
             segment: 0,
+            traffic_class: 0,
         }; MAX_BATCH];
         let mut look = |sock: &RoceSocket| {
             let mut bufs: Vec<&mut [u8]> = storage
@@ -712,9 +798,9 @@ mod tests {
         assert_eq!(b.batch_wanted(), 1, "after an empty look, a look for one");
         // 40 plain datagrams wait (no GSO: each is a buffer of its own).
         let payloads: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 64]).collect();
-        let batch: Vec<(SocketAddr, &[u8])> = payloads
+        let batch: Vec<(SocketAddr, &[u8], u8)> = payloads
             .iter()
-            .map(|p| (b.local_addr(), p.as_slice()))
+            .map(|p| (b.local_addr(), p.as_slice(), 0))
             .collect();
         assert_eq!(a.send_batch(&batch[..MAX_BATCH]).unwrap(), MAX_BATCH);
         assert_eq!(a.send_batch(&batch[MAX_BATCH..]).unwrap(), 40 - MAX_BATCH);
@@ -748,7 +834,42 @@ mod tests {
             from: a.local_addr(),
             truncated: false,
             segment: 0,
+            traffic_class: 0,
         }];
         assert_eq!(a.recv_batch(&mut bufs, &mut meta).unwrap(), 0);
+    }
+
+    /// The traffic class a datagram is sent with is its IP header's TOS, and the receiver
+    /// reads it back: a plain datagram, one GSO group (every segment), IPv6 too.
+    #[test]
+    fn the_traffic_class_leaves_in_the_ip_header_and_is_read_back() {
+        for (ip_a, ip_b) in [("127.78.15.3:0", "127.78.15.4:0"), ("[::1]:0", "[::1]:0")] {
+            let a = RoceSocket::bind(ip_a.parse().unwrap()).unwrap();
+            let b = RoceSocket::bind(ip_b.parse().unwrap()).unwrap();
+            let plain: &[u8] = b"plain";
+            assert_eq!(a.send_batch(&[(b.local_addr(), plain, 0xb8)]).unwrap(), 1);
+            let got = recv_some(&b, 1);
+            assert_eq!(got.len(), 1, "{ip_a}");
+            assert_eq!((got[0].0.as_slice(), got[0].1.traffic_class), (plain, 0xb8));
+            let bytes = vec![7u8; 3 * 500];
+            let gso = [IoSlice::new(&bytes)];
+            let group = SendGroup {
+                dest: b.local_addr(),
+                iov: &gso,
+                segment: 500,
+                traffic_class: 0x22,
+            };
+            assert_eq!(a.send_groups(&[group]).unwrap(), 1);
+            let got = recv_some(&b, 1);
+            assert!(!got.is_empty(), "{ip_a}: the GSO send arrived");
+            assert!(
+                got.iter().all(|(_, m)| m.traffic_class == 0x22),
+                "{ip_a}: every segment carries the class: {got:?}"
+            );
+            // And without one, 0.
+            assert_eq!(a.send_batch(&[(b.local_addr(), plain, 0)]).unwrap(), 1);
+            let got = recv_some(&b, 1);
+            assert_eq!(got[0].1.traffic_class, 0, "{ip_a}");
+        }
     }
 }

@@ -152,6 +152,7 @@ impl Target {
                 src,
                 dst,
                 payload: &data,
+                traffic_class: 0,
             },
         );
         for _ in 0..sends {

@@ -789,6 +789,7 @@ macro_rules! sans_io_node {
                         src: datagram.src,
                         dst: datagram.dst.ip(),
                         payload: &datagram.payload,
+                        traffic_class: 0,
                     },
                 );
             }

@@ -421,6 +421,7 @@ pub fn inject(
             src: SocketAddr::new(src, ROCE_V2_PORT),
             dst,
             payload: &data,
+            traffic_class: 0,
         },
     );
     let mut out = Vec::new();

@@ -276,7 +276,10 @@ int main(void)
 		qa.qp_state = IBV_QPS_RTS;
 		CHECK(ibv_modify_qp(u[i], &qa, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0, "UD RTS");
 	}
-	struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1, .grh = {.dgid = gid, .hop_limit = 64}};
+	/* Traffic class 0xb8 (DSCP 46, EF): it leaves as the IPv4 TOS, as rxe sends it. */
+	struct ibv_ah_attr aa = {.is_global = 1,
+				 .port_num = 1,
+				 .grh = {.dgid = gid, .hop_limit = 64, .traffic_class = 0xb8}};
 	struct ibv_ah *ah = ibv_create_ah(pd, &aa);
 	CHECK(ah != NULL, "create_ah: errno %d", errno);
 	if (!ah)
@@ -309,7 +312,7 @@ int main(void)
 	 * area (byte 20 + 8), as rxe's 64 on loopback. */
 	const unsigned char *ip4 = (const unsigned char *)buf + 8192 + 20;
 	CHECK(from.grh.hop_limit == ip4[8] && from.grh.hop_limit == 64 &&
-		      from.grh.traffic_class == ip4[1],
+		      from.grh.traffic_class == ip4[1] && ip4[1] == 0xb8,
 	      "init_ah_from_wc: hop limit %u from the TTL %u, traffic class %u from the TOS %u",
 	      from.grh.hop_limit, ip4[8], from.grh.traffic_class, ip4[1]);
 	CHECK(ibv_init_ah_from_wc(ctx, 2, &rwc, (struct ibv_grh *)(buf + 8192), &from) == -1,

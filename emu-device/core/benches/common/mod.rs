@@ -194,6 +194,7 @@ impl Link {
                     src: t.source,
                     dst: t.destination.ip(),
                     payload: bytes,
+                    traffic_class: 0,
                 },
             );
         }

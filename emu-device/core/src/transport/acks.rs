@@ -2,7 +2,7 @@
 //! ACKs and NAKs sent at once, and the bounded queue of answers a QP owes behind READ
 //! responses still to be built.
 
-use std::net::SocketAddr;
+use crate::transport::Dest;
 use std::time::Instant;
 
 use softroce_wire::icrc::{self, UdpEndpoints};
@@ -26,14 +26,19 @@ const MAX_PSNS_HELD: u32 = 32;
 const HOLDING_LIST_MIN: usize = 64;
 
 impl Engine<'_> {
-    /// Where packets of a QP go: its address vector's GID and UDP port.
-    pub(crate) fn qp_peer(&self, qp: QpHandle) -> Option<SocketAddr> {
-        Some(self.store.get(qp)?.peer)
+    /// Where packets of a QP go: its address vector's GID and UDP port, with its traffic
+    /// class.
+    pub(crate) fn qp_peer(&self, qp: QpHandle) -> Option<Dest> {
+        let q = self.store.get(qp)?;
+        Some(Dest {
+            addr: q.peer,
+            traffic_class: q.attr.ah_attr.traffic_class,
+        })
     }
 
     /// Build a packet from a repr and payload bytes, fill its ICRC for our UDP socket, and
     /// queue it.
-    pub(crate) fn queue_packet(&mut self, dst: SocketAddr, repr: &RoceRepr, payload: &[u8]) {
+    pub(crate) fn queue_packet(&mut self, dst: Dest, repr: &RoceRepr, payload: &[u8]) {
         let mut data = self.outbox.buffer(repr.buffer_len());
         if payload.len() != repr.payload_len {
             // A bug in the engine, never input-driven: count it rather than panic.
@@ -47,7 +52,7 @@ impl Engine<'_> {
 
     /// Queue a packet whose payload is in place in `data` (a buffer of
     /// [`RoceRepr::buffer_len`] bytes from the outbox): the headers, pad and ICRC go around it.
-    pub(crate) fn queue_built(&mut self, dst: SocketAddr, repr: &RoceRepr, data: Vec<u8>) {
+    pub(crate) fn queue_built(&mut self, dst: Dest, repr: &RoceRepr, data: Vec<u8>) {
         self.queue_built_from(dst, repr, data, None);
     }
 
@@ -57,7 +62,7 @@ impl Engine<'_> {
     /// (zeros for the hole, counted), and the packet leaves whole.
     pub(crate) fn queue_built_from(
         &mut self,
-        dst: SocketAddr,
+        dst: Dest,
         repr: &RoceRepr,
         mut data: Vec<u8>,
         mut payload: Option<PayloadRef>,
@@ -70,9 +75,9 @@ impl Engine<'_> {
         let src = self.device.source_addr();
         let ep = UdpEndpoints {
             src: src.ip(),
-            dst: dst.ip(),
+            dst: dst.addr.ip(),
             src_port: src.port(),
-            dst_port: dst.port(),
+            dst_port: dst.addr.port(),
         };
         let body = data.len() - softroce_wire::ICRC_LEN;
         let in_place = payload.and_then(|p| in_place_icrc(&ep, &data[..body], p));

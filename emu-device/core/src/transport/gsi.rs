@@ -115,6 +115,11 @@ pub(crate) fn send(eng: &mut Engine<'_>, dst: SocketAddr, remote_qpn: Qpn, mad: 
         ..ExtRepr::default()
     };
     eng.flush_held_acks();
+    // MADs leave with traffic class 0 (the CM's path carries the connection's own).
+    let dst = super::Dest {
+        addr: dst,
+        traffic_class: 0,
+    };
     eng.queue_packet(dst, &RoceRepr::new(bth, ext, MAD_LEN), mad);
     eng.counters.mad_sent += 1;
 }

@@ -52,6 +52,9 @@ pub struct IncomingDatagram<'a> {
     pub dst: IpAddr,
     /// The UDP payload: a RoCEv2 packet.
     pub payload: &'a [u8],
+    /// The IPv4 TOS / IPv6 traffic class byte it arrived with (0 when unknown): a UD
+    /// receive's GRH area shows it.
+    pub traffic_class: u8,
 }
 
 /// A datagram to send; its bytes are in the buffer given to `poll_transmit`.
@@ -60,6 +63,9 @@ pub struct IncomingDatagram<'a> {
 pub struct Transmit {
     /// Where to.
     pub destination: SocketAddr,
+    /// The IPv4 TOS / IPv6 traffic class byte the datagram leaves with: the address
+    /// vector's GRH traffic class (DSCP and ECN), as rxe puts it in the IP header.
+    pub traffic_class: u8,
     /// Source address (the device's).
     pub source: SocketAddr,
     /// The datagram's length: its bytes are the buffer's first `len` (but for a
@@ -115,10 +121,18 @@ pub struct TransmitToken {
     pub(crate) psn: softroce_wire::Psn,
 }
 
+/// Where a packet goes: the peer's address, and the traffic class its IP header carries
+/// (the address vector's, as rxe sets the IPv4 TOS / IPv6 traffic class from the GRH).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Dest {
+    pub(crate) addr: SocketAddr,
+    pub(crate) traffic_class: u8,
+}
+
 /// A packet waiting to be sent.
 #[derive(Debug, Clone)]
 pub(crate) struct OutPacket {
-    pub(crate) dst: SocketAddr,
+    pub(crate) dst: Dest,
     pub(crate) data: Vec<u8>,
     pub(crate) token: Option<TransmitToken>,
     pub(crate) payload: Option<PayloadRef>,
@@ -498,7 +512,8 @@ pub(crate) fn poll_transmit(
         eng.outbox.spare.push(p.data);
     }
     Some(Transmit {
-        destination: p.dst,
+        destination: p.dst.addr,
+        traffic_class: p.dst.traffic_class,
         source: eng.device.source_addr(),
         len,
         token: p.token,

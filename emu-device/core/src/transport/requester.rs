@@ -1,7 +1,7 @@
 //! The requester: turns send WQEs into packets (segmentation by path MTU, AckReq, window,
 //! fence and READ/atomic credits), and completes UC/UD sends once transmitted.
 
-use std::net::SocketAddr;
+use crate::transport::Dest;
 use std::time::Instant;
 
 use softroce_wire::{
@@ -417,14 +417,20 @@ fn data_packet(
 }
 
 /// Where the WQE's packets go: a UD WQE's address handle, else the QP's path.
-fn destination(store: &Store, q: &Qp, idx: usize) -> Result<SocketAddr, Refusal> {
+fn destination(store: &Store, q: &Qp, idx: usize) -> Result<Dest, Refusal> {
     if q.init.qp_type != QpType::Ud {
-        return Ok(q.peer);
+        return Ok(Dest {
+            addr: q.peer,
+            traffic_class: q.attr.ah_attr.traffic_class,
+        });
     }
     q.sq.get(idx)
         .and_then(|w| w.wr.ud)
         .and_then(|ud| store.get(ud.ah))
-        .map(|ah| ah.attr.destination())
+        .map(|ah| Dest {
+            addr: ah.attr.destination(),
+            traffic_class: ah.attr.traffic_class,
+        })
         .ok_or(Refusal::Fail(WcStatus::LocQpOpErr))
 }
 
@@ -435,7 +441,7 @@ fn transmit(
     now: Instant,
     qp: QpHandle,
     idx: usize,
-    dst: SocketAddr,
+    dst: Dest,
     packet: Packet,
 ) -> Step {
     let Some(retransmit) = eng.store.get(qp).and_then(|q| {

@@ -1286,7 +1286,7 @@ fn ud_receive(
             let fields = Ipv4Fields {
                 src,
                 dst,
-                tos: 0,
+                tos: d.traffic_class,
                 id: ip_id,
                 flags_frag: IPV4_DF,
                 ttl: 64,
@@ -1301,7 +1301,7 @@ fn ud_receive(
             let fields = Ipv6Fields {
                 src: v6(src),
                 dst: v6(dst),
-                traffic_class: 0,
+                traffic_class: d.traffic_class,
                 flow_label: 0,
                 hop_limit: 64,
             };
