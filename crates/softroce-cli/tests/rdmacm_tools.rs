@@ -718,3 +718,79 @@ fn rcopy_copies_a_file_over_rsockets() {
         p.report()
     );
 }
+
+/// rsocket(7)'s preload library: an ordinary TCP program, unmodified, under
+/// `LD_PRELOAD=librspreload.so` on both sides runs over rsockets (no TCP connection: the
+/// client's connect(2) never reaches the kernel) and gets its megabyte echoed intact.
+#[test]
+fn an_ordinary_tcp_program_runs_over_rsockets_with_librspreload() {
+    let preload = "/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so";
+    assert!(
+        std::path::Path::new(preload).exists(),
+        "{preload} is missing: run scripts/test-all.sh as root (it installs librdmacm1)"
+    );
+    require_tools(&["gcc", "strace"], "gcc and strace");
+    let src =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/rsockets/tcp_echo.c");
+    let exe = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tcp_echo");
+    let out = Command::new("gcc")
+        .args(["-O1", "-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("running gcc");
+    assert!(
+        out.status.success(),
+        "gcc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let exe = exe.display().to_string();
+    let with_preload = |addr: &str, args: &[&str]| {
+        let mut all = vec![
+            "env",
+            "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so",
+        ];
+        all.extend_from_slice(args);
+        on_device(addr, all[0], &all[1..])
+    };
+    let p = pair(
+        with_preload("127.77.44.5", &[&exe, "server", "127.77.44.5", "18860"]),
+        || {
+            with_preload(
+                "127.77.44.6",
+                &[
+                    "strace",
+                    "-f",
+                    "-e",
+                    "trace=connect",
+                    &exe,
+                    "client",
+                    "127.77.44.5",
+                    "18860",
+                ],
+            )
+        },
+        true,
+    );
+    assert!(
+        p.client.status.success() && p.server.status.success(),
+        "{}",
+        p.report()
+    );
+    let client = Pair::text(&p.client);
+    assert!(
+        client.contains("client: echo matches (1048576)"),
+        "{}",
+        p.report()
+    );
+    assert!(
+        !client.contains("connect(") || !client.contains("18860"),
+        "the client's connect went to the kernel (TCP), not rsockets: {}",
+        p.report()
+    );
+    assert!(
+        Pair::text(&p.server).contains("server echoed 1048576"),
+        "{}",
+        p.report()
+    );
+}

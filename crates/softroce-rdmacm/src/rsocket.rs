@@ -591,8 +591,10 @@ impl Conn {
         self.sbuf_bytes_avail -= len;
         let mut t = self.target_sgl(self.target_sge);
         let (addr, rkey) = (t.addr, t.key);
-        t.addr += u64::from(len);
-        t.length -= len;
+        // The slot is the peer's to write: saturating, so a peer that rewrote it meanwhile
+        // breaks only its own stream.
+        t.addr = t.addr.wrapping_add(u64::from(len));
+        t.length = t.length.saturating_sub(len);
         self.set_target_sgl(self.target_sge, t);
         if t.length == 0 {
             self.target_sge = (self.target_sge + 1) % SGL_SIZE;
@@ -1689,7 +1691,9 @@ pub(crate) unsafe fn rrecv(fd: c_int, buf: *mut u8, len: usize, flags: c_int) ->
             let mut offset = c.rbuf_offset;
             copy_out(c, &mut offset, buf, len - left, n);
             c.rbuf_offset = offset;
-            c.rbuf_bytes_avail += n as u32;
+            // Bounded by the ring: a peer that writes more than it was given cannot make
+            // this side hand out more than it has.
+            c.rbuf_bytes_avail = (c.rbuf_bytes_avail + n as u32).min(c.rbuf_size);
             left -= n;
         }
         if !(left > 0 && flags & libc::MSG_WAITALL != 0 && g.connected() && g.readable) {
