@@ -11,7 +11,7 @@
 //!
 //! The rsocket calls (rsocket(7)) are here too, built on those entry points and libibverbs'
 //! verbs as rdma-core's own rsockets are (`rsocket`): stream sockets with rsockets' wire
-//! protocol; datagram rsockets and the iomap calls are not implemented.
+//! protocol, with direct placement (riomap/riowrite); datagram rsockets are not implemented.
 //!
 //! No panic crosses the C boundary: every export runs inside `guard`.
 
@@ -146,18 +146,6 @@ macro_rules! forward {
 }
 
 rdmacm_entry_points!(forward);
-
-/// Says once why the iomap calls fail.
-fn iomap_unsupported() {
-    static SAID: OnceLock<()> = OnceLock::new();
-    SAID.get_or_init(|| {
-        eprintln!(
-            "softroce librdmacm: riomap/riounmap/riowrite are not implemented (no iomap slots \
-             are offered to peers); the call fails with ENOSYS"
-        );
-    });
-    set_errno(libc::ENOSYS);
-}
 
 /// An rsocket call's result as C sees it: the value, or `fail` with errno set.
 fn ret<T>(result: rsocket::Res<T>, fail: T) -> T {
@@ -577,51 +565,56 @@ pub unsafe extern "C" fn rfcntl(socket: c_int, cmd: c_int, arg: usize) -> c_int 
     guard(-1, || ret(rsocket::rfcntl(socket, cmd, arg), -1))
 }
 
-/// `riomap`: not implemented (ENOSYS).
+/// `riomap` (rsocket(7)): map a buffer for direct placement by the peer.
 ///
 /// # Safety
-/// None of the arguments is used.
+/// `buf` holds `len` bytes that stay valid until riounmap or rclose.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn riomap(
-    _: c_int,
-    _: *mut c_void,
-    _: size_t,
-    _: c_int,
-    _: c_int,
-    _: off_t,
+    socket: c_int,
+    buf: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    _flags: c_int,
+    offset: off_t,
 ) -> off_t {
+    // SAFETY: the caller's contract.
     guard(-1, || {
-        iomap_unsupported();
-        -1
+        ret(
+            unsafe { rsocket::riomap(socket, buf, len, prot, offset) },
+            -1,
+        )
     })
 }
 
-/// `riounmap`: not implemented (ENOSYS).
+/// `riounmap`.
 ///
 /// # Safety
-/// None of the arguments is used.
+/// None: the buffer is only compared.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn riounmap(_: c_int, _: *mut c_void, _: size_t) -> c_int {
+pub unsafe extern "C" fn riounmap(socket: c_int, buf: *mut c_void, len: size_t) -> c_int {
     guard(-1, || {
-        iomap_unsupported();
-        -1
+        ret(rsocket::riounmap(socket, buf, len).map(|()| 0), -1)
     })
 }
 
-/// `riowrite`: not implemented (ENOSYS).
+/// `riowrite`: `count` bytes into the peer's buffer mapped at `offset`; (size_t)-1 on error.
 ///
 /// # Safety
-/// None of the arguments is used.
+/// `buf` holds `count` readable bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn riowrite(
-    _: c_int,
-    _: *const c_void,
-    _: size_t,
-    _: off_t,
-    _: c_int,
+    socket: c_int,
+    buf: *const c_void,
+    count: size_t,
+    offset: off_t,
+    flags: c_int,
 ) -> size_t {
+    // SAFETY: the caller's contract.
     guard(usize::MAX, || {
-        iomap_unsupported();
-        usize::MAX
+        ret(
+            unsafe { rsocket::riowrite(socket, buf.cast(), count, offset, flags) },
+            usize::MAX,
+        )
     })
 }

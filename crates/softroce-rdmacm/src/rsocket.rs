@@ -18,8 +18,13 @@
 //! - Credits: a sender may have `sseq_comp - sseq_no` messages outstanding; a receiver
 //!   returns credits once half its queue or half its ring is consumed.
 //!
-//! Not implemented: SOCK_DGRAM rsockets (UD with rsockets' UDP service), `riomap`/`riowrite`
-//! (offered to peers as no iomap slots, which rsockets peers respect), keepalive probes.
+//! - Direct placement: `riomap` writes a 32-byte `struct rs_iomap` (offset, then an
+//!   `rs_sge`) into a slot of the peer's iomap table (after its `target_sgl`, sized by the
+//!   conn data's scaled `target_iomap_size`) with immediate IOMAP_SGL (6, the slot);
+//!   `riowrite` finds the peer's mapping in this side's table and writes with plain RDMA
+//!   WRITEs.
+//!
+//! Not implemented: SOCK_DGRAM rsockets (UD with rsockets' UDP service), keepalive probes.
 
 use core::ffi::{c_int, c_void};
 use std::collections::{HashMap, VecDeque};
@@ -30,9 +35,9 @@ use libc::{pollfd, sockaddr, socklen_t};
 use softroce_ibverbs_abi::rdmacm::*;
 use softroce_ibverbs_abi::{
     IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_WRITE, IBV_QP_STATE, IBV_QPS_ERR, IBV_QPT_RC,
-    IBV_SEND_INLINE, IBV_WC_SUCCESS, IBV_WC_WITH_IMM, IBV_WR_RDMA_WRITE_WITH_IMM, ibv_comp_channel,
-    ibv_context, ibv_cq, ibv_mr, ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_init_attr, ibv_recv_wr,
-    ibv_send_wr, ibv_sge, ibv_wc,
+    IBV_SEND_INLINE, IBV_WC_SUCCESS, IBV_WC_WITH_IMM, IBV_WR_RDMA_WRITE,
+    IBV_WR_RDMA_WRITE_WITH_IMM, ibv_comp_channel, ibv_context, ibv_cq, ibv_mr, ibv_pd, ibv_qp,
+    ibv_qp_attr, ibv_qp_init_attr, ibv_recv_wr, ibv_send_wr, ibv_sge, ibv_wc,
 };
 
 use crate::entry_points;
@@ -61,6 +66,8 @@ const QP_MAX_SIZE: u32 = 0xFFFE;
 const QP_CTRL_SIZE: u32 = 4;
 const SGL_SIZE: usize = 2;
 const SGE_LEN: usize = 16;
+/// `struct rs_iomap`: offset (u64) and an `rs_sge`.
+const IOMAP_LEN: usize = 32;
 const DEFAULT_INLINE: u32 = 64;
 const DEFAULT_QP_SIZE: u32 = 384;
 const DEFAULT_MEM: u32 = 1 << 17;
@@ -144,6 +151,32 @@ const fn msg_op(m: u32) -> u32 {
 }
 const fn msg_data(m: u32) -> u32 {
     m & 0x1FFF_FFFF
+}
+
+/// rsockets' rs_value_to_scale / rs_scale_to_value: an iomap table size in one byte.
+fn value_to_scale(value: u32, bits: u32) -> u32 {
+    if value <= 1 << (bits - 1) {
+        value
+    } else {
+        (1 << (bits - 1)) | (value >> bits)
+    }
+}
+fn scale_to_value(value: u32, bits: u32) -> u32 {
+    if value <= 1 << (bits - 1) {
+        value
+    } else {
+        (value & !(1 << (bits - 1))) << bits
+    }
+}
+
+/// A buffer mapped for direct placement (`riomap`): its region, its offset, and the slot
+/// of the peer's iomap table it was offered in (`None`: local only).
+struct IoMapping {
+    mr: *mut ibv_mr,
+    offset: u64,
+    slot: Option<u32>,
+    /// Written into the peer's table yet.
+    sent: bool,
 }
 
 // ---- libibverbs, found at run time ---------------------------------------------------------
@@ -360,6 +393,12 @@ struct Conn {
     sbuf_head: u32,
     /// Lengths of the data messages received and not yet read (rsockets' rmsg ring).
     rmsg: VecDeque<u32>,
+    /// Entries of this side's iomap table (after `target_sgl`), which the peer writes.
+    target_iomap_size: u32,
+    /// The peer's iomap table: where, its key, how many entries.
+    remote_iomap: RsSge,
+    /// This side's `riomap`s.
+    iomaps: Vec<IoMapping>,
     sqe_avail: u32,
     cq_armed: bool,
     unacked_events: u32,
@@ -474,7 +513,8 @@ impl Conn {
                 0
             };
         d[2..4].copy_from_slice(&(self.rq_size as u16).to_be_bytes());
-        // reserved[3] and target_iomap_size (no iomap slots) stay 0.
+        // reserved[3] stays 0.
+        d[7] = value_to_scale(self.target_iomap_size, 8) as u8;
         // SAFETY: the MRs are registered (create_ep).
         let (target_rkey, rbuf_rkey) = unsafe { ((*self.target_mr).rkey, (*self.rmr).rkey) };
         d[8..16].copy_from_slice(&(self.target.ptr as u64).to_be_bytes());
@@ -513,6 +553,16 @@ impl Conn {
             },
         );
         self.sseq_comp = u16::from_be_bytes([d[2], d[3]]);
+        if d[1] & CONN_FLAG_IOMAP != 0 {
+            self.remote_iomap = RsSge {
+                addr: self
+                    .remote_sgl
+                    .addr
+                    .wrapping_add(SGE_LEN as u64 * u64::from(self.remote_sgl.length)),
+                key: self.remote_sgl.key,
+                length: scale_to_value(u32::from(d[7]), 8),
+            };
+        }
         Ok(())
     }
 
@@ -584,6 +634,136 @@ impl Conn {
         }
     }
 
+    /// The peer's mapping (in this side's iomap table, which the peer writes) covering
+    /// `offset`: its offset and where it lies.
+    fn find_iomap(&self, offset: u64) -> Option<(u64, RsSge)> {
+        (0..self.target_iomap_size as usize).find_map(|i| {
+            // SAFETY: the table follows the SGL slots in `target`; the peer writes it, so
+            // every read is volatile.
+            let (off, sge) = unsafe {
+                let p = self.target.ptr.add(SGL_SIZE * SGE_LEN + i * IOMAP_LEN);
+                (
+                    core::ptr::read_volatile(p.cast::<u64>()),
+                    RsSge {
+                        addr: core::ptr::read_volatile(p.add(8).cast::<u64>()),
+                        key: core::ptr::read_volatile(p.add(16).cast::<u32>()),
+                        length: core::ptr::read_volatile(p.add(20).cast::<u32>()),
+                    },
+                )
+            };
+            (sge.length != 0 && offset >= off && offset - off < u64::from(sge.length))
+                .then_some((off, sge))
+        })
+    }
+
+    /// Offers the mapping `m` in slot `slot` of the peer's iomap table (rs_write_iomap).
+    fn write_iomap(&mut self, slot: u32, offset: u64, mr: *mut ibv_mr) -> Res<()> {
+        // SAFETY: a registered region of this connection.
+        let (addr, length, rkey) = unsafe { ((*mr).addr as u64, (*mr).length as u32, (*mr).rkey) };
+        let mut entry = [0u8; IOMAP_LEN];
+        let (offset, addr, rkey, length) = if self.swap_sgl {
+            (
+                offset.swap_bytes(),
+                addr.swap_bytes(),
+                rkey.swap_bytes(),
+                length.swap_bytes(),
+            )
+        } else {
+            (offset, addr, rkey, length)
+        };
+        entry[0..8].copy_from_slice(&offset.to_ne_bytes());
+        entry[8..16].copy_from_slice(&addr.to_ne_bytes());
+        entry[16..20].copy_from_slice(&rkey.to_ne_bytes());
+        entry[20..24].copy_from_slice(&length.to_ne_bytes());
+        self.sseq_no = self.sseq_no.wrapping_add(1);
+        self.sqe_avail -= 1;
+        self.sbuf_bytes_avail -= IOMAP_LEN as u32;
+        let to = self.remote_iomap.addr + u64::from(slot) * IOMAP_LEN as u64;
+        let key = self.remote_iomap.key;
+        let (mut sgl, n) = self.stage(&entry);
+        self.write_msg(&mut sgl[..n], msg(RS_OP_IOMAP_SGL, slot), 0, to, key)
+    }
+
+    /// Copies `bytes` into the send ring (wrapping) and returns the SGEs naming them (one,
+    /// or two across the wrap).
+    fn stage(&mut self, bytes: &[u8]) -> ([ibv_sge; 2], usize) {
+        let len = bytes.len() as u32;
+        let room = self.sbuf_size - self.sbuf_head;
+        // SAFETY: smr is registered.
+        let lkey = unsafe { (*self.smr).lkey };
+        let base = self.sbuf.ptr;
+        let head = self.sbuf_head;
+        if len <= room {
+            // SAFETY: `len` bytes fit in the ring from its head.
+            unsafe {
+                core::ptr::copy_nonoverlapping(bytes.as_ptr(), base.add(head as usize), bytes.len())
+            };
+            self.sbuf_head = if len < room { head + len } else { 0 };
+            let one = ibv_sge {
+                addr: base as u64 + u64::from(head),
+                length: len,
+                lkey,
+            };
+            ([one, one], 1)
+        } else {
+            let second = len - room;
+            // SAFETY: the tail of the ring, then its start, hold the two parts.
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    bytes.as_ptr(),
+                    base.add(head as usize),
+                    room as usize,
+                );
+                core::ptr::copy_nonoverlapping(
+                    bytes.as_ptr().add(room as usize),
+                    base,
+                    second as usize,
+                );
+            }
+            self.sbuf_head = second;
+            let tail = ibv_sge {
+                addr: base as u64 + u64::from(head),
+                length: room,
+                lkey,
+            };
+            let start = ibv_sge {
+                addr: base as u64,
+                length: second,
+                lkey,
+            };
+            ([tail, start], 2)
+        }
+    }
+
+    /// Writes `bytes` straight into the peer's mapped buffer at `addr` (rs_write_direct):
+    /// a plain RDMA WRITE, no receive consumed at the peer.
+    fn write_direct(&mut self, bytes: &[u8], addr: u64, rkey: u32) -> Res<()> {
+        let len = bytes.len() as u32;
+        self.sqe_avail -= 1;
+        self.sbuf_bytes_avail -= len;
+        let (mut sgl, n, flags) = if len <= self.sq_inline {
+            let inline = ibv_sge {
+                addr: bytes.as_ptr() as u64,
+                length: len,
+                lkey: 0,
+            };
+            ([inline, inline], 1, IBV_SEND_INLINE)
+        } else {
+            let (sgl, n) = self.stage(bytes);
+            (sgl, n, 0)
+        };
+        // SAFETY: all-zero is a valid ibv_send_wr (null pointers, zero numbers).
+        let mut wr: ibv_send_wr = unsafe { core::mem::zeroed() };
+        wr.wr_id = u64::from(msg(RS_OP_WRITE, len));
+        wr.sg_list = sgl.as_mut_ptr();
+        wr.num_sge = n as c_int;
+        wr.opcode = IBV_WR_RDMA_WRITE;
+        wr.send_flags = flags;
+        wr.wr.rdma.remote_addr = addr;
+        wr.wr.rdma.rkey = rkey;
+        self.post_send(&mut wr)
+    }
+
     /// Writes `len` bytes (`sgl`) into the peer's ring (rsockets' rs_write_data).
     fn write_data(&mut self, sgl: &mut [ibv_sge], len: u32, flags: u32) -> Res<()> {
         self.sseq_no = self.sseq_no.wrapping_add(1);
@@ -639,6 +819,8 @@ struct Inner {
     ipv6_opts: u64,
     ip_tos: c_int,
     keepalive_time: c_int,
+    /// Entries of the iomap table offered to the peer (RDMA_IOMAPSIZE).
+    target_iomap_size: u32,
     dst: Option<libc::sockaddr_storage>,
     conn: Option<Box<Conn>>,
 }
@@ -766,6 +948,7 @@ impl Inner {
             ipv6_opts: 0,
             ip_tos: 0,
             keepalive_time: 0,
+            target_iomap_size: 0,
             dst: None,
             conn: None,
         }
@@ -875,7 +1058,7 @@ impl Inner {
             qp,
             sbuf: Buffer::new(self.sbuf_size as usize + QP_CTRL_SIZE as usize * SGE_LEN)?,
             rbuf: Buffer::new(self.rbuf_size as usize)?,
-            target: Buffer::new(SGL_SIZE * SGE_LEN)?,
+            target: Buffer::new(SGL_SIZE * SGE_LEN + self.target_iomap_size as usize * IOMAP_LEN)?,
             smr: core::ptr::null_mut(),
             rmr: core::ptr::null_mut(),
             target_mr: core::ptr::null_mut(),
@@ -900,6 +1083,9 @@ impl Inner {
             sbuf_bytes_avail: self.sbuf_size,
             sbuf_head: 0,
             rmsg: VecDeque::with_capacity(rq_size as usize + 1),
+            target_iomap_size: self.target_iomap_size,
+            remote_iomap: RsSge::default(),
+            iomaps: Vec::new(),
             sqe_avail: sq_size - QP_CTRL_SIZE,
             cq_armed: false,
             unacked_events: 0,
@@ -989,6 +1175,10 @@ impl Inner {
                             if msg_data(data) == RS_CTRL_DISCONNECT {
                                 self.phase = Phase::Disconnected;
                             }
+                        }
+                        RS_OP_IOMAP_SGL => {
+                            c.sqe_avail += 1;
+                            c.sbuf_bytes_avail += IOMAP_LEN as u32;
                         }
                         _ => {
                             c.sqe_avail += 1;
@@ -1217,6 +1407,9 @@ impl Inner {
                         c.unacked_events = 0;
                     }
                     (cm.rdma_destroy_qp)(self.id);
+                    for m in c.iomaps.drain(..) {
+                        (v.dereg_mr)(m.mr);
+                    }
                     for mr in [c.smr, c.rmr, c.target_mr] {
                         if !mr.is_null() {
                             (v.dereg_mr)(mr);
@@ -1350,6 +1543,7 @@ pub(crate) unsafe fn raccept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t
                     g.rbuf_size,
                     g.fs_flags,
                     g.fd_flags,
+                    g.target_iomap_size,
                 ),
             )
         };
@@ -1371,7 +1565,7 @@ pub(crate) unsafe fn raccept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t
     }
 }
 
-type Inherited = (u32, u32, u32, u32, u32, c_int, c_int);
+type Inherited = (u32, u32, u32, u32, u32, c_int, c_int, u32);
 
 /// Serves one connect request on a socket of its own (rsockets' rs_accept): the QP and
 /// buffers, the peer's conn data, the answer, and the wait for ESTABLISHED.
@@ -1414,6 +1608,7 @@ fn accept_request(ev: &Event, inherit: Inherited) -> Res<c_int> {
         inner.rbuf_size,
         inner.fs_flags,
         inner.fd_flags,
+        inner.target_iomap_size,
     ) = inherit;
     // SAFETY: the request's id (its event acknowledged) and a new channel.
     let migrated = check(unsafe { (cm.rdma_migrate_id)(id, channel) });
@@ -1527,6 +1722,9 @@ pub(crate) unsafe fn rsend(fd: c_int, buf: *const u8, len: usize, flags: c_int) 
         return Err(libc::ECONNRESET);
     }
     let nonblock = g.nonblock(flags);
+    let (g2, sent) = send_iomaps(g, &s, nonblock);
+    g = g2;
+    sent?;
     let mut left = len;
     let mut olen = OLAP_START_SIZE;
     let mut off = 0usize;
@@ -1570,54 +1768,10 @@ pub(crate) unsafe fn rsend(fd: c_int, buf: *const u8, len: usize, flags: c_int) 
             }];
             c.write_data(&mut sgl, xfer, IBV_SEND_INLINE)
         } else {
-            let room = c.sbuf_size - c.sbuf_head;
-            // SAFETY: smr is registered.
-            let lkey = unsafe { (*c.smr).lkey };
-            let base = c.sbuf.ptr;
-            if xfer <= room {
-                // SAFETY: `xfer` bytes fit in the ring from its head.
-                unsafe {
-                    core::ptr::copy_nonoverlapping(
-                        src,
-                        base.add(c.sbuf_head as usize),
-                        xfer as usize,
-                    )
-                };
-                let mut sgl = [ibv_sge {
-                    addr: base as u64 + u64::from(c.sbuf_head),
-                    length: xfer,
-                    lkey,
-                }];
-                let r = c.write_data(&mut sgl, xfer, 0);
-                c.sbuf_head = if xfer < room { c.sbuf_head + xfer } else { 0 };
-                r
-            } else {
-                let second = xfer - room;
-                // SAFETY: the tail of the ring, then its start, hold the two parts.
-                unsafe {
-                    core::ptr::copy_nonoverlapping(
-                        src,
-                        base.add(c.sbuf_head as usize),
-                        room as usize,
-                    );
-                    core::ptr::copy_nonoverlapping(src.add(room as usize), base, second as usize);
-                }
-                let mut sgl = [
-                    ibv_sge {
-                        addr: base as u64 + u64::from(c.sbuf_head),
-                        length: room,
-                        lkey,
-                    },
-                    ibv_sge {
-                        addr: base as u64,
-                        length: second,
-                        lkey,
-                    },
-                ];
-                let r = c.write_data(&mut sgl, xfer, 0);
-                c.sbuf_head = second;
-                r
-            }
+            // SAFETY: `xfer` bytes of the caller's buffer from `src`.
+            let bytes = unsafe { core::slice::from_raw_parts(src, xfer as usize) };
+            let (mut sgl, n) = c.stage(bytes);
+            c.write_data(&mut sgl[..n], xfer, 0)
         };
         if let Err(e) = sent {
             result = Err(e);
@@ -1707,6 +1861,211 @@ pub(crate) unsafe fn rrecv(fd: c_int, buf: *mut u8, len: usize, flags: c_int) ->
     match result {
         Err(e) if left == len => Err(e),
         _ => Ok(len - left),
+    }
+}
+
+/// Offers the peer the mappings `riomap` made since the last send (rs_send_iomaps), each
+/// when credits allow.
+fn send_iomaps<'a>(
+    mut g: MutexGuard<'a, Inner>,
+    s: &'a Socket,
+    nonblock: bool,
+) -> (MutexGuard<'a, Inner>, Res<()>) {
+    loop {
+        let Some(c) = g.conn.as_ref() else {
+            return (g, Ok(()));
+        };
+        let Some(i) = c.iomaps.iter().position(|m| m.slot.is_some() && !m.sent) else {
+            return (g, Ok(()));
+        };
+        if !g.can_send() {
+            let (g2, waited) = Inner::wait(g, s, nonblock, Inner::conn_can_send);
+            g = g2;
+            if let Err(e) = waited {
+                return (g, Err(e));
+            }
+            if !(g.connected() && g.writable) {
+                return (g, Err(libc::ECONNRESET));
+            }
+        }
+        let Some(c) = g.conn.as_mut() else {
+            return (g, Err(libc::ENOTCONN));
+        };
+        let m = &mut c.iomaps[i];
+        m.sent = true;
+        let (slot, offset, mr) = (m.slot.unwrap_or(0), m.offset, m.mr);
+        if let Err(e) = c.write_iomap(slot, offset, mr) {
+            return (g, Err(e));
+        }
+    }
+}
+
+/// `riomap` (rsocket(7)): registers `len` bytes at `buf` for this socket; with PROT_WRITE
+/// offers them to the peer at `offset` (-1: the address) in a slot of its iomap table,
+/// sent before the next data. Returns the offset.
+///
+/// # Safety
+/// `buf` holds `len` bytes that stay valid until riounmap or rclose.
+pub(crate) unsafe fn riomap(
+    fd: c_int,
+    buf: *mut c_void,
+    len: usize,
+    prot: c_int,
+    offset: i64,
+) -> Res<i64> {
+    let s = lookup(fd)?;
+    let mut g = lock(&s);
+    if prot & !libc::PROT_WRITE != 0 {
+        return Err(libc::EINVAL);
+    }
+    let v = verbs()?;
+    // SAFETY: the socket's id; its PD exists once it has a QP.
+    let pd = unsafe { (*g.id).pd };
+    let Some(c) = g.conn.as_mut() else {
+        return Err(libc::EINVAL);
+    };
+    if pd.is_null() {
+        return Err(libc::EINVAL);
+    }
+    let slot = if prot & libc::PROT_WRITE != 0 {
+        let used: Vec<u32> = c.iomaps.iter().filter_map(|m| m.slot).collect();
+        let Some(free) = (0..c.remote_iomap.length).find(|i| !used.contains(i)) else {
+            // The peer offers no (free) slot: RDMA_IOMAPSIZE on its side.
+            return Err(libc::ENOMEM);
+        };
+        Some(free)
+    } else {
+        None
+    };
+    let access = if slot.is_some() {
+        (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) as c_int
+    } else {
+        IBV_ACCESS_LOCAL_WRITE as c_int
+    };
+    // SAFETY: the caller's buffer, kept valid while mapped.
+    let mr = unsafe { (v.reg_mr)(pd, buf, len, access) };
+    if mr.is_null() {
+        return Err(errno());
+    }
+    let offset = if offset == -1 { buf as i64 } else { offset };
+    c.iomaps.push(IoMapping {
+        mr,
+        offset: offset as u64,
+        slot,
+        sent: false,
+    });
+    Ok(offset)
+}
+
+/// `riounmap`: ends the mapping of exactly `buf`/`len`.
+pub(crate) fn riounmap(fd: c_int, buf: *mut c_void, len: usize) -> Res<()> {
+    let s = lookup(fd)?;
+    let mut g = lock(&s);
+    let v = verbs()?;
+    let Some(c) = g.conn.as_mut() else {
+        return Err(libc::EINVAL);
+    };
+    // SAFETY: the mappings' own regions.
+    let found = c
+        .iomaps
+        .iter()
+        .position(|m| unsafe { (*m.mr).addr == buf && (*m.mr).length == len });
+    let Some(i) = found else {
+        return Err(libc::EINVAL);
+    };
+    let m = c.iomaps.remove(i);
+    // SAFETY: a region this socket registered, deregistered once.
+    unsafe { (v.dereg_mr)(m.mr) };
+    Ok(())
+}
+
+/// `riowrite`: `count` bytes from `buf` straight into the peer's buffer mapped at
+/// `offset` (its riomap), as part of the stream: they land before any later data.
+///
+/// # Safety
+/// `buf` holds `count` readable bytes.
+pub(crate) unsafe fn riowrite(
+    fd: c_int,
+    buf: *const u8,
+    count: usize,
+    offset: i64,
+    flags: c_int,
+) -> Res<usize> {
+    let s = lookup(fd)?;
+    let mut g = lock(&s);
+    connect_pending(&mut g)?;
+    if g.conn.is_none() {
+        return Err(libc::ENOTCONN);
+    }
+    if count > 0 && buf.is_null() {
+        return Err(libc::EFAULT);
+    }
+    if !(g.connected() && g.writable) {
+        return Err(if g.connected() {
+            libc::EPIPE
+        } else {
+            libc::ECONNRESET
+        });
+    }
+    let nonblock = g.nonblock(flags);
+    let (g2, sent) = send_iomaps(g, &s, nonblock);
+    g = g2;
+    sent?;
+    let mut left = count;
+    let mut at = offset as u64;
+    let mut olen = OLAP_START_SIZE;
+    let mut done = 0usize;
+    let mut result = Ok(());
+    while left > 0 {
+        if !g.can_send() {
+            let (g2, waited) = Inner::wait(g, &s, nonblock, Inner::conn_can_send);
+            g = g2;
+            if let Err(e) = waited {
+                result = Err(e);
+                break;
+            }
+            if !(g.connected() && g.writable) {
+                result = Err(libc::ECONNRESET);
+                break;
+            }
+        }
+        let Some(c) = g.conn.as_mut() else {
+            result = Err(libc::ENOTCONN);
+            break;
+        };
+        let Some((moff, sge)) = c.find_iomap(at) else {
+            // Nothing mapped there (yet): what was written stands.
+            if done == 0 {
+                result = Err(libc::EINVAL);
+            }
+            break;
+        };
+        let mut xfer = if (olen as usize) < left {
+            let x = olen;
+            if olen < MAX_TRANSFER {
+                olen <<= 1;
+            }
+            x
+        } else {
+            left as u32
+        };
+        let room = u64::from(sge.length) - (at - moff);
+        xfer = xfer
+            .min(c.sbuf_bytes_avail)
+            .min(room.min(u64::from(u32::MAX)) as u32);
+        // SAFETY: `done + xfer <= count` bytes of the caller's buffer.
+        let bytes = unsafe { core::slice::from_raw_parts(buf.add(done), xfer as usize) };
+        if let Err(e) = c.write_direct(bytes, sge.addr.wrapping_add(at - moff), sge.key) {
+            result = Err(e);
+            break;
+        }
+        left -= xfer as usize;
+        done += xfer as usize;
+        at += u64::from(xfer);
+    }
+    match result {
+        Err(e) if done == 0 => Err(e),
+        _ => Ok(done),
     }
 }
 
@@ -2306,10 +2665,10 @@ pub(crate) unsafe fn rsetsockopt(
                 RDMA_SQSIZE => g.sq_size = (read_int(value, len)?.max(0) as u32).min(QP_MAX_SIZE),
                 RDMA_RQSIZE => g.rq_size = (read_int(value, len)?.max(0) as u32).min(QP_MAX_SIZE),
                 RDMA_INLINE => g.sq_inline = (read_int(value, len)?.max(0) as u32).min(QP_MAX_SIZE),
-                // No iomap slots are offered (riomap is not implemented); the size is
-                // accepted and reads back as 0.
+                // Rounded to what one byte of the connection data can say, as rsockets.
                 RDMA_IOMAPSIZE => {
-                    read_int(value, len)?;
+                    let v = read_int(value, len)?.clamp(0, 1 << 15) as u32;
+                    g.target_iomap_size = scale_to_value(value_to_scale(v, 8) & 0xFF, 8);
                 }
                 // The route comes from the CM's own resolution on RoCE.
                 RDMA_ROUTE => {
@@ -2384,7 +2743,7 @@ pub(crate) unsafe fn rgetsockopt(
         (SOL_RDMA, RDMA_SQSIZE) => g.sq_size as c_int,
         (SOL_RDMA, RDMA_RQSIZE) => g.rq_size as c_int,
         (SOL_RDMA, RDMA_INLINE) => g.sq_inline as c_int,
-        (SOL_RDMA, RDMA_IOMAPSIZE) => 0,
+        (SOL_RDMA, RDMA_IOMAPSIZE) => g.target_iomap_size as c_int,
         _ => return Err(libc::ENOTSUP),
     };
     if room < size_of::<c_int>() {

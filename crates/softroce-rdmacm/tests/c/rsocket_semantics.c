@@ -6,6 +6,7 @@
  * send), rpoll and rselect with an ordinary descriptor beside rsockets, the socket
  * options and rfcntl, and the calls' errors. Prints "N failures". */
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <rdma/rsocket.h>
@@ -293,6 +294,26 @@ int main(int argc, char **argv)
 		gotn += r;
 	}
 	CHECK(gotn == BIG && !memcmp(big, big2, BIG), "a megabyte returns intact (%zu)", gotn);
+
+	step = "iomap";
+	/* riomap(3)-style rules (rsocket(7)): PROT_WRITE needs a slot in the peer's iomap
+	 * table, which the peer offers only with RDMA_IOMAPSIZE (this server does not). */
+	static char mapped[4096];
+	errno = 0;
+	CHECK(riomap(s, mapped, sizeof(mapped), PROT_READ, 0, -1) == -1 && errno == EINVAL,
+	      "riomap PROT_READ: EINVAL (errno %d)", errno);
+	errno = 0;
+	CHECK(riomap(s, mapped, sizeof(mapped), PROT_WRITE, 0, -1) == -1 && errno == ENOMEM,
+	      "riomap PROT_WRITE without the peer's slots: ENOMEM (errno %d)", errno);
+	CHECK(riomap(s, mapped, sizeof(mapped), PROT_NONE, 0, 4096) == 4096 &&
+		      riounmap(s, mapped, sizeof(mapped)) == 0,
+	      "a local mapping at a chosen offset, then unmapped");
+	errno = 0;
+	CHECK(riounmap(s, mapped, sizeof(mapped)) == -1 && errno == EINVAL,
+	      "riounmap of what is not mapped: EINVAL (errno %d)", errno);
+	errno = 0;
+	CHECK(riowrite(s, "x", 1, 0, 0) == (size_t)-1 && errno == EINVAL,
+	      "riowrite where the peer mapped nothing: EINVAL (errno %d)", errno);
 
 	step = "half close";
 	CHECK(rshutdown(s, SHUT_WR) == 0, "rshutdown(SHUT_WR): errno %d", errno);
