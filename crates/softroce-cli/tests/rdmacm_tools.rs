@@ -650,42 +650,53 @@ fn rstream_moves_verified_data_over_rsockets_blocking_nonblocking_and_polled() {
     for mode in ["b", "n", "a"] {
         for (size, count) in [("64", "2000"), ("3000", "300"), ("200000", "40")] {
             port += 1;
-            let port_arg = port.to_string();
-            let common = [
-                "-p", &port_arg, "-T", mode, "-T", "v", "-S", size, "-C", count,
-            ];
-            let server_args: Vec<&str> = ["-b", "127.77.44.1"]
-                .iter()
-                .chain(&common)
-                .copied()
-                .collect();
-            let client_args: Vec<&str> = ["-s", "127.77.44.1"]
-                .iter()
-                .chain(&common)
-                .copied()
-                .collect();
-            let p = pair(
-                on_device("127.77.44.1", "rstream", &server_args),
-                || on_device("127.77.44.2", "rstream", &client_args),
-                true,
+            rsockets_tool_checks_its_data(
+                "rstream",
+                ("127.77.44.1", "127.77.44.2"),
+                port,
+                &["-T", mode, "-S", size, "-C", count],
             );
-            let what = format!("rstream -T {mode} -T v -S {size} -C {count}");
-            assert!(
-                p.server.status.success() && p.client.status.success(),
-                "{what}: {}",
-                p.report()
-            );
-            for side in [&p.server, &p.client] {
-                // The result line (`-T v` makes a side that saw a wrong byte fail instead).
-                assert!(
-                    Pair::text(side)
-                        .lines()
-                        .any(|l| l.starts_with("custom") && l.split_whitespace().count() == 8),
-                    "{what}: {}",
-                    p.report()
-                );
-            }
         }
+    }
+}
+
+/// Runs rdma-core's rsockets test `tool` (rstream, riostream) between a server on the
+/// first address and a client on the second with `-T v` (each side checks every byte it
+/// receives and fails on a wrong one) and `args`; both must end well and print their result
+/// line.
+fn rsockets_tool_checks_its_data(
+    tool: &str,
+    (server, client): (&str, &str),
+    port: u16,
+    args: &[&str],
+) {
+    let port_arg = port.to_string();
+    let common: Vec<&str> = ["-p", &port_arg, "-T", "v"]
+        .iter()
+        .chain(args)
+        .copied()
+        .collect();
+    let server_args: Vec<&str> = ["-b", server].iter().chain(&common).copied().collect();
+    let client_args: Vec<&str> = ["-s", server].iter().chain(&common).copied().collect();
+    let p = pair(
+        on_device(server, tool, &server_args),
+        || on_device(client, tool, &client_args),
+        true,
+    );
+    let what = format!("{tool} {}", common.join(" "));
+    assert!(
+        p.server.status.success() && p.client.status.success(),
+        "{what}: {}",
+        p.report()
+    );
+    for side in [&p.server, &p.client] {
+        assert!(
+            Pair::text(side)
+                .lines()
+                .any(|l| l.starts_with("custom") && l.split_whitespace().count() == 8),
+            "{what}: {}",
+            p.report()
+        );
     }
 }
 
@@ -801,40 +812,12 @@ fn an_ordinary_tcp_program_runs_over_rsockets_with_librspreload() {
 /// checks every byte. Small transfers go inline, large ones through the send ring.
 #[test]
 fn riostream_writes_verified_data_into_the_peers_mapped_buffer() {
-    let mut port = 18_870;
-    for (size, count) in [("100", "20"), ("65536", "40")] {
-        port += 1;
-        let port_arg = port.to_string();
-        let common = ["-p", &port_arg, "-T", "v", "-S", size, "-C", count];
-        let server_args: Vec<&str> = ["-b", "127.77.44.7"]
-            .iter()
-            .chain(&common)
-            .copied()
-            .collect();
-        let client_args: Vec<&str> = ["-s", "127.77.44.7"]
-            .iter()
-            .chain(&common)
-            .copied()
-            .collect();
-        let p = pair(
-            on_device("127.77.44.7", "riostream", &server_args),
-            || on_device("127.77.44.8", "riostream", &client_args),
-            true,
+    for (i, (size, count)) in [("100", "20"), ("65536", "40")].into_iter().enumerate() {
+        rsockets_tool_checks_its_data(
+            "riostream",
+            ("127.77.44.7", "127.77.44.8"),
+            18_871 + i as u16,
+            &["-S", size, "-C", count],
         );
-        let what = format!("riostream -T v -S {size} -C {count}");
-        assert!(
-            p.server.status.success() && p.client.status.success(),
-            "{what}: {}",
-            p.report()
-        );
-        for side in [&p.server, &p.client] {
-            assert!(
-                Pair::text(side)
-                    .lines()
-                    .any(|l| l.starts_with("custom") && l.split_whitespace().count() == 8),
-                "{what}: {}",
-                p.report()
-            );
-        }
     }
 }

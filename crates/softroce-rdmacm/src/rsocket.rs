@@ -1730,31 +1730,17 @@ pub(crate) unsafe fn rsend(fd: c_int, buf: *const u8, len: usize, flags: c_int) 
     let mut off = 0usize;
     let mut result = Ok(());
     while left > 0 {
-        if !g.can_send() {
-            let (g2, waited) = Inner::wait(g, &s, nonblock, Inner::conn_can_send);
-            g = g2;
-            if let Err(e) = waited {
-                result = Err(e);
-                break;
-            }
-            if !(g.connected() && g.writable) {
-                result = Err(libc::ECONNRESET);
-                break;
-            }
+        let (g2, ready) = wait_to_send(g, &s, nonblock);
+        g = g2;
+        if let Err(e) = ready {
+            result = Err(e);
+            break;
         }
         let Some(c) = g.conn.as_mut() else {
             result = Err(libc::ENOTCONN);
             break;
         };
-        let mut xfer = if (olen as usize) < left {
-            let x = olen;
-            if olen < MAX_TRANSFER {
-                olen <<= 1;
-            }
-            x
-        } else {
-            left as u32
-        };
+        let mut xfer = next_transfer(&mut olen, left);
         xfer = xfer
             .min(c.sbuf_bytes_avail)
             .min(c.target_sgl(c.target_sge).length);
@@ -1864,6 +1850,41 @@ pub(crate) unsafe fn rrecv(fd: c_int, buf: *mut u8, len: usize, flags: c_int) ->
     }
 }
 
+/// Waits (unless `nonblock`) until a message may go (rsockets' rs_can_send); ECONNRESET
+/// once the connection no longer takes them.
+fn wait_to_send<'a>(
+    g: MutexGuard<'a, Inner>,
+    s: &'a Socket,
+    nonblock: bool,
+) -> (MutexGuard<'a, Inner>, Res<()>) {
+    if g.can_send() {
+        return (g, Ok(()));
+    }
+    let (g, waited) = Inner::wait(g, s, nonblock, Inner::conn_can_send);
+    let ready = waited.and_then(|()| {
+        if g.connected() && g.writable {
+            Ok(())
+        } else {
+            Err(libc::ECONNRESET)
+        }
+    });
+    (g, ready)
+}
+
+/// The next transfer of `left` bytes: rsockets overlaps sending with copying by starting
+/// at 2 KiB and doubling up to 64 KiB (`olen`) while more is left.
+fn next_transfer(olen: &mut u32, left: usize) -> u32 {
+    if (*olen as usize) < left {
+        let x = *olen;
+        if *olen < MAX_TRANSFER {
+            *olen <<= 1;
+        }
+        x
+    } else {
+        left as u32
+    }
+}
+
 /// Offers the peer the mappings `riomap` made since the last send (rs_send_iomaps), each
 /// when credits allow.
 fn send_iomaps<'a>(
@@ -1878,15 +1899,10 @@ fn send_iomaps<'a>(
         let Some(i) = c.iomaps.iter().position(|m| m.slot.is_some() && !m.sent) else {
             return (g, Ok(()));
         };
-        if !g.can_send() {
-            let (g2, waited) = Inner::wait(g, s, nonblock, Inner::conn_can_send);
-            g = g2;
-            if let Err(e) = waited {
-                return (g, Err(e));
-            }
-            if !(g.connected() && g.writable) {
-                return (g, Err(libc::ECONNRESET));
-            }
+        let (g2, ready) = wait_to_send(g, s, nonblock);
+        g = g2;
+        if let Err(e) = ready {
+            return (g, Err(e));
         }
         let Some(c) = g.conn.as_mut() else {
             return (g, Err(libc::ENOTCONN));
@@ -2017,17 +2033,11 @@ pub(crate) unsafe fn riowrite(
     let mut done = 0usize;
     let mut result = Ok(());
     while left > 0 {
-        if !g.can_send() {
-            let (g2, waited) = Inner::wait(g, &s, nonblock, Inner::conn_can_send);
-            g = g2;
-            if let Err(e) = waited {
-                result = Err(e);
-                break;
-            }
-            if !(g.connected() && g.writable) {
-                result = Err(libc::ECONNRESET);
-                break;
-            }
+        let (g2, ready) = wait_to_send(g, &s, nonblock);
+        g = g2;
+        if let Err(e) = ready {
+            result = Err(e);
+            break;
         }
         let Some(c) = g.conn.as_mut() else {
             result = Err(libc::ENOTCONN);
@@ -2040,15 +2050,7 @@ pub(crate) unsafe fn riowrite(
             }
             break;
         };
-        let mut xfer = if (olen as usize) < left {
-            let x = olen;
-            if olen < MAX_TRANSFER {
-                olen <<= 1;
-            }
-            x
-        } else {
-            left as u32
-        };
+        let mut xfer = next_transfer(&mut olen, left);
         let room = u64::from(sge.length) - (at - moff);
         xfer = xfer
             .min(c.sbuf_bytes_avail)
