@@ -2089,13 +2089,16 @@ fn copy_out(c: &Conn, offset: &mut u32, buf: *mut u8, at: usize, n: usize) {
     }
 }
 
+/// `transfer` over each non-empty vector of `iov` in turn, as readv(2)/writev(2): stops at
+/// the first that moves less than its length; an error after some bytes moved ends the
+/// call with those bytes. `transfer` is told whether bytes moved already.
+///
 /// # Safety
-/// `iov` holds `count` iovecs naming writable memory.
-pub(crate) unsafe fn rrecvv(
-    fd: c_int,
+/// `iov` holds `count` iovecs naming memory `transfer` may use.
+unsafe fn each_iovec(
     iov: *const libc::iovec,
     count: c_int,
-    flags: c_int,
+    mut transfer: impl FnMut(*mut u8, usize, bool) -> Res<usize>,
 ) -> Res<usize> {
     if count < 0 || (count > 0 && iov.is_null()) {
         return Err(libc::EINVAL);
@@ -2107,14 +2110,7 @@ pub(crate) unsafe fn rrecvv(
         if v.iov_len == 0 {
             continue;
         }
-        // Later vectors only take what is already there.
-        let f = if total > 0 {
-            flags | libc::MSG_DONTWAIT
-        } else {
-            flags
-        };
-        // SAFETY: the caller's vector.
-        match unsafe { rrecv(fd, v.iov_base.cast(), v.iov_len, f) } {
+        match transfer(v.iov_base.cast(), v.iov_len, total > 0) {
             Ok(n) => {
                 total += n;
                 if n < v.iov_len {
@@ -2129,6 +2125,27 @@ pub(crate) unsafe fn rrecvv(
 }
 
 /// # Safety
+/// `iov` holds `count` iovecs naming writable memory.
+pub(crate) unsafe fn rrecvv(
+    fd: c_int,
+    iov: *const libc::iovec,
+    count: c_int,
+    flags: c_int,
+) -> Res<usize> {
+    // SAFETY: the caller's vectors; later ones only take what is already there.
+    unsafe {
+        each_iovec(iov, count, |base, len, moved| {
+            let f = if moved {
+                flags | libc::MSG_DONTWAIT
+            } else {
+                flags
+            };
+            rrecv(fd, base, len, f)
+        })
+    }
+}
+
+/// # Safety
 /// `iov` holds `count` iovecs naming readable memory.
 pub(crate) unsafe fn rsendv(
     fd: c_int,
@@ -2136,29 +2153,8 @@ pub(crate) unsafe fn rsendv(
     count: c_int,
     flags: c_int,
 ) -> Res<usize> {
-    if count < 0 || (count > 0 && iov.is_null()) {
-        return Err(libc::EINVAL);
-    }
-    let mut total = 0usize;
-    for i in 0..count as usize {
-        // SAFETY: the caller's array.
-        let v = unsafe { *iov.add(i) };
-        if v.iov_len == 0 {
-            continue;
-        }
-        // SAFETY: the caller's vector.
-        match unsafe { rsend(fd, v.iov_base.cast(), v.iov_len, flags) } {
-            Ok(n) => {
-                total += n;
-                if n < v.iov_len {
-                    break;
-                }
-            }
-            Err(_) if total > 0 => break,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(total)
+    // SAFETY: the caller's vectors.
+    unsafe { each_iovec(iov, count, |base, len, _| rsend(fd, base, len, flags)) }
 }
 
 /// What `events` of an rsocket hold now (rsockets' rs_poll_rs).
