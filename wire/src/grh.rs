@@ -48,7 +48,13 @@ pub struct GrhInfo {
     pub traffic_class: u8,
     /// Hop limit / TTL.
     pub hop_limit: u8,
+    /// An IPv6 header's Next Header (UDP for RoCEv2, [`IB_NEXT_HEADER`] for RoCE v1);
+    /// `None` for IPv4, which is RoCEv2 alone.
+    pub next_header: Option<u8>,
 }
+
+/// The IPv6 Next Header of a RoCE v1 GRH: an IBA transport header follows, not UDP.
+pub const IB_NEXT_HEADER: u8 = 0x1B;
 
 /// Read a GRH area the way libibverbs' `ibv_init_ah_from_wc` decides its IP version
 /// (`get_grh_header_version`):
@@ -74,6 +80,7 @@ pub fn parse_grh(area: &[u8]) -> Result<GrhInfo> {
             dgid: Gid::from_ipv4(f.dst),
             traffic_class: f.tos,
             hop_limit: f.ttl,
+            next_header: None,
         });
     }
     let f = Ipv6Fields::parse(area)?;
@@ -82,6 +89,7 @@ pub fn parse_grh(area: &[u8]) -> Result<GrhInfo> {
         dgid: Gid::from_ip(IpAddr::V6(f.dst)),
         traffic_class: f.traffic_class,
         hop_limit: f.hop_limit,
+        next_header: Some(area[6]),
     })
 }
 
@@ -103,6 +111,7 @@ mod tests {
         assert_eq!(info.sgid.to_string(), "::ffff:10.99.0.12");
         assert_eq!(info.dgid.to_string(), "::ffff:10.99.0.11");
         assert_eq!(info.hop_limit, 64);
+        assert_eq!(info.next_header, None, "IPv4 is RoCEv2 alone");
         // Like libibverbs, an area that cannot be IPv6 is taken as IPv4 without a checksum
         // check; a version nibble that is neither is rejected.
         area[30] ^= 1;
@@ -132,6 +141,7 @@ mod tests {
         let as_ipv6 = Ipv6Fields::parse(&area).unwrap();
         let info = parse_grh(&area).unwrap();
         assert_eq!(info.sgid, Gid::from_ip(IpAddr::V6(as_ipv6.src)));
+        assert_eq!(info.next_header, Some(area[6]));
         assert!(
             !info.sgid.to_string().starts_with("::ffff:"),
             "{}",

@@ -673,18 +673,36 @@ unsafe extern "C" fn _ibv_query_gid_ex(
     guard_errno(VERB, || {
         // SAFETY: an ibv_context from ibv_open_device, or rejected.
         let ctx = unsafe { ctx_of(VERB, context) }?;
-        if entry.is_null() || flags != 0 || entry_size < size_of::<ibv_gid_entry>() {
+        if entry.is_null() || flags != 0 || entry_size == 0 {
             return Err(fail(
                 VERB,
                 libc::EINVAL,
-                "entry is NULL, flags is not 0 or entry_size is too small",
+                "entry is NULL, flags is not 0 or entry_size is 0",
             ));
         }
         let e = gid_entry(ctx, port_num, gid_index)?;
-        // SAFETY: non-NULL entry of at least our size.
-        unsafe { *entry = e };
+        // SAFETY: the caller's entry of entry_size bytes.
+        unsafe { write_gid_entry(&e, entry.cast(), entry_size) };
         Ok(())
     })
+}
+
+/// One GID entry into a caller's slot of `entry_size` bytes, as the kernel's uverbs copies
+/// it: a smaller slot (an older `struct ibv_gid_entry`) takes the entry's first bytes, a
+/// larger one is zeroed past the entry.
+///
+/// # Safety
+/// `slot` must be writable for `entry_size` bytes.
+unsafe fn write_gid_entry(e: &ibv_gid_entry, slot: *mut u8, entry_size: usize) {
+    let ours = size_of::<ibv_gid_entry>();
+    let copied = entry_size.min(ours);
+    // SAFETY: `e` is `ours` bytes of plain data; the caller vouches for `slot`.
+    unsafe {
+        std::ptr::copy_nonoverlapping(std::ptr::from_ref(e).cast::<u8>(), slot, copied);
+        if entry_size > ours {
+            std::ptr::write_bytes(slot.add(ours), 0, entry_size - ours);
+        }
+    }
 }
 
 #[unsafe(no_mangle)]
@@ -700,11 +718,11 @@ unsafe extern "C" fn _ibv_query_gid_table(
         let r = (|| {
             // SAFETY: an ibv_context from ibv_open_device, or rejected.
             let ctx = unsafe { ctx_of(VERB, context) }?;
-            if entries.is_null() || flags != 0 || entry_size < size_of::<ibv_gid_entry>() {
+            if entries.is_null() || flags != 0 || entry_size == 0 {
                 return Err(fail(
                     VERB,
                     libc::EINVAL,
-                    "entries is NULL, flags is not 0 or entry_size is too small",
+                    "entries is NULL, flags is not 0 or entry_size is 0",
                 ));
             }
             let n = ctx.query(|h| h.gids().len());
@@ -721,10 +739,7 @@ unsafe extern "C" fn _ibv_query_gid_table(
                 };
                 // SAFETY: the caller's array holds max_entries entries of entry_size bytes.
                 unsafe {
-                    *entries
-                        .cast::<u8>()
-                        .add(i * entry_size)
-                        .cast::<ibv_gid_entry>() = e
+                    write_gid_entry(&e, entries.cast::<u8>().add(i * entry_size), entry_size)
                 };
             }
             Ok(n as isize)

@@ -1944,88 +1944,64 @@ unsafe fn init_ah_from_wc(
         unsafe { *ah_attr = a };
         return Ok(());
     }
-    // RoCEv2 over IPv4 leaves the IPv4 header in the area's last 20 bytes (libibverbs'
-    // get_grh_header_version tells them apart the same way).
-    let to = match ipv4_header_in(&grh) {
-        // No GID of ours is a multicast address: libibverbs does not look (EINVAL).
-        Some(ip) if ip.dst.is_multicast() => {
-            return Err(fail(verb, libc::EINVAL, "sent to a multicast group"));
+    // SAFETY: ibv_grh is 40 bytes of plain data.
+    let area: &[u8; 40] = unsafe { &*std::ptr::from_ref(&grh).cast::<[u8; 40]>() };
+    // The wire crate tells IPv4 (the last 20 bytes) from IPv6 as libibverbs'
+    // get_grh_header_version does.
+    let Ok(info) = softroce_wire::grh::parse_grh(area) else {
+        return Err(fail(
+            verb,
+            libc::EPROTONOSUPPORT,
+            "the GRH area holds neither an IPv6 nor an IPv4 header",
+        ));
+    };
+    // libibverbs does not search the GID table for a multicast destination (EINVAL).
+    if info.dgid.is_multicast() {
+        return Err(fail(verb, libc::EINVAL, "sent to a multicast group"));
+    }
+    match info.next_header {
+        // IPv4, or IPv6 carrying UDP: RoCEv2, which every GID of ours is.
+        None | Some(softroce_wire::ip::PROTO_UDP) => {}
+        // RoCE v1: libibverbs looks for a RoCE v1 GID of that address; a softroce port has
+        // none, so the search ends past the table as it does there.
+        Some(softroce_wire::grh::IB_NEXT_HEADER) => {
+            return Err(fail(
+                verb,
+                libc::EINVAL,
+                format!(
+                    "RoCE v1 GRH: port {port_num} has no RoCE v1 GID {}",
+                    info.dgid
+                ),
+            ));
         }
-        Some(ip) => {
-            a.grh.dgid = ibv_gid {
-                raw: softroce_wire::Gid::from_ipv4(ip.src).to_bytes(),
-            };
-            a.grh.traffic_class = ip.tos;
-            // libibverbs' set_ah_attr_by_ipv4: the reply goes out with the TTL that came.
-            a.grh.hop_limit = ip.ttl;
-            softroce_wire::Gid::from_ipv4(ip.dst)
-        }
-        None if flow >> 28 == 6 && convert::gid_from_c(&grh.dgid).is_multicast() => {
-            return Err(fail(verb, libc::EINVAL, "sent to a multicast group"));
-        }
-        None if flow >> 28 == 6 => {
-            a.grh.dgid = grh.sgid;
-            a.grh.traffic_class = ((flow >> 20) & 0xff) as u8;
-            a.grh.hop_limit = grh.hop_limit;
-            convert::gid_from_c(&grh.dgid)
-        }
-        None => {
+        Some(other) => {
             return Err(fail(
                 verb,
                 libc::EPROTONOSUPPORT,
-                "the GRH area holds neither an IPv6 nor an IPv4 header",
+                format!("IPv6 next header {other} is neither UDP (RoCEv2) nor RoCE v1"),
             ));
         }
+    }
+    a.grh.dgid = ibv_gid {
+        raw: info.sgid.to_bytes(),
     };
-    // Reply from the GID the request was sent to.
-    let sgid_index = ctx
-        .query(|h| h.gids().iter().position(|g| *g == to))
-        .unwrap_or_else(|| ctx.query(|h| h.ip_gid_index()));
+    a.grh.traffic_class = info.traffic_class;
+    // libibverbs answers with the hop limit (TTL) that came.
+    a.grh.hop_limit = info.hop_limit;
+    // The reply leaves from the GID the datagram was sent to; a destination that is not one
+    // of the port's GIDs fails as libibverbs' search past the end of the table does.
+    let Some(sgid_index) = ctx.query(|h| h.gids().iter().position(|g| *g == info.dgid)) else {
+        return Err(fail(
+            verb,
+            libc::EINVAL,
+            format!("{} is not a GID of port {port_num}", info.dgid),
+        ));
+    };
     a.grh.sgid_index = u8::try_from(sgid_index).unwrap_or(0);
     a.is_global = 1;
     // SAFETY: non-NULL from the caller.
     unsafe { *ah_attr = a };
     Ok(())
-}
-
-/// The IPv4 header of a GRH area, if it holds one.
-struct Ipv4Fields {
-    src: std::net::Ipv4Addr,
-    dst: std::net::Ipv4Addr,
-    tos: u8,
-    ttl: u8,
-}
-
-/// The IPv4 header in the last 20 bytes of a GRH area: version 4 when the first half is not
-/// an IPv6 header, else (both could be) IHL 5 and a valid checksum, as libibverbs decides.
-fn ipv4_header_in(grh: &ibv_grh) -> Option<Ipv4Fields> {
-    // SAFETY: ibv_grh is 40 bytes of plain data.
-    let bytes: &[u8; 40] = unsafe { &*std::ptr::from_ref(grh).cast::<[u8; 40]>() };
-    let ip = &bytes[20..];
-    let ipv6 = bytes[0] >> 4 == 6;
-    if ip[0] >> 4 != 4 {
-        return None;
-    }
-    if ipv6 {
-        if ip[0] & 0x0f != 5 {
-            return None;
-        }
-        let sum: u32 = ip
-            .chunks(2)
-            .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
-            .sum();
-        let folded = (sum & 0xffff) + (sum >> 16);
-        let folded = (folded & 0xffff) + (folded >> 16);
-        if folded != 0xffff {
-            return None;
-        }
-    }
-    Some(Ipv4Fields {
-        src: std::net::Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]),
-        dst: std::net::Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
-        tos: ip[1],
-        ttl: ip[8],
-    })
 }
 
 #[unsafe(no_mangle)]

@@ -81,6 +81,25 @@ int main(void)
 		CHECK(ibv_query_gid_table(ctx, table, valid - 1, 0) < 0,
 		      "an array smaller than the valid entries fails");
 	CHECK(ibv_query_gid_table(ctx, table, 16, 1) < 0, "query_gid_table with flags 1");
+	/* The entry size travels with the call (the macros pass sizeof): a program built with
+	 * a shorter entry gets each entry's first bytes at its own stride, as the kernel's
+	 * uverbs copies them; a longer one is zeroed past the entry; 0 is refused. */
+	unsigned char narrow[16 * 24];
+	memset(narrow, 0xa5, sizeof(narrow));
+	CHECK(_ibv_query_gid_table(ctx, (struct ibv_gid_entry *)narrow, 16, 0, 24) == valid &&
+		      memcmp(narrow, &table[0], 24) == 0 &&
+		      (valid < 2 || memcmp(narrow + 24, &table[1], 24) == 0),
+	      "query_gid_table with 24-byte entries");
+	unsigned char wide[2 * (sizeof(struct ibv_gid_entry) + 8)];
+	memset(wide, 0xa5, sizeof(wide));
+	CHECK(_ibv_query_gid_ex(ctx, 1, 0, (struct ibv_gid_entry *)wide, 0,
+				sizeof(struct ibv_gid_entry) + 8) == 0 &&
+		      memcmp(wide, &table[0], sizeof(struct ibv_gid_entry)) == 0 &&
+		      wide[sizeof(struct ibv_gid_entry)] == 0 &&
+		      wide[sizeof(struct ibv_gid_entry) + 7] == 0 &&
+		      wide[sizeof(struct ibv_gid_entry) + 8] == 0xa5,
+	      "query_gid_ex with a longer entry: zeroed past ours");
+	CHECK(_ibv_query_gid_table(ctx, table, 16, 0, 0) < 0, "entry size 0 is refused");
 
 	/* ibv_query_pkey(3), ibv_get_pkey_index(3): the default P_Key at index 0. */
 	__be16 pkey = 0;

@@ -317,6 +317,44 @@ int main(void)
 	      from.grh.hop_limit, ip4[8], from.grh.traffic_class, ip4[1]);
 	CHECK(ibv_init_ah_from_wc(ctx, 2, &rwc, (struct ibv_grh *)(buf + 8192), &from) == -1,
 	      "init_ah_from_wc on port 2: -1");
+	/* Hand-made GRHs, decided as libibverbs decides them: the reply leaves from the GID
+	 * the datagram was sent to, so a destination that is not a GID of the port fails, and
+	 * an IPv6 header must carry UDP (RoCEv2) or an IBA header (RoCE v1, whose GIDs a
+	 * softroce port does not have). */
+	struct ibv_grh v6;
+	memset(&v6, 0, sizeof(v6));
+	v6.version_tclass_flow = htobe32((6u << 28) | (0x28u << 20) | 0x12345);
+	v6.next_hdr = 17;
+	v6.hop_limit = 9;
+	v6.dgid = gid;
+	memcpy(&v6.sgid, "\x20\x01\x0d\xb8\0\0\0\0\0\0\0\0\0\0\0\x07", 16);
+	CHECK(ibv_init_ah_from_wc(ctx, 1, &rwc, &v6, &from) == 0 && from.is_global &&
+		      from.grh.sgid_index == 0 && from.grh.traffic_class == 0x28 &&
+		      from.grh.flow_label == 0x12345 && from.grh.hop_limit == 9 &&
+		      memcmp(&from.grh.dgid, &v6.sgid, 16) == 0,
+	      "init_ah_from_wc from an IPv6 header sent to GID 0");
+	v6.next_hdr = 0x1b;
+	errno = 0;
+	CHECK(ibv_init_ah_from_wc(ctx, 1, &rwc, &v6, &from) == -1,
+	      "init_ah_from_wc: a RoCE v1 GRH finds no RoCE v1 GID");
+	v6.next_hdr = 6;
+	errno = 0;
+	CHECK(ibv_init_ah_from_wc(ctx, 1, &rwc, &v6, &from) == -1 && errno == EPROTONOSUPPORT,
+	      "init_ah_from_wc: next header TCP is EPROTONOSUPPORT (errno %d)", errno);
+	v6.next_hdr = 17;
+	memcpy(&v6.dgid, &v6.sgid, 16);
+	CHECK(ibv_init_ah_from_wc(ctx, 1, &rwc, &v6, &from) == -1,
+	      "init_ah_from_wc: sent to an address that is not a GID of the port");
+	unsigned char v4area[40];
+	memcpy(v4area, buf + 8192, 40);
+	v4area[20 + 19] ^= 0x40; /* another destination address than ours */
+	CHECK(ibv_init_ah_from_wc(ctx, 1, &rwc, (struct ibv_grh *)v4area, &from) == -1,
+	      "init_ah_from_wc: an IPv4 header sent elsewhere");
+	v4area[20] = 0x55; /* neither IPv6 nor IPv4 */
+	errno = 0;
+	CHECK(ibv_init_ah_from_wc(ctx, 1, &rwc, (struct ibv_grh *)v4area, &from) == -1 &&
+		      errno == EPROTONOSUPPORT,
+	      "init_ah_from_wc: an unknown IP version is EPROTONOSUPPORT (errno %d)", errno);
 	/* As libibverbs: a completion without IBV_WC_GRH gives a local address vector (0,
 	 * not global), which ibv_create_ah then refuses on RoCE. */
 	struct ibv_wc local = rwc;
