@@ -11,7 +11,8 @@
 //!
 //! The rsocket calls (rsocket(7)) are here too, built on those entry points and libibverbs'
 //! verbs as rdma-core's own rsockets are (`rsocket`): stream sockets with rsockets' wire
-//! protocol, with direct placement (riomap/riowrite); datagram rsockets are not implemented.
+//! protocol, with direct placement (riomap/riowrite) and repoll (epoll over rsockets);
+//! datagram rsockets are not implemented.
 //!
 //! No panic crosses the C boundary: every export runs inside `guard`.
 
@@ -21,6 +22,7 @@ use std::sync::OnceLock;
 use libc::sockaddr;
 use softroce_ibverbs_abi::rdmacm::*;
 
+mod repoll;
 mod rsocket;
 use softroce_ibverbs_abi::{
     ibv_context, ibv_pd, ibv_qp_attr, ibv_qp_init_attr, ibv_qp_init_attr_ex, ibv_srq_init_attr,
@@ -234,7 +236,10 @@ pub unsafe extern "C" fn rshutdown(socket: c_int, how: c_int) -> c_int {
 /// None.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rclose(socket: c_int) -> c_int {
-    guard(-1, || ret(rsocket::rclose(socket).map(|()| 0), -1))
+    guard(-1, || {
+        let closed = repoll::close_instance(socket).unwrap_or_else(|| rsocket::rclose(socket));
+        ret(closed.map(|()| 0), -1)
+    })
 }
 
 /// `rrecv`.
@@ -615,6 +620,56 @@ pub unsafe extern "C" fn riowrite(
         ret(
             unsafe { rsocket::riowrite(socket, buf.cast(), count, offset, flags) },
             usize::MAX,
+        )
+    })
+}
+
+/// `repoll_create` (rsocket(7)): an epoll instance for rsockets and ordinary descriptors,
+/// as epoll_create1(2).
+///
+/// # Safety
+/// None: the argument is a number.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn repoll_create(flags: c_int) -> c_int {
+    guard(-1, || ret(repoll::repoll_create(flags), -1))
+}
+
+/// `repoll_ctl`: as epoll_ctl(2).
+///
+/// # Safety
+/// `event` is NULL or readable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn repoll_ctl(
+    epfd: c_int,
+    op: c_int,
+    fd: c_int,
+    event: *mut libc::epoll_event,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    guard(-1, || {
+        ret(
+            unsafe { repoll::repoll_ctl(epfd, op, fd, event) }.map(|()| 0),
+            -1,
+        )
+    })
+}
+
+/// `repoll_wait`: as epoll_wait(2).
+///
+/// # Safety
+/// `events` holds `maxevents` writable entries.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn repoll_wait(
+    epfd: c_int,
+    events: *mut libc::epoll_event,
+    maxevents: c_int,
+    timeout: c_int,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    guard(-1, || {
+        ret(
+            unsafe { repoll::repoll_wait(epfd, events, maxevents, timeout) },
+            -1,
         )
     })
 }

@@ -238,6 +238,19 @@ fn rsockets_behave_as_the_socket_calls_they_are_named_after() {
     );
 }
 
+/// repoll_create, repoll_ctl and repoll_wait (rsocket(7)) behave as the epoll calls they
+/// are named after, over rsockets and pipes together: errors, level-triggered readiness,
+/// maxevents taking turns, EPOLLONESHOT, a listener's pending connection, the peer's close,
+/// a descriptor added while another thread waits, closed descriptors leaving the set.
+#[test]
+fn repoll_watches_rsockets_as_epoll_watches_sockets() {
+    run_with(
+        "repoll_semantics",
+        &["127.77.33.5", "127.77.33.6"],
+        library_dir(),
+    );
+}
+
 /// ECE, rdma_notify and address errors as librdmacm and the kernel have them (two
 /// devices): rdma_set_local_ece refuses a NULL ece, vendor_id 0, a comp_mask, and (with
 /// rdma_get_remote_ece) ids with a QP; with external QPs the client's ECE reaches the
