@@ -55,6 +55,13 @@ pub const RDMA_CM_EVENT_MULTICAST_ERROR: c_int = 13;
 pub const RDMA_CM_EVENT_ADDR_CHANGE: c_int = 14;
 /// The QP left time-wait and may be reused.
 pub const RDMA_CM_EVENT_TIMEWAIT_EXIT: c_int = 15;
+/// `rdma_resolve_addrinfo` finished: `rdma_query_addrinfo` has the result (RDMACM_1.4).
+pub const RDMA_CM_EVENT_ADDRINFO_RESOLVED: c_int = 16;
+/// `rdma_resolve_addrinfo` failed (RDMACM_1.4).
+pub const RDMA_CM_EVENT_ADDRINFO_ERROR: c_int = 17;
+/// An event the application wrote with `rdma_write_cm_event`; `param.arg` is its value
+/// (RDMACM_1.4).
+pub const RDMA_CM_EVENT_USER: c_int = 18;
 
 /// `enum rdma_port_space`: IPoIB.
 pub const RDMA_PS_IPOIB: c_int = 0x0002;
@@ -93,6 +100,10 @@ pub const RAI_NUMERICHOST: c_int = 0x2;
 pub const RAI_NOROUTE: c_int = 0x4;
 /// `rdma_getaddrinfo` hint: `ai_family` holds an RDMA address family.
 pub const RAI_FAMILY: c_int = 0x8;
+/// `RAI_SA`: `rdma_resolve_addrinfo` asks the InfiniBand subnet administrator (RDMACM_1.4).
+pub const RAI_SA: c_int = 0x10;
+/// `RAI_DNS`: `rdma_resolve_addrinfo` resolves by DNS, the default (RDMACM_1.4).
+pub const RAI_DNS: c_int = 0x20;
 
 /// `rdma_set_option` level: the id itself.
 pub const RDMA_OPTION_ID: c_int = 0;
@@ -387,6 +398,8 @@ pub union rdma_cm_event_param {
     pub conn: rdma_conn_param,
     /// UD port space and multicast.
     pub ud: rdma_ud_param,
+    /// `RDMA_CM_EVENT_USER`: the value `rdma_write_cm_event` wrote.
+    pub arg: u64,
 }
 
 impl core::fmt::Debug for rdma_cm_event_param {
@@ -472,7 +485,7 @@ pub struct ibv_ece {
 }
 
 /// Calls `$callback!` with every function of rdma-core 44's librdmacm export table except
-/// the rsocket calls: `name(args) -> ret = value returned when the CM cannot be reached;`
+/// the rsocket calls, and RDMACM_1.4's three: `name(args) -> ret = value returned when the CM cannot be reached;`
 /// (`-> ()` for functions returning nothing). The table type, the drop-in's table and
 /// librdmacm's exports are all generated from this one list.
 #[macro_export]
@@ -520,6 +533,9 @@ macro_rules! rdmacm_entry_points {
             rdma_init_qp_attr(id: *mut rdma_cm_id, qp_attr: *mut ibv_qp_attr, qp_attr_mask: *mut c_int) -> c_int = -1;
             rdma_set_local_ece(id: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int = -1;
             rdma_get_remote_ece(id: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int = -1;
+            rdma_resolve_addrinfo(id: *mut rdma_cm_id, node: *const c_char, service: *const c_char, hints: *const rdma_addrinfo) -> c_int = -1;
+            rdma_query_addrinfo(id: *mut rdma_cm_id, info: *mut *mut rdma_addrinfo) -> c_int = -1;
+            rdma_write_cm_event(id: *mut rdma_cm_id, event: c_int, status: c_int, arg: u64) -> c_int = -1;
         }
     };
 }

@@ -251,6 +251,15 @@ fn repoll_watches_rsockets_as_epoll_watches_sockets() {
     );
 }
 
+/// RDMACM_1.4's calls as their man pages have them: rdma_resolve_addrinfo reports
+/// ADDRINFO_RESOLVED (failures fail the call, no event; one at a time: EBUSY),
+/// rdma_query_addrinfo hands the result out once (ENOENT otherwise), rdma_write_cm_event
+/// queues RDMA_CM_EVENT_USER with its status and value and refuses other events.
+#[test]
+fn newer_librdmacm_calls_follow_their_man_pages() {
+    run_with("rdmacm_newer_calls", &["127.77.33.7"], library_dir());
+}
+
 /// ECE, rdma_notify and address errors as librdmacm and the kernel have them (two
 /// devices): rdma_set_local_ece refuses a NULL ece, vendor_id 0, a comp_mask, and (with
 /// rdma_get_remote_ece) ids with a QP; with external QPs the client's ECE reaches the

@@ -234,3 +234,96 @@ pub(crate) unsafe fn freeaddrinfo(mut res: *mut rdma_addrinfo) {
         }
     }
 }
+
+// ---- asynchronous resolution (RDMACM_1.4) ------------------------------------------------
+
+/// `rdma_resolve_addrinfo` (rdma_resolve_addrinfo(3)): resolves as `rdma_getaddrinfo` and
+/// reports RDMA_CM_EVENT_ADDRINFO_RESOLVED on the id's channel, whose result
+/// `rdma_query_addrinfo` hands out. A failure to resolve fails the call (no event), as the
+/// man page has it. RAI_SA asks the InfiniBand subnet administrator, which a RoCE port does
+/// not have.
+///
+/// # Safety
+/// `node`/`service` are NULL or NUL-terminated; `hints` is NULL or a valid rdma_addrinfo.
+pub(crate) unsafe fn resolve_addrinfo(
+    cm_id: &mut super::id::CmId,
+    node: *const c_char,
+    service: *const c_char,
+    hints: *const rdma_addrinfo,
+) -> Result<(), c_int> {
+    // SAFETY: NULL or valid, per the caller.
+    let flags = if hints.is_null() {
+        0
+    } else {
+        unsafe { (*hints).ai_flags }
+    };
+    {
+        let mut state = cm_id.state();
+        // One resolution at a time, until its result is taken (rdma_query_addrinfo).
+        if state.resolving_ai {
+            return Err(libc::EBUSY);
+        }
+        if flags & RAI_SA != 0 && flags & RAI_DNS != 0 {
+            return Err(libc::ENOTSUP);
+        }
+        if flags & RAI_SA != 0 {
+            if !node.is_null() {
+                return Err(libc::ENOTSUP);
+            }
+            if service.is_null() || state.device.is_none() {
+                // "must be bound to an Infiniband port"; the service names what to find.
+                return Err(libc::EINVAL);
+            }
+            // Bound to a softroce port: RoCE, no subnet administrator to ask.
+            return Err(libc::EOPNOTSUPP);
+        }
+        state.resolving_ai = true;
+    }
+    // SAFETY: forwarded from the caller.
+    let list = match unsafe { getaddrinfo(node, service, hints) } {
+        Ok(list) => list,
+        Err((_, errno)) => {
+            cm_id.state().resolving_ai = false;
+            return Err(if errno > 0 {
+                errno
+            } else {
+                libc::EADDRNOTAVAIL
+            });
+        }
+    };
+    cm_id.state().resolved_ai = list as usize;
+    let id_ptr = std::ptr::from_mut(&mut cm_id.c);
+    cm_id.report(super::channel::Event::new(
+        id_ptr,
+        RDMA_CM_EVENT_ADDRINFO_RESOLVED,
+        0,
+    ));
+    cm_id.complete()
+}
+
+/// `rdma_query_addrinfo` (rdma_query_addrinfo(3)): the list a resolution produced, once;
+/// ENOENT when none is waiting.
+pub(crate) fn query_addrinfo(
+    cm_id: &super::id::CmId,
+    info: *mut *mut rdma_addrinfo,
+) -> Result<(), c_int> {
+    if info.is_null() {
+        return Err(libc::EINVAL);
+    }
+    let mut state = cm_id.state();
+    if !state.resolving_ai || state.resolved_ai == 0 {
+        return Err(libc::ENOENT);
+    }
+    // SAFETY: checked non-NULL; the caller frees the list with rdma_freeaddrinfo.
+    unsafe { *info = state.resolved_ai as *mut rdma_addrinfo };
+    state.resolved_ai = 0;
+    state.resolving_ai = false;
+    Ok(())
+}
+
+/// Frees a resolution's result nobody took (the id is being destroyed).
+pub(crate) fn forget_resolved(cm_id: &super::id::CmId) {
+    let list = std::mem::take(&mut cm_id.state().resolved_ai);
+    // SAFETY: a list from getaddrinfo, handed to nobody.
+    unsafe { freeaddrinfo(list as *mut rdma_addrinfo) };
+}

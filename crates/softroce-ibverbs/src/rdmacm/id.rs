@@ -89,6 +89,10 @@ pub(crate) struct IdState {
     pub(crate) local_ece: softroce_emu::cm::Ece,
     /// ECE options the peer's REQ or REP carried (rdma_get_remote_ece(3)).
     pub(crate) remote_ece: softroce_emu::cm::Ece,
+    /// `rdma_resolve_addrinfo` started and its result not yet taken.
+    pub(crate) resolving_ai: bool,
+    /// Its result (a `*mut rdma_addrinfo`, 0 for none) until `rdma_query_addrinfo`.
+    pub(crate) resolved_ai: usize,
 }
 
 /// Everything handed out, by address; and the ports in use per port space.
@@ -205,6 +209,8 @@ pub(crate) fn create_id(
             backlog: 0,
             local_ece: Default::default(),
             remote_ece: Default::default(),
+            resolving_ai: false,
+            resolved_ai: 0,
         }),
         reported: AtomicUsize::new(0),
         acked: AtomicUsize::new(0),
@@ -319,6 +325,7 @@ pub(crate) fn destroy_id(p: *mut rdma_cm_id) -> Result<(), c_int> {
     if let Some(path) = cm_id.state().path.take() {
         drop(path);
     }
+    super::addrinfo::forget_resolved(cm_id);
     // SAFETY: registered and now removed: ours to free, once.
     drop(unsafe { Box::from_raw(p.cast::<CmId>()) });
     if synchronous {

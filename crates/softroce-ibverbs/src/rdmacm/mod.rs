@@ -302,6 +302,8 @@ unsafe extern "C" fn rdma_event_str(event: c_int) -> *const c_char {
             RDMA_CM_EVENT_MULTICAST_ERROR => c"RDMA_CM_EVENT_MULTICAST_ERROR",
             RDMA_CM_EVENT_ADDR_CHANGE => c"RDMA_CM_EVENT_ADDR_CHANGE",
             RDMA_CM_EVENT_TIMEWAIT_EXIT => c"RDMA_CM_EVENT_TIMEWAIT_EXIT",
+            RDMA_CM_EVENT_ADDRINFO_RESOLVED => c"RDMA_CM_EVENT_ADDRINFO_RESOLVED",
+            RDMA_CM_EVENT_ADDRINFO_ERROR => c"RDMA_CM_EVENT_ADDRINFO_ERROR",
             _ => c"UNKNOWN EVENT",
         }
         .as_ptr()
@@ -476,6 +478,47 @@ unsafe extern "C" fn rdma_get_remote_ece(p: *mut rdma_cm_id, ece: *mut ibv_ece) 
                 comp_mask: 0,
             }
         };
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn rdma_resolve_addrinfo(
+    p: *mut rdma_cm_id,
+    node: *const c_char,
+    service: *const c_char,
+    hints: *const rdma_addrinfo,
+) -> c_int {
+    guard_status("rdma_resolve_addrinfo", || {
+        let cm_id = id::id(p)?;
+        // SAFETY: the caller's strings and hints, NULL or valid.
+        unsafe { addrinfo::resolve_addrinfo(cm_id, node, service, hints) }
+    })
+}
+
+unsafe extern "C" fn rdma_query_addrinfo(
+    p: *mut rdma_cm_id,
+    info: *mut *mut rdma_addrinfo,
+) -> c_int {
+    guard_status("rdma_query_addrinfo", || {
+        addrinfo::query_addrinfo(id::id(p)?, info)
+    })
+}
+
+unsafe extern "C" fn rdma_write_cm_event(
+    p: *mut rdma_cm_id,
+    event: c_int,
+    status: c_int,
+    arg: u64,
+) -> c_int {
+    guard_status("rdma_write_cm_event", || {
+        let cm_id = id::id(p)?;
+        // rdma_write_cm_event(3): "Valid user events are: RDMA_CM_EVENT_USER."
+        if event != RDMA_CM_EVENT_USER {
+            return Err(libc::EINVAL);
+        }
+        let mut written = channel::Event::new(p, RDMA_CM_EVENT_USER, status);
+        written.c.param.arg = arg;
+        cm_id.report(written);
         Ok(())
     })
 }
