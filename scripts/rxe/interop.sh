@@ -160,6 +160,10 @@ CELL_ROWS=(
   # small transfers sent inline, large ones through both ring halves and credit updates
   "cmtool rstream 64 4096"
   "cmtool rstream 300000 4096"
+  # rsockets' direct placement: rdma-core's riostream (-T v), each side riomaps its buffer
+  # into the peer's iomap table and the peer riowrites into it with plain RDMA WRITEs
+  "cmtool riostream 64 4096"
+  "cmtool riostream 300000 4096"
   # UD multicast: rdma_join_multicast on both sides (the kernel's IGMP join on the VM, an IP
   # multicast membership on the host), RoCEv2 datagrams to the group's IPv4 multicast address
   "cmtool mckey 100 4096"
@@ -441,6 +445,8 @@ cmtool_args() {
     rstream:server) echo "rstream -b $addr -p $SIDE_PORT -T v -S $size -C $([ "$size" -gt 65536 ] && echo 20 || echo 200)" ;;
     rstream:client) echo "rstream -s $addr -p $SIDE_PORT -T v -S $size -C $([ "$size" -gt 65536 ] && echo 20 || echo 200)" ;;
     udaddy:client) echo "udaddy -s $addr -C 10 -S $size" ;;
+    riostream:server) echo "riostream -b $addr -p $SIDE_PORT -T v -S $size -C $([ "$size" -gt 65536 ] && echo 20 || echo 200)" ;;
+    riostream:client) echo "riostream -s $addr -p $SIDE_PORT -T v -S $size -C $([ "$size" -gt 65536 ] && echo 20 || echo 200)" ;;
     # mckey: the "server" joins MCAST_GROUP and receives 10 datagrams, the "client" joins it
     # and sends them (from its own address: the device's, not the server's)
     # mckey's sender posts its sends unsignaled and leaves the group at once: a TCG rxe

@@ -18,11 +18,11 @@
 //! - Credits: a sender may have `sseq_comp - sseq_no` messages outstanding; a receiver
 //!   returns credits once half its queue or half its ring is consumed.
 //!
-//! - Direct placement: `riomap` writes a 32-byte `struct rs_iomap` (offset, then an
-//!   `rs_sge`) into a slot of the peer's iomap table (after its `target_sgl`, sized by the
-//!   conn data's scaled `target_iomap_size`) with immediate IOMAP_SGL (6, the slot);
-//!   `riowrite` finds the peer's mapping in this side's table and writes with plain RDMA
-//!   WRITEs.
+//! - Direct placement: `riomap` writes a 24-byte `struct rs_iomap` (offset, then an
+//!   `rs_sge`, unpadded) into a slot of the peer's iomap table (after its `target_sgl`, 24
+//!   bytes a slot, sized by the conn data's scaled `target_iomap_size`) with immediate
+//!   IOMAP_SGL (6, the slot); `riowrite` finds the peer's mapping in this side's table and
+//!   writes with plain RDMA WRITEs.
 //!
 //! Not implemented: SOCK_DGRAM rsockets (UD with rsockets' UDP service), keepalive probes.
 
@@ -66,8 +66,13 @@ const QP_MAX_SIZE: u32 = 0xFFFE;
 const QP_CTRL_SIZE: u32 = 4;
 const SGL_SIZE: usize = 2;
 const SGE_LEN: usize = 16;
-/// `struct rs_iomap`: offset (u64) and an `rs_sge`.
-const IOMAP_LEN: usize = 32;
+/// `struct rs_iomap`: offset (u64) and an `rs_sge` (u64 addr, u32 key, u32 length): 24
+/// bytes, no padding. The table entries, their slots' addresses and the send-ring space an
+/// update takes all use this size; a larger one writes past the end of rdma-core's table
+/// (its target MR is `2 * 16 + 24 * entries` bytes), which rxe refuses with a Remote
+/// Access Error NAK.
+const IOMAP_LEN: usize = 24;
+const _: () = assert!(IOMAP_LEN == 8 + SGE_LEN);
 const DEFAULT_INLINE: u32 = 64;
 const DEFAULT_QP_SIZE: u32 = 384;
 const DEFAULT_MEM: u32 = 1 << 17;
