@@ -144,31 +144,28 @@ fn pollable(fd: c_int) -> bool {
     !matches!(st.st_mode & libc::S_IFMT, libc::S_IFREG | libc::S_IFDIR)
 }
 
+/// poll(2) and epoll(7) names of the same readiness: epoll asks for the first four, and
+/// always reports the last two.
+const POLL_EPOLL: [(i16, c_int); 6] = [
+    (libc::POLLIN, libc::EPOLLIN),
+    (libc::POLLOUT, libc::EPOLLOUT),
+    (libc::POLLPRI, libc::EPOLLPRI),
+    (libc::POLLRDHUP, libc::EPOLLRDHUP),
+    (libc::POLLERR, libc::EPOLLERR),
+    (libc::POLLHUP, libc::EPOLLHUP),
+];
+
 /// The poll events an epoll mask asks for.
 fn poll_events(epoll: u32) -> i16 {
-    let pairs = [
-        (libc::EPOLLIN, libc::POLLIN),
-        (libc::EPOLLOUT, libc::POLLOUT),
-        (libc::EPOLLPRI, libc::POLLPRI),
-        (libc::EPOLLRDHUP, libc::POLLRDHUP),
-    ];
-    pairs
+    POLL_EPOLL
         .iter()
-        .filter(|(e, _)| epoll & *e as u32 != 0)
-        .fold(0, |acc, (_, p)| acc | p)
+        .filter(|(_, e)| epoll & *e as u32 != 0)
+        .fold(0, |acc, (p, _)| acc | p)
 }
 
 /// The epoll events for what poll reported.
 fn epoll_events(revents: i16) -> u32 {
-    let pairs = [
-        (libc::POLLIN, libc::EPOLLIN),
-        (libc::POLLOUT, libc::EPOLLOUT),
-        (libc::POLLPRI, libc::EPOLLPRI),
-        (libc::POLLRDHUP, libc::EPOLLRDHUP),
-        (libc::POLLERR, libc::EPOLLERR),
-        (libc::POLLHUP, libc::EPOLLHUP),
-    ];
-    pairs
+    POLL_EPOLL
         .iter()
         .filter(|(p, _)| revents & *p != 0)
         .fold(0, |acc, (_, e)| acc | *e as u32)

@@ -5,6 +5,7 @@
 #define SOFTROCE_CM_COMMON_H
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
 
@@ -120,4 +121,15 @@ static inline long rss_kib(void)
 	fclose(f);
 	return kib;
 }
+/* A librdmacm call newer than rdma-core 44 (which these programs link with), from the
+ * librdmacm.so.1 loaded at run time: the drop-in. NULL, said why, when it lacks the call. */
+static inline void *newer_rdmacm_call(const char *name)
+{
+	void *lib = dlopen("librdmacm.so.1", RTLD_NOW | RTLD_NOLOAD);
+	void *call = lib ? dlsym(lib, name) : NULL;
+	if (!call)
+		fprintf(stderr, "librdmacm.so.1 has no %s: %s\n", name, dlerror());
+	return call;
+}
+
 #endif
