@@ -673,11 +673,13 @@ unsafe extern "C" fn _ibv_query_gid_ex(
     guard_errno(VERB, || {
         // SAFETY: an ibv_context from ibv_open_device, or rejected.
         let ctx = unsafe { ctx_of(VERB, context) }?;
-        if entry.is_null() || flags != 0 || entry_size == 0 {
+        // The kernel takes a whole entry at least (its attribute's minimum size is the
+        // struct up to netdev_ifindex) and zeroes a longer one past it.
+        if entry.is_null() || flags != 0 || entry_size < size_of::<ibv_gid_entry>() {
             return Err(fail(
                 VERB,
                 libc::EINVAL,
-                "entry is NULL, flags is not 0 or entry_size is 0",
+                "entry is NULL, flags is not 0 or entry_size is shorter than an entry",
             ));
         }
         let e = gid_entry(ctx, port_num, gid_index)?;
@@ -688,8 +690,8 @@ unsafe extern "C" fn _ibv_query_gid_ex(
 }
 
 /// One GID entry into a caller's slot of `entry_size` bytes, as the kernel's uverbs copies
-/// it: a smaller slot (an older `struct ibv_gid_entry`) takes the entry's first bytes, a
-/// larger one is zeroed past the entry.
+/// it: a smaller slot (a table of shorter entries) takes the entry's first bytes, a larger
+/// one is zeroed past the entry.
 ///
 /// # Safety
 /// `slot` must be writable for `entry_size` bytes.

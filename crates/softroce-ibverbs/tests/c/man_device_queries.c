@@ -81,9 +81,10 @@ int main(void)
 		CHECK(ibv_query_gid_table(ctx, table, valid - 1, 0) < 0,
 		      "an array smaller than the valid entries fails");
 	CHECK(ibv_query_gid_table(ctx, table, 16, 1) < 0, "query_gid_table with flags 1");
-	/* The entry size travels with the call (the macros pass sizeof): a program built with
-	 * a shorter entry gets each entry's first bytes at its own stride, as the kernel's
-	 * uverbs copies them; a longer one is zeroed past the entry; 0 is refused. */
+	/* The entry size travels with the call (the macros pass sizeof), as the kernel's
+	 * uverbs takes it: a table of shorter entries gets each entry's first bytes at its own
+	 * stride, a longer entry is zeroed past ours, a single entry shorter than ours and a
+	 * table entry size of 0 are refused. */
 	unsigned char narrow[16 * 24];
 	memset(narrow, 0xa5, sizeof(narrow));
 	CHECK(_ibv_query_gid_table(ctx, (struct ibv_gid_entry *)narrow, 16, 0, 24) == valid &&
@@ -100,6 +101,8 @@ int main(void)
 		      wide[sizeof(struct ibv_gid_entry) + 8] == 0xa5,
 	      "query_gid_ex with a longer entry: zeroed past ours");
 	CHECK(_ibv_query_gid_table(ctx, table, 16, 0, 0) < 0, "entry size 0 is refused");
+	CHECK(_ibv_query_gid_ex(ctx, 1, 0, (struct ibv_gid_entry *)narrow, 0, 24) == EINVAL,
+	      "query_gid_ex into a shorter entry: EINVAL");
 
 	/* ibv_query_pkey(3), ibv_get_pkey_index(3): the default P_Key at index 0. */
 	__be16 pkey = 0;
