@@ -164,6 +164,17 @@ CELL_ROWS=(
   # into the peer's iomap table and the peer riowrites into it with plain RDMA WRITEs
   "cmtool riostream 64 4096"
   "cmtool riostream 300000 4096"
+  # datagram rsockets (SOCK_DGRAM): rdma-core's udpong echo runs (-T e: the server returns
+  # every datagram, the client must see all of them back), through rsockets' UDP address
+  # exchange first and UD queue pairs after; 1536 bytes is udpong's largest default size.
+  # rdma-core's datagram rsockets do not run on rxe by themselves, not even rxe to rxe:
+  # ds_add_qp_dest makes the address handle to the socket's own QP without a GRH, which the
+  # kernel refuses on RoCE (rconnect fails ENOENT; ibv_ud_pingpong without -g fails the same
+  # way), so udpong in the VM runs with GRHFIX (below) preloaded. Only 20 echoes: udpong's
+  # client resends a datagram not back within 1 ms, and a TCG rxe server answers slower,
+  # so every message is sent hundreds of times and the answers queue up (30 take 1.4 s).
+  "cmtool udpong 64 4096"
+  "cmtool udpong 1536 4096"
   # UD multicast: rdma_join_multicast on both sides (the kernel's IGMP join on the VM, an IP
   # multicast membership on the host), RoCEv2 datagrams to the group's IPv4 multicast address
   "cmtool mckey 100 4096"
@@ -447,6 +458,9 @@ cmtool_args() {
     udaddy:client) echo "udaddy -s $addr -C 10 -S $size" ;;
     riostream:server) echo "riostream -b $addr -p $SIDE_PORT -T v -S $size -C $([ "$size" -gt 65536 ] && echo 20 || echo 200)" ;;
     riostream:client) echo "riostream -s $addr -p $SIDE_PORT -T v -S $size -C $([ "$size" -gt 65536 ] && echo 20 || echo 200)" ;;
+    # udpong's server runs until killed (cell_cmtool checks it is still up, then kills it)
+    udpong:server) echo "$(udpong_env "$dev")udpong -b $addr -p $SIDE_PORT" ;;
+    udpong:client) echo "$(udpong_env "$dev")udpong -s $addr -p $SIDE_PORT -T e -S $size -C 20" ;;
     # mckey: the "server" joins MCAST_GROUP and receives 10 datagrams, the "client" joins it
     # and sends them (from its own address: the device's, not the server's)
     # mckey's sender posts its sends unsignaled and leaves the group at once: a TCG rxe
@@ -458,6 +472,9 @@ cmtool_args() {
     ib_*-R:client) echo "${tool%-R} -R -d $dev -F -n 100 -u 16 -s $size -p $SIDE_PORT $addr" ;;
   esac
 }
+# rdma-core's udpong on rxe0 runs with the GRH fix preloaded (see CELL_ROWS); on the host
+# `env` is the command softroce exec runs.
+udpong_env() { case $1 in rxe0) echo "env LD_PRELOAD=/usr/local/bin/libgrhfix.so " ;; *) echo "env " ;; esac; }
 # cell_cmtool ROLE NAME TOOL SIZE MTU: the same rdma_cm program on both sides; no side channel,
 # the two CMs connect them. Readiness: the VM server's cm_id in state LISTEN (`rdma res show
 # cm_id`); the host server's RoCE socket bound, then a moment for its rdma_listen.
@@ -466,7 +483,7 @@ cell_cmtool() {
   local vlog="$LOGS/$name.vm.log" hlog="$LOGS/$name.host.log" pcap="$LOGS/$name.pcap" hp i
   local host=(in_ns env SOFTROCE_PCAP="$pcap" timeout "$CELL_TIMEOUT" "$S" exec --devices "softroce0=$HOST_IP" --)
   CELL_ITERS=10
-  case $tool in ib_*) CELL_ITERS=100 ;; esac
+  case $tool in ib_*) CELL_ITERS=100 ;; udpong) CELL_ITERS=20 ;; esac
   if [ "$role" = vm-client ]; then
     # shellcheck disable=SC2046 # the arguments are words by construction
     "${host[@]}" $(cmtool_args "$tool" server "$HOST_IP" "$size" softroce0) >"$hlog" 2>&1 &
@@ -481,25 +498,49 @@ cell_cmtool() {
     sleep 1
     vm --timeout $((CELL_TIMEOUT + 30)) "timeout $CELL_TIMEOUT $(cmtool_args "$tool" client "$HOST_IP" "$size" rxe0)" >"$vlog" 2>&1
     VM_RC=$?
-    [ "$VM_RC" = 0 ] || kill "$hp" 2>/dev/null
-    wait "$hp"; HOST_RC=$?
+    if [ "$tool" = udpong ]; then # a server that never ends: still up is its success
+      if kill -0 "$hp" 2>/dev/null; then HOST_RC=0; else HOST_RC=1; fi
+      # $hp may be the subshell above the program: end its children too, then wait until
+      # the port is free for the next cell (at most 5 s)
+      pkill -TERM -P "$hp" 2>/dev/null; kill "$hp" 2>/dev/null; wait "$hp"
+      for i in $(seq 50); do
+        [ -z "$(in_ns ss -Hlun "sport = :$SIDE_PORT" 2>/dev/null)" ] && break
+        sleep 0.1
+      done
+    else
+      [ "$VM_RC" = 0 ] || kill "$hp" 2>/dev/null
+      wait "$hp"; HOST_RC=$?
+    fi
   else
     vm "timeout $CELL_TIMEOUT $(cmtool_args "$tool" server "$VM_IP" "$size" rxe0) >/tmp/cell.log 2>&1 & echo \$! >/tmp/cell.pid" >/dev/null
     for i in $(seq 100); do
       # mckey's output is block-buffered in a file: the join shows in /proc/net/igmp
       if [ "$tool" = mckey ]; then vm "grep -qi '$MCAST_GROUP_HEX' /proc/net/igmp" && break
+      # udpong's server: its UDP socket bound (rsockets makes no cm_id until a datagram)
+      elif [ "$tool" = udpong ]; then vm "grep -qi ':$(printf %04X "$SIDE_PORT") ' /proc/net/udp" && break
       else vm "/usr/bin/rdma res show cm_id" 2>/dev/null | grep -q LISTEN && break; fi
       sleep 0.2
     done
     # shellcheck disable=SC2046
     "${host[@]}" $(cmtool_args "$tool" client "$VM_IP" "$size" softroce0) >"$hlog" 2>&1
     HOST_RC=$?
-    [ "$HOST_RC" = 0 ] || vm 'kill $(cat /tmp/cell.pid) 2>/dev/null' >/dev/null
-    vm --timeout $((CELL_TIMEOUT + 30)) 'wait $(cat /tmp/cell.pid); r=$?; cat /tmp/cell.log; (exit $r)' >"$vlog" 2>&1
+    if [ "$tool" = udpong ]; then # a server that never ends: still up is its success
+      vm --timeout 30 'p=$(cat /tmp/cell.pid); if kill -0 $p 2>/dev/null; then kill $p; wait $p; r=0; else wait $p; r=1; fi; cat /tmp/cell.log; (exit $r)' >"$vlog" 2>&1
+    else
+      [ "$HOST_RC" = 0 ] || vm 'kill $(cat /tmp/cell.pid) 2>/dev/null' >/dev/null
+      vm --timeout $((CELL_TIMEOUT + 30)) 'wait $(cat /tmp/cell.pid); r=$?; cat /tmp/cell.log; (exit $r)' >"$vlog" 2>&1
+    fi
     VM_RC=$?
   fi
   local client_log=$hlog
   [ "$role" = vm-client ] && client_log=$vlog
+  if [ "$tool" = udpong ]; then
+    # udpong's client ends 0 even when a run fails: its result line is the proof, with
+    # every one of the 20 datagrams echoed (xfers 40: name bytes xfers total time ...)
+    CELL_NOTE="vm=$VM_RC host=$HOST_RC $(grep -h '^custom' "$client_log" | tr -s ' ' ' ')"
+    [ "$VM_RC" = 0 ] && [ "$HOST_RC" = 0 ] && grep -qE '^custom +[^ ]+ +40 ' "$client_log"
+    return
+  fi
   CELL_NOTE="vm=$VM_RC host=$HOST_RC $(grep -hE 'completed|#bytes' -A1 "$client_log" | tail -2 | tr -s ' \n' '  ')"
   [ "$VM_RC" = 0 ] && [ "$HOST_RC" = 0 ]
 }
@@ -628,6 +669,8 @@ print_matrix() { # RESULTS_TSV KVER
   echo "WRITE outside a window (it checks the region's bounds), so -outside runs rxe -> softroce only."
   echo "LINK ipv6: RoCEv2 over IPv6, rxe0's GID of fd99::11 and a softroce device on fd99::1."
   echo "cmtool mckey: UD multicast joined through rdma_cm on both sides, 10 datagrams to 239.99.0.1."
+  echo "cmtool udpong: datagram rsockets, 20 datagrams each echoed back (udpong -T e), all must return;"
+  echo "rdma-core's udpong on rxe0 with a GRH for its own-QP address handle preloaded (see the rows)."
 }
 
 # ---- main -------------------------------------------------------------------------------
@@ -637,7 +680,41 @@ S="$ROOT/target/release/softroce"
 # The VM gets softroce (its libibverbs backend drives rxe0) and perftest.
 PERFTEST="ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_send_lat"
 for t in $PERFTEST; do command -v "$t" >/dev/null || { echo "[interop] $t missing (perftest)"; exit 1; }; done
-export SOFTROCE_VM_BINS="$S $(for t in $PERFTEST; do command -v "$t"; done | tr '\n' ' ')"
+# GRHFIX: an address handle without a GRH on a RoCE port gets one to the port's first
+# IPv4-mapped GID. rdma-core's datagram rsockets need it on rxe (see CELL_ROWS, udpong).
+GRHFIX="$CACHE/libgrhfix.so"
+cat >"$CACHE/grhfix.c" <<'EOF_C'
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <string.h>
+#include <infiniband/verbs.h>
+struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
+{
+	static const unsigned char v4[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	struct ibv_ah *(*real)(struct ibv_pd *, struct ibv_ah_attr *) =
+		(struct ibv_ah *(*)(struct ibv_pd *, struct ibv_ah_attr *))dlvsym(
+			RTLD_NEXT, "ibv_create_ah", "IBVERBS_1.1");
+	struct ibv_port_attr pa;
+	if (attr && !attr->is_global && !ibv_query_port(pd->context, attr->port_num, &pa) &&
+	    pa.link_layer == IBV_LINK_LAYER_ETHERNET) {
+		struct ibv_ah_attr a = *attr;
+		for (int i = 0; i < 16; i++) {
+			union ibv_gid g;
+			if (!ibv_query_gid(pd->context, a.port_num, i, &g) && !memcmp(g.raw, v4, 12)) {
+				a.is_global = 1;
+				a.grh.dgid = g;
+				a.grh.sgid_index = i;
+				a.grh.hop_limit = 64;
+				return real(pd, &a);
+			}
+		}
+	}
+	return real(pd, attr);
+}
+EOF_C
+gcc -O2 -shared -fPIC -Wall -Werror -o "$GRHFIX" "$CACHE/grhfix.c" -ldl -libverbs ||
+  { echo "[interop] building $GRHFIX failed"; exit 1; }
+export SOFTROCE_VM_BINS="$S $GRHFIX $(for t in $PERFTEST; do command -v "$t"; done | tr '\n' ' ')"
 "$HERE/build-image.sh" "$FLAVOR" || { echo "[interop] image build failed"; exit 1; }
 # One lab at a time on this machine (the netns name is global): stop our own leftovers, then
 # wait for anyone else's run to end. A netns without any QEMU for 10 s is a leftover too.

@@ -700,6 +700,72 @@ fn rsockets_tool_checks_its_data(
     }
 }
 
+/// udpong (rsockets' datagram sockets, rsocket(7) SOCK_DGRAM), unmodified on both sides:
+/// its client logs in, then each run's datagrams go through rsockets' UDP address exchange
+/// first and straight over UD queue pairs after. Echo runs (`-T e`: the server returns every
+/// datagram, the client resends one that does not come back and takes only the answer
+/// with its sequence number) must report exactly twice their count of transfers, in
+/// blocking (`b`), non-blocking (`n`) and rpoll-driven (`a`) sockets; a bandwidth run (no
+/// echo: the server counts what arrived, and UDP may drop) reports its result. udpong's
+/// server never ends by itself: it runs until it is killed, after logging the client in.
+#[test]
+fn udpong_trades_datagrams_over_rsockets() {
+    use std::os::unix::process::ExitStatusExt;
+    let (server, client) = ("127.77.44.11", "127.77.44.12");
+    let runs: [(&str, &[&str], Option<&str>); 4] = [
+        ("b", &["-T", "e", "-S", "64", "-C", "200"], Some("400")),
+        ("n", &["-T", "e", "-S", "1000", "-C", "200"], Some("400")),
+        ("a", &["-T", "e", "-S", "1536", "-C", "100"], Some("200")),
+        ("n", &["-S", "512", "-C", "500"], None),
+    ];
+    for (i, (mode, args, transfers)) in runs.into_iter().enumerate() {
+        let port = (18_890 + i).to_string();
+        // Line-buffered, so what the server printed survives its being killed.
+        require_tools(&["udpong"], "rdmacm-utils");
+        let server_args = ["-oL", "udpong", "-b", server, "-p", &port, "-T", mode];
+        let client_args: Vec<&str> = ["-s", server, "-p", &port, "-T", mode]
+            .iter()
+            .chain(args)
+            .copied()
+            .collect();
+        let p = pair(
+            on_device(server, "stdbuf", &server_args),
+            || on_device(client, "udpong", &client_args),
+            false,
+        );
+        let what = format!("udpong {}", client_args.join(" "));
+        assert!(p.client.status.success(), "{what}: {}", p.report());
+        assert_eq!(
+            p.server.status.signal(),
+            Some(libc::SIGKILL),
+            "{what}: the server ended before it was killed: {}",
+            p.report()
+        );
+        assert!(
+            Pair::text(&p.server).contains(&format!("client login from {client}")),
+            "{what}: {}",
+            p.report()
+        );
+        // name bytes xfers total time Gb/sec usec/xfer
+        let text = Pair::text(&p.client);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("custom") && l.split_whitespace().count() == 7);
+        let Some(line) = line else {
+            panic!("{what}: no result line: {}", p.report());
+        };
+        let xfers = line.split_whitespace().nth(2).unwrap_or_default();
+        match transfers {
+            Some(want) => assert_eq!(xfers, want, "{what}: {}", p.report()),
+            None => assert!(
+                xfers.parse::<u32>().is_ok_and(|n| n > 0),
+                "{what}: {}",
+                p.report()
+            ),
+        }
+    }
+}
+
 /// rcopy (rsockets): a 3 MB file copied to the server arrives identical.
 #[test]
 fn rcopy_copies_a_file_over_rsockets() {

@@ -11,8 +11,9 @@
 //!
 //! The rsocket calls (rsocket(7)) are here too, built on those entry points and libibverbs'
 //! verbs as rdma-core's own rsockets are (`rsocket`): stream sockets with rsockets' wire
-//! protocol, with direct placement (riomap/riowrite) and repoll (epoll over rsockets);
-//! datagram rsockets are not implemented.
+//! protocol, with direct placement (riomap/riowrite) and repoll (epoll over rsockets), and
+//! datagram sockets over UD queue pairs with rsockets' UDP address exchange
+//! (`rsocket_dgram`).
 //!
 //! No panic crosses the C boundary: every export runs inside `guard`.
 
@@ -24,6 +25,7 @@ use softroce_ibverbs_abi::rdmacm::*;
 
 mod repoll;
 mod rsocket;
+mod rsocket_dgram;
 use softroce_ibverbs_abi::{
     ibv_context, ibv_pd, ibv_qp_attr, ibv_qp_init_attr, ibv_qp_init_attr_ex, ibv_srq_init_attr,
     ibv_srq_init_attr_ex, rdmacm_entry_points,
@@ -110,8 +112,36 @@ fn set_errno(value: c_int) {
     unsafe { *libc::__errno_location() = value };
 }
 
+thread_local! {
+    /// How many calls of this library run on this thread (its service threads count one).
+    static DEPTH: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+}
+
+/// Whether this call was made from inside another call of this library on this thread (or
+/// from one of its service threads): under librspreload, a socket the drop-in opens for
+/// itself comes back here as an rsocket call.
+fn nested_call() -> bool {
+    DEPTH.with(|d| d.get() > 1)
+}
+
+/// Counts this thread, for good, as inside the library (its service threads).
+fn mark_library_thread() {
+    DEPTH.with(|d| d.set(d.get() + 1));
+}
+
+/// Leaves the count on drop, panic or not.
+struct Depth;
+
+impl Drop for Depth {
+    fn drop(&mut self) {
+        DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+    }
+}
+
 /// Runs `body`; when it panics, returns `failure` with errno EIO instead of unwinding into C.
 fn guard<T>(failure: T, body: impl FnOnce() -> T) -> T {
+    DEPTH.with(|d| d.set(d.get() + 1));
+    let _depth = Depth;
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
         Ok(value) => value,
         Err(_) => {
@@ -276,6 +306,11 @@ pub unsafe extern "C" fn rrecvfrom(
     src_len: *mut socklen_t,
 ) -> ssize_t {
     guard(-1, || {
+        if let Some(d) = rsocket_dgram::lookup(socket) {
+            // SAFETY: the caller's contract.
+            let n = unsafe { rsocket_dgram::rrecvfrom(&d, buf.cast(), len, flags, src, src_len) };
+            return ret(n.map(|n| n as ssize_t), -1);
+        }
         // SAFETY: the caller's contract.
         let n = ret(
             unsafe { rsocket::rrecv(socket, buf.cast(), len, flags) }.map(|n| n as ssize_t),
@@ -304,6 +339,11 @@ pub unsafe extern "C" fn rrecvmsg(socket: c_int, msg: *mut msghdr, flags: c_int)
         if !m.msg_control.is_null() && m.msg_controllen > 0 {
             set_errno(libc::ENOTSUP);
             return -1;
+        }
+        if let Some(d) = rsocket_dgram::lookup(socket) {
+            // SAFETY: the caller's msghdr, valid for writing.
+            let n = unsafe { rsocket_dgram::rrecvmsg(&d, &mut *msg, flags) };
+            return ret(n.map(|n| n as ssize_t), -1);
         }
         // SAFETY: the caller's iovecs.
         ret(
@@ -348,6 +388,15 @@ pub unsafe extern "C" fn rsendto(
     dest_len: socklen_t,
 ) -> ssize_t {
     guard(-1, || {
+        if let Some(d) = rsocket_dgram::lookup(socket) {
+            // SAFETY: the caller's contract.
+            let n = unsafe { rsocket_dgram::rsendto(&d, buf.cast(), len, flags, dest, dest_len) };
+            return ret(n.map(|n| n as ssize_t), -1);
+        }
+        if !rsocket::is_stream(socket) {
+            set_errno(libc::EBADF);
+            return -1;
+        }
         if !dest.is_null() || dest_len != 0 {
             set_errno(libc::EISCONN);
             return -1;
@@ -375,6 +424,11 @@ pub unsafe extern "C" fn rsendmsg(socket: c_int, msg: *const msghdr, flags: c_in
         if !m.msg_control.is_null() && m.msg_controllen > 0 {
             set_errno(libc::ENOTSUP);
             return -1;
+        }
+        if let Some(d) = rsocket_dgram::lookup(socket) {
+            // SAFETY: the caller's msghdr.
+            let n = unsafe { rsocket_dgram::rsendmsg(&d, m, flags) };
+            return ret(n.map(|n| n as ssize_t), -1);
         }
         // SAFETY: the caller's iovecs.
         ret(

@@ -24,7 +24,8 @@
 //!   IOMAP_SGL (6, the slot); `riowrite` finds the peer's mapping in this side's table and
 //!   writes with plain RDMA WRITEs.
 //!
-//! Not implemented: SOCK_DGRAM rsockets (UD with rsockets' UDP service), keepalive probes.
+//! Datagram rsockets (SOCK_DGRAM) live in `rsocket_dgram`; each call here hands a datagram
+//! socket's number over to it first. Not implemented: keepalive probes.
 
 use core::ffi::{c_int, c_void};
 use std::collections::{HashMap, VecDeque};
@@ -41,6 +42,15 @@ use softroce_ibverbs_abi::{
 };
 
 use crate::entry_points;
+use crate::rsocket_dgram as dgram;
+
+/// A datagram rsocket's calls that streams only have: not supported on one.
+fn stream_only(fd: c_int) -> Res<()> {
+    match dgram::lookup(fd) {
+        Some(_) => Err(libc::EOPNOTSUPP),
+        None => Ok(()),
+    }
+}
 
 /// A result whose error is an errno value.
 pub(crate) type Res<T> = Result<T, c_int>;
@@ -60,9 +70,9 @@ const CONN_FLAG_IOMAP: u8 = 1 << 1;
 const CONN_DATA_LEN: usize = 40;
 const OLAP_START_SIZE: u32 = 2048;
 const MAX_TRANSFER: u32 = 65536;
-const SNDLOWAT: u32 = 2048;
+pub(crate) const SNDLOWAT: u32 = 2048;
 const QP_MIN_SIZE: u32 = 16;
-const QP_MAX_SIZE: u32 = 0xFFFE;
+pub(crate) const QP_MAX_SIZE: u32 = 0xFFFE;
 const QP_CTRL_SIZE: u32 = 4;
 const SGL_SIZE: usize = 2;
 const SGE_LEN: usize = 16;
@@ -77,31 +87,31 @@ const DEFAULT_INLINE: u32 = 64;
 const DEFAULT_QP_SIZE: u32 = 384;
 const DEFAULT_MEM: u32 = 1 << 17;
 /// How long resolving an address or a route may take.
-const RESOLVE_TIMEOUT_MS: c_int = 2000;
+pub(crate) const RESOLVE_TIMEOUT_MS: c_int = 2000;
 
 /// `SOL_RDMA` and its options (`<rdma/rsocket.h>`).
-const SOL_RDMA: c_int = 0x10000;
-const RDMA_SQSIZE: c_int = 0;
-const RDMA_RQSIZE: c_int = 1;
-const RDMA_INLINE: c_int = 2;
+pub(crate) const SOL_RDMA: c_int = 0x10000;
+pub(crate) const RDMA_SQSIZE: c_int = 0;
+pub(crate) const RDMA_RQSIZE: c_int = 1;
+pub(crate) const RDMA_INLINE: c_int = 2;
 const RDMA_IOMAPSIZE: c_int = 3;
 const RDMA_ROUTE: c_int = 4;
 
 /// The defaults an administrator sets in /etc/rdma/rsocket (rsocket(7)), else rsockets'.
-struct Defaults {
-    mem: u32,
-    wmem: u32,
-    sq_size: u32,
-    rq_size: u32,
-    inline: u32,
+pub(crate) struct Defaults {
+    pub(crate) mem: u32,
+    pub(crate) wmem: u32,
+    pub(crate) sq_size: u32,
+    pub(crate) rq_size: u32,
+    pub(crate) inline: u32,
     /// How long a blocking call polls before it sleeps on the completion channel.
-    polling: Duration,
+    pub(crate) polling: Duration,
     /// The longest a blocking call or rpoll sleeps before it looks again: a safeguard
     /// against a wake-up that never comes.
-    wake_up_ms: c_int,
+    pub(crate) wake_up_ms: c_int,
 }
 
-fn defaults() -> &'static Defaults {
+pub(crate) fn defaults() -> &'static Defaults {
     static DEFAULTS: OnceLock<Defaults> = OnceLock::new();
     DEFAULTS.get_or_init(|| {
         // One integer per file; a file that is missing, unreadable, long or not a number
@@ -205,19 +215,19 @@ type ModifyQp = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_qp_attr, c_int) -> c_
 
 /// The libibverbs exports rsockets needs (the post, poll and arm calls go through the
 /// context's ops, as `<infiniband/verbs.h>` inlines them).
-struct Verbs {
-    reg_mr: RegMr,
-    dereg_mr: DeregMr,
-    create_comp_channel: CreateCompChannel,
-    destroy_comp_channel: DestroyCompChannel,
-    create_cq: CreateCq,
-    destroy_cq: DestroyCq,
-    get_cq_event: GetCqEvent,
-    ack_cq_events: AckCqEvents,
+pub(crate) struct Verbs {
+    pub(crate) reg_mr: RegMr,
+    pub(crate) dereg_mr: DeregMr,
+    pub(crate) create_comp_channel: CreateCompChannel,
+    pub(crate) destroy_comp_channel: DestroyCompChannel,
+    pub(crate) create_cq: CreateCq,
+    pub(crate) destroy_cq: DestroyCq,
+    pub(crate) get_cq_event: GetCqEvent,
+    pub(crate) ack_cq_events: AckCqEvents,
     modify_qp: ModifyQp,
 }
 
-fn verbs() -> Res<&'static Verbs> {
+pub(crate) fn verbs() -> Res<&'static Verbs> {
     static VERBS: OnceLock<Option<Verbs>> = OnceLock::new();
     VERBS
         .get_or_init(|| {
@@ -268,22 +278,22 @@ fn verbs() -> Res<&'static Verbs> {
         .ok_or(libc::ENOSYS)
 }
 
-fn cm() -> Res<&'static RdmacmEntryPoints> {
+pub(crate) fn cm() -> Res<&'static RdmacmEntryPoints> {
     entry_points().ok_or(libc::ENOSYS)
 }
 
-fn errno() -> c_int {
+pub(crate) fn errno() -> c_int {
     std::io::Error::last_os_error()
         .raw_os_error()
         .unwrap_or(libc::EIO)
 }
 
 /// -1/errno of an rdma_* call as a result.
-fn check(rc: c_int) -> Res<()> {
+pub(crate) fn check(rc: c_int) -> Res<()> {
     if rc == 0 { Ok(()) } else { Err(errno()) }
 }
 
-fn set_nonblocking(fd: c_int, on: bool) -> Res<()> {
+pub(crate) fn set_nonblocking(fd: c_int, on: bool) -> Res<()> {
     // SAFETY: fcntl on a descriptor this library owns.
     let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
     if flags < 0 {
@@ -319,13 +329,13 @@ fn wait_readable(fds: &[c_int], timeout_ms: c_int) -> Res<()> {
 // ---- memory the device reads and writes ----------------------------------------------------
 
 /// A zeroed, page-aligned allocation registered with the device; it never moves.
-struct Buffer {
-    ptr: *mut u8,
-    len: usize,
+pub(crate) struct Buffer {
+    pub(crate) ptr: *mut u8,
+    pub(crate) len: usize,
 }
 
 impl Buffer {
-    fn new(len: usize) -> Res<Self> {
+    pub(crate) fn new(len: usize) -> Res<Self> {
         let layout =
             std::alloc::Layout::from_size_align(len.max(1), 4096).map_err(|_| libc::ENOMEM)?;
         // SAFETY: a non-zero size.
@@ -843,6 +853,11 @@ fn sockets() -> MutexGuard<'static, HashMap<c_int, Arc<Socket>>> {
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether `fd` is a stream rsocket.
+pub(crate) fn is_stream(fd: c_int) -> bool {
+    sockets().contains_key(&fd)
 }
 
 fn lookup(fd: c_int) -> Res<Arc<Socket>> {
@@ -1476,11 +1491,8 @@ pub(crate) fn rsocket(domain: c_int, kind: c_int, protocol: c_int) -> Res<c_int>
     if domain != libc::AF_INET && domain != libc::AF_INET6 {
         return Err(libc::ENOTSUP);
     }
-    // Datagram rsockets are not implemented. Said nowhere on stderr: under librspreload
-    // every UDP socket the process opens (the emulator's own among them) asks here first
-    // and falls back to a kernel socket on this error.
     if socket_type == libc::SOCK_DGRAM {
-        return Err(libc::ENOTSUP);
+        return dgram::rsocket(domain, kind, protocol);
     }
     if socket_type != libc::SOCK_STREAM || (protocol != 0 && protocol != libc::IPPROTO_TCP) {
         return Err(libc::ENOTSUP);
@@ -1500,6 +1512,10 @@ pub(crate) fn rsocket(domain: c_int, kind: c_int, protocol: c_int) -> Res<c_int>
 /// # Safety
 /// `addr` points at `len` readable bytes.
 pub(crate) unsafe fn rbind(fd: c_int, addr: *const sockaddr, len: socklen_t) -> Res<()> {
+    if let Some(d) = dgram::lookup(fd) {
+        // SAFETY: the caller's contract.
+        return unsafe { dgram::rbind(&d, addr, len) };
+    }
     let s = lookup(fd)?;
     let mut g = lock(&s);
     if addr.is_null() {
@@ -1515,6 +1531,7 @@ pub(crate) unsafe fn rbind(fd: c_int, addr: *const sockaddr, len: socklen_t) -> 
 }
 
 pub(crate) fn rlisten(fd: c_int, backlog: c_int) -> Res<()> {
+    stream_only(fd)?;
     let s = lookup(fd)?;
     let mut g = lock(&s);
     if g.phase == Phase::Listening {
@@ -1529,6 +1546,7 @@ pub(crate) fn rlisten(fd: c_int, backlog: c_int) -> Res<()> {
 /// # Safety
 /// `addr`/`len` are NULL or as for accept(2).
 pub(crate) unsafe fn raccept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> Res<c_int> {
+    stream_only(fd)?;
     let s = lookup(fd)?;
     loop {
         let (channel, nonblock, inherit) = {
@@ -1653,6 +1671,10 @@ fn accept_request(ev: &Event, inherit: Inherited) -> Res<c_int> {
 /// # Safety
 /// `addr` points at `len` readable bytes.
 pub(crate) unsafe fn rconnect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> Res<()> {
+    if let Some(d) = dgram::lookup(fd) {
+        // SAFETY: the caller's contract.
+        return unsafe { dgram::rconnect(&d, addr, len) };
+    }
     let s = lookup(fd)?;
     let mut g = lock(&s);
     if addr.is_null() {
@@ -1706,6 +1728,10 @@ fn connect_pending(g: &mut Inner) -> Res<()> {
 /// # Safety
 /// `buf` holds `len` readable bytes.
 pub(crate) unsafe fn rsend(fd: c_int, buf: *const u8, len: usize, flags: c_int) -> Res<usize> {
+    if let Some(d) = dgram::lookup(fd) {
+        // SAFETY: the caller's contract.
+        return unsafe { dgram::rsendto(&d, buf, len, flags, core::ptr::null(), 0) };
+    }
     let s = lookup(fd)?;
     let mut g = lock(&s);
     connect_pending(&mut g)?;
@@ -1780,6 +1806,19 @@ pub(crate) unsafe fn rsend(fd: c_int, buf: *const u8, len: usize, flags: c_int) 
 /// # Safety
 /// `buf` holds `len` writable bytes.
 pub(crate) unsafe fn rrecv(fd: c_int, buf: *mut u8, len: usize, flags: c_int) -> Res<usize> {
+    if let Some(d) = dgram::lookup(fd) {
+        // SAFETY: the caller's contract.
+        return unsafe {
+            dgram::rrecvfrom(
+                &d,
+                buf,
+                len,
+                flags,
+                core::ptr::null_mut(),
+                core::ptr::null_mut(),
+            )
+        };
+    }
     let s = lookup(fd)?;
     let mut g = lock(&s);
     connect_pending(&mut g)?;
@@ -1934,6 +1973,7 @@ pub(crate) unsafe fn riomap(
     prot: c_int,
     offset: i64,
 ) -> Res<i64> {
+    stream_only(fd)?;
     let s = lookup(fd)?;
     let mut g = lock(&s);
     if prot & !libc::PROT_WRITE != 0 {
@@ -1980,6 +2020,7 @@ pub(crate) unsafe fn riomap(
 
 /// `riounmap`: ends the mapping of exactly `buf`/`len`.
 pub(crate) fn riounmap(fd: c_int, buf: *mut c_void, len: usize) -> Res<()> {
+    stream_only(fd)?;
     let s = lookup(fd)?;
     let mut g = lock(&s);
     let v = verbs()?;
@@ -2012,6 +2053,7 @@ pub(crate) unsafe fn riowrite(
     offset: i64,
     flags: c_int,
 ) -> Res<usize> {
+    stream_only(fd)?;
     let s = lookup(fd)?;
     let mut g = lock(&s);
     connect_pending(&mut g)?;
@@ -2137,6 +2179,12 @@ pub(crate) unsafe fn rrecvv(
     count: c_int,
     flags: c_int,
 ) -> Res<usize> {
+    if let Some(d) = dgram::lookup(fd) {
+        let mut tmp = vec![0u8; SNDLOWAT as usize];
+        let (n, _, _) = dgram::recv(&d, &mut tmp, flags)?;
+        // SAFETY: the caller's vectors.
+        return unsafe { dgram::scatter(iov, count.max(0) as usize, &tmp[..n]) };
+    }
     // SAFETY: the caller's vectors; later ones only take what is already there.
     unsafe {
         each_iovec(iov, count, |base, len, moved| {
@@ -2158,6 +2206,11 @@ pub(crate) unsafe fn rsendv(
     count: c_int,
     flags: c_int,
 ) -> Res<usize> {
+    if let Some(d) = dgram::lookup(fd) {
+        // SAFETY: the caller's vectors.
+        let data = unsafe { dgram::gather(iov, count.max(0) as usize) }?;
+        return dgram::sendto(&d, &data, flags, None);
+    }
     // SAFETY: the caller's vectors.
     unsafe { each_iovec(iov, count, |base, len, _| rsend(fd, base, len, flags)) }
 }
@@ -2209,6 +2262,13 @@ fn poll_socket(g: &mut Inner, events: i16) -> i16 {
     }
 }
 
+/// What rpoll watches behind one descriptor.
+enum Polled {
+    Stream(Arc<Socket>),
+    Dgram(Arc<dgram::DSocket>),
+    Plain,
+}
+
 /// # Safety
 /// `fds` holds `nfds` pollfds.
 pub(crate) unsafe fn rpoll(fds: *mut pollfd, nfds: libc::nfds_t, timeout: c_int) -> Res<c_int> {
@@ -2222,7 +2282,13 @@ pub(crate) unsafe fn rpoll(fds: *mut pollfd, nfds: libc::nfds_t, timeout: c_int)
         unsafe { core::slice::from_raw_parts_mut(fds, nfds as usize) }
     };
     let deadline = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
-    let socks: Vec<Option<Arc<Socket>>> = fds.iter().map(|p| lookup(p.fd).ok()).collect();
+    let socks: Vec<Polled> = fds
+        .iter()
+        .map(|p| match dgram::lookup(p.fd) {
+            Some(d) => Polled::Dgram(d),
+            None => lookup(p.fd).map_or(Polled::Plain, Polled::Stream),
+        })
+        .collect();
     let started = Instant::now();
     loop {
         // Look at every descriptor without waiting.
@@ -2231,10 +2297,11 @@ pub(crate) unsafe fn rpoll(fds: *mut pollfd, nfds: libc::nfds_t, timeout: c_int)
         for (p, s) in fds.iter_mut().zip(&socks) {
             p.revents = 0;
             match s {
-                Some(s) => {
+                Polled::Stream(s) => {
                     p.revents = poll_socket(&mut lock(s), p.events);
                 }
-                None => plain.push(*p),
+                Polled::Dgram(d) => p.revents = dgram::poll_events(d, p.events),
+                Polled::Plain => plain.push(*p),
             }
         }
         if !plain.is_empty() {
@@ -2242,7 +2309,7 @@ pub(crate) unsafe fn rpoll(fds: *mut pollfd, nfds: libc::nfds_t, timeout: c_int)
             unsafe { libc::poll(plain.as_mut_ptr(), plain.len() as libc::nfds_t, 0) };
             let mut it = plain.iter();
             for (p, s) in fds.iter_mut().zip(&socks) {
-                if s.is_none() {
+                if matches!(s, Polled::Plain) {
                     p.revents = it.next().map_or(0, |q| q.revents);
                 }
             }
@@ -2274,7 +2341,21 @@ pub(crate) unsafe fn rpoll(fds: *mut pollfd, nfds: libc::nfds_t, timeout: c_int)
         let mut owner: Vec<Option<usize>> = Vec::new();
         for (i, (p, s)) in fds.iter().zip(&socks).enumerate() {
             match s {
-                Some(s) => {
+                Polled::Dgram(d) => match dgram::arm_for_wait(d, p.events) {
+                    Some(fd) => {
+                        wait.push(pollfd {
+                            fd,
+                            events: libc::POLLIN,
+                            revents: 0,
+                        });
+                        owner.push(Some(i));
+                    }
+                    None => {
+                        wait.clear();
+                        break;
+                    }
+                },
+                Polled::Stream(s) => {
                     let mut g = lock(s);
                     let _ = g.arm();
                     if let Some(c) = g.conn.as_ref() {
@@ -2298,7 +2379,7 @@ pub(crate) unsafe fn rpoll(fds: *mut pollfd, nfds: libc::nfds_t, timeout: c_int)
                         break;
                     }
                 }
-                None => {
+                Polled::Plain => {
                     wait.push(*p);
                     owner.push(None);
                 }
@@ -2314,7 +2395,11 @@ pub(crate) unsafe fn rpoll(fds: *mut pollfd, nfds: libc::nfds_t, timeout: c_int)
         }
         for (w, o) in wait.iter().zip(&owner) {
             if let (Some(i), true) = (o, w.revents != 0)
-                && let Some(s) = &socks[*i]
+                && let Polled::Dgram(d) = &socks[*i]
+            {
+                dgram::after_wait(d);
+            } else if let (Some(i), true) = (o, w.revents != 0)
+                && let Polled::Stream(s) = &socks[*i]
             {
                 let mut g = lock(s);
                 g.take_cq_event();
@@ -2414,6 +2499,9 @@ pub(crate) unsafe fn rselect(
 /// Ends one or both directions (rsockets' rshutdown): tells the peer, then waits for every
 /// send to complete.
 pub(crate) fn rshutdown(fd: c_int, how: c_int) -> Res<()> {
+    if let Some(d) = dgram::lookup(fd) {
+        return dgram::rshutdown(&d, how);
+    }
     let s = lookup(fd)?;
     shutdown(&s, how)
 }
@@ -2484,6 +2572,9 @@ fn shutdown(s: &Socket, how: c_int) -> Res<()> {
 }
 
 pub(crate) fn rclose(fd: c_int) -> Res<()> {
+    if dgram::lookup(fd).is_some() {
+        return dgram::rclose(fd);
+    }
     let s = lookup(fd)?;
     if lock(&s).connected() {
         let _ = shutdown(&s, libc::SHUT_RDWR);
@@ -2526,6 +2617,10 @@ unsafe fn copy_addr(src: &rdma_sockaddr, addr: *mut sockaddr, len: *mut socklen_
 /// # Safety
 /// As getpeername(2).
 pub(crate) unsafe fn rgetpeername(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> Res<()> {
+    if let Some(d) = dgram::lookup(fd) {
+        // SAFETY: the caller's contract.
+        return unsafe { dgram::rgetpeername(&d, addr, len) };
+    }
     let s = lookup(fd)?;
     let g = lock(&s);
     // SAFETY: the socket's id; the caller's buffers.
@@ -2535,6 +2630,10 @@ pub(crate) unsafe fn rgetpeername(fd: c_int, addr: *mut sockaddr, len: *mut sock
 /// # Safety
 /// As getsockname(2).
 pub(crate) unsafe fn rgetsockname(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> Res<()> {
+    if let Some(d) = dgram::lookup(fd) {
+        // SAFETY: the caller's contract.
+        return unsafe { dgram::rgetsockname(&d, addr, len) };
+    }
     let s = lookup(fd)?;
     let g = lock(&s);
     // SAFETY: the socket's id; the caller's buffers.
@@ -2561,6 +2660,10 @@ pub(crate) unsafe fn rsetsockopt(
     value: *const c_void,
     len: socklen_t,
 ) -> Res<()> {
+    if let Some(d) = dgram::lookup(fd) {
+        // SAFETY: the caller's contract.
+        return unsafe { dgram::rsetsockopt(&d, level, name, value, len) };
+    }
     let s = lookup(fd)?;
     let mut g = lock(&s);
     let cm = cm()?;
@@ -2704,6 +2807,10 @@ pub(crate) unsafe fn rgetsockopt(
     value: *mut c_void,
     len: *mut socklen_t,
 ) -> Res<()> {
+    if let Some(d) = dgram::lookup(fd) {
+        // SAFETY: the caller's contract.
+        return unsafe { dgram::rgetsockopt(&d, level, name, value, len) };
+    }
     let s = lookup(fd)?;
     let mut g = lock(&s);
     if value.is_null() || len.is_null() {
@@ -2761,6 +2868,9 @@ pub(crate) unsafe fn rgetsockopt(
 }
 
 pub(crate) fn rfcntl(fd: c_int, cmd: c_int, arg: usize) -> Res<c_int> {
+    if let Some(d) = dgram::lookup(fd) {
+        return dgram::rfcntl(&d, cmd, arg);
+    }
     let s = lookup(fd)?;
     let mut g = lock(&s);
     match cmd {

@@ -238,6 +238,18 @@ fn rsockets_behave_as_the_socket_calls_they_are_named_after() {
     );
 }
 
+/// Datagram rsockets (rsocket(7), SOCK_DGRAM) behave as the UDP socket calls they are named
+/// after: sources, message boundaries, truncation, MSG_PEEK/MSG_DONTWAIT, non-blocking
+/// sockets, rpoll, connect with send/recv, sendmsg/recvmsg, an unbound sender, the errors.
+#[test]
+fn datagram_rsockets_behave_as_udp_sockets() {
+    run_with(
+        "rsocket_dgram_semantics",
+        &["127.77.33.9", "127.77.33.10"],
+        library_dir(),
+    );
+}
+
 /// repoll_create, repoll_ctl and repoll_wait (rsocket(7)) behave as the epoll calls they
 /// are named after, over rsockets and pipes together: errors, level-triggered readiness,
 /// maxevents taking turns, EPOLLONESHOT, a listener's pending connection, the peer's close,

@@ -273,12 +273,15 @@ int main(int argc, char **argv)
 	errno = 0;
 	CHECK(rdma_bind_addr(other, NULL) == -1 && errno == EINVAL, "bind NULL");
 
-	/* Stream rsockets exist (rsocket_semantics.c tests them); datagram ones do not. */
+	/* Stream and datagram rsockets exist (rsocket_semantics.c and
+	 * rsocket_dgram_semantics.c test them); a datagram one over TCP does not. */
 	int rs = rsocket(AF_INET, SOCK_STREAM, 0);
 	CHECK(rs >= 0 && rclose(rs) == 0, "a stream rsocket: errno %d", errno);
+	rs = rsocket(AF_INET, SOCK_DGRAM, 0);
+	CHECK(rs >= 0 && rclose(rs) == 0, "a datagram rsocket: errno %d", errno);
 	errno = 0;
-	CHECK(rsocket(AF_INET, SOCK_DGRAM, 0) == -1 && errno == ENOTSUP,
-	      "a datagram rsocket: ENOTSUP (errno %d)", errno);
+	CHECK(rsocket(AF_INET, SOCK_DGRAM, IPPROTO_TCP) == -1 && errno == ENOTSUP,
+	      "a datagram rsocket over TCP: ENOTSUP (errno %d)", errno);
 
 	CHECK(rdma_destroy_id(other) == 0, "destroy");
 	CHECK(rdma_destroy_id(id) == 0, "destroy");
