@@ -37,8 +37,9 @@ use softroce_ibverbs_abi::rdmacm::*;
 use softroce_ibverbs_abi::{
     IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_WRITE, IBV_QP_STATE, IBV_QPS_ERR, IBV_QPT_RC,
     IBV_SEND_INLINE, IBV_WC_SUCCESS, IBV_WC_WITH_IMM, IBV_WR_RDMA_WRITE,
-    IBV_WR_RDMA_WRITE_WITH_IMM, ibv_comp_channel, ibv_context, ibv_cq, ibv_mr, ibv_pd, ibv_qp,
-    ibv_qp_attr, ibv_qp_init_attr, ibv_recv_wr, ibv_send_wr, ibv_sge, ibv_wc,
+    IBV_WR_RDMA_WRITE_WITH_IMM, ibv_ah, ibv_ah_attr, ibv_comp_channel, ibv_context, ibv_cq,
+    ibv_gid, ibv_mr, ibv_pd, ibv_port_attr, ibv_qp, ibv_qp_attr, ibv_qp_init_attr, ibv_recv_wr,
+    ibv_send_wr, ibv_sge, ibv_wc,
 };
 
 use crate::entry_points;
@@ -212,6 +213,10 @@ type GetCqEvent =
     unsafe extern "C" fn(*mut ibv_comp_channel, *mut *mut ibv_cq, *mut *mut c_void) -> c_int;
 type AckCqEvents = unsafe extern "C" fn(*mut ibv_cq, u32);
 type ModifyQp = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_qp_attr, c_int) -> c_int;
+type CreateAh = unsafe extern "C" fn(*mut ibv_pd, *mut ibv_ah_attr) -> *mut ibv_ah;
+type DestroyAh = unsafe extern "C" fn(*mut ibv_ah) -> c_int;
+type QueryGid = unsafe extern "C" fn(*mut ibv_context, u8, c_int, *mut ibv_gid) -> c_int;
+type QueryPort = unsafe extern "C" fn(*mut ibv_context, u8, *mut ibv_port_attr) -> c_int;
 
 /// The libibverbs exports rsockets needs (the post, poll and arm calls go through the
 /// context's ops, as `<infiniband/verbs.h>` inlines them).
@@ -225,6 +230,12 @@ pub(crate) struct Verbs {
     pub(crate) get_cq_event: GetCqEvent,
     pub(crate) ack_cq_events: AckCqEvents,
     modify_qp: ModifyQp,
+    // Datagram rsockets' address handles.
+    pub(crate) create_ah: CreateAh,
+    pub(crate) destroy_ah: DestroyAh,
+    pub(crate) query_gid: QueryGid,
+    /// The exported ibv_query_port, whose attribute block is a prefix of `ibv_port_attr`.
+    pub(crate) query_port: QueryPort,
 }
 
 pub(crate) fn verbs() -> Res<&'static Verbs> {
@@ -270,6 +281,18 @@ pub(crate) fn verbs() -> Res<&'static Verbs> {
                     )?),
                     modify_qp: core::mem::transmute::<*mut c_void, ModifyQp>(find(
                         c"ibv_modify_qp",
+                    )?),
+                    create_ah: core::mem::transmute::<*mut c_void, CreateAh>(find(
+                        c"ibv_create_ah",
+                    )?),
+                    destroy_ah: core::mem::transmute::<*mut c_void, DestroyAh>(find(
+                        c"ibv_destroy_ah",
+                    )?),
+                    query_gid: core::mem::transmute::<*mut c_void, QueryGid>(find(
+                        c"ibv_query_gid",
+                    )?),
+                    query_port: core::mem::transmute::<*mut c_void, QueryPort>(find(
+                        c"ibv_query_port",
                     )?),
                 })
             }

@@ -64,55 +64,6 @@ const RECV_WR_FLAG: u64 = 1 << 63;
 /// How long a close waits for its sends to complete.
 const CLOSE_DRAIN: Duration = Duration::from_secs(2);
 
-// ---- more of libibverbs ---------------------------------------------------------------------
-
-type CreateAh = unsafe extern "C" fn(*mut ibv_pd, *mut ibv_ah_attr) -> *mut ibv_ah;
-type DestroyAh = unsafe extern "C" fn(*mut ibv_ah) -> c_int;
-type QueryGid = unsafe extern "C" fn(*mut ibv_context, u8, c_int, *mut ibv_gid) -> c_int;
-type QueryPort = unsafe extern "C" fn(*mut ibv_context, u8, *mut ibv_port_attr) -> c_int;
-
-struct AhVerbs {
-    create_ah: CreateAh,
-    destroy_ah: DestroyAh,
-    query_gid: QueryGid,
-    query_port: QueryPort,
-}
-
-fn ah_verbs() -> Res<&'static AhVerbs> {
-    static AH: OnceLock<Option<AhVerbs>> = OnceLock::new();
-    AH.get_or_init(|| {
-        verbs().ok()?;
-        // SAFETY: dlopen with a NUL-terminated name; the handle is kept for the process.
-        let handle = unsafe { libc::dlopen(c"libibverbs.so.1".as_ptr(), libc::RTLD_NOW) };
-        let find = |name: &core::ffi::CStr| {
-            // SAFETY: NUL-terminated names; RTLD_DEFAULT or a valid handle.
-            let mut f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
-            if f.is_null() && !handle.is_null() {
-                // SAFETY: as above.
-                f = unsafe { libc::dlsym(handle, name.as_ptr()) };
-            }
-            (!f.is_null()).then_some(f)
-        };
-        // SAFETY (every transmute): libibverbs' function of that name, whose C signature
-        // (rdma-core's verbs.h) the target type declares. ibv_query_port is the exported
-        // one, whose attribute block is a prefix of `ibv_port_attr`.
-        unsafe {
-            Some(AhVerbs {
-                create_ah: core::mem::transmute::<*mut c_void, CreateAh>(find(c"ibv_create_ah")?),
-                destroy_ah: core::mem::transmute::<*mut c_void, DestroyAh>(find(
-                    c"ibv_destroy_ah",
-                )?),
-                query_gid: core::mem::transmute::<*mut c_void, QueryGid>(find(c"ibv_query_gid")?),
-                query_port: core::mem::transmute::<*mut c_void, QueryPort>(find(
-                    c"ibv_query_port",
-                )?),
-            })
-        }
-    })
-    .as_ref()
-    .ok_or(libc::ENOSYS)
-}
-
 // ---- addresses ------------------------------------------------------------------------------
 
 /// A socket address the caller passed (`len` bytes at `addr`), IPv4 or IPv6.
@@ -470,7 +421,7 @@ impl Qp {
                 self.qp = core::ptr::null_mut();
             }
             if !self.self_ah.is_null()
-                && let Ok(a) = ah_verbs()
+                && let Ok(a) = verbs()
             {
                 (a.destroy_ah)(self.self_ah);
             }
@@ -594,7 +545,7 @@ pub(crate) fn rsocket(domain: c_int, kind: c_int, protocol: c_int) -> Res<c_int>
     }
     cm()?;
     verbs()?;
-    ah_verbs()?;
+    verbs()?;
     // SAFETY: plain socket calls.
     let udp = unsafe { libc::socket(domain, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if udp < 0 {
@@ -740,7 +691,7 @@ impl Inner {
     /// A UD QP for local address `src` (rsockets' ds_create_qp): its cm_id bound there in
     /// RDMA_PS_UDP, its CQ armed in the socket's epoll set, its receives posted.
     fn create_qp(&mut self, src: SocketAddr) -> Res<usize> {
-        let (v, cm, a) = (verbs()?, cm()?, ah_verbs()?);
+        let (v, cm, a) = (verbs()?, cm()?, verbs()?);
         let epfd = self.epfd;
         let ep = self.ep.as_mut().ok_or(libc::EINVAL)?;
         let mut q = Qp::empty(src);
@@ -1125,7 +1076,7 @@ fn udp_send(udp: c_int, to: &SocketAddr, hdr: &[u8], data: &[u8], nonblock: bool
 
 /// The GID index of `gid` on the port (rsockets' udp_svc_sgid_index: the first 16).
 fn gid_index(ctx: *mut ibv_context, port: u8, gid: &ibv_gid) -> u8 {
-    let Ok(a) = ah_verbs() else { return 0 };
+    let Ok(a) = verbs() else { return 0 };
     // SAFETY: both views of a GID are its 16 bytes.
     let want = unsafe { gid.raw };
     for i in 0..16 {
@@ -1372,7 +1323,7 @@ fn svc_process(sock: &DSocket, buf: &[u8], from: &SocketAddr) {
         // The route is resolved without the socket's lock.
         let attr = remote_ah_attr(&local, from);
         let mut g = lock(sock);
-        if let (Ok(mut attr), Ok(a), Some(ep)) = (attr, ah_verbs(), g.ep.as_mut())
+        if let (Ok(mut attr), Ok(a), Some(ep)) = (attr, verbs(), g.ep.as_mut())
             && let Some(dest) = ep.dests.get_mut(from)
         {
             // SAFETY: the destination's QP's PD and a valid attribute block.
@@ -1826,7 +1777,7 @@ pub(crate) fn rclose(fd: c_int) -> Res<()> {
                 ahs.insert(d.ah as usize);
             }
         }
-        if let Ok(a) = ah_verbs() {
+        if let Ok(a) = verbs() {
             for ah in ahs {
                 // SAFETY: handles of this socket, each destroyed once.
                 unsafe { (a.destroy_ah)(ah as *mut ibv_ah) };
