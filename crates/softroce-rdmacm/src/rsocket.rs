@@ -2663,7 +2663,8 @@ pub(crate) unsafe fn rgetsockname(fd: c_int, addr: *mut sockaddr, len: *mut sock
     unsafe { copy_addr(&(*g.id).route.addr.src, addr, len) }
 }
 
-fn read_int(value: *const c_void, len: socklen_t) -> Res<c_int> {
+/// An int option value (setsockopt(2)): EFAULT for none, EINVAL for fewer bytes than an int.
+pub(crate) fn read_int(value: *const c_void, len: socklen_t) -> Res<c_int> {
     if value.is_null() {
         return Err(libc::EFAULT);
     }
@@ -2895,16 +2896,27 @@ pub(crate) fn rfcntl(fd: c_int, cmd: c_int, arg: usize) -> Res<c_int> {
         return dgram::rfcntl(&d, cmd, arg);
     }
     let s = lookup(fd)?;
-    let mut g = lock(&s);
+    let g = &mut *lock(&s);
+    fcntl_flags(&mut g.fs_flags, &mut g.fd_flags, cmd, arg)
+}
+
+/// rfcntl's commands on a socket's file status and descriptor flags (rsockets keeps both
+/// itself and supports nothing else).
+pub(crate) fn fcntl_flags(
+    fs_flags: &mut c_int,
+    fd_flags: &mut c_int,
+    cmd: c_int,
+    arg: usize,
+) -> Res<c_int> {
     match cmd {
-        libc::F_GETFL => Ok(g.fs_flags | libc::O_RDWR),
+        libc::F_GETFL => Ok(*fs_flags | libc::O_RDWR),
         libc::F_SETFL => {
-            g.fs_flags = (arg as c_int) & !libc::O_ACCMODE;
+            *fs_flags = (arg as c_int) & !libc::O_ACCMODE;
             Ok(0)
         }
-        libc::F_GETFD => Ok(g.fd_flags),
+        libc::F_GETFD => Ok(*fd_flags),
         libc::F_SETFD => {
-            g.fd_flags = arg as c_int;
+            *fd_flags = arg as c_int;
             Ok(0)
         }
         _ => Err(libc::ENOTSUP),

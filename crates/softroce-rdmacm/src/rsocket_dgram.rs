@@ -46,7 +46,7 @@ use softroce_ibverbs_abi::{
 
 use crate::rsocket::{
     Buffer, QP_MAX_SIZE, RDMA_INLINE, RDMA_RQSIZE, RDMA_SQSIZE, RESOLVE_TIMEOUT_MS, Res, SNDLOWAT,
-    SOL_RDMA, check, cm, defaults, errno, set_nonblocking, verbs,
+    SOL_RDMA, check, cm, defaults, errno, fcntl_flags, read_int, set_nonblocking, verbs,
 };
 
 // ---- protocol constants (rdma-core's rsocket.c) -------------------------------------------
@@ -1821,17 +1821,6 @@ pub(crate) unsafe fn rgetpeername(
     unsafe { write_sockaddr(&a, addr, len) }
 }
 
-fn read_int(value: *const c_void, len: socklen_t) -> Res<c_int> {
-    if value.is_null() {
-        return Err(libc::EFAULT);
-    }
-    if (len as usize) < size_of::<c_int>() {
-        return Err(libc::EINVAL);
-    }
-    // SAFETY: at least an int's bytes.
-    Ok(unsafe { value.cast::<c_int>().read_unaligned() })
-}
-
 /// rsetsockopt (rsockets: every level but SOL_RDMA goes to the UDP socket first; the
 /// buffer sizes and SOL_RDMA's queue sizes count until the first QP exists).
 ///
@@ -1915,20 +1904,8 @@ pub(crate) unsafe fn rgetsockopt(
 }
 
 pub(crate) fn rfcntl(sock: &DSocket, cmd: c_int, arg: usize) -> Res<c_int> {
-    let mut g = lock(sock);
-    match cmd {
-        libc::F_GETFL => Ok(g.fs_flags | libc::O_RDWR),
-        libc::F_SETFL => {
-            g.fs_flags = (arg as c_int) & !libc::O_ACCMODE;
-            Ok(0)
-        }
-        libc::F_GETFD => Ok(g.fd_flags),
-        libc::F_SETFD => {
-            g.fd_flags = arg as c_int;
-            Ok(0)
-        }
-        _ => Err(libc::ENOTSUP),
-    }
+    let g = &mut *lock(sock);
+    fcntl_flags(&mut g.fs_flags, &mut g.fd_flags, cmd, arg)
 }
 
 #[cfg(test)]

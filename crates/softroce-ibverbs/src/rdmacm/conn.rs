@@ -910,10 +910,13 @@ pub(crate) unsafe fn connect(cm_id: &mut CmId, param: *const rdma_conn_param) ->
                 })
                 .map_err(|_| libc::EINVAL)?;
             r.conns.insert((index, conn.0), me);
-            cm_id.state().conn = Some(sidr_connection(index, conn, remote_gid));
+            let mut st = cm_id.state();
+            st.conn = Some(sidr_connection(index, conn, remote_gid));
+            // Under the routes' lock, which the answer's handler takes first: it cannot
+            // run (and move the id on) before the id is Connecting.
+            st.phase = Phase::Connecting;
             Ok::<(), c_int>(())
         })?;
-        cm_id.state().phase = Phase::Connecting;
         return cm_id.complete();
     }
     let private_data = cma_private_data(&hdr, &user).map_err(|_| libc::EINVAL)?;
@@ -986,9 +989,11 @@ pub(crate) unsafe fn connect(cm_id: &mut CmId, param: *const rdma_conn_param) ->
             rnr_retry_count,
             timeout: ack_timeout.unwrap_or(14),
         });
+        // Under the routes' lock, which the REP's handler takes first: a REP handled at
+        // once on the engine's thread finds the id Connecting, and its Connected stays.
+        cm_id.state().phase = Phase::Connecting;
         Ok::<(), c_int>(())
     })?;
-    cm_id.state().phase = Phase::Connecting;
     cm_id.complete()
 }
 
@@ -1101,14 +1106,17 @@ pub(crate) unsafe fn accept(cm_id: &mut CmId, param: *const rdma_conn_param) -> 
         flow_control: param.is_some_and(|p| p.flow_control & 1 != 0),
         private_data: user,
     };
+    // Accepting before the REP leaves: its RTU may be handled on the engine's thread
+    // (Connected, ESTABLISHED) before this one goes on.
+    let before = std::mem::replace(&mut cm_id.state().phase, Phase::Accepting);
     if dev.cm_accept(c.conn, accept).is_err() {
         // As the kernel's rdma_accept: a failed accept (e.g. more private data than a REP
         // holds) moves the QP to the error state and rejects the request.
+        cm_id.state().phase = before;
         qp_to_error(cm_id);
         let _ = dev.with_cm(|cm, now| cm.reject(now, c.conn, &[]));
         return Err(libc::EINVAL);
     }
-    cm_id.state().phase = Phase::Accepting;
     cm_id.complete()
 }
 
