@@ -301,6 +301,70 @@ pub(crate) fn verbs() -> Res<&'static Verbs> {
         .ok_or(libc::ENOSYS)
 }
 
+// The data-path verbs `<infiniband/verbs.h>` inlines: through the object's context ops.
+
+/// `ibv_post_send`.
+///
+/// # Safety
+/// `qp` is a live QP; `wr` a valid chain whose SGEs point at registered memory.
+pub(crate) unsafe fn post_send_wr(qp: *mut ibv_qp, wr: &mut ibv_send_wr) -> Res<()> {
+    // SAFETY: a QP of a live context; the ops are the drop-in's.
+    let f = unsafe { (*(*qp).context).ops.post_send }.ok_or(libc::ENOSYS)?;
+    let mut bad = core::ptr::null_mut();
+    // SAFETY: the caller's WR.
+    match unsafe { f(qp, wr, &mut bad) } {
+        0 => Ok(()),
+        e => Err(e),
+    }
+}
+
+/// `ibv_post_recv`.
+///
+/// # Safety
+/// As [`post_send_wr`].
+pub(crate) unsafe fn post_recv_wr(qp: *mut ibv_qp, wr: &mut ibv_recv_wr) -> Res<()> {
+    // SAFETY: as in `post_send_wr`.
+    let f = unsafe { (*(*qp).context).ops.post_recv }.ok_or(libc::ENOSYS)?;
+    let mut bad = core::ptr::null_mut();
+    // SAFETY: the caller's WR.
+    match unsafe { f(qp, wr, &mut bad) } {
+        0 => Ok(()),
+        e => Err(e),
+    }
+}
+
+/// `ibv_poll_cq` into `wcs`: how many it took (0 when empty or failing).
+///
+/// # Safety
+/// `cq` is a live CQ.
+pub(crate) unsafe fn poll_cq(cq: *mut ibv_cq, wcs: &mut [ibv_wc]) -> Res<usize> {
+    // SAFETY: a CQ of a live context.
+    let poll = unsafe { (*(*cq).context).ops.poll_cq }.ok_or(libc::ENOSYS)?;
+    // SAFETY: room for `wcs.len()` completions.
+    let n = unsafe {
+        poll(
+            cq,
+            wcs.len().min(c_int::MAX as usize) as c_int,
+            wcs.as_mut_ptr(),
+        )
+    };
+    Ok(usize::try_from(n).unwrap_or(0))
+}
+
+/// `ibv_req_notify_cq(cq, 0)`.
+///
+/// # Safety
+/// `cq` is a live CQ.
+pub(crate) unsafe fn arm_cq(cq: *mut ibv_cq) -> Res<()> {
+    // SAFETY: a CQ of a live context.
+    let arm = unsafe { (*(*cq).context).ops.req_notify_cq }.ok_or(libc::ENOSYS)?;
+    // SAFETY: as above.
+    match unsafe { arm(cq, 0) } {
+        0 => Ok(()),
+        e => Err(e),
+    }
+}
+
 pub(crate) fn cm() -> Res<&'static RdmacmEntryPoints> {
     entry_points().ok_or(libc::ENOSYS)
 }
@@ -467,14 +531,8 @@ impl Conn {
     }
 
     fn post_send(&self, wr: &mut ibv_send_wr) -> Res<()> {
-        // SAFETY: a QP of a live context; the ops are the drop-in's.
-        let f = unsafe { (*(*self.qp).context).ops.post_send }.ok_or(libc::ENOSYS)?;
-        let mut bad = core::ptr::null_mut();
-        // SAFETY: a valid WR whose SGEs point at live memory.
-        match unsafe { f(self.qp, wr, &mut bad) } {
-            0 => Ok(()),
-            e => Err(e),
-        }
+        // SAFETY: the connection's QP; a valid WR whose SGEs point at live memory.
+        unsafe { post_send_wr(self.qp, wr) }
     }
 
     fn post_recv(&self) -> Res<()> {
@@ -484,14 +542,8 @@ impl Conn {
             sg_list: core::ptr::null_mut(),
             num_sge: 0,
         };
-        // SAFETY: as in `post_send`.
-        let f = unsafe { (*(*self.qp).context).ops.post_recv }.ok_or(libc::ENOSYS)?;
-        let mut bad = core::ptr::null_mut();
-        // SAFETY: a valid receive WR without SGEs.
-        match unsafe { f(self.qp, &mut wr, &mut bad) } {
-            0 => Ok(()),
-            e => Err(e),
-        }
+        // SAFETY: the connection's QP; a receive WR without SGEs.
+        unsafe { post_recv_wr(self.qp, &mut wr) }
     }
 
     /// An RDMA WRITE WITH IMMEDIATE carrying `message` (and `sgl`'s bytes to `addr`).
@@ -1163,18 +1215,16 @@ impl Inner {
             return Err(libc::ENOTCONN);
         };
         c.update_credits(connected);
-        // SAFETY: the connection's CQ, through its context's ops.
-        let poll = unsafe { (*(*c.cq).context).ops.poll_cq }.ok_or(libc::ENOSYS)?;
         let mut received = 0u32;
         let mut wcs = [ibv_wc::default(); 16];
         let mut stop = false;
         'poll: loop {
-            // SAFETY: room for wcs.len() completions.
-            let n = unsafe { poll(c.cq, wcs.len() as c_int, wcs.as_mut_ptr()) };
-            if n <= 0 {
+            // SAFETY: the connection's CQ.
+            let n = unsafe { poll_cq(c.cq, &mut wcs) }?;
+            if n == 0 {
                 break;
             }
-            for wc in &wcs[..n as usize] {
+            for wc in &wcs[..n] {
                 if wc.wr_id & RECV_WR_FLAG != 0 {
                     if wc.status != IBV_WC_SUCCESS || wc.wc_flags & IBV_WC_WITH_IMM == 0 {
                         continue;
@@ -1281,12 +1331,8 @@ impl Inner {
         };
         if !c.cq_armed {
             // SAFETY: the connection's CQ.
-            let arm = unsafe { (*(*c.cq).context).ops.req_notify_cq }.ok_or(libc::ENOSYS)?;
-            // SAFETY: as above.
-            match unsafe { arm(c.cq, 0) } {
-                0 => c.cq_armed = true,
-                e => return Err(e),
-            }
+            unsafe { arm_cq(c.cq) }?;
+            c.cq_armed = true;
         }
         Ok(())
     }

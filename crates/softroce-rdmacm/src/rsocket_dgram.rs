@@ -46,7 +46,8 @@ use softroce_ibverbs_abi::{
 
 use crate::rsocket::{
     Buffer, QP_MAX_SIZE, RDMA_INLINE, RDMA_RQSIZE, RDMA_SQSIZE, RESOLVE_TIMEOUT_MS, Res, SNDLOWAT,
-    SOL_RDMA, check, cm, defaults, errno, fcntl_flags, read_int, set_nonblocking, verbs,
+    SOL_RDMA, arm_cq, check, cm, defaults, errno, fcntl_flags, poll_cq, post_recv_wr, post_send_wr,
+    read_int, set_nonblocking, verbs,
 };
 
 // ---- protocol constants (rdma-core's rsocket.c) -------------------------------------------
@@ -357,25 +358,16 @@ impl Qp {
             sg_list: sge.as_mut_ptr(),
             num_sge: 2,
         };
-        // SAFETY: a QP of a live context; the ops are the drop-in's.
-        let f = unsafe { (*(*self.qp).context).ops.post_recv }.ok_or(libc::ENOSYS)?;
-        let mut bad = core::ptr::null_mut();
-        // SAFETY: a valid WR whose SGEs point into the registered buffer.
-        match unsafe { f(self.qp, &mut wr, &mut bad) } {
-            0 => Ok(()),
-            e => Err(e),
-        }
+        // SAFETY: the socket's QP; SGEs into its registered buffer.
+        unsafe { post_recv_wr(self.qp, &mut wr) }
     }
 
     fn arm(&mut self) {
         if self.cq_armed || self.cq.is_null() {
             return;
         }
-        // SAFETY: the QP's CQ, through its context's ops.
-        if let Some(arm) = unsafe { (*(*self.cq).context).ops.req_notify_cq }
-            // SAFETY: as above.
-            && unsafe { arm(self.cq, 0) } == 0
-        {
+        // SAFETY: the QP's CQ.
+        if unsafe { arm_cq(self.cq) }.is_ok() {
             self.cq_armed = true;
         }
     }
@@ -855,14 +847,12 @@ impl Inner {
                 break;
             }
             let cq = ep.qps[i].cq;
-            // SAFETY: the QP's CQ, through its context's ops.
-            let Some(poll) = (unsafe { (*(*cq).context).ops.poll_cq }) else {
+            let want = (ep.rqe_avail.max(1) as usize).min(wcs.len());
+            // SAFETY: the QP's CQ.
+            let Ok(got) = (unsafe { poll_cq(cq, &mut wcs[..want]) }) else {
                 return;
             };
-            let want = (ep.rqe_avail.max(1) as usize).min(wcs.len()) as c_int;
-            // SAFETY: room for `want` completions.
-            let got = unsafe { poll(cq, want, wcs.as_mut_ptr()) };
-            if got <= 0 {
+            if got == 0 {
                 idle += 1;
                 i = (i + 1) % n;
                 if idle >= n {
@@ -871,7 +861,7 @@ impl Inner {
                 continue;
             }
             idle = 0;
-            for wc in &wcs[..got as usize] {
+            for wc in &wcs[..got] {
                 if wc.wr_id & RECV_WR_FLAG != 0 {
                     let offset = (wc.wr_id & 0xFFFF_FFFF) as u32;
                     if offset % SNDLOWAT != 0 || offset >= ep.rq_size * SNDLOWAT {
@@ -1014,14 +1004,8 @@ fn post_ud_send(
     wr.wr.ud.ah = ah;
     wr.wr.ud.remote_qpn = qpn;
     wr.wr.ud.remote_qkey = RDMA_UDP_QKEY;
-    // SAFETY: a QP of a live context; the ops are the drop-in's.
-    let f = unsafe { (*(*q.qp).context).ops.post_send }.ok_or(libc::ENOSYS)?;
-    let mut bad = core::ptr::null_mut();
-    // SAFETY: a valid WR whose SGE points at the registered send buffer.
-    match unsafe { f(q.qp, &mut wr, &mut bad) } {
-        0 => Ok(()),
-        e => Err(e),
-    }
+    // SAFETY: the socket's QP; the SGE points at its registered send buffer.
+    unsafe { post_send_wr(q.qp, &mut wr) }
 }
 
 /// A receive completion's datagram, if it is one (rsockets' ds_valid_recv, and from a QP

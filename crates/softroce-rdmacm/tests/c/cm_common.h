@@ -6,6 +6,8 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <dlfcn.h>
+#include <signal.h>
+#include <unistd.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
 
@@ -130,6 +132,25 @@ static inline void *newer_rdmacm_call(const char *name)
 	if (!call)
 		fprintf(stderr, "librdmacm.so.1 has no %s: %s\n", name, dlerror());
 	return call;
+}
+
+/* What the program is doing, for the watchdog's message. */
+static const char *volatile step = "starting";
+
+static inline void on_watchdog(int sig)
+{
+	(void)sig;
+	fprintf(stderr, "TIMEOUT during: %s\n", step);
+	printf("%d failures\n", failures + 1);
+	_exit(1);
+}
+
+/* Every wait of these programs is bounded; one that never ends is a failure after `seconds`,
+ * not a hang. */
+static inline void watchdog(unsigned seconds)
+{
+	signal(SIGALRM, on_watchdog);
+	alarm(seconds);
 }
 
 #endif

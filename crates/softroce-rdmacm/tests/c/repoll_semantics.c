@@ -23,15 +23,6 @@ static int (*repoll_wait)(int epfd, struct epoll_event *events, int maxevents, i
 
 #define PORT 7890
 
-static const char *volatile step = "starting";
-
-static void on_alarm(int sig)
-{
-	(void)sig;
-	fprintf(stderr, "TIMEOUT during: %s\n", step);
-	printf("%d failures\n", failures + 1);
-	_exit(1);
-}
 
 static int add(int ep, int fd, uint32_t events, uint64_t data)
 {
@@ -73,8 +64,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s SERVER_IP CLIENT_IP\n", argv[0]);
 		return 2;
 	}
-	signal(SIGALRM, on_alarm);
-	alarm(50);
+	watchdog(50);
 	struct epoll_event evs[8];
 	repoll_create = newer_rdmacm_call("repoll_create");
 	repoll_ctl = newer_rdmacm_call("repoll_ctl");

@@ -18,15 +18,6 @@
 #define PORT 7900 /* this program's ports: PORT .. PORT + 2 */
 
 static const char *server_ip, *client_ip;
-static const char *volatile step = "starting";
-
-static void on_alarm(int sig)
-{
-	(void)sig;
-	fprintf(stderr, "TIMEOUT during: %s\n", step);
-	printf("%d failures\n", failures + 1);
-	_exit(1);
-}
 
 static unsigned char pattern(int msg, size_t i)
 {
@@ -72,8 +63,7 @@ int main(int argc, char **argv)
 	}
 	server_ip = argv[1];
 	client_ip = argv[2];
-	signal(SIGALRM, on_alarm);
-	alarm(50);
+	watchdog(50);
 
 	step = "errors";
 	errno = 0;

@@ -21,18 +21,9 @@
 #define BIG (1 << 20)
 
 static const char *server_ip, *client_ip;
-static const char *volatile step = "starting";
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 static int listening;
-
-static void on_alarm(int sig)
-{
-	(void)sig;
-	fprintf(stderr, "TIMEOUT during: %s\n", step);
-	printf("%d failures\n", failures + 1);
-	_exit(1);
-}
 
 /* Reads exactly n bytes (blocking); 0 on success. */
 static int read_all(int s, void *buf, size_t n)
@@ -134,8 +125,7 @@ int main(int argc, char **argv)
 	}
 	server_ip = argv[1];
 	client_ip = argv[2];
-	signal(SIGALRM, on_alarm);
-	alarm(50);
+	watchdog(50);
 
 	step = "socket errors";
 	errno = 0;
