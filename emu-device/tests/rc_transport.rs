@@ -1218,9 +1218,9 @@ fn lose_packet_100_and_log(
 fn a_lossy_path_narrows_the_send_window_only_with_adaptive_retransmission() {
     // Go-back-N resends all a requester sent after a lost packet, and it sends its whole
     // window before the NAK can come back: so, once a path has shown loss, adaptive
-    // retransmission keeps 64 PSNs unacknowledged instead of rxe's 128, and asks for an
-    // ACK every 16 packets of a long message instead of every 64. By default (the man
-    // pages' retransmission) a lossy path keeps rxe's window.
+    // retransmission keeps 64 PSNs unacknowledged instead of the full window's 256, and asks
+    // for an ACK every 16 packets of a long message instead of every 64 (rxe's). By default
+    // (the man pages' retransmission) a lossy path keeps the full window.
     for adaptive_retransmit in [false, true] {
         let mut pair = Pair::new(Options {
             mtu: Mtu::Mtu4096,
@@ -1254,9 +1254,9 @@ fn a_lossy_path_narrows_the_send_window_only_with_adaptive_retransmission() {
         };
         let most_outstanding = |sent: &[Sent]| sent.iter().map(|s| s.outstanding).max();
 
-        // Before the loss, both keep rxe's window: 128 PSNs, an ACK asked every 64.
+        // Before the loss, both keep the full window: 256 PSNs, an ACK asked every 64.
         assert!(asks_every(&before, 64), "{before:?}");
-        assert_eq!(most_outstanding(&before), Some(128), "{before:?}");
+        assert_eq!(most_outstanding(&before), Some(256), "{before:?}");
         if adaptive_retransmit {
             assert!(asks_every(&after, 16), "{after:?}");
             assert!(most_outstanding(&after) <= Some(64), "{after:?}");

@@ -14,9 +14,9 @@ use super::super::qp_transport::{AckKind, AckReply, Reply};
 use super::super::types::QpState;
 use super::{Engine, OutPacket, PayloadRef};
 
-/// PSNs past the last ACK sent at which a held ACK goes at once: a quarter of the window
-/// of unacknowledged PSNs a requester keeps (128, rxe's RXE_MAX_UNACKED_PSNS; half of 64
-/// on a lossy path, see `recovery::Window`), so a stream (of small messages, or of a long
+/// PSNs past the last ACK sent at which a held ACK goes at once: a quarter of rxe's window
+/// of unacknowledged PSNs (RXE_MAX_UNACKED_PSNS, 128; ours is 256, and 64 on a lossy path,
+/// see `recovery::Window`), so a stream (of small messages, or of a long
 /// one's packets, which ask for an ACK every 64, or 16 on a lossy path) is
 /// acknowledged as it flows, while a ping-pong still gets its ACK with the next packet.
 const MAX_PSNS_HELD: u32 = 32;

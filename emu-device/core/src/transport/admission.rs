@@ -1,8 +1,8 @@
 //! A bound on the RC request PSNs a device has in flight to each peer
 //! (`HcaConfig::max_outstanding_psns`).
 //!
-//! Each RC QP may have 128 PSNs unacknowledged (rxe's window); sixty-four busy QPs are then
-//! 8192 packets in flight, far more than a peer's socket can buffer while it is descheduled
+//! Each RC QP may have 256 PSNs unacknowledged (twice rxe's window); sixty-four busy QPs are
+//! then 16384 packets in flight, far more than a peer's socket can buffer while it is descheduled
 //! for a moment. What overflows is lost, and go-back-N resends the whole window into the
 //! same full buffer: under load some QP met `retry_cnt` timeouts in a row and failed with
 //! IBV_WC_RETRY_EXC_ERR although nothing was wrong but the load. Bounding the sum per peer
