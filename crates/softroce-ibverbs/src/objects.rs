@@ -876,6 +876,28 @@ pub(crate) unsafe extern "C" fn vctx_reg_dm_mr(
     })
 }
 
+/// `verbs_context.alloc_null_mr` (`ibv_alloc_null_mr`): a region of the maximum length
+/// that reads as zeros and discards writes (ibv_alloc_null_mr(3)); NULL with errno on
+/// failure. As mlx5's: `addr` NULL, `length` SIZE_MAX, only the lkey valid (rkey 0).
+pub(crate) unsafe extern "C" fn vctx_alloc_null_mr(pd: *mut ibv_pd) -> *mut ibv_mr {
+    const VERB: &str = "ibv_alloc_null_mr";
+    guard_ptr(VERB, || {
+        // SAFETY: a PD from ibv_alloc_pd, or rejected.
+        let p = unsafe { resolve::<EmuPd>(VERB, pd) }?;
+        let (handle, keys) = on_device(VERB, p.dev, |h| h.alloc_null_mr(p.handle))?;
+        let mr = ibv_mr {
+            context: p.ctx.ctx_ptr(),
+            pd,
+            addr: std::ptr::null_mut(),
+            length: usize::MAX,
+            handle: handle.to_raw() as u32,
+            lkey: keys.lkey,
+            rkey: keys.rkey,
+        };
+        Ok(publish(Box::new(EmuMr { mr, handle })).cast())
+    })
+}
+
 // ---- MW (verbs.h's inline ibv_alloc_mw, ibv_bind_mw, ibv_dealloc_mw call ctx->ops) -----
 
 #[repr(C)]

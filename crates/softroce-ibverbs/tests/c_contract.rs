@@ -177,6 +177,15 @@ fn man_pages_device_memory() {
     run_c_program("man_device_memory", "softroce0=127.78.18.11");
 }
 
+/// ibv_alloc_null_mr(3): a region of the maximum length that reads as zeros (SEND and RDMA
+/// WRITE gathered from it deliver zeros) and discards writes (receives and READ responses
+/// into it complete, a receive's later entries get the rest), only its lkey valid (a peer
+/// naming it as rkey: IBV_WC_REM_ACCESS_ERR), its PD's only, busy PD, no rereg or bind.
+#[test]
+fn man_pages_null_memory_region() {
+    run_c_program("man_null_mr", "softroce0=127.78.18.17");
+}
+
 /// ibv_create_cq_ex(3), ibv_query_rt_values_ex(3), ibv_query_device_ex(3): completion
 /// timestamps in the device clock (CLOCK_MONOTONIC nanoseconds) and in wall-clock
 /// nanoseconds, monotonic and between raw-clock readings taken around them; flushes

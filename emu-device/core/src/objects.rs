@@ -54,6 +54,9 @@ pub(crate) struct Mr {
     /// The device memory the region covers (`ibv_reg_dm_mr`), which cannot be freed while
     /// the region exists (ibv_alloc_dm(3), NOTES).
     pub(crate) dm: Option<DmHandle>,
+    /// A null MR (ibv_alloc_null_mr(3)): every address of the maximum length, read as
+    /// zeros, written to nowhere; its key opens nothing to peers.
+    pub(crate) null: bool,
 }
 
 /// A device memory allocation (ibv_alloc_dm(3)). The emulator's device memory is memory
@@ -478,6 +481,7 @@ mod tests {
             remote_valid: true,
             windows: 0,
             dm: None,
+            null: false,
         };
         assert!(mr.contains(0x1_0000, 4096) && !mr.contains(0x1_0000, 4097));
         assert!(

@@ -273,6 +273,7 @@ impl Hca {
             remote_valid: true,
             windows: 0,
             dm: None,
+            null: false,
         };
         let handle = self.store.insert_mr(mr);
         self.store.add_pd_users(VERB, pd, 1)?;
@@ -283,6 +284,39 @@ impl Hca {
                 rkey: key,
             },
         ))
+    }
+
+    /// `ibv_alloc_null_mr` (ibv_alloc_null_mr(3)): a region of `pd` with the maximum length
+    /// that reads as zeros and discards what is written to it, for gather and scatter lists
+    /// whose data nobody needs. Only its lkey is valid: the keys returned carry rkey 0, and
+    /// a peer naming its key is refused as an unknown key. It counts toward `max_mr` and
+    /// keeps `pd` busy; it cannot be re-registered, nor can a window bind to it.
+    pub fn alloc_null_mr(&mut self, pd: PdHandle) -> VerbsResult<(MrHandle, MrKeys)> {
+        const VERB: &str = "alloc_null_mr";
+        self.store.lookup(VERB, pd)?;
+        if self.store.count::<MrHandle>() >= self.device.attr().max_mr as usize {
+            return Err(VerbsError::no_resources(VERB, "max_mr reached"));
+        }
+        let store = &self.store;
+        let key = self.device.draw_key(|k| store.key_in_use(k));
+        let mr = Mr {
+            pd,
+            addr: 0,
+            len: u64::MAX,
+            iova: 0,
+            // Written to by receives and READ responses (their data discarded); no remote
+            // right and no MW_BIND.
+            access: AccessFlags::LOCAL_WRITE,
+            lkey: key,
+            rkey: key,
+            remote_valid: false,
+            windows: 0,
+            dm: None,
+            null: true,
+        };
+        let handle = self.store.insert_mr(mr);
+        self.store.add_pd_users(VERB, pd, 1)?;
+        Ok((handle, MrKeys { lkey: key, rkey: 0 }))
     }
 
     /// `ibv_rereg_mr`: change the region's PD, range (`addr`, `len`) and/or access, each
@@ -306,6 +340,12 @@ impl Hca {
             return Err(VerbsError::busy(
                 VERB,
                 format!("{} memory windows are bound to the region", m.windows),
+            ));
+        }
+        if m.null {
+            return Err(VerbsError::invalid(
+                VERB,
+                "a null MR cannot be re-registered (ibv_alloc_null_mr(3))",
             ));
         }
         if m.dm.is_some() && range.is_some() {

@@ -45,19 +45,32 @@ pub(crate) struct Via {
     pub(crate) qp: QpHandle,
 }
 
+/// Where the bytes a scatter/gather entry names are.
+#[derive(Debug, Clone, Copy)]
+enum LocalBytes {
+    /// In the application's memory from `addr`, in a region that pages on demand or not.
+    App { addr: u64, on_demand: bool },
+    /// In a null MR (ibv_alloc_null_mr(3)): zeros to read, nowhere to write.
+    Null,
+}
+
 impl Store {
-    /// Find the region behind `sge` and check it covers `sge` with `need` rights: the
-    /// process address of `sge.addr`, and whether the region pages on demand.
-    fn local_ok(&self, pd: PdHandle, sge: &Sge, write: bool) -> Option<(u64, bool)> {
+    /// Find the region behind `sge` and check it covers `sge` with `need` rights: where
+    /// its bytes are.
+    fn local_ok(&self, pd: PdHandle, sge: &Sge, write: bool) -> Option<LocalBytes> {
         let mr = self.mr_by_key(sge.lkey)?;
         (mr.pd == pd
             && mr.contains(sge.addr, u64::from(sge.length))
             && (!write || mr.access.contains(AccessFlags::LOCAL_WRITE)))
         .then(|| {
-            (
-                mr.local(sge.addr),
-                mr.access.contains(AccessFlags::ON_DEMAND),
-            )
+            if mr.null {
+                LocalBytes::Null
+            } else {
+                LocalBytes::App {
+                    addr: mr.local(sge.addr),
+                    on_demand: mr.access.contains(AccessFlags::ON_DEMAND),
+                }
+            }
         })
     }
 
@@ -101,14 +114,21 @@ impl Store {
                 skip -= len;
                 continue;
             }
-            let Some((addr, on_demand)) = self.local_ok(pd, sge, false) else {
+            let Some(bytes) = self.local_ok(pd, sge, false) else {
                 return Err(LocalFault::Protection);
             };
             let n = ((len - skip) as usize).min(out.len() - done);
-            // SAFETY: `local_ok` found `sge` inside a live registered region of this PD.
-            let unmapped = unsafe { memory::read_app(addr + skip, &mut out[done..done + n]) };
-            if unmapped > 0 && on_demand {
-                return Err(LocalFault::Protection);
+            let into = &mut out[done..done + n];
+            match bytes {
+                LocalBytes::Null => into.fill(0),
+                LocalBytes::App { addr, on_demand } => {
+                    // SAFETY: `local_ok` found `sge` inside a live registered region of
+                    // this PD.
+                    let unmapped = unsafe { memory::read_app(addr + skip, into) };
+                    if unmapped > 0 && on_demand {
+                        return Err(LocalFault::Protection);
+                    }
+                }
             }
             done += n;
             skip = 0;
@@ -122,8 +142,9 @@ impl Store {
 
     /// The application address of the `len` bytes `offset` bytes into a gather list, when
     /// they lie in one entry that passes the checks [`Store::gather`] makes and its region
-    /// does not page on demand (whose holes fail the request rather than read as zeros):
-    /// what a packet can leave with straight from there. `None` sends it the copying way,
+    /// does not page on demand (whose holes fail the request rather than read as zeros)
+    /// nor is a null MR (no bytes to point at): what a packet can leave with straight from
+    /// there. `None` sends it the copying way,
     /// which reports whatever is wrong.
     pub(crate) fn payload_in_place(
         &self,
@@ -142,8 +163,10 @@ impl Store {
             if sge_len - skip < len as u64 {
                 return None;
             }
-            let (addr, on_demand) = self.local_ok(pd, sge, false)?;
-            return (!on_demand).then_some(addr + skip);
+            return match self.local_ok(pd, sge, false)? {
+                LocalBytes::App { addr, on_demand } => (!on_demand).then_some(addr + skip),
+                LocalBytes::Null => None,
+            };
         }
         None
     }
@@ -171,14 +194,16 @@ impl Store {
                 skip -= len;
                 continue;
             }
-            let Some((addr, on_demand)) = self.local_ok(pd, sge, true) else {
+            let Some(bytes) = self.local_ok(pd, sge, true) else {
                 return Err(LocalFault::Protection);
             };
             let n = ((len - skip) as usize).min(data.len() - done);
-            // SAFETY: `local_ok` found `sge` inside a live, locally writable region.
-            let unmapped = unsafe { memory::write_app(addr + skip, &data[done..done + n]) };
-            if unmapped > 0 && on_demand {
-                return Err(LocalFault::Protection);
+            if let LocalBytes::App { addr, on_demand } = bytes {
+                // SAFETY: `local_ok` found `sge` inside a live, locally writable region.
+                let unmapped = unsafe { memory::write_app(addr + skip, &data[done..done + n]) };
+                if unmapped > 0 && on_demand {
+                    return Err(LocalFault::Protection);
+                }
             }
             done += n;
             skip = 0;
