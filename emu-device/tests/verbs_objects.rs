@@ -496,6 +496,98 @@ fn one_completion_event_per_arming() {
     assert_eq!(hca.ack_cq_events(cq, 1).unwrap_err().errno(), libc::EINVAL);
 }
 
+/// ibv_modify_cq(3) with IBV_CQ_ATTR_MODERATE, "number of completions per event" and a
+/// period "in micro seconds": an armed CQ's event waits for the count, or for the period
+/// after its first completion, in the device's time (here virtual: the core reads no clock).
+#[test]
+fn cq_event_moderation_holds_the_event_for_its_count_or_its_period() {
+    let mut hca = device();
+    let t0 = std::time::Instant::now();
+    hca.advance_clock(t0);
+    let pd = hca.alloc_pd().unwrap();
+    let ch = hca.create_comp_channel();
+    let buf = register(&mut hca, pd, 64, AccessFlags::LOCAL_WRITE);
+    let recv = |i| RecvWr {
+        wr_id: i,
+        sg_list: vec![sge(&buf, 0, 8)].into(),
+    };
+    let max = hca.query_device().max_cq_moderation_period;
+    assert!(max > 0 && hca.query_device().max_cq_moderation_count == u16::MAX);
+
+    // By count: two completions of three hold the event; the third sends it.
+    let (cq, _) = hca.create_cq(16, Some(ch), 0, 7).unwrap();
+    assert_eq!(
+        hca.modify_cq_moderation(cq, 0, max + 1)
+            .unwrap_err()
+            .errno(),
+        libc::EINVAL,
+        "a period beyond the device's"
+    );
+    hca.modify_cq_moderation(cq, 3, 0).unwrap();
+    let qp = rc_qp(&mut hca, pd, cq, None);
+    to_rts(&mut hca, qp);
+    hca.post_recv(qp, &[recv(1), recv(2)]).unwrap();
+    hca.req_notify_cq(cq, false).unwrap();
+    to_err(&mut hca, qp);
+    assert_eq!(hca.poll_event(), None, "two completions of three: held");
+    assert_eq!(hca.poll_timeout(), None, "no period, no timer");
+    hca.post_recv(qp, &[recv(3)]).unwrap(); // flushed at once: the third completion
+    assert_eq!(hca.poll_event(), Some(HcaEvent::CompletionEvent(ch)));
+    assert_eq!(hca.get_cq_event(ch).unwrap(), (cq, 7));
+    hca.ack_cq_events(cq, 1).unwrap();
+
+    // Loosening the count while completions are held weighs them at once.
+    hca.modify_cq_moderation(cq, 10, 0).unwrap();
+    hca.req_notify_cq(cq, false).unwrap();
+    hca.post_recv(qp, &[recv(4), recv(5)]).unwrap();
+    assert_eq!(hca.poll_event(), None, "two of ten");
+    hca.modify_cq_moderation(cq, 2, 0).unwrap();
+    assert_eq!(hca.poll_event(), Some(HcaEvent::CompletionEvent(ch)));
+    hca.get_cq_event(ch).unwrap();
+    hca.ack_cq_events(cq, 1).unwrap();
+
+    // Both zero: no moderation, the next completion fires.
+    hca.modify_cq_moderation(cq, 0, 0).unwrap();
+    hca.req_notify_cq(cq, false).unwrap();
+    hca.post_recv(qp, &[recv(6)]).unwrap();
+    assert_eq!(hca.poll_event(), Some(HcaEvent::CompletionEvent(ch)));
+    hca.get_cq_event(ch).unwrap();
+    hca.ack_cq_events(cq, 1).unwrap();
+
+    // By period: the event goes 100 us after the first completion, not a moment before;
+    // an unarmed CQ starts no timer.
+    hca.modify_cq_moderation(cq, 0, 100).unwrap();
+    hca.post_recv(qp, &[recv(7)]).unwrap();
+    assert_eq!(hca.poll_timeout(), None, "not armed: nothing to time");
+    hca.req_notify_cq(cq, false).unwrap();
+    let t1 = t0 + std::time::Duration::from_millis(5);
+    hca.advance_clock(t1);
+    hca.post_recv(qp, &[recv(8), recv(9)]).unwrap();
+    let due = t1 + std::time::Duration::from_micros(100);
+    assert_eq!(hca.poll_timeout(), Some(due));
+    hca.handle_timeout(due - std::time::Duration::from_micros(1));
+    assert_eq!(hca.poll_event(), None, "1 us before the period ends");
+    hca.handle_timeout(due);
+    assert_eq!(hca.poll_event(), Some(HcaEvent::CompletionEvent(ch)));
+    assert_eq!(hca.poll_timeout(), None);
+    hca.get_cq_event(ch).unwrap();
+    hca.ack_cq_events(cq, 1).unwrap();
+    let mut wcs = [empty_wc(); 16];
+    assert_eq!(
+        hca.poll_cq(cq, &mut wcs).unwrap(),
+        9,
+        "every completion is there"
+    );
+
+    // A CQ destroyed while its event is held takes its timer with it.
+    hca.req_notify_cq(cq, false).unwrap();
+    hca.post_recv(qp, &[recv(10)]).unwrap();
+    assert!(hca.poll_timeout().is_some());
+    hca.destroy_qp(qp).unwrap();
+    hca.destroy_cq(cq).unwrap();
+    assert_eq!(hca.poll_timeout(), None);
+}
+
 #[test]
 fn unacknowledged_cq_events_block_destroy() {
     let mut hca = device();

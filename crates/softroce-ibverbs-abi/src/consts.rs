@@ -236,6 +236,10 @@ consts! {
         IBV_OPS_TM_SYNC = 1 << 1,
         /// `enum ibv_tm_cap_flags`: tag matching over RC.
         IBV_TM_CAP_RC = 1 << 0,
+        /// `enum ibv_cq_attr_mask`: `moderate` is set (ibv_modify_cq).
+        IBV_CQ_ATTR_MODERATE = 1 << 0,
+        /// `enum ibv_cq_attr_mask`: the first bit past the known ones.
+        IBV_CQ_ATTR_RESERVED = 1 << 1,
         /// `enum ibv_xrcd_init_attr_mask`: `fd` is set.
         IBV_XRCD_INIT_ATTR_FD = 1 << 0,
         /// `enum ibv_xrcd_init_attr_mask`: `oflags` is set.

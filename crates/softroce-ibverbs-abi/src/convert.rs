@@ -133,8 +133,8 @@ pub fn device_attr_to_c(a: &DeviceAttr) -> ibv_device_attr {
 }
 
 /// The core's device attributes from `ibv_query_device`'s answer. `max_inline_data`,
-/// `max_msg_sz`, `num_comp_vectors`, `odp` and `max_dm_size` are not in the struct: they
-/// are 0.
+/// `max_msg_sz`, `num_comp_vectors`, `odp`, `max_dm_size` and the CQ moderation limits are
+/// not in the struct: they are 0.
 pub fn device_attr_from_c(a: &ibv_device_attr) -> DeviceAttr {
     DeviceAttr {
         fw_ver: string_from_cstr(&a.fw_ver),
@@ -178,6 +178,8 @@ pub fn device_attr_from_c(a: &ibv_device_attr) -> DeviceAttr {
         // Only ibv_query_device_ex reports a clock; ibv_poll_cq's completions carry none.
         hca_core_clock: 0,
         completion_timestamp_mask: 0,
+        max_cq_moderation_count: 0,
+        max_cq_moderation_period: 0,
     }
 }
 

@@ -590,6 +590,14 @@ layout! {
         free        32    8,
         pd_context  40    8,
     }
+    ibv_moderate_cq 4 2 {
+        cq_count   0    2,
+        cq_period  2    2,
+    }
+    ibv_modify_cq_attr 8 4 {
+        attr_mask  0    4,
+        moderate   4    4,
+    }
     ibv_alloc_dm_attr 16 8 {
         length          0    8,
         log_align_req   8    4,

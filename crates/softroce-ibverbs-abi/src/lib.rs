@@ -348,7 +348,8 @@ pub struct verbs_context {
         unsafe extern "C" fn(context: *mut ibv_context, init_attr: *mut c_void) -> *mut c_void,
     >,
     /// `ibv_modify_cq`.
-    pub modify_cq: Option<unsafe extern "C" fn(cq: *mut ibv_cq, attr: *mut c_void) -> c_int>,
+    pub modify_cq:
+        Option<unsafe extern "C" fn(cq: *mut ibv_cq, attr: *mut ibv_modify_cq_attr) -> c_int>,
     /// `ibv_post_srq_ops`.
     pub post_srq_ops: Option<
         unsafe extern "C" fn(srq: *mut ibv_srq, op: *mut c_void, bad_op: *mut *mut c_void) -> c_int,
@@ -823,6 +824,26 @@ pub struct ibv_mw {
     pub handle: u32,
     /// `enum ibv_mw_type`.
     pub type_: u32,
+}
+
+/// `struct ibv_moderate_cq`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ibv_moderate_cq {
+    /// Completions per event.
+    pub cq_count: u16,
+    /// Period (µs).
+    pub cq_period: u16,
+}
+
+/// `struct ibv_modify_cq_attr`: `ibv_modify_cq`'s argument.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ibv_modify_cq_attr {
+    /// `IBV_CQ_ATTR_MODERATE`: `moderate` is set.
+    pub attr_mask: u32,
+    /// Event moderation.
+    pub moderate: ibv_moderate_cq,
 }
 
 /// `struct ibv_alloc_dm_attr`.

@@ -487,6 +487,10 @@ unsafe extern "C" fn vctx_query_device_ex(
         ex.orig_attr = ctx.query(|h| reported_device_attr(h.query_device()));
         ex.phys_port_cnt_ex = u32::from(ex.orig_attr.phys_port_cnt);
         ex.max_dm_size = ctx.query(|h| h.query_device().max_dm_size);
+        ex.cq_mod_caps = ctx.query(|h| ibv_cq_moderation_caps {
+            max_cq_count: h.query_device().max_cq_moderation_count,
+            max_cq_period: h.query_device().max_cq_moderation_period,
+        });
         ex.hca_core_clock = ctx.query(|h| h.query_device().hca_core_clock);
         ex.device_cap_flags_ex = ctx.query(|h| h.query_device().device_cap_flags_ex);
         ex.completion_timestamp_mask = ctx.query(|h| h.query_device().completion_timestamp_mask);

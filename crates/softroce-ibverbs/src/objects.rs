@@ -1132,6 +1132,40 @@ pub(crate) unsafe fn create_cq(
     Ok(cq)
 }
 
+/// `verbs_context.modify_cq` (`ibv_modify_cq`): 0 or the errno value (ibv_modify_cq(3)).
+/// As libibverbs and the kernel check it: an attr_mask of 0 or with a bit past
+/// IBV_CQ_ATTR_MODERATE is EINVAL; a period beyond `cq_mod_caps.max_cq_period` EINVAL (as
+/// mlx5).
+pub(crate) unsafe extern "C" fn vctx_modify_cq(
+    cq: *mut ibv_cq,
+    attr: *mut ibv_modify_cq_attr,
+) -> c_int {
+    const VERB: &str = "ibv_modify_cq";
+    guard_errno(VERB, || {
+        // SAFETY: a CQ from ibv_create_cq(_ex), or rejected.
+        let c = unsafe { resolve::<EmuCq>(VERB, cq) }?;
+        if attr.is_null() {
+            return Err(fail(VERB, libc::EINVAL, "attr is NULL"));
+        }
+        // SAFETY: the caller's attributes, checked non-NULL.
+        let attr = unsafe { *attr };
+        if attr.attr_mask == 0 || attr.attr_mask >= IBV_CQ_ATTR_RESERVED {
+            return Err(fail(
+                VERB,
+                libc::EINVAL,
+                format!(
+                    "attr_mask {:#x}: IBV_CQ_ATTR_MODERATE is the one attribute",
+                    attr.attr_mask
+                ),
+            ));
+        }
+        let m = attr.moderate;
+        on_device(VERB, c.dev, |h| {
+            h.modify_cq_moderation(c.handle, m.cq_count, m.cq_period)
+        })
+    })
+}
+
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
     const VERB: &str = "ibv_destroy_cq";

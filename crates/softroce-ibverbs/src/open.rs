@@ -27,6 +27,7 @@ pub(crate) unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut
             vctx.free_dm = Some(objects::vctx_free_dm);
             vctx.reg_dm_mr = Some(objects::vctx_reg_dm_mr);
             vctx.alloc_null_mr = Some(objects::vctx_alloc_null_mr);
+            vctx.modify_cq = Some(objects::vctx_modify_cq);
             vctx.open_xrcd = Some(objects::vctx_open_xrcd);
             vctx.close_xrcd = Some(objects::vctx_close_xrcd);
             vctx.create_srq_ex = Some(objects::vctx_create_srq_ex);

@@ -186,6 +186,14 @@ fn man_pages_null_memory_region() {
     run_c_program("man_null_mr", "softroce0=127.78.18.17");
 }
 
+/// ibv_modify_cq(3): completion event moderation (IBV_CQ_ATTR_MODERATE) within
+/// ibv_query_device_ex's cq_mod_caps: an armed CQ's event waits for cq_count completions
+/// or cq_period microseconds; both zero turn it off; EINVAL for a bad attr_mask or period.
+#[test]
+fn man_pages_cq_moderation() {
+    run_c_program("man_cq_moderation", "softroce0=127.78.18.18");
+}
+
 /// ibv_create_cq_ex(3), ibv_query_rt_values_ex(3), ibv_query_device_ex(3): completion
 /// timestamps in the device clock (CLOCK_MONOTONIC nanoseconds) and in wall-clock
 /// nanoseconds, monotonic and between raw-clock readings taken around them; flushes

@@ -19,7 +19,7 @@ use super::device::DeviceAttr;
 use super::error::{VerbsError, VerbsResult};
 use super::events::{EventElement, Events};
 use super::handles::{ChannelHandle, CqHandle, Table};
-use super::objects::{Channel, Cq};
+use super::objects::{Channel, Cq, CqModeration};
 use super::types::{EventType, WcOpcode, WcStatus};
 use super::wr::WorkCompletion;
 
@@ -60,6 +60,11 @@ impl Clock {
         }
     }
 
+    /// The latest `now` given, if any was.
+    pub(crate) fn latest(&self) -> Option<Instant> {
+        self.latest
+    }
+
     pub(crate) fn ns(&self) -> u64 {
         match (self.epoch, self.latest) {
             (Some(epoch), Some(latest)) => {
@@ -77,6 +82,9 @@ pub(crate) struct Completions {
     cqs: Table<CqHandle, Cq>,
     channels: Table<ChannelHandle, Channel>,
     pub(crate) clock: Clock,
+    /// CQs whose event waits for its moderation period, by when it is due (few: only
+    /// moderated CQs armed with completions waiting).
+    moderation_timers: Vec<(Instant, CqHandle)>,
 }
 
 impl Completions {
@@ -149,6 +157,8 @@ impl Completions {
             lost: 0,
             async_unacked: 0,
             depth_limit: None,
+            moderation: CqModeration::default(),
+            held_event: None,
         });
         if let Some(ch) = channel
             && let Some(c) = self.channels.get_mut(ch)
@@ -229,6 +239,7 @@ impl Completions {
                 ),
             ));
         }
+        self.moderation_timers.retain(|(_, h)| *h != cq);
         let channel = self.cqs.remove(VERB, cq)?.channel;
         if let Some(ch) = channel
             && let Some(chan) = self.channels.get_mut(ch)
@@ -357,19 +368,96 @@ impl Completions {
         }
         c.entries.push_back(wc);
         if let Some(solicited_only) = c.armed {
-            let fires = !solicited_only || solicited || wc.status != WcStatus::Success;
-            if fires {
-                c.armed = None;
-                let context = c.context;
-                if let Some(ch) = c.channel
-                    && let Some(chan) = self.channels.get_mut(ch)
+            let counts = !solicited_only || solicited || wc.status != WcStatus::Success;
+            // Without a time given yet nothing can be timed: the event goes at once.
+            if counts && let Some(now) = self.clock.latest() {
+                let (held, first) = c.held_event.map_or((1, now), |(n, first)| (n + 1, first));
+                c.held_event = Some((held, first));
+                let moderation = c.moderation;
+                if moderation.fires_with(held) {
+                    self.fire(events, cq);
+                } else if held == 1
+                    && let Some(due) = moderation.deadline(first)
                 {
-                    chan.pending.push_back((cq, context));
-                    events.completion_queued(ch);
+                    self.moderation_timers.push((due, cq));
                 }
+            } else if counts {
+                self.fire(events, cq);
             }
         }
         PushOutcome::Stored
+    }
+
+    /// The armed CQ's completion event goes to its channel now (none without a channel).
+    fn fire(&mut self, events: &mut Events, cq: CqHandle) {
+        let Some(c) = self.cqs.get_mut(cq) else {
+            return;
+        };
+        c.armed = None;
+        c.held_event = None;
+        let context = c.context;
+        if let Some(ch) = c.channel
+            && let Some(chan) = self.channels.get_mut(ch)
+        {
+            chan.pending.push_back((cq, context));
+            events.completion_queued(ch);
+        }
+        self.moderation_timers.retain(|(_, h)| *h != cq);
+    }
+
+    /// Set the CQ's event moderation (ibv_modify_cq(3)): at most `max_count` completions
+    /// and `max_period_us` microseconds (EINVAL beyond, as mlx5). Completions already held
+    /// are weighed against the new setting at once.
+    pub(crate) fn moderate(
+        &mut self,
+        events: &mut Events,
+        cq: CqHandle,
+        moderation: CqModeration,
+        max_period_us: u16,
+    ) -> VerbsResult<()> {
+        const VERB: &str = "modify_cq";
+        if moderation.period_us > max_period_us {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!(
+                    "cq_period {} us beyond the device's {max_period_us} us",
+                    moderation.period_us
+                ),
+            ));
+        }
+        let c = self.cqs.lookup_mut(VERB, cq)?;
+        c.moderation = moderation;
+        let Some((held, first)) = c.held_event else {
+            return Ok(());
+        };
+        self.moderation_timers.retain(|(_, h)| *h != cq);
+        let due = moderation.deadline(first);
+        if moderation.fires_with(held)
+            || due.is_some_and(|d| self.clock.latest().is_none_or(|now| d <= now))
+        {
+            self.fire(events, cq);
+        } else if let Some(due) = due {
+            self.moderation_timers.push((due, cq));
+        }
+        Ok(())
+    }
+
+    /// When the next moderation period ends.
+    pub(crate) fn next_moderation_deadline(&self) -> Option<Instant> {
+        self.moderation_timers.iter().map(|(due, _)| *due).min()
+    }
+
+    /// Every held event whose moderation period ended by `now` goes.
+    pub(crate) fn handle_moderation_timeout(&mut self, events: &mut Events, now: Instant) {
+        let due: Vec<CqHandle> = self
+            .moderation_timers
+            .iter()
+            .filter(|(at, _)| *at <= now)
+            .map(|(_, cq)| *cq)
+            .collect();
+        for cq in due {
+            self.fire(events, cq);
+        }
     }
 }
 

@@ -241,6 +241,11 @@ pub struct DeviceAttr {
     /// Valid bits of a completion timestamp
     /// (`ibv_device_attr_ex.completion_timestamp_mask`): all 64, the clock never wraps.
     pub completion_timestamp_mask: u64,
+    /// Completion event moderation (`ibv_device_attr_ex.cq_mod_caps`): the most
+    /// completions per event and the longest period (microseconds) `ibv_modify_cq` takes.
+    pub max_cq_moderation_count: u16,
+    /// See `max_cq_moderation_count`.
+    pub max_cq_moderation_period: u16,
 }
 
 /// On-demand paging capabilities (`struct ibv_odp_caps`): the general bits
@@ -341,6 +346,9 @@ pub const MAX_CQE: u32 = 0x3F_FFFF;
 /// `max_dm_size`: 256 KiB.
 pub(crate) const MAX_DM_SIZE: u64 = 256 * 1024;
 
+/// The longest completion event moderation period, in microseconds (mlx5's 0xFFF).
+pub(crate) const MAX_CQ_MODERATION_PERIOD_US: u16 = 0xFFF;
+
 /// What the device is: its setup, limits, port and GIDs.
 #[derive(Debug)]
 pub(crate) struct Device {
@@ -407,6 +415,9 @@ impl Device {
             num_comp_vectors: config.num_comp_vectors.max(1),
             hca_core_clock: 1_000_000,
             completion_timestamp_mask: u64::MAX,
+            // mlx5's (MLX5_MAX_CQ_COUNT, MLX5_MAX_CQ_PERIOD); rxe has no moderation.
+            max_cq_moderation_count: u16::MAX,
+            max_cq_moderation_period: MAX_CQ_MODERATION_PERIOD_US,
         };
         let rng = ChaCha8Rng::seed_from_u64(config.seed);
         Self {

@@ -2,6 +2,7 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
 use softroce_wire::{Gid, Mtu, Psn, Qpn};
 
@@ -233,6 +234,34 @@ pub(crate) struct Cq {
     pub(crate) async_unacked: u32,
     /// Fault injection: the CQ overruns once it holds this many (below its capacity).
     pub(crate) depth_limit: Option<u32>,
+    /// Completion event moderation (`ibv_modify_cq`): off until set.
+    pub(crate) moderation: CqModeration,
+    /// The completions an armed, moderated CQ holds its event back for: how many, and when
+    /// the first came.
+    pub(crate) held_event: Option<(u32, Instant)>,
+}
+
+/// `struct ibv_moderate_cq`: an armed CQ's event goes once `count` completions came since
+/// it was armed, or `period_us` microseconds after the first of them, whichever is first; a
+/// zero leaves its condition out, and both zero is no moderation (the first completion
+/// fires, as without it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct CqModeration {
+    pub(crate) count: u16,
+    pub(crate) period_us: u16,
+}
+
+impl CqModeration {
+    /// Whether `held` completions send the event without waiting for the period.
+    pub(crate) fn fires_with(self, held: u32) -> bool {
+        (self.count == 0 && self.period_us == 0)
+            || (self.count > 0 && held >= u32::from(self.count))
+    }
+
+    /// When the event held since `first` is due by the period (none without one).
+    pub(crate) fn deadline(self, first: Instant) -> Option<Instant> {
+        (self.period_us > 0).then(|| first + Duration::from_micros(u64::from(self.period_us)))
+    }
 }
 
 /// A completion channel.

@@ -20,7 +20,7 @@ use super::handles::{
     AhHandle, ChannelHandle, CqHandle, DmHandle, MrHandle, MwHandle, PdHandle, QpHandle,
 };
 use super::multicast::Multicast;
-use super::objects::{Ah, AhAttr, Dm, Mr, Mw};
+use super::objects::{Ah, AhAttr, CqModeration, Dm, Mr, Mw};
 use super::store::Store;
 use super::transport::gsi::{self, Gsi, ReceivedMad};
 use super::transport::{self, Engine, IncomingDatagram, Outbox, Timers, Transmit, TransmitToken};
@@ -790,6 +790,25 @@ impl Hca {
         self.cqs.resize(cq, cqe, self.device.attr().max_cqe)
     }
 
+    /// `ibv_modify_cq` with IBV_CQ_ATTR_MODERATE (ibv_modify_cq(3)): once armed, the CQ's
+    /// completion event waits for `count` completions or for `period_us` microseconds after
+    /// the first of them, whichever comes first (a zero leaves its condition out; both zero
+    /// turn moderation off). EINVAL beyond the device's `max_cq_moderation_period`.
+    pub fn modify_cq_moderation(
+        &mut self,
+        cq: CqHandle,
+        count: u16,
+        period_us: u16,
+    ) -> VerbsResult<()> {
+        let max_period = self.device.attr().max_cq_moderation_period;
+        self.cqs.moderate(
+            &mut self.events,
+            cq,
+            CqModeration { count, period_us },
+            max_period,
+        )
+    }
+
     /// `ibv_destroy_cq`: EBUSY while QPs or SRQs use the CQ, or while completion events
     /// retrieved from its channel are unacknowledged, or while its async events are
     /// unacknowledged. Events queued but never retrieved are discarded.
@@ -957,13 +976,18 @@ impl Hca {
     /// D: when [`Hca::handle_timeout`] must next be called.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        transport::poll_timeout(&self.timers)
+        let transport = transport::poll_timeout(&self.timers);
+        match (transport, self.cqs.next_moderation_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// B: timers due at or before `now` fire. Spurious calls are harmless.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.advance_clock(now);
         transport::handle_timeout(&mut self.engine(), now);
+        self.cqs.handle_moderation_timeout(&mut self.events, now);
     }
 
     /// B: time has come to `now` without a datagram or timer: a driver calls this before
