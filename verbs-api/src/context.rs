@@ -424,6 +424,50 @@ impl Drop for MemoryRegion {
 }
 
 impl ProtectionDomain {
+    /// `ibv_alloc_null_mr` (ibv_alloc_null_mr(3)): a region of the maximum length that reads
+    /// as zeros and discards what is written to it, for data nobody needs (a receive's
+    /// unwanted part, zeros to send). EOPNOTSUPP where the device has none (rxe).
+    pub fn alloc_null_mr(&self) -> Result<NullMemoryRegion> {
+        let (mr, lkey) = self.pd.dev.alloc_null_mr(self.pd.pd)?;
+        Ok(NullMemoryRegion {
+            pd: Arc::clone(&self.pd),
+            mr,
+            lkey,
+        })
+    }
+}
+
+/// A null memory region ([`ProtectionDomain::alloc_null_mr`]): only its lkey is valid, no
+/// memory stands behind it, and it cannot be re-registered or bound to a window.
+#[derive(Debug)]
+pub struct NullMemoryRegion {
+    pd: Arc<PdInner>,
+    mr: MrHandle,
+    lkey: u32,
+}
+
+impl NullMemoryRegion {
+    /// Local key.
+    pub fn lkey(&self) -> u32 {
+        self.lkey
+    }
+    /// A scatter/gather element of `len` bytes in the region (its address is never read).
+    pub fn sge(&self, len: u32) -> Sge {
+        Sge {
+            addr: 0,
+            length: len,
+            lkey: self.lkey,
+        }
+    }
+}
+
+impl Drop for NullMemoryRegion {
+    fn drop(&mut self) {
+        let _ = self.pd.dev.dereg_mr(self.mr);
+    }
+}
+
+impl ProtectionDomain {
     /// `ibv_alloc_mw`: an unbound memory window of `mw_type` (ibv_alloc_mw(3)). Bind a type 1
     /// window with [`QueuePair::bind_mw`](crate::QueuePair::bind_mw), a type 2 window by
     /// posting [`MemoryWindow::bind_wr`].
@@ -593,6 +637,16 @@ impl CompletionQueue {
     /// `ibv_req_notify_cq`.
     pub fn req_notify(&self, solicited_only: bool) -> Result<()> {
         self.inner.dev.req_notify_cq(self.inner.cq, solicited_only)
+    }
+    /// `ibv_modify_cq` (ibv_modify_cq(3)): once armed, the CQ's completion event waits for
+    /// `count` completions, or for `period_us` microseconds after the first of them,
+    /// whichever comes first; a zero leaves its condition out, both zero turn moderation
+    /// off. Limits: [`DeviceAttr::max_cq_moderation_count`] and `_period`; EOPNOTSUPP where
+    /// the device has no moderation (rxe).
+    pub fn moderate(&self, count: u16, period_us: u16) -> Result<()> {
+        self.inner
+            .dev
+            .modify_cq_moderation(self.inner.cq, count, period_us)
     }
     /// `ibv_ack_cq_events`.
     pub fn ack_events(&self, n: u32) -> Result<()> {

@@ -78,8 +78,8 @@ pub mod sim;
 pub mod tokio;
 
 pub use context::{
-    CompletionChannel, CompletionQueue, Context, MemoryRegion, MemoryWindow, ProtectionDomain,
-    SharedReceiveQueue, XrcDomain,
+    CompletionChannel, CompletionQueue, Context, MemoryRegion, MemoryWindow, NullMemoryRegion,
+    ProtectionDomain, SharedReceiveQueue, XrcDomain,
 };
 pub use error::{Error, Result};
 pub use qp::{PreparedQueuePair, QueuePair, QueuePairBuilder, QueuePairEndpoint};

@@ -342,9 +342,10 @@ impl Ibverbs {
         })
     }
 
-    /// The provider's `verbs_context.create_qp_ex`, as verbs.h's `verbs_get_ctx_op` finds it:
-    /// only in an extended context whose library copy is large enough to hold it.
-    fn create_qp_ex_op(&self) -> Option<CreateQpExFn> {
+    /// The provider's `verbs_context` when its library copy holds the member at
+    /// `member_offset`, as verbs.h's `verbs_get_ctx_op` finds one: only an extended context
+    /// large enough for it.
+    fn vctx_holding(&self, member_offset: usize) -> Option<*const sys::verbs_context> {
         // SAFETY: the context lives as long as `self`.
         if unsafe { (*self.ctx).abi_compat } as usize != sys::__VERBS_ABI_IS_EXTENDED {
             return None;
@@ -353,13 +354,15 @@ impl Ibverbs {
         // SAFETY: an extended context is the last member of its verbs_context (verbs_get_ctx).
         let vctx = unsafe { self.ctx.cast::<u8>().sub(tail) }.cast::<sys::verbs_context>();
         // It grows downwards: `sz` counts from the member the library knows first.
-        let need = size_of::<sys::verbs_context>()
-            - std::mem::offset_of!(sys::verbs_context, create_qp_ex);
+        let need = size_of::<sys::verbs_context>() - member_offset;
         // SAFETY: `sz` sits just before `context` in every version.
-        if unsafe { (*vctx).sz } < need {
-            return None;
-        }
-        // SAFETY: the library's copy holds the member (checked above).
+        (unsafe { (*vctx).sz } >= need).then_some(vctx.cast_const())
+    }
+
+    /// The provider's `verbs_context.create_qp_ex` (see [`Self::vctx_holding`]).
+    fn create_qp_ex_op(&self) -> Option<CreateQpExFn> {
+        let vctx = self.vctx_holding(std::mem::offset_of!(sys::verbs_context, create_qp_ex))?;
+        // SAFETY: the library's copy holds the member.
         unsafe { (*vctx).create_qp_ex }
     }
 
@@ -596,6 +599,26 @@ impl Backend for Ibverbs {
         let rc = unsafe { (self.fns.dereg_mr)(ptr_of(mr.to_raw())) };
         check("ibv_dereg_mr", String::new, rc)
     }
+    fn alloc_null_mr(&self, pd: PdHandle) -> Result<(MrHandle, u32)> {
+        // verbs.h's inline ibv_alloc_null_mr: the provider's op, EOPNOTSUPP without one.
+        let alloc = self
+            .vctx_holding(std::mem::offset_of!(sys::verbs_context, alloc_null_mr))
+            // SAFETY: the library's copy holds the member.
+            .and_then(|v| unsafe { (*v).alloc_null_mr })
+            .ok_or_else(|| {
+                fail(
+                    "ibv_alloc_null_mr",
+                    "the provider has none",
+                    libc::EOPNOTSUPP,
+                )
+            })?;
+        // SAFETY: a PD this backend made.
+        let mr = unsafe { alloc(ptr_of(pd.to_raw())) };
+        let mr = non_null("ibv_alloc_null_mr", String::new, mr)?;
+        // SAFETY: a live MR.
+        let lkey = unsafe { (*mr).lkey };
+        Ok((MrHandle::from_raw(mr as u64), lkey))
+    }
     fn alloc_mw(&self, pd: PdHandle, mw_type: MwType) -> Result<(MwHandle, u32)> {
         // verbs.h's inline ibv_alloc_mw: the provider's op, EOPNOTSUPP without one.
         let alloc = self
@@ -730,6 +753,28 @@ impl Backend for Ibverbs {
         // SAFETY: a live CQ.
         unsafe { (self.fns.ack_cq_events)(ptr_of(cq.to_raw()), n) };
         Ok(())
+    }
+    fn modify_cq_moderation(&self, cq: CqHandle, count: u16, period_us: u16) -> Result<()> {
+        // verbs.h's inline ibv_modify_cq: the provider's op, EOPNOTSUPP without one (rxe).
+        let modify = self
+            .vctx_holding(std::mem::offset_of!(sys::verbs_context, modify_cq))
+            // SAFETY: the library's copy holds the member.
+            .and_then(|v| unsafe { (*v).modify_cq })
+            .ok_or_else(|| fail("ibv_modify_cq", "the provider has none", libc::EOPNOTSUPP))?;
+        let mut attr = sys::ibv_modify_cq_attr {
+            attr_mask: sys::IBV_CQ_ATTR_MODERATE,
+            moderate: sys::ibv_moderate_cq {
+                cq_count: count,
+                cq_period: period_us,
+            },
+        };
+        // SAFETY: a live CQ and attributes for the duration of the call.
+        let rc = unsafe { modify(ptr_of::<sys::ibv_cq>(cq.to_raw()), &mut attr) };
+        check(
+            "ibv_modify_cq",
+            || format!("{count} completions, {period_us} us"),
+            rc,
+        )
     }
 
     fn create_srq(&self, pd: PdHandle, attr: SrqAttr) -> Result<SrqHandle> {

@@ -49,6 +49,10 @@ macro_rules! hca_verbs {
         fn dereg_mr(&self, mr: MrHandle) -> Result<()> {
             Ok(self.with(|h| h.dereg_mr(mr))?)
         }
+        fn alloc_null_mr(&self, pd: PdHandle) -> Result<(MrHandle, u32)> {
+            let (mr, keys) = self.with(|h| h.alloc_null_mr(pd))?;
+            Ok((mr, keys.lkey))
+        }
         fn alloc_mw(&self, pd: PdHandle, mw_type: MwType) -> Result<(MwHandle, u32)> {
             Ok(self.with(|h| h.alloc_mw(pd, mw_type))?)
         }
@@ -74,6 +78,9 @@ macro_rules! hca_verbs {
         }
         fn req_notify_cq(&self, cq: CqHandle, solicited_only: bool) -> Result<()> {
             Ok(self.with(|h| h.req_notify_cq(cq, solicited_only))?)
+        }
+        fn modify_cq_moderation(&self, cq: CqHandle, count: u16, period_us: u16) -> Result<()> {
+            Ok(self.with(|h| h.modify_cq_moderation(cq, count, period_us))?)
         }
         fn ack_cq_events(&self, cq: CqHandle, n: u32) -> Result<()> {
             Ok(self.with(|h| h.ack_cq_events(cq, n))?)
@@ -209,6 +216,9 @@ pub trait Backend: Send + Sync + fmt::Debug {
     ) -> Result<(MrHandle, MrKeys)>;
     /// `ibv_dereg_mr`.
     fn dereg_mr(&self, mr: MrHandle) -> Result<()>;
+    /// `ibv_alloc_null_mr`: a region of `pd` that reads as zeros and discards writes; its
+    /// lkey (the only valid key). Released with [`Backend::dereg_mr`].
+    fn alloc_null_mr(&self, pd: PdHandle) -> Result<(MrHandle, u32)>;
     /// `ibv_alloc_mw`: the window and its R_Key.
     fn alloc_mw(&self, pd: PdHandle, mw_type: MwType) -> Result<(MwHandle, u32)>;
     /// `ibv_dealloc_mw`.
@@ -257,6 +267,9 @@ pub trait Backend: Send + Sync + fmt::Debug {
     }
     /// `ibv_req_notify_cq`.
     fn req_notify_cq(&self, cq: CqHandle, solicited_only: bool) -> Result<()>;
+    /// `ibv_modify_cq` with IBV_CQ_ATTR_MODERATE: completions per event and the period
+    /// (microseconds) after which an armed CQ's event goes anyway.
+    fn modify_cq_moderation(&self, cq: CqHandle, count: u16, period_us: u16) -> Result<()>;
     /// `ibv_ack_cq_events`.
     fn ack_cq_events(&self, cq: CqHandle, n: u32) -> Result<()>;
 
