@@ -138,6 +138,10 @@ CELL_ROWS=(
   "perftest ib_write_bw 65536 1024"
   "perftest ib_read_bw 65536 1024"
   "perftest ib_send_bw 65536 1024"
+  # 1 MiB messages at MTU 4096: 256 packets each, a requester's whole window in flight
+  "perftest ib_write_bw 1048576 4096"
+  "perftest ib_read_bw 1048576 4096"
+  "perftest ib_send_bw 1048576 4096"
   "perftest ib_atomic_bw 8 1024"
   "perftest ib_send_lat 2 1024"
   # connection management: rdma-core's rdma_server/rdma_client (the kernel's rdma_cm and IB
