@@ -257,12 +257,7 @@ impl Hca {
         const VERB: &str = "reg_mr";
         self.store.lookup(VERB, pd)?;
         Self::check_registration(VERB, addr, len, access)?;
-        if self.store.count::<MrHandle>() >= self.device.attr().max_mr as usize {
-            return Err(VerbsError::no_resources(VERB, "max_mr reached"));
-        }
-        let store = &self.store;
-        let key = self.device.draw_key(|k| store.key_in_use(k));
-        let mr = Mr {
+        let (handle, key) = self.insert_region(VERB, pd, |key| Mr {
             pd,
             addr: addr as u64,
             len: len as u64,
@@ -274,9 +269,7 @@ impl Hca {
             windows: 0,
             dm: None,
             null: false,
-        };
-        let handle = self.store.insert_mr(mr);
-        self.store.add_pd_users(VERB, pd, 1)?;
+        })?;
         Ok((
             handle,
             MrKeys {
@@ -284,6 +277,24 @@ impl Hca {
                 rkey: key,
             },
         ))
+    }
+
+    /// A new region of `pd` under a fresh key (`max_mr` permitting), built by `region`
+    /// from the key; the PD counts it as a user.
+    fn insert_region(
+        &mut self,
+        verb: &'static str,
+        pd: PdHandle,
+        region: impl FnOnce(u32) -> Mr,
+    ) -> VerbsResult<(MrHandle, u32)> {
+        if self.store.count::<MrHandle>() >= self.device.attr().max_mr as usize {
+            return Err(VerbsError::no_resources(verb, "max_mr reached"));
+        }
+        let store = &self.store;
+        let key = self.device.draw_key(|k| store.key_in_use(k));
+        let handle = self.store.insert_mr(region(key));
+        self.store.add_pd_users(verb, pd, 1)?;
+        Ok((handle, key))
     }
 
     /// `ibv_alloc_null_mr` (ibv_alloc_null_mr(3)): a region of `pd` with the maximum length
@@ -294,12 +305,7 @@ impl Hca {
     pub fn alloc_null_mr(&mut self, pd: PdHandle) -> VerbsResult<(MrHandle, MrKeys)> {
         const VERB: &str = "alloc_null_mr";
         self.store.lookup(VERB, pd)?;
-        if self.store.count::<MrHandle>() >= self.device.attr().max_mr as usize {
-            return Err(VerbsError::no_resources(VERB, "max_mr reached"));
-        }
-        let store = &self.store;
-        let key = self.device.draw_key(|k| store.key_in_use(k));
-        let mr = Mr {
+        let (handle, key) = self.insert_region(VERB, pd, |key| Mr {
             pd,
             addr: 0,
             len: u64::MAX,
@@ -313,9 +319,7 @@ impl Hca {
             windows: 0,
             dm: None,
             null: true,
-        };
-        let handle = self.store.insert_mr(mr);
-        self.store.add_pd_users(VERB, pd, 1)?;
+        })?;
         Ok((handle, MrKeys { lkey: key, rkey: 0 }))
     }
 
