@@ -179,7 +179,8 @@ fn man_pages_device_memory() {
 
 /// ibv_alloc_null_mr(3): a region of the maximum length that reads as zeros (SEND and RDMA
 /// WRITE gathered from it deliver zeros) and discards writes (receives and READ responses
-/// into it complete, a receive's later entries get the rest), only its lkey valid (a peer
+/// into it complete, a receive's later entries get the rest, a UD receive's GRH area can go
+/// there), only its lkey valid (a peer
 /// naming it as rkey: IBV_WC_REM_ACCESS_ERR), its PD's only, busy PD, no rereg or bind.
 #[test]
 fn man_pages_null_memory_region() {

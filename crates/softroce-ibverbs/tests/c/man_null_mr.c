@@ -175,6 +175,62 @@ int main(void)
 	ibv_destroy_qp(a);
 	ibv_destroy_qp(b);
 
+	/* The use the page names: a UD receive whose 40-byte GRH area nobody wants lands its
+	 * GRH in the null MR and the datagram in the next entry. */
+	struct ibv_qp_init_attr uia = {.send_cq = cq,
+				       .recv_cq = cq,
+				       .cap = {.max_send_wr = 4,
+					       .max_recv_wr = 4,
+					       .max_send_sge = 1,
+					       .max_recv_sge = 2},
+				       .qp_type = IBV_QPT_UD};
+	struct ibv_qp *u[2] = {ibv_create_qp(pd, &uia), ibv_create_qp(pd, &uia)};
+	CHECK(u[0] && u[1], "UD QPs: errno %d", errno);
+	if (!u[0] || !u[1])
+		return 1;
+	for (int i = 0; i < 2; i++) {
+		struct ibv_qp_attr qa = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = 0x1234};
+		int ok = ibv_modify_qp(u[i], &qa,
+				       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) == 0;
+		qa.qp_state = IBV_QPS_RTR;
+		ok = ok && ibv_modify_qp(u[i], &qa, IBV_QP_STATE) == 0;
+		qa.qp_state = IBV_QPS_RTS;
+		ok = ok && ibv_modify_qp(u[i], &qa, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0;
+		CHECK(ok, "UD QP %d to RTS", i);
+	}
+	union ibv_gid gid;
+	CHECK(ibv_query_gid(ctx, 1, 0, &gid) == 0, "gid");
+	struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1, .grh = {.dgid = gid, .hop_limit = 64}};
+	struct ibv_ah *ah = ibv_create_ah(pd, &aa);
+	CHECK(ah != NULL, "create_ah: errno %d", errno);
+	if (!ah)
+		return 1;
+	memset(host, 0xAB, 128);
+	memcpy(host + 512, "datagram", 8);
+	struct ibv_sge grh_to_null[2] = {{NOWHERE, 40, null->lkey}, {(uintptr_t)host, 64, hmr->lkey}};
+	struct ibv_recv_wr urw = {.wr_id = 50, .sg_list = grh_to_null, .num_sge = 2}, *urbad;
+	struct ibv_sge usge = {(uintptr_t)host + 512, 8, hmr->lkey};
+	struct ibv_send_wr uwr = {.wr_id = 51,
+				  .sg_list = &usge,
+				  .num_sge = 1,
+				  .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED},
+			   *ubad;
+	uwr.wr.ud.ah = ah;
+	uwr.wr.ud.remote_qpn = u[1]->qp_num;
+	uwr.wr.ud.remote_qkey = 0x1234;
+	struct ibv_wc uwc[2];
+	CHECK(ibv_post_recv(u[1], &urw, &urbad) == 0 && ibv_post_send(u[0], &uwr, &ubad) == 0,
+	      "UD post");
+	int ugot = poll_n(cq, uwc, 2);
+	int ur = ugot == 2 && uwc[1].wr_id == 50 ? 1 : 0;
+	CHECK(ugot == 2 && uwc[ur].wr_id == 50 && uwc[ur].status == IBV_WC_SUCCESS &&
+		      uwc[ur].byte_len == 40 + 8 && memcmp(host, "datagram", 8) == 0 &&
+		      all_bytes(host + 8, 0xAB, 56),
+	      "the GRH discarded, the datagram in the real entry (len %u)", uwc[ur].byte_len);
+	CHECK(ibv_destroy_qp(u[0]) == 0 && ibv_destroy_qp(u[1]) == 0 && ibv_destroy_ah(ah) == 0,
+	      "UD teardown");
+
 	/* Invalid with ibv_rereg_mr and ibv_bind_mw. */
 	CHECK(ibv_rereg_mr(null, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
 			   IBV_ACCESS_LOCAL_WRITE) != 0,
