@@ -81,6 +81,22 @@ static inline int connect_rc(struct ibv_qp *qp, uint32_t dest, union ibv_gid gid
 	return 0;
 }
 
+/* RESET -> INIT -> RTR -> RTS for a UD QP with `qkey`: 0, or the step that failed (1-3). */
+static inline int ud_ready(struct ibv_qp *qp, uint32_t qkey)
+{
+	struct ibv_qp_attr at = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = qkey};
+	if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
+		return 1;
+	at.qp_state = IBV_QPS_RTR;
+	if (ibv_modify_qp(qp, &at, IBV_QP_STATE))
+		return 2;
+	at.qp_state = IBV_QPS_RTS;
+	at.sq_psn = 0;
+	if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_SQ_PSN))
+		return 3;
+	return 0;
+}
+
 static inline long now_ms(void)
 {
 	struct timespec ts;

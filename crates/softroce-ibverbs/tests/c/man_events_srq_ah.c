@@ -266,16 +266,8 @@ int main(void)
 	CHECK(u[0] && u[1], "UD QPs: errno %d", errno);
 	if (!u[0] || !u[1])
 		return 1;
-	for (int i = 0; i < 2; i++) {
-		struct ibv_qp_attr qa = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = 0x1234};
-		CHECK(ibv_modify_qp(u[i], &qa,
-				    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) == 0,
-		      "UD Init");
-		qa.qp_state = IBV_QPS_RTR;
-		CHECK(ibv_modify_qp(u[i], &qa, IBV_QP_STATE) == 0, "UD RTR");
-		qa.qp_state = IBV_QPS_RTS;
-		CHECK(ibv_modify_qp(u[i], &qa, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0, "UD RTS");
-	}
+	for (int i = 0; i < 2; i++)
+		CHECK(ud_ready(u[i], 0x1234) == 0, "UD QP %d to RTS", i);
 	/* Traffic class 0xb8 (DSCP 46, EF): it leaves as the IPv4 TOS, as rxe sends it. */
 	struct ibv_ah_attr aa = {.is_global = 1,
 				 .port_num = 1,

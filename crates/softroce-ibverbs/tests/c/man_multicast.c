@@ -46,22 +46,6 @@ static struct ibv_qp *create_qp(struct ibv_pd *pd, struct ibv_cq *cq, enum ibv_q
 	return ibv_create_qp(pd, &ia);
 }
 
-/* RESET -> INIT -> RTR -> RTS for a UD QP with `qkey`. */
-static int ud_ready(struct ibv_qp *qp, uint32_t qkey)
-{
-	struct ibv_qp_attr at = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = qkey};
-	if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
-		return 1;
-	at.qp_state = IBV_QPS_RTR;
-	if (ibv_modify_qp(qp, &at, IBV_QP_STATE))
-		return 2;
-	at.qp_state = IBV_QPS_RTS;
-	at.sq_psn = 0;
-	if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_SQ_PSN))
-		return 3;
-	return 0;
-}
-
 static struct ibv_qp *ud_qp_ex(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_cq *cq,
 			       enum ibv_qp_type type, uint32_t create_flags)
 {

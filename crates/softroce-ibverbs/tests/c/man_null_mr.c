@@ -188,16 +188,8 @@ int main(void)
 	CHECK(u[0] && u[1], "UD QPs: errno %d", errno);
 	if (!u[0] || !u[1])
 		return 1;
-	for (int i = 0; i < 2; i++) {
-		struct ibv_qp_attr qa = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = 0x1234};
-		int ok = ibv_modify_qp(u[i], &qa,
-				       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) == 0;
-		qa.qp_state = IBV_QPS_RTR;
-		ok = ok && ibv_modify_qp(u[i], &qa, IBV_QP_STATE) == 0;
-		qa.qp_state = IBV_QPS_RTS;
-		ok = ok && ibv_modify_qp(u[i], &qa, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0;
-		CHECK(ok, "UD QP %d to RTS", i);
-	}
+	for (int i = 0; i < 2; i++)
+		CHECK(ud_ready(u[i], 0x1234) == 0, "UD QP %d to RTS", i);
 	union ibv_gid gid;
 	CHECK(ibv_query_gid(ctx, 1, 0, &gid) == 0, "gid");
 	struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1, .grh = {.dgid = gid, .hop_limit = 64}};

@@ -23,14 +23,7 @@ int main(void)
 	CHECK(qp != NULL, "setup: errno %d", errno);
 	if (!qp)
 		return 1;
-	struct ibv_qp_attr qa = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = 0x1234};
-	CHECK(ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) ==
-		      0,
-	      "Init");
-	qa.qp_state = IBV_QPS_RTR;
-	CHECK(ibv_modify_qp(qp, &qa, IBV_QP_STATE) == 0, "RTR");
-	qa.qp_state = IBV_QPS_RTS;
-	CHECK(ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0, "RTS");
+	CHECK(ud_ready(qp, 0x1234) == 0, "UD QP to RTS");
 
 	union ibv_gid own, refused;
 	CHECK(ibv_query_gid(ctx, 1, 0, &own) == 0, "query_gid");
@@ -61,6 +54,7 @@ int main(void)
 	CHECK(poll_n(cq, wc, 1) == 1 && wc[0].wr_id == 1 && wc[0].status == IBV_WC_LOC_QP_OP_ERR,
 	      "the refused send completes in error: %s", ibv_wc_status_str(wc[0].status));
 	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr qa;
 	CHECK(ibv_query_qp(qp, &qa, IBV_QP_STATE, &init) == 0 && qa.qp_state == IBV_QPS_SQE,
 	      "a UD send error moves the QP to SQE: state %d", qa.qp_state);
 
