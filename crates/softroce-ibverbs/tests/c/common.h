@@ -97,6 +97,17 @@ static inline int ud_ready(struct ibv_qp *qp, uint32_t qkey)
 	return 0;
 }
 
+/* Connect RC QPs `a` and `b` of one device to each other through its GID 0: 0, or what
+ * failed (-1 the GID, else connect_rc's step). */
+static inline int connect_pair(struct ibv_context *ctx, struct ibv_qp *a, struct ibv_qp *b)
+{
+	union ibv_gid gid;
+	if (ibv_query_gid(ctx, 1, 0, &gid))
+		return -1;
+	int rc = connect_rc(a, b->qp_num, gid, 0);
+	return rc ? rc : connect_rc(b, a->qp_num, gid, 0);
+}
+
 static inline long now_ms(void)
 {
 	struct timespec ts;
