@@ -747,6 +747,28 @@ pub(crate) mod rdmacm {
             packet_life_time          62  1,
             preference                63  1,
         }
+        ibv_path_record 64 8 {
+            service_id          0 8,
+            dgid                8 16,
+            sgid               24 16,
+            dlid               40 2,
+            slid               42 2,
+            flowlabel_hoplimit 44 4,
+            tclass             48 1,
+            reversible_numpath 49 1,
+            pkey               50 2,
+            qosclass_sl        52 2,
+            mtu                54 1,
+            rate               55 1,
+            packetlifetime     56 1,
+            preference         57 1,
+            reserved           58 6,
+        }
+        ibv_path_data 72 8 {
+            flags     0 4,
+            reserved  4 4,
+            path      8 64,
+        }
         ibv_ece 12 4 {
             vendor_id 0 4,
             options   4 4,

@@ -17,7 +17,7 @@ use core::ffi::{c_char, c_int, c_void};
 use libc::{sockaddr, sockaddr_in, sockaddr_in6, sockaddr_storage};
 
 use crate::{
-    __be16, __be32, ibv_ah_attr, ibv_context, ibv_gid, ibv_pd, ibv_qp, ibv_qp_attr,
+    __be16, __be32, __be64, ibv_ah_attr, ibv_context, ibv_gid, ibv_pd, ibv_qp, ibv_qp_attr,
     ibv_qp_init_attr, ibv_qp_init_attr_ex, ibv_srq_init_attr, ibv_srq_init_attr_ex,
 };
 
@@ -120,6 +120,21 @@ pub const RDMA_OPTION_ID_ACK_TIMEOUT: c_int = 3;
 /// `RDMA_OPTION_IB` option: path records (`struct ibv_path_data[]`).
 pub const RDMA_OPTION_IB_PATH: c_int = 1;
 
+/// `ibv_path_data.flags` (`<infiniband/sa.h>`): the record is for the GMP (CM) traffic.
+pub const IBV_PATH_FLAG_GMP: u32 = 1 << 0;
+/// `ibv_path_data.flags`: the primary path.
+pub const IBV_PATH_FLAG_PRIMARY: u32 = 1 << 1;
+/// `ibv_path_data.flags`: the alternate path.
+pub const IBV_PATH_FLAG_ALTERNATE: u32 = 1 << 2;
+/// `ibv_path_data.flags`: from this side to the peer.
+pub const IBV_PATH_FLAG_OUTBOUND: u32 = 1 << 3;
+/// `ibv_path_data.flags`: from the peer to this side.
+pub const IBV_PATH_FLAG_INBOUND: u32 = 1 << 4;
+/// `ibv_path_data.flags`: the reverse of an inbound path.
+pub const IBV_PATH_FLAG_INBOUND_REVERSE: u32 = 1 << 5;
+/// `ibv_path_data.flags`: both ways.
+pub const IBV_PATH_FLAG_BIDIRECTIONAL: u32 = IBV_PATH_FLAG_OUTBOUND | IBV_PATH_FLAG_INBOUND_REVERSE;
+
 /// Every constant above that `<rdma/rdma_cma.h>` defines, as `(C name, value)`: what the C
 /// comparison test checks.
 pub static CONSTANTS: &[(&str, i64)] = &[
@@ -202,6 +217,19 @@ pub static CONSTANTS: &[(&str, i64)] = &[
         RDMA_OPTION_ID_ACK_TIMEOUT as i64,
     ),
     ("RDMA_OPTION_IB_PATH", RDMA_OPTION_IB_PATH as i64),
+    ("IBV_PATH_FLAG_GMP", IBV_PATH_FLAG_GMP as i64),
+    ("IBV_PATH_FLAG_PRIMARY", IBV_PATH_FLAG_PRIMARY as i64),
+    ("IBV_PATH_FLAG_ALTERNATE", IBV_PATH_FLAG_ALTERNATE as i64),
+    ("IBV_PATH_FLAG_OUTBOUND", IBV_PATH_FLAG_OUTBOUND as i64),
+    ("IBV_PATH_FLAG_INBOUND", IBV_PATH_FLAG_INBOUND as i64),
+    (
+        "IBV_PATH_FLAG_INBOUND_REVERSE",
+        IBV_PATH_FLAG_INBOUND_REVERSE as i64,
+    ),
+    (
+        "IBV_PATH_FLAG_BIDIRECTIONAL",
+        IBV_PATH_FLAG_BIDIRECTIONAL as i64,
+    ),
 ];
 
 /// `struct rdma_ib_addr`: the GIDs and P_Key of a resolved address.
@@ -248,6 +276,56 @@ pub struct rdma_addr {
     pub dst: rdma_sockaddr,
     /// `addr.ibaddr`.
     pub ibaddr: rdma_ib_addr,
+}
+
+/// `struct ibv_path_record` (`<infiniband/sa.h>`): a path record as the SA sends it
+/// (big-endian, packed fields), what `RDMA_OPTION_IB_PATH` carries.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ibv_path_record {
+    /// Service ID (big-endian).
+    pub service_id: __be64,
+    /// Destination GID.
+    pub dgid: ibv_gid,
+    /// Source GID.
+    pub sgid: ibv_gid,
+    /// Destination LID (big-endian).
+    pub dlid: __be16,
+    /// Source LID (big-endian).
+    pub slid: __be16,
+    /// Flow label (bits 27:8) and hop limit (7:0), big-endian.
+    pub flowlabel_hoplimit: __be32,
+    /// Traffic class.
+    pub tclass: u8,
+    /// Reversible (bit 7) and number of paths (6:0).
+    pub reversible_numpath: u8,
+    /// P_Key (big-endian).
+    pub pkey: __be16,
+    /// QoS class (15:4) and SL (3:0), big-endian.
+    pub qosclass_sl: __be16,
+    /// MTU selector (7:6) and MTU (5:0, `enum ibv_mtu`).
+    pub mtu: u8,
+    /// Rate selector (7:6) and rate (5:0).
+    pub rate: u8,
+    /// Packet lifetime selector (7:6) and lifetime (5:0).
+    pub packetlifetime: u8,
+    /// Preference.
+    pub preference: u8,
+    /// Reserved.
+    pub reserved: [u8; 6],
+}
+
+/// `struct ibv_path_data` (`<infiniband/sa.h>`): one record of `RDMA_OPTION_IB_PATH`'s array
+/// and what it is for (`IBV_PATH_FLAG_*`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ibv_path_data {
+    /// `IBV_PATH_FLAG_*`.
+    pub flags: u32,
+    /// Reserved.
+    pub reserved: u32,
+    /// The record.
+    pub path: ibv_path_record,
 }
 
 /// `struct ibv_sa_path_rec` (`<infiniband/sa.h>`): a path record.

@@ -191,7 +191,9 @@ fn multicast_joins_follow_the_man_pages() {
 
 /// The man pages' rules the other programs leave alone (two devices): rdma_getaddrinfo's
 /// variants; all-zero addresses and ports of unbound and unconnected ids, IPv4 and IPv6
-/// wildcard binds; rdma_set_option's REUSEADDR, AFONLY, ACK_TIMEOUT and TOS; what
+/// wildcard binds; rdma_set_option's REUSEADDR, AFONLY, ACK_TIMEOUT and TOS, and
+/// RDMA_OPTION_IB_PATH in place of rdma_resolve_route (the primary GMP record, what it
+/// refuses, a connection at the record's MTU, traffic class, hop limit and SL); what
 /// rdma_create_qp refuses and returns, rdma_create_ep with a PD; rdma_get_cm_event,
 /// rdma_destroy_id and rdma_migrate_id blocking until events are acked; synchronous ids
 /// through rdma_create_ep, rdma_get_request and rdma_migrate_id to NULL; depth limits, 3-bit

@@ -916,18 +916,105 @@ pub(crate) fn resolve_route(cm_id: &mut CmId) -> Result<(), c_int> {
         return Err(libc::EINVAL);
     };
     super::conn::send_held_acks(device);
-    fill_path(cm_id, device, tos)?;
+    let path = resolved_path(cm_id, device, tos)?;
+    route_resolved(cm_id, path)
+}
+
+/// The id's route is `path`: ROUTE_RESOLVED, reported (and awaited by a synchronous id).
+fn route_resolved(cm_id: &mut CmId, path: Box<ibv_sa_path_rec>) -> Result<(), c_int> {
+    install_path(cm_id, path);
     cm_id.state().phase = Phase::RouteResolved;
     let me = std::ptr::from_mut(cm_id).cast::<rdma_cm_id>();
     cm_id.report(Event::new(me, RDMA_CM_EVENT_ROUTE_RESOLVED, 0));
     cm_id.complete()
 }
 
-/// Gives the id its path record to the destination it resolved.
-fn fill_path(cm_id: &mut CmId, device: usize, tos: u8) -> Result<(), c_int> {
+/// `path` is the id's route's one path record (`id->route.path_rec`), kept with the id.
+fn install_path(cm_id: &mut CmId, mut path: Box<ibv_sa_path_rec>) {
+    cm_id.c.route.path_rec = &raw mut *path;
+    cm_id.c.route.num_paths = 1;
+    cm_id.state().path = Some(path);
+}
+
+/// The most `RDMA_OPTION_IB_PATH` takes: the kernel copies the array in whole and refuses
+/// more than kmalloc's limit (KMALLOC_MAX_SIZE, 4 MiB on x86-64) with EINVAL.
+const MAX_PATH_OPTION_BYTES: usize = 4 << 20;
+
+/// `RDMA_OPTION_IB_PATH`: the route from the caller's path records instead of
+/// rdma_resolve_route, as the kernel's ucma_set_ib_path and rdma_set_ib_path do on RoCE:
+/// an array of whole `ibv_path_data`, of which the first marked GMP, PRIMARY and
+/// BIDIRECTIONAL (exactly those flags) becomes the route of an id whose address is
+/// resolved (and whose route is not); the id then reports ROUTE_RESOLVED. Its MTU, SL,
+/// traffic class, flow label, hop limit and packet lifetime are what the connection uses;
+/// the connection still goes to the resolved address.
+fn set_ib_path(cm_id: &mut CmId, value: *const std::ffi::c_void, len: usize) -> Result<(), c_int> {
+    const RECORD: usize = size_of::<ibv_path_data>();
+    const FOR_THE_ROUTE: u32 =
+        IBV_PATH_FLAG_GMP | IBV_PATH_FLAG_PRIMARY | IBV_PATH_FLAG_BIDIRECTIONAL;
+    if len == 0 || len % RECORD != 0 || len > MAX_PATH_OPTION_BYTES {
+        return Err(libc::EINVAL);
+    }
+    let records = (0..len / RECORD).map(|i| {
+        // SAFETY: the caller's array of `len` bytes (ibv_path_data[]); may be unaligned.
+        unsafe {
+            value
+                .cast::<u8>()
+                .add(i * RECORD)
+                .cast::<ibv_path_data>()
+                .read_unaligned()
+        }
+    });
+    let Some(primary) = records.into_iter().find(|d| d.flags == FOR_THE_ROUTE) else {
+        return Err(libc::EINVAL);
+    };
+    let (Phase::AddrResolved, Some(device)) = ({
+        let s = cm_id.state();
+        (s.phase, s.device)
+    }) else {
+        return Err(libc::EINVAL);
+    };
+    let path = unpack_path(&primary.path)?;
+    super::conn::send_held_acks(device);
+    route_resolved(cm_id, Box::new(path))
+}
+
+/// A path record in the SA's packed form, as `ibv_sa_path_rec` (the kernel's
+/// ib_sa_unpack_path). An MTU that is no `enum ibv_mtu` is refused here (EINVAL) rather
+/// than when the QP is moved to RTR.
+fn unpack_path(r: &ibv_path_record) -> Result<ibv_sa_path_rec, c_int> {
+    let flow_hop = u32::from_be(r.flowlabel_hoplimit);
+    let mtu = r.mtu & 0x3f;
+    if !(IBV_MTU_256..=IBV_MTU_4096).contains(&u32::from(mtu)) {
+        return Err(libc::EINVAL);
+    }
+    Ok(ibv_sa_path_rec {
+        dgid: r.dgid,
+        sgid: r.sgid,
+        dlid: r.dlid,
+        slid: r.slid,
+        raw_traffic: 0,
+        flow_label: ((flow_hop >> 8) & 0xf_ffff).to_be(),
+        hop_limit: (flow_hop & 0xff) as u8,
+        traffic_class: r.tclass,
+        reversible: c_int::from(r.reversible_numpath >> 7),
+        numb_path: r.reversible_numpath & 0x7f,
+        pkey: r.pkey,
+        sl: (u16::from_be(r.qosclass_sl) & 0xf) as u8,
+        mtu_selector: r.mtu >> 6,
+        mtu,
+        rate_selector: r.rate >> 6,
+        rate: r.rate & 0x3f,
+        packet_life_time_selector: r.packetlifetime >> 6,
+        packet_life_time: r.packetlifetime & 0x3f,
+        preference: r.preference,
+    })
+}
+
+/// The path record to the destination the id resolved, as the kernel's RoCE route.
+fn resolved_path(cm_id: &mut CmId, device: usize, tos: u8) -> Result<Box<ibv_sa_path_rec>, c_int> {
     let active_mtu = port_active_mtu(device)?;
     let flow_label = roce_flow_label(cm_id);
-    let mut path = Box::new(ibv_sa_path_rec {
+    Ok(Box::new(ibv_sa_path_rec {
         dgid: cm_id.c.route.addr.ibaddr.dgid,
         sgid: cm_id.c.route.addr.ibaddr.sgid,
         dlid: 0,
@@ -955,11 +1042,7 @@ fn fill_path(cm_id: &mut CmId, device: usize, tos: u8) -> Result<(), c_int> {
             .filter(|&t| t > 0)
             .map_or(16, |t| t - 1),
         preference: 0,
-    });
-    cm_id.c.route.path_rec = &raw mut *path;
-    cm_id.c.route.num_paths = 1;
-    cm_id.state().path = Some(path);
-    Ok(())
+    }))
 }
 
 /// The kernel's RoCEv2 route flow label (`cma_get_roce_udp_flow_label`): an IPv6 source's
@@ -1019,7 +1102,8 @@ pub(crate) fn create_child(
         child.c.route.addr.ibaddr.dgid = ibv_gid {
             raw: Gid::from_ip(peer.ip()).to_bytes(),
         };
-        fill_path(child, index, tos)?;
+        let path = resolved_path(child, index, tos)?;
+        install_path(child, path);
         let mut st = child.state();
         if let (Some(r), Some(path)) = (request_path, st.path.as_mut()) {
             path.flow_label = (r.flow_label & 0xf_ffff).to_be();
@@ -1103,6 +1187,9 @@ pub(crate) fn set_option(
         // SAFETY: the caller's buffer of `len` bytes; may be unaligned.
         Ok(unsafe { value.cast::<c_int>().read_unaligned() })
     };
+    if (level, name) == (RDMA_OPTION_IB, RDMA_OPTION_IB_PATH) {
+        return set_ib_path(cm_id, value, len);
+    }
     let qp_type = cm_id.c.qp_type;
     let mut state = cm_id.state();
     match (level, name) {
@@ -1138,8 +1225,6 @@ pub(crate) fn set_option(
                 c.timeout = timeout;
             }
         }
-        // Path records come from the route on RoCE; the kernel refuses them there too.
-        (RDMA_OPTION_IB, RDMA_OPTION_IB_PATH) => return Err(libc::EINVAL),
         _ => return Err(libc::ENOSYS),
     }
     Ok(())

@@ -1,7 +1,8 @@
 /* The librdmacm man pages' rules that the other C programs leave alone, rule by rule, between
  * device softroce0 (argv[1], the server's) and softroce1 (argv[2], the clients'), in one
  * process: rdma_getaddrinfo(3)'s variants; the all-zero addresses and ports of ids that are
- * not bound or not connected, and wildcard binds; rdma_set_option(3)'s options; what
+ * not bound or not connected, and wildcard binds; rdma_set_option(3)'s options (path
+ * records included); what
  * rdma_create_qp(3) refuses and returns; rdma_get_cm_event(3), rdma_destroy_id(3) and
  * rdma_migrate_id(3) blocking; synchronous ids with rdma_create_ep(3), rdma_get_request(3)
  * and rdma_migrate_id(3) to NULL; the depth and retry limits of rdma_connect(3) and
@@ -323,6 +324,127 @@ static void options(void)
 	      "the path's traffic class %u (TOS %#x)",
 	      t->route.path_rec ? t->route.path_rec->traffic_class : 0, tos);
 	CHECK(rdma_destroy_id(t) == 0, "destroying the id");
+}
+
+/* One SA path record of `flags`: MTU 1024, traffic class 0x20, hop limit 7, SL 3, packet
+ * lifetime 14 and flow label 0x12345 between the id's resolved GIDs. */
+static struct ibv_path_data path_data(struct rdma_cm_id *id, uint32_t flags)
+{
+	struct ibv_path_data d;
+	memset(&d, 0, sizeof(d));
+	d.flags = flags;
+	d.path.dgid = id->route.addr.addr.ibaddr.dgid;
+	d.path.sgid = id->route.addr.addr.ibaddr.sgid;
+	d.path.flowlabel_hoplimit = htobe32(0x12345u << 8 | 7);
+	d.path.tclass = 0x20;
+	d.path.reversible_numpath = IBV_PATH_RECORD_REVERSIBLE | 1;
+	d.path.pkey = htobe16(0xffff);
+	d.path.qosclass_sl = htobe16(3);
+	d.path.mtu = 2 << 6 | IBV_MTU_1024;
+	d.path.rate = 2 << 6 | IBV_RATE_10_GBPS;
+	d.path.packetlifetime = 2 << 6 | 14;
+	return d;
+}
+
+/* rdma_set_option(3)'s RDMA_OPTION_IB_PATH ("Set IB path record data", struct
+ * ibv_path_data[]): as the kernel's ucma_set_ib_path on RoCE, it takes the place of
+ * rdma_resolve_route on an id whose address is resolved: the first record flagged GMP,
+ * PRIMARY and BIDIRECTIONAL becomes the route (ROUTE_RESOLVED), and the connection made on it
+ * runs with that record's MTU, traffic class, hop limit and SL. */
+static void ib_path_option(void)
+{
+	step = "RDMA_OPTION_IB_PATH";
+	const uint32_t route = IBV_PATH_FLAG_GMP | IBV_PATH_FLAG_PRIMARY |
+			       IBV_PATH_FLAG_BIDIRECTIONAL;
+	struct rdma_cm_id *l = listen_on(server_ip, PORT + 9, NULL), *c = NULL;
+	CHECK(rdma_create_id(ch, &c, NULL, RDMA_PS_TCP) == 0, "an id: errno %d", errno);
+	if (!c)
+		return;
+	struct ibv_path_data d[2];
+	d[1] = path_data(c, route);
+	errno = 0;
+	CHECK(rdma_set_option(c, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, &d[1], sizeof(d[1])) == -1 &&
+		      errno == EINVAL,
+	      "a path for an id with no address resolved: errno %d", errno);
+	struct sockaddr_in src = ipv4(client_ip, 0), dst = ipv4(server_ip, PORT + 9);
+	CHECK(rdma_resolve_addr(c, (struct sockaddr *)&src, (struct sockaddr *)&dst, 2000) == 0 &&
+		      next_is(RDMA_CM_EVENT_ADDR_RESOLVED, c, 0),
+	      "resolving the address: errno %d", errno);
+	d[0] = path_data(c, IBV_PATH_FLAG_GMP | IBV_PATH_FLAG_ALTERNATE |
+				    IBV_PATH_FLAG_BIDIRECTIONAL);
+	d[0].path.mtu = 2 << 6 | IBV_MTU_4096;
+	d[1] = path_data(c, route);
+	errno = 0;
+	CHECK(rdma_set_option(c, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, d, sizeof(d) - 1) == -1 &&
+		      errno == EINVAL,
+	      "part of a record: errno %d", errno);
+	errno = 0;
+	CHECK(rdma_set_option(c, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, d, sizeof(d[0])) == -1 &&
+		      errno == EINVAL,
+	      "only an alternate path: errno %d", errno);
+	struct ibv_path_data not_gmp = path_data(c, IBV_PATH_FLAG_PRIMARY |
+							    IBV_PATH_FLAG_BIDIRECTIONAL);
+	errno = 0;
+	CHECK(rdma_set_option(c, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, &not_gmp, sizeof(not_gmp)) ==
+			      -1 &&
+		      errno == EINVAL,
+	      "a primary path not for GMPs: errno %d", errno);
+	struct ibv_path_data no_mtu = path_data(c, route);
+	no_mtu.path.mtu = 0;
+	errno = 0;
+	CHECK(rdma_set_option(c, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, &no_mtu, sizeof(no_mtu)) ==
+			      -1 &&
+		      errno == EINVAL,
+	      "a path with no MTU: errno %d", errno);
+	CHECK(c->route.num_paths == 0, "no route after the refusals: %d paths",
+	      c->route.num_paths);
+
+	CHECK(rdma_set_option(c, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, d, sizeof(d)) == 0 &&
+		      next_is(RDMA_CM_EVENT_ROUTE_RESOLVED, c, 0),
+	      "the alternate, then the primary path: errno %d", errno);
+	struct ibv_sa_path_rec *p = c->route.path_rec;
+	CHECK(c->route.num_paths == 1 && p, "one path: %d", c->route.num_paths);
+	if (p)
+		CHECK(p->mtu == IBV_MTU_1024 && p->traffic_class == 0x20 && p->hop_limit == 7 &&
+			      p->sl == 3 && p->packet_life_time == 14 &&
+			      be32toh(p->flow_label) == 0x12345 && p->reversible == 1 &&
+			      p->numb_path == 1 &&
+			      !memcmp(&p->dgid, &c->route.addr.addr.ibaddr.dgid, sizeof(p->dgid)),
+		      "the primary record unpacked: mtu %u tclass %#x hop %u sl %u life %u flow %#x",
+		      p->mtu, p->traffic_class, p->hop_limit, p->sl, p->packet_life_time,
+		      be32toh(p->flow_label));
+	errno = 0;
+	CHECK(rdma_resolve_route(c, 2000) == -1 && errno == EINVAL,
+	      "rdma_resolve_route once the path set the route: errno %d", errno);
+	errno = 0;
+	CHECK(rdma_set_option(c, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, &d[1], sizeof(d[1])) == -1 &&
+		      errno == EINVAL,
+	      "a second path: errno %d", errno);
+
+	struct ibv_qp_init_attr ca = rc_attr();
+	CHECK(rdma_create_qp(c, NULL, &ca) == 0, "the client's QP: errno %d", errno);
+	struct rdma_cm_id *s = connected(c, NULL, NULL, 1);
+	CHECK(s != NULL, "connecting over the path: errno %d", errno);
+	if (s) {
+		struct ibv_qp_attr qa, sa;
+		struct ibv_qp_init_attr ia;
+		memset(&qa, 0, sizeof(qa));
+		memset(&sa, 0, sizeof(sa));
+		ibv_query_qp(c->qp, &qa, IBV_QP_PATH_MTU | IBV_QP_AV, &ia);
+		ibv_query_qp(s->qp, &sa, IBV_QP_PATH_MTU | IBV_QP_AV, &ia);
+		CHECK(qa.path_mtu == IBV_MTU_1024 && sa.path_mtu == IBV_MTU_1024,
+		      "both QPs at the path's MTU (the port's is larger): %d and %d", qa.path_mtu,
+		      sa.path_mtu);
+		CHECK(qa.ah_attr.grh.traffic_class == 0x20 && qa.ah_attr.grh.hop_limit == 7 &&
+			      qa.ah_attr.sl == 3,
+		      "the client's QP on the path: tclass %#x hop %u sl %u",
+		      qa.ah_attr.grh.traffic_class, qa.ah_attr.grh.hop_limit, qa.ah_attr.sl);
+		disconnect_and_destroy(c, s);
+	} else {
+		rdma_destroy_qp(c);
+		rdma_destroy_id(c);
+	}
+	CHECK(rdma_destroy_id(l) == 0, "destroying the listener");
 }
 
 /* rdma_create_qp(3), rdma_create_srq(3), rdma_post_send(3), rdma_create_ep(3) and
@@ -1246,6 +1368,7 @@ int main(int argc, char **argv)
 	getaddrinfo_variants();
 	zero_addresses_and_wildcards();
 	options();
+	ib_path_option();
 	queue_pairs_and_endpoints();
 	channels_devices_strings();
 	calls_that_block();
