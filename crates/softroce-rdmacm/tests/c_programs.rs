@@ -210,6 +210,20 @@ fn the_man_pages_other_rules_hold() {
     );
 }
 
+/// What outlives what (two devices): the ids' PD goes with the last id on its device (a
+/// region left on it is foreign to the next id's QP: LOC_PROT_ERR) and rdma_get_devices'
+/// list keeps it meanwhile; ids destroyed while another thread waits in rdma_get_cm_event on
+/// the same channel; a listener destroyed with an unretrieved request rejects it (28);
+/// rdma_init_qp_attr's state check and zeroed attributes, rdma_set_option without a value.
+#[test]
+fn lifetimes_and_races_hold() {
+    run_with(
+        "rdmacm_lifetimes",
+        &["127.77.34.1", "127.77.34.2"],
+        library_dir(),
+    );
+}
+
 /// Port sharing as the kernel's rdma_cm has it (two devices): REUSEADDR ids share an address
 /// until one listens (rdma_listen then EADDRINUSE, or EADDRNOTAVAIL on a wildcard), the
 /// option turned on after binding or resolving but off only before, AFONLY only before

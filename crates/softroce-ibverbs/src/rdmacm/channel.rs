@@ -2,10 +2,17 @@
 //! `rdma_ack_cm_event`).
 //!
 //! A channel's fd is an eventfd in semaphore mode whose count is the number of queued
-//! events: it polls readable exactly while an event is pending, a read takes one, and a
-//! user who sets O_NONBLOCK on it gets EAGAIN from `rdma_get_cm_event` (rdma_get_cm_event(3):
-//! "the default synchronous behavior of this routine can be changed by modifying the file
+//! events: it polls readable while an event is pending, a read takes one, and a user who
+//! sets O_NONBLOCK on it gets EAGAIN from `rdma_get_cm_event` (rdma_get_cm_event(3): "the
+//! default synchronous behavior of this routine can be changed by modifying the file
 //! descriptor").
+//!
+//! Events taken out of the queue unread (an id destroyed or migrated, a group left) take
+//! their counts with them, but never by a read that could block: a thread waiting in
+//! `rdma_get_cm_event` may already have taken the count, and a blocking read under the
+//! queue's lock would wait for that thread while it waits for the lock. A count that cannot
+//! be taken safely is owed (`Queue::owed`) and paid by the next reader that finds the queue
+//! empty.
 
 use std::collections::VecDeque;
 use std::ffi::c_int;
@@ -46,9 +53,22 @@ impl Event {
 #[repr(C)]
 pub(crate) struct Channel {
     pub(crate) c: rdma_event_channel,
-    queue: Mutex<VecDeque<Box<Event>>>,
+    queue: Mutex<Queue>,
     /// Signalled whenever an event of this channel is acknowledged.
     acked: Condvar,
+}
+
+/// The queued events and the eventfd's bookkeeping. Invariant: the fd's count plus the
+/// counts readers took without having the lock yet equals `events.len() + owed`.
+#[derive(Default)]
+struct Queue {
+    // Boxed: an event's address is what the application gets, so it must not move.
+    #[allow(clippy::vec_box)]
+    events: VecDeque<Box<Event>>,
+    /// Counts of events taken out unread that are still in the fd.
+    owed: usize,
+    /// Threads in `pop` that may read, or have read, a count and not yet taken the lock.
+    readers: usize,
 }
 
 // SAFETY: the queued events' raw pointers name ids and data the channel does not
@@ -69,18 +89,18 @@ impl Channel {
         }
         Ok(Box::new(Self {
             c: rdma_event_channel { fd },
-            queue: Mutex::new(VecDeque::new()),
+            queue: Mutex::new(Queue::default()),
             acked: Condvar::new(),
         }))
     }
 
-    fn queue(&self) -> MutexGuard<'_, VecDeque<Box<Event>>> {
+    fn queue(&self) -> MutexGuard<'_, Queue> {
         self.queue.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Queues `event` and makes the fd readable for it.
     pub(crate) fn push(&self, event: Box<Event>) {
-        self.queue().push_back(event);
+        self.queue().events.push_back(event);
         let one: u64 = 1;
         // SAFETY: writing 8 bytes from a live u64 to our eventfd. It cannot fail short of
         // 2^64 - 2 pending events.
@@ -89,17 +109,26 @@ impl Channel {
 
     /// The next event: waits for one unless the fd is non-blocking (then EAGAIN).
     pub(crate) fn pop(&self) -> Result<Box<Event>, c_int> {
-        let mut count = 0u64;
-        // SAFETY: reading 8 bytes into a live u64 from our eventfd; it blocks only when the
-        // application left the fd blocking.
-        let n = unsafe { libc::read(self.c.fd, (&raw mut count).cast(), 8) };
-        if n != 8 {
-            return Err(std::io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO));
+        // Bounded by the events other threads take out meanwhile: each turn pays one count
+        // they owed, and a blocking read then waits for a new event.
+        loop {
+            self.queue().readers += 1;
+            let mut count = 0u64;
+            // SAFETY: reading 8 bytes into a live u64 from our eventfd; it blocks only when
+            // the application left the fd blocking.
+            let n = unsafe { libc::read(self.c.fd, (&raw mut count).cast(), 8) };
+            let read_error = std::io::Error::last_os_error();
+            let mut queue = self.queue();
+            queue.readers -= 1;
+            if n != 8 {
+                return Err(read_error.raw_os_error().unwrap_or(libc::EIO));
+            }
+            if let Some(event) = queue.events.pop_front() {
+                return Ok(event);
+            }
+            // The count was one of an event taken out unread (see `Queue`).
+            queue.owed = queue.owed.saturating_sub(1);
         }
-        // One count was taken for every event queued, so one is there.
-        self.queue().pop_front().ok_or(libc::EIO)
     }
 
     /// Takes the queued events of `id` out of this channel (their counts too), in order.
@@ -116,31 +145,34 @@ impl Channel {
         let mut queue = self.queue();
         let mut taken = Vec::new();
         let mut kept = VecDeque::new();
-        for event in queue.drain(..) {
+        for event in queue.events.drain(..) {
             if which(&event) {
                 taken.push(event);
             } else {
                 kept.push_back(event);
             }
         }
-        *queue = kept;
-        for _ in &taken {
+        queue.events = kept;
+        queue.owed += taken.len();
+        // A read cannot block while the fd holds more than the readers in `pop` can take
+        // first: by the invariant it holds at least events + owed - readers.
+        while queue.owed > 0 && queue.events.len() + queue.owed > queue.readers {
             let mut count = 0u64;
-            // SAFETY: as in `pop`; the count is there because the event was, so the read
-            // does not block.
+            // SAFETY: as in `pop`; a count is there (above), so the read does not block.
             unsafe { libc::read(self.c.fd, (&raw mut count).cast(), 8) };
+            queue.owed -= 1;
         }
         taken
     }
 
     /// How many queued events `which` picks.
     pub(crate) fn count_where(&self, which: impl Fn(&Event) -> bool) -> usize {
-        self.queue().iter().filter(|e| which(e)).count()
+        self.queue().events.iter().filter(|e| which(e)).count()
     }
 
     /// Whether any event is queued.
     pub(crate) fn has_events(&self) -> bool {
-        !self.queue().is_empty()
+        !self.queue().events.is_empty()
     }
 
     /// Wakes the threads waiting in [`Channel::wait_until`].

@@ -63,6 +63,8 @@ pub(crate) struct IdState {
     pub(crate) phase: Phase,
     /// The configured device (index into the device list) once bound to one.
     pub(crate) device: Option<usize>,
+    /// The device this id counts as a user of (see `Registry::device_users`).
+    pub(crate) device_user: Option<usize>,
     /// The bound address (unspecified for a wildcard) and port, in the id's port space.
     pub(crate) bound: Option<SocketAddr>,
     pub(crate) tos: u8,
@@ -106,8 +108,12 @@ struct Registry {
     /// The contexts rdma_cm opened, by device index (rdma_get_devices(3): "devices remain
     /// opened while the librdmacm is loaded").
     contexts: HashMap<usize, usize>,
-    /// One default PD per device (rdma_create_qp(3)).
+    /// One default PD per device (rdma_create_qp(3)), while the device has users.
     default_pds: HashMap<usize, usize>,
+    /// Users of each device, as librdmacm's `cma_device.refcnt`: the ids attached to it and
+    /// the lists from rdma_get_devices not yet freed. The last id to go takes the default
+    /// PD with it.
+    device_users: HashMap<usize, usize>,
 }
 
 static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
@@ -196,6 +202,7 @@ pub(crate) fn create_id(
         state: Mutex::new(IdState {
             phase: Phase::Idle,
             device: None,
+            device_user: None,
             bound: None,
             tos: 0,
             reuse_address: false,
@@ -307,7 +314,18 @@ pub(crate) fn destroy_id(p: *mut rdma_cm_id) -> Result<(), c_int> {
     // (rdma_get_cm_event(3): "destruction of an rdma_cm_id will block until related events
     // have been acknowledged").
     let discarded = cm_id.channel().take_events_of(p);
+    // A listener's connection requests nobody retrieved: their new ids go too, and each
+    // rejects its request as it goes (the kernel's ucma_cleanup_ctx_events destroys them,
+    // cm_destroy_id in REQ_RCVD sends the REJ), so the peer is not left waiting.
+    let unretrieved: Vec<*mut rdma_cm_id> = discarded
+        .iter()
+        .filter(|e| e.c.event == RDMA_CM_EVENT_CONNECT_REQUEST && e.c.listen_id == p)
+        .map(|e| e.c.id)
+        .collect();
     cm_id.discard(discarded);
+    for child in unretrieved {
+        let _ = destroy_id(child);
+    }
     let reported = &cm_id.reported;
     let acked = &cm_id.acked;
     cm_id
@@ -326,6 +344,9 @@ pub(crate) fn destroy_id(p: *mut rdma_cm_id) -> Result<(), c_int> {
         drop(path);
     }
     super::addrinfo::forget_resolved(cm_id);
+    if let Some(index) = cm_id.state().device_user.take() {
+        stop_using_device(index, true);
+    }
     // SAFETY: registered and now removed: ours to free, once.
     drop(unsafe { Box::from_raw(p.cast::<CmId>()) });
     if synchronous {
@@ -554,16 +575,20 @@ pub(crate) fn context_of(index: usize) -> Result<*mut ibv_context, c_int> {
     Ok(kept as *mut ibv_context)
 }
 
-/// The default PD of device `index` (one per device, rdma_create_qp(3)).
-pub(crate) fn default_pd(index: usize) -> Result<*mut ibv_pd, c_int> {
+/// The default PD of device `index` (one per device, rdma_create_qp(3)), for a new user of
+/// the device (see `Registry::device_users`); allocated for the first.
+fn use_device(index: usize) -> Result<*mut ibv_pd, c_int> {
+    let ctx = context_of(index)?;
+    with_registry(|r| *r.device_users.entry(index).or_default() += 1);
     if let Some(pd) = with_registry(|r| r.default_pds.get(&index).copied()) {
         return Ok(pd as *mut ibv_pd);
     }
-    let ctx = context_of(index)?;
     // SAFETY: a context we opened.
     let pd = unsafe { crate::objects::ibv_alloc_pd(ctx) };
     if pd.is_null() {
-        return Err(crate::ffi::errno());
+        let errno = crate::ffi::errno();
+        stop_using_device(index, false);
+        return Err(errno);
     }
     let kept = with_registry(|r| *r.default_pds.entry(index).or_insert(pd as usize));
     if kept != pd as usize {
@@ -571,6 +596,46 @@ pub(crate) fn default_pd(index: usize) -> Result<*mut ibv_pd, c_int> {
         unsafe { crate::objects::ibv_dealloc_pd(pd) };
     }
     Ok(kept as *mut ibv_pd)
+}
+
+/// One user of device `index` is done with it. As librdmacm's ucma_put_device, the last
+/// id to go deallocates the default PD (and the XRC domain): memory still registered on it
+/// keeps the PD alive (EBUSY) but forgotten, so the next id gets a new PD and the old
+/// regions are foreign to its QPs (rdma_dereg_mr(3): "Users must deregister all registered
+/// memory before the protection domain can be destroyed"). A device list freed by
+/// rdma_free_devices only stops counting (`release` false), as librdmacm's.
+pub(crate) fn stop_using_device(index: usize, release: bool) {
+    let pd = with_registry(|r| {
+        let users = r.device_users.entry(index).or_default();
+        *users = users.saturating_sub(1);
+        if *users == 0 && release {
+            r.default_pds.remove(&index)
+        } else {
+            None
+        }
+    });
+    if let Some(pd) = pd {
+        // SAFETY: the PD we allocated, forgotten above; a PD still in use stays (EBUSY).
+        let _ = unsafe { crate::objects::ibv_dealloc_pd(pd as *mut ibv_pd) };
+        if let Ok(ctx) = context_of(index) {
+            super::qp::close_device_xrcd(ctx);
+        }
+    }
+}
+
+/// Device `index` is listed by rdma_get_devices: a user until rdma_free_devices.
+pub(crate) fn list_device(index: usize) {
+    with_registry(|r| *r.device_users.entry(index).or_default() += 1);
+}
+
+/// The device index of an opened context, if it is one of ours.
+pub(crate) fn device_of_context(ctx: *mut ibv_context) -> Option<usize> {
+    with_registry(|r| {
+        r.contexts
+            .iter()
+            .find(|&(_, &c)| c == ctx as usize)
+            .map(|(&i, _)| i)
+    })
 }
 
 /// The contexts of every device, opened (rdma_get_devices).
@@ -762,8 +827,15 @@ pub(crate) fn bind(cm_id: &mut CmId, addr: SocketAddr) -> Result<(), c_int> {
 fn attach_device(cm_id: &mut CmId, index: usize) -> Result<(), c_int> {
     let ctx = context_of(index)?;
     let entry = device_entries()[index];
+    let using = cm_id.state().device_user;
+    if using != Some(index) {
+        cm_id.c.pd = use_device(index)?;
+        cm_id.state().device_user = Some(index);
+        if let Some(before) = using {
+            stop_using_device(before, true);
+        }
+    }
     cm_id.c.verbs = ctx;
-    cm_id.c.pd = default_pd(index)?;
     cm_id.c.port_num = 1;
     cm_id.c.route.addr.ibaddr.sgid = ibv_gid {
         raw: Gid::from_ip(entry.spec.ip).to_bytes(),
@@ -1168,10 +1240,11 @@ pub(crate) fn set_option(
     value: *const std::ffi::c_void,
     len: usize,
 ) -> Result<(), c_int> {
-    if value.is_null() {
-        // The kernel copies the value in before looking at it (EFAULT); with no length
-        // there is nothing to copy, and the length check refuses it.
-        return Err(if len == 0 { libc::EINVAL } else { libc::EFAULT });
+    if value.is_null() && len > 0 {
+        // The kernel copies the value in before looking at it (EFAULT). With no length
+        // there is nothing to copy: an unknown option is then ENOSYS, a known one's length
+        // check EINVAL (the accessors below).
+        return Err(libc::EFAULT);
     }
     let byte = || -> Result<u8, c_int> {
         if len != 1 {

@@ -266,6 +266,9 @@ unsafe extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut ibv_
         for (i, &ctx) in contexts.iter().enumerate() {
             // SAFETY: within the n + 1 slots.
             unsafe { *list.add(i) = ctx };
+            // Each listed device has one more user until rdma_free_devices (librdmacm's
+            // refcnt): its default PD outlives the ids meanwhile.
+            id::list_device(i);
         }
         if !num_devices.is_null() {
             // SAFETY: the caller's int.
@@ -276,10 +279,25 @@ unsafe extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut ibv_
 }
 
 unsafe extern "C" fn rdma_free_devices(list: *mut *mut ibv_context) {
-    // The contexts stay open (rdma_get_devices(3)); only the array goes.
-    // SAFETY: NULL or the array from rdma_get_devices.
-    guard("rdma_free_devices", (), || unsafe {
-        libc::free(list.cast())
+    // The contexts stay open (rdma_get_devices(3)); the array goes, and its devices have a
+    // user less (without deallocating anything: librdmacm's rdma_free_devices).
+    guard("rdma_free_devices", (), || {
+        if list.is_null() {
+            return;
+        }
+        // Bounded: the list is NULL-terminated and holds at most one entry per device.
+        for i in 0..=id::all_contexts().map_or(0, |c| c.len()) {
+            // SAFETY: the NULL-terminated array from rdma_get_devices.
+            let ctx = unsafe { *list.add(i) };
+            if ctx.is_null() {
+                break;
+            }
+            if let Some(index) = id::device_of_context(ctx) {
+                id::stop_using_device(index, false);
+            }
+        }
+        // SAFETY: the array from rdma_get_devices.
+        unsafe { libc::free(list.cast()) }
     })
 }
 
@@ -435,8 +453,20 @@ unsafe extern "C" fn rdma_init_qp_attr(
         if attr.is_null() || mask.is_null() {
             return Err(libc::EINVAL);
         }
-        // SAFETY: checked non-NULL; the caller's structs.
-        let m = conn::init_qp_attr(cm_id, unsafe { &mut *attr })?;
+        // SAFETY: checked non-NULL; the caller's struct.
+        let caller = unsafe { &mut *attr };
+        // The kernel's ucma_init_qp_attr: a state past IBV_QPS_ERR is EINVAL; the attributes
+        // are filled into a zeroed struct that librdmacm copies back whole (every field the
+        // kernel's struct has: all but rate_limit), so what the mask leaves out reads 0.
+        if caller.qp_state > IBV_QPS_ERR {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: ibv_qp_attr is plain data.
+        let mut filled: ibv_qp_attr = unsafe { std::mem::zeroed() };
+        filled.qp_state = caller.qp_state;
+        filled.rate_limit = caller.rate_limit;
+        let m = conn::init_qp_attr(cm_id, &mut filled)?;
+        *caller = filled;
         // SAFETY: as above.
         unsafe { *mask = m };
         Ok(())

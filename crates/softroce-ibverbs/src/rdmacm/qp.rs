@@ -42,6 +42,18 @@ fn device_xrcd(cm_id: &CmId) -> Result<*mut ibv_xrcd, c_int> {
     Ok(x)
 }
 
+/// The last id on the device with context `ctx` went: its XRC domain goes too (librdmacm's
+/// ucma_put_device; one still in use stays, forgotten).
+pub(crate) fn close_device_xrcd(ctx: *mut ibv_context) {
+    let mut xrcds = XRCDS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(at) = xrcds.iter().position(|&(c, _)| c == ctx as usize) {
+        let (_, x) = xrcds.remove(at);
+        drop(xrcds);
+        // SAFETY: the XRC domain we opened, forgotten above.
+        let _ = unsafe { objects::vctx_close_xrcd(x as *mut ibv_xrcd) };
+    }
+}
+
 /// The device the id is bound to.
 fn device_of(cm_id: &CmId) -> Result<usize, c_int> {
     cm_id.state().device.ok_or(libc::EINVAL)
