@@ -224,6 +224,21 @@ fn lifetimes_and_races_hold() {
     );
 }
 
+/// Where the man pages leave a rule to the kernel and librdmacm v44 (two devices): rdma_reject
+/// at every stage a request is in flight, both sides told REJECTED 28; resolving a source of
+/// another family (EINVAL, the id stays bound), an unknown family, IPoIB on RoCE (ADDR_ERROR
+/// -EINVAL), a route with no time; a multicast address vector without the TOS, one of two
+/// joins of a group left; rdma_create_ep honouring ai_route and ai_connect; rdma_destroy_srq
+/// of an XRC target taking its CQs.
+#[test]
+fn the_kernels_rules_hold() {
+    run_with(
+        "rdmacm_kernel_checks",
+        &["127.77.36.1", "127.77.36.2"],
+        library_dir(),
+    );
+}
+
 /// Port sharing as the kernel's rdma_cm has it (two devices): REUSEADDR ids share an address
 /// until one listens (rdma_listen then EADDRINUSE, or EADDRNOTAVAIL on a wildcard), the
 /// option turned on after binding or resolving but off only before, AFONLY only before

@@ -874,10 +874,12 @@ pub(crate) unsafe fn connect(cm_id: &mut CmId, param: *const rdma_conn_param) ->
     }
     // SAFETY: NULL or the caller's parameters.
     let param = unsafe { param.as_ref() };
+    // rdma_create_ep's ai_connect goes first (librdmacm's ucma_copy_conn_param_to_kern).
+    let mut user = cm_id.state().connect_prefix.clone();
     // SAFETY: as the function's contract.
-    let user = param.map_or_else(Vec::new, |p| unsafe {
+    user.extend(param.map_or_else(Vec::new, |p| unsafe {
         user_data(p.private_data, p.private_data_len)
-    });
+    }));
     let hdr = cma_hdr(cm_id)?;
     // SAFETY: reading our own sockaddr union.
     let dst = unsafe { id::socket_addr_from_c(&cm_id.c.route.addr.dst.addr) }?;
@@ -912,6 +914,7 @@ pub(crate) unsafe fn connect(cm_id: &mut CmId, param: *const rdma_conn_param) ->
             r.conns.insert((index, conn.0), me);
             let mut st = cm_id.state();
             st.conn = Some(sidr_connection(index, conn, remote_gid));
+            st.connect_prefix.clear();
             // Under the routes' lock, which the answer's handler takes first: it cannot
             // run (and move the id on) before the id is Connecting.
             st.phase = Phase::Connecting;
@@ -991,7 +994,9 @@ pub(crate) unsafe fn connect(cm_id: &mut CmId, param: *const rdma_conn_param) ->
         });
         // Under the routes' lock, which the REP's handler takes first: a REP handled at
         // once on the engine's thread finds the id Connecting, and its Connected stays.
-        cm_id.state().phase = Phase::Connecting;
+        let mut st = cm_id.state();
+        st.phase = Phase::Connecting;
+        st.connect_prefix.clear();
         Ok::<(), c_int>(())
     })?;
     cm_id.complete()
@@ -1133,13 +1138,19 @@ pub(crate) unsafe fn reject(
         let st = cm_id.state();
         (st.phase, st.conn)
     };
-    let (Phase::RequestReceived, Some(c)) = (phase, conn) else {
-        return Err(libc::EINVAL);
+    // The kernel's ib_send_cm_rej takes a request in flight either way: the active side's
+    // before its RTU (REQ_SENT, REP_RCVD), the passive side's before and after its REP
+    // (REQ_RCVD, REP_SENT); the CM refuses the rest. A SIDR reply only answers a request.
+    let is_ud = cm_id.c.qp_type == IBV_QPT_UD as c_int;
+    let c = match (phase, conn) {
+        (Phase::RequestReceived, Some(c)) => c,
+        (Phase::Connecting | Phase::Accepting, Some(c)) if !is_ud => c,
+        _ => return Err(libc::EINVAL),
     };
     // SAFETY: as the function's contract.
     let user = unsafe { user_data(data, len) };
     let dev = device(c.device)?;
-    let result = if cm_id.c.qp_type == IBV_QPT_UD as c_int {
+    let result = if is_ud {
         let reply = SidrReply {
             status: softroce_emu::cm::SIDR_REJECT,
             qpn: Qpn::default(),

@@ -65,6 +65,9 @@ pub(crate) struct IdState {
     pub(crate) device: Option<usize>,
     /// The device this id counts as a user of (see `Registry::device_users`).
     pub(crate) device_user: Option<usize>,
+    /// `rdma_addrinfo.ai_connect` of rdma_create_ep: private data the next rdma_connect
+    /// sends ahead of the application's (rdma_getaddrinfo(3)), once.
+    pub(crate) connect_prefix: Vec<u8>,
     /// The bound address (unspecified for a wildcard) and port, in the id's port space.
     pub(crate) bound: Option<SocketAddr>,
     pub(crate) tos: u8,
@@ -203,6 +206,7 @@ pub(crate) fn create_id(
             phase: Phase::Idle,
             device: None,
             device_user: None,
+            connect_prefix: Vec::new(),
             bound: None,
             tos: 0,
             reuse_address: false,
@@ -459,7 +463,9 @@ pub(crate) fn migrate_id(
 
 // ---- addresses --------------------------------------------------------------------------
 
-/// A socket address from C: AF_INET or AF_INET6, else EAFNOSUPPORT.
+/// A socket address from C: AF_INET or AF_INET6. AF_IB (InfiniBand addressing, a family
+/// librdmacm knows) is EAFNOSUPPORT here; any other family EINVAL, as librdmacm's
+/// ucma_addrlen has it.
 ///
 /// # Safety
 ///
@@ -485,7 +491,8 @@ pub(crate) unsafe fn socket_addr_from_c(addr: *const libc::sockaddr) -> Result<S
                     u16::from_be(sin6.sin6_port),
                 ))
             }
-            _ => Err(libc::EAFNOSUPPORT),
+            libc::AF_IB => Err(libc::EAFNOSUPPORT),
+            _ => Err(libc::EINVAL),
         }
     }
 }
@@ -810,6 +817,11 @@ pub(crate) fn bind(cm_id: &mut CmId, addr: SocketAddr) -> Result<(), c_int> {
             None => return Err(libc::EADDRNOTAVAIL),
         }
     };
+    // The kernel's cma_acquire_dev_by_src_ip: the IPoIB port space only on an InfiniBand
+    // netdev, never on RoCE.
+    if device.is_some() && cm_id.c.ps == RDMA_PS_IPOIB {
+        return Err(libc::EINVAL);
+    }
     let port = take_port(cm_id, addr.ip(), addr.port())?;
     let bound = SocketAddr::new(addr.ip(), port);
     if let Some(d) = device {
@@ -908,6 +920,15 @@ pub(crate) fn resolve_addr(
     {
         bind(cm_id, src)?;
     }
+    // The kernel's resolve_prepare_src: the id's family (bound, or just bound from `src`)
+    // must be the destination's, else EINVAL and the id stays bound.
+    if cm_id
+        .state()
+        .bound
+        .is_some_and(|b| b.is_ipv4() != dst.is_ipv4())
+    {
+        return Err(libc::EINVAL);
+    }
     let bound_device = cm_id.state().device;
     let device = match bound_device {
         Some(d) => {
@@ -921,9 +942,13 @@ pub(crate) fn resolve_addr(
         }
         None => match device_towards(dst.ip())? {
             Some(d) => d,
-            None => return address_error(cm_id, dst),
+            None => return address_error(cm_id, dst, -libc::ENODEV),
         },
     };
+    if cm_id.c.ps == RDMA_PS_IPOIB {
+        // As binding (above): the kernel's address handler fails to take the device.
+        return address_error(cm_id, dst, -libc::EINVAL);
+    }
     super::conn::send_held_acks(device);
     let source_ip = device_entries()[device].spec.ip;
     if cm_id.state().phase == Phase::Idle {
@@ -961,10 +986,10 @@ pub(crate) fn resolve_addr(
     cm_id.complete()
 }
 
-/// RDMA_CM_EVENT_ADDR_ERROR, -ENODEV: the host routes `dst` out of an interface without a
-/// device. As the kernel, the id is left bound to a wildcard address (an unbound id was bound
+/// RDMA_CM_EVENT_ADDR_ERROR with `status`: -ENODEV when the host routes `dst` out of an
+/// interface without a device, -EINVAL for the IPoIB port space. As the kernel, the id is left bound to a wildcard address (an unbound id was bound
 /// before resolving), so it may resolve again.
-fn address_error(cm_id: &mut CmId, dst: SocketAddr) -> Result<(), c_int> {
+fn address_error(cm_id: &mut CmId, dst: SocketAddr, status: c_int) -> Result<(), c_int> {
     if cm_id.state().phase == Phase::Idle {
         let any = if dst.is_ipv4() {
             IpAddr::V4(Ipv4Addr::UNSPECIFIED)
@@ -974,7 +999,7 @@ fn address_error(cm_id: &mut CmId, dst: SocketAddr) -> Result<(), c_int> {
         bind(cm_id, SocketAddr::new(any, 0))?;
     }
     let me = std::ptr::from_mut(cm_id).cast::<rdma_cm_id>();
-    cm_id.report(Event::new(me, RDMA_CM_EVENT_ADDR_ERROR, -libc::ENODEV));
+    cm_id.report(Event::new(me, RDMA_CM_EVENT_ADDR_ERROR, status));
     cm_id.complete()
 }
 
@@ -1019,7 +1044,11 @@ const MAX_PATH_OPTION_BYTES: usize = 4 << 20;
 /// resolved (and whose route is not); the id then reports ROUTE_RESOLVED. Its MTU, SL,
 /// traffic class, flow label, hop limit and packet lifetime are what the connection uses;
 /// the connection still goes to the resolved address.
-fn set_ib_path(cm_id: &mut CmId, value: *const std::ffi::c_void, len: usize) -> Result<(), c_int> {
+pub(crate) fn set_ib_path(
+    cm_id: &mut CmId,
+    value: *const std::ffi::c_void,
+    len: usize,
+) -> Result<(), c_int> {
     const RECORD: usize = size_of::<ibv_path_data>();
     const FOR_THE_ROUTE: u32 =
         IBV_PATH_FLAG_GMP | IBV_PATH_FLAG_PRIMARY | IBV_PATH_FLAG_BIDIRECTIONAL;

@@ -33,6 +33,8 @@ pub(crate) struct Membership {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PendingAttach {
     addr: SocketAddr,
+    /// The join's kind: one group may be joined twice (full member, then send-only).
+    send_only: bool,
 }
 
 /// `rdma_join_multicast_ex`'s checks of its attribute struct, as librdmacm makes them.
@@ -126,8 +128,9 @@ pub(crate) fn join(
         raw: mgid.to_bytes(),
     };
     ah.grh.sgid_index = 0;
+    // Traffic class, flow label and SL stay 0: the kernel's member record starts zeroed
+    // (cma_iboe_join_multicast), whatever TOS the id has.
     ah.grh.hop_limit = 64;
-    ah.grh.traffic_class = cm_id.state().tos;
     ev.c.param.ud = rdma_ud_param {
         private_data: context.cast_const(),
         private_data_len: 0,
@@ -135,7 +138,7 @@ pub(crate) fn join(
         qp_num: MULTICAST_QPN,
         qkey: RDMA_UDP_QKEY,
     };
-    ev.join = Some(PendingAttach { addr });
+    ev.join = Some(PendingAttach { addr, send_only });
     cm_id.report(ev);
     cm_id.complete()
 }
@@ -153,7 +156,7 @@ pub(crate) fn on_retrieved(event: &mut Event) {
 
 /// [`on_retrieved`] for an event of `cm_id`.
 pub(crate) fn on_retrieved_by(cm_id: &CmId, event: &mut Event) {
-    let Some(PendingAttach { addr }) = event.join.take() else {
+    let Some(PendingAttach { addr, send_only }) = event.join.take() else {
         return;
     };
     let qp = cm_id.c.qp;
@@ -161,7 +164,7 @@ pub(crate) fn on_retrieved_by(cm_id: &CmId, event: &mut Event) {
         .state()
         .multicast
         .iter()
-        .find(|m| m.addr == addr)
+        .find(|m| m.addr == addr && m.send_only == send_only)
         .copied()
     else {
         return;
@@ -223,17 +226,21 @@ pub(crate) fn detach_qp(cm_id: &mut CmId) {
 pub(crate) fn leave(cm_id: &mut CmId, addr: SocketAddr) -> Result<(), c_int> {
     let m = {
         let mut state = cm_id.state();
+        // The newest join of the group first: librdmacm keeps an id's joins last in,
+        // first out, so leaving one of two joins of a group leaves the later.
         let at = state
             .multicast
             .iter()
-            .position(|m| m.addr == addr)
+            .rposition(|m| m.addr == addr)
             .ok_or(libc::EADDRNOTAVAIL)?;
         state.multicast.remove(at)
     };
     let me = std::ptr::from_mut(cm_id).cast::<rdma_cm_id>();
-    let cancelled = cm_id
-        .channel()
-        .take_events_where(|e| e.c.id == me && e.join.is_some_and(|j| j.addr == addr));
+    let cancelled = cm_id.channel().take_events_where(|e| {
+        e.c.id == me
+            && e.join
+                .is_some_and(|j| j.addr == addr && j.send_only == m.send_only)
+    });
     cm_id.discard(cancelled);
     // librdmacm detaches the id's QP whether it or the application attached it.
     if !m.send_only && !cm_id.c.qp.is_null() {

@@ -92,8 +92,15 @@ unsafe extern "C" fn rdma_resolve_addr(
     })
 }
 
-unsafe extern "C" fn rdma_resolve_route(p: *mut rdma_cm_id, _timeout_ms: c_int) -> c_int {
-    guard_status("rdma_resolve_route", || id::resolve_route(id::id(p)?))
+unsafe extern "C" fn rdma_resolve_route(p: *mut rdma_cm_id, timeout_ms: c_int) -> c_int {
+    guard_status("rdma_resolve_route", || {
+        let cm_id = id::id(p)?;
+        // The kernel's rdma_resolve_route (6.x): no time to resolve in is EINVAL.
+        if timeout_ms == 0 {
+            return Err(libc::EINVAL);
+        }
+        id::resolve_route(cm_id)
+    })
 }
 
 unsafe extern "C" fn rdma_create_qp(

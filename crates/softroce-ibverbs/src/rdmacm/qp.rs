@@ -137,8 +137,12 @@ fn create_cqs(cm_id: &mut CmId, send: c_int, recv: c_int) -> Result<(), c_int> {
     Ok(())
 }
 
-/// Destroys the CQs rdma_cm made for the id.
+/// Destroys the CQs rdma_cm made for the id (librdmacm's ucma_destroy_cqs: not while an
+/// XRC target's SRQ, which they were made for, still uses them).
 fn destroy_cqs(cm_id: &mut CmId) {
+    if cm_id.c.qp_type == IBV_QPT_XRC_RECV as c_int && !cm_id.c.srq.is_null() {
+        return;
+    }
     for (cq, channel) in [
         (&mut cm_id.c.send_cq, &mut cm_id.c.send_cq_channel),
         (&mut cm_id.c.recv_cq, &mut cm_id.c.recv_cq_channel),
@@ -360,6 +364,8 @@ pub(crate) fn destroy_srq(cm_id: &mut CmId) {
         unsafe { objects::ibv_destroy_srq(cm_id.c.srq.cast()) };
         cm_id.c.srq = std::ptr::null_mut();
     }
+    // As librdmacm's rdma_destroy_srq: the CQs it made go with it.
+    destroy_cqs(cm_id);
 }
 
 /// `rdma_create_ep`: a synchronous id from `res`, bound (passive) or resolved (active),
@@ -406,12 +412,28 @@ pub(crate) unsafe fn create_ep(
         // SAFETY: the result's destination address.
         let dst = unsafe { id::socket_addr_from_c(res.ai_dst_addr) }?;
         id::resolve_addr(cm_id, src, dst)?;
-        id::resolve_route(cm_id)?;
+        // rdma_getaddrinfo(3): ai_route is "routing information ... required as part of
+        // connection establishment": librdmacm sets it as RDMA_OPTION_IB_PATH instead of
+        // resolving the route.
+        if res.ai_route_len != 0 && !res.ai_route.is_null() {
+            id::set_ib_path(cm_id, res.ai_route, res.ai_route_len)?;
+        } else {
+            id::resolve_route(cm_id)?;
+        }
         if !qp_init_attr.is_null() {
             // SAFETY: non-NULL, the caller's.
             let attr = unsafe { &mut *qp_init_attr };
             attr.qp_type = res.ai_qp_type as u32;
             create_qp(cm_id, pd, attr)?;
+        }
+        // "ai_connect data must be transferred as private data, with any user supplied
+        // private data following it": kept for the id's rdma_connect.
+        if res.ai_connect_len != 0 && !res.ai_connect.is_null() {
+            // SAFETY: the result's ai_connect_len bytes.
+            let prefix = unsafe {
+                std::slice::from_raw_parts(res.ai_connect.cast::<u8>(), res.ai_connect_len)
+            };
+            cm_id.state().connect_prefix = prefix.to_vec();
         }
         Ok(())
     })();
