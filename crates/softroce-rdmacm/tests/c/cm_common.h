@@ -153,4 +153,44 @@ static inline void watchdog(unsigned seconds)
 	alarm(seconds);
 }
 
+/* A listener of port space RDMA_PS_TCP at ip:port on `ch`; exits when that fails. */
+static inline struct rdma_cm_id *listening_on(struct rdma_event_channel *ch, const char *ip,
+					      int port)
+{
+	struct rdma_cm_id *l = NULL;
+	struct sockaddr_in a = ipv4(ip, port);
+	if (rdma_create_id(ch, &l, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(l, (struct sockaddr *)&a) || rdma_listen(l, 8)) {
+		fprintf(stderr, "listening on %s:%d: errno %d\n", ip, port, errno);
+		exit(2);
+	}
+	return l;
+}
+
+/* The start of a program between two devices: the server's address in argv[1], the
+ * client's in argv[2], a watchdog and the program's event channel (exits without one). */
+static inline struct rdma_event_channel *two_device_start(int argc, char **argv,
+							 const char **server_ip,
+							 const char **client_ip)
+{
+	*server_ip = argc > 2 ? argv[1] : "127.0.0.1";
+	*client_ip = argc > 2 ? argv[2] : "127.0.0.2";
+	watchdog(50);
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	if (!ch) {
+		printf("no event channel: errno %d\n1 failures\n", errno);
+		exit(1);
+	}
+	return ch;
+}
+
+/* The end of such a program: the channel goes, the failures are told. */
+static inline int two_device_end(struct rdma_event_channel *ch)
+{
+	rdma_destroy_event_channel(ch);
+	alarm(0);
+	printf("%d failures\n", failures);
+	return failures != 0;
+}
+
 #endif

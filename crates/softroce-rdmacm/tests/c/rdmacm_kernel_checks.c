@@ -20,18 +20,6 @@
 static const char *server_ip, *client_ip;
 static struct rdma_event_channel *ch;
 
-static struct rdma_cm_id *listen_on(const char *ip, int port)
-{
-	struct rdma_cm_id *l = NULL;
-	struct sockaddr_in a = ipv4(ip, port);
-	if (rdma_create_id(ch, &l, NULL, RDMA_PS_TCP) ||
-	    rdma_bind_addr(l, (struct sockaddr *)&a) || rdma_listen(l, 8)) {
-		fprintf(stderr, "listening on %s:%d: errno %d\n", ip, port, errno);
-		exit(2);
-	}
-	return l;
-}
-
 /* A client without a QP asks the listener at `port`; the request's event (unacked) through
  * *req. The client, or NULL. */
 static struct rdma_cm_id *ask(int port, struct rdma_cm_event **req)
@@ -54,7 +42,7 @@ static struct rdma_conn_param accept_param = {
 static void rejects_while_a_request_is_in_flight(void)
 {
 	step = "rdma_reject at every stage";
-	struct rdma_cm_id *l = listen_on(server_ip, PORT);
+	struct rdma_cm_id *l = listening_on(ch, server_ip, PORT);
 	struct rdma_cm_event *req = NULL;
 
 	/* The active side, its REQ answered by a REP (no QP: CONNECT_RESPONSE, REP_RCVD). */
@@ -333,21 +321,11 @@ static void xrc_target_srq(void)
 
 int main(int argc, char **argv)
 {
-	server_ip = argc > 2 ? argv[1] : "127.0.0.1";
-	client_ip = argc > 2 ? argv[2] : "127.0.0.2";
-	watchdog(50);
-	ch = rdma_create_event_channel();
-	if (!ch) {
-		printf("no event channel: errno %d\n1 failures\n", errno);
-		return 1;
-	}
+	ch = two_device_start(argc, argv, &server_ip, &client_ip);
 	rejects_while_a_request_is_in_flight();
 	addresses_the_kernel_refuses();
 	multicast_records();
 	endpoints_from_addrinfo();
 	xrc_target_srq();
-	rdma_destroy_event_channel(ch);
-	alarm(0);
-	printf("%d failures\n", failures);
-	return failures != 0;
+	return two_device_end(ch);
 }

@@ -26,18 +26,6 @@ static struct ibv_qp_init_attr rc_attr(void)
 	return a;
 }
 
-static struct rdma_cm_id *listen_on(const char *ip, int port)
-{
-	struct rdma_cm_id *l = NULL;
-	struct sockaddr_in a = ipv4(ip, port);
-	if (rdma_create_id(ch, &l, NULL, RDMA_PS_TCP) ||
-	    rdma_bind_addr(l, (struct sockaddr *)&a) || rdma_listen(l, 8)) {
-		fprintf(stderr, "listening on %s:%d: errno %d\n", ip, port, errno);
-		exit(2);
-	}
-	return l;
-}
-
 /* c (route resolved, with a QP) connects to the listener on this channel, whose request
  * gets a QP and is accepted; both ESTABLISHED. The server's id, or NULL. */
 static struct rdma_cm_id *connect_to_listener(struct rdma_cm_id *c)
@@ -83,7 +71,7 @@ static void close_pair(struct rdma_cm_id *c, struct rdma_cm_id *s)
 static void the_pd_goes_with_the_last_id(void)
 {
 	step = "the ids' PD";
-	struct rdma_cm_id *l = listen_on(server_ip, PORT);
+	struct rdma_cm_id *l = listening_on(ch, server_ip, PORT);
 	/* The only id on the client's device: its PD is the device's, with a region on it. */
 	struct rdma_cm_id *first = resolved_on(ch, client_ip, server_ip, PORT, 1);
 	struct ibv_pd *old_pd = first->pd;
@@ -183,7 +171,7 @@ static void destroying_while_another_thread_waits(void)
 static void a_destroyed_listener_rejects_what_it_never_read(void)
 {
 	step = "a listener destroyed with a request unread";
-	struct rdma_cm_id *l = listen_on(server_ip, PORT + 2);
+	struct rdma_cm_id *l = listening_on(ch, server_ip, PORT + 2);
 	struct rdma_event_channel *cch = rdma_create_event_channel();
 	struct rdma_cm_id *c = resolved_on(cch, client_ip, server_ip, PORT + 2, 1);
 	struct ibv_qp_init_attr ca = rc_attr();
@@ -236,20 +224,10 @@ static void argument_checks(void)
 
 int main(int argc, char **argv)
 {
-	server_ip = argc > 2 ? argv[1] : "127.0.0.1";
-	client_ip = argc > 2 ? argv[2] : "127.0.0.2";
-	watchdog(50);
-	ch = rdma_create_event_channel();
-	if (!ch) {
-		printf("no event channel: errno %d\n1 failures\n", errno);
-		return 1;
-	}
+	ch = two_device_start(argc, argv, &server_ip, &client_ip);
 	the_pd_goes_with_the_last_id();
 	destroying_while_another_thread_waits();
 	a_destroyed_listener_rejects_what_it_never_read();
 	argument_checks();
-	rdma_destroy_event_channel(ch);
-	alarm(0);
-	printf("%d failures\n", failures);
-	return failures != 0;
+	return two_device_end(ch);
 }
