@@ -205,6 +205,11 @@ impl World {
                             let _ = fd.notify();
                         }
                     }
+                    HcaEvent::ChannelEmptied(ch) => {
+                        if let Some((_, fd)) = slot.channel_fds.iter().find(|(c, _)| *c == ch) {
+                            let _ = fd.try_consume();
+                        }
+                    }
                     HcaEvent::AsyncEventQueued => {
                         let _ = slot.async_fd.notify();
                         let what = format!("{}: async event queued", slot.name);

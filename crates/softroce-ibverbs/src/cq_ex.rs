@@ -74,6 +74,8 @@ pub(crate) unsafe extern "C" fn vctx_create_cq_ex(
         // SAFETY: context and channel from this library, or rejected.
         let p = unsafe { create_cq(VERB, context, a.cqe, a.cq_context, a.channel, a.comp_vector) }?;
         // SAFETY: freshly created, not yet handed out.
+        unsafe { (*p).single_threaded = flags & IBV_CREATE_CQ_ATTR_SINGLE_THREADED != 0 };
+        // SAFETY: as above.
         let cqx = unsafe { &mut (*p).cqx };
         cqx.start_poll = Some(start_poll);
         cqx.next_poll = Some(next_poll);
@@ -139,6 +141,20 @@ unsafe fn advance(verb: &str, cq: *mut ibv_cq_ex) -> c_int {
     }
 }
 
+/// The CQ's `ibv_start_poll` … `ibv_end_poll` section, unless the CQ was created
+/// single-threaded (the application then promises one poller).
+///
+/// # Safety
+/// `cq` must be a CQ from ibv_create_cq_ex.
+unsafe fn polling<'a>(cq: *mut ibv_cq_ex) -> Option<&'a crate::section::Section> {
+    let p = cq.cast::<EmuCq>();
+    // SAFETY: such a CQ is the first field of an EmuCq; only these fields are read.
+    unsafe {
+        (!std::ptr::addr_of!((*p).single_threaded).read())
+            .then(|| &*std::ptr::addr_of!((*p).polling))
+    }
+}
+
 unsafe extern "C" fn start_poll(cq: *mut ibv_cq_ex, attr: *mut ibv_poll_cq_attr) -> c_int {
     const VERB: &str = "ibv_start_poll";
     guard(VERB, libc::EIO, || {
@@ -146,8 +162,25 @@ unsafe extern "C" fn start_poll(cq: *mut ibv_cq_ex, attr: *mut ibv_poll_cq_attr)
         if !attr.is_null() && unsafe { (*attr).comp_mask } != 0 {
             return fail(VERB, libc::EINVAL, "poll attr comp_mask must be 0");
         }
+        if cq.is_null() {
+            return fail(VERB, libc::EINVAL, "cq is NULL");
+        }
+        // One poller between start and end, as providers lock the CQ (rxe's cq->lock):
+        // another's start_poll would move `current` (and wr_id, status) under this one.
         // SAFETY: the CQ this entry point was installed on.
-        unsafe { advance(VERB, cq) }
+        let section = unsafe { polling(cq) };
+        if let Some(s) = section {
+            s.enter();
+        }
+        // SAFETY: as above.
+        let r = unsafe { advance(VERB, cq) };
+        if r != 0 {
+            // ENOENT or an error: no poll to end (ibv_end_poll is not called then).
+            if let Some(s) = section {
+                s.leave();
+            }
+        }
+        r
     })
 }
 
@@ -162,6 +195,10 @@ unsafe extern "C" fn end_poll(cq: *mut ibv_cq_ex) {
         if !cq.is_null() {
             // SAFETY: the CQ this entry point was installed on.
             *unsafe { current(cq) } = None;
+            // SAFETY: as above.
+            if let Some(s) = unsafe { polling(cq) } {
+                s.leave();
+            }
         }
     })
 }

@@ -82,6 +82,7 @@ mod objects;
 mod open;
 mod qp_ex;
 mod rdmacm;
+mod section;
 mod strings;
 mod stubs;
 mod sysfs;

@@ -1040,6 +1040,10 @@ pub(crate) struct EmuCq {
     handle: CqHandle,
     /// The completion `ibv_start_poll`/`ibv_next_poll` moved to (`ibv_wc_read_*` read it).
     pub(crate) current: Mutex<Option<WorkCompletion>>,
+    /// `ibv_start_poll` … `ibv_end_poll`, one poller at a time (not taken for a CQ created
+    /// `IBV_CREATE_CQ_ATTR_SINGLE_THREADED`).
+    pub(crate) polling: crate::section::Section,
+    pub(crate) single_threaded: bool,
 }
 
 // SAFETY: repr(C), ibv_cq_ex (which starts with the ibv_cq) first, allocated by publish.
@@ -1062,7 +1066,10 @@ unsafe impl Object for EmuCq {
             ctx.unregister(ObjectKind::Cq, (*p).handle.to_raw());
             let channel = (*p).cqx.channel;
             if !channel.is_null() {
-                (*channel).refcnt -= 1;
+                // Atomic: CQs of one channel come and go on several threads (rdma-core
+                // counts under the context's mutex).
+                std::sync::atomic::AtomicI32::from_ptr(&raw mut (*channel).refcnt)
+                    .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
             }
             destroy_sync(&mut (*p).cqx.mutex, &mut (*p).cqx.cond);
         }
@@ -1115,6 +1122,8 @@ pub(crate) unsafe fn create_cq(
         cqx,
         handle: CqHandle::from_raw(0),
         current: Mutex::new(None),
+        polling: crate::section::Section::default(),
+        single_threaded: false,
     });
     // The device hands this pointer back with each completion event.
     let me = std::ptr::from_mut(cq.as_mut()) as u64;
@@ -1124,8 +1133,12 @@ pub(crate) unsafe fn create_cq(
     cq.cqx.cqe = i32::try_from(real).unwrap_or(i32::MAX);
     init_sync(&mut cq.cqx.mutex, &mut cq.cqx.cond);
     if !channel.is_null() {
-        // SAFETY: a channel from ibv_create_comp_channel.
-        unsafe { (*channel).refcnt += 1 };
+        // SAFETY: a channel from ibv_create_comp_channel; its aligned c_int, updated only
+        // atomically by this library (see EmuCq::release).
+        unsafe {
+            std::sync::atomic::AtomicI32::from_ptr(&raw mut (*channel).refcnt)
+                .fetch_add(1, std::sync::atomic::Ordering::AcqRel)
+        };
     }
     let cq = publish(cq);
     ctx.register(ObjectKind::Cq, handle.to_raw(), cq as usize);
@@ -1228,9 +1241,11 @@ unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: c_uint) {
             return;
         };
         if on_device(VERB, c.dev, |h| h.ack_cq_events(c.handle, nevents)).is_ok() {
-            // SAFETY: as above; the field is the library's.
+            // SAFETY: as above; the field is the library's, aligned, and only updated
+            // atomically (two threads may ack events of one CQ).
             unsafe {
-                (*cq).comp_events_completed = (*cq).comp_events_completed.wrapping_add(nevents)
+                std::sync::atomic::AtomicU32::from_ptr(&raw mut (*cq).comp_events_completed)
+                    .fetch_add(nevents, std::sync::atomic::Ordering::AcqRel)
             };
         }
     })
@@ -1465,6 +1480,8 @@ pub(crate) struct EmuQp {
     /// the creator's.
     opened: bool,
     pub(crate) batch: Mutex<WrBatch>,
+    /// `ibv_wr_start` … `ibv_wr_complete`/`ibv_wr_abort`, one thread at a time.
+    pub(crate) building: crate::section::Section,
 }
 
 impl EmuQp {
@@ -1599,6 +1616,7 @@ fn publish_qp(
         extended,
         opened,
         batch: Mutex::new(WrBatch::default()),
+        building: crate::section::Section::default(),
     }));
     // SAFETY: allocated above and not handed out yet.
     unsafe { init_sync(&mut (*q).qpx.qp_base.mutex, &mut (*q).qpx.qp_base.cond) };

@@ -174,12 +174,39 @@ fn record_unsupported(verb: &str, qpx: *mut ibv_qp_ex) {
     with_batch(verb, qpx, |b| b.unsupported(verb));
 }
 
+/// The QP's `ibv_wr_start` … `ibv_wr_complete` section.
+///
+/// # Safety
+/// `qpx` must be a QP from ibv_create_qp_ex.
+unsafe fn building<'a>(qpx: *mut ibv_qp_ex) -> &'a crate::section::Section {
+    // SAFETY: as `batch`.
+    unsafe { &*std::ptr::addr_of!((*qpx.cast::<EmuQp>()).building) }
+}
+
 unsafe extern "C" fn wr_start(qpx: *mut ibv_qp_ex) {
-    with_batch("ibv_wr_start", qpx, |b| *b = WrBatch::default());
+    guard("ibv_wr_start", (), || {
+        if qpx.is_null() {
+            return;
+        }
+        // ibv_wr_post(3): "ibv_wr_start() and ibv_wr_complete()/abort() form a per-QP
+        // critical section where no other threads can enter".
+        // SAFETY: the ibv_wr_* entry points are only set on QPs from ibv_create_qp_ex.
+        unsafe { building(qpx) }.enter();
+        // SAFETY: as above.
+        *lock(unsafe { batch(qpx) }) = WrBatch::default();
+    })
 }
 
 unsafe extern "C" fn wr_abort(qpx: *mut ibv_qp_ex) {
-    with_batch("ibv_wr_abort", qpx, |b| *b = WrBatch::default());
+    guard("ibv_wr_abort", (), || {
+        if qpx.is_null() {
+            return;
+        }
+        // SAFETY: as in wr_start.
+        *lock(unsafe { batch(qpx) }) = WrBatch::default();
+        // SAFETY: as above.
+        unsafe { building(qpx) }.leave();
+    })
 }
 
 unsafe extern "C" fn wr_complete(qpx: *mut ibv_qp_ex) -> c_int {
@@ -188,26 +215,39 @@ unsafe extern "C" fn wr_complete(qpx: *mut ibv_qp_ex) -> c_int {
         if qpx.is_null() {
             return fail(VERB, libc::EINVAL, "qp is NULL");
         }
-        // SAFETY: the ibv_wr_* entry points are only set on QPs from ibv_create_qp_ex.
-        let batch = std::mem::take(&mut *lock(unsafe { batch(qpx) }));
-        if let Some((errno, why)) = batch.error {
-            return fail(VERB, errno, why);
-        }
-        // SAFETY: as above; its ibv_qp is the first member.
-        let q = match unsafe { resolve::<EmuQp>(VERB, qpx.cast()) } {
-            Ok(q) => q,
-            Err(e) => return e,
-        };
-        // SAFETY: inline SGEs point into `batch.inline`, alive until this returns; other
-        // SGEs name registered memory.
-        match q
-            .dev
-            .post_send(|h| unsafe { h.post_send_all_or_nothing(q.handle, &batch.wrs) })
-        {
-            Ok(()) => 0,
-            Err(e) => fail(VERB, e.error.errno(), e),
-        }
+        // SAFETY: as in wr_start.
+        let posted = unsafe { post_batch(VERB, qpx) };
+        // Posted or not, the section ends here (the batch is gone either way).
+        // SAFETY: as above.
+        unsafe { building(qpx) }.leave();
+        posted
     })
+}
+
+/// Posts the batch built since `ibv_wr_start`, all or nothing: 0 or an errno.
+///
+/// # Safety
+/// `qpx` must be a QP from ibv_create_qp_ex.
+unsafe fn post_batch(verb: &str, qpx: *mut ibv_qp_ex) -> c_int {
+    // SAFETY: as documented.
+    let batch = std::mem::take(&mut *lock(unsafe { batch(qpx) }));
+    if let Some((errno, why)) = batch.error {
+        return fail(verb, errno, why);
+    }
+    // SAFETY: as above; its ibv_qp is the first member.
+    let q = match unsafe { resolve::<EmuQp>(verb, qpx.cast()) } {
+        Ok(q) => q,
+        Err(e) => return e,
+    };
+    // SAFETY: inline SGEs point into `batch.inline`, alive until this returns; other SGEs
+    // name registered memory.
+    match q
+        .dev
+        .post_send(|h| unsafe { h.post_send_all_or_nothing(q.handle, &batch.wrs) })
+    {
+        Ok(()) => 0,
+        Err(e) => fail(verb, e.error.errno(), e),
+    }
 }
 
 unsafe extern "C" fn wr_send(qpx: *mut ibv_qp_ex) {

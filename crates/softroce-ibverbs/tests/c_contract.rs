@@ -195,6 +195,15 @@ fn man_pages_cq_moderation() {
     run_c_program("man_cq_moderation", "softroce0=127.78.18.18");
 }
 
+/// Threads: ibv_wr_post(3)'s per-QP critical section from ibv_wr_start to ibv_wr_complete
+/// (two builders on one QP, every WRITE once and in its slot), ibv_start_poll .. ibv_end_poll
+/// exclusive (two pollers of one extended CQ), a CQ destroyed with an unread event leaving
+/// its channel unreadable, a channel's refcnt kept by four threads making and destroying CQs.
+#[test]
+fn man_pages_thread_sections() {
+    run_c_program("man_thread_sections", "softroce0=127.78.18.19");
+}
+
 /// ibv_create_cq_ex(3), ibv_query_rt_values_ex(3), ibv_query_device_ex(3): completion
 /// timestamps in the device clock (CLOCK_MONOTONIC nanoseconds) and in wall-clock
 /// nanoseconds, monotonic and between raw-clock readings taken around them; flushes

@@ -212,7 +212,7 @@ impl Completions {
 
     /// Destroy a CQ nothing uses and whose events are all acknowledged; its pending channel
     /// events go with it.
-    pub(crate) fn destroy(&mut self, cq: CqHandle) -> VerbsResult<()> {
+    pub(crate) fn destroy(&mut self, events: &mut Events, cq: CqHandle) -> VerbsResult<()> {
         const VERB: &str = "destroy_cq";
         let c = self.cqs.lookup(VERB, cq)?;
         if c.users > 0 {
@@ -245,7 +245,11 @@ impl Completions {
             && let Some(chan) = self.channels.get_mut(ch)
         {
             chan.users = chan.users.saturating_sub(1);
+            let had_events = !chan.pending.is_empty();
             chan.pending.retain(|(h, _)| *h != cq);
+            if had_events && chan.pending.is_empty() {
+                events.channel_emptied(ch);
+            }
         }
         Ok(())
     }

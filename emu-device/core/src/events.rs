@@ -36,6 +36,10 @@ pub enum EventElement {
 pub enum HcaEvent {
     /// A completion event was queued on this channel: make its fd readable.
     CompletionEvent(ChannelHandle),
+    /// Destroying a CQ took the last queued completion events of this channel with it:
+    /// make its fd unreadable again, so a `poll` on it never wakes for an event that is
+    /// gone (and a blocking `get_cq_event` after it does not wait on a stale count).
+    ChannelEmptied(ChannelHandle),
     /// An async event was queued: make the async fd readable.
     AsyncEventQueued,
     /// Destroying an object took the last queued async events with it: make the async fd
@@ -75,6 +79,11 @@ impl Events {
     /// Tell the driver a completion event is waiting on `channel`.
     pub(crate) fn completion_queued(&mut self, channel: ChannelHandle) {
         self.driver.push_back(HcaEvent::CompletionEvent(channel));
+    }
+
+    /// Tell the driver `channel` has no completion event queued any more.
+    pub(crate) fn channel_emptied(&mut self, channel: ChannelHandle) {
+        self.driver.push_back(HcaEvent::ChannelEmptied(channel));
     }
 
     /// The oldest queued async event.

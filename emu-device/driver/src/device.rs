@@ -1673,6 +1673,11 @@ fn signal_events(shared: &Shared, hca: &mut Hca) -> bool {
                     let _ = fd.notify();
                 }
             }
+            HcaEvent::ChannelEmptied(ch) => {
+                if let Some(fd) = lock(&shared.channel_fds).get(&ch) {
+                    let _ = fd.try_consume();
+                }
+            }
             HcaEvent::AsyncEventQueued => {
                 let _ = shared.async_fd.notify();
                 lock(&shared.async_watchers).retain(|w| match w.upgrade() {

@@ -817,7 +817,7 @@ impl Hca {
     /// retrieved from its channel are unacknowledged, or while its async events are
     /// unacknowledged. Events queued but never retrieved are discarded.
     pub fn destroy_cq(&mut self, cq: CqHandle) -> VerbsResult<()> {
-        self.cqs.destroy(cq)?;
+        self.cqs.destroy(&mut self.events, cq)?;
         self.events.purge(EventElement::Cq(cq));
         Ok(())
     }
