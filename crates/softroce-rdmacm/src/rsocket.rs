@@ -2211,6 +2211,24 @@ fn copy_out(c: &Conn, offset: &mut u32, buf: *mut u8, at: usize, n: usize) {
 ///
 /// # Safety
 /// `iov` holds `count` iovecs naming memory `transfer` may use.
+/// The most one peek over several vectors copies (a stream peek may show less than is
+/// there): the temporary buffer it spreads from stays bounded whatever the vectors say.
+const PEEK_LIMIT: usize = 16 << 20;
+
+/// The bytes `count` iovecs name in all (EINVAL for a negative count, as `each_iovec`).
+///
+/// # Safety
+/// `iov` holds `count` iovecs.
+unsafe fn iovec_total(iov: *const libc::iovec, count: c_int) -> Res<usize> {
+    if count < 0 || (count > 0 && iov.is_null()) {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: the caller's array of `count`.
+    Ok((0..count as usize)
+        .map(|i| unsafe { (*iov.add(i)).iov_len })
+        .fold(0usize, usize::saturating_add))
+}
+
 unsafe fn each_iovec(
     iov: *const libc::iovec,
     count: c_int,
@@ -2254,10 +2272,23 @@ pub(crate) unsafe fn rrecvv(
         // SAFETY: the caller's vectors.
         return unsafe { dgram::scatter(iov, count.max(0) as usize, &tmp[..n]) };
     }
-    // SAFETY: the caller's vectors; later ones only take what is already there.
+    if flags & libc::MSG_PEEK != 0 && count > 1 {
+        // One peek spread over the vectors, as a socket's: peeking each vector alone would
+        // show every one the same first bytes. What a peek can see is in the receive
+        // buffer, so the copy is bounded by the largest one.
+        // SAFETY: the caller's vectors.
+        let total = unsafe { iovec_total(iov, count) }?.min(PEEK_LIMIT);
+        let mut tmp = vec![0u8; total];
+        // SAFETY: `total` writable bytes of our own.
+        let n = unsafe { rrecv(fd, tmp.as_mut_ptr().cast(), total, flags) }?;
+        // SAFETY: the caller's vectors.
+        return unsafe { dgram::scatter(iov, count.max(0) as usize, &tmp[..n]) };
+    }
+    // SAFETY: the caller's vectors; later ones only take what is already there, unless
+    // MSG_WAITALL asks for them all.
     unsafe {
         each_iovec(iov, count, |base, len, moved| {
-            let f = if moved {
+            let f = if moved && flags & libc::MSG_WAITALL == 0 {
                 flags | libc::MSG_DONTWAIT
             } else {
                 flags
@@ -2788,6 +2819,15 @@ pub(crate) unsafe fn rsetsockopt(
         (libc::SOL_SOCKET, libc::SO_KEEPALIVE | libc::SO_OOBINLINE) => {
             let on = read_int(value, len)?;
             set_bit(&mut g.so_opts, bit(name), on != 0);
+            // rsockets' rs_set_keepalive: turning it on without TCP_KEEPIDLE takes the
+            // kernel's idle time (tcp_keepalive_time), else two hours.
+            if name == libc::SO_KEEPALIVE && on != 0 && g.keepalive_time == 0 {
+                g.keepalive_time = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_keepalive_time")
+                    .ok()
+                    .and_then(|t| t.trim().parse().ok())
+                    .filter(|&t: &c_int| t > 0)
+                    .unwrap_or(7200);
+            }
         }
         (libc::IPPROTO_IP, libc::IP_TOS) => {
             let tos = read_int(value, len)?;
@@ -2918,7 +2958,18 @@ pub(crate) unsafe fn rgetsockopt(
         (libc::IPPROTO_TCP, libc::TCP_KEEPCNT | libc::TCP_KEEPINTVL | libc::TCP_CONGESTION) => 1,
         (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) => g.keepalive_time,
         (libc::IPPROTO_TCP, libc::TCP_NODELAY) => bit(g.tcp_opts, name),
-        (libc::IPPROTO_TCP, libc::TCP_MAXSEG) => 2048,
+        // rsockets: the route's path MTU when there is a route, else 2048.
+        (libc::IPPROTO_TCP, libc::TCP_MAXSEG) => {
+            // SAFETY: the socket's id and, when it has paths, its path record.
+            unsafe {
+                let route = &(*g.id).route;
+                if route.num_paths > 0 && !route.path_rec.is_null() {
+                    1 << (7 + c_int::from((*route.path_rec).mtu).clamp(1, 5))
+                } else {
+                    2048
+                }
+            }
+        }
         (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) => bit(g.ipv6_opts, name),
         (SOL_RDMA, RDMA_SQSIZE) => g.sq_size as c_int,
         (SOL_RDMA, RDMA_RQSIZE) => g.rq_size as c_int,

@@ -242,6 +242,24 @@ int main(int argc, char **argv)
 	errno = 0;
 	CHECK(rsetsockopt(s, SOL_RDMA, RDMA_SQSIZE, &v, sizeof(v)) == -1 && errno == EINVAL,
 	      "SOL_RDMA options once connected: EINVAL (errno %d)", errno);
+	/* rsockets: TCP_MAXSEG is the route's path MTU (4096 on loopback) once there is one. */
+	int seg = 0;
+	len = sizeof(seg);
+	CHECK(rgetsockopt(s, IPPROTO_TCP, TCP_MAXSEG, &seg, &len) == 0 && seg == 4096,
+	      "TCP_MAXSEG of the connection: %d", seg);
+	/* Keepalive on without TCP_KEEPIDLE: the kernel's idle time, else two hours. */
+	int on = 1, idle = 0, expect_idle = 7200;
+	FILE *f = fopen("/proc/sys/net/ipv4/tcp_keepalive_time", "r");
+	if (f) {
+		if (fscanf(f, "%d", &expect_idle) != 1)
+			expect_idle = 7200;
+		fclose(f);
+	}
+	len = sizeof(idle);
+	CHECK(rsetsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on)) == 0 &&
+		      rgetsockopt(s, IPPROTO_TCP, TCP_KEEPIDLE, &idle, &len) == 0 &&
+		      idle == expect_idle,
+	      "TCP_KEEPIDLE after SO_KEEPALIVE: %d (want %d)", idle, expect_idle);
 
 	step = "echo, peek, dontwait";
 	char small[100], back[100];
@@ -252,6 +270,13 @@ int main(int argc, char **argv)
 	CHECK(rpoll(&p, 1, 10000) == 1 && (p.revents & POLLIN), "the echo polls POLLIN");
 	CHECK(rrecv(s, back, 10, MSG_PEEK) == 10 && !memcmp(back, small, 10),
 	      "MSG_PEEK sees the data");
+	/* As a socket's: one peek spread over the buffers, not the same bytes in each. */
+	char first[5], second[5];
+	struct iovec two[2] = {{first, 5}, {second, 5}};
+	struct msghdr peek = {.msg_iov = two, .msg_iovlen = 2};
+	CHECK(rrecvmsg(s, &peek, MSG_PEEK) == 10 && !memcmp(first, small, 5) &&
+		      !memcmp(second, small + 5, 5),
+	      "MSG_PEEK over two buffers sees ten bytes in order");
 	CHECK(read_all(s, back, 100) == 0 && !memcmp(back, small, 100),
 	      "MSG_PEEK left it all to read");
 	errno = 0;
@@ -261,9 +286,12 @@ int main(int argc, char **argv)
 	CHECK(rsend(s, "g", 1, 0) == 1, "the word to go on");
 	step = "waitall";
 	static char mid[3000];
-	CHECK(rrecv(s, mid, sizeof(mid), MSG_WAITALL) == sizeof(mid) && mid[0] == 'm' &&
+	/* Over two buffers: the second waits too (MSG_WAITALL is for the whole message). */
+	struct iovec parts[2] = {{mid, 1000}, {mid + 1000, sizeof(mid) - 1000}};
+	struct msghdr all = {.msg_iov = parts, .msg_iovlen = 2};
+	CHECK(rrecvmsg(s, &all, MSG_WAITALL) == sizeof(mid) && mid[0] == 'm' &&
 		      mid[2999] == 'm',
-	      "MSG_WAITALL gathers three sends");
+	      "MSG_WAITALL gathers three sends into two buffers");
 
 	step = "a megabyte";
 	static unsigned char big[BIG], big2[BIG];
