@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::ffi::{c_int, c_uint, c_void};
 use std::mem::{offset_of, size_of};
 use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -63,6 +64,11 @@ pub(crate) struct EmuContext {
     cmd_fd: std::fs::File,
     /// Addresses of this context's CQs, QPs and SRQs by (kind, raw device handle).
     objects: Mutex<HashMap<(ObjectKind, u64), usize>>,
+    /// `ibv_close_device` has begun: threads waiting in `ibv_get_async_event` leave with
+    /// EIO (as a read of the kernel's closed event file) before the context is freed.
+    closing: std::sync::atomic::AtomicBool,
+    /// Threads inside `ibv_get_async_event` on this context.
+    async_waiters: std::sync::atomic::AtomicUsize,
 }
 
 /// Async events handed out and not yet acknowledged, across contexts (`ibv_ack_async_event`
@@ -266,6 +272,8 @@ impl EmuContext {
             open_error,
             async_fd,
             async_queue: Mutex::new(std::collections::VecDeque::new()),
+            closing: std::sync::atomic::AtomicBool::new(false),
+            async_waiters: std::sync::atomic::AtomicUsize::new(0),
             query_hca: Mutex::new(query_hca),
             cmd_fd,
             objects: Mutex::new(HashMap::new()),
@@ -293,6 +301,14 @@ impl EmuContext {
         // SAFETY: forwarded.
         let ctx = unsafe { ctx_of(verb, context) }?;
         let p = std::ptr::from_ref(ctx).cast_mut();
+        // A thread blocked in ibv_get_async_event would sleep on a closed fd (or on a reused
+        // one, then touch freed memory): wake it and let it leave first. It checks `closing`
+        // before each wait, and the wake-up stays readable until it does: it leaves soon.
+        ctx.closing.store(true, Ordering::SeqCst);
+        let _ = ctx.async_fd.notify();
+        while ctx.async_waiters.load(Ordering::SeqCst) > 0 {
+            std::thread::sleep(Duration::from_micros(100));
+        }
         lock(&PENDING_EVENTS).retain(|e| e.ctx != p as usize);
         lock(&LIVE_CONTEXTS).retain(|&c| c != p as usize);
         // SAFETY: the box from open, no longer used. Dropping joins the engine thread.
@@ -364,7 +380,19 @@ impl EmuContext {
     /// This context's next async event: at once when its fd is non-blocking (EAGAIN when
     /// there is none), else waiting for one.
     fn next_async_event(&self, dev: &Arc<Device>) -> Result<AsyncEvent, c_int> {
+        /// Counts this thread among the waiters `close` lets leave first.
+        struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        self.async_waiters.fetch_add(1, Ordering::SeqCst);
+        let _waiting = Waiting(&self.async_waiters);
         loop {
+            if self.closing.load(Ordering::SeqCst) {
+                return Err(libc::EIO);
+            }
             route_async_events(dev);
             let mut queue = lock(&self.async_queue);
             let ev = queue.pop_front();
@@ -377,6 +405,11 @@ impl EmuContext {
             }
             if fd_is_nonblocking(self.async_fd.as_raw_fd()) {
                 return Err(libc::EAGAIN);
+            }
+            // Checked after the fd was emptied: a close that notified before this sees
+            // `closing` here, one after it wakes the wait below.
+            if self.closing.load(Ordering::SeqCst) {
+                return Err(libc::EIO);
             }
             dev.before_waiting();
             let _ = self.async_fd.wait_readable(None);

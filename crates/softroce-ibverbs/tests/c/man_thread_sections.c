@@ -5,7 +5,8 @@
  * pollers of one extended CQ see each completion once); a CQ destroyed with a completion
  * event queued and unread takes it off its channel (the kernel's ib_uverbs_release_ucq: the
  * fd is no longer readable); CQs created and destroyed on one channel from four threads keep
- * its refcnt. Prints "N failures". */
+ * its refcnt; a context closed while a thread waits in ibv_get_async_event wakes it (-1,
+ * EIO) before it goes. Prints "N failures". */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <unistd.h>
@@ -254,6 +255,43 @@ static void channel_users_from_four_threads(void)
 	CHECK(ibv_destroy_comp_channel(shared_channel) == 0, "destroying the channel");
 }
 
+static struct ibv_context *closing_ctx;
+static atomic_int waiter_rc = 1, waiter_errno;
+
+static void *wait_for_async(void *arg)
+{
+	(void)arg;
+	struct ibv_async_event ev;
+	int rc = ibv_get_async_event(closing_ctx, &ev);
+	atomic_store(&waiter_errno, errno);
+	atomic_store(&waiter_rc, rc);
+	return NULL;
+}
+
+static void closing_while_a_thread_waits_for_async_events(void)
+{
+	/* The kernel wakes readers of a context's event file when it goes (EIO); the context
+	 * must not be freed under a thread still waiting on it. */
+	closing_ctx = open_first();
+	pthread_t t;
+	pthread_create(&t, NULL, wait_for_async, NULL);
+	usleep(200000);
+	CHECK(ibv_close_device(closing_ctx) == 0, "closing the context");
+	long until = now_ms() + 5000;
+	while (atomic_load(&waiter_rc) == 1 && now_ms() < until)
+		usleep(1000);
+	CHECK(atomic_load(&waiter_rc) == -1 && atomic_load(&waiter_errno) == EIO,
+	      "the waiter returned -1 EIO (rc %d errno %d)", atomic_load(&waiter_rc),
+	      atomic_load(&waiter_errno));
+	if (atomic_load(&waiter_rc) != 1)
+		pthread_join(t, NULL);
+	/* The next context works, whatever fd numbers it reuses. */
+	struct ibv_context *again = open_first();
+	struct ibv_pd *p = ibv_alloc_pd(again);
+	CHECK(p && ibv_dealloc_pd(p) == 0 && ibv_close_device(again) == 0,
+	      "a context opened after it works");
+}
+
 int main(void)
 {
 	alarm(60);
@@ -264,6 +302,7 @@ int main(void)
 	extended_poll_sections();
 	a_destroyed_cq_takes_its_unread_event();
 	channel_users_from_four_threads();
+	closing_while_a_thread_waits_for_async_events();
 	printf("%d failures\n", failures);
 	fflush(stdout);
 	_exit(failures != 0);
