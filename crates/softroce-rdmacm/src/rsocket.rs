@@ -1716,10 +1716,7 @@ fn accept_request(ev: &Event, inherit: Inherited) -> Res<c_int> {
         };
         // SAFETY: the id with its QP; `data` outlives the call.
         check(unsafe { (cm.rdma_accept)(id, &mut param) })?;
-        let done = wait_event(channel, false)?;
-        if done.kind != RDMA_CM_EVENT_ESTABLISHED {
-            return Err(event_errno(&done));
-        }
+        wait_established(channel, ACCEPT_RTU_WAIT)?;
         inner.phase = Phase::Connected;
         inner.readable = true;
         inner.writable = true;
@@ -1734,6 +1731,33 @@ fn accept_request(ev: &Event, inherit: Inherited) -> Res<c_int> {
             inner.destroy();
             Err(e)
         }
+    }
+}
+
+/// How long raccept waits for an accepted request's RTU (its ESTABLISHED) before refusing
+/// it: a requester gone mid-handshake must not hold a listener, blocking or not, and the
+/// requests behind it. A live peer's RTU follows the reply at once.
+const ACCEPT_RTU_WAIT: Duration = Duration::from_secs(2);
+
+/// Waits up to `limit` for ESTABLISHED on `channel` (non-blocking): ETIMEDOUT after it,
+/// another event's errno if one comes first.
+fn wait_established(channel: *mut rdma_event_channel, limit: Duration) -> Res<()> {
+    let until = Instant::now() + limit;
+    loop {
+        if let Some(ev) = next_event(channel)? {
+            return if ev.kind == RDMA_CM_EVENT_ESTABLISHED {
+                Ok(())
+            } else {
+                Err(event_errno(&ev))
+            };
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(libc::ETIMEDOUT);
+        }
+        let slice = (left.as_millis() as c_int).clamp(1, defaults().wake_up_ms.max(1));
+        // SAFETY: a live channel.
+        wait_readable(&[unsafe { (*channel).fd }], slice)?;
     }
 }
 

@@ -239,6 +239,18 @@ fn the_kernels_rules_hold() {
     );
 }
 
+/// raccept never hangs on a requester that died mid-handshake (a forked child on the second
+/// device): a non-blocking raccept answers EAGAIN within seconds, and the listener serves
+/// the next, live, client.
+#[test]
+fn raccept_survives_a_dead_requester() {
+    run_with(
+        "rsocket_dead_peer",
+        &["127.77.37.1", "127.77.37.2"],
+        library_dir(),
+    );
+}
+
 /// Port sharing as the kernel's rdma_cm has it (two devices): REUSEADDR ids share an address
 /// until one listens (rdma_listen then EADDRINUSE, or EADDRNOTAVAIL on a wildcard), the
 /// option turned on after binding or resolving but off only before, AFONLY only before
