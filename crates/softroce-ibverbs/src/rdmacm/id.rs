@@ -987,8 +987,9 @@ pub(crate) fn resolve_addr(
 }
 
 /// RDMA_CM_EVENT_ADDR_ERROR with `status`: -ENODEV when the host routes `dst` out of an
-/// interface without a device, -EINVAL for the IPoIB port space. As the kernel, the id is left bound to a wildcard address (an unbound id was bound
-/// before resolving), so it may resolve again.
+/// interface without a device, -EINVAL for the IPoIB port space. As the kernel, the id is
+/// left bound to a wildcard address (an unbound id was bound before resolving), so it may
+/// resolve again.
 fn address_error(cm_id: &mut CmId, dst: SocketAddr, status: c_int) -> Result<(), c_int> {
     if cm_id.state().phase == Phase::Idle {
         let any = if dst.is_ipv4() {
