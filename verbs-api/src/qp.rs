@@ -53,18 +53,12 @@ impl std::str::FromStr for QueuePairEndpoint {
         let hex32 = |what: &str, v: &str| {
             u32::from_str_radix(v, 16).map_err(|e| format!("{what} {v:?} in {s:?}: {e}"))
         };
-        if gid.len() != 32 || !gid.is_ascii() {
-            return Err(format!("GID {gid:?} in {s:?} is not 32 hex digits"));
-        }
-        let mut bytes = [0u8; 16];
-        for (i, b) in bytes.iter_mut().enumerate() {
-            *b = u8::from_str_radix(&gid[2 * i..2 * i + 2], 16)
-                .map_err(|e| format!("GID {gid:?} in {s:?}: {e}"))?;
-        }
+        let gid = Gid::from_hex(gid)
+            .ok_or_else(|| format!("GID {gid:?} in {s:?} is not 32 hex digits"))?;
         Ok(Self {
             qpn: hex32("QPN", qpn)?,
             psn: hex32("PSN", psn)?,
-            gid: Gid::from_bytes(bytes),
+            gid,
             udp_port: port
                 .parse()
                 .map_err(|e| format!("UDP port {port:?} in {s:?}: {e}"))?,

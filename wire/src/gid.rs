@@ -19,6 +19,19 @@ impl Gid {
         Self(bytes)
     }
 
+    /// A GID written as 32 hex digits (the form the pingpong tools exchange), or `None`
+    /// for anything else (another length, a sign, a non-ASCII character).
+    pub fn from_hex(text: &str) -> Option<Self> {
+        if text.len() != 32 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let mut bytes = [0u8; 16];
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
+        }
+        Some(Self(bytes))
+    }
+
     /// The raw bytes (network order).
     pub const fn as_bytes(&self) -> &[u8; 16] {
         &self.0
@@ -132,6 +145,22 @@ impl fmt::Display for Gid {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn hex_gids_parse_and_anything_else_is_refused() {
+        let g = Gid::from_hex("fe800000000000000000000000000001").expect("32 hex digits");
+        assert_eq!(g.as_bytes()[0], 0xfe);
+        assert_eq!(g.as_bytes()[15], 1);
+        for bad in [
+            "",
+            "fe80",
+            "+e800000000000000000000000000001",
+            "0\u{e9}00000000000000000000000000000",
+            "zz800000000000000000000000000001",
+        ] {
+            assert_eq!(Gid::from_hex(bad), None, "{bad:?}");
+        }
+    }
+
     use super::*;
 
     #[test]

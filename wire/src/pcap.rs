@@ -396,9 +396,23 @@ pub struct CaptureWriter<W: Write> {
 }
 
 impl CaptureWriter<BufWriter<File>> {
-    /// Create (truncate) a pcap file.
+    /// Create (truncate) a pcap file. A FIFO is refused: opening one for writing blocks until
+    /// a reader comes, which may be never (capture to a pipe reader through a regular
+    /// file, or a [`CaptureWriter::new`] over the writer).
     pub fn create(path: impl AsRef<Path>) -> Result<Self, CaptureError> {
         let path_str = path.as_ref().display().to_string();
+        if let Ok(meta) = std::fs::metadata(path.as_ref()) {
+            use std::os::unix::fs::FileTypeExt as _;
+            if meta.file_type().is_fifo() {
+                return Err(CaptureError::Io {
+                    path: path_str,
+                    source: io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "a FIFO (opening it would wait for a reader)",
+                    ),
+                });
+            }
+        }
         let file = File::create(path.as_ref()).map_err(|source| CaptureError::Io {
             path: path_str.clone(),
             source,

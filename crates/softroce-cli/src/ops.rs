@@ -21,7 +21,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::net::{IpAddr, TcpStream};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -383,11 +383,8 @@ impl Hello {
                 .with_context(|| format!("HELLO lacks {k}="))
         };
         let gid_hex = get("gid")?;
-        ensure!(gid_hex.len() == 32, "gid={gid_hex} is not 32 hex digits");
-        let mut gid = [0u8; 16];
-        for (i, b) in gid.iter_mut().enumerate() {
-            *b = u8::from_str_radix(&gid_hex[2 * i..2 * i + 2], 16).context("gid")?;
-        }
+        let gid = Gid::from_hex(&gid_hex)
+            .with_context(|| format!("gid={gid_hex:?} is not 32 hex digits"))?;
         let mut qps = HashMap::new();
         for name in QP_NAMES {
             let v = get(name)?;
@@ -403,7 +400,7 @@ impl Hello {
             );
         }
         Ok(Self {
-            gid: Gid::from_bytes(gid),
+            gid,
             udp_port: get("udp")?.parse().context("udp")?,
             addr: u64::from_str_radix(&get("addr")?, 16).context("addr")?,
             rkey: u32::from_str_radix(&get("rkey")?, 16).context("rkey")?,
@@ -445,13 +442,9 @@ impl Line {
         Ok(())
     }
     fn recv(&mut self) -> anyhow::Result<String> {
-        let mut s = String::new();
-        let n = self
-            .reader
-            .read_line(&mut s)
-            .context("reading from the peer")?;
-        ensure!(n > 0, "the peer closed the control connection");
-        Ok(s.trim_end().to_string())
+        crate::sidechannel::read_line(&mut self.reader)
+            .context("reading from the peer")?
+            .context("the peer closed the control connection")
     }
 }
 

@@ -1179,17 +1179,15 @@ impl Params {
 
 /// One line of the side channel; the peer closing it is an error that says so.
 fn read_line(r: &mut impl BufRead) -> anyhow::Result<String> {
-    let mut l = String::new();
-    let n = match r.read_line(&mut l) {
-        Ok(n) => n,
+    match crate::sidechannel::read_line(r) {
+        Ok(Some(l)) => Ok(l),
+        Ok(None) => bail!("the peer closed the side channel (see its output)"),
         // The socket's read timeout is `--timeout`: say so rather than EAGAIN.
         Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
             bail!("the peer said nothing on the side channel for --timeout seconds")
         }
-        Err(e) => return Err(e).context("reading the side channel"),
-    };
-    ensure!(n > 0, "the peer closed the side channel (see its output)");
-    Ok(l.trim_end().to_string())
+        Err(e) => Err(e).context("reading the side channel"),
+    }
 }
 
 fn print_bw(size: usize, f: &BwFigures, base: Option<(f64, f64)>) {

@@ -130,14 +130,11 @@ fn decode(msg: &[u8], udp_port: u16) -> anyhow::Result<QueuePairEndpoint> {
     );
     let qpn = u32::from_str_radix(parts[1], 16).context("QPN")?;
     let psn = u32::from_str_radix(parts[2], 16).context("PSN")?;
-    let mut gid = [0u8; 16];
-    for (i, b) in gid.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&parts[3][2 * i..2 * i + 2], 16).context("GID")?;
-    }
+    let gid = Gid::from_hex(parts[3]).with_context(|| format!("GID {:?}", parts[3]))?;
     Ok(QueuePairEndpoint {
         qpn,
         psn,
-        gid: Gid::from_bytes(gid),
+        gid,
         udp_port,
     })
 }

@@ -1,5 +1,6 @@
 //! The TCP side channel the two-process commands exchange endpoints over.
 
+use std::io::{BufRead, Read as _};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
@@ -88,4 +89,54 @@ pub(crate) fn accept_until(
         }
     }
     bail!("no client connected to TCP port {port} within --timeout {timeout_secs} s")
+}
+
+/// The longest line the side channel takes: the commands exchange a few hundred bytes, so a
+/// longer line is a peer that is not one of ours.
+const MAX_LINE: u64 = 64 * 1024;
+
+/// One line from the side channel without its line end, `None` at the end of the stream.
+/// At most [`MAX_LINE`] bytes are read for it (InvalidData beyond, and for a line that is
+/// not UTF-8): a peer that never ends its line cannot grow this process without bound.
+pub(crate) fn read_line(r: &mut impl BufRead) -> std::io::Result<Option<String>> {
+    let mut buf = Vec::new();
+    let n = r.by_ref().take(MAX_LINE + 1).read_until(b'\n', &mut buf)?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if buf.len() as u64 > MAX_LINE {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("the peer sent a line longer than {} KiB", MAX_LINE / 1024),
+        ));
+    }
+    let line = String::from_utf8(buf).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "the peer sent a line that is not UTF-8",
+        )
+    })?;
+    Ok(Some(line.trim_end().to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_is_read_up_to_its_end_and_an_endless_one_is_refused() {
+        let mut two = std::io::Cursor::new(b"HELLO gid=1\nBYE\n".to_vec());
+        assert_eq!(read_line(&mut two).unwrap().as_deref(), Some("HELLO gid=1"));
+        assert_eq!(read_line(&mut two).unwrap().as_deref(), Some("BYE"));
+        assert_eq!(read_line(&mut two).unwrap(), None);
+        // Endless input without a line end: refused after the limit, not read to the end.
+        let mut endless = std::io::BufReader::new(std::io::repeat(b'x'));
+        let e = read_line(&mut endless).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        let mut binary = std::io::Cursor::new(vec![0xff, 0xfe, b'\n']);
+        assert_eq!(
+            read_line(&mut binary).unwrap_err().kind(),
+            std::io::ErrorKind::InvalidData
+        );
+    }
 }

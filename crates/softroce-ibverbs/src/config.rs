@@ -57,14 +57,29 @@ fn from_file(path: &std::ffi::OsStr) -> Result<Vec<DeviceSpec>, String> {
 /// Parse `name=address[:port],…` (IPv6 with a port as `[addr]:port`).
 pub(crate) fn parse(spec: &str) -> Result<Vec<DeviceSpec>, String> {
     let mut out: Vec<DeviceSpec> = Vec::new();
+    let mut names = std::collections::HashSet::new();
+    let mut endpoints = std::collections::HashSet::new();
     for entry in spec.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        if out.len() == MAX_DEVICES {
+            return Err(format!(
+                "more than {MAX_DEVICES} devices (each one is a port, a socket and threads)"
+            ));
+        }
         let (name, addr) = entry
             .split_once('=')
-            .ok_or_else(|| format!("'{entry}' is not name=address[:port]"))?;
+            .ok_or_else(|| format!("{:?} is not name=address[:port]", clip(entry)))?;
         let name = name.trim();
-        if name.is_empty() || name.len() >= 64 || !name.is_ascii() || name.contains('/') {
+        // Names become sysfs directory names and columns of ibv_devices: no separators,
+        // blanks or control characters.
+        if name.is_empty()
+            || name.len() >= 64
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+        {
             return Err(format!(
-                "device name '{name}' must be 1-63 ASCII characters without '/'"
+                "device name {:?} must be 1-63 characters of A-Z, a-z, 0-9, '_', '.' and '-'",
+                clip(name)
             ));
         }
         let addr = addr.trim();
@@ -74,14 +89,29 @@ pub(crate) fn parse(spec: &str) -> Result<Vec<DeviceSpec>, String> {
             (ip, ROCE_V2_PORT)
         } else {
             return Err(format!(
-                "'{addr}' is not an IP address or address:port (device {name})"
+                "{:?} is not an IP address or address:port (device {name})",
+                clip(addr)
             ));
         };
         if udp_port == 0 {
             return Err(format!("device {name}: UDP port 0 is not a fixed port"));
         }
-        if out.iter().any(|d| d.name == name) {
+        // A device is one address of this host: a wildcard names none, and an IPv4-mapped
+        // IPv6 address is an IPv4 one written the long way (its socket could not bind).
+        let mapped = matches!(ip, IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some());
+        if ip.is_unspecified() || mapped {
+            return Err(format!(
+                "device {name}: {ip} is not one address of this host (give the address itself)"
+            ));
+        }
+        if !names.insert(name.to_string()) {
             return Err(format!("device name {name} appears twice"));
+        }
+        if !endpoints.insert((ip, udp_port)) {
+            return Err(format!(
+                "device {name}: another device already has {}",
+                SocketAddr::new(ip, udp_port)
+            ));
         }
         out.push(DeviceSpec {
             name: name.to_string(),
@@ -95,9 +125,47 @@ pub(crate) fn parse(spec: &str) -> Result<Vec<DeviceSpec>, String> {
     Ok(out)
 }
 
+/// The most devices a configuration may name: each is a UDP port, sockets and threads,
+/// and a few megabytes once opened.
+const MAX_DEVICES: usize = 256;
+
+/// At most 64 characters of `text` for an error message (a wrong entry may be huge).
+fn clip(text: &str) -> String {
+    let mut clipped: String = text.chars().take(64).collect();
+    if clipped.len() < text.len() {
+        clipped.push('…');
+    }
+    clipped
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loose_names_and_addresses_are_refused_with_the_reason() {
+        for (spec, why) in [
+            ("a\tb=127.0.0.1", "must be 1-63 characters"),
+            ("a b=127.0.0.1", "must be 1-63 characters"),
+            ("a=0.0.0.0", "not one address of this host"),
+            ("a=[::]:4791", "not one address of this host"),
+            ("a=::ffff:127.0.0.1", "not one address of this host"),
+            ("a=127.0.0.1,b=127.0.0.1:4791", "already has 127.0.0.1:4791"),
+            ("a=127.0.0.1,a=127.0.0.2", "appears twice"),
+        ] {
+            let e = parse(spec).unwrap_err();
+            assert!(e.contains(why), "{spec:?}: {e}");
+        }
+        // Two devices on one address with their own ports are fine.
+        assert_eq!(parse("a=127.0.0.1,b=127.0.0.1:4792").unwrap().len(), 2);
+        let many: Vec<String> = (0..300)
+            .map(|i| format!("d{i}=127.0.{}.{}", i / 200, i % 200 + 1))
+            .collect();
+        let e = parse(&many.join(",")).unwrap_err();
+        assert!(e.contains("more than 256 devices"), "{e}");
+        let long = format!("{}=127.0.0.1", "x".repeat(100_000));
+        assert!(parse(&long).unwrap_err().len() < 200);
+    }
 
     #[test]
     fn devices_with_and_without_ports_parse() {

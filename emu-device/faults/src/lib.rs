@@ -396,6 +396,14 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// failed, with the limit; the caller adds the variable and path it came from.
 pub fn read_config_file(path: &std::path::Path, limit: u64) -> Result<String, String> {
     use std::io::Read as _;
+    // Looked at before it is opened: opening a FIFO for reading blocks until a writer
+    // comes, which may be never.
+    let before = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    if !before.is_file() {
+        return Err(format!(
+            "not a regular file (configuration files must be regular files of at most {limit} bytes)"
+        ));
+    }
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let meta = file.metadata().map_err(|e| e.to_string())?;
     if !meta.is_file() {
