@@ -18,13 +18,17 @@ pub(crate) struct DeviceSpec {
 
 /// The devices of this process, from the environment.
 pub(crate) fn from_env() -> Result<Vec<DeviceSpec>, String> {
-    if let Ok(spec) = std::env::var("SOFTROCE_DEVICES") {
+    // Lossy: a value that is not Unicode is refused by the parse below with the reason,
+    // not taken for an unset variable.
+    if let Some(spec) =
+        std::env::var_os("SOFTROCE_DEVICES").map(|v| v.to_string_lossy().into_owned())
+    {
         // Set but empty: no devices, which ibv_get_device_list(3) answers with an empty list
         // (a way to run a program's "no RDMA device" path).
         if spec.trim().is_empty() {
             return Ok(Vec::new());
         }
-        return parse(&spec).map_err(|e| format!("SOFTROCE_DEVICES='{spec}': {e}"));
+        return parse(&spec).map_err(|e| format!("SOFTROCE_DEVICES={:?}: {e}", clip(&spec)));
     }
     if let Some(path) = std::env::var_os("SOFTROCE_CONFIG") {
         return from_file(&path);

@@ -228,7 +228,10 @@ impl EmuContext {
                 (None, why)
             }
             Err(e) => {
-                return Err(fail(
+                // A device that cannot start (a fault plan or capture file that is wrong, an
+                // address it cannot bind) is the environment's error: said whatever
+                // SOFTROCE_LOG asks, or the program only sees a NULL context.
+                return Err(crate::ffi::fail_loud(
                     verb,
                     e.raw_os_error().unwrap_or(libc::EINVAL),
                     format!("device {} on {}:{}: {e}", spec.name, spec.ip, spec.udp_port),

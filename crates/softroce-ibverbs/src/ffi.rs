@@ -96,6 +96,14 @@ pub(crate) fn log_verbs() -> bool {
 
 /// A failure the user must hear about whatever `SOFTROCE_LOG` says (a broken device
 /// configuration: every verb after it fails): errno set, a line on stderr, NULL returned.
+/// A failed verb the user must hear about whatever `SOFTROCE_LOG` says (the environment or
+/// configuration is wrong, not the call): the reason on stderr, errno set, errno returned.
+pub(crate) fn fail_loud(verb: &str, errno: i32, why: impl std::fmt::Display) -> i32 {
+    eprintln!("softroce: {verb}: {why}");
+    set_errno(errno);
+    errno
+}
+
 pub(crate) fn fail_loud_null<T>(verb: &str, errno: i32, why: impl std::fmt::Display) -> *mut T {
     eprintln!("softroce: {verb}: {why}");
     set_errno(errno);

@@ -62,7 +62,7 @@ fn a_bad_device_spec_is_refused_with_the_reason() {
     assert!(!out.ok(), "{}", out.report());
     assert!(
         out.stderr
-            .contains("SOFTROCE_DEVICES='softroce0=not-an-ip'")
+            .contains("SOFTROCE_DEVICES=\"softroce0=not-an-ip\"")
             && out.stderr.contains("not an IP address"),
         "{}",
         out.report()

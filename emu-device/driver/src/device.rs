@@ -93,8 +93,10 @@ impl DeviceConfig {
         Self {
             hca,
             pcap: std::env::var_os("SOFTROCE_PCAP").map(PathBuf::from),
-            faults: std::env::var("SOFTROCE_FAULTS")
-                .ok()
+            // Lossy, not `var`: a value that is not Unicode must fail the spec's parse
+            // loudly, not turn faults off without a word.
+            faults: std::env::var_os("SOFTROCE_FAULTS")
+                .map(|v| v.to_string_lossy().into_owned())
                 .filter(|s| !s.is_empty()),
             counters_at_close: counters_env(),
             cm_response_timeout: 20,
@@ -109,7 +111,11 @@ impl DeviceConfig {
 fn counters_env() -> bool {
     match std::env::var("SOFTROCE_COUNTERS").as_deref() {
         Ok("stderr") => true,
-        Ok("") | Err(_) => false,
+        Ok("") | Err(std::env::VarError::NotPresent) => false,
+        Err(std::env::VarError::NotUnicode(v)) => {
+            eprintln!("softroce: SOFTROCE_COUNTERS={v:?} is not \"stderr\"; counters not printed");
+            false
+        }
         Ok(other) => {
             eprintln!(
                 "softroce: SOFTROCE_COUNTERS={other:?} is not \"stderr\"; counters not printed"
@@ -132,7 +138,13 @@ fn outstanding_psns_for(rcvbuf: usize) -> u32 {
 fn adaptive_retransmit_env() -> bool {
     match std::env::var("SOFTROCE_ADAPTIVE_RETRANSMIT").as_deref() {
         Ok("1") => true,
-        Ok("" | "0") | Err(_) => false,
+        Ok("" | "0") | Err(std::env::VarError::NotPresent) => false,
+        Err(std::env::VarError::NotUnicode(v)) => {
+            eprintln!(
+                "softroce: SOFTROCE_ADAPTIVE_RETRANSMIT={v:?} is neither 1 nor 0; adaptive retransmission stays off"
+            );
+            false
+        }
         Ok(other) => {
             eprintln!(
                 "softroce: SOFTROCE_ADAPTIVE_RETRANSMIT={other:?} is neither 1 nor 0; adaptive retransmission stays off"
