@@ -91,9 +91,10 @@ pub(crate) fn accept_until(
     bail!("no client connected to TCP port {port} within --timeout {timeout_secs} s")
 }
 
-/// The longest line the side channel takes: the commands exchange a few hundred bytes, so a
-/// longer line is a peer that is not one of ours.
-const MAX_LINE: u64 = 64 * 1024;
+/// The longest line the side channel takes: a perf run's endpoint list (tens of bytes per
+/// QP, up to tens of thousands of QPs) fits many times over, and a peer that never ends
+/// its line costs at most this.
+const MAX_LINE: u64 = 16 << 20;
 
 /// One line from the side channel without its line end, `None` at the end of the stream.
 /// At most [`MAX_LINE`] bytes are read for it (InvalidData beyond, and for a line that is
@@ -107,7 +108,7 @@ pub(crate) fn read_line(r: &mut impl BufRead) -> std::io::Result<Option<String>>
     if buf.len() as u64 > MAX_LINE {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
-            format!("the peer sent a line longer than {} KiB", MAX_LINE / 1024),
+            format!("the peer sent a line longer than {} MiB", MAX_LINE >> 20),
         ));
     }
     let line = String::from_utf8(buf).map_err(|_| {
