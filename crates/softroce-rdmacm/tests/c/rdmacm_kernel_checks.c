@@ -1,7 +1,8 @@
 /* The kernel's rdma_cm and librdmacm v44 where the man pages leave the rule to them, between
  * device softroce0 (argv[1], the server's) and softroce1 (argv[2], the client's):
  * rdma_reject(3) at every stage a request is in flight (ib_send_cm_rej: REQ_SENT, REP_RCVD,
- * REQ_RCVD, REP_SENT); rdma_resolve_addr(3) with a source of another family than the
+ * REQ_RCVD, REP_SENT), and the private-data areas each CM message hands over (56, 196, 148;
+ * a reject of 149 bytes EINVAL); a close-on-exec channel fd; rdma_resolve_addr(3) with a source of another family than the
  * destination (resolve_prepare_src: EINVAL), a family librdmacm does not know (EINVAL), the
  * IPoIB port space on RoCE (cma_acquire_dev_by_src_ip: EINVAL, ADDR_ERROR), and
  * rdma_resolve_route(3) with no time (EINVAL); rdma_join_multicast(3)'s address vector (the
@@ -10,6 +11,7 @@
  * ai_route (as RDMA_OPTION_IB_PATH) and ai_connect ("transferred as private data, with any
  * user supplied private data following it"); rdma_destroy_srq(3) of an XRC target taking the
  * CQs made for it. Prints "N failures". */
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/un.h>
 
@@ -51,12 +53,32 @@ static void rejects_while_a_request_is_in_flight(void)
 	if (!c)
 		return;
 	struct rdma_cm_id *s = req->id;
+	/* The kernel hands over the whole private-data area of each CM message: a REQ's 56
+	 * bytes after the CMA header, a REP's 196, a REJ's 148; a reject offers at most 148. */
+	CHECK(req->param.conn.private_data && req->param.conn.private_data_len == 56,
+	      "a request's private data is its whole area: %u bytes", req->param.conn.private_data_len);
+	char too_long[149] = {0};
+	errno = 0;
+	CHECK(rdma_reject(s, too_long, sizeof(too_long)) == -1 && errno == EINVAL,
+	      "a reject with 149 bytes of private data: errno %d", errno);
 	CHECK(rdma_accept(s, &accept_param) == 0, "accepting: errno %d", errno);
 	rdma_ack_cm_event(req);
-	CHECK(next_event_is(ch, RDMA_CM_EVENT_CONNECT_RESPONSE, c, 0), "the reply");
+	struct rdma_cm_event *rep = take(ch, RDMA_CM_EVENT_CONNECT_RESPONSE, c);
+	CHECK(rep && rep->param.conn.private_data && rep->param.conn.private_data_len == 196,
+	      "the reply, its private data a REP's whole area: %u bytes",
+	      rep ? rep->param.conn.private_data_len : 0);
+	if (rep)
+		rdma_ack_cm_event(rep);
 	CHECK(rdma_reject(c, "no", 2) == 0, "the active side rejects the reply: errno %d", errno);
-	CHECK(next_event_is(ch, RDMA_CM_EVENT_REJECTED, s, 28),
-	      "the passive side is told (consumer-defined, 28)");
+	struct rdma_cm_event *rej = next_event(ch);
+	CHECK(rej && rej->event == RDMA_CM_EVENT_REJECTED && rej->id == s && rej->status == 28 &&
+		      rej->param.conn.private_data && rej->param.conn.private_data_len == 148 &&
+		      !memcmp(rej->param.conn.private_data, "no", 2),
+	      "the passive side is told (consumer-defined, 28) with the REJ's 148 bytes: %s %d %u",
+	      rej ? rdma_event_str(rej->event) : "nothing", rej ? rej->status : 0,
+	      rej ? rej->param.conn.private_data_len : 0);
+	if (rej)
+		rdma_ack_cm_event(rej);
 	rdma_destroy_id(s);
 	rdma_destroy_id(c);
 
@@ -114,6 +136,7 @@ static void addresses_the_kernel_refuses(void)
 				  .sin6_addr = IN6ADDR_LOOPBACK_INIT};
 	struct sockaddr_un unix_addr = {.sun_family = AF_UNIX, .sun_path = "/nowhere"};
 	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0, "an id: errno %d", errno);
+	CHECK(fcntl(ch->fd, F_GETFD) & FD_CLOEXEC, "the channel's fd is close-on-exec (O_CLOEXEC)");
 	errno = 0;
 	CHECK(rdma_bind_addr(id, (struct sockaddr *)&unix_addr) == -1 && errno == EINVAL,
 	      "binding to a family librdmacm does not know: errno %d", errno);
