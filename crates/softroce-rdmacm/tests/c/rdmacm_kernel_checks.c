@@ -2,15 +2,16 @@
  * device softroce0 (argv[1], the server's) and softroce1 (argv[2], the client's):
  * rdma_reject(3) at every stage a request is in flight (ib_send_cm_rej: REQ_SENT, REP_RCVD,
  * REQ_RCVD, REP_SENT), and the private-data areas each CM message hands over (56, 196, 148;
- * a reject of 149 bytes EINVAL); a close-on-exec channel fd; rdma_resolve_addr(3) with a source of another family than the
- * destination (resolve_prepare_src: EINVAL), a family librdmacm does not know (EINVAL), the
- * IPoIB port space on RoCE (cma_acquire_dev_by_src_ip: EINVAL, ADDR_ERROR), and
- * rdma_resolve_route(3) with no time (EINVAL); rdma_join_multicast(3)'s address vector (the
- * kernel's zeroed member record: no traffic class whatever the TOS) and one group joined
- * twice, left once (the later join goes); rdma_create_ep(3) honouring rdma_getaddrinfo(3)'s
- * ai_route (as RDMA_OPTION_IB_PATH) and ai_connect ("transferred as private data, with any
- * user supplied private data following it"); rdma_destroy_srq(3) of an XRC target taking the
- * CQs made for it. Prints "N failures". */
+ * a reject of 149 bytes EINVAL); a close-on-exec channel fd; rdma_resolve_addr(3) with a
+ * source of another family than the destination (resolve_prepare_src: EINVAL), a family
+ * librdmacm does not know (EINVAL), the IPoIB port space on RoCE (cma_acquire_dev_by_src_ip:
+ * EINVAL, ADDR_ERROR), and rdma_resolve_route(3) with no time (EINVAL);
+ * rdma_join_multicast(3)'s address vector (the kernel's zeroed member record: no traffic
+ * class whatever the TOS) and one group joined twice, left once (the later join goes);
+ * rdma_create_ep(3) honouring rdma_getaddrinfo(3)'s ai_route (as RDMA_OPTION_IB_PATH) and
+ * ai_connect ("transferred as private data, with any user supplied private data following
+ * it"); rdma_destroy_srq(3) of an XRC target taking the CQs made for it.
+ * Prints "N failures". */
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/un.h>
