@@ -463,7 +463,12 @@ impl<W: Write> CaptureWriter<W> {
         self.inner
             .write_packet(&PcapPacket::new(timestamp, frame.len() as u32, &frame))
             .map(|_| ())
-            .map_err(|e| io::Error::other(e.to_string()))
+            // The I/O error itself (ENOSPC, EPIPE ...): the crate's own text for it is
+            // "Error reading bytes", even when writing.
+            .map_err(|e| match e {
+                pcap_file::PcapError::IoError(io) => io,
+                other => io::Error::other(other.to_string()),
+            })
     }
 
     /// Flush and give the writer back.

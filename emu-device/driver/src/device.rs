@@ -1303,8 +1303,12 @@ impl Device {
             }
         }
         if let Some(Ok(mut capture)) = self.shared.capture.as_ref().map(Mutex::try_lock) {
-            // Dropping the writer flushes its buffer; later packets are not captured.
-            drop(capture.take().map(CaptureWriter::into_inner));
+            // Flushed here, so a failure is said; later packets are not captured.
+            if let Some(mut file) = capture.take().map(CaptureWriter::into_inner)
+                && let Err(e) = io::Write::flush(&mut file)
+            {
+                eprintln!("softroce: packet capture incomplete: writing its end failed: {e}");
+            }
         }
     }
 }
@@ -1724,15 +1728,15 @@ fn forward_own(shared: &Shared, datagram: &[u8]) -> bool {
     let Some(slot) = router.route(datagram) else {
         return false;
     };
-    if let Some(mut capture) = capturing(shared)
-        && let Some(w) = capture.as_mut()
-    {
-        let _ = w.write_roce(
-            shared.epoch.elapsed(),
-            shared.socket.local_addr(),
-            shared.device_addr,
-            datagram,
-        );
+    if let Some(mut capture) = capturing(shared) {
+        capture_with(&mut capture, |w| {
+            w.write_roce(
+                shared.epoch.elapsed(),
+                shared.socket.local_addr(),
+                shared.device_addr,
+                datagram,
+            )
+        });
     }
     router.forward(slot, shared.socket.local_addr(), datagram);
     true
@@ -1852,17 +1856,18 @@ fn send_segmented(shared: &Shared, tx: &mut TxScratch, n: usize, failed: &mut [b
     let mut groups = SmallVec::new();
     let mut id0_icrcs = [None; TX_BATCH];
     gso_groups(local, tx, n, &mut groups, &mut id0_icrcs);
-    if let Some(mut capture) = capturing(shared)
-        && let Some(w) = capture.as_mut()
-    {
-        fill_payloads(tx, 0..n);
-        let ts = shared.epoch.elapsed();
-        for &(first, end, _) in &groups {
-            for (k, j) in (first..end).enumerate() {
-                let data = &tx.bufs[j][..tx.lens[j]];
-                let _ = w.write_gso_segment(ts, local, tx.dests[j], data, k as u16);
+    if let Some(mut capture) = capturing(shared) {
+        capture_with(&mut capture, |w| {
+            fill_payloads(tx, 0..n);
+            let ts = shared.epoch.elapsed();
+            for &(first, end, _) in &groups {
+                for (k, j) in (first..end).enumerate() {
+                    let data = &tx.bufs[j][..tx.lens[j]];
+                    w.write_gso_segment(ts, local, tx.dests[j], data, k as u16)?;
+                }
             }
-        }
+            Ok(())
+        });
     }
     let refused_from = send_groups(shared, tx, n, &groups, failed);
     restore_id0_icrcs(tx, refused_from..n, &id0_icrcs);
@@ -2053,14 +2058,15 @@ fn send_all(shared: &Shared, batch: &[(SocketAddr, &[u8], u8)], failed: &mut [bo
     if batch.is_empty() {
         return;
     }
-    if let Some(mut capture) = capturing(shared)
-        && let Some(w) = capture.as_mut()
-    {
-        let ts = shared.epoch.elapsed();
-        let src = shared.socket.local_addr();
-        for (dst, data, _) in batch {
-            let _ = w.write_roce(ts, src, *dst, data);
-        }
+    if let Some(mut capture) = capturing(shared) {
+        capture_with(&mut capture, |w| {
+            let ts = shared.epoch.elapsed();
+            let src = shared.socket.local_addr();
+            for (dst, data, _) in batch {
+                w.write_roce(ts, src, *dst, data)?;
+            }
+            Ok(())
+        });
     }
     send_uncaptured(shared, batch, failed);
 }
@@ -2171,8 +2177,8 @@ fn receive_from_owner(shared: &Shared, hca: &mut Hca) -> usize {
             shared.rx_oversize.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        if let Some(w) = capture.as_deref_mut().and_then(Option::as_mut) {
-            capture_received(w, ts, src, local, payload);
+        if let Some(slot) = capture.as_deref_mut() {
+            capture_with(slot, |w| capture_received(w, ts, src, local, payload));
         }
         // The owner forwards the bytes only: a guest sees traffic class 0.
         hca.handle_datagram(
@@ -2213,15 +2219,29 @@ fn capture_received(
     from: SocketAddr,
     local: SocketAddr,
     datagram: &[u8],
-) {
+) -> io::Result<()> {
     let ep = softroce_wire::icrc::UdpEndpoints::between(from, local);
-    let _ = match softroce_wire::icrc::verify_udp_socket(&ep, datagram) {
+    match softroce_wire::icrc::verify_udp_socket(&ep, datagram) {
         Ok(softroce_wire::icrc::IcrcCheck::RecoveredIpv4Id {
             id,
             dont_fragment: true,
         }) => w.write_gso_segment(ts, from, local, datagram, id),
         _ => w.write_roce(ts, from, local, datagram),
-    };
+    }
+}
+
+/// Write to the capture with `write`; the first failure (a full disk, `/dev/full`) is said
+/// once and ends the capture, rather than every datagram after it failing unseen.
+fn capture_with(
+    slot: &mut Option<CaptureWriter<io::BufWriter<std::fs::File>>>,
+    write: impl FnOnce(&mut CaptureWriter<io::BufWriter<std::fs::File>>) -> io::Result<()>,
+) {
+    if let Some(w) = slot.as_mut()
+        && let Err(e) = write(w)
+    {
+        eprintln!("softroce: packet capture stopped: writing it failed: {e}");
+        *slot = None;
+    }
 }
 
 /// Receive one batch from a UDP socket (see [`receive_ready`]).
@@ -2259,13 +2279,14 @@ fn receive_udp(shared: &Shared, hca: &mut Hca, socket: &RoceSocket) -> usize {
                 .map(move |d| (from, d, traffic_class))
         })
     };
-    if let Some(mut capture) = capturing(shared)
-        && let Some(w) = capture.as_mut()
-    {
-        let ts = shared.epoch.elapsed();
-        for (from, d, _) in datagrams() {
-            capture_received(w, ts, from, local, d);
-        }
+    if let Some(mut capture) = capturing(shared) {
+        capture_with(&mut capture, |w| {
+            let ts = shared.epoch.elapsed();
+            for (from, d, _) in datagrams() {
+                capture_received(w, ts, from, local, d)?;
+            }
+            Ok(())
+        });
     }
     let oversize = (0..n).filter(|&i| meta[i].truncated).count()
         + datagrams()
