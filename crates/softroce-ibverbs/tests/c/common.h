@@ -143,6 +143,25 @@ static inline int channel_ready(struct ibv_comp_channel *ch, int ms)
 	return poll(&pfd, 1, ms) == 1;
 }
 
+/* Two UD QPs on `cq` (4 WRs, `recv_sge` receive SGEs), both in RTS with Q_Key 0x1234:
+ * 0, or -1 (errno set) when one could not be made or moved. */
+static inline int ud_pair(struct ibv_pd *pd, struct ibv_cq *cq, int recv_sge, struct ibv_qp *u[2])
+{
+	struct ibv_qp_init_attr uia = {.send_cq = cq,
+				       .recv_cq = cq,
+				       .cap = {.max_send_wr = 4,
+					       .max_recv_wr = 4,
+					       .max_send_sge = 1,
+					       .max_recv_sge = recv_sge},
+				       .qp_type = IBV_QPT_UD};
+	for (int i = 0; i < 2; i++) {
+		u[i] = ibv_create_qp(pd, &uia);
+		if (!u[i] || ud_ready(u[i], 0x1234))
+			return -1;
+	}
+	return 0;
+}
+
 static inline struct ibv_qp *rc_qp(struct ibv_pd *pd, struct ibv_cq *cq, struct ibv_srq *srq)
 {
 	struct ibv_qp_init_attr ia = {.send_cq = cq,

@@ -257,17 +257,11 @@ int main(void)
 
 	/* ibv_create_ah_from_wc(3): a UD SEND from u1 to u2, answered with an AH made from the
 	 * receive's completion and GRH. */
-	struct ibv_qp_init_attr uia = {.send_cq = cq,
-				       .recv_cq = cq,
-				       .cap = {.max_send_wr = 4, .max_recv_wr = 4,
-					       .max_send_sge = 1, .max_recv_sge = 1},
-				       .qp_type = IBV_QPT_UD};
-	struct ibv_qp *u[2] = {ibv_create_qp(pd, &uia), ibv_create_qp(pd, &uia)};
-	CHECK(u[0] && u[1], "UD QPs: errno %d", errno);
-	if (!u[0] || !u[1])
+	struct ibv_qp *u[2];
+	if (ud_pair(pd, cq, 1, u)) {
+		CHECK(0, "two UD QPs in RTS: errno %d", errno);
 		return 1;
-	for (int i = 0; i < 2; i++)
-		CHECK(ud_ready(u[i], 0x1234) == 0, "UD QP %d to RTS", i);
+	}
 	/* Traffic class 0xb8 (DSCP 46, EF): it leaves as the IPv4 TOS, as rxe sends it. */
 	struct ibv_ah_attr aa = {.is_global = 1,
 				 .port_num = 1,

@@ -169,19 +169,11 @@ int main(void)
 
 	/* The use the page names: a UD receive whose 40-byte GRH area nobody wants lands its
 	 * GRH in the null MR and the datagram in the next entry. */
-	struct ibv_qp_init_attr uia = {.send_cq = cq,
-				       .recv_cq = cq,
-				       .cap = {.max_send_wr = 4,
-					       .max_recv_wr = 4,
-					       .max_send_sge = 1,
-					       .max_recv_sge = 2},
-				       .qp_type = IBV_QPT_UD};
-	struct ibv_qp *u[2] = {ibv_create_qp(pd, &uia), ibv_create_qp(pd, &uia)};
-	CHECK(u[0] && u[1], "UD QPs: errno %d", errno);
-	if (!u[0] || !u[1])
+	struct ibv_qp *u[2];
+	if (ud_pair(pd, cq, 2, u)) {
+		CHECK(0, "two UD QPs in RTS: errno %d", errno);
 		return 1;
-	for (int i = 0; i < 2; i++)
-		CHECK(ud_ready(u[i], 0x1234) == 0, "UD QP %d to RTS", i);
+	}
 	union ibv_gid gid;
 	CHECK(ibv_query_gid(ctx, 1, 0, &gid) == 0, "gid");
 	struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1, .grh = {.dgid = gid, .hop_limit = 64}};

@@ -153,6 +153,17 @@ static inline void watchdog(unsigned seconds)
 	alarm(seconds);
 }
 
+/* QP attributes of a small RC QP (4 WRs, one SGE each way). */
+static inline struct ibv_qp_init_attr small_rc_attr(void)
+{
+	struct ibv_qp_init_attr a = {.cap = {.max_send_wr = 4,
+					     .max_recv_wr = 4,
+					     .max_send_sge = 1,
+					     .max_recv_sge = 1},
+				     .qp_type = IBV_QPT_RC};
+	return a;
+}
+
 /* A listener of port space RDMA_PS_TCP at ip:port on `ch`; exits when that fails. */
 static inline struct rdma_cm_id *listening_on(struct rdma_event_channel *ch, const char *ip,
 					      int port)

@@ -17,33 +17,11 @@
 static const char *server_ip, *client_ip;
 static struct rdma_event_channel *ch;
 
-static struct ibv_qp_init_attr rc_attr(void)
-{
-	struct ibv_qp_init_attr a = {.cap = {.max_send_wr = 4,
-					     .max_recv_wr = 4,
-					     .max_send_sge = 1,
-					     .max_recv_sge = 1},
-				     .qp_type = IBV_QPT_RC};
-	return a;
-}
-
 /* A client on softroce1 with its route to the server's `port` resolved; exits when that
  * fails. */
 static struct rdma_cm_id *client_to(int port)
 {
 	return resolved_on(ch, client_ip, server_ip, port, 1);
-}
-
-static struct rdma_cm_id *listen_on(int port)
-{
-	struct rdma_cm_id *l = NULL;
-	struct sockaddr_in a = ipv4(server_ip, port);
-	if (rdma_create_id(ch, &l, NULL, RDMA_PS_TCP) ||
-	    rdma_bind_addr(l, (struct sockaddr *)&a) || rdma_listen(l, 8)) {
-		fprintf(stderr, "listening on %s:%d: errno %d\n", server_ip, port, errno);
-		exit(2);
-	}
-	return l;
 }
 
 /* The next event on this program's channel: see next_event_is. */
@@ -61,7 +39,7 @@ struct own_qp {
 
 static int own_qp(struct ibv_context *verbs, struct own_qp *o)
 {
-	struct ibv_qp_init_attr qa = rc_attr();
+	struct ibv_qp_init_attr qa = small_rc_attr();
 	o->pd = ibv_alloc_pd(verbs);
 	o->cq = o->pd ? ibv_create_cq(verbs, 8, NULL, NULL, 0) : NULL;
 	qa.send_cq = qa.recv_cq = o->cq;
@@ -106,7 +84,7 @@ static void ece_refusals(void)
 	CHECK(rdma_get_remote_ece(c, NULL) == -1 && errno == EINVAL,
 	      "rdma_get_remote_ece(NULL): errno %d", errno);
 	/* With a QP on the id (rdma_create_qp), both are refused. */
-	struct ibv_qp_init_attr qa = rc_attr();
+	struct ibv_qp_init_attr qa = small_rc_attr();
 	CHECK(rdma_create_qp(c, NULL, &qa) == 0, "a QP on the id: errno %d", errno);
 	if (c->qp) {
 		errno = 0;
@@ -128,7 +106,7 @@ static void ece_refusals(void)
 static void ece_through_request_and_response(void)
 {
 	step = "ECE exchange";
-	struct rdma_cm_id *l = listen_on(PORT + 1);
+	struct rdma_cm_id *l = listening_on(ch, server_ip, PORT + 1);
 	struct rdma_cm_id *c = client_to(PORT + 1);
 	struct own_qp cq = {0}, sq = {0};
 	CHECK(own_qp(c->verbs, &cq), "the client's own QP: errno %d", errno);
@@ -200,10 +178,10 @@ out:
 static void no_ece_and_ece_rejects(void)
 {
 	step = "rdma_reject_ece";
-	struct rdma_cm_id *l = listen_on(PORT + 2);
+	struct rdma_cm_id *l = listening_on(ch, server_ip, PORT + 2);
 	for (int plain = 0; plain < 2; plain++) {
 		struct rdma_cm_id *c = client_to(PORT + 2);
-		struct ibv_qp_init_attr qa = rc_attr();
+		struct ibv_qp_init_attr qa = small_rc_attr();
 		struct rdma_conn_param cp = {.responder_resources = 1,
 					     .initiator_depth = 1,
 					     .retry_count = 7,
@@ -221,7 +199,7 @@ static void no_ece_and_ece_rejects(void)
 		      "no ECE from the client: vendor %#x options %#x comp_mask %#x (errno %d)",
 		      got.vendor_id, got.options, got.comp_mask, errno);
 		/* Once the passive id has a QP, the ECE calls are refused there too. */
-		struct ibv_qp_init_attr sa = rc_attr();
+		struct ibv_qp_init_attr sa = small_rc_attr();
 		struct ibv_ece mine = {.vendor_id = VENDOR};
 		CHECK(rdma_create_qp(s, NULL, &sa) == 0, "a server QP: errno %d", errno);
 		errno = 0;
@@ -281,8 +259,8 @@ static void which_events_notify_takes(void)
 		rdma_destroy_id(fresh);
 
 	/* An established connection. */
-	struct rdma_cm_id *l = listen_on(PORT + 3), *s = NULL;
-	struct ibv_qp_init_attr qa = rc_attr(), sa = rc_attr();
+	struct rdma_cm_id *l = listening_on(ch, server_ip, PORT + 3), *s = NULL;
+	struct ibv_qp_init_attr qa = small_rc_attr(), sa = small_rc_attr();
 	struct rdma_conn_param cp = {.responder_resources = 1,
 				     .initiator_depth = 1,
 				     .retry_count = 7,
@@ -554,7 +532,7 @@ static void udp_listen_backlog(void)
 static void destroy_new_id_before_ack(void)
 {
 	step = "destroying a request's id before acking it";
-	struct rdma_cm_id *l = listen_on(PORT + 7), *c = client_to(PORT + 7);
+	struct rdma_cm_id *l = listening_on(ch, server_ip, PORT + 7), *c = client_to(PORT + 7);
 	struct rdma_conn_param cp = {.qp_num = 0x200, .responder_resources = 1,
 				     .initiator_depth = 1, .retry_count = 7, .rnr_retry_count = 7};
 	CHECK(rdma_connect(c, &cp) == 0, "connect: errno %d", errno);
@@ -591,12 +569,12 @@ static void reject_request(struct rdma_cm_event *ev, struct rdma_cm_id *c)
 static void librdmacm_details(void)
 {
 	step = "librdmacm details";
-	struct rdma_cm_id *l = listen_on(PORT + 8);
+	struct rdma_cm_id *l = listening_on(ch, server_ip, PORT + 8);
 	errno = 0;
 	CHECK(rdma_listen(l, 4) == -1 && errno == EINVAL, "listening again: errno %d", errno);
 
 	struct rdma_cm_id *c = client_to(PORT + 8);
-	struct ibv_qp_init_attr qa = rc_attr();
+	struct ibv_qp_init_attr qa = small_rc_attr();
 	CHECK(rdma_create_qp(c, NULL, &qa) == 0, "the client's QP: errno %d", errno);
 	struct rdma_conn_param cp = {.responder_resources = 1, .initiator_depth = 1,
 				     .retry_count = 5, .rnr_retry_count = 7, .flow_control = 0};
@@ -617,7 +595,7 @@ static void librdmacm_details(void)
 	/* rdma_connect without parameters: librdmacm's defaults are retry counts 7 and no
 	 * flow control (ucma_copy_conn_param_to_kern). */
 	c = client_to(PORT + 8);
-	qa = rc_attr();
+	qa = small_rc_attr();
 	CHECK(rdma_create_qp(c, NULL, &qa) == 0, "the second client's QP: errno %d", errno);
 	CHECK(rdma_connect(c, NULL) == 0, "connect without parameters: errno %d", errno);
 	ev = take(ch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
@@ -714,14 +692,14 @@ static void route_options(void)
 	 * cm_format_paths_from_req): the client's traffic class and flow label, a packet life
 	 * time one less than the REQ's Local ACK Timeout (cm_ack_timeout(15, 13) = 16); its QP's
 	 * timeout is that plus one. The listener's own TOS and ACK timeout are not inherited. */
-	struct rdma_cm_id *l = listen_on(PORT + 9);
+	struct rdma_cm_id *l = listening_on(ch, server_ip, PORT + 9);
 	uint8_t listener_tos = 0x48, listener_timeout = 20;
 	CHECK(rdma_set_option(l, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &listener_tos,
 			      sizeof(listener_tos)) == 0 &&
 		      rdma_set_option(l, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
 				      &listener_timeout, sizeof(listener_timeout)) == 0,
 	      "the listener's TOS and ACK timeout: errno %d", errno);
-	struct ibv_qp_init_attr qa = rc_attr();
+	struct ibv_qp_init_attr qa = small_rc_attr();
 	struct rdma_conn_param cp = {.responder_resources = 1, .initiator_depth = 1,
 				     .retry_count = 7, .rnr_retry_count = 7};
 	CHECK(rdma_create_qp(r, NULL, &qa) == 0 && rdma_connect(r, &cp) == 0,
@@ -751,7 +729,7 @@ static void route_options(void)
 	      rtr.ah_attr.grh.traffic_class, rtr.ah_attr.grh.flow_label, rtr.ah_attr.grh.hop_limit);
 	CHECK(rdma_init_qp_attr(s, &rts, &rts_mask) == 0 && rts.timeout == 16,
 	      "the passive RTS timeout: %u", rts.timeout);
-	qa = rc_attr();
+	qa = small_rc_attr();
 	CHECK(rdma_create_qp(s, NULL, &qa) == 0 && rdma_accept(s, NULL) == 0,
 	      "accepting: errno %d", errno);
 	CHECK(next_is(RDMA_CM_EVENT_ESTABLISHED, r, 0) && next_is(RDMA_CM_EVENT_ESTABLISHED, s, 0),

@@ -16,16 +16,6 @@
 static const char *server_ip, *client_ip;
 static struct rdma_event_channel *ch;
 
-static struct ibv_qp_init_attr rc_attr(void)
-{
-	struct ibv_qp_init_attr a = {.cap = {.max_send_wr = 4,
-					     .max_recv_wr = 4,
-					     .max_send_sge = 1,
-					     .max_recv_sge = 1},
-				     .qp_type = IBV_QPT_RC};
-	return a;
-}
-
 /* c (route resolved, with a QP) connects to the listener on this channel, whose request
  * gets a QP and is accepted; both ESTABLISHED. The server's id, or NULL. */
 static struct rdma_cm_id *connect_to_listener(struct rdma_cm_id *c)
@@ -40,7 +30,7 @@ static struct rdma_cm_id *connect_to_listener(struct rdma_cm_id *c)
 	if (!ev)
 		return NULL;
 	struct rdma_cm_id *s = ev->id;
-	struct ibv_qp_init_attr sa = rc_attr();
+	struct ibv_qp_init_attr sa = small_rc_attr();
 	int ok = rdma_create_qp(s, NULL, &sa) == 0 && rdma_accept(s, &ev->param.conn) == 0;
 	rdma_ack_cm_event(ev);
 	for (int i = 0; ok && i < 2; i++) {
@@ -84,7 +74,7 @@ static void the_pd_goes_with_the_last_id(void)
 	CHECK(c->pd != NULL && c->pd != old_pd,
 	      "the next id on the device has a new PD (old %p, new %p)", (void *)old_pd,
 	      (void *)c->pd);
-	struct ibv_qp_init_attr ca = rc_attr();
+	struct ibv_qp_init_attr ca = small_rc_attr();
 	CHECK(rdma_create_qp(c, NULL, &ca) == 0, "a QP on the new PD: errno %d", errno);
 	struct rdma_cm_id *s = connect_to_listener(c);
 	CHECK(s != NULL, "connected: errno %d", errno);
@@ -174,7 +164,7 @@ static void a_destroyed_listener_rejects_what_it_never_read(void)
 	struct rdma_cm_id *l = listening_on(ch, server_ip, PORT + 2);
 	struct rdma_event_channel *cch = rdma_create_event_channel();
 	struct rdma_cm_id *c = resolved_on(cch, client_ip, server_ip, PORT + 2, 1);
-	struct ibv_qp_init_attr ca = rc_attr();
+	struct ibv_qp_init_attr ca = small_rc_attr();
 	struct rdma_conn_param cp = {.responder_resources = 1, .initiator_depth = 1};
 	CHECK(rdma_create_qp(c, NULL, &ca) == 0 && rdma_connect(c, &cp) == 0,
 	      "connecting: errno %d", errno);
