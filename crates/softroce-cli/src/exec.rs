@@ -242,6 +242,12 @@ pub(crate) fn run(args: &ExecArgs) -> ExitCode {
         // SAFETY: no other thread runs yet; the drop-in loaded below reads it, and the
         // program inherits it.
         unsafe { std::env::set_var("SOFTROCE_DEVICES", spec) };
+        // A spec the drop-in refuses is said now, not after the program has started (and
+        // perhaps done work first, or never asked for a device and so never said why).
+        if let Err(e) = devices_accepted(&dir.join("libibverbs.so.1")) {
+            eprintln!("softroce exec: --devices {spec:?}: {e}");
+            return ExitCode::from(2);
+        }
     }
     if !args.no_namespace {
         if let Err(e) = private_view(&dir.join("libibverbs.so.1")) {
@@ -320,18 +326,59 @@ fn parse_tree(text: &str) -> Result<Vec<Node>, String> {
     Ok(out)
 }
 
-/// The tree of the drop-in at `lib`: its answer for the virtual file `.softroce-tree` of
-/// `/sys/class`, so the files say exactly what the library's verbs answer.
-fn tree_of(lib: &Path) -> Result<Vec<Node>, String> {
-    use std::ffi::{CString, c_char, c_int};
-    let cpath = CString::new(lib.as_os_str().as_encoded_bytes())
-        .map_err(|_| format!("{}: NUL in the path", lib.display()))?;
-    // SAFETY: loading the drop-in runs no code beyond Rust's static initialisers; it stays
-    // loaded until exec replaces this process.
+/// Load the drop-in at `lib` into this process (it stays until exec replaces the process).
+fn load_dropin(lib: &Path) -> Result<*mut libc::c_void, String> {
+    let cpath = cstr(lib)?;
+    // SAFETY: loading the drop-in runs no code beyond Rust's static initialisers.
     let handle = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
     if handle.is_null() {
         return Err(format!("loading {}", lib.display()));
     }
+    Ok(handle)
+}
+
+/// Whether the drop-in at `lib` accepts the devices `SOFTROCE_DEVICES` names: its own
+/// `ibv_get_device_list` parses them (the one parser), and says why on stderr when not.
+fn devices_accepted(lib: &Path) -> Result<(), String> {
+    use std::ffi::c_int;
+    let handle = load_dropin(lib)?;
+    // SAFETY: symbols of the library just loaded.
+    let (get, free) = unsafe {
+        (
+            libc::dlsym(handle, c"ibv_get_device_list".as_ptr()),
+            libc::dlsym(handle, c"ibv_free_device_list".as_ptr()),
+        )
+    };
+    if get.is_null() || free.is_null() {
+        return Err(format!("{} has no ibv_get_device_list", lib.display()));
+    }
+    type GetList = unsafe extern "C" fn(*mut c_int) -> *mut *mut libc::c_void;
+    type FreeList = unsafe extern "C" fn(*mut *mut libc::c_void);
+    // SAFETY: the signatures of rdma-core's verbs.h.
+    let (get, free) = unsafe {
+        (
+            std::mem::transmute::<*mut libc::c_void, GetList>(get),
+            std::mem::transmute::<*mut libc::c_void, FreeList>(free),
+        )
+    };
+    // SAFETY: a NULL count is allowed; the list is freed by its own library.
+    let list = unsafe { get(std::ptr::null_mut()) };
+    if list.is_null() {
+        return Err(format!(
+            "refused ({}; the drop-in said why above)",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: the list the call above returned, freed once.
+    unsafe { free(list) };
+    Ok(())
+}
+
+/// The tree of the drop-in at `lib`: its answer for the virtual file `.softroce-tree` of
+/// `/sys/class`, so the files say exactly what the library's verbs answer.
+fn tree_of(lib: &Path) -> Result<Vec<Node>, String> {
+    use std::ffi::{c_char, c_int};
+    let handle = load_dropin(lib)?;
     // SAFETY: a symbol of the library just loaded.
     let sym = unsafe { libc::dlsym(handle, c"ibv_read_sysfs_file".as_ptr()) };
     if sym.is_null() {

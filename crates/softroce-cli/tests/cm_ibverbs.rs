@@ -728,6 +728,35 @@ fn without_librdmacm_the_connection_manager_says_why() {
     );
 }
 
+/// SOFTROCE_LIBRDMACM naming a FIFO: refused at once as not a regular file (dlopen of a
+/// FIFO would block until something wrote to it).
+fn a_librdmacm_path_that_is_a_fifo_is_refused_not_waited_on() {
+    let fifo = std::env::temp_dir().join(format!("cm-ibverbs-fifo-{}", std::process::id()));
+    let _ = std::fs::remove_file(&fifo);
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .arg("--child-without-librdmacm")
+        .env("SOFTROCE_LIBRDMACM", &fifo)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    let _ = std::fs::remove_file(&fifo);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with(&format!("errno {}: ", libc::EINVAL))
+            && stdout.contains("is not a regular file"),
+        "{stdout}"
+    );
+}
+
 /// The system's librdmacm (if any) on a machine without a kernel RDMA CM: the error names
 /// the call that failed, nothing panics. (Where the kernel has one, it opens.)
 fn the_system_librdmacm_without_a_kernel_cm_says_why() {
@@ -806,7 +835,7 @@ fn main() {
         child_without_librdmacm();
         return;
     }
-    let stories: [(&str, fn()); 12] = [
+    let stories: [(&str, fn()); 13] = [
         (
             "a_program_on_the_ibverbs_backend_accepts_an_emulated_client",
             a_program_on_the_ibverbs_backend_accepts_an_emulated_client,
@@ -846,6 +875,10 @@ fn main() {
         (
             "without_librdmacm_the_connection_manager_says_why",
             without_librdmacm_the_connection_manager_says_why,
+        ),
+        (
+            "a_librdmacm_path_that_is_a_fifo_is_refused_not_waited_on",
+            a_librdmacm_path_that_is_a_fifo_is_refused_not_waited_on,
         ),
         (
             "the_system_librdmacm_without_a_kernel_cm_says_why",

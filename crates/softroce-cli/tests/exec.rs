@@ -69,6 +69,33 @@ fn exec_without_the_library_says_how_to_build_it() {
     );
 }
 
+/// A device list the drop-in would refuse stops exec before the program runs (a program
+/// that never asks for a device would otherwise run on none without a word), and says why.
+#[test]
+fn exec_refuses_a_bad_device_list_before_the_program_starts() {
+    let marker = scratch("bad-devices").join("ran");
+    for spec in [
+        "bad name=127.77.40.3",
+        "x=300.1.1.1",
+        "a=127.77.40.4,a=127.77.40.5",
+    ] {
+        let out = Command::cargo_bin("softroce")
+            .unwrap()
+            .env("SOFTROCE_IBVERBS_LIB", dropin_library())
+            .args(["exec", "--devices", spec, "--", "touch"])
+            .arg(&marker)
+            .timeout(std::time::Duration::from_secs(30))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{spec}: {stderr}");
+        assert!(
+            stderr.contains("softroce exec: --devices") && stderr.contains("SOFTROCE_DEVICES="),
+            "{spec}: {stderr}"
+        );
+        assert!(!marker.exists(), "{spec}: the program ran");
+    }
+}
 /// `ibv_rc_pingpong -r 100000000` asks for a CQ beyond the device's limit; the drop-in says
 /// why only when SOFTROCE_LOG=verbs asks (rdma-core prints nothing either).
 #[test]

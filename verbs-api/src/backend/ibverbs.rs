@@ -234,6 +234,29 @@ impl convert::CObjects for Tokens {
     }
 }
 
+/// Refuse a library path naming something other than a regular file before `dlopen`
+/// sees it: `dlopen` of a FIFO blocks until something writes to it, and of a device or
+/// directory fails with a message that does not say so. A bare name (no `/`) is the
+/// loader's to search for, and a path that cannot be looked at is left to `dlopen` to
+/// report.
+pub(crate) fn openable_library(path: &str) -> std::io::Result<()> {
+    let Some(meta) = path
+        .contains('/')
+        .then(|| std::fs::metadata(path).ok())
+        .flatten()
+    else {
+        return Ok(());
+    };
+    if meta.is_file() {
+        Ok(())
+    } else {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{path} is not a regular file ({:?})", meta.file_type()),
+        ))
+    }
+}
+
 impl Ibverbs {
     /// Open `device` (default: the first one libibverbs lists). The source GID is
     /// `gid_index`, or else the port's first RoCEv2 GID made from an IPv4 address (rxe's
@@ -242,9 +265,14 @@ impl Ibverbs {
     pub fn open(device: Option<&str>, gid_index: Option<usize>) -> Result<Self> {
         let path =
             std::env::var("SOFTROCE_LIBIBVERBS").unwrap_or_else(|_| "libibverbs.so.1".into());
+        let what = || format!("loading {path} (install libibverbs1 / rdma-core)");
+        openable_library(&path).map_err(|source| Error::Io {
+            what: what(),
+            source,
+        })?;
         // SAFETY: loading libibverbs runs its constructors, which only register providers.
         let lib = unsafe { Library::new(&path) }.map_err(|e| Error::Io {
-            what: format!("loading {path} (install libibverbs1 / rdma-core)"),
+            what: what(),
             source: std::io::Error::other(e.to_string()),
         })?;
         // SAFETY: it is libibverbs.

@@ -167,7 +167,7 @@ macro_rules! hca_verbs {
 
 mod emulated;
 #[cfg(feature = "ibverbs")]
-mod ibverbs;
+pub(crate) mod ibverbs;
 mod simulated;
 
 #[cfg(feature = "ibverbs")]

@@ -335,6 +335,11 @@ impl Rdmacm {
             });
         };
         let path = library_path(ibv.library_path());
+        crate::backend::ibverbs::openable_library(&path).map_err(|e| Error::Cm {
+            what: "connection_manager",
+            reason: format!("loading {path}: {e}"),
+            errno: libc::EINVAL,
+        })?;
         // SAFETY: loading librdmacm runs no constructor beyond its own initialisation (it
         // opens devices lazily, on first use).
         let lib = unsafe { Library::new(&path) }.map_err(|e| Error::Cm {
