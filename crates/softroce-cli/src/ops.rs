@@ -426,15 +426,17 @@ const QP_NAMES: [&str; 5] = ["rc", "uc", "ud", "srq", "mw"];
 struct Line {
     reader: BufReader<TcpStream>,
     writer: TcpStream,
+    /// How long one line may take to come.
+    limit: Duration,
 }
 
 impl Line {
     fn new(stream: TcpStream, timeout: Duration) -> anyhow::Result<Self> {
-        stream.set_read_timeout(Some(timeout * 3))?;
         let _ = stream.set_nodelay(true);
         Ok(Self {
             reader: BufReader::new(stream.try_clone()?),
             writer: stream,
+            limit: timeout * 3,
         })
     }
     fn send(&mut self, line: &str) -> anyhow::Result<()> {
@@ -442,7 +444,7 @@ impl Line {
         Ok(())
     }
     fn recv(&mut self) -> anyhow::Result<String> {
-        crate::sidechannel::read_line(&mut self.reader)
+        crate::sidechannel::read_line(&mut self.reader, self.limit)
             .context("reading from the peer")?
             .context("the peer closed the control connection")
     }
@@ -519,7 +521,7 @@ fn ops(args: &OpsArgs) -> anyhow::Result<usize> {
 fn ops_on(args: &OpsArgs, ctx: &Context) -> anyhow::Result<usize> {
     let timeout = Duration::from_secs(args.timeout);
     let stream = match &args.server {
-        Some(host) => crate::sidechannel::connect_retrying(host, args.port)?,
+        Some(host) => crate::sidechannel::connect_retrying(host, args.port, timeout)?,
         None => {
             let listener = crate::sidechannel::listen(args.port)?;
             crate::sidechannel::accept_until(

@@ -7,7 +7,7 @@
 //! address), each with its own device, printing perftest's tables; `--baseline` adds raw
 //! UDP figures (per-datagram and GSO) measured in the same run and the ratio.
 
-use std::io::{BufRead, BufReader, ErrorKind, Write};
+use std::io::{BufReader, ErrorKind, Write};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::process::ExitCode;
@@ -1009,13 +1009,12 @@ fn two_process(args: &PerfArgs, mode: Mode) -> anyhow::Result<()> {
 fn two_process_on(args: &PerfArgs, mode: Mode, ctx: Context) -> anyhow::Result<()> {
     let timeout = Duration::from_secs(args.timeout);
     let stream = match &args.server {
-        Some(host) => crate::sidechannel::connect_retrying(host, args.port)?,
+        Some(host) => crate::sidechannel::connect_retrying(host, args.port, timeout)?,
         None => {
             let l = crate::sidechannel::listen(args.port)?;
             crate::sidechannel::accept_until(&l, Instant::now() + timeout, args.timeout)?
         }
     };
-    stream.set_read_timeout(Some(timeout))?;
     let _ = stream.set_nodelay(true);
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut writer = stream;
@@ -1032,7 +1031,7 @@ fn two_process_on(args: &PerfArgs, mode: Mode, ctx: Context) -> anyhow::Result<(
     if is_client {
         writeln!(writer, "{}", p.line())?;
     } else {
-        let line = read_line(&mut reader)?;
+        let line = read_line(&mut reader, timeout)?;
         let theirs = Params::parse(&line)?;
         ensure!(
             theirs.mode == mode,
@@ -1047,17 +1046,16 @@ fn two_process_on(args: &PerfArgs, mode: Mode, ctx: Context) -> anyhow::Result<(
     let mtu =
         Mtu::from_bytes(p.mtu).with_context(|| format!("MTU {} is not an IBTA MTU", p.mtu))?;
     let mut remote = None;
-    let timeout = args.qp_timeout();
     let side = open_side(
         ctx,
         p.qps,
         p.depth,
         size,
         mtu,
-        timeout,
+        args.qp_timeout(),
         |local, addr, rkey| {
             writeln!(writer, "{}", encode_hello(local, addr, rkey))?;
-            let (eps, r) = decode_hello(&read_line(&mut reader)?)?;
+            let (eps, r) = decode_hello(&read_line(&mut reader, timeout)?)?;
             remote = Some(r);
             Ok(eps)
         },
@@ -1066,7 +1064,7 @@ fn two_process_on(args: &PerfArgs, mode: Mode, ctx: Context) -> anyhow::Result<(
     // Both sides connected before the client starts.
     let mut sync = |what: &str| -> anyhow::Result<()> {
         writeln!(writer, "{what}")?;
-        let l = read_line(&mut reader)?;
+        let l = read_line(&mut reader, timeout)?;
         ensure!(l == what, "peer sent {l:?}, expected {what}");
         Ok(())
     };
@@ -1178,13 +1176,16 @@ impl Params {
 }
 
 /// One line of the side channel; the peer closing it is an error that says so.
-fn read_line(r: &mut impl BufRead) -> anyhow::Result<String> {
-    match crate::sidechannel::read_line(r) {
+fn read_line(r: &mut BufReader<std::net::TcpStream>, timeout: Duration) -> anyhow::Result<String> {
+    match crate::sidechannel::read_line(r, timeout) {
         Ok(Some(l)) => Ok(l),
         Ok(None) => bail!("the peer closed the side channel (see its output)"),
-        // The socket's read timeout is `--timeout`: say so rather than EAGAIN.
+        // Say which limit ran out rather than EAGAIN.
         Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-            bail!("the peer said nothing on the side channel for --timeout seconds")
+            bail!(
+                "the peer sent no whole line on the side channel within --timeout {} s",
+                timeout.as_secs()
+            )
         }
         Err(e) => Err(e).context("reading the side channel"),
     }
