@@ -129,9 +129,14 @@ fn run_with(name: &str, addresses: &[&str], libraries: &Path) -> String {
 
 /// Event channels, ids, binding, ports, address and route resolution, synchronous ids,
 /// rdma_create_qp's defaults, rdma_getaddrinfo, rdma_create_ep, rdma_migrate_id, misuse.
+/// A second device is configured on an address this host does not have (TEST-NET-1).
 #[test]
 fn rdma_cm_addressing_follows_the_man_pages() {
-    run("rdmacm_addressing", "127.77.31.1");
+    run_with(
+        "rdmacm_addressing",
+        &["127.77.31.1", "192.0.2.9"],
+        library_dir(),
+    );
 }
 
 /// With another libibverbs loaded, calls fail with ENOSYS and one line says why.

@@ -646,8 +646,13 @@ pub(crate) fn device_of_context(ctx: *mut ibv_context) -> Option<usize> {
 }
 
 /// The contexts of every device, opened (rdma_get_devices).
-pub(crate) fn all_contexts() -> Result<Vec<*mut ibv_context>, c_int> {
-    (0..device_entries().len()).map(context_of).collect()
+/// The contexts of every device that opens, with their device indexes. A device that
+/// cannot open (its address is not this host's) is left out, as librdmacm marks it dead
+/// and lists the others.
+pub(crate) fn all_contexts() -> Vec<(usize, *mut ibv_context)> {
+    (0..device_entries().len())
+        .filter_map(|i| context_of(i).ok().map(|ctx| (i, ctx)))
+        .collect()
 }
 
 /// The ephemeral port range the kernel's rdma_cm picks from (inet_get_local_port_range).
@@ -807,6 +812,9 @@ pub(crate) fn bind(cm_id: &mut CmId, addr: SocketAddr) -> Result<(), c_int> {
         None
     } else {
         match device_with(addr.ip()) {
+            // A device configured on an address this host does not have (it cannot open):
+            // the kernel finds no netdev for such an address before it looks for a device.
+            Some(_) if !is_local_address(addr.ip()) => return Err(libc::EADDRNOTAVAIL),
             Some(d) => Some(d),
             // The kernel's cma_bind_loopback: a loopback address no device has is bound to
             // the first device (libfabric's verbs provider probes with 127.0.0.1).

@@ -263,19 +263,19 @@ unsafe extern "C" fn rdma_get_dst_port(p: *mut rdma_cm_id) -> u16 {
 
 unsafe extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut ibv_context {
     guard_ptr("rdma_get_devices", || {
-        let contexts = id::all_contexts()?;
+        let contexts = id::all_contexts();
         // SAFETY: calloc of n + 1 pointers (NULL-terminated), freed by rdma_free_devices.
         let list = unsafe { libc::calloc(contexts.len() + 1, size_of::<*mut ibv_context>()) }
             .cast::<*mut ibv_context>();
         if list.is_null() {
             return Err(libc::ENOMEM);
         }
-        for (i, &ctx) in contexts.iter().enumerate() {
+        for (slot, &(device, ctx)) in contexts.iter().enumerate() {
             // SAFETY: within the n + 1 slots.
-            unsafe { *list.add(i) = ctx };
+            unsafe { *list.add(slot) = ctx };
             // Each listed device has one more user until rdma_free_devices (librdmacm's
             // refcnt): its default PD outlives the ids meanwhile.
-            id::list_device(i);
+            id::list_device(device);
         }
         if !num_devices.is_null() {
             // SAFETY: the caller's int.
@@ -293,7 +293,7 @@ unsafe extern "C" fn rdma_free_devices(list: *mut *mut ibv_context) {
             return;
         }
         // Bounded: the list is NULL-terminated and holds at most one entry per device.
-        for i in 0..=id::all_contexts().map_or(0, |c| c.len()) {
+        for i in 0..=id::device_count() {
             // SAFETY: the NULL-terminated array from rdma_get_devices.
             let ctx = unsafe { *list.add(i) };
             if ctx.is_null() {

@@ -2,7 +2,9 @@
  * and their fd, ids and port spaces, binding and ports, address and route resolution,
  * synchronous ids, rdma_create_qp's defaults, rdma_init_qp_attr, rdma_getaddrinfo,
  * rdma_migrate_id, rdma_get_devices, rdma_event_str, rdma_set_option, rsockets.
- * Run with SOFTROCE_DEVICES=softroce0=<ADDR>; argv[1] is ADDR. Prints "N failures". */
+ * Run with SOFTROCE_DEVICES=softroce0=<ADDR>[,softroce1=<FOREIGN>]; argv[1] is ADDR, argv[2]
+ * (optional) an address of no host interface a second device is configured on. Prints
+ * "N failures". */
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <rdma/rdma_cma.h>
@@ -88,6 +90,15 @@ int main(int argc, char **argv)
 	errno = 0;
 	CHECK(rdma_bind_addr(other, (struct sockaddr *)&foreign) == -1 && errno == EADDRNOTAVAIL,
 	      "foreign address: errno %d", errno);
+	/* The same for a device configured on such an address: the kernel looks for the
+	 * address's netdev before any device, and finds none. */
+	if (argc > 2) {
+		struct sockaddr_in configured = ipv4(argv[2], 0);
+		errno = 0;
+		CHECK(rdma_bind_addr(other, (struct sockaddr *)&configured) == -1 &&
+			      errno == EADDRNOTAVAIL,
+		      "a device's foreign address %s: errno %d", argv[2], errno);
+	}
 
 	/* rdma_resolve_addr(3) → RDMA_CM_EVENT_ADDR_RESOLVED, then rdma_resolve_route(3) →
 	 * RDMA_CM_EVENT_ROUTE_RESOLVED with a path record. Resolving the route first fails. */
