@@ -9,7 +9,7 @@
 mod dropin;
 
 use std::process::{Child, Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use dropin::{Netns, require_tools};
 
@@ -44,13 +44,8 @@ fn text(o: &Output) -> String {
 }
 
 /// Waits for `child` at most `secs` seconds, then kills it.
-fn finish(mut child: Child, secs: u64) -> Output {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while child.try_wait().expect("child status").is_none() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    child.wait_with_output().expect("child output")
+fn finish(child: Child, secs: u64) -> Output {
+    dropin::finish(child, Duration::from_secs(secs))
 }
 
 /// Starts `server`, then runs `client` until it succeeds (at most 20 tries while the server

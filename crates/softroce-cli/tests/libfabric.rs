@@ -13,9 +13,10 @@
 
 mod dropin;
 
-use std::process::{Child, Command, Output};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use dropin::finish;
 use dropin::{Netns, exec_on, require_tools, tcp_listening, tcp_listening_in};
 
 /// The stories take turns, and the guard says so: each runs two libfabric processes with
@@ -33,16 +34,6 @@ fn exec(ip: &str, program: &str, args: &[&str]) -> Command {
     let mut c = exec_on(ip, program, args);
     c.env_remove("FI_PROVIDER");
     c
-}
-
-/// Wait (bounded) for `child`, killing it at the deadline; the output either way.
-fn finish(mut child: Child, limit: Duration) -> Output {
-    let deadline = Instant::now() + limit;
-    while child.try_wait().expect("child status").is_none() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    child.wait_with_output().expect("output")
 }
 
 fn text(o: &Output) -> String {

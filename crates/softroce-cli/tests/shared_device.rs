@@ -5,10 +5,11 @@
 //!
 //! Addresses: 127.80.0.0/16 only (no other test uses them).
 
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 mod dropin;
+use dropin::finish;
 
 /// `softroce exec --devices softroce0=ADDR -- PROGRAM ARGS…`.
 fn on_device(addr: &str, program: &str, args: &[&str]) -> Command {
@@ -23,16 +24,6 @@ fn on_device(addr: &str, program: &str, args: &[&str]) -> Command {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     cmd
-}
-
-/// Waits for `child` to end, killing it after `limit`.
-fn finish(mut child: Child, limit: Duration) -> Output {
-    let deadline = Instant::now() + limit;
-    while child.try_wait().expect("program status").is_none() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    child.wait_with_output().expect("program output")
 }
 
 fn text(o: &Output) -> String {

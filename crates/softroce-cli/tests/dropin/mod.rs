@@ -144,3 +144,51 @@ impl Drop for Netns {
             .output();
     }
 }
+
+/// Wait (at most `limit`) for `child`, reading its piped stdout and stderr meanwhile, and
+/// kill it at the deadline: its output, and whether it was still running then. Output read
+/// only at the end would leave a chatty program blocked in `write` once a pipe's 64 KiB is
+/// full (io_demo's client logs a retry line a few microseconds apart between connect
+/// attempts, filled its pipe in ~60 ms and never retried: a pair that looked like a server
+/// refusing every connect).
+#[allow(dead_code)] // not every test binary runs outside programs
+pub(crate) fn finish_draining(
+    mut child: std::process::Child,
+    limit: std::time::Duration,
+) -> (std::process::Output, bool) {
+    use std::time::{Duration, Instant};
+    fn reader(r: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            buf
+        })
+    }
+    let (out, err) = (reader(child.stdout.take()), reader(child.stderr.take()));
+    let deadline = Instant::now() + limit;
+    while child.try_wait().expect("child status").is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let timed_out = child.try_wait().expect("child status").is_none();
+    let _ = child.kill();
+    let status = child.wait().expect("child status");
+    // The readers end at the pipes' end of file: the child (and, as `softroce exec`
+    // replaces itself with the program, the program) is gone.
+    let output = std::process::Output {
+        status,
+        stdout: out.join().expect("stdout reader"),
+        stderr: err.join().expect("stderr reader"),
+    };
+    (output, timed_out)
+}
+
+/// [`finish_draining`]'s output alone.
+#[allow(dead_code)]
+pub(crate) fn finish(
+    child: std::process::Child,
+    limit: std::time::Duration,
+) -> std::process::Output {
+    finish_draining(child, limit).0
+}
