@@ -27,17 +27,12 @@ fn on_device(addr: &str, program: &str, args: &[&str]) -> Command {
 
 /// Runs `cmd` to its end, killing it after 60 s.
 fn bounded(mut cmd: Command) -> Output {
-    let mut child = cmd
+    let child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawning a program");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().expect("program status").is_none() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    child.wait_with_output().expect("program output")
+    dropin::finish(child, Duration::from_secs(60))
 }
 
 /// What both sides printed.
@@ -76,31 +71,28 @@ fn pair_retrying(
     server_ends: bool,
     retry: impl Fn(&str) -> bool,
 ) -> Pair {
-    let mut srv: Child = server
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawning the server");
+    let mut srv = dropin::Drained::new(
+        server
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawning the server"),
+    );
     std::thread::sleep(Duration::from_millis(300));
     let mut out: Option<Output> = None;
     for _ in 0..20 {
         let o = bounded(client());
         let again = !o.status.success() && retry(&Pair::text(&o));
         out = Some(o);
-        if !again || srv.try_wait().expect("server status").is_some() {
+        if !again || srv.ended() {
             break;
         }
         std::thread::sleep(Duration::from_millis(250));
     }
     let client_ok = out.as_ref().is_some_and(|o| o.status.success());
     let wait = if server_ends && client_ok { 60 } else { 2 };
-    let deadline = Instant::now() + Duration::from_secs(wait);
-    while srv.try_wait().expect("server status").is_none() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = srv.kill();
     Pair {
-        server: srv.wait_with_output().expect("server output"),
+        server: srv.finish_within(Duration::from_secs(wait)).0,
         client: out.expect("the client ran"),
     }
 }
@@ -501,13 +493,8 @@ mod rust_ud {
     }
 
     /// The udaddy process's output once it ended (killed after the bound).
-    fn finish(mut child: Child) -> String {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = child.kill();
-        let out = child.wait_with_output().unwrap();
+    fn finish(child: Child) -> String {
+        let out = dropin::finish(child, Duration::from_secs(60));
         format!("{}: {}", out.status, Pair::text(&out))
     }
 

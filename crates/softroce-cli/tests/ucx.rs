@@ -226,10 +226,8 @@ fn io_demo_pair(tls: &str, server_ip: &str, client_ip: &str) -> (Output, Output)
         .env("UCX_SOCKADDR_TLS_PRIORITY", "rdmacm")
         .spawn()
         .expect("spawning the io_demo server");
-    // The server runs until killed below: its output is read meanwhile, in a thread of its
-    // own (the bound only matters if this test dies in between).
-    let server_pid = server.id();
-    let server = std::thread::spawn(move || dropin::finish(server, Duration::from_secs(300)));
+    // The server runs until killed below; its output is read meanwhile.
+    let server = dropin::Drained::new(server);
     // The client retries (every 250 ms, 40 times) until the server listens.
     let client_args = [
         "-p",
@@ -251,9 +249,7 @@ fn io_demo_pair(tls: &str, server_ip: &str, client_ip: &str) -> (Output, Output)
         .spawn()
         .expect("spawning the io_demo client");
     let cout = dropin::finish(client, Duration::from_secs(90));
-    // SAFETY: kill(2) of our own child, not yet reaped (the thread reaps it after this).
-    unsafe { libc::kill(server_pid as libc::pid_t, libc::SIGKILL) };
-    (cout, server.join().expect("the server's reader"))
+    (cout, server.finish_within(Duration::ZERO).0)
 }
 
 /// A process under `softroce exec` writing its output to files the test can read while it

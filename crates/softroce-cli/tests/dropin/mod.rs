@@ -145,43 +145,75 @@ impl Drop for Netns {
     }
 }
 
-/// Wait (at most `limit`) for `child`, reading its piped stdout and stderr meanwhile, and
-/// kill it at the deadline: its output, and whether it was still running then. Output read
-/// only at the end would leave a chatty program blocked in `write` once a pipe's 64 KiB is
-/// full (io_demo's client logs a retry line a few microseconds apart between connect
-/// attempts, filled its pipe in ~60 ms and never retried: a pair that looked like a server
-/// refusing every connect).
+/// A child whose piped stdout and stderr are read while it runs, each by a thread of its
+/// own. Output read only at the end would leave a chatty program blocked in `write` once a
+/// pipe's 64 KiB is full (io_demo's client logs a retry line a few microseconds apart
+/// between connect attempts, filled its pipe in ~60 ms and never retried: a pair that
+/// looked like a server refusing every connect).
 #[allow(dead_code)] // not every test binary runs outside programs
+pub(crate) struct Drained {
+    child: std::process::Child,
+    stdout: std::thread::JoinHandle<Vec<u8>>,
+    stderr: std::thread::JoinHandle<Vec<u8>>,
+}
+
+#[allow(dead_code)]
+impl Drained {
+    pub(crate) fn new(mut child: std::process::Child) -> Self {
+        fn reader(r: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                if let Some(mut r) = r {
+                    let _ = r.read_to_end(&mut buf);
+                }
+                buf
+            })
+        }
+        let (stdout, stderr) = (reader(child.stdout.take()), reader(child.stderr.take()));
+        Self {
+            child,
+            stdout,
+            stderr,
+        }
+    }
+
+    /// Whether the child has ended.
+    pub(crate) fn ended(&mut self) -> bool {
+        self.child.try_wait().expect("child status").is_some()
+    }
+
+    /// Wait (at most `limit`) for the child, and kill it at the deadline: its output, and
+    /// whether it was still running then.
+    pub(crate) fn finish_within(
+        mut self,
+        limit: std::time::Duration,
+    ) -> (std::process::Output, bool) {
+        let deadline = std::time::Instant::now() + limit;
+        while !self.ended() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let timed_out = !self.ended();
+        let _ = self.child.kill();
+        let status = self.child.wait().expect("child status");
+        // The readers end at the pipes' end of file: the child (and, as `softroce exec`
+        // replaces itself with the program, the program) is gone.
+        let output = std::process::Output {
+            status,
+            stdout: self.stdout.join().expect("stdout reader"),
+            stderr: self.stderr.join().expect("stderr reader"),
+        };
+        (output, timed_out)
+    }
+}
+
+/// Wait (at most `limit`) for `child`, reading its output meanwhile ([`Drained`]), and
+/// kill it at the deadline: its output, and whether it was still running then.
+#[allow(dead_code)]
 pub(crate) fn finish_draining(
-    mut child: std::process::Child,
+    child: std::process::Child,
     limit: std::time::Duration,
 ) -> (std::process::Output, bool) {
-    use std::time::{Duration, Instant};
-    fn reader(r: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut buf);
-            }
-            buf
-        })
-    }
-    let (out, err) = (reader(child.stdout.take()), reader(child.stderr.take()));
-    let deadline = Instant::now() + limit;
-    while child.try_wait().expect("child status").is_none() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let timed_out = child.try_wait().expect("child status").is_none();
-    let _ = child.kill();
-    let status = child.wait().expect("child status");
-    // The readers end at the pipes' end of file: the child (and, as `softroce exec`
-    // replaces itself with the program, the program) is gone.
-    let output = std::process::Output {
-        status,
-        stdout: out.join().expect("stdout reader"),
-        stderr: err.join().expect("stderr reader"),
-    };
-    (output, timed_out)
+    Drained::new(child).finish_within(limit)
 }
 
 /// [`finish_draining`]'s output alone.
