@@ -137,6 +137,11 @@ pub(crate) struct QpTransport {
     pub(crate) rnr_at: Option<Instant>,
     /// Transport retries left for the oldest outstanding request.
     pub(crate) retry_left: u8,
+    /// A resend (after a NAK or a timeout) is under way and nothing was acknowledged
+    /// since: a further sequence-error NAK is its echo and starts no other (rxe's
+    /// `started_retry`), so a peer repeating NAKs cannot have the queue resent over and
+    /// over without using up the retry count.
+    pub(crate) retry_started: bool,
     /// RNR retries left.
     pub(crate) rnr_left: u8,
     /// The peer and the request PSNs this QP counts in the device's bound on those in
@@ -186,6 +191,13 @@ pub(crate) struct QpTransport {
 }
 
 impl QpTransport {
+    /// The peer acknowledged progress: the retry counts start again (`retry_cnt`, from
+    /// the QP's attributes).
+    pub(crate) fn restart_retries(&mut self, retry_cnt: u8) {
+        self.retry_left = retry_cnt;
+        self.retry_started = false;
+    }
+
     pub(crate) fn on_rtr(&mut self, rq_psn: Psn) {
         self.rq_psn = rq_psn;
         self.nak_sent = false;

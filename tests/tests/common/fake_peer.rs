@@ -91,12 +91,26 @@ impl FakePeer {
     /// Send a request with opcode `op` and PSN `psn` (AckReq set) carrying `ext` and
     /// `payload`, with the ICRC the device expects from this socket.
     pub(crate) fn send(&self, op: Opcode, psn: u32, ext: ExtRepr, payload: &[u8]) {
+        self.send_altered(op, psn, ext, payload, |_| {});
+    }
+
+    /// [`Self::send`], with the packet's bytes (its ICRC's four last, filled in after)
+    /// altered by `alter` first: what no well-formed request has.
+    pub(crate) fn send_altered(
+        &self,
+        op: Opcode,
+        psn: u32,
+        ext: ExtRepr,
+        payload: &[u8],
+        alter: impl FnOnce(&mut Vec<u8>),
+    ) {
         let mut bth = BthRepr::new(op, Qpn::from_wire(self.victim_qpn), Psn::new(psn));
         bth.ack_req = true;
         let repr = RoceRepr::new(bth, ext, payload.len());
         let mut data = vec![0u8; repr.buffer_len()];
         repr.emit_with_payload(payload, &mut data)
             .expect("a well-formed request");
+        alter(&mut data);
         let from = self.sock.local_addr().expect("fake peer address");
         icrc::set_icrc_for_udp_socket(&UdpEndpoints::between(from, self.device), &mut data)
             .expect("room for the ICRC");

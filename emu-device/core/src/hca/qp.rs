@@ -618,7 +618,7 @@ impl Hca {
             QpState::Rts if entering && cur == QpState::Rtr => {
                 let sq_psn = q.attr.sq_psn;
                 q.transport.on_rts(sq_psn);
-                q.transport.retry_left = q.attr.retry_cnt;
+                q.transport.restart_retries(q.attr.retry_cnt);
                 q.transport.rnr_left = q.attr.rnr_retry;
             }
             QpState::Sqd if entering => {

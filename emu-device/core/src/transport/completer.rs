@@ -50,18 +50,7 @@ pub(super) fn on_response(
                 eng.counters.rcvd_seq_err += 1;
                 ack_through(eng, now, qp, psn.sub(1));
                 if outstanding(eng, qp) {
-                    eng.counters.completer_retry_err += 1;
-                    rewind_to(eng, qp, psn);
-                    let adaptive = eng.device.config().adaptive_retransmit;
-                    // The responder answered: the resend gets a whole timeout, as in rxe
-                    // (its completer re-arms the timer after every response), not what is
-                    // left of one armed before the loss.
-                    if let Some(q) = eng.store.get_mut(qp) {
-                        if adaptive {
-                            q.transport.recovery.on_loss(now);
-                        }
-                        q.transport.arm_retransmit(now, q.attr.timeout);
-                    }
+                    on_sequence_nak(eng, now, qp, psn);
                 }
             }
             Syndrome::Nak(code) => {
@@ -87,7 +76,9 @@ pub(super) fn on_response(
         return;
     };
     match info.operation {
-        softroce_wire::Operation::ReadResponse => on_read_response(eng, now, qp, packet, psn),
+        softroce_wire::Operation::ReadResponse => {
+            on_read_response(eng, now, qp, packet, psn, info.position);
+        }
         softroce_wire::Operation::AtomicAcknowledge => {
             ack_through(eng, now, qp, psn.sub(1));
             let Some(q) = eng.store.get(qp) else {
@@ -120,6 +111,40 @@ pub(super) fn on_response(
             complete_front(eng, now, qp, 8);
         }
         _ => eng.counters.drop(DropReason::UnexpectedResponse),
+    }
+}
+
+/// A sequence-error NAK (a request packet was lost) for an outstanding request: resend
+/// from `psn`, counted against the retry count as a timeout is (IBTA's "implied NAK"
+/// rules, rxe's COMPST_ERROR_RETRY), unless a resend is already under way with nothing
+/// acknowledged since (then it is that resend's echo: ignored).
+fn on_sequence_nak(eng: &mut Engine<'_>, now: Instant, qp: QpHandle, psn: Psn) {
+    let forever_if_7 = eng.device.config().retry_cnt_7_is_infinite;
+    let adaptive = eng.device.config().adaptive_retransmit;
+    let Some(q) = eng.store.get_mut(qp) else {
+        return;
+    };
+    if q.transport.retry_started {
+        return;
+    }
+    let forever = q.attr.retry_cnt == 7 && forever_if_7;
+    if q.transport.retry_left == 0 && !forever {
+        eng.counters.retry_exceeded_err += 1;
+        fail_send(eng, qp, 0, WcStatus::RetryExcErr, VendorErr::RetryExceeded);
+        return;
+    }
+    q.transport.retry_left = q.transport.retry_left.saturating_sub(1);
+    q.transport.retry_started = true;
+    eng.counters.completer_retry_err += 1;
+    rewind_to(eng, qp, psn);
+    // The responder answered: the resend gets a whole timeout, as in rxe (its completer
+    // re-arms the timer after every response), not what is left of one armed before the
+    // loss.
+    if let Some(q) = eng.store.get_mut(qp) {
+        if adaptive {
+            q.transport.recovery.on_loss(now);
+        }
+        q.transport.arm_retransmit(now, q.attr.timeout);
     }
 }
 
@@ -190,7 +215,7 @@ fn after_progress(eng: &mut Engine<'_>, now: Instant, qp: QpHandle) {
     let Some(q) = eng.store.get_mut(qp) else {
         return;
     };
-    q.transport.retry_left = q.attr.retry_cnt;
+    q.transport.restart_retries(q.attr.retry_cnt);
     q.transport.rnr_left = q.attr.rnr_retry;
     q.transport
         .recovery
@@ -231,7 +256,7 @@ fn ack_through(eng: &mut Engine<'_>, now: Instant, qp: QpHandle, psn: Psn) {
             }
             if progress && let Some(q) = eng.store.get_mut(qp) {
                 q.transport.comp_psn = psn.next();
-                q.transport.retry_left = q.attr.retry_cnt;
+                q.transport.restart_retries(q.attr.retry_cnt);
                 q.transport.recovery.on_acked_before(psn.next(), now);
                 q.transport.arm_retransmit(now, q.attr.timeout);
             }
@@ -258,12 +283,43 @@ fn ack_through(eng: &mut Engine<'_>, now: Instant, qp: QpHandle, psn: Psn) {
     }
 }
 
+/// Whether a READ response at `index` of a READ of `npkts` packets, at byte `offset` of
+/// its `total`, has the length and the AETH its position requires: FIRST and MIDDLE carry
+/// a whole MTU and end no message, LAST and ONLY carry exactly what is left and end it;
+/// FIRST, LAST and ONLY acknowledge (an AETH with a NAK cannot carry data). A FIRST or ONLY
+/// may come where a resent READ request restarted the message (rxe's check_psn allows the
+/// same), so the opcode's position is checked against the READ's end, not its start.
+/// Anything else would leave part of the local buffer unwritten under a successful
+/// completion.
+fn read_response_fits(
+    position: softroce_wire::Position,
+    packet: &RocePacket<&[u8]>,
+    (index, npkts): (u32, u32),
+    (offset, total, mtu): (u64, u64, u64),
+) -> bool {
+    use softroce_wire::Position;
+    let len = packet.payload().len() as u64;
+    let last = index + 1 == npkts;
+    let acked = || {
+        packet
+            .aeth()
+            .is_some_and(|a| matches!(Syndrome::from_byte(a.syndrome_raw()), Syndrome::Ack { .. }))
+    };
+    match position {
+        Position::First => !last && len == mtu && acked(),
+        Position::Middle => !last && index > 0 && len == mtu,
+        Position::Last => last && index > 0 && offset + len == total && acked(),
+        Position::Only => last && offset + len == total && acked(),
+    }
+}
+
 fn on_read_response(
     eng: &mut Engine<'_>,
     now: Instant,
     qp: QpHandle,
     packet: &RocePacket<&[u8]>,
     psn: Psn,
+    position: softroce_wire::Position,
 ) {
     // Responses acknowledge every earlier request.
     ack_through(eng, now, qp, psn.sub(1));
@@ -314,12 +370,15 @@ fn on_read_response(
     let total = w.wr.total_len();
     let data = packet.payload();
     let pd = q.pd;
-    let sges = w.wr.sg_list.clone();
     let npkts = w.npkts;
-    if offset + data.len() as u64 > total {
-        fail_send(eng, qp, 0, WcStatus::LocLenErr, VendorErr::RecvTooSmall);
+    let index = psn.distance_from(first);
+    if !read_response_fits(position, packet, (index, npkts), (offset, total, mtu)) {
+        // Not the response this READ's position needs (a forged or corrupt packet): drop
+        // it; the READ is asked again after the timeout if the right one never comes.
+        eng.counters.drop(DropReason::Malformed);
         return;
     }
+    let sges = w.wr.sg_list.clone();
     if eng.store.scatter(pd, &sges, offset, data).is_err() {
         fail_send(eng, qp, 0, WcStatus::LocProtErr, VendorErr::LocalKey);
         return;
@@ -329,7 +388,7 @@ fn on_read_response(
         complete_front(eng, now, qp, total);
     } else if let Some(q) = eng.store.get_mut(qp) {
         q.transport.comp_psn = psn.next();
-        q.transport.retry_left = q.attr.retry_cnt;
+        q.transport.restart_retries(q.attr.retry_cnt);
         q.transport.recovery.on_acked_before(psn.next(), now);
         q.transport.arm_retransmit(now, q.attr.timeout);
     }
@@ -407,6 +466,7 @@ pub(super) fn on_timers(eng: &mut Engine<'_>, now: Instant, qp: QpHandle) {
         return;
     }
     q.transport.retry_left = q.transport.retry_left.saturating_sub(1);
+    q.transport.retry_started = true;
     let from = q.transport.comp_psn;
     eng.counters.completer_retry_err += 1;
     rewind_to(eng, qp, from);

@@ -235,9 +235,23 @@ fn rc_receive(
         .store
         .get(qp)
         .is_some_and(|q| q.init.qp_type == QpType::XrcRecv && q.transport.xrc_srq.is_none());
+    let inside_message = eng
+        .store
+        .get(qp)
+        .is_some_and(|q| !matches!(q.transport.in_progress, InProgress::None));
     let result = match info.operation {
         // Inside a message, another XRC SRQ than its FIRST named: malformed (class C).
         _ if xrc_switch => Err(invalid_request()),
+        // A READ or an atomic where a SEND or WRITE's MIDDLE or LAST belongs: the message
+        // lost its end (rxe's check_op_seq, IBTA 9.7.5.1.1: an invalid request).
+        Operation::ReadRequest
+        | Operation::CompareSwap
+        | Operation::FetchAdd
+        | Operation::AtomicWrite
+            if inside_message =>
+        {
+            Err(invalid_request())
+        }
         // The XRCETH named no XRC SRQ of the target's domain.
         _ if no_xrc_srq => Err(invalid_request()),
         // A QP not enabled for the operation does not support it: an invalid request,
@@ -691,6 +705,16 @@ fn on_write(
                 };
                 let (va, rkey, len) = (reth.va(), reth.rkey(), reth.dma_len());
                 if len > 1 << 31 || (pos == Position::Only && payload.len() != len as usize) {
+                    return Err(invalid_request());
+                }
+                // The pad makes the message a multiple of 4 bytes at its end, and only
+                // there (rxe's check_rkey: a length error otherwise).
+                let pad_wanted = if pos == Position::Only {
+                    len.wrapping_neg() & 3
+                } else {
+                    0
+                };
+                if u32::from(packet.bth().pad_count()) != pad_wanted {
                     return Err(invalid_request());
                 }
                 let at_va = if len > 0 {
