@@ -229,7 +229,13 @@ fn rc_send_survives_losing_its_first_middle_or_last_packet() {
         let b = pair.counters('b');
         assert!(a.retransmitted_pkts > 0, "packet {lost}: retransmitted");
         if lost < 4 {
-            assert_eq!(b.out_of_seq_request, 4 - lost as u64, "packet {lost}");
+            // Every packet behind the gap is dropped; the gap is NAKed (and counted) once.
+            assert_eq!(
+                b.drops_of(DropReason::OutOfSequence),
+                4 - lost as u64,
+                "packet {lost}"
+            );
+            assert_eq!(b.out_of_seq_request, 1, "packet {lost}");
             assert_eq!(a.rcvd_seq_err, 1, "one NAK per gap");
         }
     }
@@ -996,15 +1002,17 @@ fn a_lost_middle_packet_is_resent_on_the_sequence_nak_long_before_the_ack_timeou
     eprintln!("1 MiB WRITE: {clean:?} loss-free, {lossy:?} with packet 100 lost");
 
     let (a, b) = (pair.counters('a'), pair.counters('b'));
+    let behind_the_gap = b.drops_of(DropReason::OutOfSequence);
     assert!(
-        b.out_of_seq_request > 0,
+        behind_the_gap > 0,
         "packets behind the gap arrived out of order"
     );
+    assert_eq!(b.out_of_seq_request, 1, "one gap NAKed");
     assert_eq!(a.rcvd_seq_err, 1, "one NAK for the gap");
     assert_eq!(a.completer_retry_err, 1, "one go-back, caused by that NAK");
     // Go-back-N from the NAK's PSN resends exactly what b dropped: the lost packet and the
     // ones that arrived behind the gap, nothing that b had already placed.
-    assert_eq!(a.retransmitted_pkts, b.out_of_seq_request + 1);
+    assert_eq!(a.retransmitted_pkts, behind_the_gap + 1);
     assert_eq!(a.sent_pkts, 256 + a.retransmitted_pkts);
     // The NAK, not the timer, drove recovery: the loss cost at most one more pass over the
     // message, nowhere near one ACK timeout.

@@ -209,9 +209,11 @@ fn rc_receive(
     let psn = bth.psn;
     let diff = psn.diff(epsn);
     if diff > 0 {
-        eng.counters.out_of_seq_request += 1;
         eng.counters.drop(DropReason::OutOfSequence);
         if !q.transport.nak_sent {
+            // rxe's out_of_seq_request counts the gaps it NAKs, not every packet after one
+            // (those are the drop counter's).
+            eng.counters.out_of_seq_request += 1;
             if let Some(q) = eng.store.get_mut(qp) {
                 q.transport.nak_sent = true;
             }
