@@ -418,3 +418,26 @@ fn a_write_whose_pad_does_not_end_it_on_four_bytes_is_an_invalid_request() {
     assert_eq!(v.qp.state().unwrap(), QpState::Err);
     v.expect_event(EventType::QpReqErr);
 }
+
+#[test]
+fn a_send_first_shorter_than_the_mtu_fails_the_receive_it_opened() {
+    // A SEND FIRST carries exactly one MTU. One that does not is an invalid request, and
+    // (as rxe takes the receive before it checks the length) the receive the message
+    // opened completes with IBV_WC_REM_INV_REQ_ERR, the others are flushed.
+    let v = victim_with("127.0.13.13", "127.0.13.14", 2, |b| b.mtu(Mtu::Mtu1024));
+    v.peer.send(
+        Opcode::RC_SEND_FIRST,
+        FAKE_PSN,
+        ExtRepr::default(),
+        &[7; 40],
+    );
+    let nak = v.first_nak();
+    assert!(nak.is_nak(NakCode::InvalidRequest), "{nak:?}");
+    let wcs = v.cq.poll_wait(2, Duration::from_secs(5)).unwrap();
+    assert_eq!(
+        (wcs[0].wr_id, wcs[0].status, wcs[1].wr_id, wcs[1].status),
+        (0, WcStatus::RemInvReqErr, 1, WcStatus::WrFlushErr)
+    );
+    assert_eq!(v.qp.state().unwrap(), QpState::Err);
+    v.expect_event(EventType::QpReqErr);
+}

@@ -409,10 +409,26 @@ fn on_send(
     };
     let mtu = q.attr.path_mtu.bytes();
     let payload = packet.payload();
+    let starts = matches!(pos, Position::First | Position::Only);
     if !length_ok(pos, payload.len(), mtu) {
+        // rxe takes the message's receive before it checks the length (CHK_RESOURCE, then
+        // CHK_LENGTH): that receive completes in error with the QP (class C), or, with none
+        // posted, the answer is RNR. (Not through a tag matching SRQ: no tag was matched.)
+        let opens = starts && matches!(q.transport.in_progress, InProgress::None);
+        if opens && !receives_through_tm_srq(eng, qp) {
+            let Some((wqe, from_srq)) = take_recv_wqe(eng, qp) else {
+                return Err(Failure::Rnr);
+            };
+            if let Some(q) = eng.store.get_mut(qp) {
+                q.transport.in_progress = InProgress::Send {
+                    wqe,
+                    from_srq,
+                    offset: 0,
+                };
+            }
+        }
         return Err(invalid_request());
     }
-    let starts = matches!(pos, Position::First | Position::Only);
     let mut payload = payload;
     let (wqe, from_srq, offset) = match (starts, std::mem::take(&mut q.transport.in_progress)) {
         (true, InProgress::None) => match tm_start(eng, qp, payload) {
@@ -564,18 +580,23 @@ enum TmStart {
 }
 
 /// Match the first packet of a message against a tag matching SRQ (see [`crate::tm`]).
-fn tm_start(eng: &mut Engine<'_>, qp: QpHandle, payload: &[u8]) -> TmStart {
-    let Some(srq) = eng
-        .store
+/// Whether `qp` (RC) receives through a tag matching SRQ.
+fn receives_through_tm_srq(eng: &Engine<'_>, qp: QpHandle) -> bool {
+    eng.store
         .get(qp)
         .filter(|q| q.init.qp_type == QpType::Rc)
         .and_then(|q| q.init.srq)
-    else {
-        return TmStart::NotTm;
-    };
-    if eng.store.get(srq).and_then(|s| s.tm.as_ref()).is_none() {
+        .and_then(|srq| eng.store.get(srq))
+        .is_some_and(|s| s.tm.is_some())
+}
+
+fn tm_start(eng: &mut Engine<'_>, qp: QpHandle, payload: &[u8]) -> TmStart {
+    if !receives_through_tm_srq(eng, qp) {
         return TmStart::NotTm;
     }
+    let Some(srq) = eng.store.get(qp).and_then(|q| q.init.srq) else {
+        return TmStart::NotTm;
+    };
     let tmh = Tmh::parse(payload);
     let op = tmh.and_then(|h| h.op());
     let tagged = matches!(op, Some(TmhOp::Eager | TmhOp::Rndv));
