@@ -64,11 +64,23 @@ pub(crate) struct EmuContext {
     cmd_fd: std::fs::File,
     /// Addresses of this context's CQs, QPs and SRQs by (kind, raw device handle).
     objects: Mutex<HashMap<(ObjectKind, u64), usize>>,
+    /// The device objects made on this context and not destroyed yet, by the address of
+    /// the application's object: their order of going at close (lowest first) and how.
+    owned: Mutex<HashMap<usize, OwnedObject>>,
     /// `ibv_close_device` has begun: threads waiting in `ibv_get_async_event` leave with
     /// EIO (as a read of the kernel's closed event file) before the context is freed.
     closing: std::sync::atomic::AtomicBool,
     /// Threads inside `ibv_get_async_event` on this context.
     async_waiters: std::sync::atomic::AtomicUsize,
+}
+
+/// A device object a context made: how to destroy it when the context closes first.
+pub(crate) type CloseDestroy = Box<dyn FnOnce(&Device) -> VerbsResult<()> + Send>;
+
+/// An object of [`EmuContext::owned`].
+struct OwnedObject {
+    order: u8,
+    destroy: CloseDestroy,
 }
 
 /// Async events handed out and not yet acknowledged, across contexts (`ibv_ack_async_event`
@@ -280,6 +292,7 @@ impl EmuContext {
             query_hca: Mutex::new(query_hca),
             cmd_fd,
             objects: Mutex::new(HashMap::new()),
+            owned: Mutex::new(HashMap::new()),
         }));
         // SAFETY: freshly boxed; the mutex is initialised in place, where it stays.
         unsafe {
@@ -314,6 +327,7 @@ impl EmuContext {
         }
         lock(&PENDING_EVENTS).retain(|e| e.ctx != p as usize);
         lock(&LIVE_CONTEXTS).retain(|&c| c != p as usize);
+        ctx.destroy_owned();
         // SAFETY: the box from open, no longer used. Dropping joins the engine thread.
         unsafe {
             (*p).magic = 0;
@@ -377,6 +391,37 @@ impl EmuContext {
         queue.retain(|ev| element_key(ev.element) != Some((kind, handle)));
         if queue.is_empty() {
             let _ = self.async_fd.try_consume();
+        }
+    }
+
+    /// The application's object at `address` was made on this context: `destroy` removes
+    /// its device object if the context closes first (replacing what was said before).
+    pub(crate) fn own(&self, address: usize, order: u8, destroy: CloseDestroy) {
+        lock(&self.owned).insert(address, OwnedObject { order, destroy });
+    }
+
+    /// The application destroyed the object at `address` itself.
+    pub(crate) fn disown(&self, address: usize) {
+        lock(&self.owned).remove(&address);
+    }
+
+    /// `ibv_close_device` with objects left: the kernel's uverbs file release destroys
+    /// every object of the context, so they leave the wire (no peer reaches a closed
+    /// context's QP or writes through its region's rkey) and stop counting against the
+    /// device's limits while other contexts keep it open. The application's own
+    /// structures are not freed: ibv_open_device(3), close "does not release all the
+    /// resources allocated using context".
+    fn destroy_owned(&self) {
+        let Some(dev) = self.device.as_ref() else {
+            return;
+        };
+        let mut owned: Vec<OwnedObject> = lock(&self.owned).drain().map(|(_, o)| o).collect();
+        owned.sort_by_key(|o| o.order);
+        for o in owned {
+            if let Err(e) = (o.destroy)(dev) {
+                // Said with SOFTROCE_LOG=verbs; the close goes on.
+                fail("ibv_close_device", e.errno(), e);
+            }
         }
     }
 

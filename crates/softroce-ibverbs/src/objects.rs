@@ -14,9 +14,9 @@ use std::time::Duration;
 use smallvec::SmallVec;
 use softroce_emu::Hca;
 use softroce_emu::core::{
-    AccessFlags, AhHandle, ChannelHandle, CqHandle, DmHandle, MrHandle, MwHandle, MwType, PdHandle,
-    PostError, QpAttrMask, QpHandle, QpType, RecvWr, SendFlags, SendWr, SrqHandle, TmOpKind,
-    VerbsError, VerbsResult, WcOpcode, WorkCompletion, XrcdHandle,
+    AccessFlags, AhHandle, ChannelHandle, CqHandle, DmHandle, EventElement, MrHandle, MwHandle,
+    MwType, PdHandle, PostError, QpAttrMask, QpHandle, QpType, RecvWr, SendFlags, SendWr,
+    SrqHandle, TmOpKind, VerbsError, VerbsResult, WcOpcode, WorkCompletion, XrcdHandle,
 };
 use softroce_emu::driver::{Device, EventFd};
 use softroce_ibverbs_abi::convert::{CWorkRequest, ConvertError};
@@ -69,6 +69,17 @@ pub(crate) unsafe trait Object: Sized {
 
     /// Free the device's object.
     fn destroy_on(dev: &Device, handle: Self::Handle) -> VerbsResult<()>;
+
+    /// When the object goes, among those its context still has at `ibv_close_device`:
+    /// lower first (the kernel's order: QPs, SRQs, windows, AHs, regions, DMs, CQs,
+    /// channels, XRC domains, PDs), so that nothing is in use when it goes.
+    const CLOSE_ORDER: u8;
+
+    /// Free the device's object as its context closes: as [`Object::destroy_on`], but
+    /// without waiting for events nobody will acknowledge any more.
+    fn close_on(dev: &Device, handle: Self::Handle) -> VerbsResult<()> {
+        Self::destroy_on(dev, handle)
+    }
 
     /// Undo what creation set up besides the allocation and the device's object.
     ///
@@ -125,9 +136,30 @@ pub(crate) unsafe fn resolve<'a, O: Object>(
     })
 }
 
-/// Allocate a new object for the application (its address stays put until [`destroy`]).
-fn publish<O: Object>(object: Box<O>) -> *mut O {
-    Box::into_raw(object)
+/// Allocate a new object for the application (its address stays put until [`destroy`]);
+/// its context destroys the device's object at `ibv_close_device` if the application has
+/// not by then.
+fn publish<O: Object>(object: Box<O>) -> *mut O
+where
+    O::Handle: Send + 'static,
+{
+    let ptr = Box::into_raw(object);
+    // SAFETY: just allocated; its context field was set by the caller.
+    let (context, handle) = unsafe { (O::context(ptr), O::handle(ptr)) };
+    // SAFETY: objects are made on contexts of this library.
+    if let Some(ctx) = unsafe { EmuContext::from_ctx(context) } {
+        ctx.own(
+            ptr as usize,
+            O::CLOSE_ORDER,
+            Box::new(move |dev: &Device| O::close_on(dev, handle)),
+        );
+    }
+    ptr
+}
+
+/// The application destroyed the object at `ptr`: its context no longer owns it.
+fn unpublish<O: Object>(ctx: &EmuContext, ptr: *mut O) {
+    ctx.disown(ptr as usize);
 }
 
 /// `ibv_destroy_*`: the device's object first (when it refuses, the application keeps a
@@ -139,6 +171,7 @@ unsafe fn destroy<O: Object>(verb: &str, c: *mut O::C) -> Result<(), c_int> {
     // SAFETY: forwarded.
     let o = unsafe { resolve::<O>(verb, c) }?;
     O::destroy_on(o.dev, o.handle).map_err(|e| fail(verb, e.errno(), e))?;
+    unpublish(o.ctx, o.ptr);
     // SAFETY: allocated by publish, no longer used.
     unsafe {
         O::release(o.ctx, o.ptr);
@@ -252,6 +285,7 @@ unsafe impl Object for EmuPd {
     type Handle = PdHandle;
     const ARG: &'static str = "pd";
     object_fields!(pd);
+    const CLOSE_ORDER: u8 = 10;
     fn destroy_on(dev: &Device, handle: PdHandle) -> VerbsResult<()> {
         dev.with(|h| h.dealloc_pd(handle))
     }
@@ -306,6 +340,7 @@ unsafe fn dealloc_pd(verb: &str, pd: *mut ibv_pd) -> Result<(), c_int> {
         return unsafe { destroy::<EmuPd>(verb, pd) };
     };
     on_device(verb, p.dev, |h| h.dealloc_parent_domain(p.handle))?;
+    unpublish(p.ctx, p.ptr);
     if !td.is_null() {
         // SAFETY: the thread domain outlives the parent domains counted in it.
         unsafe { &(*td).users }.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
@@ -446,12 +481,19 @@ pub(crate) unsafe extern "C" fn vctx_alloc_parent_domain(
             context,
             handle: p.handle.to_raw() as u32,
         };
-        Ok(publish(Box::new(EmuPd {
+        let parent = publish(Box::new(EmuPd {
             pd,
             handle: p.handle,
             parent_of_td: Some(td),
-        }))
-        .cast())
+        }));
+        // It shares its PD's handle: at close it goes as a parent domain, before the PDs.
+        let handle = p.handle;
+        p.ctx.own(
+            parent as usize,
+            EmuPd::CLOSE_ORDER - 1,
+            Box::new(move |dev: &Device| dev.with(|h| h.dealloc_parent_domain(handle))),
+        );
+        Ok(parent.cast())
     })
 }
 
@@ -469,6 +511,7 @@ unsafe impl Object for EmuMr {
     type Handle = MrHandle;
     const ARG: &'static str = "mr";
     object_fields!(mr);
+    const CLOSE_ORDER: u8 = 4;
     fn destroy_on(dev: &Device, handle: MrHandle) -> VerbsResult<()> {
         dev.with(|h| h.dereg_mr(handle))
     }
@@ -663,6 +706,7 @@ unsafe impl Object for EmuDm {
     type Handle = DmHandle;
     const ARG: &'static str = "dm";
     object_fields!(dm);
+    const CLOSE_ORDER: u8 = 5;
     fn destroy_on(dev: &Device, handle: DmHandle) -> VerbsResult<()> {
         dev.with(|h| h.free_dm(handle))
     }
@@ -912,6 +956,7 @@ unsafe impl Object for EmuMw {
     type Handle = MwHandle;
     const ARG: &'static str = "mw";
     object_fields!(mw);
+    const CLOSE_ORDER: u8 = 2;
     fn destroy_on(dev: &Device, handle: MwHandle) -> VerbsResult<()> {
         dev.with(|h| h.dealloc_mw(handle))
     }
@@ -998,6 +1043,7 @@ unsafe impl Object for EmuChannel {
     type Handle = ChannelHandle;
     const ARG: &'static str = "channel";
     object_fields!(ch);
+    const CLOSE_ORDER: u8 = 7;
     fn destroy_on(dev: &Device, handle: ChannelHandle) -> VerbsResult<()> {
         dev.destroy_comp_channel(handle)
     }
@@ -1052,6 +1098,13 @@ unsafe impl Object for EmuCq {
     type Handle = CqHandle;
     const ARG: &'static str = "cq";
     object_fields!(cqx);
+    const CLOSE_ORDER: u8 = 6;
+    fn close_on(dev: &Device, handle: CqHandle) -> VerbsResult<()> {
+        dev.with(|h| {
+            h.forget_unacknowledged(EventElement::Cq(handle));
+            h.destroy_cq(handle)
+        })
+    }
     fn destroy_on(dev: &Device, handle: CqHandle) -> VerbsResult<()> {
         destroy_after_acks(
             dev,
@@ -1348,6 +1401,13 @@ unsafe impl Object for EmuSrq {
     type Handle = SrqHandle;
     const ARG: &'static str = "srq";
     object_fields!(srq);
+    const CLOSE_ORDER: u8 = 1;
+    fn close_on(dev: &Device, handle: SrqHandle) -> VerbsResult<()> {
+        dev.with(|h| {
+            h.forget_unacknowledged(EventElement::Srq(handle));
+            h.destroy_srq(handle)
+        })
+    }
     fn destroy_on(dev: &Device, handle: SrqHandle) -> VerbsResult<()> {
         destroy_after_acks(
             dev,
@@ -1510,6 +1570,13 @@ unsafe impl Object for EmuQp {
     type Handle = QpHandle;
     const ARG: &'static str = "qp";
     object_fields!(qpx.qp_base);
+    const CLOSE_ORDER: u8 = 0;
+    fn close_on(dev: &Device, handle: QpHandle) -> VerbsResult<()> {
+        dev.with(|h| {
+            h.forget_unacknowledged(EventElement::Qp(handle));
+            h.destroy_qp(handle)
+        })
+    }
     fn destroy_on(dev: &Device, handle: QpHandle) -> VerbsResult<()> {
         destroy_after_acks(
             dev,
@@ -1938,6 +2005,7 @@ unsafe impl Object for EmuAh {
     type Handle = AhHandle;
     const ARG: &'static str = "ah";
     object_fields!(ah);
+    const CLOSE_ORDER: u8 = 3;
     fn destroy_on(dev: &Device, handle: AhHandle) -> VerbsResult<()> {
         dev.with(|h| h.destroy_ah(handle))
     }
@@ -2129,6 +2197,7 @@ unsafe impl Object for EmuXrcd {
     type Handle = XrcdHandle;
     const ARG: &'static str = "xrcd";
     object_fields!(xrcd);
+    const CLOSE_ORDER: u8 = 8;
     fn destroy_on(dev: &Device, handle: XrcdHandle) -> VerbsResult<()> {
         dev.with(|h| h.close_xrcd(handle))
     }

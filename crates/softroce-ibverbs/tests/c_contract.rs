@@ -379,6 +379,13 @@ fn man_pages_async_events_are_per_context() {
     run_c_program("man_async_per_context", "softroce0=127.77.30.42");
 }
 
+/// ibv_close_device with objects left while another context keeps the device open: they
+/// go with the context (a peer's WRITE into its QP no longer lands).
+#[test]
+fn closing_a_context_destroys_the_objects_left_on_it() {
+    run_c_program("man_close_device", "softroce0=127.77.30.43");
+}
+
 /// A UD send the host refuses (the socket's sendmmsg fails) completes
 /// IBV_WC_LOC_QP_OP_ERR and is counted in `send_err`; the QP recovers from SQE.
 #[test]

@@ -891,6 +891,20 @@ impl Hca {
         Ok(())
     }
 
+    /// Forget the events about `element` retrieved and never acknowledged (a CQ's
+    /// completion events too), so that it can be destroyed: what closing the context that
+    /// made it does (the kernel's uverbs file release destroys its objects regardless).
+    pub fn forget_unacknowledged(&mut self, element: EventElement) {
+        if let Some(unacked) = self.async_unacked(element) {
+            *unacked = 0;
+        }
+        if let EventElement::Cq(h) = element
+            && let Some(c) = self.cqs.get_mut(h)
+        {
+            c.events_unacked = 0;
+        }
+    }
+
     /// The count of retrieved, unacknowledged async events about `element` (`None`: the
     /// object no longer exists). Port and device events are counted by [`Events`]; the
     /// others on their objects, which cannot be destroyed while it is non-zero.
