@@ -985,3 +985,31 @@ fn the_device_clock_reads_time_since_its_epoch_and_never_goes_back() {
     hca.advance_clock(epoch + Duration::from_nanos(700));
     assert_eq!(hca.clock(), 700);
 }
+
+#[test]
+fn max_ah_address_handles_exist_and_one_more_is_refused() {
+    // ibv_query_device(3)'s max_ah is the most AHs the device has (rxe's AH pool is capped
+    // at it): all of them can be made, the next is ENOMEM, and one destroyed makes room.
+    let mut hca = device();
+    let pd = hca.alloc_pd().unwrap();
+    let max = hca.query_device().max_ah as usize;
+    let attr = AhAttr::new(Gid::from_ip("127.0.0.2".parse().unwrap()), 0);
+    let ahs: Vec<_> = (0..max).map(|_| hca.create_ah(pd, attr).unwrap()).collect();
+    let err = hca.create_ah(pd, attr).unwrap_err();
+    assert_eq!(err.errno(), libc::ENOMEM, "{err}");
+    assert!(err.to_string().contains("max_ah"), "{err}");
+    hca.destroy_ah(ahs[0]).unwrap();
+    hca.create_ah(pd, attr).unwrap();
+}
+
+#[test]
+fn a_process_sharing_the_device_advertises_the_qps_its_slot_can_number() {
+    // A process on a shared device numbers its QPs from its slot's 2^18 QPNs: max_qp says
+    // so (it said a million, and QP 262 128 failed).
+    let mut config = HcaConfig::new("softroce0", "127.0.0.1".parse().unwrap());
+    config.qpn_slot = Some(3);
+    let hca = Hca::new(config);
+    let slot = qpn_slot_range(3);
+    assert_eq!(hca.query_device().max_qp, slot.end - slot.start);
+    assert_eq!(device().query_device().max_qp, 0x10_0000 - 0x11);
+}

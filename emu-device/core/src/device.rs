@@ -375,7 +375,11 @@ impl Device {
             vendor_id: 0xFFFFFF,
             vendor_part_id: 0,
             hw_ver: 0,
-            max_qp: 0x10_0000 - FIRST_QPN,
+            // A process sharing the device has its slot's QPNs only: no more QPs than that.
+            max_qp: config.qpn_slot.map_or(0x10_0000 - FIRST_QPN, |slot| {
+                let r = qpn_slot_range(slot);
+                r.end - r.start
+            }),
             max_qp_wr: 0x4000,
             // rxe's flags plus IBV_DEVICE_XRC (1 << 20): XRC domains, SRQs and QPs.
             device_cap_flags: 0x0112_3C76,

@@ -268,6 +268,23 @@ int main(void)
 	bad = NULL;
 	CHECK(ibv_post_send(rc, &wr, &bad) == EINVAL && bad == &wr,
 	      "inline data beyond max_inline_data");
+	/* Inline or not, more SGEs than max_send_sge are refused (rxe's and mlx5's providers
+	 * check num_sge first): empty pieces, so only their number is wrong. */
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qia;
+	CHECK(ibv_query_qp(rc, &qa, IBV_QP_CAP, &qia) == 0, "query the caps");
+	struct ibv_sge pieces[64] = {{0}};
+	if (qia.cap.max_send_sge < 64) {
+		for (unsigned i = 0; i < 64; i++)
+			pieces[i].addr = (uintptr_t)buf;
+		wr.sg_list = pieces;
+		wr.num_sge = (int)qia.cap.max_send_sge + 1;
+		bad = NULL;
+		CHECK(ibv_post_send(rc, &wr, &bad) == EINVAL && bad == &wr,
+		      "inline with num_sge %d over max_send_sge %u", wr.num_sge,
+		      qia.cap.max_send_sge);
+		wr.num_sge = 1;
+	}
 	wr.sg_list = &sge;
 	wr.send_flags = 0;
 	CHECK(poll_n_within(cq, wc, 1, 300) == 0, "refused WRs never complete");

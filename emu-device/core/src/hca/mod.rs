@@ -735,6 +735,10 @@ impl Hca {
         const VERB: &str = "create_ah";
         self.store.lookup(VERB, pd)?;
         self.device.check_ah_attr(VERB, &attr)?;
+        // The advertised limit holds (rxe's AH pool is capped at it too).
+        if self.store.count::<AhHandle>() >= self.device.attr().max_ah as usize {
+            return Err(VerbsError::no_resources(VERB, "max_ah reached"));
+        }
         let handle = self.store.insert_ah(Ah { pd, attr });
         self.store.add_pd_users(VERB, pd, 1)?;
         Ok(handle)

@@ -1012,6 +1012,17 @@ impl Hca {
                 format!("send queue full ({} WRs)", q.init.cap.max_send_wr),
             ));
         }
+        // Inline or not (rxe's and mlx5's providers check it first, whatever the flags).
+        if wr.sg_list.len() > q.init.cap.max_send_sge as usize {
+            return Err(VerbsError::invalid(
+                VERB,
+                format!(
+                    "num_sge {} exceeds max_send_sge {}",
+                    wr.sg_list.len(),
+                    q.init.cap.max_send_sge
+                ),
+            ));
+        }
         let inline = wr.send_flags.contains(SendFlags::INLINE);
         let total = wr.total_len();
         // ATOMIC WRITE's 8 bytes travel in the WQE, as the other atomics' operands do
@@ -1035,15 +1046,6 @@ impl Hca {
                     format!("{} cannot be inline", wr.opcode),
                 ));
             }
-        } else if wr.sg_list.len() > q.init.cap.max_send_sge as usize {
-            return Err(VerbsError::invalid(
-                VERB,
-                format!(
-                    "num_sge {} exceeds max_send_sge {}",
-                    wr.sg_list.len(),
-                    q.init.cap.max_send_sge
-                ),
-            ));
         }
         if total > u64::from(self.device.attr().max_msg_sz) {
             return Err(VerbsError::invalid(
