@@ -17,6 +17,7 @@ use softroce_emu::core::{
     AccessFlags, AhHandle, ChannelHandle, CqHandle, DmHandle, EventElement, MrHandle, MwHandle,
     MwType, PdHandle, PostError, QpAttrMask, QpHandle, QpType, RecvWr, SendFlags, SendWr,
     SrqHandle, TmOpKind, VerbsError, VerbsResult, WcOpcode, WorkCompletion, XrcdHandle,
+    without_ignored_xrc_attributes,
 };
 use softroce_emu::driver::{Device, EventFd};
 use softroce_ibverbs_abi::convert::{CWorkRequest, ConvertError};
@@ -1706,7 +1707,9 @@ pub(crate) unsafe extern "C" fn ibv_modify_qp(
         if attr.is_null() {
             return Err(fail(VERB, libc::EINVAL, "qp_attr is NULL"));
         }
-        let mask = QpAttrMask(mask as u32);
+        // SAFETY: as above.
+        let qp_type = unsafe { EmuQp::qp_type(q.ptr) };
+        let mask = without_ignored_xrc_attributes(qp_type, QpAttrMask(mask as u32));
         // SAFETY: non-NULL from the caller.
         let c = unsafe { &*attr };
         let mut a = convert::qp_attr_from_c(c, mask).map_err(|e| fail_convert(VERB, e))?;

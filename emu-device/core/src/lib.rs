@@ -128,6 +128,7 @@ pub use multicast::MULTICAST_QPN;
 pub use objects::{AhAttr, QpAttr, QpCap, QpInitAttr, SrqAttr, SrqAttrMask};
 pub use qp_state::{
     TransitionError, TransitionRule, check_transition, required_mask, transition_rule,
+    without_ignored_xrc_attributes,
 };
 pub use tm::{TM_CAPS, TmCaps, TmOp, TmOpKind};
 pub use transport::gsi::{GSI_QPN, ReceivedMad};

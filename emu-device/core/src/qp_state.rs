@@ -298,6 +298,19 @@ impl fmt::Display for TransitionError {
 
 impl std::error::Error for TransitionError {}
 
+/// The mask `ibv_modify_qp` hands on for a QP of `qp_type`: the kernel's uverbs layer
+/// (`modify_qp_mask`) drops the attributes an XRC QP ignores before the table is checked,
+/// the responder's on an initiator, the requester's on a target (perftest's `-c XRC` sets
+/// them all). The table itself ([`check_transition`]) stays strict, as the kernel's.
+pub const fn without_ignored_xrc_attributes(qp_type: QpType, mask: M) -> M {
+    let ignored = match qp_type {
+        QpType::XrcSend => M::MAX_DEST_RD_ATOMIC.0 | M::MIN_RNR_TIMER.0,
+        QpType::XrcRecv => M::MAX_QP_RD_ATOMIC.0 | M::RETRY_CNT.0 | M::RNR_RETRY.0,
+        _ => 0,
+    };
+    M(mask.0 & !ignored)
+}
+
 /// Check a modify_qp mask: the transition implied by `IBV_QP_STATE` (or staying in `cur`
 /// without it) must be allowed, and the mask must hold every required bit and only
 /// required or optional ones.
@@ -383,6 +396,16 @@ mod tests {
         );
         let rts = M::STATE | M::TIMEOUT | M::SQ_PSN;
         assert!(check_transition(QpType::XrcRecv, QpState::Rtr, QpState::Rts, rts).is_ok());
+        // What ibv_modify_qp passes on (uverbs' modify_qp_mask) fits the table.
+        let ini = without_ignored_xrc_attributes(QpType::XrcSend, rtr | responder);
+        assert_eq!(ini, rtr);
+        let requester = M::MAX_QP_RD_ATOMIC | M::RETRY_CNT | M::RNR_RETRY;
+        let tgt = without_ignored_xrc_attributes(QpType::XrcRecv, rts | requester);
+        assert_eq!(tgt, rts);
+        assert_eq!(
+            without_ignored_xrc_attributes(QpType::Rc, rts | requester),
+            rts | requester
+        );
         assert!(matches!(
             check_transition(QpType::XrcSend, QpState::Rtr, QpState::Rts, rts),
             Err(TransitionError::MissingAttributes { .. })
