@@ -247,6 +247,17 @@ fn the_kernels_rules_hold() {
 /// raccept never hangs on a requester that died mid-handshake (a forked child on the second
 /// device): a non-blocking raccept answers EAGAIN within seconds, and the listener serves
 /// the next, live, client.
+/// A process exiting with a connected id it never destroyed: its peer hears DISCONNECTED
+/// at once (the kernel destroys the ids of an exiting process, which sends a DREQ).
+#[test]
+fn a_process_exiting_with_a_connection_says_goodbye() {
+    run_with(
+        "rdmacm_exit_farewell",
+        &["127.77.38.1", "127.77.38.2"],
+        library_dir(),
+    );
+}
+
 #[test]
 fn raccept_survives_a_dead_requester() {
     run_with(

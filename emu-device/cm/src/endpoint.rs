@@ -639,6 +639,16 @@ impl CmEndpoint {
         Ok(())
     }
 
+    /// Destroy every connection ([`destroy`](Self::destroy) each): what the kernel does
+    /// for a process that exits with its rdma_cm ids (ucma_close), so its peers hear a DREQ
+    /// or a REJ instead of retrying into silence.
+    pub fn destroy_all(&mut self) {
+        let ids: Vec<u32> = self.connections.keys().copied().collect();
+        for id in ids {
+            let _ = self.destroy(ConnId(id));
+        }
+    }
+
     /// Resolve a service ID to a UD QPN with a SIDR_REQ (`ib_send_cm_sidr_req`), retried
     /// until the SIDR_REP.
     pub fn sidr_resolve(&mut self, now: Instant, params: SidrParams) -> Result<ConnId, CmError> {

@@ -208,6 +208,13 @@ impl CmAgent {
             .unwrap_or_else(|| SocketAddr::new(gid.to_ip(), self.own_port))
     }
 
+    /// The process is exiting with connections: destroy them all and hand their farewells
+    /// (DREQ, DREP, REJ) to QP1 (see [`CmEndpoint::destroy_all`]).
+    pub fn destroy_all(&mut self, hca: &mut Hca) {
+        self.endpoint.destroy_all();
+        self.transmit(hca);
+    }
+
     fn transmit(&mut self, hca: &mut Hca) {
         while let Some(t) = self.endpoint.poll_transmit() {
             let mut buf = [0u8; MAD_LEN];

@@ -1277,7 +1277,7 @@ impl Device {
 
     /// What closing the device would do, for a process that exits with it open (exit runs
     /// no destructors; librdmacm never closes the devices it opens): send the ACKs it
-    /// holds, print the counters when asked (`SOFTROCE_COUNTERS=stderr`) and flush and close
+    /// holds and the connection manager's farewells, print the counters when asked (`SOFTROCE_COUNTERS=stderr`) and flush and close
     /// the pcap capture, so its last packets are not lost. Skips a capture that another
     /// thread is writing at that moment.
     pub fn finish_at_exit(&self) {
@@ -1290,6 +1290,11 @@ impl Device {
             // destroying its QPs must not leave the peer resending its last message
             // until its retries run out.
             hca.send_held_acks();
+            // Nor leave a connected peer waiting out its DREQ's retries (or forever): the
+            // kernel destroys the rdma_cm ids of an exiting process, which says goodbye.
+            if let Ok(mut cm) = self.shared.cm.try_lock() {
+                cm.destroy_all(&mut hca);
+            }
             pump(&self.shared, &mut hca, Instant::now());
         }
         if self.shared.counters_at_close {
