@@ -596,6 +596,7 @@ unsafe extern "C" fn vctx_query_device_ex(
         let n = attr_size.min(size_of::<ibv_device_attr_ex>());
         // SAFETY: the caller's struct holds attr_size bytes; we write at most that.
         unsafe {
+            zero_newer_fields(attr.cast(), attr_size);
             std::ptr::copy_nonoverlapping(
                 std::ptr::from_ref(&ex).cast::<u8>(),
                 attr.cast::<u8>(),
@@ -664,9 +665,23 @@ pub(crate) unsafe fn write_port_attr(
     let n = len.min(size_of::<ibv_port_attr>());
     // SAFETY: the caller's struct holds `len` bytes.
     unsafe {
+        zero_newer_fields(attr.cast(), len);
         std::ptr::copy_nonoverlapping(std::ptr::from_ref(&a).cast::<u8>(), attr.cast::<u8>(), n)
     };
     Ok(())
+}
+
+/// Zero a query's output struct of `len` bytes before filling what we know of it, as
+/// libibverbs does (`memset(port_attr, 0, port_attr_len)`): a program built against newer
+/// headers (rdma-core 49's `active_speed_ex` after `port_cap_flags2`) reads 0, "not
+/// reported", in the fields past ours, not its stack's garbage. At most 4 KiB: no struct
+/// of these grows that far, and a wild length then costs no more.
+///
+/// # Safety
+/// `out` must be writable for `len` bytes.
+unsafe fn zero_newer_fields(out: *mut u8, len: usize) {
+    // SAFETY: as documented (never more than `len`).
+    unsafe { std::ptr::write_bytes(out, 0, len.min(4096)) };
 }
 
 unsafe extern "C" fn vctx_query_port(

@@ -58,6 +58,21 @@ int main(void)
 		      pa.max_msg_sz > 0,
 	      "port attributes");
 	CHECK(ibv_query_port(ctx, 0, &pa) == EINVAL, "port 0 does not exist");
+	/* A program built against newer headers passes a longer struct (rdma-core 49 adds
+	 * active_speed_ex): what the library does not know reads 0, as libibverbs' memset
+	 * leaves it, not the caller's old bytes. */
+	{
+		unsigned char bigger[sizeof(struct ibv_port_attr) + 16];
+		memset(bigger, 0xcc, sizeof(bigger));
+		struct verbs_context *vctx = verbs_get_ctx(ctx);
+		CHECK(vctx && vctx->query_port(ctx, 1, (struct ibv_port_attr *)bigger,
+					       sizeof(bigger)) == 0,
+		      "query_port with a longer struct");
+		int zero = 1;
+		for (size_t i = sizeof(struct ibv_port_attr); i < sizeof(bigger); i++)
+			zero &= bigger[i] == 0;
+		CHECK(zero, "the fields past ibv_port_attr read 0");
+	}
 
 	/* ibv_query_gid_ex(3): flags "for now must be 0". */
 	struct ibv_gid_entry ge;
