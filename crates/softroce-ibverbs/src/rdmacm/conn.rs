@@ -525,7 +525,9 @@ fn on_sidr_request(
 
 /// The id listening on `service` of device `index` for `dst`: bound to it, or to a wildcard
 /// that takes `dst`'s family (the kernel's cma_match_private_data: a wildcard taking only
-/// its own family, AFONLY, does not hear the other).
+/// its own family, AFONLY, does not hear the other). A wildcard is what the kernel's
+/// cma_any_addr says: 0.0.0.0, `::` and a loopback address no device has (a listener on
+/// 127.0.0.1 hears every device's address, as `rping -s -a 127.0.0.1` does on a real stack).
 fn listener_for(r: &Routes, index: usize, service: u64, dst: IpAddr) -> Option<usize> {
     let ids = r.listeners.get(&(index, service))?;
     let bound = |&&p: &&usize| {
@@ -539,7 +541,7 @@ fn listener_for(r: &Routes, index: usize, service: u64, dst: IpAddr) -> Option<u
         .or_else(|| {
             ids.iter().find(|p| {
                 bound(p).is_some_and(|(ip, afonly)| {
-                    ip.is_unspecified() && (!afonly || ip.is_ipv4() == dst.is_ipv4())
+                    id::is_any_address(ip) && (!afonly || ip.is_ipv4() == dst.is_ipv4())
                 })
             })
         })
@@ -750,9 +752,12 @@ pub(crate) fn listen(cm_id: &mut CmId, backlog: c_int) -> Result<(), c_int> {
         (st.bound.ok_or(libc::EINVAL)?, st.device)
     };
     let service = port_space(cm_id.c.ps).service_id(bound.port());
+    // A wildcard listens on every device (the kernel's cma_listen_on_all), a loopback
+    // address no device has too (bind gave it the first device's context, for the
+    // programs that probe with 127.0.0.1, but it is a wildcard all the same).
     let devices: Vec<usize> = match bound_device {
-        Some(d) => vec![d],
-        None => (0..id::device_count()).collect(),
+        Some(d) if !id::is_any_address(bound.ip()) => vec![d],
+        _ => (0..id::device_count()).collect(),
     };
     let me = std::ptr::from_ref(cm_id) as usize;
     for &d in &devices {

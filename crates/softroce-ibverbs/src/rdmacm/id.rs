@@ -750,7 +750,7 @@ pub(crate) fn claim_port_for_listening(cm_id: &CmId) -> Result<(), c_int> {
 /// The kernel's cma_any_addr: a wildcard, 0.0.0.0/8 or loopback address. softroce's
 /// devices live on 127.x addresses, so a loopback address that names a device is a specific
 /// address here (the kernel's loopback has no RDMA device of its own).
-fn is_any_address(ip: IpAddr) -> bool {
+pub(crate) fn is_any_address(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) if v4.octets()[0] == 0 => true,
         ip if ip.is_unspecified() => true,

@@ -10,7 +10,8 @@
  * class whatever the TOS) and one group joined twice, left once (the later join goes);
  * rdma_create_ep(3) honouring rdma_getaddrinfo(3)'s ai_route (as RDMA_OPTION_IB_PATH) and
  * ai_connect ("transferred as private data, with any user supplied private data following
- * it"); rdma_destroy_srq(3) of an XRC target taking the CQs made for it.
+ * it"); rdma_destroy_srq(3) of an XRC target taking the CQs made for it; a listener on
+ * 127.0.0.1 hearing the device's address (cma_any_addr).
  * Prints "N failures". */
 #include <fcntl.h>
 #include <pthread.h>
@@ -343,6 +344,27 @@ static void xrc_target_srq(void)
 	rdma_freeaddrinfo(res);
 }
 
+/* A listener bound to 127.0.0.1 (cma_any_addr: loopback is a wildcard, the id gets no
+ * device and rdma_listen listens on all of them) hears a request for the server device's own
+ * address, as rping -s -a 127.0.0.1 does on a real stack. */
+static void loopback_listener_is_a_wildcard(void)
+{
+	step = "a listener on 127.0.0.1";
+	struct rdma_cm_id *l = listening_on(ch, "127.0.0.1", PORT + 5);
+	struct rdma_cm_event *req = NULL;
+	struct rdma_cm_id *c = ask(PORT + 5, &req);
+	CHECK(c && req && req->listen_id == l,
+	      "the request for %s reached the 127.0.0.1 listener", server_ip);
+	if (req) {
+		CHECK(rdma_reject(req->id, NULL, 0) == 0, "reject it");
+		rdma_ack_cm_event(req);
+		CHECK(next_event_is(ch, RDMA_CM_EVENT_REJECTED, c, 28), "the client is told");
+	}
+	if (c)
+		rdma_destroy_id(c);
+	rdma_destroy_id(l);
+}
+
 int main(int argc, char **argv)
 {
 	ch = two_device_start(argc, argv, &server_ip, &client_ip);
@@ -351,5 +373,6 @@ int main(int argc, char **argv)
 	multicast_records();
 	endpoints_from_addrinfo();
 	xrc_target_srq();
+	loopback_listener_is_a_wildcard();
 	return two_device_end(ch);
 }
