@@ -776,3 +776,91 @@ pub(crate) mod rdmacm {
         }
     }
 }
+
+/// The kernel's verbs ABI structs the marshalling helpers convert (`<rdma/ib_user_verbs.h>`),
+/// checked the same way against that header.
+pub(crate) mod kern {
+    use super::*;
+    use crate::kern::*;
+
+    layout! {
+        ib_uverbs_global_route 24 4 {
+            dgid           0 16,
+            flow_label    16  4,
+            sgid_index    20  1,
+            hop_limit     21  1,
+            traffic_class 22  1,
+        }
+        ib_uverbs_ah_attr 32 4 {
+            grh            0 24,
+            dlid          24  2,
+            sl            26  1,
+            src_path_bits 27  1,
+            static_rate   28  1,
+            is_global     29  1,
+            port_num      30  1,
+        }
+        ib_uverbs_qp_attr 144 4 {
+            qp_attr_mask          0  4,
+            qp_state              4  4,
+            cur_qp_state          8  4,
+            path_mtu             12  4,
+            path_mig_state       16  4,
+            qkey                 20  4,
+            rq_psn               24  4,
+            sq_psn               28  4,
+            dest_qp_num          32  4,
+            qp_access_flags      36  4,
+            ah_attr              40 32,
+            alt_ah_attr          72 32,
+            max_send_wr         104  4,
+            max_recv_wr         108  4,
+            max_send_sge        112  4,
+            max_recv_sge        116  4,
+            max_inline_data     120  4,
+            pkey_index          124  2,
+            alt_pkey_index      126  2,
+            en_sqd_async_notify 128  1,
+            sq_draining         129  1,
+            max_rd_atomic       130  1,
+            max_dest_rd_atomic  131  1,
+            min_rnr_timer       132  1,
+            port_num            133  1,
+            timeout             134  1,
+            retry_cnt           135  1,
+            rnr_retry           136  1,
+            alt_port_num        137  1,
+            alt_timeout         138  1,
+        }
+    }
+}
+
+/// `<rdma/ib_user_sa.h>`'s path record, checked against that header.
+pub(crate) mod kern_sa {
+    use super::*;
+    use crate::kern::*;
+
+    layout! {
+        ib_user_path_rec 64 4 {
+            dgid                       0 16,
+            sgid                      16 16,
+            dlid                      32  2,
+            slid                      34  2,
+            raw_traffic               36  4,
+            flow_label                40  4,
+            reversible                44  4,
+            mtu                       48  4,
+            pkey                      52  2,
+            hop_limit                 54  1,
+            traffic_class             55  1,
+            numb_path                 56  1,
+            sl                        57  1,
+            mtu_selector              58  1,
+            rate_selector             59  1,
+            rate                      60  1,
+            packet_life_time_selector 61  1,
+            packet_life_time          62  1,
+            preference                63  1,
+        }
+    }
+}

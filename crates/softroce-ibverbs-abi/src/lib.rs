@@ -43,6 +43,7 @@ use libc::{pthread_cond_t, pthread_mutex_t};
 
 mod consts;
 pub mod convert;
+pub mod kern;
 mod layout;
 pub mod rdmacm;
 

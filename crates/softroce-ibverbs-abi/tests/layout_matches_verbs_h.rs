@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::Command;
 
-use softroce_ibverbs_abi::{CONSTANTS, FIELD_OFFSETS, STRUCT_SIZES, rdmacm};
+use softroce_ibverbs_abi::{CONSTANTS, FIELD_OFFSETS, STRUCT_SIZES, kern, rdmacm};
 
 const VERBS_H: &str = "infiniband/verbs.h";
 const RDMA_CMA_H: &str = "rdma/rdma_cma.h";
@@ -159,4 +159,24 @@ fn rdmacm_mirror_layout_and_constants_equal_the_installed_header() {
         rdmacm::STRUCT_SIZES.len() >= 12 && rdmacm::CONSTANTS.len() >= 30,
         "the comparison covers every librdmacm mirror"
     );
+}
+
+#[test]
+fn kernel_abi_mirrors_equal_the_installed_headers() {
+    let mut wrong = layout_mismatches(
+        "rdma/ib_user_verbs.h",
+        kern::STRUCT_SIZES,
+        kern::FIELD_OFFSETS,
+    );
+    wrong.extend(layout_mismatches(
+        "rdma/ib_user_sa.h",
+        kern::SA_STRUCT_SIZES,
+        kern::SA_FIELD_OFFSETS,
+    ));
+    assert!(
+        wrong.is_empty(),
+        "kernel ABI mirrors differ from the headers:\n{}",
+        wrong.join("\n")
+    );
+    assert_eq!(kern::STRUCT_SIZES.len() + kern::SA_STRUCT_SIZES.len(), 4);
 }

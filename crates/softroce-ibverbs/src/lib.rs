@@ -78,6 +78,7 @@ mod context;
 mod cq_ex;
 mod devices;
 mod ffi;
+mod marshall;
 mod objects;
 mod open;
 mod qp_ex;

@@ -83,15 +83,7 @@ null_stubs!(
     ibv_import_mr,
     ibv_import_dm,
 );
-void_stubs!(
-    ibv_unimport_pd,
-    ibv_unimport_mr,
-    ibv_unimport_dm,
-    ibv_copy_ah_attr_from_kern,
-    ibv_copy_path_rec_from_kern,
-    ibv_copy_path_rec_to_kern,
-    ibv_copy_qp_attr_from_kern,
-);
+void_stubs!(ibv_unimport_pd, ibv_unimport_mr, ibv_unimport_dm,);
 
 // The private provider ABI (IBVERBS_PRIVATE_34): only kernel providers call these.
 errno_stubs!(

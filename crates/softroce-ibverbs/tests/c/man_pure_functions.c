@@ -3,8 +3,13 @@
  * ibv_read_sysfs_file (infiniband/driver.h) on ordinary files, one that never ends
  * (/dev/zero: at most the buffer is read) and one that does not exist. Prints
  * every value, in and out of range, one per line; c_contract.rs runs this program on the
- * system libibverbs (rdma-core 44) and on the drop-in and requires the same lines. */
+ * system libibverbs (rdma-core 44) and on the drop-in and requires the same lines. Also the
+ * IBVERBS_1.0 marshalling helpers (infiniband/marshall.h, not installed by Debian): each
+ * result struct's bytes after converting a patterned source into a 0xcc-filled one. */
+#include <infiniband/sa.h>
 #include <infiniband/verbs.h>
+#include <rdma/ib_user_sa.h>
+#include <rdma/ib_user_verbs.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +17,51 @@
 
 /* Exported by libibverbs, declared in infiniband/driver.h. */
 int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size);
+/* Exported by libibverbs, declared in infiniband/marshall.h. */
+void ibv_copy_qp_attr_from_kern(struct ibv_qp_attr *dst, struct ib_uverbs_qp_attr *src);
+void ibv_copy_ah_attr_from_kern(struct ibv_ah_attr *dst, struct ib_uverbs_ah_attr *src);
+void ibv_copy_path_rec_from_kern(struct ibv_sa_path_rec *dst, struct ib_user_path_rec *src);
+void ibv_copy_path_rec_to_kern(struct ib_user_path_rec *dst, struct ibv_sa_path_rec *src);
+
+static void pattern(void *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		((unsigned char *)p)[i] = (unsigned char)(i * 7 + 1);
+}
+
+static void dump(const char *what, const void *p, size_t n)
+{
+	printf("%s:", what);
+	for (size_t i = 0; i < n; i++)
+		printf(" %02x", ((const unsigned char *)p)[i]);
+	printf("\n");
+}
+
+static void marshalling(void)
+{
+	struct ib_uverbs_qp_attr kqp;
+	struct ibv_qp_attr qp;
+	pattern(&kqp, sizeof(kqp));
+	memset(&qp, 0xcc, sizeof(qp));
+	ibv_copy_qp_attr_from_kern(&qp, &kqp);
+	dump("ibv_copy_qp_attr_from_kern", &qp, sizeof(qp));
+	struct ib_uverbs_ah_attr kah;
+	struct ibv_ah_attr ah;
+	pattern(&kah, sizeof(kah));
+	memset(&ah, 0xcc, sizeof(ah));
+	ibv_copy_ah_attr_from_kern(&ah, &kah);
+	dump("ibv_copy_ah_attr_from_kern", &ah, sizeof(ah));
+	struct ib_user_path_rec kpr;
+	struct ibv_sa_path_rec pr;
+	pattern(&kpr, sizeof(kpr));
+	memset(&pr, 0xcc, sizeof(pr));
+	ibv_copy_path_rec_from_kern(&pr, &kpr);
+	dump("ibv_copy_path_rec_from_kern", &pr, sizeof(pr));
+	pattern(&pr, sizeof(pr));
+	memset(&kpr, 0xcc, sizeof(kpr));
+	ibv_copy_path_rec_to_kern(&kpr, &pr);
+	dump("ibv_copy_path_rec_to_kern", &kpr, sizeof(kpr));
+}
 
 static void read_sysfs(const char *dir, const char *file, const char *what, size_t size)
 {
@@ -75,5 +125,6 @@ int main(void)
 		unlink(path);
 	}
 	rmdir(dir);
+	marshalling();
 	return 0;
 }
