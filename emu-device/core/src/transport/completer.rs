@@ -119,24 +119,10 @@ pub(super) fn on_response(
 /// rules, rxe's COMPST_ERROR_RETRY), unless a resend is already under way with nothing
 /// acknowledged since (then it is that resend's echo: ignored).
 fn on_sequence_nak(eng: &mut Engine<'_>, now: Instant, qp: QpHandle, psn: Psn) {
-    let forever_if_7 = eng.device.config().retry_cnt_7_is_infinite;
     let adaptive = eng.device.config().adaptive_retransmit;
-    let Some(q) = eng.store.get_mut(qp) else {
-        return;
-    };
-    if q.transport.retry_started {
+    if eng.store.get(qp).is_none_or(|q| q.transport.retry_started) || !retry_from(eng, qp, psn) {
         return;
     }
-    let forever = q.attr.retry_cnt == 7 && forever_if_7;
-    if q.transport.retry_left == 0 && !forever {
-        eng.counters.retry_exceeded_err += 1;
-        fail_send(eng, qp, 0, WcStatus::RetryExcErr, VendorErr::RetryExceeded);
-        return;
-    }
-    q.transport.retry_left = q.transport.retry_left.saturating_sub(1);
-    q.transport.retry_started = true;
-    eng.counters.completer_retry_err += 1;
-    rewind_to(eng, qp, psn);
     // The responder answered: the resend gets a whole timeout, as in rxe (its completer
     // re-arms the timer after every response), not what is left of one armed before the
     // loss.
@@ -459,15 +445,30 @@ pub(super) fn on_timers(eng: &mut Engine<'_>, now: Instant, qp: QpHandle) {
     if w.first_psn.is_none() {
         return;
     }
-    let forever = q.attr.retry_cnt == 7 && eng.device.config().retry_cnt_7_is_infinite;
+    let from = q.transport.comp_psn;
+    retry_from(eng, qp, from);
+}
+
+/// Resend `qp`'s send queue from `from` as a retry, counted against `retry_cnt` (ACK
+/// timeouts and sequence-error NAKs both, as IBTA and rxe count them; 7 is forever only
+/// when [`HcaConfig::retry_cnt_7_is_infinite`] asks for rxe's reading), or, with none left,
+/// fail the oldest request with IBV_WC_RETRY_EXC_ERR. Whether the resend began.
+///
+/// [`HcaConfig::retry_cnt_7_is_infinite`]: crate::HcaConfig::retry_cnt_7_is_infinite
+fn retry_from(eng: &mut Engine<'_>, qp: QpHandle, from: Psn) -> bool {
+    let forever_if_7 = eng.device.config().retry_cnt_7_is_infinite;
+    let Some(q) = eng.store.get_mut(qp) else {
+        return false;
+    };
+    let forever = q.attr.retry_cnt == 7 && forever_if_7;
     if q.transport.retry_left == 0 && !forever {
         eng.counters.retry_exceeded_err += 1;
         fail_send(eng, qp, 0, WcStatus::RetryExcErr, VendorErr::RetryExceeded);
-        return;
+        return false;
     }
     q.transport.retry_left = q.transport.retry_left.saturating_sub(1);
     q.transport.retry_started = true;
-    let from = q.transport.comp_psn;
     eng.counters.completer_retry_err += 1;
     rewind_to(eng, qp, from);
+    true
 }
