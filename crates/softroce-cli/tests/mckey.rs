@@ -3,8 +3,12 @@
 //! through the drop-in librdmacm and the sender's messages reach both receivers, counted by
 //! the devices.
 
+mod dropin;
+
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use dropin::finish;
 
 const MESSAGES: u32 = 10;
 
@@ -31,16 +35,6 @@ fn mckey(group: &str, name: &str, addr: &str, extra: &[&str]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawning mckey")
-}
-
-/// Waits for `child` for at most `limit`, then kills it.
-fn finish(mut child: Child, limit: Duration) -> Output {
-    let deadline = Instant::now() + limit;
-    while child.try_wait().expect("mckey status").is_none() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    child.wait_with_output().expect("mckey output")
 }
 
 fn text(o: &Output) -> String {
