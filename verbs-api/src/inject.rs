@@ -14,7 +14,8 @@ use crate::qp::QueuePair;
 
 impl Context {
     /// Put a fault plan in force from now on (the compact form
-    /// `drop=P,dup=P,reorder=P,corrupt=P,delay=MS,seed=N,dir=tx|rx|both` or `@plan.toml`);
+    /// `drop=P,dup=P,reorder=P,corrupt=P,delay=MS,seed=N,dir=tx|rx|both`, with device events
+    /// `port_down=MS,port_up=MS,device_fatal=MS` counted from now, or `@plan.toml`);
     /// `None` removes it. A bad spec is refused with the part at fault.
     pub fn set_faults(&self, spec: Option<&str>) -> Result<()> {
         let dev = self.emulated("fault plans")?;

@@ -814,11 +814,25 @@ fn cm_event_name(ev: &CmEvent) -> &'static str {
     }
 }
 
+/// A link's plan: packet faults only. Device events are a device's (in the simulator,
+/// [`Fabric::set_port_active`] and [`Fabric::inject_device_fatal`] at the step the test
+/// chooses), so a plan naming one is refused rather than half applied.
 fn parse_plan(spec: &str) -> Result<FaultPlan> {
-    FaultPlan::parse(spec).map_err(|e| Error::Invalid {
+    let plan = FaultPlan::parse(spec).map_err(|e| Error::Invalid {
         what: "fault plan",
         reason: e.to_string(),
-    })
+    })?;
+    if let Some(e) = plan.events.first() {
+        return Err(Error::Invalid {
+            what: "fault plan",
+            reason: format!(
+                "{} is a device event, which a simulated link cannot carry: call \
+                 Fabric::set_port_active or Fabric::inject_device_fatal at the step you want",
+                e.event.name()
+            ),
+        });
+    }
+    Ok(plan)
 }
 
 /// A seed whose run failed, with what went wrong and how to replay it.

@@ -337,3 +337,20 @@ fn a_slow_distant_link_delays_a_send_by_its_serialization_and_latency_in_virtual
     assert!(took < Duration::from_millis(11), "{took:?}");
     assert_eq!(fabric.counters("a").retransmitted_pkts, 0);
 }
+
+#[test]
+fn a_link_plan_naming_a_device_event_is_refused_with_what_to_call_instead() {
+    let fabric = Fabric::new(4);
+    let _a = fabric.device("a", "10.0.0.1".parse().unwrap()).unwrap();
+    let _b = fabric.device("b", "10.0.0.2".parse().unwrap()).unwrap();
+    for result in [
+        fabric.set_link_faults("a", "b", "drop=0.1,port_down=100"),
+        fabric.set_faults("device_fatal=5"),
+    ] {
+        let err = result.unwrap_err().to_string();
+        assert!(
+            err.contains("device event") && err.contains("Fabric::set_port_active"),
+            "{err}"
+        );
+    }
+}

@@ -70,6 +70,14 @@ pub(crate) fn run(args: &SoakArgs) -> ExitCode {
     };
     if let Some(spec) = &args.faults {
         match spec.parse::<softroce_emu::faults::FaultSpec>() {
+            Ok(f) if !f.events.is_empty() => {
+                eprintln!(
+                    "softroce soak: --faults {spec}: {} is a device event; the simulated soak's \
+                     links take packet faults only (two processes, --processes, take both)",
+                    f.events[0].event.name()
+                );
+                return ExitCode::from(2);
+            }
             Ok(f) => {
                 cfg.faults = f.link_faults();
                 cfg.seed = f.seed;

@@ -410,3 +410,26 @@ fn a_ud_send_the_host_refuses_completes_in_error_and_is_counted() {
         run.report()
     );
 }
+
+/// Port and device events on the fault plan's schedule (SOFTROCE_FAULTS): PORT_ERR with
+/// the port DOWN, a WRITE posted meanwhile landing once PORT_ACTIVE came, DEVICE_FATAL.
+#[test]
+fn scheduled_port_and_device_events_reach_a_c_program() {
+    let exe = common::compile_c("man_port_events");
+    let run = common::spawn_env(
+        "man_port_events",
+        "softroce0=127.77.30.44",
+        exe.to_str().expect("UTF-8 path"),
+        &[],
+        &[(
+            "SOFTROCE_FAULTS",
+            "port_down=1000,port_up=2000,device_fatal=3500",
+        )],
+    )
+    .finish(Duration::from_secs(60));
+    assert!(
+        run.ok() && run.stdout.contains("0 failures"),
+        "{}",
+        run.report()
+    );
+}

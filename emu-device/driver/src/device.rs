@@ -44,7 +44,9 @@ use softroce_emu_core::{
     AccessFlags, AsyncEvent, ChannelHandle, CqHandle, Hca, HcaConfig, HcaEvent, IncomingDatagram,
     MrHandle, MrKeys, PayloadRef, PdHandle, QpHandle, TransmitToken, VerbsError, VerbsResult,
 };
-use softroce_emu_faults::{Direction, FaultCounters, FaultInjector, FaultPlan, Verdict};
+use softroce_emu_faults::{
+    DeviceEvent, Direction, FaultCounters, FaultInjector, FaultPlan, Verdict,
+};
 use softroce_wire::pcap::CaptureWriter;
 use softroce_wire::{Gid, Qpn};
 
@@ -55,8 +57,9 @@ pub struct DeviceConfig {
     pub hca: HcaConfig,
     /// Write every datagram sent and received to this pcap file (`SOFTROCE_PCAP`).
     pub pcap: Option<PathBuf>,
-    /// Faults to inject into this device's sent (default) or received datagrams, in the compact form of
-    /// [`softroce_emu_faults::FaultSpec`] (`SOFTROCE_FAULTS`).
+    /// Faults to inject into this device's sent (default) or received datagrams, and device
+    /// events (port down/up, device fatal) at set times after it starts, in the compact form
+    /// of [`softroce_emu_faults::FaultSpec`] or a TOML plan (`SOFTROCE_FAULTS`).
     pub faults: Option<String>,
     /// Print [`Device::counters_line`] to stderr when the device closes
     /// (`SOFTROCE_COUNTERS=stderr`): counters live in the process that owns the device, and
@@ -425,7 +428,7 @@ impl Device {
     /// Bind the socket and start the engine thread.
     pub fn start(mut config: DeviceConfig) -> io::Result<Self> {
         let faults = match &config.faults {
-            Some(spec) => Some(FaultInjector::new(FaultPlan::parse(spec).map_err(|e| {
+            Some(spec) => Some(started_injector(FaultPlan::parse(spec).map_err(|e| {
                 // Say where the spec came from: a variable set long ago is easy to forget.
                 let from_env = std::env::var("SOFTROCE_FAULTS").is_ok_and(|v| v == *spec);
                 let origin = if from_env {
@@ -960,7 +963,7 @@ impl Device {
             let far = Instant::now() + Duration::from_secs(3600);
             old.release(far, Direction::Tx, &mut held);
         }
-        *faults = plan.map(FaultInjector::new);
+        *faults = plan.map(started_injector);
         self.shared
             .faults_on
             .store(faults.is_some(), Ordering::Release);
@@ -2559,21 +2562,37 @@ fn engine(shared: Arc<Shared>) {
 
 /// Send and deliver what the fault plan held back and whose time has come.
 fn release_faults(shared: &Shared, now: Instant) {
-    let (mut due_tx, mut due_rx) = (Vec::new(), Vec::new());
+    let (mut due_tx, mut due_rx, mut events) = (Vec::new(), Vec::new(), Vec::new());
     match shared.fault_plan().as_mut().and_then(|f| f.as_mut()) {
         Some(inj) if inj.next_release().is_some_and(|t| t <= now) => {
             inj.release(now, Direction::Tx, &mut due_tx);
             inj.release(now, Direction::Rx, &mut due_rx);
+            events.extend(std::iter::from_fn(|| inj.poll_event(now)));
         }
         _ => return,
     }
     send_now(shared, &mut due_tx);
-    if !due_rx.is_empty() {
+    if !due_rx.is_empty() || !events.is_empty() {
         let mut hca = lock(&shared.hca);
+        for event in events {
+            tracing::info!(event = event.name(), "fault plan: device event");
+            match event {
+                DeviceEvent::PortDown => hca.set_port_active(false),
+                DeviceEvent::PortUp => hca.set_port_active(true),
+                DeviceEvent::DeviceFatal => hca.inject_device_fatal(),
+            }
+        }
         let due = due_rx.iter().map(|(src, d)| (*src, d.as_slice(), 0));
         deliver(shared, &mut hca, now, shared.device_addr, due);
         pump(shared, &mut hca, now);
     }
+}
+
+/// An injector for `plan`, in force from now: its device events count from this moment.
+fn started_injector(plan: FaultPlan) -> FaultInjector {
+    let mut injector = FaultInjector::new(plan);
+    injector.start_events(Instant::now());
+    injector
 }
 
 /// The owner exited: take its port over (this process becomes the owner, keeping its slot,

@@ -10,7 +10,9 @@
 //! Two written forms, both accepted by `--faults` and `SOFTROCE_FAULTS`:
 //! - compact: `drop=P,dup=P,reorder=P,corrupt=P,delay=MS,seed=N[,dir=tx|rx|both]` (P a
 //!   probability 0–1; the direction, default `tx`, is relative to the device holding the
-//!   plan: its sent or its received datagrams);
+//!   plan: its sent or its received datagrams), and device events at set times,
+//!   `port_down=MS`, `port_up=MS`, `device_fatal=MS` (milliseconds after the plan takes
+//!   effect; each key may repeat: `port_down=2000,port_up=3000` flaps the port for a second);
 //! - a TOML file, given as `@path` or a path ending in `.toml`:
 //!
 //! ```toml
@@ -25,7 +27,16 @@
 //! every = 3                  # every 3rd matching packet
 //! delay_ms = 2.0             # for delay
 //! truncate_to = 20           # for truncate
+//! [[event]]                  # something that happens to the device itself
+//! at_ms = 2000               # after the plan takes effect (the device starts)
+//! kind = "port_down"         # port_down | port_up | device_fatal
 //! ```
+//!
+//! A device event is what the hardware reports through `ibv_get_async_event(3)`: the port
+//! going down (IBV_EVENT_PORT_ERR; nothing is sent or received until it comes back up)
+//! or up again (IBV_EVENT_PORT_ACTIVE), or a catastrophic error (IBV_EVENT_DEVICE_FATAL,
+//! every QP in error). A plan in `SOFTROCE_FAULTS` is how a C program under test meets
+//! them: the simulator's links take packet faults only.
 //!
 //! A [`FaultInjector`] applies a plan to datagrams, sans-IO: the driver calls it for every
 //! datagram it sends or receives, the simulator for every one it carries.
@@ -61,8 +72,68 @@ use rand_chacha::ChaCha8Rng;
 use softroce_wire::icrc::{self, UdpEndpoints};
 use softroce_wire::{Aeth, BTH_LEN, Bth, ICRC_LEN, Opcode, Operation, Syndrome};
 
+/// Something that happens to the device itself at a set time (see the crate's docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviceEvent {
+    /// Port 1 goes down: IBV_EVENT_PORT_ERR, and nothing is sent or received.
+    PortDown,
+    /// Port 1 comes back up: IBV_EVENT_PORT_ACTIVE.
+    PortUp,
+    /// A catastrophic device error: IBV_EVENT_DEVICE_FATAL, every QP to ERR.
+    DeviceFatal,
+}
+
+impl DeviceEvent {
+    /// The name in both written forms.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::PortDown => "port_down",
+            Self::PortUp => "port_up",
+            Self::DeviceFatal => "device_fatal",
+        }
+    }
+}
+
+/// A device event, `after` the plan takes effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScheduledEvent {
+    /// How long after the plan takes effect (the device starts, or the plan is set).
+    pub after: Duration,
+    /// What happens.
+    pub event: DeviceEvent,
+}
+
+/// The most device events one plan may schedule: a plan is a test's script, not a log.
+pub const MAX_SCHEDULED_EVENTS: usize = 256;
+
+/// The latest a device event may be scheduled (one day, in milliseconds).
+pub const MAX_EVENT_AFTER_MS: f64 = 86_400_000.0;
+
+/// `ms` milliseconds as the time of a device event, or why it cannot be one.
+fn event_after(ms: f64) -> Result<Duration, String> {
+    if (0.0..=MAX_EVENT_AFTER_MS).contains(&ms) {
+        Ok(Duration::from_secs_f64(ms / 1000.0))
+    } else {
+        Err(format!(
+            "a device event's time must be within 0..={MAX_EVENT_AFTER_MS} ms (one day)"
+        ))
+    }
+}
+
+/// Add `event` to `events`, within [`MAX_SCHEDULED_EVENTS`].
+fn schedule(events: &mut Vec<ScheduledEvent>, event: ScheduledEvent) -> Result<(), String> {
+    if events.len() >= MAX_SCHEDULED_EVENTS {
+        return Err(format!(
+            "more than {MAX_SCHEDULED_EVENTS} device events in one plan"
+        ));
+    }
+    events.push(event);
+    Ok(())
+}
+
 /// A parsed fault specification.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct FaultSpec {
     /// Probability a datagram is dropped.
     pub drop: f64,
@@ -78,6 +149,8 @@ pub struct FaultSpec {
     pub seed: u64,
     /// Which datagrams the faults hit (`None`: both directions).
     pub direction: Option<Direction>,
+    /// Device events, in the order written.
+    pub events: Vec<ScheduledEvent>,
 }
 
 /// Seeded random faults the simulator applies to every datagram on a link (the
@@ -174,6 +247,19 @@ impl FromStr for FaultSpec {
                         .parse()
                         .map_err(|_| err(format!("{value:?} is not an unsigned integer")))?
                 }
+                key @ ("port_down" | "port_up" | "device_fatal") => {
+                    let event = match key {
+                        "port_down" => DeviceEvent::PortDown,
+                        "port_up" => DeviceEvent::PortUp,
+                        _ => DeviceEvent::DeviceFatal,
+                    };
+                    let ms: f64 = value
+                        .trim()
+                        .parse()
+                        .map_err(|_| err(format!("{value:?} is not a number of milliseconds")))?;
+                    let after = event_after(ms).map_err(&err)?;
+                    schedule(&mut out.events, ScheduledEvent { after, event }).map_err(&err)?;
+                }
                 "dir" | "direction" => {
                     out.direction = match value.trim() {
                         "tx" => Some(Direction::Tx),
@@ -184,7 +270,7 @@ impl FromStr for FaultSpec {
                 }
                 other => {
                     return Err(err(format!(
-                        "unknown key {other:?} (known: drop, dup, reorder, corrupt, delay, seed, dir)"
+                        "unknown key {other:?} (known: drop, dup, reorder, corrupt, delay, seed, dir, port_down, port_up, device_fatal)"
                     )));
                 }
             }
@@ -214,6 +300,7 @@ impl FaultSpec {
         FaultPlan {
             seed: self.seed,
             rules,
+            events: self.events.clone(),
         }
     }
 
@@ -361,6 +448,9 @@ pub struct FaultPlan {
     pub seed: u64,
     /// Rules, first match wins.
     pub rules: Vec<Rule>,
+    /// Device events, in the order they happen (those at the same time in the order
+    /// written).
+    pub events: Vec<ScheduledEvent>,
 }
 
 #[derive(serde::Deserialize)]
@@ -370,6 +460,15 @@ struct PlanFile {
     seed: u64,
     #[serde(default, rename = "rule")]
     rules: Vec<RuleFile>,
+    #[serde(default, rename = "event")]
+    events: Vec<EventFile>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventFile {
+    at_ms: f64,
+    kind: DeviceEvent,
 }
 
 #[derive(serde::Deserialize)]
@@ -460,7 +559,11 @@ impl FaultPlan {
                     reason,
                 })
             }
-            None => Ok(spec.parse::<FaultSpec>()?.plan()),
+            None => {
+                let mut plan = spec.parse::<FaultSpec>()?.plan();
+                plan.events.sort_by_key(|e| e.after);
+                Ok(plan)
+            }
         }
     }
 
@@ -520,9 +623,24 @@ impl FaultPlan {
                 every: r.every,
             });
         }
+        let mut events = Vec::new();
+        for (i, e) in file.events.into_iter().enumerate() {
+            let bad = |why: String| format!("event #{}: {why}", i + 1);
+            let after = event_after(e.at_ms).map_err(bad)?;
+            schedule(
+                &mut events,
+                ScheduledEvent {
+                    after,
+                    event: e.kind,
+                },
+            )
+            .map_err(bad)?;
+        }
+        events.sort_by_key(|e| e.after);
         Ok(Self {
             seed: file.seed,
             rules,
+            events,
         })
     }
 }
@@ -577,6 +695,9 @@ pub struct FaultInjector {
     /// Delayed datagrams: due time, direction, the peer (destination when sent, source
     /// when received), bytes.
     held: Vec<(Instant, Direction, SocketAddr, Vec<u8>)>,
+    /// The plan's device events still to happen, soonest first, once
+    /// [`FaultInjector::start_events`] gave them a time.
+    events_due: std::collections::VecDeque<(Instant, DeviceEvent)>,
     counters: FaultCounters,
 }
 
@@ -624,7 +745,30 @@ impl FaultInjector {
             rng: ChaCha8Rng::seed_from_u64(plan.seed),
             plan,
             held: Vec::new(),
+            events_due: std::collections::VecDeque::new(),
             counters: FaultCounters::default(),
+        }
+    }
+
+    /// The plan takes effect on a device `now`: its device events fall due from now on
+    /// ([`FaultInjector::poll_event`]). Called again, the schedule starts over.
+    pub fn start_events(&mut self, now: Instant) {
+        self.events_due = self
+            .plan
+            .events
+            .iter()
+            .map(|e| (now + e.after, e.event))
+            .collect();
+    }
+
+    /// The next device event whose time has come by `now`, if any (call until `None`).
+    pub fn poll_event(&mut self, now: Instant) -> Option<DeviceEvent> {
+        match self.events_due.front() {
+            Some(&(at, event)) if at <= now => {
+                self.events_due.pop_front();
+                Some(event)
+            }
+            _ => None,
         }
     }
 
@@ -787,9 +931,11 @@ impl FaultInjector {
         }
     }
 
-    /// When the next held datagram is due.
+    /// When the injector next needs the driver: a held datagram falls due
+    /// ([`FaultInjector::release`]) or a device event ([`FaultInjector::poll_event`]).
     pub fn next_release(&self) -> Option<Instant> {
-        self.held.iter().map(|h| h.0).min()
+        let event = self.events_due.front().map(|e| e.0);
+        self.held.iter().map(|h| h.0).chain(event).min()
     }
 }
 
@@ -797,6 +943,75 @@ impl FaultInjector {
 mod tests {
     use super::*;
     use softroce_wire::{AethRepr, BthRepr, ExtRepr, Msn, Psn, Qpn, RoceRepr};
+
+    #[test]
+    fn a_plan_flaps_the_port_and_kills_the_device_at_the_times_it_names() {
+        let plan =
+            FaultPlan::parse("drop=0.1,device_fatal=5000,port_down=2000,port_up=3000.5").unwrap();
+        let ms = Duration::from_millis;
+        assert_eq!(
+            plan.events,
+            [
+                (ms(2000), DeviceEvent::PortDown),
+                (Duration::from_micros(3_000_500), DeviceEvent::PortUp),
+                (ms(5000), DeviceEvent::DeviceFatal),
+            ]
+            .map(|(after, event)| ScheduledEvent { after, event }),
+            "soonest first, whatever order they were written in"
+        );
+        let toml = FaultPlan::from_toml(
+            "[[event]]\nat_ms = 3000.5\nkind = \"port_up\"\n\
+             [[event]]\nat_ms = 2000\nkind = \"port_down\"\n\
+             [[event]]\nat_ms = 5000\nkind = \"device_fatal\"\n\
+             [[rule]]\naction = \"drop\"\nprobability = 0.1\n",
+        )
+        .unwrap();
+        assert_eq!(toml.events, plan.events, "the TOML form says the same");
+
+        // Nothing happens before the plan takes effect, then each event once, on time.
+        let mut inj = FaultInjector::new(plan);
+        assert_eq!(
+            inj.next_release(),
+            None,
+            "not started: no time to be due at"
+        );
+        let t0 = Instant::now();
+        inj.start_events(t0);
+        assert_eq!(inj.next_release(), Some(t0 + ms(2000)));
+        assert_eq!(inj.poll_event(t0 + ms(1999)), None);
+        assert_eq!(inj.poll_event(t0 + ms(2000)), Some(DeviceEvent::PortDown));
+        assert_eq!(
+            inj.poll_event(t0 + ms(2000)),
+            None,
+            "each event happens once"
+        );
+        let late = t0 + ms(9000);
+        assert_eq!(inj.poll_event(late), Some(DeviceEvent::PortUp));
+        assert_eq!(inj.poll_event(late), Some(DeviceEvent::DeviceFatal));
+        assert_eq!(inj.poll_event(late), None);
+        assert_eq!(inj.next_release(), None);
+    }
+
+    #[test]
+    fn device_events_that_cannot_be_scheduled_are_refused_with_the_reason() {
+        for (spec, why) in [
+            ("port_down=-1", "within 0..="),
+            ("port_down=86400001", "one day"),
+            ("port_up=soon", "not a number of milliseconds"),
+            ("port_flap=100", "port_down, port_up, device_fatal"),
+        ] {
+            let e = FaultPlan::parse(spec).unwrap_err().to_string();
+            assert!(e.contains(why), "{spec}: {e}");
+        }
+        let many = vec!["port_down=1"; MAX_SCHEDULED_EVENTS + 1].join(",");
+        let e = FaultPlan::parse(&many).unwrap_err().to_string();
+        assert!(e.contains("more than 256 device events"), "{e}");
+        let e =
+            FaultPlan::from_toml("[[event]]\nat_ms = 1\nkind = \"port_sideways\"\n").unwrap_err();
+        assert!(e.contains("port_sideways"), "{e}");
+        let e = FaultPlan::from_toml("[[event]]\nat_ms = -5\nkind = \"port_up\"\n").unwrap_err();
+        assert!(e.contains("event #1"), "{e}");
+    }
 
     #[test]
     fn a_plan_only_drops_when_every_rule_drops() {

@@ -348,7 +348,9 @@ impl<N: SimNode> Fabric<N> {
     }
 
     /// Apply a fault plan (the same rules a real device takes with `--faults`) to every
-    /// datagram, after the filter and before the random [`LinkFaults`].
+    /// datagram, after the filter and before the random [`LinkFaults`]. Its packet rules
+    /// only: the network has no port for its device events to act on (the nodes' HCAs
+    /// take those directly, at the step a test chooses).
     pub fn set_fault_plan(&mut self, plan: FaultPlan) {
         self.plan = Some(FaultInjector::new(plan));
     }
@@ -361,7 +363,8 @@ impl<N: SimNode> Fabric<N> {
     /// Apply a fault plan to the datagrams between `a` and `b` only, both ways (`None`
     /// removes it). The link behaves as if both of its nodes held the plan for their traffic
     /// with each other: a datagram meets the sender's transmit rules, then the receiver's
-    /// receive rules, after the fabric-wide plan.
+    /// receive rules, after the fabric-wide plan. Packet rules only, as
+    /// [`Fabric::set_fault_plan`].
     pub fn set_link_plan(&mut self, a: NodeId, b: NodeId, plan: Option<FaultPlan>) {
         let key = (a.0.min(b.0), a.0.max(b.0));
         match plan {

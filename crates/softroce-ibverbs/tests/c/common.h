@@ -41,8 +41,10 @@ static inline struct ibv_context *open_first(void)
 	return ctx;
 }
 
-/* RESET -> RTS, connected to QP `dest` at `gid`, sending from GID `sgid_index`. */
-static inline int connect_rc(struct ibv_qp *qp, uint32_t dest, union ibv_gid gid, int sgid_index)
+/* RESET -> RTS, connected to QP `dest` at `gid`, sending from GID `sgid_index`, with the
+ * local ACK timeout `timeout` (4.096 us * 2^timeout). */
+static inline int connect_rc_timeout(struct ibv_qp *qp, uint32_t dest, union ibv_gid gid,
+				     int sgid_index, uint8_t timeout)
 {
 	struct ibv_qp_attr at = {.qp_state = IBV_QPS_INIT,
 				 .port_num = 1,
@@ -70,7 +72,7 @@ static inline int connect_rc(struct ibv_qp *qp, uint32_t dest, union ibv_gid gid
 		return 2;
 	memset(&at, 0, sizeof(at));
 	at.qp_state = IBV_QPS_RTS;
-	at.timeout = 14;
+	at.timeout = timeout;
 	at.retry_cnt = 7;
 	at.rnr_retry = 7;
 	at.max_rd_atomic = 1;
@@ -79,6 +81,12 @@ static inline int connect_rc(struct ibv_qp *qp, uint32_t dest, union ibv_gid gid
 				  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
 		return 3;
 	return 0;
+}
+
+/* connect_rc_timeout with rdma-core's usual timeout, 14 (67 ms). */
+static inline int connect_rc(struct ibv_qp *qp, uint32_t dest, union ibv_gid gid, int sgid_index)
+{
+	return connect_rc_timeout(qp, dest, gid, sgid_index, 14);
 }
 
 /* RESET -> INIT -> RTR -> RTS for a UD QP with `qkey`: 0, or the step that failed (1-3). */
