@@ -142,6 +142,7 @@ pub(crate) fn discard_unread_events(dev: &Device, hca: &mut Hca, object: (Object
             continue;
         }
         let mut queue = lock(&c.async_queue);
+        let before = queue.len();
         queue.retain(|ev| {
             let about_it = element_key(ev.element) == Some(object);
             if about_it {
@@ -149,7 +150,10 @@ pub(crate) fn discard_unread_events(dev: &Device, hca: &mut Hca, object: (Object
             }
             !about_it
         });
-        if queue.is_empty() {
+        // Only the readiness of what was discarded goes: the fd also carries a closing
+        // context's wake-up for its waiters, which taking would leave them asleep and
+        // ibv_close_device waiting for them forever.
+        if queue.is_empty() && queue.len() < before && !c.closing.load(Ordering::SeqCst) {
             let _ = c.async_fd.try_consume();
         }
     }
@@ -388,8 +392,10 @@ impl EmuContext {
         lock(&self.objects).remove(&(kind, handle));
         // Its unread events go with it (the device forgets those it still holds).
         let mut queue = lock(&self.async_queue);
+        let before = queue.len();
         queue.retain(|ev| element_key(ev.element) != Some((kind, handle)));
-        if queue.is_empty() {
+        // As in `discard_unread_events`: a closing context's wake-up stays.
+        if queue.is_empty() && queue.len() < before && !self.closing.load(Ordering::SeqCst) {
             let _ = self.async_fd.try_consume();
         }
     }
@@ -460,7 +466,13 @@ impl EmuContext {
                 return Err(libc::EIO);
             }
             dev.before_waiting();
-            let _ = self.async_fd.wait_readable(None);
+            // As the kernel's read of the async event file: a signal whose handler was
+            // installed without SA_RESTART ends the wait with EINTR.
+            if let Err(e) = self.async_fd.wait_readable_as_read()
+                && e.kind() == std::io::ErrorKind::Interrupted
+            {
+                return Err(libc::EINTR);
+            }
         }
     }
 

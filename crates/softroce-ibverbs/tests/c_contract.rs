@@ -433,3 +433,12 @@ fn scheduled_port_and_device_events_reach_a_c_program() {
         run.report()
     );
 }
+
+/// Blocking event waits end as a read of the kernel's event file ends: EINTR for a signal
+/// without SA_RESTART, on with it; ibv_close_device ends an async wait and returns even
+/// while another context of the device destroys CQs (it hung: the destroys took the close's
+/// wake-up).
+#[test]
+fn event_waits_end_on_signals_and_close_as_kernel_reads_do() {
+    run_c_program("man_event_waits", "softroce0=127.77.30.45");
+}

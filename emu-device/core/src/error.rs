@@ -98,6 +98,13 @@ pub enum VerbsError {
         /// Why.
         reason: String,
     },
+    /// A blocking wait ended by a signal whose handler was installed without SA_RESTART
+    /// (EINTR), as the kernel's read of an event file ends.
+    #[error("{verb}: interrupted by a signal")]
+    Interrupted {
+        /// The verb.
+        verb: &'static str,
+    },
     /// A feature the emulator does not implement (EOPNOTSUPP).
     #[error("{verb}: not supported: {what}")]
     Unsupported {
@@ -113,6 +120,8 @@ pub enum VerbsError {
 pub mod errno {
     /// Operation not permitted.
     pub const EPERM: i32 = 1;
+    /// Interrupted system call.
+    pub const EINTR: i32 = 4;
     /// I/O error: the CQ is in error.
     pub const EIO: i32 = 5;
     /// Bad address.
@@ -144,6 +153,7 @@ impl VerbsError {
             Self::BadAddress { .. } => errno::EFAULT,
             Self::NotPermitted { .. } => errno::EPERM,
             Self::Unsupported { .. } => errno::EOPNOTSUPP,
+            Self::Interrupted { .. } => errno::EINTR,
         }
     }
 

@@ -1229,7 +1229,19 @@ impl Device {
                 },
                 None => None,
             };
-            let _ = fd.wait_readable(left);
+            match left {
+                Some(left) => {
+                    let _ = fd.wait_readable(Some(left));
+                }
+                // Waiting without end is the C verbs' read of the event file: a signal
+                // without SA_RESTART ends it with EINTR.
+                None => match fd.wait_readable_as_read() {
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                        return Err(VerbsError::Interrupted { verb });
+                    }
+                    _ => {}
+                },
+            }
         }
     }
 }

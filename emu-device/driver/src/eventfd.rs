@@ -90,6 +90,27 @@ impl EventFd {
         }
     }
 
+    /// Block until the counter is non-zero as a `read(2)` of it blocks, and leave it as it
+    /// was: a signal interrupts the wait (`ErrorKind::Interrupted`) when its handler was
+    /// installed without `SA_RESTART`, and not otherwise (the kernel restarts the read),
+    /// which `poll(2)` cannot tell apart. A fd switched to non-blocking meanwhile returns
+    /// at once.
+    pub fn wait_readable_as_read(&self) -> io::Result<()> {
+        let mut bytes = [0u8; 8];
+        // SAFETY: reads 8 bytes into a live stack buffer from our own fd.
+        let r = unsafe { libc::read(self.fd.as_raw_fd(), bytes.as_mut_ptr().cast(), bytes.len()) };
+        if r == 8 {
+            // Put the count back: readiness is level-triggered for every other waiter and
+            // poller, and the caller takes its event as after any wake-up.
+            return self.add(u64::from_ne_bytes(bytes));
+        }
+        let err = io::Error::last_os_error();
+        match err.kind() {
+            io::ErrorKind::WouldBlock => Ok(()),
+            _ => Err(err),
+        }
+    }
+
     /// Wait until readable; `None` waits forever. Returns whether the fd is readable.
     pub fn wait_readable(&self, timeout: Option<Duration>) -> io::Result<bool> {
         poll_readable(self.fd.as_fd(), timeout)
