@@ -14,6 +14,10 @@ use std::time::Duration;
 #[derive(Debug)]
 pub struct EventFd {
     fd: OwnedFd,
+    /// Held from a non-blocking consume's look to its read: the fd is blocking (it is the
+    /// application's to poll or switch), so two consumes that both saw it readable would
+    /// leave the later one's read asleep until the next event.
+    consuming: std::sync::Mutex<()>,
 }
 
 impl EventFd {
@@ -26,7 +30,10 @@ impl EventFd {
         }
         // SAFETY: `raw` is a fresh fd that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        Ok(Self { fd })
+        Ok(Self {
+            fd,
+            consuming: std::sync::Mutex::new(()),
+        })
     }
 
     /// Add one to the counter, waking pollers.
@@ -56,6 +63,7 @@ impl EventFd {
 
     /// Read and reset the counter without blocking; `Ok(0)` when nothing is pending.
     pub fn try_consume(&self) -> io::Result<u64> {
+        let _only_consumer = self.consuming.lock().unwrap_or_else(|e| e.into_inner());
         if !self.wait_readable(Some(Duration::ZERO))? {
             return Ok(0);
         }
