@@ -504,14 +504,25 @@ pub fn sge_to_c(s: &Sge) -> ibv_sge {
     }
 }
 
-/// The scatter/gather list of a C work request.
+/// The scatter/gather list of a C work request for a queue that takes at most `max_sge`
+/// entries. A longer `num_sge` is refused before the list is read, as rxe's and mlx5's
+/// providers check it: the array may be shorter than a wild count.
 ///
 /// # Safety
-/// `sg_list` must point to `num_sge` readable `ibv_sge` (when `num_sge > 0`).
-pub unsafe fn sges_from_c(sg_list: *const ibv_sge, num_sge: c_int) -> Result<SgList, ConvertError> {
+/// `sg_list` must point to `num_sge` readable `ibv_sge` (when `0 < num_sge <= max_sge`).
+pub unsafe fn sges_from_c(
+    sg_list: *const ibv_sge,
+    num_sge: c_int,
+    max_sge: u32,
+) -> Result<SgList, ConvertError> {
     if num_sge < 0 {
         return Err(ConvertError::invalid(format!(
             "num_sge {num_sge} is negative"
+        )));
+    }
+    if num_sge as u32 > max_sge {
+        return Err(ConvertError::invalid(format!(
+            "num_sge {num_sge} is more than the queue's {max_sge} (its max_sge at creation)"
         )));
     }
     if num_sge == 0 {
@@ -534,28 +545,31 @@ pub unsafe fn sges_from_c(sg_list: *const ibv_sge, num_sge: c_int) -> Result<SgL
         .collect())
 }
 
-/// The core's form of one C receive work request (its `next` is not followed).
+/// The core's form of one C receive work request (its `next` is not followed) for a
+/// queue of `max_sge` entries per request.
 ///
 /// # Safety
 /// `wr`'s scatter/gather list must be readable.
-pub unsafe fn recv_wr_from_c(wr: &ibv_recv_wr) -> Result<RecvWr, ConvertError> {
+pub unsafe fn recv_wr_from_c(wr: &ibv_recv_wr, max_sge: u32) -> Result<RecvWr, ConvertError> {
     Ok(RecvWr {
         wr_id: wr.wr_id,
         // SAFETY: forwarded from the caller.
-        sg_list: unsafe { sges_from_c(wr.sg_list, wr.num_sge) }?,
+        sg_list: unsafe { sges_from_c(wr.sg_list, wr.num_sge, max_sge) }?,
     })
 }
 
-/// The core's form of one `struct ibv_ops_wr` (its `next` is the caller's to follow).
+/// The core's form of one `struct ibv_ops_wr` (its `next` is the caller's to follow) for
+/// an SRQ of `max_sge` entries per receive.
 ///
 /// # Safety
 /// An ADD's `tm.add.sg_list` must hold `tm.add.num_sge` readable entries.
-pub unsafe fn tm_op_from_c(wr: &ibv_ops_wr) -> Result<TmOp, ConvertError> {
+pub unsafe fn tm_op_from_c(wr: &ibv_ops_wr, max_sge: u32) -> Result<TmOp, ConvertError> {
     let kind = match wr.opcode {
         IBV_WR_TAG_ADD => TmOpKind::Add {
             recv_wr_id: wr.tm.add.recv_wr_id,
             // SAFETY: forwarded from the caller.
-            sg_list: unsafe { sges_from_c(wr.tm.add.sg_list, wr.tm.add.num_sge) }?.to_vec(),
+            sg_list: unsafe { sges_from_c(wr.tm.add.sg_list, wr.tm.add.num_sge, max_sge) }?
+                .to_vec(),
             tag: wr.tm.add.tag,
             mask: wr.tm.add.mask,
         },
@@ -626,8 +640,8 @@ pub fn mw_bind_from_c(
     }
 }
 
-/// The core's form of one C send work request (its `next` is not followed). UD QPs read the
-/// `wr.ud` member; `ah_handle` names the core AH of its `ibv_ah`, `mw_handle` and
+/// The core's form of one C send work request (its `next` is not followed) for a send
+/// queue of `max_sge` entries per request. UD QPs read the `wr.ud` member; `ah_handle` names the core AH of its `ibv_ah`, `mw_handle` and
 /// `mr_handle` the core window and region of a bind's `ibv_mw` and non-NULL `ibv_mr`.
 ///
 /// # Safety
@@ -635,6 +649,7 @@ pub fn mw_bind_from_c(
 pub unsafe fn send_wr_from_c(
     wr: &ibv_send_wr,
     qp_type: QpType,
+    max_sge: u32,
     ah_handle: impl FnOnce(*mut ibv_ah) -> AhHandle,
     mw_handle: impl FnOnce(*mut ibv_mw) -> MwHandle,
     mr_handle: impl FnOnce(*mut ibv_mr) -> MrHandle,
@@ -650,7 +665,7 @@ pub unsafe fn send_wr_from_c(
         // A bind or local invalidate has no scatter/gather list (ibv_post_send(3)): its
         // num_sge is not read.
         // SAFETY: forwarded from the caller.
-        out.sg_list = unsafe { sges_from_c(wr.sg_list, wr.num_sge) }?;
+        out.sg_list = unsafe { sges_from_c(wr.sg_list, wr.num_sge, max_sge) }?;
     }
     out.send_flags = SendFlags(wr.send_flags);
     // One C union: the opcode says which meaning applies, the core reads the one it needs.
@@ -1030,6 +1045,7 @@ mod tests {
                     send_wr_from_c(
                         &*chain.first(),
                         qp_type,
+                        u32::MAX,
                         |p| AhHandle::from_raw(p as usize as u64),
                         |p| MwHandle::from_raw(p as usize as u64),
                         |p| MrHandle::from_raw(p as usize as u64),
@@ -1055,6 +1071,25 @@ mod tests {
     }
 
     #[test]
+    fn a_wild_num_sge_is_refused_before_the_list_is_read() {
+        // NULL stands for an array far shorter than the count: reading it would fault.
+        for n in [3, 100_000, c_int::MAX] {
+            // SAFETY: the count is over the queue's 2, so nothing is read.
+            let e = unsafe { sges_from_c(core::ptr::null(), n, 2) }.unwrap_err();
+            assert_eq!(e.errno, libc::EINVAL);
+            assert!(e.why.contains("more than the queue's 2"), "{}", e.why);
+        }
+        let one = [ibv_sge {
+            addr: 0x1000,
+            length: 8,
+            lkey: 7,
+        }];
+        // SAFETY: one readable entry.
+        let list = unsafe { sges_from_c(one.as_ptr(), 1, 2) }.unwrap();
+        assert_eq!(list.len(), 1);
+    }
+
+    #[test]
     fn a_chain_links_its_requests_and_finds_the_bad_one() {
         let wrs: Vec<RecvWr> = (0..3)
             .map(|i| RecvWr {
@@ -1075,7 +1110,7 @@ mod tests {
         let mut seen = Vec::new();
         while !cur.is_null() {
             // SAFETY: the chain's requests and SGE lists are alive.
-            let w = unsafe { recv_wr_from_c(&*cur) }.unwrap();
+            let w = unsafe { recv_wr_from_c(&*cur, u32::MAX) }.unwrap();
             seen.push(w);
             // SAFETY: as above.
             cur = unsafe { (*cur).next };

@@ -15,7 +15,7 @@ use smallvec::SmallVec;
 use softroce_emu::Hca;
 use softroce_emu::core::{
     AccessFlags, AhHandle, ChannelHandle, CqHandle, DmHandle, EventElement, MrHandle, MwHandle,
-    MwType, PdHandle, PostError, QpAttrMask, QpHandle, QpType, RecvWr, SendFlags, SendWr,
+    MwType, PdHandle, PostError, QpAttrMask, QpCap, QpHandle, QpType, RecvWr, SendFlags, SendWr,
     SrqHandle, TmOpKind, VerbsError, VerbsResult, WcOpcode, WorkCompletion, XrcdHandle,
     without_ignored_xrc_attributes,
 };
@@ -364,9 +364,11 @@ pub(crate) unsafe extern "C" fn vctx_advise_mr(
         // SAFETY: a PD or parent domain of this library, or rejected.
         let p = unsafe { resolve::<EmuPd>(VERB, pd) }?;
         let n = c_int::try_from(num_sges).map_err(|_| fail(VERB, libc::EINVAL, "num_sges"))?;
-        // SAFETY: the caller's list of num_sges elements.
+        // The kernel takes the list as one ioctl attribute, whose length is 16 bits.
+        let most = (u16::MAX as usize / size_of::<ibv_sge>()) as u32;
+        // SAFETY: the caller's list of num_sges elements (a longer count is refused unread).
         let sges =
-            unsafe { convert::sges_from_c(sg_list, n) }.map_err(|e| fail_convert(VERB, e))?;
+            unsafe { convert::sges_from_c(sg_list, n, most) }.map_err(|e| fail_convert(VERB, e))?;
         on_device(VERB, p.dev, |h| h.advise_mr(p.handle, advice, flags, &sges))
     })
 }
@@ -1394,6 +1396,8 @@ unsafe extern "C" fn op_req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) ->
 struct EmuSrq {
     srq: ibv_srq,
     handle: SrqHandle,
+    /// SGEs per receive as created: a post's `num_sge` is checked before its list is read.
+    max_sge: u32,
 }
 
 // SAFETY: repr(C), ibv_srq first, allocated by publish.
@@ -1446,7 +1450,7 @@ pub(crate) unsafe extern "C" fn ibv_create_srq(
         })?;
         ia.attr.max_wr = real.max_wr;
         ia.attr.max_sge = real.max_sge;
-        Ok(publish_srq(p.ctx, pd, ia.srq_context, handle).cast())
+        Ok(publish_srq(p.ctx, pd, ia.srq_context, handle, real.max_sge).cast())
     })
 }
 
@@ -1456,6 +1460,7 @@ fn publish_srq(
     pd: *mut ibv_pd,
     srq_context: *mut c_void,
     handle: SrqHandle,
+    max_sge: u32,
 ) -> *mut EmuSrq {
     // SAFETY: ibv_srq is plain data (pointers, integers, optional fn pointers, pthread
     // objects initialised below) for which all-zero bytes are valid.
@@ -1464,7 +1469,11 @@ fn publish_srq(
     srq.srq_context = srq_context;
     srq.pd = pd;
     srq.handle = handle.to_raw() as u32;
-    let s = publish(Box::new(EmuSrq { srq, handle }));
+    let s = publish(Box::new(EmuSrq {
+        srq,
+        handle,
+        max_sge,
+    }));
     // SAFETY: allocated above and not handed out yet.
     unsafe { init_sync(&mut (*s).srq.mutex, &mut (*s).srq.cond) };
     ctx.register(ObjectKind::Srq, handle.to_raw(), s as usize);
@@ -1526,6 +1535,31 @@ pub(crate) struct WrBatch {
     pub(crate) inline: Vec<Vec<u8>>,
     /// The first builder call that failed: `ibv_wr_complete` reports it.
     pub(crate) error: Option<(c_int, String)>,
+    /// The send queue's SGEs and inline bytes per request as created: the setters check
+    /// their counts before they read the caller's lists.
+    pub(crate) max_sge: u32,
+    pub(crate) max_inline: u32,
+}
+
+impl WrBatch {
+    /// An empty batch for a QP of `cap`.
+    fn new(cap: QpCap) -> Self {
+        Self {
+            max_sge: cap.max_send_sge,
+            max_inline: cap.max_inline_data,
+            ..Self::default()
+        }
+    }
+
+    /// What was built, leaving the batch empty for the same QP.
+    pub(crate) fn take(&mut self) -> Self {
+        let empty = Self {
+            max_sge: self.max_sge,
+            max_inline: self.max_inline,
+            ..Self::default()
+        };
+        std::mem::replace(self, empty)
+    }
 }
 
 /// A QP. Every QP carries an `ibv_qp_ex` (whose first member is the `ibv_qp`); only QPs
@@ -1540,6 +1574,9 @@ pub(crate) struct EmuQp {
     /// A second handle to an XRC target (`ibv_open_qp`): the object index keeps naming
     /// the creator's.
     opened: bool,
+    /// The queues' sizes as created: a post's `num_sge` is checked against them before its
+    /// list is read.
+    cap: QpCap,
     pub(crate) batch: Mutex<WrBatch>,
     /// `ibv_wr_start` … `ibv_wr_complete`/`ibv_wr_abort`, one thread at a time.
     pub(crate) building: crate::section::Section,
@@ -1553,6 +1590,15 @@ impl EmuQp {
     unsafe fn qp_type(p: *const Self) -> QpType {
         // SAFETY: as documented; read without a reference (see object_fields).
         unsafe { std::ptr::addr_of!((*p).qp_type).read() }
+    }
+
+    /// The queue sizes, set once at creation.
+    ///
+    /// # Safety
+    /// `p` must point to a live QP.
+    unsafe fn cap(p: *const Self) -> QpCap {
+        // SAFETY: as documented; read without a reference (see object_fields).
+        unsafe { std::ptr::addr_of!((*p).cap).read() }
     }
 
     /// Record the state set through the library in `qp->state`, as rdma-core does.
@@ -1663,6 +1709,7 @@ pub(crate) unsafe fn create_qp(
         qpx,
         handle,
         attr.qp_type,
+        cap,
         extended,
         false,
     ))
@@ -1674,6 +1721,7 @@ fn publish_qp(
     qpx: ibv_qp_ex,
     handle: QpHandle,
     qp_type: QpType,
+    cap: QpCap,
     extended: bool,
     opened: bool,
 ) -> *mut EmuQp {
@@ -1683,7 +1731,8 @@ fn publish_qp(
         qp_type,
         extended,
         opened,
-        batch: Mutex::new(WrBatch::default()),
+        cap,
+        batch: Mutex::new(WrBatch::new(cap)),
         building: crate::section::Section::default(),
     }));
     // SAFETY: allocated above and not handed out yet.
@@ -1919,7 +1968,7 @@ unsafe extern "C" fn op_post_send(
             }
         };
         // SAFETY: as above.
-        let qp_type = unsafe { EmuQp::qp_type(q.ptr) };
+        let (qp_type, max_sge) = unsafe { (EmuQp::qp_type(q.ptr), EmuQp::cap(q.ptr).max_send_sge) };
         // SAFETY: the caller's list of valid WRs; their AHs from ibv_create_ah, which are
         // EmuAhs; inline data is read during the post (ibv_post_send(3)).
         unsafe {
@@ -1931,6 +1980,7 @@ unsafe extern "C" fn op_post_send(
                     convert::send_wr_from_c(
                         w,
                         qp_type,
+                        max_sge,
                         |ah| EmuAh::handle(ah.cast()),
                         |mw| EmuMw::handle(mw.cast()),
                         |mr| EmuMr::handle(mr.cast()),
@@ -1951,6 +2001,7 @@ unsafe fn post_recv_list<O: Object>(
     target: *mut O::C,
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
+    max_sge: impl FnOnce(*const O) -> u32,
     post: impl FnOnce(&mut Hca, O::Handle, &mut [RecvWr]) -> Result<(), PostError>,
 ) -> c_int {
     // SAFETY: forwarded.
@@ -1958,13 +2009,14 @@ unsafe fn post_recv_list<O: Object>(
         Ok(t) => t,
         Err(e) => return e,
     };
+    let max_sge = max_sge(t.ptr);
     // SAFETY: forwarded.
     unsafe {
         post_list(
             verb,
             wr,
             bad_wr,
-            |w| convert::recv_wr_from_c(w),
+            |w| convert::recv_wr_from_c(w, max_sge),
             |wrs| t.dev.post_recv(|h| post(h, t.handle, wrs)),
         )
     }
@@ -1978,7 +2030,15 @@ unsafe extern "C" fn op_post_recv(
     const VERB: &str = "ibv_post_recv";
     // SAFETY: a QP from ibv_create_qp and the caller's list, or rejected.
     guard(VERB, libc::EIO, || unsafe {
-        post_recv_list::<EmuQp>(VERB, qp, wr, bad_wr, Hca::post_recv_owned)
+        post_recv_list::<EmuQp>(
+            VERB,
+            qp,
+            wr,
+            bad_wr,
+            // SAFETY (of the enclosing block): resolved, a live QP.
+            |q| EmuQp::cap(q).max_recv_sge,
+            Hca::post_recv_owned,
+        )
     })
 }
 
@@ -1990,7 +2050,15 @@ unsafe extern "C" fn op_post_srq_recv(
     const VERB: &str = "ibv_post_srq_recv";
     // SAFETY: an SRQ from ibv_create_srq and the caller's list, or rejected.
     guard(VERB, libc::EIO, || unsafe {
-        post_recv_list::<EmuSrq>(VERB, srq, wr, bad_wr, Hca::post_srq_recv_owned)
+        post_recv_list::<EmuSrq>(
+            VERB,
+            srq,
+            wr,
+            bad_wr,
+            // SAFETY (of the enclosing block): resolved, a live SRQ; set once at creation.
+            |s| std::ptr::addr_of!((*s).max_sge).read(),
+            Hca::post_srq_recv_owned,
+        )
     })
 }
 
@@ -2454,7 +2522,7 @@ pub(crate) unsafe extern "C" fn vctx_create_srq_ex(
         };
         a.attr.max_wr = real.max_wr;
         a.attr.max_sge = real.max_sge;
-        Ok(publish_srq(p.ctx, a.pd, a.srq_context, handle).cast())
+        Ok(publish_srq(p.ctx, a.pd, a.srq_context, handle, real.max_sge).cast())
     })
 }
 
@@ -2487,6 +2555,8 @@ pub(crate) unsafe extern "C" fn vctx_post_srq_ops(
             set_bad(first);
             return fail(VERB, libc::EINVAL, "the operation list is NULL");
         }
+        // SAFETY: resolved: a live SRQ; the field is set once at creation.
+        let srq_max_sge = unsafe { std::ptr::addr_of!((*s.ptr).max_sge).read() };
         let (mut ops, mut ptrs) = (Vec::new(), Vec::new());
         let mut convert_err = None;
         let mut cur = first;
@@ -2494,7 +2564,7 @@ pub(crate) unsafe extern "C" fn vctx_post_srq_ops(
             // SAFETY: a list of valid operations from the caller.
             let w = unsafe { &*cur };
             // SAFETY: as above, with their SGE arrays.
-            match unsafe { convert::tm_op_from_c(w) } {
+            match unsafe { convert::tm_op_from_c(w, srq_max_sge) } {
                 Ok(o) => ops.push(o),
                 Err(e) => {
                     convert_err = Some((cur, e));
@@ -2601,6 +2671,7 @@ pub(crate) unsafe fn create_xrc_recv_qp(
         qpx,
         handle,
         QpType::XrcRecv,
+        QpCap::default(),
         false,
         false,
     ))
@@ -2681,6 +2752,8 @@ pub(crate) unsafe extern "C" fn vctx_open_qp(
             std::ptr::null_mut()
         };
         let qpx = xrc_recv_qpx(x.ctx, qp_context, handle, a.qp_num, state.raw());
-        Ok(publish_qp(x.ctx, qpx, handle, QpType::XrcRecv, false, true).cast())
+        // An XRC target has no queues of its own: nothing can be posted on it.
+        let no_queues = QpCap::default();
+        Ok(publish_qp(x.ctx, qpx, handle, QpType::XrcRecv, no_queues, false, true).cast())
     })
 }

@@ -193,7 +193,7 @@ unsafe extern "C" fn wr_start(qpx: *mut ibv_qp_ex) {
         // SAFETY: the ibv_wr_* entry points are only set on QPs from ibv_create_qp_ex.
         unsafe { building(qpx) }.enter();
         // SAFETY: as above.
-        *lock(unsafe { batch(qpx) }) = WrBatch::default();
+        lock(unsafe { batch(qpx) }).take();
     })
 }
 
@@ -203,7 +203,7 @@ unsafe extern "C" fn wr_abort(qpx: *mut ibv_qp_ex) {
             return;
         }
         // SAFETY: as in wr_start.
-        *lock(unsafe { batch(qpx) }) = WrBatch::default();
+        lock(unsafe { batch(qpx) }).take();
         // SAFETY: as above.
         unsafe { building(qpx) }.leave();
     })
@@ -230,7 +230,7 @@ unsafe extern "C" fn wr_complete(qpx: *mut ibv_qp_ex) -> c_int {
 /// `qpx` must be a QP from ibv_create_qp_ex.
 unsafe fn post_batch(verb: &str, qpx: *mut ibv_qp_ex) -> c_int {
     // SAFETY: as documented.
-    let batch = std::mem::take(&mut *lock(unsafe { batch(qpx) }));
+    let batch = lock(unsafe { batch(qpx) }).take();
     if let Some((errno, why)) = batch.error {
         return fail(verb, errno, why);
     }
@@ -350,8 +350,9 @@ unsafe extern "C" fn wr_set_sge_list(qpx: *mut ibv_qp_ex, num_sge: usize, sg_lis
         let Ok(n) = i32::try_from(num_sge) else {
             return b.unsupported(VERB);
         };
-        // SAFETY: the caller passes num_sge readable entries.
-        match unsafe { convert::sges_from_c(sg_list, n) } {
+        // SAFETY: the caller passes num_sge readable entries (a count over the queue's is
+        // refused before any is read).
+        match unsafe { convert::sges_from_c(sg_list, n, b.max_sge) } {
             Ok(list) => b.set_last(VERB, |w, _| w.sg_list = list),
             Err(e) => b.record(e.errno, || e.why),
         }
@@ -361,6 +362,14 @@ unsafe extern "C" fn wr_set_sge_list(qpx: *mut ibv_qp_ex, num_sge: usize, sg_lis
 unsafe extern "C" fn wr_set_inline_data(qpx: *mut ibv_qp_ex, addr: *mut c_void, length: usize) {
     const VERB: &str = "ibv_wr_set_inline_data";
     with_batch(VERB, qpx, |b| {
+        let max_inline = b.max_inline;
+        if length > max_inline as usize {
+            return b.record(libc::EINVAL, || {
+                format!(
+                    "{VERB}: {length} bytes are more than the QP's max_inline_data {max_inline}"
+                )
+            });
+        }
         let data = if length == 0 || addr.is_null() {
             Vec::new()
         } else {
@@ -380,8 +389,20 @@ unsafe extern "C" fn wr_set_inline_data_list(
     with_batch(VERB, qpx, |b| {
         let mut data = Vec::new();
         if num_buf > 0 && !buf_list.is_null() {
-            // SAFETY: the caller passes num_buf readable entries, each naming readable bytes.
-            for d in unsafe { std::slice::from_raw_parts(buf_list, num_buf) } {
+            // One entry at a time, stopping once the total passes the QP's inline size (as
+            // rxe's provider): a wild num_buf is not read past that, nor copied.
+            for i in 0..num_buf {
+                // SAFETY: the caller passes num_buf readable entries, each naming readable
+                // bytes; read only while the total fits.
+                let d = unsafe { &*buf_list.add(i) };
+                let max_inline = b.max_inline;
+                if d.length > (max_inline as usize).saturating_sub(data.len()) {
+                    return b.record(libc::EINVAL, || {
+                        format!(
+                            "{VERB}: the buffers hold more than the QP's max_inline_data {max_inline}"
+                        )
+                    });
+                }
                 if !d.addr.is_null() && d.length > 0 {
                     // SAFETY: as above.
                     data.extend_from_slice(unsafe {

@@ -442,3 +442,10 @@ fn scheduled_port_and_device_events_reach_a_c_program() {
 fn event_waits_end_on_signals_and_close_as_kernel_reads_do() {
     run_c_program("man_event_waits", "softroce0=127.77.30.45");
 }
+
+/// num_sge and the ibv_wr_* setters' counts beyond the queue's size: EINVAL before the list
+/// is read (they crashed the process or aborted it on a huge allocation).
+#[test]
+fn wild_counts_are_refused_before_their_lists_are_read() {
+    run_c_program("man_wild_counts", "softroce0=127.77.30.46");
+}

@@ -666,13 +666,24 @@ pub struct FaultCounters {
     pub delayed: u64,
     /// Truncated.
     pub truncated: u64,
+    /// Lost because the datagrams held back (delayed, reordered, duplicated) were at
+    /// their bound ([`MAX_HELD_DATAGRAMS`], [`MAX_HELD_BYTES`]), as a full netem queue
+    /// drops.
+    pub held_overflow: u64,
 }
+
+/// The most datagrams a device's plan holds back at once (netem's default queue limit).
+pub const MAX_HELD_DATAGRAMS: usize = 1000;
+
+/// The most bytes a device's plan holds back at once: a peer that makes the device send
+/// fast (a long READ) under a long delay must not fill memory.
+pub const MAX_HELD_BYTES: usize = 16 << 20;
 
 impl fmt::Display for FaultCounters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "injected: seen_tx={} seen_rx={} dropped={} duplicated={} reordered={} corrupted={} corrupted_recomputed={} delayed={} truncated={}",
+            "injected: seen_tx={} seen_rx={} dropped={} duplicated={} reordered={} corrupted={} corrupted_recomputed={} delayed={} truncated={} held_overflow={}",
             self.seen_tx,
             self.seen_rx,
             self.dropped,
@@ -681,7 +692,8 @@ impl fmt::Display for FaultCounters {
             self.corrupted,
             self.corrupted_recomputed,
             self.delayed,
-            self.truncated
+            self.truncated,
+            self.held_overflow
         )
     }
 }
@@ -695,6 +707,8 @@ pub struct FaultInjector {
     /// Delayed datagrams: due time, direction, the peer (destination when sent, source
     /// when received), bytes.
     held: Vec<(Instant, Direction, SocketAddr, Vec<u8>)>,
+    /// The bytes in `held`.
+    held_bytes: usize,
     /// The plan's device events still to happen, soonest first, once
     /// [`FaultInjector::start_events`] gave them a time.
     events_due: std::collections::VecDeque<(Instant, DeviceEvent)>,
@@ -745,6 +759,7 @@ impl FaultInjector {
             rng: ChaCha8Rng::seed_from_u64(plan.seed),
             plan,
             held: Vec::new(),
+            held_bytes: 0,
             events_due: std::collections::VecDeque::new(),
             counters: FaultCounters::default(),
         }
@@ -824,19 +839,34 @@ impl FaultInjector {
             Direction::Tx => dst,
             Direction::Rx => src,
         };
+        let full = self.held.len() >= MAX_HELD_DATAGRAMS
+            || self.held_bytes.saturating_add(len) > MAX_HELD_BYTES;
         match fate {
             Fate::Pass => Verdict::Pass { len },
             Fate::Drop => Verdict::Withhold,
+            Fate::Duplicate if full => {
+                self.counters.held_overflow += 1;
+                Verdict::Pass { len }
+            }
+            Fate::Delay(_) if full => {
+                self.counters.held_overflow += 1;
+                Verdict::Withhold
+            }
             Fate::Duplicate => {
-                self.held.push((now, direction, peer, data[..len].to_vec()));
+                self.hold(now, direction, peer, &data[..len]);
                 Verdict::Pass { len }
             }
             Fate::Delay(d) => {
-                self.held
-                    .push((now + d, direction, peer, data[..len].to_vec()));
+                self.hold(now + d, direction, peer, &data[..len]);
                 Verdict::Withhold
             }
         }
+    }
+
+    /// Keep a copy of `data` until `due`.
+    fn hold(&mut self, due: Instant, direction: Direction, peer: SocketAddr, data: &[u8]) {
+        self.held_bytes += data.len();
+        self.held.push((due, direction, peer, data.to_vec()));
     }
 
     /// The first rule that matches and fires decides: counted, bytes changed in place, and
@@ -924,6 +954,7 @@ impl FaultInjector {
         while i < self.held.len() {
             if self.held[i].0 <= now && self.held[i].1 == direction {
                 let (_, _, peer, d) = self.held.swap_remove(i);
+                self.held_bytes -= d.len();
                 out.push((peer, d));
             } else {
                 i += 1;
@@ -990,6 +1021,40 @@ mod tests {
         assert_eq!(inj.poll_event(late), Some(DeviceEvent::DeviceFatal));
         assert_eq!(inj.poll_event(late), None);
         assert_eq!(inj.next_release(), None);
+    }
+
+    #[test]
+    fn a_long_delay_holds_a_bounded_queue_and_counts_what_it_loses() {
+        let mut inj = FaultInjector::new(FaultPlan::parse("delay=10000").unwrap());
+        let (me, peer) = (
+            "10.0.0.1:4791".parse().unwrap(),
+            "10.0.0.2:4791".parse().unwrap(),
+        );
+        let now = Instant::now();
+        let mut packet = vec![0u8; 4096];
+        // A peer's long READ makes the device send far faster than 10 s drains.
+        for _ in 0..10 * MAX_HELD_DATAGRAMS {
+            let v = inj.filter(now, Direction::Tx, me, peer, &mut packet);
+            assert_eq!(v, Verdict::Withhold);
+        }
+        let c = inj.counters();
+        assert!(inj.held.len() <= MAX_HELD_DATAGRAMS);
+        assert!(inj.held_bytes <= MAX_HELD_BYTES);
+        assert_eq!(c.delayed, 10 * MAX_HELD_DATAGRAMS as u64);
+        assert_eq!(
+            c.held_overflow as usize,
+            10 * MAX_HELD_DATAGRAMS - inj.held.len()
+        );
+        // Once due they go, and the queue takes new ones again.
+        let mut out = Vec::new();
+        inj.release(now + Duration::from_secs(11), Direction::Tx, &mut out);
+        assert_eq!(out.len(), MAX_HELD_DATAGRAMS.min(MAX_HELD_BYTES / 4096));
+        assert_eq!((inj.held.len(), inj.held_bytes), (0, 0));
+        assert_eq!(
+            inj.filter(now, Direction::Tx, me, peer, &mut packet),
+            Verdict::Withhold
+        );
+        assert_eq!(inj.held.len(), 1);
     }
 
     #[test]
