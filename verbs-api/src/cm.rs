@@ -683,6 +683,9 @@ impl ConnectionManager {
                 reason: format!("{} is not this device's address {ip}", addr.ip()),
             });
         }
+        if addr.port() == 0 {
+            return self.listen_on_any_port(ps, ip);
+        }
         let service_id = ps.service_id(addr.port());
         let addr = SocketAddr::new(ip, addr.port());
         let mut d = lock(&self.shared.dispatch);
@@ -698,6 +701,25 @@ impl ConnectionManager {
             .map_err(|e| cm_error("listen", e))?;
         d.listeners.insert(service_id, VecDeque::new());
         Ok((service_id, addr))
+    }
+
+    /// Port 0: listen on a free port of the kernel's ephemeral range, as `rdma_bind_addr`
+    /// picks one (its `cma_alloc_any_port`), starting where the source ports have got to.
+    fn listen_on_any_port(&self, ps: PortSpace, ip: IpAddr) -> Result<(u64, SocketAddr)> {
+        const EPHEMERAL: std::ops::RangeInclusive<u16> = 32768..=60999;
+        let span = u32::from(EPHEMERAL.end() - EPHEMERAL.start()) + 1;
+        let start = self.shared.next_port.load(Ordering::Relaxed) as u32 % span;
+        for i in 0..span {
+            let port = EPHEMERAL.start() + ((start + i) % span) as u16;
+            match self.listen_in(ps, SocketAddr::new(ip, port)) {
+                Err(Error::Cm { errno, .. }) if errno == libc::EADDRINUSE => continue,
+                other => return other,
+            }
+        }
+        Err(Error::Invalid {
+            what: "listen address",
+            reason: format!("every port of {EPHEMERAL:?} is listened on already"),
+        })
     }
 
     /// rdma_cm's header for a request from this device to `to`: our address and a fresh

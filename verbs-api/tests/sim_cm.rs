@@ -457,3 +457,36 @@ fn ud_resolution_into_a_partition_times_out_then_becomes_unreachable() {
         Ok(())
     });
 }
+
+/// `listen` on port 0 picks a free port of the ephemeral range, as `rdma_bind_addr` does,
+/// says which, and a client reaches the listener there.
+#[test]
+fn listening_on_port_0_picks_a_free_ephemeral_port_a_client_can_reach() -> Result<(), BoxError> {
+    let fabric = Fabric::new(5);
+    let (client, server) = devices(&fabric)?;
+    let any = SocketAddr::new(SERVER_IP.parse()?, 0);
+    let first = server.connection_manager()?.listen(any)?;
+    let second = server.connection_manager()?.listen(any)?;
+    let (p1, p2) = (first.local_addr().port(), second.local_addr().port());
+    assert!(
+        (32768..=60999).contains(&p1) && (32768..=60999).contains(&p2),
+        "{p1} {p2}"
+    );
+    assert_ne!(p1, p2, "two listeners, two ports");
+
+    let options = ConnectOptions {
+        timeout: PATIENCE,
+        ..ConnectOptions::default()
+    };
+    let (cqp, _cpd, _ccq) = rc_qp(&client)?;
+    let connecting =
+        client
+            .connection_manager()?
+            .start_connect(cqp, second.local_addr(), &options)?;
+    let request = second.get_request(PATIENCE)?;
+    let (sqp, _spd, _scq) = rc_qp(&server)?;
+    let accepting = request.start_accept(sqp, b"")?;
+    connecting.wait()?;
+    accepting.wait(PATIENCE)?;
+    Ok(())
+}

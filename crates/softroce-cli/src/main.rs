@@ -99,9 +99,12 @@ fn main() -> ExitCode {
         }
         tracing_subscriber::EnvFilter::new("warn")
     });
+    // Colours only for a terminal: logs piped to a file or a CI log stay plain text.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(colour)
         .init();
     let cli = Cli::parse();
     // Limits that tie arguments together: usage errors like clap's own (exit status 2).

@@ -43,13 +43,15 @@ pub(crate) struct PingpongArgs {
     #[arg(long, default_value_t = ROCE_V2_PORT, value_parser = ranged::<u16>(1..=65535))]
     udp_port: u16,
     /// TCP port of the side channel. A server on port 0 listens on a free port and says
-    /// which on its first line: `listening on TCP port N`.
+    /// which in the line `listening on TCP port N`, after its `local address` line (as
+    /// rdma-core's pingpongs print that first).
     #[arg(short = 'p', long, default_value_t = 18515)]
     port: u16,
     /// Message size, 0 to 8 MiB (the device's max_msg_sz); UD: at most the port's active
-    /// MTU (1024).
-    #[arg(short = 's', long, default_value_t = 4096, value_parser = ranged::<usize>(0..=MAX_MSG_SZ))]
-    size: usize,
+    /// MTU (4096 on loopback). Default: 4096, or 2048 with `--type ud` (as
+    /// ibv_ud_pingpong's, so the two pair with their defaults).
+    #[arg(short = 's', long, value_parser = ranged::<usize>(0..=MAX_MSG_SZ))]
+    size: Option<usize>,
     /// Iterations (1 to 10^9).
     #[arg(short = 'n', long, default_value_t = 1000, value_parser = ranged::<u64>(1..=MAX_ITERS))]
     iters: u64,
@@ -202,6 +204,17 @@ fn srq_pattern(qp_index: usize, k: u64, len: usize) -> Vec<u8> {
     pattern(k.wrapping_add((qp_index as u64).wrapping_mul(97)), len)
 }
 
+impl PingpongArgs {
+    /// `-s`, or the default of rdma-core's pingpong of the same type.
+    fn msg_size(&self) -> usize {
+        self.size.unwrap_or(if self.transport == Transport::Ud {
+            2048
+        } else {
+            4096
+        })
+    }
+}
+
 fn print_address(which: &str, ep: &QueuePairEndpoint) {
     println!(
         "  {which} address: LID 0x0000, QPN {:#08x}, PSN {:#08x}, GID {}",
@@ -232,9 +245,9 @@ fn run_on(args: &PingpongArgs, ctx: &Context, mtu: Mtu) -> anyhow::Result<()> {
         // as ibv_ud_pingpong does, not by a LOC_LEN_ERR after the peer connected.
         let port_mtu = ctx.query_port(1)?.active_mtu.bytes();
         ensure!(
-            args.size <= port_mtu,
+            args.msg_size() <= port_mtu,
             "Requested size larger than port MTU ({port_mtu}): -s {} with --type ud",
-            args.size
+            args.msg_size()
         );
     }
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
@@ -242,7 +255,7 @@ fn run_on(args: &PingpongArgs, ctx: &Context, mtu: Mtu) -> anyhow::Result<()> {
         Transport::Srq => srq_pingpong(args, ctx, mtu, deadline)?,
         _ => single_qp_pingpong(args, ctx, mtu, deadline)?,
     };
-    let bytes = args.size as f64 * args.iters as f64 * 2.0;
+    let bytes = args.msg_size() as f64 * args.iters as f64 * 2.0;
     println!(
         "{} bytes in {secs:.2} seconds = {:.2} Mbit/sec",
         bytes as u64,
@@ -296,17 +309,17 @@ fn linger(args: &PingpongArgs) {
 /// receive buffer (a client's first message is the buffer's initial 0x7b fill).
 fn expected_message(args: &PingpongArgs, client: bool, k: u64) -> (Vec<u8>, &'static str) {
     if !args.check_echo {
-        (pattern(k, args.size), "what the peer sent")
+        (pattern(k, args.msg_size()), "what the peer sent")
     } else if client {
         (
-            pattern(k, args.size),
+            pattern(k, args.msg_size()),
             "the echo of our message of the same number",
         )
     } else if k == 0 {
-        (vec![0x7b; args.size], "rdma-core's initial 0x7b fill")
+        (vec![0x7b; args.msg_size()], "rdma-core's initial 0x7b fill")
     } else {
         (
-            pattern(k - 1, args.size),
+            pattern(k - 1, args.msg_size()),
             "the echo of our previous message",
         )
     }
@@ -323,7 +336,7 @@ fn single_qp_pingpong(
     let ud = args.transport == Transport::Ud;
     let pd = ctx.alloc_pd()?;
     let cq = ctx.create_cq(args.rx_depth + 1, None)?;
-    let buf_len = args.size + if ud { GRH } else { 0 };
+    let buf_len = args.msg_size() + if ud { GRH } else { 0 };
     let send_mr = pd.allocate(buf_len.max(1))?;
     let recv_mr = pd.allocate(buf_len.max(1))?;
     let qp_type = match args.transport {
@@ -364,10 +377,10 @@ fn single_qp_pingpong(
     let send = |iter: u64| -> anyhow::Result<()> {
         let off = if ud { GRH } else { 0 };
         if args.check || args.check_echo {
-            send_mr.write(off, &pattern(iter, args.size))?;
+            send_mr.write(off, &pattern(iter, args.msg_size()))?;
         }
         let mut wr = SendWr::new(SEND_WRID, WrOpcode::Send);
-        wr.sg_list = vec![send_mr.slice(off..off + args.size)?].into();
+        wr.sg_list = vec![send_mr.slice(off..off + args.msg_size())?].into();
         wr.ud = target;
         // SAFETY: `send_mr` lives until the end of the function, after the last poll.
         unsafe { qp.post_send(&[wr])? };
@@ -425,7 +438,7 @@ fn single_qp_pingpong(
                 RECV_WRID => {
                     if args.check || args.check_echo {
                         let off = if ud { GRH } else { 0 };
-                        let mut got = vec![0u8; args.size];
+                        let mut got = vec![0u8; args.msg_size()];
                         recv_mr.read(off, &mut got)?;
                         let (expected, what) = expected_message(args, client, rcnt);
                         if let Some(at) = got.iter().zip(&expected).position(|(a, b)| a != b) {
@@ -492,7 +505,7 @@ fn srq_pingpong(
     // With --check every posted receive gets its own slot (messages of different QPs land
     // at the same time) and every QP its own send buffer; without it all share one buffer,
     // as in rdma-core.
-    let stride = args.size.max(1);
+    let stride = args.msg_size().max(1);
     let slots = if args.check { rx_depth } else { 1 };
     let recv_mr = pd.allocate(slots * stride)?;
     let send_mr = pd.allocate(if args.check { num_qp } else { 1 } * stride)?;
@@ -521,7 +534,7 @@ fn srq_pingpong(
         } else {
             0
         };
-        let sge = recv_mr.slice(slot * stride..slot * stride + args.size)?;
+        let sge = recv_mr.slice(slot * stride..slot * stride + args.msg_size())?;
         // SAFETY: `recv_mr` lives until the end of this function, after the last poll.
         unsafe { srq.post_receive(&[sge], ((slot as u64) << KIND_BITS) | RECV_WRID)? };
         Ok(())
@@ -549,10 +562,10 @@ fn srq_pingpong(
     let send = |idx: usize, k: u64| -> anyhow::Result<()> {
         let off = if args.check { idx * stride } else { 0 };
         if args.check {
-            send_mr.write(off, &srq_pattern(idx, k, args.size))?;
+            send_mr.write(off, &srq_pattern(idx, k, args.msg_size()))?;
         }
         let mut wr = SendWr::new(SEND_WRID, WrOpcode::Send);
-        wr.sg_list = vec![send_mr.slice(off..off + args.size)?].into();
+        wr.sg_list = vec![send_mr.slice(off..off + args.msg_size())?].into();
         // SAFETY: `send_mr` lives until the end of the function, after the last poll.
         unsafe { qps[idx].post_send(&[wr])? };
         Ok(())
@@ -597,11 +610,11 @@ fn srq_pingpong(
                 RECV_WRID => {
                     let slot = (wc.wr_id >> KIND_BITS) as usize;
                     if args.check {
-                        let mut got = vec![0u8; args.size];
+                        let mut got = vec![0u8; args.msg_size()];
                         recv_mr.read(slot * stride, &mut got)?;
                         let k = received[idx];
                         ensure!(
-                            got == srq_pattern(idx, k, args.size),
+                            got == srq_pattern(idx, k, args.msg_size()),
                             "message {k} on QP {idx} (QPN {:#x}) differs from what was sent",
                             wc.qp_num
                         );

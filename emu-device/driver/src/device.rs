@@ -301,6 +301,9 @@ enum Role {
 
 struct Shared {
     hca: Mutex<Hca>,
+    /// Verbs waiting for `hca`: the engine, which could otherwise take it back the moment
+    /// it lets go (a flood of work keeps it busy), lets them go first.
+    verbs_waiting: AtomicU32,
     socket: RoceSocket,
     /// The device's address and port (the socket's, unless this process is a guest).
     device_addr: SocketAddr,
@@ -483,6 +486,7 @@ impl Device {
         let cm = CmAgent::new(CmEndpoint::new(cm_config), hca.config().udp_port);
         let shared = Arc::new(Shared {
             hca: Mutex::new(hca),
+            verbs_waiting: AtomicU32::new(0),
             socket,
             device_addr,
             guest_rx: Mutex::new(vec![0u8; MAX_RECEIVE + 64]),
@@ -570,7 +574,7 @@ impl Device {
     /// for it (no packet of that family reaches the device). A group that cannot be joined
     /// (out of sockets) undoes the attach with ENOMEM.
     pub fn attach_mcast(&self, qp: QpHandle, mgid: Gid, lid: u16) -> VerbsResult<()> {
-        let mut hca = lock(&self.shared.hca);
+        let mut hca = self.shared.lock_hca_for_verb();
         let before = hca.multicast_groups().contains(&mgid);
         hca.attach_mcast(qp, mgid, lid)?;
         let group = SocketAddr::new(mgid.to_ip(), hca.config().udp_port);
@@ -613,7 +617,7 @@ impl Device {
 
     /// `ibv_detach_mcast`: the device leaves the IP group with the group's last QP.
     pub fn detach_mcast(&self, qp: QpHandle, mgid: Gid, lid: u16) -> VerbsResult<()> {
-        let mut hca = lock(&self.shared.hca);
+        let mut hca = self.shared.lock_hca_for_verb();
         hca.detach_mcast(qp, mgid, lid)?;
         if !hca.multicast_groups().contains(&mgid) {
             // Closing the socket (when the receiver lets go of it too) leaves the group.
@@ -650,7 +654,7 @@ impl Device {
 
     /// Apply verbs to the device, then send what they produced and signal fds.
     pub fn with<R>(&self, f: impl FnOnce(&mut Hca) -> R) -> R {
-        let mut hca = lock(&self.shared.hca);
+        let mut hca = self.shared.lock_hca_for_verb();
         send_held(&self.shared, &mut hca);
         // Completions a verb generates (flushes, local operations) carry the time it ran.
         hca.advance_clock(Instant::now());
@@ -666,7 +670,7 @@ impl Device {
     /// to `DOORBELL_HOLD` (30 µs; see `BURST_GAP`): a doorbell rung once per burst.
     pub fn post_send<R>(&self, f: impl FnOnce(&mut Hca) -> R) -> R {
         let shared = &*self.shared;
-        let mut hca = lock(&shared.hca);
+        let mut hca = shared.lock_hca_for_verb();
         // A post joining a burst whose packets are held reads no clock: it is held too
         // unless it fills the doorbell or is awaited (those read it below). The burst is
         // at most `DOORBELL_HOLD` old (whoever sends held packets clears `held_posts`), and
@@ -791,7 +795,7 @@ impl Device {
     /// is signalled: a ping-pong posts one per round trip.
     pub fn post_recv<R>(&self, f: impl FnOnce(&mut Hca) -> R) -> R {
         let shared = &*self.shared;
-        let mut hca = lock(&shared.hca);
+        let mut hca = shared.lock_hca_for_verb();
         send_held(shared, &mut hca);
         hca.advance_clock(Instant::now());
         let r = f(&mut hca);
@@ -807,7 +811,7 @@ impl Device {
     /// `ibv_query_rt_values_ex`'s raw clock: the device clock now (CLOCK_MONOTONIC
     /// nanoseconds, see [`crate::clock`]), never behind a completion already stamped.
     pub fn raw_clock(&self) -> u64 {
-        let mut hca = lock(&self.shared.hca);
+        let mut hca = self.shared.lock_hca_for_verb();
         hca.advance_clock(Instant::now());
         hca.clock()
     }
@@ -860,7 +864,7 @@ impl Device {
         let deadline = Instant::now() + timeout;
         loop {
             {
-                let mut hca = lock(&self.shared.hca);
+                let mut hca = self.shared.lock_hca_for_verb();
                 send_held(&self.shared, &mut hca);
                 if let Some(r) = f(&mut hca) {
                     pump(&self.shared, &mut hca, Instant::now());
@@ -884,7 +888,7 @@ impl Device {
                 .checked_duration_since(Instant::now())
                 .unwrap_or(Duration::ZERO);
             let _ = wait_socket_or_progress(&self.shared, left.min(Duration::from_millis(10)));
-            let hca = lock(&self.shared.hca);
+            let hca = self.shared.lock_hca_for_verb();
             self.shared.waiters.fetch_sub(1, Ordering::SeqCst);
             let _ = self.shared.progress_fd.try_consume();
             drop(hca);
@@ -906,7 +910,7 @@ impl Device {
         is_empty: impl Fn(&R) -> bool,
     ) -> R {
         let shared = &*self.shared;
-        let mut hca = lock(&shared.hca);
+        let mut hca = shared.lock_hca_for_verb();
         let now = Instant::now();
         shared
             .polled_at
@@ -1210,7 +1214,7 @@ impl Device {
             self.shared.hand_back_to_engine();
         }
         loop {
-            match take(&mut lock(&self.shared.hca)) {
+            match take(&mut self.shared.lock_hca_for_verb()) {
                 Ok((ev, more)) => {
                     if !more {
                         let _ = fd.try_consume();
@@ -1572,6 +1576,37 @@ fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
     }
 }
 
+/// The longest the engine stands aside for waiting verbs before it takes the HCA itself.
+const VERB_TURN_MAX: Duration = Duration::from_millis(1);
+
+impl Shared {
+    /// The HCA for a verb. A `std` mutex lets a thread that unlocks take the lock again
+    /// before a woken waiter runs, so behind an engine with endless work (a peer asking a
+    /// long READ again and again) a verb waited for tens of seconds: waiting verbs are
+    /// counted, and the engine gives way to them (`lock_hca_for_engine`).
+    fn lock_hca_for_verb(&self) -> MutexGuard<'_, Hca> {
+        if let Some(hca) = try_lock(&self.hca) {
+            return hca;
+        }
+        self.verbs_waiting.fetch_add(1, Ordering::SeqCst);
+        let hca = lock(&self.hca);
+        self.verbs_waiting.fetch_sub(1, Ordering::SeqCst);
+        hca
+    }
+
+    /// The HCA for the engine thread, after the verbs waiting for it (for at most
+    /// `VERB_TURN_MAX`).
+    fn lock_hca_for_engine(&self) -> MutexGuard<'_, Hca> {
+        if self.verbs_waiting.load(Ordering::Acquire) > 0 {
+            let until = Instant::now() + VERB_TURN_MAX;
+            while self.verbs_waiting.load(Ordering::Acquire) > 0 && Instant::now() < until {
+                std::thread::yield_now();
+            }
+        }
+        lock(&self.hca)
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding the lock leaves the device state as it was at the panic; the
     // state machine has no invariant a half-finished call could break that later calls rely
@@ -1663,10 +1698,11 @@ fn transmit_and_signal(shared: &Shared, hca: &mut Hca, now: Instant) -> bool {
     shared.held_since.store(0, Ordering::Relaxed);
     shared.held_posts.store(0, Ordering::Relaxed);
     let mut tx = lock(&shared.tx);
-    // Bounded: each call yields one queued packet.
-    for _ in 0..100_000 {
+    let mut sent_all = false;
+    for _ in 0..TX_PER_PUMP {
         let i = tx.n;
         let Some(t) = hca.poll_transmit(now, &mut tx.bufs[i]) else {
+            sent_all = true;
             break;
         };
         tx.payloads[i] = t.payload;
@@ -1695,8 +1731,17 @@ fn transmit_and_signal(shared: &Shared, hca: &mut Hca, now: Instant) -> bool {
     }
     flush(shared, hca, now, &mut tx);
     drop(tx);
+    if !sent_all {
+        // The rest after the device lock was let go (the engine comes straight back).
+        let _ = shared.engine_wake.notify();
+    }
     signal_events(shared, hca)
 }
+
+/// The most packets one pump sends while it holds the device lock (16 MiB at a 4096-byte
+/// MTU, a few milliseconds): a READ response of a gigabyte is sent in turns, with verbs
+/// and arrivals in between, not in one hold of a tenth of a second.
+const TX_PER_PUMP: usize = 4096;
 
 /// Turn the device's notifications into fd writes (COMM_ESTs are left in `comm_est`);
 /// returns whether any COMM_EST was.
@@ -2390,7 +2435,7 @@ fn multicast_receiver(shared: Arc<Shared>) {
             if fd.revents == 0 {
                 continue;
             }
-            let mut hca = lock(&shared.hca);
+            let mut hca = shared.lock_hca_for_engine();
             // Bounded per wakeup: the lock is the application's too.
             for _ in 0..16 {
                 if receive_udp(&shared, &mut hca, socket) == 0 {
@@ -2451,7 +2496,7 @@ fn engine(shared: Arc<Shared>) {
             let readable = engine_sleep(&shared, watch_while_polled, left).unwrap_or(false);
             if shared.held_deadline().is_some_and(|t| t <= Instant::now()) {
                 // A burst's posts the application did not come back for.
-                let mut hca = lock(&shared.hca);
+                let mut hca = shared.lock_hca_for_engine();
                 pump(&shared, &mut hca, Instant::now());
             }
             release_faults(&shared, Instant::now());
@@ -2507,7 +2552,7 @@ fn engine(shared: Arc<Shared>) {
         needless_wakes = 0;
         polled_through = 0;
         let (timeout, watch_socket) = {
-            let hca = lock(&shared.hca);
+            let hca = shared.lock_hca_for_engine();
             let now = Instant::now();
             let release = shared
                 .fault_plan()
@@ -2559,14 +2604,14 @@ fn engine(shared: Arc<Shared>) {
             if !readable {
                 break;
             }
-            let mut hca = lock(&shared.hca);
+            let mut hca = shared.lock_hca_for_engine();
             if receive_ready(&shared, &mut hca) == 0 {
                 break;
             }
         }
         let now = Instant::now();
         release_faults(&shared, now);
-        let mut hca = lock(&shared.hca);
+        let mut hca = shared.lock_hca_for_engine();
         fire_timers(&shared, &mut hca, now);
         pump(&shared, &mut hca, now);
     }
@@ -2585,7 +2630,7 @@ fn release_faults(shared: &Shared, now: Instant) {
     }
     send_now(shared, &mut due_tx);
     if !due_rx.is_empty() || !events.is_empty() {
-        let mut hca = lock(&shared.hca);
+        let mut hca = shared.lock_hca_for_engine();
         for event in events {
             tracing::info!(event = event.name(), "fault plan: device event");
             match event {
@@ -2666,7 +2711,7 @@ fn fail_over(shared: &Shared) {
     }
     // Fail loudly rather than wait for packets that will never come.
     shared.share_dead.store(true, Ordering::Release);
-    let mut hca = lock(&shared.hca);
+    let mut hca = shared.lock_hca_for_engine();
     let name = hca.config().name.clone();
     tracing::error!(device = %name, %addr, reason = %why, "the device's owner exited; no takeover");
     eprintln!(

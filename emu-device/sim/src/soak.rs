@@ -169,6 +169,10 @@ pub fn run(cfg: SoakConfig) -> Result<SoakReport, SoakFailure> {
         let mut c = HcaConfig::new(format!("soak{i}"), *ip);
         c.seed = cfg.seed.wrapping_add(i as u64);
         c.link_mtu = 9000;
+        // A soak is about recovering from faults however many in a row its seed brings: its
+        // QPs retry forever on retry_cnt 7, as rxe's do (by the man page 7 means seven
+        // retries, which a fifth of the datagrams lost each way exhausts now and then).
+        c.retry_cnt_7_is_infinite = true;
         let mut hca = Hca::new(c);
         let pd = hca.alloc_pd().map_err(e)?;
         let (cq, _) = hca.create_cq(4096, None, 0, 0).map_err(e)?;
