@@ -2,7 +2,8 @@
 //! socket on loopback: it cannot revoke an ordinary memory region; a misaligned atomic, a
 //! READ or atomic inside another message and a WRITE with the wrong pad are invalid
 //! requests, as rxe and IBTA have them; READ responses that do not fit the READ never
-//! complete it; repeated sequence NAKs cannot have a queue resent without end.
+//! complete it; repeated sequence NAKs cannot have a queue resent without end; a repeated
+//! long READ cannot keep the application's verbs waiting.
 
 mod common;
 
@@ -440,4 +441,59 @@ fn a_send_first_shorter_than_the_mtu_fails_the_receive_it_opened() {
     );
     assert_eq!(v.qp.state().unwrap(), QpState::Err);
     v.expect_event(EventType::QpReqErr);
+}
+
+/// A peer asking for a long READ again and again (each duplicate restarts the response,
+/// as IBTA has it) keeps the device busy, but not the application's verbs waiting: the
+/// engine sends in turns and gives way to a verb between them. (An `ibv_alloc_pd` used
+/// to wait out the whole flood, tens of seconds.)
+#[test]
+fn a_peer_repeating_a_long_read_does_not_keep_verbs_waiting() {
+    let v = victim_with("127.0.13.21", "127.0.13.22", 0, |b| b.mtu(Mtu::Mtu4096));
+    // 256 MiB of untouched memory: read as zero pages, never resident.
+    let big = v._pd.allocate(256 << 20).unwrap();
+    let ext = reth(big.addr(0), big.rkey(), 256 << 20);
+    v.peer.set_recv_buffer(1 << 16);
+    let flood_for = Duration::from_secs(2);
+    let slowest = std::thread::scope(|s| {
+        s.spawn(|| {
+            let start = std::time::Instant::now();
+            // The first is new, every later one a duplicate of it.
+            for _ in 0..4000 {
+                if start.elapsed() > flood_for {
+                    break;
+                }
+                v.peer
+                    .send(Opcode::RC_RDMA_READ_REQUEST, FAKE_PSN, ext, &[]);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        let start = std::time::Instant::now();
+        let mut slowest = Duration::ZERO;
+        for _ in 0..100 {
+            if start.elapsed() > flood_for {
+                break;
+            }
+            let t = std::time::Instant::now();
+            let pd = v.ctx.alloc_pd().unwrap();
+            drop(pd);
+            slowest = slowest.max(t.elapsed());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        slowest
+    });
+    // Generous: a pump of a few milliseconds is what a verb may wait behind.
+    assert!(
+        slowest < Duration::from_secs(1),
+        "ibv_alloc_pd waited {slowest:?} behind the READ flood"
+    );
+    let c = v.ctx.counters().unwrap();
+    assert!(
+        c.sent_pkts > 10_000,
+        "the device did answer the READs: {c:?}"
+    );
+    assert!(
+        c.duplicate_request > 0,
+        "and took the repeats as duplicates: {c:?}"
+    );
 }
