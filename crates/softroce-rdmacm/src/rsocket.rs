@@ -25,7 +25,13 @@
 //!   writes with plain RDMA WRITEs.
 //!
 //! Datagram rsockets (SOCK_DGRAM) live in `rsocket_dgram`; each call here hands a datagram
-//! socket's number over to it first. Not implemented: keepalive probes.
+//! socket's number over to it first.
+//!
+//! Keepalive (SO_KEEPALIVE, TCP_KEEPIDLE): every `keepalive_time` seconds a connected
+//! socket sends a CTRL KEEPALIVE (1), a zero-length WRITE with immediate the peer ignores,
+//! as rsockets' service thread does; a dead peer makes it run out of retries, and the
+//! socket fails. Here the probes go from the calls that wait on the socket (a blocked
+//! rrecv, rsend or rpoll), which are where a dead peer would otherwise go unnoticed.
 
 use core::ffi::{c_int, c_void};
 use std::collections::{HashMap, VecDeque};
@@ -38,8 +44,8 @@ use softroce_ibverbs_abi::{
     IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_WRITE, IBV_QP_STATE, IBV_QPS_ERR, IBV_QPT_RC,
     IBV_SEND_INLINE, IBV_WC_SUCCESS, IBV_WC_WITH_IMM, IBV_WR_RDMA_WRITE,
     IBV_WR_RDMA_WRITE_WITH_IMM, ibv_ah, ibv_ah_attr, ibv_comp_channel, ibv_context, ibv_cq,
-    ibv_gid, ibv_mr, ibv_pd, ibv_port_attr, ibv_qp, ibv_qp_attr, ibv_qp_init_attr, ibv_recv_wr,
-    ibv_send_wr, ibv_sge, ibv_wc,
+    ibv_device_attr, ibv_gid, ibv_mr, ibv_pd, ibv_port_attr, ibv_qp, ibv_qp_attr, ibv_qp_init_attr,
+    ibv_recv_wr, ibv_send_wr, ibv_sge, ibv_wc,
 };
 
 use crate::entry_points;
@@ -64,6 +70,7 @@ const RS_OP_SGL: u32 = 4;
 const RS_OP_IOMAP_SGL: u32 = 6;
 const RS_OP_CTRL: u32 = 7;
 const RS_CTRL_DISCONNECT: u32 = 0;
+const RS_CTRL_KEEPALIVE: u32 = 1;
 const RS_CTRL_SHUTDOWN: u32 = 2;
 const RECV_WR_FLAG: u64 = 1 << 63;
 const CONN_FLAG_NET: u8 = 1 << 0;
@@ -217,6 +224,7 @@ type CreateAh = unsafe extern "C" fn(*mut ibv_pd, *mut ibv_ah_attr) -> *mut ibv_
 type DestroyAh = unsafe extern "C" fn(*mut ibv_ah) -> c_int;
 type QueryGid = unsafe extern "C" fn(*mut ibv_context, u8, c_int, *mut ibv_gid) -> c_int;
 type QueryPort = unsafe extern "C" fn(*mut ibv_context, u8, *mut ibv_port_attr) -> c_int;
+type QueryDevice = unsafe extern "C" fn(*mut ibv_context, *mut ibv_device_attr) -> c_int;
 
 /// The libibverbs exports rsockets needs (the post, poll and arm calls go through the
 /// context's ops, as `<infiniband/verbs.h>` inlines them).
@@ -236,6 +244,8 @@ pub(crate) struct Verbs {
     pub(crate) query_gid: QueryGid,
     /// The exported ibv_query_port, whose attribute block is a prefix of `ibv_port_attr`.
     pub(crate) query_port: QueryPort,
+    /// For the queue sizes a connection may ask (`max_qp_wr`).
+    query_device: QueryDevice,
 }
 
 pub(crate) fn verbs() -> Res<&'static Verbs> {
@@ -293,6 +303,9 @@ pub(crate) fn verbs() -> Res<&'static Verbs> {
                     )?),
                     query_port: core::mem::transmute::<*mut c_void, QueryPort>(find(
                         c"ibv_query_port",
+                    )?),
+                    query_device: core::mem::transmute::<*mut c_void, QueryDevice>(find(
+                        c"ibv_query_device",
                     )?),
                 })
             }
@@ -909,6 +922,8 @@ struct Inner {
     ipv6_opts: u64,
     ip_tos: c_int,
     keepalive_time: c_int,
+    /// When the next keepalive probe is due (set once one is sent, or waited for).
+    next_keepalive: Option<Instant>,
     /// Entries of the iomap table offered to the peer (RDMA_IOMAPSIZE).
     target_iomap_size: u32,
     dst: Option<libc::sockaddr_storage>,
@@ -1043,6 +1058,7 @@ impl Inner {
             ipv6_opts: 0,
             ip_tos: 0,
             keepalive_time: 0,
+            next_keepalive: None,
             target_iomap_size: 0,
             dst: None,
             conn: None,
@@ -1055,6 +1071,34 @@ impl Inner {
 
     fn connected(&self) -> bool {
         self.phase == Phase::Connected
+    }
+
+    /// With SO_KEEPALIVE on a connection: send the probe if it is due (and a control
+    /// slot is free), and say how long until the next, which bounds a wait on the socket.
+    fn keep_alive(&mut self) -> Option<Duration> {
+        let on = self.so_opts & (1u64 << libc::SO_KEEPALIVE) != 0;
+        if !on || !self.connected() || self.keepalive_time <= 0 {
+            self.next_keepalive = None;
+            return None;
+        }
+        let every = Duration::from_secs(self.keepalive_time as u64);
+        let now = Instant::now();
+        let due = *self.next_keepalive.get_or_insert(now + every);
+        if now < due {
+            return Some(due - now);
+        }
+        if let Some(c) = self.conn.as_mut()
+            && c.ctrl_avail()
+        {
+            c.ctrl_seqno = c.ctrl_seqno.wrapping_add(1);
+            if let Err(e) = c.post_msg(msg(RS_OP_CTRL, RS_CTRL_KEEPALIVE)) {
+                self.phase = Phase::Error;
+                self.err = e;
+                return None;
+            }
+        }
+        self.next_keepalive = Some(now + every);
+        Some(every)
     }
 
     fn cm_fd(&self) -> c_int {
@@ -1082,13 +1126,25 @@ impl Inner {
     fn create_ep(&mut self) -> Res<()> {
         let v = verbs()?;
         let cm = cm()?;
-        let sq_size = self.sq_size.clamp(QP_MIN_SIZE, QP_MAX_SIZE);
-        let rq_size = self.rq_size.clamp(QP_MIN_SIZE, QP_MAX_SIZE);
         // SAFETY: the id has a device once its address is resolved or a request arrived.
         let ctx = unsafe { (*self.id).verbs };
         if ctx.is_null() {
             return Err(libc::EINVAL);
         }
+        // As rsockets' rs_set_qp_size: the sizes asked (RDMA_SQSIZE, RDMA_RQSIZE) are cut to
+        // what the device's queues hold, and kept so (read back as used).
+        // SAFETY: all-zero bytes are a valid ibv_device_attr (integers and arrays).
+        let mut attr: ibv_device_attr = unsafe { core::mem::zeroed() };
+        // SAFETY: a live context and a struct to fill.
+        let device_max = if unsafe { (v.query_device)(ctx, &mut attr) } == 0 {
+            u32::try_from(attr.max_qp_wr).unwrap_or(0).max(QP_MIN_SIZE)
+        } else {
+            QP_MAX_SIZE
+        };
+        let max_size = device_max.min(QP_MAX_SIZE);
+        self.sq_size = self.sq_size.clamp(QP_MIN_SIZE, max_size);
+        self.rq_size = self.rq_size.clamp(QP_MIN_SIZE, max_size);
+        let (sq_size, rq_size) = (self.sq_size, self.rq_size);
         // SAFETY: a live context.
         let cq_channel = unsafe { (v.create_comp_channel)(ctx) };
         if cq_channel.is_null() {
@@ -1472,8 +1528,13 @@ impl Inner {
                 return (g, Err(libc::ENOTCONN));
             };
             let cm_fd = g.cm_fd();
+            let probe_in = g.keep_alive();
+            let wake_up_ms = defaults().wake_up_ms;
+            let wake_ms = probe_in.map_or(wake_up_ms, |d| {
+                (d.as_millis() as c_int).clamp(1, wake_up_ms)
+            });
             drop(g);
-            let waited = wait_readable(&[cq_fd, cm_fd], defaults().wake_up_ms);
+            let waited = wait_readable(&[cq_fd, cm_fd], wake_ms);
             g = lock(sock);
             if let Err(e) = waited {
                 return (g, Err(e));
@@ -2443,7 +2504,7 @@ pub(crate) unsafe fn rpoll(fds: *mut pollfd, nfds: libc::nfds_t, timeout: c_int)
                 ready += 1;
             }
         }
-        let left_ms = match deadline {
+        let mut left_ms = match deadline {
             None => defaults().wake_up_ms,
             Some(d) => {
                 let now = Instant::now();
@@ -2482,6 +2543,9 @@ pub(crate) unsafe fn rpoll(fds: *mut pollfd, nfds: libc::nfds_t, timeout: c_int)
                 Polled::Stream(s) => {
                     let mut g = lock(s);
                     let _ = g.arm();
+                    if let Some(d) = g.keep_alive() {
+                        left_ms = left_ms.min((d.as_millis() as c_int).max(1));
+                    }
                     if let Some(c) = g.conn.as_ref() {
                         wait.push(pollfd {
                             // SAFETY: the connection's channel.

@@ -2,10 +2,14 @@
  * mid-handshake: a child process (argv[2]'s device) asks the server (argv[1]'s) for a
  * connection and dies before it is accepted; the server's non-blocking raccept then answers
  * within a few seconds (EAGAIN: nothing else to accept), and the listener still serves the
- * next, live, client. The process forks before either side touches the library.
- * Prints "N failures". */
+ * next, live, client.
+ * Keepalive (SO_KEEPALIVE with TCP_KEEPIDLE, as rsockets' service thread sends its probes):
+ * a second child connects and is killed while the connection is idle; the server, blocked in
+ * rrecv, learns of it from its probe running out of retries instead of waiting forever.
+ * The process forks before either side touches the library. Prints "N failures". */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <rdma/rsocket.h>
 #include <signal.h>
@@ -37,6 +41,35 @@ static void requester_that_dies(void)
 	_exit(0);
 }
 
+/* The second child: on a device of its own (an address 100 past the client's, so no
+ * process shares it and its death says nothing by itself), connects (retrying until the
+ * server listens), then waits to be killed. */
+static void connected_then_killed(void)
+{
+	struct in_addr own;
+	inet_pton(AF_INET, client_ip, &own);
+	own.s_addr = htonl(ntohl(own.s_addr) + 100);
+	char own_ip[INET_ADDRSTRLEN], devices[64];
+	inet_ntop(AF_INET, &own, own_ip, sizeof(own_ip));
+	snprintf(devices, sizeof(devices), "softroce9=%s", own_ip);
+	setenv("SOFTROCE_DEVICES", devices, 1);
+	struct sockaddr_in me = address(own_ip, 0), srv = address(server_ip, PORT + 1);
+	for (int i = 0; i < 100; i++) {
+		usleep(100000);
+		int c = rsocket(AF_INET, SOCK_STREAM, 0);
+		if (c >= 0 && rbind(c, (struct sockaddr *)&me, sizeof(me)) == 0 &&
+		    rconnect(c, (struct sockaddr *)&srv, sizeof(srv)) == 0) {
+			rsend(c, "up", 2, 0);
+			for (int j = 0; j < 600; j++)
+				usleep(100000);
+			_exit(0);
+		}
+		if (c >= 0)
+			rclose(c);
+	}
+	_exit(1);
+}
+
 static void *live_client(void *arg)
 {
 	(void)arg;
@@ -58,6 +91,9 @@ int main(int argc, char **argv)
 	pid_t child = fork();
 	if (child == 0)
 		requester_that_dies();
+	pid_t idle_peer = fork();
+	if (idle_peer == 0)
+		connected_then_killed();
 	alarm(50);
 	int l = rsocket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in sa = address(server_ip, PORT);
@@ -89,6 +125,29 @@ int main(int argc, char **argv)
 	if (s >= 0)
 		rclose(s);
 	rclose(l);
+
+	int l2 = rsocket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa2 = address(server_ip, PORT + 1);
+	CHECK(l2 >= 0 && rbind(l2, (struct sockaddr *)&sa2, sizeof(sa2)) == 0 && rlisten(l2, 4) == 0,
+	      "listening again: errno %d", errno);
+	int k = raccept(l2, NULL, NULL);
+	char up[2];
+	CHECK(k >= 0 && rrecv(k, up, 2, MSG_WAITALL) == 2, "the idle peer connected");
+	int on = 1, idle = 1;
+	CHECK(rsetsockopt(k, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on)) == 0 &&
+		      rsetsockopt(k, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) == 0,
+	      "SO_KEEPALIVE, TCP_KEEPIDLE 1 s");
+	kill(idle_peer, SIGKILL);
+	waitpid(idle_peer, &status, 0);
+	t0 = now_ms();
+	char more[8];
+	ssize_t got_after = rrecv(k, more, sizeof(more), 0);
+	took = now_ms() - t0;
+	CHECK(got_after <= 0 && took < 30000,
+	      "rrecv on the idle connection ends once a probe finds the peer dead: %zd after %ld ms",
+	      got_after, took);
+	rclose(k);
+	rclose(l2);
 	printf("%d failures\n", failures);
 	return failures != 0;
 }

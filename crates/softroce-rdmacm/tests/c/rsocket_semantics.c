@@ -224,7 +224,19 @@ int main(int argc, char **argv)
 	/* From the client's own device (an unbound rsocket would route to the server's
 	 * device, the one that owns the destination address). */
 	CHECK(rbind(s, (struct sockaddr *)&me, sizeof(me)) == 0, "rbind: errno %d", errno);
+	/* Queue sizes past what the device's queues hold (max_qp_wr) or below rsockets' 16 are
+	 * cut to fit at the connect, as rs_set_qp_size does, and read back as used. */
+	int huge = 100000, tiny = 1;
+	CHECK(rsetsockopt(s, SOL_RDMA, RDMA_SQSIZE, &huge, sizeof(huge)) == 0 &&
+		      rsetsockopt(s, SOL_RDMA, RDMA_RQSIZE, &tiny, sizeof(tiny)) == 0,
+	      "RDMA_SQSIZE 100000, RDMA_RQSIZE 1 before the connect");
 	CHECK(rconnect(s, (struct sockaddr *)&srv, sizeof(srv)) == 0, "rconnect: errno %d", errno);
+	int sq = 0, rq = 0;
+	len = sizeof(sq);
+	rgetsockopt(s, SOL_RDMA, RDMA_SQSIZE, &sq, &len);
+	len = sizeof(rq);
+	rgetsockopt(s, SOL_RDMA, RDMA_RQSIZE, &rq, &len);
+	CHECK(sq == 16384 && rq == 16, "the sizes used: send %d (max_qp_wr), receive %d", sq, rq);
 	errno = 0;
 	CHECK(rconnect(s, (struct sockaddr *)&srv, sizeof(srv)) == -1 && errno == EISCONN,
 	      "rconnect of a connected rsocket: EISCONN (errno %d)", errno);
