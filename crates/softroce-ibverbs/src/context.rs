@@ -21,7 +21,7 @@ use softroce_ibverbs_abi::convert::{self, CEventElement, gid_to_c};
 use softroce_ibverbs_abi::*;
 
 use crate::devices::{self, DeviceEntry};
-use crate::ffi::{fail, guard, guard_errno, guard_status, set_errno, zeroed};
+use crate::ffi::{fail, fail_loud, guard, guard_errno, guard_status, set_errno, zeroed};
 
 symver_directives!();
 
@@ -48,6 +48,9 @@ pub(crate) struct EmuContext {
     /// taken): queries still work, creating objects fails with EADDRINUSE.
     device: Option<Arc<Device>>,
     open_error: String,
+    /// `open_error` was printed: the first verb the missing device fails says why on
+    /// stderr (a 65th process, a port another program holds), later ones only set errno.
+    open_error_said: std::sync::atomic::AtomicBool,
     /// `ibv_context.async_fd`: this context's own (ibv_get_async_event(3) is per context;
     /// UCX, for one, keys its handlers by fd and fails when two contexts share one),
     /// readable while `async_queue` may hold events.
@@ -247,7 +250,7 @@ impl EmuContext {
                 // A device that cannot start (a fault plan or capture file that is wrong, an
                 // address it cannot bind) is the environment's error: said whatever
                 // SOFTROCE_LOG asks, or the program only sees a NULL context.
-                return Err(crate::ffi::fail_loud(
+                return Err(fail_loud(
                     verb,
                     e.raw_os_error().unwrap_or(libc::EINVAL),
                     format!("device {} on {}:{}: {e}", spec.name, spec.ip, spec.udp_port),
@@ -289,6 +292,7 @@ impl EmuContext {
             entry,
             device,
             open_error,
+            open_error_said: std::sync::atomic::AtomicBool::new(false),
             async_fd,
             async_queue: Mutex::new(std::collections::VecDeque::new()),
             closing: std::sync::atomic::AtomicBool::new(false),
@@ -369,9 +373,13 @@ impl EmuContext {
 
     /// The running device, shared.
     fn shared_device(&self, verb: &str) -> Result<&Arc<Device>, c_int> {
-        self.device
-            .as_ref()
-            .ok_or_else(|| fail(verb, libc::EADDRINUSE, &self.open_error))
+        self.device.as_ref().ok_or_else(|| {
+            if self.open_error_said.swap(true, Ordering::Relaxed) {
+                fail(verb, libc::EADDRINUSE, &self.open_error)
+            } else {
+                fail_loud(verb, libc::EADDRINUSE, &self.open_error)
+            }
+        })
     }
 
     /// Run a query on the device (or on the stand-in when the device could not start).

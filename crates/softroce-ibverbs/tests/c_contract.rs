@@ -449,3 +449,36 @@ fn event_waits_end_on_signals_and_close_as_kernel_reads_do() {
 fn wild_counts_are_refused_before_their_lists_are_read() {
     run_c_program("man_wild_counts", "softroce0=127.77.30.46");
 }
+
+/// A device whose port another program holds: queries answer, object verbs fail with
+/// EADDRINUSE, and the first failure says why on stderr without `SOFTROCE_LOG` (it took
+/// `SOFTROCE_LOG=verbs` to learn that the port was taken, or that 64 processes shared it).
+#[test]
+fn a_device_whose_port_is_held_elsewhere_says_why_its_verbs_fail() {
+    let _holder = std::net::UdpSocket::bind("127.77.30.48:4791").expect("holding the port");
+    let exe = common::compile_c("man_port_held");
+    let run = common::spawn_env(
+        "man_port_held",
+        "softroce0=127.77.30.48",
+        exe.to_str().expect("UTF-8 path"),
+        &[],
+        &[("SOFTROCE_LOG", "")],
+    )
+    .finish(Duration::from_secs(60));
+    assert!(
+        run.ok() && run.stdout.contains("0 failures"),
+        "{}",
+        run.report()
+    );
+    assert_eq!(
+        run.stderr.matches("softroce: ibv_").count(),
+        1,
+        "one line, from the first verb that failed: {}",
+        run.report()
+    );
+    assert!(
+        run.stderr.contains("softroce: ibv_alloc_pd:"),
+        "{}",
+        run.report()
+    );
+}

@@ -54,7 +54,11 @@ pub fn socket_name(addr: SocketAddr) -> String {
 }
 
 /// How long a guest waits for the owner's answer to a control request.
+#[cfg(not(test))]
 const CONTROL_TIMEOUT: Duration = Duration::from_secs(5);
+/// Short in the unit tests, which wait it out on purpose.
+#[cfg(test)]
+const CONTROL_TIMEOUT: Duration = Duration::from_millis(200);
 
 /// Connections not yet registered that the owner keeps (older ones are closed first).
 const MAX_PENDING: usize = 16;
@@ -340,6 +344,11 @@ fn peer_uid(fd: RawFd) -> io::Result<u32> {
 /// A request/response exchange on a control connection.
 fn request(fd: RawFd, msg: &Message) -> io::Result<Message> {
     send_record(fd, &msg.encode(), 0)?;
+    await_reply(fd)
+}
+
+/// The next reply on a control connection, within `CONTROL_TIMEOUT`.
+fn await_reply(fd: RawFd) -> io::Result<Message> {
     if !wait_readable(fd, CONTROL_TIMEOUT)? {
         return Err(io::Error::new(
             io::ErrorKind::TimedOut,
@@ -836,6 +845,9 @@ pub struct Guest {
     data: OwnedFd,
     /// Service IDs registered with the owner.
     listens: Mutex<BTreeSet<u64>>,
+    /// Listen and unlisten requests the owner did not answer in time (a stopped owner):
+    /// their answers still come, first, and say what the owner did after all.
+    unanswered: Mutex<std::collections::VecDeque<Message>>,
     /// The owner closed the data connection.
     pub owner_lost: AtomicBool,
     /// Forwarded records that did not parse (counted, dropped).
@@ -892,6 +904,7 @@ impl Guest {
             control: Mutex::new(control),
             data,
             listens: Mutex::new(BTreeSet::new()),
+            unanswered: Mutex::new(std::collections::VecDeque::new()),
             owner_lost: AtomicBool::new(false),
             bad_datagrams: AtomicU64::new(0),
         })
@@ -958,12 +971,41 @@ impl Guest {
         }
         let control = lock(&self.control);
         let fd = control.as_raw_fd();
+        let mut unanswered = lock(&self.unanswered);
+        // Late answers first, in order, each taken for what the owner did: a listen it
+        // made after all is this process's (and undone below when no longer wanted), and
+        // no answer is read as the reply to a later request.
+        while let Some(asked) = unanswered.front().cloned() {
+            let reply = await_reply(fd)?;
+            unanswered.pop_front();
+            match (asked, reply) {
+                (Message::Listen(sid), Message::Ack(true)) => {
+                    have.insert(sid);
+                }
+                (Message::Unlisten(sid), _) => {
+                    have.remove(&sid);
+                }
+                _ => {}
+            }
+        }
+        if *have == *wanted {
+            return Ok(());
+        }
+        // A request whose answer does not come in time is remembered with it.
+        let mut ask = |msg: Message| -> io::Result<Message> {
+            send_record(fd, &msg.encode(), 0)?;
+            await_reply(fd).inspect_err(|e| {
+                if e.kind() == io::ErrorKind::TimedOut {
+                    unanswered.push_back(msg);
+                }
+            })
+        };
         for &sid in have.difference(wanted).copied().collect::<Vec<_>>().iter() {
-            request(fd, &Message::Unlisten(sid))?;
+            ask(Message::Unlisten(sid))?;
             have.remove(&sid);
         }
         for &sid in wanted.difference(&have.clone()) {
-            match request(fd, &Message::Listen(sid))? {
+            match ask(Message::Listen(sid))? {
                 Message::Ack(true) => {
                     have.insert(sid);
                 }
@@ -982,6 +1024,51 @@ impl Guest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_late_answer_is_taken_for_the_request_it_answers_not_the_next() {
+        // A guest whose owner stops past the control timeout while it asks to listen:
+        // the owner makes the listen after all and answers late. The guest's next sync
+        // must read that answer as the listen's (and undo the listen it no longer wants),
+        // not as the answer to its next request.
+        let (ours, owners) = std::os::unix::net::UnixDatagram::pair().unwrap();
+        let (data, _data_peer) = std::os::unix::net::UnixDatagram::pair().unwrap();
+        let guest = Guest {
+            slot: 1,
+            control: Mutex::new(OwnedFd::from(ours)),
+            data: OwnedFd::from(data),
+            listens: Mutex::new(BTreeSet::new()),
+            unanswered: Mutex::new(std::collections::VecDeque::new()),
+            owner_lost: AtomicBool::new(false),
+            bad_datagrams: AtomicU64::new(0),
+        };
+        let owner = std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            let mut buf = [0u8; MAX_CONTROL];
+            // Bounded: a guest that asks less than expected ends the script.
+            owners.set_read_timeout(Some(CONTROL_TIMEOUT * 10)).unwrap();
+            for step in 0..3 {
+                let Ok(n) = owners.recv(&mut buf) else { break };
+                seen.push(Message::decode(&buf[..n]).unwrap());
+                if step == 0 {
+                    // Stopped for longer than the guest waits.
+                    std::thread::sleep(CONTROL_TIMEOUT * 2);
+                }
+                owners.send(&Message::Ack(true).encode()).unwrap();
+            }
+            seen
+        });
+        let e = guest.sync_listens(&BTreeSet::from([7])).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
+        std::thread::sleep(CONTROL_TIMEOUT * 2);
+        guest.sync_listens(&BTreeSet::from([9])).unwrap();
+        assert_eq!(*lock(&guest.listens), BTreeSet::from([9]));
+        assert_eq!(
+            owner.join().unwrap(),
+            [Message::Listen(7), Message::Unlisten(7), Message::Listen(9)],
+            "the late listen undone, the new one asked and answered in turn"
+        );
+    }
 
     #[test]
     fn messages_round_trip_and_garbage_is_an_error() {
