@@ -28,6 +28,7 @@ pub mod entropy;
 pub mod eventfd;
 pub mod guarded_copy;
 pub mod link;
+pub mod parent_only;
 pub mod share;
 pub mod socket;
 pub mod user_memory;

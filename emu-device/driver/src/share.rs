@@ -34,6 +34,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+
+use crate::parent_only::ParentOnly;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -397,8 +399,8 @@ pub fn route_key(datagram: &[u8]) -> Option<RouteKey> {
 /// A registered guest.
 #[derive(Debug)]
 struct GuestEntry {
-    control: OwnedFd,
-    data: Option<OwnedFd>,
+    control: ParentOnly<OwnedFd>,
+    data: Option<ParentOnly<OwnedFd>>,
     nonce: u64,
     listens: BTreeSet<u64>,
 }
@@ -450,7 +452,7 @@ pub struct Owner {
 impl Owner {
     /// Listen for guests of the device receiving on `addr`; this process is in `my_slot`.
     pub fn start(addr: SocketAddr, my_slot: u8) -> io::Result<Self> {
-        let listener = seqpacket()?;
+        let listener = ParentOnly::new(seqpacket()?);
         listener.bind(&SockAddr::unix(socket_name(addr))?)?;
         listener.listen(64)?;
         listener.set_nonblocking(true)?;
@@ -620,7 +622,7 @@ impl Router {
 
     /// A new connection's first message: a HELLO registers a guest, a JOIN attaches its
     /// data connection. Returns whether the connection was kept.
-    fn on_first(&self, conn: OwnedFd, msg: Message) -> bool {
+    fn on_first(&self, conn: ParentOnly<OwnedFd>, msg: Message) -> bool {
         let fd = conn.as_raw_fd();
         let refuse = |why: &str| {
             self.counters.refused.fetch_add(1, Ordering::Relaxed);
@@ -666,9 +668,7 @@ impl Router {
                 if g.nonce != nonce || g.data.is_some() {
                     return refuse("not this slot's data connection");
                 }
-                let sock = Socket::from(conn);
-                let _ = sock.set_send_buffer_size(GUEST_BUFFER_BYTES);
-                let conn = OwnedFd::from(sock);
+                let _ = socket2::SockRef::from(&*conn).set_send_buffer_size(GUEST_BUFFER_BYTES);
                 if send_record(
                     conn.as_raw_fd(),
                     &Message::Welcome { slot, nonce }.encode(),
@@ -706,7 +706,7 @@ impl Router {
 /// The owner's registry thread: accepts connections, reads their first message, serves
 /// guests' control requests, and frees the slot of a guest whose control connection closes.
 fn registry(router: &Router, listener: &Socket) {
-    let mut pending: Vec<(OwnedFd, Instant)> = Vec::new();
+    let mut pending: Vec<(ParentOnly<OwnedFd>, Instant)> = Vec::new();
     let mut buf = [0u8; MAX_CONTROL];
     while !router.stop.load(Ordering::SeqCst) {
         // Control fds of registered guests, by slot.
@@ -817,7 +817,7 @@ fn registry(router: &Router, listener: &Socket) {
                 let Ok((conn, _)) = listener.accept() else {
                     break;
                 };
-                let conn = OwnedFd::from(conn);
+                let conn = ParentOnly::new(OwnedFd::from(conn));
                 // SAFETY: getuid cannot fail.
                 let me = unsafe { libc::getuid() };
                 if peer_uid(conn.as_raw_fd()).ok() != Some(me) {
@@ -841,8 +841,8 @@ fn registry(router: &Router, listener: &Socket) {
 pub struct Guest {
     /// This process's slot.
     pub slot: u8,
-    control: Mutex<OwnedFd>,
-    data: OwnedFd,
+    control: Mutex<ParentOnly<OwnedFd>>,
+    data: ParentOnly<OwnedFd>,
     /// Service IDs registered with the owner.
     listens: Mutex<BTreeSet<u64>>,
     /// Listen and unlisten requests the owner did not answer in time (a stopped owner):
@@ -861,7 +861,7 @@ impl Guest {
         let name = SockAddr::unix(socket_name(addr))?;
         let control = seqpacket()?;
         control.connect(&name)?;
-        let control = OwnedFd::from(control);
+        let control = ParentOnly::new(OwnedFd::from(control));
         // Abstract names have no permissions: only trust an owner of our own user.
         // SAFETY: getuid cannot fail.
         let me = unsafe { libc::getuid() };
@@ -889,7 +889,7 @@ impl Guest {
         let data = seqpacket()?;
         data.connect(&name)?;
         let _ = data.set_recv_buffer_size(GUEST_BUFFER_BYTES);
-        let data = OwnedFd::from(data);
+        let data = ParentOnly::new(OwnedFd::from(data));
         match request(data.as_raw_fd(), &Message::Join { slot, nonce })? {
             Message::Welcome { .. } => {}
             other => {
@@ -1035,8 +1035,8 @@ mod tests {
         let (data, _data_peer) = std::os::unix::net::UnixDatagram::pair().unwrap();
         let guest = Guest {
             slot: 1,
-            control: Mutex::new(OwnedFd::from(ours)),
-            data: OwnedFd::from(data),
+            control: Mutex::new(ParentOnly::new(OwnedFd::from(ours))),
+            data: ParentOnly::new(OwnedFd::from(data)),
             listens: Mutex::new(BTreeSet::new()),
             unanswered: Mutex::new(std::collections::VecDeque::new()),
             owner_lost: AtomicBool::new(false),

@@ -10,6 +10,7 @@
 //!   GSO send on loopback arrives whole), which [`Received::segment`] describes; one receive
 //!   then moves up to 64 KiB. [`RoceSocket::send_groups`] is the sending half (`UDP_SEGMENT`).
 
+use crate::parent_only::ParentOnly;
 use std::io::{self, IoSlice};
 use std::mem::MaybeUninit;
 use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
@@ -48,7 +49,8 @@ const CMSG_TWO_SPACE: usize = 2 * CMSG_INT_SPACE;
 /// A bound, non-blocking UDP socket carrying RoCEv2 datagrams.
 #[derive(Debug)]
 pub struct RoceSocket {
-    socket: Socket,
+    /// A forked child does not keep it (the port would stay taken after the parent).
+    socket: ParentOnly<Socket>,
     local: SocketAddr,
     /// How many datagrams the next `recv_batch` asks for (see there).
     wanted: AtomicUsize,
@@ -160,7 +162,7 @@ impl RoceSocket {
             .as_socket()
             .ok_or_else(|| io::Error::other("bound socket has no IP address"))?;
         Ok(Self {
-            socket,
+            socket: ParentOnly::new(socket),
             local,
             wanted: AtomicUsize::new(MAX_BATCH),
         })
@@ -205,7 +207,7 @@ impl RoceSocket {
         let _ = set_int_opt(&socket, libc::SOL_UDP, UDP_GRO, 1);
         receive_traffic_class(&socket, group);
         Ok(Self {
-            socket,
+            socket: ParentOnly::new(socket),
             local: group,
             wanted: AtomicUsize::new(MAX_BATCH),
         })

@@ -508,3 +508,40 @@ fn datagrams_for_a_guest_that_does_not_read_are_dropped_and_counted() {
     rc_exchange(&mut a, &mut p, "beside a stalled guest");
     drop(stalled);
 }
+
+/// An owner that forks (a test suite's worker, a daemon) and then exits: the child does not
+/// keep the device's port, registry socket or guest connections, so a guest takes over as
+/// when no child was made. (The child held them all: every guest died with "the device's
+/// owning process did not answer", and the port stayed taken.)
+#[test]
+fn a_child_the_owner_forked_does_not_keep_the_device_from_its_guests() {
+    let owner = start("127.80.3.9");
+    let g1 = start("127.80.3.9");
+    let peer = start("127.80.3.10");
+    let (mut a1, mut p1) = (Side::new(&g1, QpType::Rc), Side::new(&peer, QpType::Rc));
+    a1.connect(Some(&p1));
+    p1.connect(Some(&a1));
+    rc_exchange(&mut a1, &mut p1, "before the fork");
+
+    // SAFETY: the child only sleeps and exits (async-signal-safe calls).
+    let child = unsafe { libc::fork() };
+    assert!(child >= 0, "fork: {}", std::io::Error::last_os_error());
+    if child == 0 {
+        // SAFETY: plain calls in the forked child.
+        unsafe {
+            libc::sleep(20);
+            libc::_exit(0);
+        }
+    }
+    drop(owner);
+    rc_exchange(&mut a1, &mut p1, "after the owner left");
+    let took_over = g1.share_slot();
+    let dead = g1.share_dead();
+    // SAFETY: our own child.
+    unsafe {
+        libc::kill(child, libc::SIGKILL);
+        libc::waitpid(child, std::ptr::null_mut(), 0);
+    }
+    assert_eq!(took_over, Some((1, true)), "the guest owns the port now");
+    assert!(!dead);
+}
