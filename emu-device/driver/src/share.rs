@@ -55,6 +55,11 @@ pub fn socket_name(addr: SocketAddr) -> String {
     format!("\0softroce/{addr}")
 }
 
+/// How long a new owner keeps newcomers waiting for a slot: the guests of an owner that
+/// died come back in their own slots first (they notice at once, and take a few
+/// milliseconds to ask), so no newcomer is given a slot whose QPNs a guest still uses.
+const REJOIN_GRACE: Duration = Duration::from_millis(300);
+
 /// How long a guest waits for the owner's answer to a control request.
 #[cfg(not(test))]
 const CONTROL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -706,9 +711,25 @@ impl Router {
 /// The owner's registry thread: accepts connections, reads their first message, serves
 /// guests' control requests, and frees the slot of a guest whose control connection closes.
 fn registry(router: &Router, listener: &Socket) {
+    let started = Instant::now();
     let mut pending: Vec<(ParentOnly<OwnedFd>, Instant)> = Vec::new();
+    // Newcomers (HELLO without a slot) that came during `REJOIN_GRACE`.
+    let mut newcomers: Vec<ParentOnly<OwnedFd>> = Vec::new();
     let mut buf = [0u8; MAX_CONTROL];
     while !router.stop.load(Ordering::SeqCst) {
+        if !newcomers.is_empty() && started.elapsed() >= REJOIN_GRACE {
+            for conn in newcomers.drain(..) {
+                router.on_first(conn, Message::Hello { slot: None });
+            }
+        }
+        let timeout_ms = if newcomers.is_empty() {
+            1000
+        } else {
+            REJOIN_GRACE
+                .saturating_sub(started.elapsed())
+                .as_millis()
+                .clamp(1, 1000) as libc::c_int
+        };
         // Control fds of registered guests, by slot.
         let guests: Vec<(u8, RawFd)> = lock(&router.table)
             .slots
@@ -739,7 +760,7 @@ fn registry(router: &Router, listener: &Socket) {
             revents: 0,
         }));
         // SAFETY: `fds` is a valid array of pollfds during the call.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 1000) };
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
         if r < 0 {
             std::thread::sleep(Duration::from_millis(10));
             continue;
@@ -795,6 +816,11 @@ fn registry(router: &Router, listener: &Socket) {
             }
             match recv_record(conn.as_raw_fd(), &mut buf, libc::MSG_DONTWAIT) {
                 Ok(n) if n > 0 => match Message::decode(&buf[..n]) {
+                    Ok(Message::Hello { slot: None })
+                        if started.elapsed() < REJOIN_GRACE && newcomers.len() < MAX_PENDING =>
+                    {
+                        newcomers.push(conn);
+                    }
                     Ok(m) => {
                         router.on_first(conn, m);
                     }
@@ -1024,6 +1050,38 @@ impl Guest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_owner_seats_returning_guests_before_newcomers() {
+        // An owner that just took the port: a newcomer asks for any slot first, a guest of
+        // the owner that died asks for its own (1) a moment later. The guest gets it; the
+        // newcomer waits out the grace and gets another (it used to get 1 at once, and
+        // the returning guest was refused and died).
+        let addr: SocketAddr = "127.80.3.13:4791".parse().unwrap();
+        let _owner = Owner::start(addr, 0).unwrap();
+        let name = SockAddr::unix(socket_name(addr)).unwrap();
+        let newcomer = seqpacket().unwrap();
+        newcomer.connect(&name).unwrap();
+        send_record(
+            newcomer.as_raw_fd(),
+            &Message::Hello { slot: None }.encode(),
+            0,
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let returning = seqpacket().unwrap();
+        returning.connect(&name).unwrap();
+        let back = request(returning.as_raw_fd(), &Message::Hello { slot: Some(1) }).unwrap();
+        assert!(matches!(back, Message::Welcome { slot: 1, .. }), "{back:?}");
+        assert!(wait_readable(newcomer.as_raw_fd(), REJOIN_GRACE * 10).unwrap());
+        let mut buf = [0u8; MAX_CONTROL];
+        let n = recv_record(newcomer.as_raw_fd(), &mut buf, 0).unwrap();
+        let seated = Message::decode(&buf[..n]).unwrap();
+        assert!(
+            matches!(seated, Message::Welcome { slot, .. } if slot != 1),
+            "{seated:?}"
+        );
+    }
 
     #[test]
     fn a_late_answer_is_taken_for_the_request_it_answers_not_the_next() {

@@ -545,3 +545,39 @@ fn a_child_the_owner_forked_does_not_keep_the_device_from_its_guests() {
     assert_eq!(took_over, Some((1, true)), "the guest owns the port now");
     assert!(!dead);
 }
+
+/// A process that opens the device while its owner is gone may win the port; the old
+/// guests then come back in their own slots, and a newcomer opening the device meanwhile
+/// gets a slot none of them holds (it was given the first free one at once, a surviving
+/// guest's, which then found its slot taken and died).
+#[test]
+fn newcomers_during_a_failover_never_take_a_returning_guests_slot() {
+    let owner = start("127.80.3.11");
+    let g1 = start("127.80.3.11");
+    let g2 = start("127.80.3.11");
+    let peer = start("127.80.3.12");
+    let (mut a1, mut p1) = (Side::new(&g1, QpType::Rc), Side::new(&peer, QpType::Rc));
+    a1.connect(Some(&p1));
+    p1.connect(Some(&a1));
+    rc_exchange(&mut a1, &mut p1, "before");
+    let slots = [g1.share_slot().unwrap().0, g2.share_slot().unwrap().0];
+
+    drop(owner);
+    // Opened while the guests are still finding out: either may win the port.
+    let n1 = start("127.80.3.11");
+    let n2 = start("127.80.3.11");
+    rc_exchange(&mut a1, &mut p1, "after");
+    assert!(!g1.share_dead() && !g2.share_dead(), "both guests live on");
+    assert_eq!(
+        [g1.share_slot().unwrap().0, g2.share_slot().unwrap().0],
+        slots,
+        "in their slots"
+    );
+    for n in [&n1, &n2] {
+        let (slot, _) = n.share_slot().unwrap();
+        assert!(
+            !slots.contains(&slot),
+            "a newcomer in slot {slot} of {slots:?}"
+        );
+    }
+}
