@@ -102,3 +102,24 @@ fn perf_prints_softroce_next_to_raw_udp_as_ratios() {
         "{stdout}"
     );
 }
+
+/// A mistyped `SOFTROCE_COUNTERS` is said once, however many devices the process starts
+/// (the demo starts two; it was said for each), and changes nothing else.
+#[test]
+fn a_mistyped_counters_variable_is_said_once() {
+    let out = Command::cargo_bin("softroce")
+        .unwrap()
+        .arg("demo")
+        .env("SOFTROCE_COUNTERS", "stdout")
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .success();
+    let stderr = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert_eq!(
+        stderr
+            .matches("SOFTROCE_COUNTERS=\"stdout\" is not \"stderr\"")
+            .count(),
+        1,
+        "{stderr}"
+    );
+}

@@ -112,17 +112,19 @@ impl DeviceConfig {
 /// `SOFTROCE_COUNTERS`: `stderr` asks for the counters at close; anything else is ignored
 /// with a warning, so a typo does not pass silently.
 fn counters_env() -> bool {
-    match std::env::var("SOFTROCE_COUNTERS").as_deref() {
-        Ok("stderr") => true,
-        Ok("") | Err(std::env::VarError::NotPresent) => false,
-        Err(std::env::VarError::NotUnicode(v)) => {
-            eprintln!("softroce: SOFTROCE_COUNTERS={v:?} is not \"stderr\"; counters not printed");
-            false
-        }
-        Ok(other) => {
-            eprintln!(
-                "softroce: SOFTROCE_COUNTERS={other:?} is not \"stderr\"; counters not printed"
-            );
+    // Said once a process, however many devices it configures.
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    let value = std::env::var_os("SOFTROCE_COUNTERS");
+    match value.as_ref().map(|v| v.to_str()) {
+        Some(Some("stderr")) => true,
+        None | Some(Some("")) => false,
+        Some(_) => {
+            WARNED.call_once(|| {
+                eprintln!(
+                    "softroce: SOFTROCE_COUNTERS={:?} is not \"stderr\"; counters not printed",
+                    value.unwrap_or_default()
+                );
+            });
             false
         }
     }
