@@ -1535,31 +1535,6 @@ pub(crate) struct WrBatch {
     pub(crate) inline: Vec<Vec<u8>>,
     /// The first builder call that failed: `ibv_wr_complete` reports it.
     pub(crate) error: Option<(c_int, String)>,
-    /// The send queue's SGEs and inline bytes per request as created: the setters check
-    /// their counts before they read the caller's lists.
-    pub(crate) max_sge: u32,
-    pub(crate) max_inline: u32,
-}
-
-impl WrBatch {
-    /// An empty batch for a QP of `cap`.
-    fn new(cap: QpCap) -> Self {
-        Self {
-            max_sge: cap.max_send_sge,
-            max_inline: cap.max_inline_data,
-            ..Self::default()
-        }
-    }
-
-    /// What was built, leaving the batch empty for the same QP.
-    pub(crate) fn take(&mut self) -> Self {
-        let empty = Self {
-            max_sge: self.max_sge,
-            max_inline: self.max_inline,
-            ..Self::default()
-        };
-        std::mem::replace(self, empty)
-    }
 }
 
 /// A QP. Every QP carries an `ibv_qp_ex` (whose first member is the `ibv_qp`); only QPs
@@ -1596,7 +1571,7 @@ impl EmuQp {
     ///
     /// # Safety
     /// `p` must point to a live QP.
-    unsafe fn cap(p: *const Self) -> QpCap {
+    pub(crate) unsafe fn cap(p: *const Self) -> QpCap {
         // SAFETY: as documented; read without a reference (see object_fields).
         unsafe { std::ptr::addr_of!((*p).cap).read() }
     }
@@ -1732,7 +1707,7 @@ fn publish_qp(
         extended,
         opened,
         cap,
-        batch: Mutex::new(WrBatch::new(cap)),
+        batch: Mutex::new(WrBatch::default()),
         building: crate::section::Section::default(),
     }));
     // SAFETY: allocated above and not handed out yet.

@@ -132,6 +132,17 @@ unsafe fn batch<'a>(qpx: *mut ibv_qp_ex) -> &'a Mutex<WrBatch> {
     unsafe { &*std::ptr::addr_of!((*qpx.cast::<EmuQp>()).batch) }
 }
 
+/// The send queue's SGEs and inline bytes per request as created: the setters check the
+/// counts and lengths they are given against these before they read the caller's lists.
+///
+/// # Safety
+/// As [`batch`].
+unsafe fn send_limits(qpx: *mut ibv_qp_ex) -> (u32, u32) {
+    // SAFETY: as documented.
+    let cap = unsafe { EmuQp::cap(qpx.cast()) };
+    (cap.max_send_sge, cap.max_inline_data)
+}
+
 /// Run `f` on the batch of an extended QP.
 fn with_batch(verb: &str, qpx: *mut ibv_qp_ex, f: impl FnOnce(&mut WrBatch)) {
     guard(verb, (), || {
@@ -193,7 +204,7 @@ unsafe extern "C" fn wr_start(qpx: *mut ibv_qp_ex) {
         // SAFETY: the ibv_wr_* entry points are only set on QPs from ibv_create_qp_ex.
         unsafe { building(qpx) }.enter();
         // SAFETY: as above.
-        lock(unsafe { batch(qpx) }).take();
+        *lock(unsafe { batch(qpx) }) = WrBatch::default();
     })
 }
 
@@ -203,7 +214,7 @@ unsafe extern "C" fn wr_abort(qpx: *mut ibv_qp_ex) {
             return;
         }
         // SAFETY: as in wr_start.
-        lock(unsafe { batch(qpx) }).take();
+        *lock(unsafe { batch(qpx) }) = WrBatch::default();
         // SAFETY: as above.
         unsafe { building(qpx) }.leave();
     })
@@ -230,7 +241,7 @@ unsafe extern "C" fn wr_complete(qpx: *mut ibv_qp_ex) -> c_int {
 /// `qpx` must be a QP from ibv_create_qp_ex.
 unsafe fn post_batch(verb: &str, qpx: *mut ibv_qp_ex) -> c_int {
     // SAFETY: as documented.
-    let batch = lock(unsafe { batch(qpx) }).take();
+    let batch = std::mem::take(&mut *lock(unsafe { batch(qpx) }));
     if let Some((errno, why)) = batch.error {
         return fail(verb, errno, why);
     }
@@ -352,7 +363,9 @@ unsafe extern "C" fn wr_set_sge_list(qpx: *mut ibv_qp_ex, num_sge: usize, sg_lis
         };
         // SAFETY: the caller passes num_sge readable entries (a count over the queue's is
         // refused before any is read).
-        match unsafe { convert::sges_from_c(sg_list, n, b.max_sge) } {
+        // SAFETY: with_batch runs this for a QP from ibv_create_qp_ex only.
+        let (max_sge, _) = unsafe { send_limits(qpx) };
+        match unsafe { convert::sges_from_c(sg_list, n, max_sge) } {
             Ok(list) => b.set_last(VERB, |w, _| w.sg_list = list),
             Err(e) => b.record(e.errno, || e.why),
         }
@@ -362,7 +375,8 @@ unsafe extern "C" fn wr_set_sge_list(qpx: *mut ibv_qp_ex, num_sge: usize, sg_lis
 unsafe extern "C" fn wr_set_inline_data(qpx: *mut ibv_qp_ex, addr: *mut c_void, length: usize) {
     const VERB: &str = "ibv_wr_set_inline_data";
     with_batch(VERB, qpx, |b| {
-        let max_inline = b.max_inline;
+        // SAFETY: with_batch runs this for a QP from ibv_create_qp_ex only.
+        let (_, max_inline) = unsafe { send_limits(qpx) };
         if length > max_inline as usize {
             return b.record(libc::EINVAL, || {
                 format!(
@@ -387,6 +401,8 @@ unsafe extern "C" fn wr_set_inline_data_list(
 ) {
     const VERB: &str = "ibv_wr_set_inline_data_list";
     with_batch(VERB, qpx, |b| {
+        // SAFETY: with_batch runs this for a QP from ibv_create_qp_ex only.
+        let (_, max_inline) = unsafe { send_limits(qpx) };
         let mut data = Vec::new();
         if num_buf > 0 && !buf_list.is_null() {
             // One entry at a time, stopping once the total passes the QP's inline size (as
@@ -395,7 +411,6 @@ unsafe extern "C" fn wr_set_inline_data_list(
                 // SAFETY: the caller passes num_buf readable entries, each naming readable
                 // bytes; read only while the total fits.
                 let d = unsafe { &*buf_list.add(i) };
-                let max_inline = b.max_inline;
                 if d.length > (max_inline as usize).saturating_sub(data.len()) {
                     return b.record(libc::EINVAL, || {
                         format!(

@@ -7,14 +7,21 @@ mod common;
 use std::time::Duration;
 
 fn run_c_program(name: &str, device: &str) {
+    run_c_program_with(name, device, &[]);
+}
+
+/// [`run_c_program`] with more environment variables; the finished run, for what its
+/// output must also say.
+fn run_c_program_with(name: &str, device: &str, env: &[(&str, &str)]) -> common::Finished {
     let exe = common::compile_c(name);
-    let run = common::spawn(name, device, exe.to_str().expect("UTF-8 path"), &[])
+    let run = common::spawn_env(name, device, exe.to_str().expect("UTF-8 path"), &[], env)
         .finish(Duration::from_secs(60));
     assert!(
         run.ok() && run.stdout.contains("0 failures"),
         "{}",
         run.report()
     );
+    run
 }
 
 #[test]
@@ -383,26 +390,17 @@ fn man_pages_async_events_are_per_context() {
 /// go with the context (a peer's WRITE into its QP no longer lands).
 #[test]
 fn closing_a_context_destroys_the_objects_left_on_it() {
-    run_c_program("man_close_device", "softroce0=127.77.30.43");
+    run_c_program("man_close_device", "softroce0=127.77.30.50");
 }
 
 /// A UD send the host refuses (the socket's sendmmsg fails) completes
 /// IBV_WC_LOC_QP_OP_ERR and is counted in `send_err`; the QP recovers from SQE.
 #[test]
 fn a_ud_send_the_host_refuses_completes_in_error_and_is_counted() {
-    let exe = common::compile_c("man_send_refused");
-    let run = common::spawn_env(
+    let run = run_c_program_with(
         "man_send_refused",
         "softroce0=127.77.30.43",
-        exe.to_str().expect("UTF-8 path"),
-        &[],
         &[("SOFTROCE_COUNTERS", "stderr")],
-    )
-    .finish(Duration::from_secs(60));
-    assert!(
-        run.ok() && run.stdout.contains("0 failures"),
-        "{}",
-        run.report()
     );
     assert!(
         run.stderr.contains(" send_err=1 ") && run.stderr.contains(" drop_send_failed=1"),
@@ -415,22 +413,13 @@ fn a_ud_send_the_host_refuses_completes_in_error_and_is_counted() {
 /// the port DOWN, a WRITE posted meanwhile landing once PORT_ACTIVE came, DEVICE_FATAL.
 #[test]
 fn scheduled_port_and_device_events_reach_a_c_program() {
-    let exe = common::compile_c("man_port_events");
-    let run = common::spawn_env(
+    run_c_program_with(
         "man_port_events",
         "softroce0=127.77.30.44",
-        exe.to_str().expect("UTF-8 path"),
-        &[],
         &[(
             "SOFTROCE_FAULTS",
             "port_down=1000,port_up=2000,device_fatal=3500",
         )],
-    )
-    .finish(Duration::from_secs(60));
-    assert!(
-        run.ok() && run.stdout.contains("0 failures"),
-        "{}",
-        run.report()
     );
 }
 
@@ -456,19 +445,10 @@ fn wild_counts_are_refused_before_their_lists_are_read() {
 #[test]
 fn a_device_whose_port_is_held_elsewhere_says_why_its_verbs_fail() {
     let _holder = std::net::UdpSocket::bind("127.77.30.48:4791").expect("holding the port");
-    let exe = common::compile_c("man_port_held");
-    let run = common::spawn_env(
+    let run = run_c_program_with(
         "man_port_held",
         "softroce0=127.77.30.48",
-        exe.to_str().expect("UTF-8 path"),
-        &[],
         &[("SOFTROCE_LOG", "")],
-    )
-    .finish(Duration::from_secs(60));
-    assert!(
-        run.ok() && run.stdout.contains("0 failures"),
-        "{}",
-        run.report()
     );
     assert_eq!(
         run.stderr.matches("softroce: ibv_").count(),
