@@ -125,7 +125,7 @@ perftest rate8q8 ib_write_bw 8 "$(( (rate_n / 8 + 99) / 100 * 100 ))" -q 8
 perftest readbw1m ib_read_bw 1048576 "$bw1m_n"
 perftest sendbw1m ib_send_bw 1048576 "$bw1m_n"
 # 1 % of each side's datagrams lost (seeded), perftest's default ACK timeout (67 ms); the
-# man pages' retransmission (a lost NAK or resend waits out the timeout), then adaptive.
+# man pages' retransmission (resends on NAKs only), then adaptive (early resends too).
 SOFTROCE_FAULTS="drop=0.01,seed=7" perftest bw1mloss ib_write_bw 1048576 "$bw1m_n"
 SOFTROCE_FAULTS="drop=0.01,seed=7" SOFTROCE_ADAPTIVE_RETRANSMIT=1 \
   perftest bw1mlossar ib_write_bw 1048576 "$bw1m_n"

@@ -160,6 +160,7 @@ fn replay_send_capture(name: &str) {
                 dst: server_ip,
                 payload: &p.payload,
                 traffic_class: 0,
+                ipv4_id: None,
             },
         );
         while let Some(t) = srv.hca.poll_transmit(now, &mut buf) {

@@ -50,6 +50,7 @@ fn deliver(to: &mut Hca, from: &str, bytes: &[u8]) {
             dst,
             payload: bytes,
             traffic_class: 0,
+            ipv4_id: None,
         },
     );
 }

@@ -125,6 +125,7 @@ fn a_messages_full_pieces_leave_from_where_they_lie_and_make_whole_packets_there
                 dst: t.destination.ip(),
                 payload: &bytes,
                 traffic_class: 0,
+                ipv4_id: None,
             },
         );
     }

@@ -87,6 +87,7 @@ impl Responder {
                 dst,
                 payload: &data,
                 traffic_class: 0,
+                ipv4_id: None,
             },
         );
     }

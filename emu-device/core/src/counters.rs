@@ -86,7 +86,8 @@ pub struct Counters {
     pub rcvd_rnr_err: u64,
     /// RNR NAKs sent.
     pub send_rnr_err: u64,
-    /// Sequence-error NAKs received.
+    /// Sequence-error NAKs received (a responder NAKs a gap twice: the second, taken for
+    /// the first's echo, is not counted).
     pub rcvd_seq_err: u64,
     /// ACKs held back to travel with the QP's next packet (`HcaConfig::ack_defer`).
     pub ack_deferred: u64,
@@ -103,6 +104,9 @@ pub struct Counters {
     /// Resends started before the local ACK timeout: a path that has shown loss stalled
     /// for a few round trips (adaptive retransmission, not counted against `retry_cnt`).
     pub early_retransmits: u64,
+    /// Sequence-error NAKs sent again for a gap: the requester's resend came without the
+    /// missing packet (see the responder's `nak_gap`).
+    pub seq_nak_repeated: u64,
     /// Bad P_Key packets (port counter).
     pub bad_pkey: u64,
     /// Q_Key violations (port counter).
@@ -165,6 +169,7 @@ impl Counters {
             ("mad_sent", self.mad_sent),
             ("mad_rx_overflow", self.mad_rx_overflow),
             ("early_retransmits", self.early_retransmits),
+            ("seq_nak_repeated", self.seq_nak_repeated),
         ]
         .into_iter()
         .chain(

@@ -38,9 +38,10 @@ pub struct HcaConfig {
     /// PSN instead of waiting out the local ACK timeout (`transport::recovery`). Off by
     /// default: ibv_modify_qp(3) makes `timeout` "the minimal timeout that a QP waits for
     /// ACK/NACK from remote QP before retransmitting the packet", and an early resend waits
-    /// less. On, 1 MiB WRITEs under 1 % loss keep about half their loss-free bandwidth at
-    /// rdma-core's default timeout (67 ms) instead of a fifth; the resends are not retries
-    /// (`retry_cnt` still counts ACK timeouts only).
+    /// less. Against softroce's own responder the sequence NAKs already cover all but a
+    /// lost last packet; against rxe (one NAK per gap) this also covers a lost NAK or a
+    /// lost resend. The early resends are not retries (`retry_cnt` still counts ACK
+    /// timeouts and sequence NAKs only).
     pub adaptive_retransmit: bool,
     /// RC request PSNs the device may have unacknowledged at once to one peer, over all its
     /// QPs to that peer (each QP also keeps rxe's window of 128). A peer's receive buffer

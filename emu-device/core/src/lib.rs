@@ -75,6 +75,8 @@
 //!             dst: t.destination.ip(),
 //!             payload: &packet[..t.len],
 //!             traffic_class: t.traffic_class,
+//!             // A UDP socket hides the IP header: the ICRC check solves for the ID.
+//!             ipv4_id: None,
 //!         };
 //!         to.handle_datagram(now, datagram);
 //!         packet.clear();

@@ -137,11 +137,16 @@ pub(crate) struct QpTransport {
     pub(crate) rnr_at: Option<Instant>,
     /// Transport retries left for the oldest outstanding request.
     pub(crate) retry_left: u8,
-    /// A resend (after a NAK or a timeout) is under way and nothing was acknowledged
-    /// since: a further sequence-error NAK is its echo and starts no other (rxe's
-    /// `started_retry`), so a peer repeating NAKs cannot have the queue resent over and
-    /// over without using up the retry count.
-    pub(crate) retry_started: bool,
+    /// The last sequence-error NAK had the queue resent and nothing was acknowledged
+    /// since: the next NAK for that gap is its echo and starts no other resend (responders
+    /// NAK twice, see the responder's `nak_gap`; rxe's `started_retry` ignores the same
+    /// echo). So a peer repeating NAKs has the queue resent on every second one, each
+    /// counted against the retry count.
+    pub(crate) nak_echo_due: bool,
+    /// The PSN a sequence-error NAK had the queue resent from, until the next progress.
+    pub(crate) nak_resent: Option<Psn>,
+    /// Resends on a repeat of that NAK still allowed without counting a retry.
+    pub(crate) free_renak_resends: u8,
     /// RNR retries left.
     pub(crate) rnr_left: u8,
     /// The peer and the request PSNs this QP counts in the device's bound on those in
@@ -161,6 +166,10 @@ pub(crate) struct QpTransport {
     pub(crate) msn: u32,
     /// A PSN-sequence NAK was sent for the current gap.
     pub(crate) nak_sent: bool,
+    /// The PSNs 1 to 64 past the current gap (bit 0: `rq_psn` + 1) that arrived since the
+    /// gap's NAK, or its last repeat: one arriving again means the requester resent and
+    /// the missing packet is missing again.
+    pub(crate) gap_seen: u64,
     /// UC: drop packets until the next FIRST/ONLY.
     pub(crate) uc_resync: bool,
     pub(crate) in_progress: InProgress,
@@ -195,12 +204,21 @@ impl QpTransport {
     /// the QP's attributes).
     pub(crate) fn restart_retries(&mut self, retry_cnt: u8) {
         self.retry_left = retry_cnt;
-        self.retry_started = false;
+        self.nak_echo_due = false;
+        self.nak_resent = None;
+        self.free_renak_resends = crate::transport::completer::FREE_RENAK_RESENDS;
+    }
+
+    /// Whether a NAK naming `psn` as the responder's next expected falls outside what is in
+    /// flight: before the oldest unacknowledged PSN or past the last one sent.
+    pub(crate) fn nak_outside_flight(&self, psn: Psn) -> bool {
+        psn.is_before(self.comp_psn) || self.sent_psn.is_before(psn)
     }
 
     pub(crate) fn on_rtr(&mut self, rq_psn: Psn) {
         self.rq_psn = rq_psn;
         self.nak_sent = false;
+        self.gap_seen = 0;
         self.in_progress = InProgress::None;
     }
 

@@ -2205,6 +2205,7 @@ fn deliver<'a>(
                 dst: local.ip(),
                 payload,
                 traffic_class,
+                ipv4_id: None,
             },
         );
     }
@@ -2255,6 +2256,7 @@ fn receive_from_owner(shared: &Shared, hca: &mut Hca) -> usize {
                 dst: local.ip(),
                 payload,
                 traffic_class: 0,
+                ipv4_id: None,
             },
         );
     });

@@ -153,6 +153,7 @@ impl Target {
                 dst,
                 payload: &data,
                 traffic_class: 0,
+                ipv4_id: None,
             },
         );
         for _ in 0..sends {

@@ -793,6 +793,9 @@ macro_rules! sans_io_node {
                         dst: datagram.dst.ip(),
                         payload: &datagram.payload,
                         traffic_class: 0,
+                        // The simulated network sends every datagram with ID 0, as an
+                        // unconnected socket does: checked exactly.
+                        ipv4_id: Some(0),
                     },
                 );
             }

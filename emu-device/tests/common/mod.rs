@@ -422,6 +422,7 @@ pub fn inject(
             dst,
             payload: &data,
             traffic_class: 0,
+            ipv4_id: None,
         },
     );
     let mut out = Vec::new();

@@ -195,6 +195,7 @@ impl Link {
                     dst: t.destination.ip(),
                     payload: bytes,
                     traffic_class: 0,
+                    ipv4_id: None,
                 },
             );
         }

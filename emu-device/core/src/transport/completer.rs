@@ -47,11 +47,8 @@ pub(super) fn on_response(
                 on_rnr_nak(eng, now, qp, psn, timer);
             }
             Syndrome::Nak(NakCode::PsnSequenceError) => {
-                eng.counters.rcvd_seq_err += 1;
                 ack_through(eng, now, qp, psn.sub(1));
-                if outstanding(eng, qp) {
-                    on_sequence_nak(eng, now, qp, psn);
-                }
+                on_sequence_nak(eng, now, qp, psn);
             }
             Syndrome::Nak(code) => {
                 ack_through(eng, now, qp, psn.sub(1));
@@ -116,23 +113,65 @@ pub(super) fn on_response(
 
 /// A sequence-error NAK (a request packet was lost) for an outstanding request: resend
 /// from `psn`, counted against the retry count as a timeout is (IBTA's "implied NAK"
-/// rules, rxe's COMPST_ERROR_RETRY), unless a resend is already under way with nothing
-/// acknowledged since (then it is that resend's echo: ignored).
+/// rules, rxe's COMPST_ERROR_RETRY), unless it is the echo of the NAK that started the
+/// resend under way (the responder NAKs twice): ignored.
+///
+/// The same PSN NAKed again with nothing acknowledged since (the resend lost its first
+/// packet too, see the responder's `nak_gap`) is resent at once but not counted, at most
+/// [`FREE_RENAK_RESENDS`] times before the next progress; further ones are left to the
+/// ACK timer, which runs from the first NAK. So retries are used up no faster than
+/// without the repeats (one per NAKed gap, one per timeout): on a network that delays a
+/// packet far longer than a round trip, quick repeats would spend `retry_cnt` in a
+/// millisecond. A peer repeating NAKs gets a bounded number of resends before the
+/// timeouts fail the request.
 fn on_sequence_nak(eng: &mut Engine<'_>, now: Instant, qp: QpHandle, psn: Psn) {
     let adaptive = eng.device.config().adaptive_retransmit;
-    if eng.store.get(qp).is_none_or(|q| q.transport.retry_started) || !retry_from(eng, qp, psn) {
+    let Some(q) = eng.store.get_mut(qp) else {
+        return;
+    };
+    // A NAK for a PSN already acknowledged (or never sent) is stale: one overtaken by a
+    // later ACK, a duplicate the network made. Going back to it would resend from before
+    // what the peer has (rxe's check_psn ignores it the same way).
+    if q.transport.nak_outside_flight(psn) {
+        eng.counters.drop(DropReason::UnexpectedResponse);
+        return;
+    }
+    if std::mem::take(&mut q.transport.nak_echo_due) {
+        return;
+    }
+    eng.counters.rcvd_seq_err += 1;
+    if !outstanding(eng, qp) {
+        return;
+    }
+    let Some(q) = eng.store.get_mut(qp) else {
+        return;
+    };
+    if q.transport.nak_resent == Some(psn) {
+        if q.transport.free_renak_resends == 0 {
+            return;
+        }
+        q.transport.free_renak_resends -= 1;
+        q.transport.nak_echo_due = true;
+        eng.counters.completer_retry_err += 1;
+        rewind_to(eng, qp, psn);
+        return;
+    }
+    if !retry_from(eng, qp, psn) {
         return;
     }
     // The responder answered: the resend gets a whole timeout, as in rxe (its completer
     // re-arms the timer after every response), not what is left of one armed before the
     // loss.
     if let Some(q) = eng.store.get_mut(qp) {
-        if adaptive {
-            q.transport.recovery.on_loss(now);
-        }
+        q.transport.nak_echo_due = true;
+        q.transport.nak_resent = Some(psn);
+        q.transport.recovery.on_loss(now, adaptive);
         q.transport.arm_retransmit(now, q.attr.timeout);
     }
 }
+
+/// Resends on a repeated NAK of one PSN, uncounted, between two ACKs that make progress.
+pub(crate) const FREE_RENAK_RESENDS: u8 = 3;
 
 fn front_contains(eng: &Engine<'_>, qp: QpHandle, psn: Psn) -> bool {
     eng.store
@@ -436,9 +475,8 @@ pub(super) fn on_timers(eng: &mut Engine<'_>, now: Instant, qp: QpHandle) {
         return;
     }
     q.transport.retrans_at = None;
-    if eng.device.config().adaptive_retransmit {
-        q.transport.recovery.on_loss(now);
-    }
+    let adaptive = eng.device.config().adaptive_retransmit;
+    q.transport.recovery.on_loss(now, adaptive);
     let Some(w) = q.sq.front() else {
         return;
     };
@@ -467,7 +505,6 @@ fn retry_from(eng: &mut Engine<'_>, qp: QpHandle, from: Psn) -> bool {
         return false;
     }
     q.transport.retry_left = q.transport.retry_left.saturating_sub(1);
-    q.transport.retry_started = true;
     eng.counters.completer_retry_err += 1;
     rewind_to(eng, qp, from);
     true

@@ -1,26 +1,30 @@
-//! Adaptive retransmission (`HcaConfig::adaptive_retransmit`, off by default): once an RC
-//! requester's path has shown loss (a sequence-error
+//! Loss recovery beyond the sequence NAK: a narrower window on a lossy path, and adaptive
+//! retransmission (`HcaConfig::adaptive_retransmit`, off by default).
+//!
+//! A lossy path sends with a narrower window ([`Recovery::window`]): go-back-N resends
+//! everything sent after a lost packet, and a requester sends its whole window before the
+//! NAK can come back, so each loss cost about a window (67 of rxe's 128 PSNs on average, at
+//! 1 % loss 40 % of all packets sent were resends). A quarter of the window and an ACK
+//! asked for four times as often cut that, at a cost a loss-free path never pays. How much
+//! a requester keeps in flight is its own business, so this holds with or without adaptive
+//! retransmission (1 MiB WRITEs under 1 % loss through perftest: 1.4-2.0 GB/s with the full
+//! window, 2.6-3.7 with the narrow one).
+//!
+//! Adaptive retransmission: once an RC requester's path has shown loss (a sequence-error
 //! NAK or an ACK timeout), a stall of a few measured round trips resends from the oldest
 //! unacknowledged PSN instead of waiting out the whole local ACK timeout.
 //!
 //! The local ACK timeout (`timeout`, 4.096 us * 2^N: 67 ms for rdma-core's default 14) is
-//! sized for a fabric's worst case, and go-back-N leaves three losses only it can repair:
-//! a lost NAK, a lost resend of the NAKed packet (the responder NAKs once per gap, then
-//! drops silently) and the last packets before a pause. Under 1 % loss that is a timeout
-//! every few hundred packets, each a stall of the whole timeout. ConnectX offers the same
-//! (adaptive retransmission). It departs from ibv_modify_qp(3), whose `timeout` is the
-//! least a QP waits for an ACK or NAK before retransmitting, hence opt-in. What stays as
-//! the man pages say: only the local ACK timeout counts against `retry_cnt`; an early
-//! resend is a duplicate the responder acknowledges again, counted in `early_retransmits`.
-//! A path that never lost anything (a clean interop run) never resends early: nothing
-//! spurious for a slow peer. Loss is only recorded when the device asks for it, so with the
-//! switch off nothing here ever arms.
-//!
-//! A lossy path also gets a narrower send window ([`Recovery::window`]): go-back-N resends
-//! everything sent after a lost packet, and a requester sends its whole window before the
-//! NAK can come back, so each loss cost about a window (67 of rxe's 128 PSNs on average, at 1 %
-//! loss 40 % of all packets sent were resends). Half the window and an ACK asked for four
-//! times as often halve that, at a cost a loss-free path never pays.
+//! sized for a fabric's worst case. Against softroce's responder (which NAKs each gap twice
+//! and NAKs a resend that lost its first packet again, see the responder's `nak_gap`) only a
+//! lost last packet before a pause needs it; against rxe's (one NAK per gap, then silence)
+//! a lost NAK and a lost resend do too. ConnectX offers the same (adaptive retransmission).
+//! It departs from ibv_modify_qp(3), whose `timeout` is the least a QP waits for an ACK or
+//! NAK before retransmitting, hence opt-in. What stays as the man pages say: only the
+//! local ACK timeout and sequence NAKs count against `retry_cnt`; an early resend is a
+//! duplicate the responder acknowledges again, counted in `early_retransmits`. A path that
+//! never lost anything (a clean interop run) never resends early: nothing spurious for a
+//! slow peer.
 
 use std::time::{Duration, Instant};
 
@@ -50,7 +54,7 @@ pub(crate) const FULL_WINDOW: Window = Window {
     psns: 256,
     pkts_per_ack: 64,
 };
-/// A lossy path's (adaptive retransmission only). Measured on loopback, 1 MiB WRITEs
+/// A lossy path's. Measured on loopback, 1 MiB WRITEs
 /// under 1 % loss: 128/64 moved 1.9-2.1 GB/s, 96/16 2.1-2.2, 64/16 2.2-2.4, 32/8 2.3-2.5,
 /// 16/4 1.75; 32 would cost a path that lost a single packet most (2.6 GB/s loss-free
 /// with 32, 4.4 with 128).
@@ -79,6 +83,9 @@ pub(crate) struct Recovery {
     pub(crate) early_at: Option<Instant>,
     /// Early resends left before the next progress.
     early_left: u8,
+    /// Whether a stall may start a resend before the ACK timeout (adaptive
+    /// retransmission); without, loss only narrows the window.
+    early_resends: bool,
 }
 
 impl Recovery {
@@ -113,9 +120,11 @@ impl Recovery {
         self.probe = None;
     }
 
-    /// The path lost something (a sequence-error NAK or an ACK timeout).
-    pub(crate) fn on_loss(&mut self, now: Instant) {
+    /// The path lost something (a sequence-error NAK or an ACK timeout); `early_resends`
+    /// is the device's `adaptive_retransmit`.
+    pub(crate) fn on_loss(&mut self, now: Instant, early_resends: bool) {
         self.loss_seen_at = Some(now);
+        self.early_resends = early_resends;
     }
 
     /// Whether the path lost something within the last [`LOSS_MEMORY`].
@@ -136,7 +145,7 @@ impl Recovery {
     /// The stall before an early resend, on a lossy path whose round trip is known and
     /// well inside the local ACK timeout.
     fn stall(&self, now: Instant, timeout: u8) -> Option<Duration> {
-        if !self.lossy(now) || self.srtt.is_zero() {
+        if !self.early_resends || !self.lossy(now) || self.srtt.is_zero() {
             return None;
         }
         let stall = (self.srtt + (self.rttvar * 4).max(self.srtt)).max(MIN_STALL);
