@@ -1305,15 +1305,19 @@ impl Device {
         // exit() may run from a signal handler that interrupted a verb holding the device
         // lock (libinfinipath, which libfabric loads, exits from its SIGTERM handler): wait
         // for the lock briefly, never forever, or the process could not be terminated.
-        let free = frees_within(&self.shared.hca, EXIT_LOCK_WAIT);
-        if free && let Some(mut hca) = try_lock(&self.shared.hca) {
+        // The engine gives way to a waiting verb: so does it to the exit.
+        self.shared.verbs_waiting.fetch_add(1, Ordering::SeqCst);
+        let hca = lock_within(&self.shared.hca, EXIT_LOCK_WAIT);
+        self.shared.verbs_waiting.fetch_sub(1, Ordering::SeqCst);
+        let free = hca.is_some();
+        if let Some(mut hca) = hca {
             // A NIC would have sent them long before: a program that exits without
             // destroying its QPs must not leave the peer resending its last message
             // until its retries run out.
             hca.send_held_acks();
             // Nor leave a connected peer waiting out its DREQ's retries (or forever): the
             // kernel destroys the rdma_cm ids of an exiting process, which says goodbye.
-            if let Ok(mut cm) = self.shared.cm.try_lock() {
+            if let Some(mut cm) = lock_within(&self.shared.cm, EXIT_LOCK_WAIT) {
                 cm.destroy_all(&mut hca);
             }
             pump(&self.shared, &mut hca, Instant::now());
@@ -1555,16 +1559,19 @@ fn nanos_since(epoch: Instant, t: Instant) -> u64 {
 /// How long exit waits for a device lock another thread (or the interrupted one) holds.
 const EXIT_LOCK_WAIT: Duration = Duration::from_millis(200);
 
-/// Whether `m` could be locked within `wait` (it is released again at once).
-fn frees_within<T>(m: &Mutex<T>, wait: Duration) -> bool {
+/// `m`, locked within `wait`, or `None` if it stayed taken that long (a lock seen free
+/// and then taken again by another thread before this one's turn is tried again, not
+/// given up on).
+fn lock_within<T>(m: &Mutex<T>, wait: Duration) -> Option<MutexGuard<'_, T>> {
     let deadline = Instant::now() + wait;
     loop {
         match m.try_lock() {
-            Ok(_) | Err(std::sync::TryLockError::Poisoned(_)) => return true,
+            Ok(guard) => return Some(guard),
+            Err(std::sync::TryLockError::Poisoned(e)) => return Some(e.into_inner()),
             Err(std::sync::TryLockError::WouldBlock) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(1));
+                std::thread::sleep(Duration::from_micros(200));
             }
-            Err(std::sync::TryLockError::WouldBlock) => return false,
+            Err(std::sync::TryLockError::WouldBlock) => return None,
         }
     }
 }
