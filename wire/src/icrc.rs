@@ -387,10 +387,15 @@ pub enum IcrcCheck {
 
 /// Verify the ICRC of a packet whose full IP and UDP headers are known.
 pub fn verify_exact(ip_header: &[u8], udp_header: &[u8], roce: &[u8]) -> Result<IcrcCheck> {
+    verify_against(roce, |body| compute(ip_header, udp_header, body))
+}
+
+/// Check `roce`'s ICRC against the one `expected` computes over its body.
+fn verify_against(roce: &[u8], expected: impl FnOnce(&[u8]) -> Result<u32>) -> Result<IcrcCheck> {
     need(Header::Icrc, roce.len(), BTH_LEN + ICRC_LEN)?;
     let (body, tail) = roce.split_at(roce.len() - ICRC_LEN);
     let found = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]);
-    let expected = compute(ip_header, udp_header, body)?;
+    let expected = expected(body)?;
     if cfg!(fuzzing) || expected == found {
         Ok(IcrcCheck::Exact)
     } else {
@@ -408,15 +413,7 @@ pub fn verify_udp_socket_with_ipv4_id(
     roce: &[u8],
     id: u16,
 ) -> Result<IcrcCheck> {
-    need(Header::Icrc, roce.len(), BTH_LEN + ICRC_LEN)?;
-    let (body, tail) = roce.split_at(roce.len() - ICRC_LEN);
-    let found = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]);
-    let expected = compute_for_gso_segment(ep, body, id)?;
-    if cfg!(fuzzing) || expected == found {
-        Ok(IcrcCheck::Exact)
-    } else {
-        Err(WireError::IcrcMismatch { expected, found })
-    }
+    verify_against(roce, |body| compute_for_gso_segment(ep, body, id))
 }
 
 /// Verify the ICRC of a datagram as a UDP socket received it. IPv6 (and IPv4-mapped pairs

@@ -140,8 +140,7 @@ pub(crate) struct QpTransport {
     /// The last sequence-error NAK had the queue resent and nothing was acknowledged
     /// since: the next NAK for that gap is its echo and starts no other resend (responders
     /// NAK twice, see the responder's `nak_gap`; rxe's `started_retry` ignores the same
-    /// echo). So a peer repeating NAKs has the queue resent on every second one, each
-    /// counted against the retry count.
+    /// echo).
     pub(crate) nak_echo_due: bool,
     /// The PSN a sequence-error NAK had the queue resent from, until the next progress.
     pub(crate) nak_resent: Option<Psn>,
