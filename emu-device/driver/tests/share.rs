@@ -155,6 +155,14 @@ impl<'a> Side<'a> {
 }
 
 /// An RC SEND each way between `a` and `b`, checked byte for byte.
+/// An RC QP on `a` and one on `b`, connected to each other.
+fn rc_pair<'a>(a: &'a Device, b: &'a Device) -> (Side<'a>, Side<'a>) {
+    let (x, y) = (Side::new(a, QpType::Rc), Side::new(b, QpType::Rc));
+    x.connect(Some(&y));
+    y.connect(Some(&x));
+    (x, y)
+}
+
 fn rc_exchange(a: &mut Side<'_>, b: &mut Side<'_>, tag: &str) {
     rc_one_way(a, b, tag);
     rc_one_way(b, a, tag);
@@ -267,9 +275,7 @@ fn when_the_owner_exits_a_guest_takes_over_and_the_other_keeps_its_slot() {
     let g3 = start("127.80.3.3");
     let (slot, owner) = g3.share_slot().unwrap();
     assert!(!owner && slot != 1 && slot != 2, "{slot}");
-    let (mut a3, mut p3) = (Side::new(&g3, QpType::Rc), Side::new(&peer, QpType::Rc));
-    a3.connect(Some(&p3));
-    p3.connect(Some(&a3));
+    let (mut a3, mut p3) = rc_pair(&g3, &peer);
     rc_exchange(&mut a3, &mut p3, "newcomer");
 }
 
@@ -309,9 +315,7 @@ fn garbage_on_the_unix_socket_and_dying_guests_cost_nothing() {
     // A registered guest speaking garbage on its control connection is dropped; others stay.
     let g = start("127.80.3.5");
     let peer = start("127.80.3.6");
-    let (mut a, mut p) = (Side::new(&g, QpType::Rc), Side::new(&peer, QpType::Rc));
-    a.connect(Some(&p));
-    p.connect(Some(&a));
+    let (mut a, mut p) = rc_pair(&g, &peer);
     rc_exchange(&mut a, &mut p, "after the garbage");
     assert!(
         counter(&owner, "drop_share_msg") >= 3,
@@ -358,9 +362,7 @@ fn a_guest_that_can_neither_take_over_nor_join_dies_loudly() {
     let g = start("127.80.3.7");
     assert_eq!(g.share_slot(), Some((1, false)));
     let peer = start("127.80.3.8");
-    let (a, p) = (Side::new(&g, QpType::Rc), Side::new(&peer, QpType::Rc));
-    a.connect(Some(&p));
-    p.connect(Some(&a));
+    let (a, _peer_qp) = rc_pair(&g, &peer);
     a.post_recv(64);
 
     drop(fake_owner);
@@ -502,9 +504,7 @@ fn datagrams_for_a_guest_that_does_not_read_are_dropped_and_counted() {
     // The owner still serves others.
     let g = start("127.80.3.11");
     let peer = start("127.80.3.12");
-    let (mut a, mut p) = (Side::new(&g, QpType::Rc), Side::new(&peer, QpType::Rc));
-    a.connect(Some(&p));
-    p.connect(Some(&a));
+    let (mut a, mut p) = rc_pair(&g, &peer);
     rc_exchange(&mut a, &mut p, "beside a stalled guest");
     drop(stalled);
 }
@@ -518,9 +518,7 @@ fn a_child_the_owner_forked_does_not_keep_the_device_from_its_guests() {
     let owner = start("127.80.3.9");
     let g1 = start("127.80.3.9");
     let peer = start("127.80.3.10");
-    let (mut a1, mut p1) = (Side::new(&g1, QpType::Rc), Side::new(&peer, QpType::Rc));
-    a1.connect(Some(&p1));
-    p1.connect(Some(&a1));
+    let (mut a1, mut p1) = rc_pair(&g1, &peer);
     rc_exchange(&mut a1, &mut p1, "before the fork");
 
     // SAFETY: the child only sleeps and exits (async-signal-safe calls).
@@ -556,9 +554,7 @@ fn newcomers_during_a_failover_never_take_a_returning_guests_slot() {
     let g1 = start("127.80.3.11");
     let g2 = start("127.80.3.11");
     let peer = start("127.80.3.12");
-    let (mut a1, mut p1) = (Side::new(&g1, QpType::Rc), Side::new(&peer, QpType::Rc));
-    a1.connect(Some(&p1));
-    p1.connect(Some(&a1));
+    let (mut a1, mut p1) = rc_pair(&g1, &peer);
     rc_exchange(&mut a1, &mut p1, "before");
     let slots = [g1.share_slot().unwrap().0, g2.share_slot().unwrap().0];
 
