@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, bail, ensure};
 use clap::{Args, ValueEnum};
-use softroce_emu::driver::socket::MAX_GSO_SEGMENTS;
+use softroce_emu::driver::socket::probe_gso_segments;
 use softroce_verbs::{
     CompletionQueue, Context, MemoryRegion, Mtu, QpCap, QpType, QueuePair, QueuePairEndpoint,
     RdmaTarget, RecvWr, SendFlags, SendWr, SgList, WcOpcode, WorkCompletion, WrOpcode,
@@ -582,10 +582,10 @@ fn udp_goodput(total: u64, mtu: usize, gso: bool) -> anyhow::Result<f64> {
         (got, last.duration_since(start))
     });
     let datagrams = total.div_ceil(mtu as u64);
-    // A GSO send carries at most `MAX_GSO_SEGMENTS` datagrams (more is EINVAL), which
-    // bounds small datagrams before the 64 KiB does.
+    // A GSO send carries at most what the kernel takes (more is EINVAL), which bounds
+    // small datagrams before the 64 KiB does.
     let per_send = if gso {
-        (65000 / dgram).clamp(1, MAX_GSO_SEGMENTS)
+        (65000 / dgram).clamp(1, probe_gso_segments(dst.ip()))
     } else {
         1
     };

@@ -34,8 +34,13 @@ pub const MAX_RECEIVE: usize = 65535;
 /// The most bytes one GSO send carries (an IPv4 datagram's largest UDP payload).
 pub const MAX_GSO_BYTES: usize = 65535 - 20 - 8;
 
-/// The most datagrams one GSO send carries (`UDP_MAX_SEGMENTS` of older kernels).
-pub const MAX_GSO_SEGMENTS: usize = 64;
+/// The most datagrams one GSO send carries: Linux's `UDP_MAX_SEGMENTS`, 128 on newer
+/// kernels (a small-message stream's sends, and their cost per call, halve), 64 before
+/// ([`RoceSocket::gso_segments`] says which this one takes).
+pub const MAX_GSO_SEGMENTS: usize = 128;
+
+/// `UDP_MAX_SEGMENTS` of the kernels that take fewer than [`MAX_GSO_SEGMENTS`].
+const OLD_MAX_GSO_SEGMENTS: usize = 64;
 
 /// `<linux/udp.h>`, not exported by libc on every target.
 const UDP_SEGMENT: libc::c_int = 103;
@@ -54,6 +59,8 @@ pub struct RoceSocket {
     local: SocketAddr,
     /// How many datagrams the next `recv_batch` asks for (see there).
     wanted: AtomicUsize,
+    /// The most datagrams one GSO send may carry here (see [`RoceSocket::gso_segments`]).
+    gso_segments: usize,
 }
 
 /// One received datagram's metadata (its bytes are in the caller's buffer).
@@ -165,6 +172,7 @@ impl RoceSocket {
             socket: ParentOnly::new(socket),
             local,
             wanted: AtomicUsize::new(MAX_BATCH),
+            gso_segments: probe_gso_segments(local.ip()),
         })
     }
 
@@ -210,6 +218,8 @@ impl RoceSocket {
             socket: ParentOnly::new(socket),
             local: group,
             wanted: AtomicUsize::new(MAX_BATCH),
+            // It only receives.
+            gso_segments: OLD_MAX_GSO_SEGMENTS,
         })
     }
 
@@ -221,6 +231,12 @@ impl RoceSocket {
     /// The bound address (with the real port when 0 was requested).
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// The most datagrams one GSO send through this socket may carry: [`MAX_GSO_SEGMENTS`]
+    /// where the kernel takes that many, else 64 (a longer send would be refused).
+    pub fn gso_segments(&self) -> usize {
+        self.gso_segments
     }
 
     /// How many buffers the next [`RoceSocket::recv_batch`] uses (see there). A caller
@@ -594,6 +610,31 @@ fn interface_index(ip: std::net::IpAddr) -> Option<u32> {
 /// Give the socket [`SOCKET_BUFFER_BYTES`] each way: past rmem_max/wmem_max where the process
 /// may (CAP_NET_ADMIN: root, as CI jobs and containers often run), else what those limits
 /// allow (Debian's default is 208 KiB: a few dozen packets). Best effort either way.
+/// How many datagrams one GSO send may carry on this kernel, found by trying: a send of
+/// [`MAX_GSO_SEGMENTS`] one-byte segments between two throwaway sockets on the device's
+/// address (nothing reaches the device; refused, or any step failing, means the older
+/// limit). The kernel's version would not tell: distributions backport.
+pub fn probe_gso_segments(ip: std::net::IpAddr) -> usize {
+    let probe = || -> io::Result<()> {
+        let from = SockAddr::from(SocketAddr::new(ip, 0));
+        let rx = Socket::new(from.domain(), Type::DGRAM.cloexec(), Some(Protocol::UDP))?;
+        rx.bind(&from)?;
+        let tx = Socket::new(from.domain(), Type::DGRAM.cloexec(), Some(Protocol::UDP))?;
+        tx.bind(&from)?;
+        set_int_opt(&tx, libc::SOL_UDP, UDP_SEGMENT, 1)?;
+        tx.set_nonblocking(true)?;
+        tx.send_to(&[0; MAX_GSO_SEGMENTS], &rx.local_addr()?)?;
+        Ok(())
+    };
+    match probe() {
+        Ok(()) => MAX_GSO_SEGMENTS,
+        Err(e) => {
+            tracing::debug!(error = %e, "GSO sends of {MAX_GSO_SEGMENTS} datagrams refused; {OLD_MAX_GSO_SEGMENTS} at most");
+            OLD_MAX_GSO_SEGMENTS
+        }
+    }
+}
+
 fn size_buffers(socket: &Socket) {
     let bytes = libc::c_int::try_from(SOCKET_BUFFER_BYTES).unwrap_or(libc::c_int::MAX);
     if set_int_opt(socket, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, bytes).is_err() {
@@ -701,6 +742,51 @@ mod tests {
             assert_eq!(meta.from, a.local_addr());
             assert!(!meta.truncated);
         }
+    }
+
+    #[test]
+    fn a_gso_send_of_as_many_segments_as_the_probe_found_goes_and_one_more_is_refused() {
+        let a = RoceSocket::bind("127.78.15.3:0".parse().unwrap()).unwrap();
+        let b = RoceSocket::bind("127.78.15.4:0".parse().unwrap()).unwrap();
+        let max = a.gso_segments();
+        assert!(
+            max == MAX_GSO_SEGMENTS || max == OLD_MAX_GSO_SEGMENTS,
+            "{max} is one of the kernels' limits"
+        );
+        let send = |segments: usize| {
+            let bytes: Vec<u8> = (0..segments * 40).map(|i| (i / 40) as u8).collect();
+            let iov = [IoSlice::new(&bytes)];
+            let group = SendGroup {
+                dest: b.local_addr(),
+                iov: &iov,
+                segment: 40,
+                traffic_class: 0,
+            };
+            a.send_groups(&[group])
+        };
+        assert_eq!(send(max).unwrap(), 1, "{max} segments in one send");
+        let refused = send(max + 1).expect_err("one more than the kernel takes");
+        assert_eq!(refused.raw_os_error(), Some(libc::EINVAL));
+        // What went arrives, every segment in order (one GRO buffer or several).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut got: Vec<u8> = Vec::new();
+        while got.len() < max && Instant::now() < deadline {
+            let mut storage = vec![vec![0u8; MAX_RECEIVE]; 4];
+            let mut bufs: Vec<&mut [u8]> = storage.iter_mut().map(|b| b.as_mut_slice()).collect();
+            let mut meta = [Received {
+                len: 0,
+                from: b.local_addr(),
+                truncated: false,
+                segment: 0,
+                traffic_class: 0,
+            }; 4];
+            let n = b.recv_batch(&mut bufs, &mut meta).unwrap();
+            for i in 0..n {
+                got.extend(meta[i].datagrams(bufs[i]).map(|d| d[0]));
+            }
+        }
+        let want: Vec<u8> = (0..max).map(|k| k as u8).collect();
+        assert_eq!(got, want);
     }
 
     #[test]
