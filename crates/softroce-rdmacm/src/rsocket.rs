@@ -900,6 +900,8 @@ enum Phase {
     ConnectError,
     Disconnected,
     Error,
+    /// Closed: its id and channel are gone (a thread still holding it must not touch them).
+    Closed,
 }
 
 struct Inner {
@@ -928,6 +930,10 @@ struct Inner {
     target_iomap_size: u32,
     dst: Option<libc::sockaddr_storage>,
     conn: Option<Box<Conn>>,
+    /// A listener's connections, accepted as they come (see [`accept_service`]).
+    accepted: Option<AcceptQueue>,
+    /// A listener's accepting thread: the eventfd that stops it, and its handle.
+    accept_svc: Option<(c_int, std::thread::JoinHandle<()>)>,
 }
 
 // SAFETY: the raw pointers are the library's own objects, used under the socket's mutex.
@@ -1062,6 +1068,8 @@ impl Inner {
             target_iomap_size: 0,
             dst: None,
             conn: None,
+            accepted: None,
+            accept_svc: None,
         }
     }
 
@@ -1482,6 +1490,7 @@ impl Inner {
                     return Err(libc::ENOTCONN);
                 }
                 Phase::Listening => return Err(libc::EINVAL),
+                Phase::Closed => return Err(libc::EBADF),
             }
         };
         if let Err(e) = result {
@@ -1629,6 +1638,10 @@ pub(crate) fn rsocket(domain: c_int, kind: c_int, protocol: c_int) -> Res<c_int>
     }
     verbs()?;
     let (id, channel) = new_id()?;
+    // An unbound socket's name is its family with address and port 0 (getsockname(2);
+    // rsockets sets the id's source family the same way).
+    // SAFETY: the id just made; the union's family field is the same in every view.
+    unsafe { (*id).route.addr.src.addr.sa_family = domain as libc::sa_family_t };
     let mut inner = Inner::new(id, channel);
     if kind & libc::SOCK_NONBLOCK != 0 {
         inner.fs_flags = libc::O_NONBLOCK;
@@ -1664,13 +1677,21 @@ pub(crate) fn rlisten(fd: c_int, backlog: c_int) -> Res<()> {
     stream_only(fd)?;
     let s = lookup(fd)?;
     let mut g = lock(&s);
+    // listen(2): at most SOMAXCONN wait to be accepted; 0 or less still lets one.
+    let backlog_len = usize::try_from(backlog).unwrap_or(0).clamp(1, 4096);
     if g.phase == Phase::Listening {
+        // Listening again sets the backlog anew, as listen(2).
+        if let Some(q) = g.accepted.as_mut() {
+            q.backlog = backlog_len;
+        }
         return Ok(());
     }
     // SAFETY: the id.
     check(unsafe { (cm()?.rdma_listen)(g.id, backlog) })?;
+    g.accepted = Some(AcceptQueue::new(backlog_len)?);
     g.phase = Phase::Listening;
-    Ok(())
+    drop(g);
+    start_accept_service(&s)
 }
 
 /// # Safety
@@ -1679,43 +1700,215 @@ pub(crate) unsafe fn raccept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t
     stream_only(fd)?;
     let s = lookup(fd)?;
     loop {
-        let (channel, nonblock, inherit) = {
-            let g = lock(&s);
+        let ready_fd = {
+            let mut g = lock(&s);
+            let nonblock = g.nonblock(0);
             // EBADF, as rsockets answers an rsocket that is not listening.
-            if g.phase != Phase::Listening {
+            let (Phase::Listening, Some(q)) = (g.phase, g.accepted.as_mut()) else {
                 return Err(libc::EBADF);
-            }
-            (
-                g.channel,
-                g.nonblock(0),
-                (
-                    g.sq_size,
-                    g.rq_size,
-                    g.sq_inline,
-                    g.sbuf_size,
-                    g.rbuf_size,
-                    g.fs_flags,
-                    g.fd_flags,
-                    g.target_iomap_size,
-                ),
-            )
-        };
-        let ev = wait_event(channel, nonblock)?;
-        if ev.kind != RDMA_CM_EVENT_CONNECT_REQUEST {
-            continue;
-        }
-        match accept_request(&ev, inherit) {
-            Ok(new_fd) => {
+            };
+            if let Some(new_fd) = q.pop() {
+                drop(g);
                 if !addr.is_null() && !len.is_null() {
                     // SAFETY: the caller's buffers.
                     let _ = unsafe { rgetpeername(new_fd, addr, len) };
                 }
                 return Ok(new_fd);
             }
-            // A request that could not be served was refused; wait for the next.
-            Err(_) => continue,
+            if nonblock {
+                return Err(libc::EAGAIN);
+            }
+            q.ready_fd
+        };
+        wait_readable(&[ready_fd], defaults().wake_up_ms)?;
+    }
+}
+
+// ---- accepting in the background -----------------------------------------------------------
+
+/// A listener's connections that are established and wait for `raccept`, as a TCP
+/// listener's accept queue: a client's connect completes without the server's accept
+/// (rsockets' service thread accepts for it too).
+struct AcceptQueue {
+    ready: VecDeque<c_int>,
+    /// The most that wait (listen(2)'s backlog); requests beyond wait in the CM, whose
+    /// own backlog drops what exceeds it (the requester's CM sends it again).
+    backlog: usize,
+    /// An eventfd readable while `ready` holds a connection: what a blocking raccept and
+    /// rpoll wait on.
+    ready_fd: c_int,
+}
+
+impl AcceptQueue {
+    fn new(backlog: usize) -> Res<Self> {
+        // SAFETY: a plain eventfd.
+        let ready_fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if ready_fd < 0 {
+            return Err(errno());
+        }
+        Ok(Self {
+            ready: VecDeque::new(),
+            backlog,
+            ready_fd,
+        })
+    }
+
+    fn has_room(&self) -> bool {
+        self.ready.len() < self.backlog
+    }
+
+    fn push(&mut self, fd: c_int) {
+        self.ready.push_back(fd);
+        let one = 1u64;
+        // SAFETY: the eventfd, 8 bytes.
+        unsafe { libc::write(self.ready_fd, (&one as *const u64).cast(), 8) };
+    }
+
+    fn pop(&mut self) -> Option<c_int> {
+        let fd = self.ready.pop_front()?;
+        if self.ready.is_empty() {
+            let mut count = 0u64;
+            // SAFETY: the eventfd, 8 bytes; non-blocking.
+            unsafe { libc::read(self.ready_fd, (&mut count as *mut u64).cast(), 8) };
+        }
+        Some(fd)
+    }
+
+    /// Closes what was never taken (each peer sees its connection end) and the eventfd.
+    fn close(mut self) {
+        for fd in self.ready.drain(..) {
+            let _ = rclose(fd);
+        }
+        // SAFETY: the eventfd, no longer used.
+        unsafe { libc::close(self.ready_fd) };
+    }
+}
+
+/// Starts the listener's accepting thread (rsockets' listen service).
+fn start_accept_service(listener: &Arc<Socket>) -> Res<()> {
+    // SAFETY: a plain eventfd.
+    let stop = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if stop < 0 {
+        return Err(errno());
+    }
+    let me = Arc::clone(listener);
+    let handle = std::thread::Builder::new()
+        .name("rsocket-accept".into())
+        .spawn(move || {
+            crate::mark_library_thread();
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                accept_service(&me, stop);
+            }));
+        })
+        .map_err(|_| {
+            // SAFETY: the eventfd just made.
+            unsafe { libc::close(stop) };
+            libc::EAGAIN
+        })?;
+    lock(listener).accept_svc = Some((stop, handle));
+    Ok(())
+}
+
+/// Stops the listener's accepting thread and waits for it (a connection it is accepting
+/// finishes first, at most [`ACCEPT_RTU_WAIT`]). The caller holds no lock of the listener.
+fn stop_accept_service(listener: &Socket) {
+    let taken = lock(listener).accept_svc.take();
+    if let Some((stop, handle)) = taken {
+        let one = 1u64;
+        // SAFETY: the eventfd, 8 bytes.
+        unsafe { libc::write(stop, (&one as *const u64).cast(), 8) };
+        let _ = handle.join();
+        // SAFETY: the eventfd, no longer used.
+        unsafe { libc::close(stop) };
+    }
+}
+
+/// The accepting thread: serves each connect request as it comes while the queue has room,
+/// until `stop`.
+fn accept_service(listener: &Socket, stop: c_int) {
+    loop {
+        let (cm_fd, room) = {
+            let g = lock(listener);
+            if g.phase != Phase::Listening {
+                return;
+            }
+            (
+                g.cm_fd(),
+                g.accepted.as_ref().is_some_and(AcceptQueue::has_room),
+            )
+        };
+        let mut p = [
+            pollfd {
+                fd: stop,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            pollfd {
+                // A full queue leaves requests to the CM until raccept makes room.
+                fd: if room { cm_fd } else { -1 },
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let wait_ms = if room { 1000 } else { 20 };
+        // SAFETY: two pollfds.
+        let rc = unsafe { libc::poll(p.as_mut_ptr(), 2, wait_ms) };
+        if p[0].revents != 0 {
+            return;
+        }
+        if rc > 0 && p[1].revents != 0 {
+            accept_pending(listener);
         }
     }
+}
+
+/// Accepts the requests waiting on the listener's channel while its queue has room.
+fn accept_pending(listener: &Socket) {
+    // Bounded: each round takes one event off the channel.
+    for _ in 0..1024 {
+        let (ev, inherit) = {
+            let g = lock(listener);
+            if g.phase != Phase::Listening
+                || !g.accepted.as_ref().is_some_and(AcceptQueue::has_room)
+            {
+                return;
+            }
+            let Ok(Some(ev)) = next_event(g.channel) else {
+                return;
+            };
+            (ev, inherited(&g))
+        };
+        if ev.kind != RDMA_CM_EVENT_CONNECT_REQUEST {
+            continue;
+        }
+        // A request that could not be served was refused; go on with the next.
+        let Ok(new_fd) = accept_request(&ev, inherit) else {
+            continue;
+        };
+        let mut g = lock(listener);
+        match (g.phase, g.accepted.as_mut()) {
+            (Phase::Listening, Some(q)) => q.push(new_fd),
+            _ => {
+                drop(g);
+                let _ = rclose(new_fd);
+                return;
+            }
+        }
+    }
+}
+
+/// What an accepted socket takes from its listener (as rsockets' rs_accept copies).
+fn inherited(g: &Inner) -> Inherited {
+    (
+        g.sq_size,
+        g.rq_size,
+        g.sq_inline,
+        g.sbuf_size,
+        g.rbuf_size,
+        g.fs_flags,
+        g.fd_flags,
+        g.target_iomap_size,
+    )
 }
 
 type Inherited = (u32, u32, u32, u32, u32, c_int, c_int, u32);
@@ -1795,9 +1988,9 @@ fn accept_request(ev: &Event, inherit: Inherited) -> Res<c_int> {
     }
 }
 
-/// How long raccept waits for an accepted request's RTU (its ESTABLISHED) before refusing
-/// it: a requester gone mid-handshake must not hold a listener, blocking or not, and the
-/// requests behind it. A live peer's RTU follows the reply at once.
+/// How long the accepting thread waits for an accepted request's RTU (its ESTABLISHED)
+/// before refusing it: a requester gone mid-handshake must not hold the requests behind it.
+/// A live peer's RTU follows the reply at once.
 const ACCEPT_RTU_WAIT: Duration = Duration::from_secs(2);
 
 /// Waits up to `limit` for ESTABLISHED on `channel` (non-blocking): ETIMEDOUT after it,
@@ -1856,6 +2049,7 @@ pub(crate) unsafe fn rconnect(fd: c_int, addr: *const sockaddr, len: socklen_t) 
         Phase::Connected => return Err(libc::EISCONN),
         Phase::Listening => return Err(libc::EINVAL),
         Phase::ConnectError | Phase::Disconnected | Phase::Error => return Err(libc::ENOTCONN),
+        Phase::Closed => return Err(libc::EBADF),
     }
     let nonblock = g.nonblock(0);
     g.drive_connect(nonblock)
@@ -2432,15 +2626,8 @@ fn poll_socket(g: &mut Inner, events: i16) -> i16 {
             }
             revents
         }
-        Phase::Listening => {
-            let mut p = pollfd {
-                fd: g.cm_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one pollfd.
-            unsafe { libc::poll(&mut p, 1, 0) };
-            p.revents & events & libc::POLLIN
+        Phase::Listening if g.accepted.as_ref().is_some_and(|q| !q.ready.is_empty()) => {
+            events & libc::POLLIN
         }
         Phase::ConnectError => (events & (libc::POLLIN | libc::POLLOUT)) | libc::POLLERR,
         _ => 0,
@@ -2556,7 +2743,11 @@ pub(crate) unsafe fn rpoll(fds: *mut pollfd, nfds: libc::nfds_t, timeout: c_int)
                         owner.push(Some(i));
                     }
                     wait.push(pollfd {
-                        fd: g.cm_fd(),
+                        // A listener is ready when its queue holds a connection.
+                        fd: g
+                            .accepted
+                            .as_ref()
+                            .map_or_else(|| g.cm_fd(), |q| q.ready_fd),
                         events: libc::POLLIN,
                         revents: 0,
                     });
@@ -2768,7 +2959,16 @@ pub(crate) fn rclose(fd: c_int) -> Res<()> {
         let _ = shutdown(&s, libc::SHUT_RDWR);
     }
     sockets().remove(&fd);
-    lock(&s).destroy();
+    stop_accept_service(&s);
+    let accepted = {
+        let mut g = lock(&s);
+        g.destroy();
+        g.phase = Phase::Closed;
+        g.accepted.take()
+    };
+    if let Some(q) = accepted {
+        q.close();
+    }
     Ok(())
 }
 

@@ -244,9 +244,6 @@ fn the_kernels_rules_hold() {
     );
 }
 
-/// raccept never hangs on a requester that died mid-handshake (a forked child on the second
-/// device): a non-blocking raccept answers EAGAIN within seconds, and the listener serves
-/// the next, live, client.
 /// A process exiting with a connected id it never destroyed: its peer hears DISCONNECTED
 /// at once (the kernel destroys the ids of an exiting process, which sends a DREQ).
 #[test]
@@ -258,6 +255,10 @@ fn a_process_exiting_with_a_connection_says_goodbye() {
     );
 }
 
+/// A listener accepts in the background (a forked child on the second device connects and
+/// dies without another call): the connection is ready before raccept, taken at once, and
+/// reads end; the listener serves the next, live, client; a keepalive probe finds a killed
+/// idle peer.
 #[test]
 fn raccept_survives_a_dead_requester() {
     run_with(

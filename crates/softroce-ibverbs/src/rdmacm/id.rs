@@ -979,8 +979,9 @@ pub(crate) fn resolve_addr(
     // device's own address reaches the process listening on it, this one or another
     // sharing the device (the device's owner routes it). Only 127.0.0.1 or ::1 where no
     // device lives is the kernel's cma_resolve_loopback: this device (rdma-core's tests
-    // listen on lo's address in one forked process and connect to it from another).
-    let dgid_ip = if is_host_loopback_without_device(dst.ip()) {
+    // listen on lo's address in one forked process and connect to it from another). So is
+    // a wildcard destination (0.0.0.0, ::), as the kernel's rdma_resolve_addr has it.
+    let dgid_ip = if dst.ip().is_unspecified() || is_host_loopback_without_device(dst.ip()) {
         source_ip
     } else {
         dst.ip()

@@ -11,7 +11,8 @@
  * rdma_create_ep(3) honouring rdma_getaddrinfo(3)'s ai_route (as RDMA_OPTION_IB_PATH) and
  * ai_connect ("transferred as private data, with any user supplied private data following
  * it"); rdma_destroy_srq(3) of an XRC target taking the CQs made for it; a listener on
- * 127.0.0.1 hearing the device's address (cma_any_addr).
+ * 127.0.0.1 hearing the device's address (cma_any_addr); a wildcard destination (0.0.0.0)
+ * resolving to the device itself (cma_resolve_loopback).
  * Prints "N failures". */
 #include <fcntl.h>
 #include <pthread.h>
@@ -365,6 +366,30 @@ static void loopback_listener_is_a_wildcard(void)
 	rdma_destroy_id(l);
 }
 
+/* rdma_resolve_addr to 0.0.0.0 (cma_any_addr(dst) -> cma_resolve_loopback): the
+ * destination GID is the source's own, so the request reaches a listener on the device the
+ * id resolved from. */
+static void wildcard_destination_is_this_device(void)
+{
+	step = "a wildcard destination";
+	struct rdma_cm_id *l = listening_on(ch, "0.0.0.0", PORT + 6);
+	struct rdma_cm_id *c = resolved_on(ch, client_ip, "0.0.0.0", PORT + 6, 1);
+	CHECK(!memcmp(&c->route.addr.addr.ibaddr.dgid, &c->route.addr.addr.ibaddr.sgid,
+		      sizeof(union ibv_gid)),
+	      "the destination GID of 0.0.0.0 is the source's (%s)", client_ip);
+	struct rdma_conn_param cp = {.qp_num = 0x123, .retry_count = 7, .rnr_retry_count = 7};
+	CHECK(rdma_connect(c, &cp) == 0, "connect: errno %d", errno);
+	struct rdma_cm_event *req = take(ch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
+	CHECK(req && req->listen_id == l, "the wildcard listener hears the request");
+	if (req) {
+		CHECK(rdma_reject(req->id, NULL, 0) == 0, "reject it");
+		rdma_ack_cm_event(req);
+		CHECK(next_event_is(ch, RDMA_CM_EVENT_REJECTED, c, 28), "the client is told");
+	}
+	rdma_destroy_id(c);
+	rdma_destroy_id(l);
+}
+
 int main(int argc, char **argv)
 {
 	ch = two_device_start(argc, argv, &server_ip, &client_ip);
@@ -374,5 +399,6 @@ int main(int argc, char **argv)
 	endpoints_from_addrinfo();
 	xrc_target_srq();
 	loopback_listener_is_a_wildcard();
+	wildcard_destination_is_this_device();
 	return two_device_end(ch);
 }

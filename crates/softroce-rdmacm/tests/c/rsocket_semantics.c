@@ -4,7 +4,8 @@
  * SO_ERROR, addresses, MSG_PEEK/MSG_DONTWAIT/MSG_WAITALL, readv/writev, a transfer much
  * larger than the ring, half-close (SHUT_WR), the peer's close (EOF, then an error on
  * send), rpoll and rselect with an ordinary descriptor beside rsockets, the socket
- * options and rfcntl, and the calls' errors. Prints "N failures". */
+ * options and rfcntl, the calls' errors, an unbound socket's name, and a listener's accept queue (connections
+ * complete before raccept). Prints "N failures". */
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <netinet/tcp.h>
@@ -138,6 +139,24 @@ int main(int argc, char **argv)
 	CHECK(rsend(0, "x", 1, 0) == -1 && errno == EBADF, "rsend on a non-rsocket: EBADF");
 	errno = 0;
 	CHECK(rclose(12345) == -1 && errno == EBADF, "rclose of a non-rsocket: EBADF");
+
+	step = "unbound names";
+	/* getsockname(2) of an unbound socket: its family, address and port 0. */
+	int families[2] = {AF_INET, AF_INET6};
+	for (int i = 0; i < 2; i++) {
+		struct sockaddr_storage name;
+		memset(&name, 0xee, sizeof(name));
+		socklen_t nlen = sizeof(name);
+		int u = rsocket(families[i], SOCK_STREAM, 0);
+		socklen_t want = families[i] == AF_INET ? sizeof(struct sockaddr_in)
+							 : sizeof(struct sockaddr_in6);
+		CHECK(u >= 0 && rgetsockname(u, (struct sockaddr *)&name, &nlen) == 0 &&
+			      name.ss_family == families[i] && nlen == want,
+		      "an unbound rsocket's name: family %d (want %d), length %u (want %u)",
+		      name.ss_family, families[i], nlen, want);
+		if (u >= 0)
+			rclose(u);
+	}
 
 	step = "options";
 	int s = rsocket(AF_INET, SOCK_STREAM, 0);
@@ -374,6 +393,56 @@ int main(int argc, char **argv)
 	close(pipefd[1]);
 	CHECK(rclose(s) == 0, "rclose after the peer's close");
 	pthread_join(t, NULL);
+
+	step = "accept queue";
+	/* As a TCP listener: connects complete without the server's raccept (what they send
+	 * waits), rpoll finds the listener readable, raccept hands the connections out in
+	 * order; a listener closed with connections it never handed out ends them. One thread
+	 * does all of it, which only works if nothing waits for raccept. */
+	struct sockaddr_in at = ipv4(server_ip, PORT + 2), at2 = ipv4(server_ip, PORT + 3);
+	struct sockaddr_in from = ipv4(client_ip, 0);
+	int lq = rsocket(AF_INET, SOCK_STREAM, 0);
+	CHECK(lq >= 0 && rbind(lq, (struct sockaddr *)&at, sizeof(at)) == 0 && rlisten(lq, 2) == 0,
+	      "listening with a backlog of 2: errno %d", errno);
+	int cq[2];
+	const char *words[2] = {"one", "two"};
+	for (int i = 0; i < 2; i++) {
+		cq[i] = rsocket(AF_INET, SOCK_STREAM, 0);
+		CHECK(cq[i] >= 0 && rbind(cq[i], (struct sockaddr *)&from, sizeof(from)) == 0 &&
+			      rconnect(cq[i], (struct sockaddr *)&at, sizeof(at)) == 0,
+		      "connect %d completes before any raccept: errno %d", i, errno);
+		CHECK(rsend(cq[i], words[i], 3, 0) == 3, "connection %d sends before raccept", i);
+	}
+	struct pollfd lp = {.fd = lq, .events = POLLIN};
+	CHECK(rpoll(&lp, 1, 5000) == 1 && (lp.revents & POLLIN),
+	      "rpoll: the listener is readable (revents %#x)", lp.revents);
+	for (int i = 0; i < 2; i++) {
+		char word[4] = {0};
+		int sq = raccept(lq, NULL, NULL);
+		CHECK(sq >= 0 && read_all(sq, word, 3) == 0 && !strcmp(word, words[i]),
+		      "raccept %d hands out connection %d with what it sent (%s, errno %d)", i, i,
+		      word, errno);
+		if (sq >= 0)
+			rclose(sq);
+		rclose(cq[i]);
+	}
+	lp.revents = 0;
+	CHECK(rpoll(&lp, 1, 0) == 0, "nothing more waits: rpoll 0");
+	rclose(lq);
+	int lq2 = rsocket(AF_INET, SOCK_STREAM, 0);
+	int c3 = rsocket(AF_INET, SOCK_STREAM, 0);
+	CHECK(lq2 >= 0 && rbind(lq2, (struct sockaddr *)&at2, sizeof(at2)) == 0 &&
+		      rlisten(lq2, 1) == 0 && c3 >= 0 &&
+		      rbind(c3, (struct sockaddr *)&from, sizeof(from)) == 0 &&
+		      rconnect(c3, (struct sockaddr *)&at2, sizeof(at2)) == 0,
+	      "a connection waits on a second listener: errno %d", errno);
+	lp = (struct pollfd){.fd = lq2, .events = POLLIN};
+	CHECK(rpoll(&lp, 1, 5000) == 1, "and is ready to be taken");
+	CHECK(rclose(lq2) == 0, "the listener closes with it untaken");
+	char after_close;
+	CHECK(rrecv(c3, &after_close, 1, 0) == 0,
+	      "the untaken connection ends: rrecv 0 (EOF) at its client");
+	rclose(c3);
 	printf("%d failures\n", failures);
 	return failures != 0;
 }
