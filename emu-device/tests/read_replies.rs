@@ -1,6 +1,7 @@
 //! READ responses are built a bounded batch at a time, when the transmit path asks: a READ
 //! of any length holds a cursor, not its packets; a duplicate restarts the cursor from its
-//! PSN; answers to later requests wait behind the READ responses owed before them.
+//! PSN; answers to later requests wait behind the READ responses owed before them; a READ
+//! beyond the answers a QP may owe is left unseen and served when it comes again.
 
 mod common;
 
@@ -173,6 +174,57 @@ fn a_duplicate_read_restarts_its_answer_from_the_psn_it_names() {
     let replayed: Vec<u8> = restart.iter().flat_map(|p| p.2.clone()).collect();
     assert_eq!(replayed, data[5 * 1024..]);
     assert_eq!(r.hca.counters().duplicate_request, 1);
+}
+
+/// A requester with more READs in flight than the responder resources it was given
+/// (ibv_modify_qp(3): its max_rd_atomic above our max_dest_rd_atomic, 16 here): what the
+/// QP may owe (two answers a resource and a few more) fills, the READ that finds no room is
+/// left unseen, its PSN not taken, and the next is NAKed out of sequence at it; once the
+/// answers ahead are sent, the same READ arriving again is served. None is answered from a
+/// recycled resource or lost.
+#[test]
+fn a_read_beyond_what_the_qp_may_owe_is_left_unseen_and_served_when_it_comes_again() {
+    let mut r = Responder::new(Mtu::Mtu1024, 1 << 16);
+    let data = pattern(6, 64 * 64);
+    r.mem.write(0, &data);
+    // 16 resources: 2 * 16 + 8 = 40 answers at most, two kept for a gap's NAKs.
+    for i in 0..40 {
+        r.read_request(i, 64 * i as usize, 64);
+    }
+    assert_eq!(r.hca.counters().replies_dropped, 1, "READ 38 found no room");
+    assert_eq!(
+        r.hca.counters().out_of_seq_request,
+        1,
+        "READ 39 opened a gap at 38"
+    );
+    let sent = r.take(100, usize::MAX);
+    let answers: Vec<(Opcode, u32)> = sent.iter().map(|p| (p.0, p.1)).collect();
+    let mut want: Vec<(Opcode, u32)> = (0..38)
+        .map(|i| (Opcode::RC_RDMA_READ_RESPONSE_ONLY, i))
+        .collect();
+    want.extend([(Opcode::RC_ACKNOWLEDGE, 38), (Opcode::RC_ACKNOWLEDGE, 38)]);
+    assert_eq!(answers, want, "38 READs answered, then the NAK pair for 38");
+    for (i, p) in sent.iter().take(38).enumerate() {
+        assert_eq!(p.2, data[64 * i..64 * (i + 1)], "READ {i}'s bytes");
+    }
+    // The requester goes back to 38 on the NAK: both READs are served now.
+    r.read_request(38, 64 * 38, 64);
+    r.read_request(39, 64 * 39, 64);
+    let again = r.take(10, usize::MAX);
+    let psns: Vec<(Opcode, u32)> = again.iter().map(|p| (p.0, p.1)).collect();
+    assert_eq!(
+        psns,
+        [
+            (Opcode::RC_RDMA_READ_RESPONSE_ONLY, 38),
+            (Opcode::RC_RDMA_READ_RESPONSE_ONLY, 39)
+        ]
+    );
+    assert_eq!(again[0].2, data[64 * 38..64 * 39]);
+    assert_eq!(
+        r.hca.counters().duplicate_request,
+        0,
+        "nothing was taken twice"
+    );
 }
 
 #[test]

@@ -113,8 +113,9 @@ pub struct Counters {
     pub qkey_violation: u64,
     /// Completions lost to a CQ overrun.
     pub cqe_overrun_lost: u64,
-    /// Answers (ACKs, NAKs, READ responses) a responder dropped because its QP already owed
-    /// as many as its responder resources allow; the requester retries.
+    /// Answers (ACKs, NAKs) a responder dropped, and READ or atomic requests it left
+    /// unseen, because its QP already owed as many answers as its responder resources
+    /// allow; the requester retries (a request left unseen: on the NAK of what follows).
     pub replies_dropped: u64,
     /// MADs received on QP1 and queued for the layer above (`Hca::poll_mad`).
     pub mad_rcvd: u64,

@@ -293,6 +293,17 @@ impl Engine<'_> {
     }
 }
 
+impl Engine<'_> {
+    /// Whether a READ or atomic arriving now finds no room for its answer, room for the
+    /// two NAKs of the gap leaving it makes kept (see `responder`, which then leaves it
+    /// unseen).
+    pub(crate) fn owes_all_it_may(&self, qp: QpHandle) -> bool {
+        self.store.get(qp).is_some_and(|q| {
+            q.transport.replies.len() + 2 >= replies_cap(q.attr.max_dest_rd_atomic)
+        })
+    }
+}
+
 /// How many answers a QP may owe: a READ or atomic per responder resource, each followed
 /// by an ACK or NAK, and a few more (a requester within its credits never reaches it).
 fn replies_cap(max_dest_rd_atomic: u8) -> usize {

@@ -284,6 +284,24 @@ fn rc_receive(
         .store
         .get(qp)
         .is_some_and(|q| !matches!(q.transport.in_progress, InProgress::None));
+    let asks_answer = matches!(
+        info.operation,
+        Operation::ReadRequest
+            | Operation::CompareSwap
+            | Operation::FetchAdd
+            | Operation::AtomicWrite
+    );
+    if asks_answer && !inside_message && !xrc_switch && eng.owes_all_it_may(qp) {
+        // The requester has more READs and atomics in flight than the responder resources
+        // it was given (ibv_modify_qp(3): max_rd_atomic above the peer's
+        // max_dest_rd_atomic). rxe serves them in turn; here the request is left unseen,
+        // as if lost, its PSN not taken: what follows is NAKed out of sequence and the
+        // requester goes back to it once the answers ahead have left. (Taking it and
+        // dropping its answer left the retry to find its resource recycled: the requester
+        // ran out of retries.)
+        eng.counters.replies_dropped += 1;
+        return;
+    }
     let result = match info.operation {
         // Inside a message, another XRC SRQ than its FIRST named: malformed (class C).
         _ if xrc_switch => Err(invalid_request()),
