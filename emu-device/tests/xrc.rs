@@ -58,7 +58,7 @@ impl Xrc {
             .unwrap();
         let mut hb = device(B_IP, seed + 1);
         let (b_pd, b_cq, b_mem) = end(&mut hb, access());
-        let b_xrcd = hb.open_xrcd();
+        let b_xrcd = hb.open_xrcd().unwrap();
         let srq_attr = SrqAttr {
             max_wr: 32,
             max_sge: 2,
@@ -182,7 +182,7 @@ fn an_srq_outside_the_domain_is_an_invalid_request() {
     let mut x = Xrc::new(5);
     let b = x.b;
     let (pd_b, cq_b) = (x.fabric.node_mut(b).alloc_pd().unwrap(), x.b_cq);
-    let other = x.fabric.node_mut(b).open_xrcd();
+    let other = x.fabric.node_mut(b).open_xrcd().unwrap();
     let attr = SrqAttr {
         max_wr: 4,
         max_sge: 1,
@@ -522,4 +522,20 @@ fn a_target_reset_mid_message_gives_the_receive_back_to_its_srq() {
     );
     h.ack_async_event(&ev).unwrap();
     assert_eq!(h.poll_cq(other_cq, &mut wcs).unwrap(), 0);
+}
+
+/// XRC domains are bounded as every other object of a device: a program opening them in a
+/// loop gets ENOMEM at `MAX_XRCDS`, not a device that grows without end; closing one lets
+/// one more open.
+#[test]
+fn opening_xrc_domains_stops_at_the_device_limit() {
+    let mut hca = Hca::new(HcaConfig::new("xrcds", "10.0.0.9".parse().unwrap()));
+    let mut open = Vec::with_capacity(MAX_XRCDS);
+    for _ in 0..MAX_XRCDS {
+        open.push(hca.open_xrcd().expect("below the limit"));
+    }
+    let refused = hca.open_xrcd().expect_err("one past the limit");
+    assert_eq!(refused.errno(), libc::ENOMEM, "{refused}");
+    hca.close_xrcd(open.pop().unwrap()).unwrap();
+    hca.open_xrcd().expect("one closed, one opens");
 }

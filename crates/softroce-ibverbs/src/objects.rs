@@ -2340,7 +2340,7 @@ pub(crate) unsafe extern "C" fn vctx_open_xrcd(
                 "the file has no XRC domain and oflags lacks O_CREAT",
             ));
         }
-        let handle = on_device(VERB, dev, |h| Ok(h.open_xrcd()))?;
+        let handle = on_device(VERB, dev, |h| h.open_xrcd())?;
         let x = publish(Box::new(EmuXrcd {
             xrcd: ibv_xrcd {
                 context: ctx.ctx_ptr(),

@@ -344,6 +344,10 @@ pub(crate) const FIRST_QPN: u32 = 0x11;
 /// limit costs nothing until used.
 pub const MAX_CQE: u32 = 0x3F_FFFF;
 
+/// XRC domains open at once on one device (ibv_open_xrcd(3) then fails with ENOMEM). No
+/// attribute reports it; as many as protection domains (`max_pd`).
+pub const MAX_XRCDS: usize = 0x10_0000;
+
 /// `max_dm_size`: 256 KiB.
 pub(crate) const MAX_DM_SIZE: u64 = 256 * 1024;
 

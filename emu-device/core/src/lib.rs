@@ -115,7 +115,7 @@ pub mod wr;
 pub use bringup::{QpBringup, QpPeer};
 pub use counters::{Counters, DropReason};
 pub use device::{
-    DEVICE_ATOMIC_WRITE, DeviceAttr, HcaConfig, MAX_CQE, MAX_SLOTS, OdpCaps,
+    DEVICE_ATOMIC_WRITE, DeviceAttr, HcaConfig, MAX_CQE, MAX_SLOTS, MAX_XRCDS, OdpCaps,
     PAYLOAD_BY_REFERENCE_MIN, PortAttr, PortState, QPN_SLOT_SHIFT, qpn_slot, qpn_slot_range,
 };
 pub use error::{PostError, VerbsError, VerbsResult};

@@ -607,9 +607,6 @@ fn interface_index(ip: std::net::IpAddr) -> Option<u32> {
     (index != 0).then_some(index)
 }
 
-/// Give the socket [`SOCKET_BUFFER_BYTES`] each way: past rmem_max/wmem_max where the process
-/// may (CAP_NET_ADMIN: root, as CI jobs and containers often run), else what those limits
-/// allow (Debian's default is 208 KiB: a few dozen packets). Best effort either way.
 /// How many datagrams one GSO send may carry on this kernel, found by trying: a send of
 /// [`MAX_GSO_SEGMENTS`] one-byte segments between two throwaway sockets on the device's
 /// address (nothing reaches the device; refused, or any step failing, means the older
@@ -635,6 +632,9 @@ pub fn probe_gso_segments(ip: std::net::IpAddr) -> usize {
     }
 }
 
+/// Give the socket [`SOCKET_BUFFER_BYTES`] each way: past rmem_max/wmem_max where the process
+/// may (CAP_NET_ADMIN: root, as CI jobs and containers often run), else what those limits
+/// allow (Debian's default is 208 KiB: a few dozen packets). Best effort either way.
 fn size_buffers(socket: &Socket) {
     let bytes = libc::c_int::try_from(SOCKET_BUFFER_BYTES).unwrap_or(libc::c_int::MAX);
     if set_int_opt(socket, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, bytes).is_err() {

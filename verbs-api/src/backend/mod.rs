@@ -105,7 +105,7 @@ macro_rules! hca_verbs {
         }
 
         fn open_xrcd(&self) -> Result<XrcdHandle> {
-            Ok(self.with(|h| h.open_xrcd()))
+            Ok(self.with(|h| h.open_xrcd())?)
         }
         fn close_xrcd(&self, xrcd: XrcdHandle) -> Result<()> {
             Ok(self.with(|h| h.close_xrcd(xrcd))?)

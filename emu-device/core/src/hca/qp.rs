@@ -3,6 +3,7 @@
 use smallvec::SmallVec;
 use softroce_wire::{Gid, Qpn};
 
+use super::super::device::MAX_XRCDS;
 use super::super::error::{PostError, VerbsError, VerbsResult};
 use super::super::events::EventElement;
 use super::super::handles::{CqHandle, PdHandle, QpHandle, SrqHandle, XrcdHandle};
@@ -80,9 +81,16 @@ impl Hca {
 
     // ---- XRC ----------------------------------------------------------------------------
 
-    /// `ibv_open_xrcd` (a new domain; sharing one through a file is the caller's).
-    pub fn open_xrcd(&mut self) -> XrcdHandle {
-        self.store.insert_xrcd()
+    /// `ibv_open_xrcd` (a new domain; sharing one through a file is the caller's): ENOMEM
+    /// once [`MAX_XRCDS`] are open, as every other object of the device is bounded.
+    pub fn open_xrcd(&mut self) -> VerbsResult<XrcdHandle> {
+        if self.store.count::<XrcdHandle>() >= MAX_XRCDS {
+            return Err(VerbsError::no_resources(
+                "open_xrcd",
+                format!("{MAX_XRCDS} XRC domains are open already"),
+            ));
+        }
+        Ok(self.store.insert_xrcd())
     }
 
     /// `ibv_close_xrcd`: EBUSY while XRC SRQs or XRC target QPs use the domain.
