@@ -759,9 +759,20 @@ pub(crate) fn listen(cm_id: &mut CmId, backlog: c_int) -> Result<(), c_int> {
         Some(d) if !id::is_any_address(bound.ip()) => vec![d],
         _ => (0..id::device_count()).collect(),
     };
+    let wildcard = devices.len() > 1;
     let me = std::ptr::from_ref(cm_id) as usize;
+    let (mut unusable, mut listening) = (None, 0);
     for &d in &devices {
-        let dev = device(d)?;
+        let dev = match device(d) {
+            Ok(dev) => dev,
+            // A device that cannot open (its address is not the host's) receives nothing:
+            // a wildcard listens on the others (the open already said why on stderr).
+            Err(e) if wildcard => {
+                unusable.get_or_insert(e);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         dev.send_held_acks();
         ensure_pump(d)?;
         with_routes(|r| {
@@ -773,6 +784,13 @@ pub(crate) fn listen(cm_id: &mut CmId, backlog: c_int) -> Result<(), c_int> {
             ids.push(me);
             Ok::<(), c_int>(())
         })?;
+        listening += 1;
+    }
+    if let Some(e) = unusable
+        && listening == 0
+    {
+        // No device could listen.
+        return Err(e);
     }
     cm_id.state().phase = Phase::Listening;
     Ok(())

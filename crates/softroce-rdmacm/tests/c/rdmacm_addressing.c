@@ -284,6 +284,19 @@ int main(int argc, char **argv)
 	errno = 0;
 	CHECK(rdma_bind_addr(other, NULL) == -1 && errno == EINVAL, "bind NULL");
 
+	/* A wildcard listener listens on every device that can: softroce1 (argv[2], an
+	 * address this host lacks) cannot open, and rdma_listen still listens on softroce0. */
+	if (argc > 2) {
+		struct rdma_cm_id *wl = NULL;
+		struct sockaddr_in any = ipv4("0.0.0.0", 7632);
+		CHECK(rdma_create_id(NULL, &wl, NULL, RDMA_PS_TCP) == 0 &&
+			      rdma_bind_addr(wl, (struct sockaddr *)&any) == 0 &&
+			      rdma_listen(wl, 1) == 0,
+		      "a wildcard listens beside a device that cannot open: errno %d", errno);
+		if (wl)
+			rdma_destroy_id(wl);
+	}
+
 	/* Stream and datagram rsockets exist (rsocket_semantics.c and
 	 * rsocket_dgram_semantics.c test them); a datagram one over TCP does not. */
 	int rs = rsocket(AF_INET, SOCK_STREAM, 0);
