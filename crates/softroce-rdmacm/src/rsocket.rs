@@ -1786,26 +1786,9 @@ impl AcceptQueue {
 
 /// Starts the listener's accepting thread (rsockets' listen service).
 fn start_accept_service(listener: &Arc<Socket>) -> Res<()> {
-    // SAFETY: a plain eventfd.
-    let stop = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-    if stop < 0 {
-        return Err(errno());
-    }
     let me = Arc::clone(listener);
-    let handle = std::thread::Builder::new()
-        .name("rsocket-accept".into())
-        .spawn(move || {
-            crate::mark_library_thread();
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                accept_service(&me, stop);
-            }));
-        })
-        .map_err(|_| {
-            // SAFETY: the eventfd just made.
-            unsafe { libc::close(stop) };
-            libc::EAGAIN
-        })?;
-    lock(listener).accept_svc = Some((stop, handle));
+    let svc = start_service("rsocket-accept", move |stop| accept_service(&me, stop))?;
+    lock(listener).accept_svc = Some(svc);
     Ok(())
 }
 
@@ -1813,14 +1796,44 @@ fn start_accept_service(listener: &Arc<Socket>) -> Res<()> {
 /// finishes first, at most [`ACCEPT_RTU_WAIT`]). The caller holds no lock of the listener.
 fn stop_accept_service(listener: &Socket) {
     let taken = lock(listener).accept_svc.take();
-    if let Some((stop, handle)) = taken {
-        let one = 1u64;
-        // SAFETY: the eventfd, 8 bytes.
-        unsafe { libc::write(stop, (&one as *const u64).cast(), 8) };
-        let _ = handle.join();
-        // SAFETY: the eventfd, no longer used.
-        unsafe { libc::close(stop) };
+    if let Some(svc) = taken {
+        stop_service(svc);
     }
+}
+
+/// A service thread of the library (rsockets' service threads) running `run` with the
+/// eventfd that tells it to stop; a panic in it ends the thread, never the program.
+pub(crate) fn start_service(
+    name: &str,
+    run: impl FnOnce(c_int) + Send + 'static,
+) -> Res<(c_int, std::thread::JoinHandle<()>)> {
+    // SAFETY: a plain eventfd.
+    let stop = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if stop < 0 {
+        return Err(errno());
+    }
+    let handle = std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            crate::mark_library_thread();
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(stop)));
+        })
+        .map_err(|_| {
+            // SAFETY: the eventfd just made.
+            unsafe { libc::close(stop) };
+            libc::EAGAIN
+        })?;
+    Ok((stop, handle))
+}
+
+/// Tells a service thread of [`start_service`] to stop, waits for it, closes its eventfd.
+pub(crate) fn stop_service((stop, handle): (c_int, std::thread::JoinHandle<()>)) {
+    let one = 1u64;
+    // SAFETY: the eventfd, 8 bytes.
+    unsafe { libc::write(stop, (&one as *const u64).cast(), 8) };
+    let _ = handle.join();
+    // SAFETY: the eventfd, no longer used.
+    unsafe { libc::close(stop) };
 }
 
 /// The accepting thread: serves each connect request as it comes while the queue has room,

@@ -1185,38 +1185,20 @@ fn start_svc(sock: &Arc<DSocket>, udp: c_int) -> Res<()> {
     if svc.is_some() {
         return Ok(());
     }
-    // SAFETY: a plain eventfd.
-    let stop = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-    if stop < 0 {
-        return Err(errno());
-    }
     let me = Arc::clone(sock);
-    let handle = std::thread::Builder::new()
-        .name("rsocket-udp-svc".into())
-        .spawn(move || {
-            crate::mark_library_thread();
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                svc_run(&me, udp, stop);
-            }));
-        })
-        .map_err(|_| {
-            // SAFETY: the eventfd just made.
-            unsafe { libc::close(stop) };
-            libc::EAGAIN
-        })?;
-    *svc = Some((stop, handle));
+    *svc = Some(crate::rsocket::start_service(
+        "rsocket-udp-svc",
+        move |stop| {
+            svc_run(&me, udp, stop);
+        },
+    )?);
     Ok(())
 }
 
 fn stop_svc(sock: &DSocket) {
     let taken = sock.svc.lock().unwrap_or_else(|e| e.into_inner()).take();
-    if let Some((stop, handle)) = taken {
-        let one = 1u64;
-        // SAFETY: the eventfd, 8 bytes.
-        unsafe { libc::write(stop, (&one as *const u64).cast(), 8) };
-        let _ = handle.join();
-        // SAFETY: the eventfd, no longer used.
-        unsafe { libc::close(stop) };
+    if let Some(svc) = taken {
+        crate::rsocket::stop_service(svc);
     }
 }
 

@@ -701,11 +701,16 @@ mod tests {
     use super::*;
     use std::time::{Duration, Instant};
 
-    fn recv_some(sock: &RoceSocket, want: usize) -> Vec<(Vec<u8>, Received)> {
+    /// Buffers of `buf_len` bytes received (within 5 s) until `enough` says so.
+    fn recv_until(
+        sock: &RoceSocket,
+        buf_len: usize,
+        enough: impl Fn(&[(Vec<u8>, Received)]) -> bool,
+    ) -> Vec<(Vec<u8>, Received)> {
         let mut out = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(5);
-        while out.len() < want && Instant::now() < deadline {
-            let mut storage = vec![vec![0u8; MAX_DATAGRAM]; 8];
+        while !enough(&out) && Instant::now() < deadline {
+            let mut storage = vec![vec![0u8; buf_len]; 8];
             let mut bufs: Vec<&mut [u8]> = storage.iter_mut().map(|b| b.as_mut_slice()).collect();
             let mut meta = [Received {
                 len: 0,
@@ -723,6 +728,21 @@ mod tests {
             }
         }
         out
+    }
+
+    fn recv_some(sock: &RoceSocket, want: usize) -> Vec<(Vec<u8>, Received)> {
+        recv_until(sock, MAX_DATAGRAM, |got| got.len() >= want)
+    }
+
+    /// At least `want` datagrams, those coalesced by GRO cut apart, each with its sender.
+    fn recv_datagrams(sock: &RoceSocket, want: usize) -> Vec<(Vec<u8>, SocketAddr)> {
+        let count = |got: &[(Vec<u8>, Received)]| -> usize {
+            got.iter().map(|(b, m)| m.datagrams(b).count()).sum()
+        };
+        recv_until(sock, MAX_RECEIVE, |got| count(got) >= want)
+            .iter()
+            .flat_map(|(b, m)| m.datagrams(b).map(|d| (d.to_vec(), m.from)))
+            .collect()
     }
 
     #[test]
@@ -768,23 +788,7 @@ mod tests {
         let refused = send(max + 1).expect_err("one more than the kernel takes");
         assert_eq!(refused.raw_os_error(), Some(libc::EINVAL));
         // What went arrives, every segment in order (one GRO buffer or several).
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let mut got: Vec<u8> = Vec::new();
-        while got.len() < max && Instant::now() < deadline {
-            let mut storage = vec![vec![0u8; MAX_RECEIVE]; 4];
-            let mut bufs: Vec<&mut [u8]> = storage.iter_mut().map(|b| b.as_mut_slice()).collect();
-            let mut meta = [Received {
-                len: 0,
-                from: b.local_addr(),
-                truncated: false,
-                segment: 0,
-                traffic_class: 0,
-            }; 4];
-            let n = b.recv_batch(&mut bufs, &mut meta).unwrap();
-            for i in 0..n {
-                got.extend(meta[i].datagrams(bufs[i]).map(|d| d[0]));
-            }
-        }
+        let got: Vec<u8> = recv_datagrams(&b, max).iter().map(|d| d.0[0]).collect();
         let want: Vec<u8> = (0..max).map(|k| k as u8).collect();
         assert_eq!(got, want);
     }
@@ -814,24 +818,13 @@ mod tests {
             },
         ];
         assert_eq!(a.send_groups(&groups).unwrap(), 2);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let mut got: Vec<Vec<u8>> = Vec::new();
-        while got.len() < 5 && Instant::now() < deadline {
-            let mut storage = vec![vec![0u8; MAX_RECEIVE]; 4];
-            let mut bufs: Vec<&mut [u8]> = storage.iter_mut().map(|b| b.as_mut_slice()).collect();
-            let mut meta = [Received {
-                len: 0,
-                from: b.local_addr(),
-                truncated: false,
-                segment: 0,
-                traffic_class: 0,
-            }; 4];
-            let n = b.recv_batch(&mut bufs, &mut meta).unwrap();
-            for i in 0..n {
-                assert_eq!(meta[i].from, a.local_addr());
-                got.extend(meta[i].datagrams(bufs[i]).map(<[u8]>::to_vec));
-            }
-        }
+        let got: Vec<Vec<u8>> = recv_datagrams(&b, 5)
+            .into_iter()
+            .map(|(bytes, from)| {
+                assert_eq!(from, a.local_addr());
+                bytes
+            })
+            .collect();
         let mut want: Vec<Vec<u8>> = bytes.chunks(1000).map(<[u8]>::to_vec).collect();
         want.push(b"after".to_vec());
         assert_eq!(got, want);
