@@ -932,8 +932,8 @@ struct Inner {
     conn: Option<Box<Conn>>,
     /// A listener's connections, accepted as they come (see [`accept_service`]).
     accepted: Option<AcceptQueue>,
-    /// A listener's accepting thread: the eventfd that stops it, and its handle.
-    accept_svc: Option<(c_int, std::thread::JoinHandle<()>)>,
+    /// A listener's accepting thread.
+    accept_svc: Option<Service>,
 }
 
 // SAFETY: the raw pointers are the library's own objects, used under the socket's mutex.
@@ -1801,12 +1801,17 @@ fn stop_accept_service(listener: &Socket) {
     }
 }
 
-/// A service thread of the library (rsockets' service threads) running `run` with the
-/// eventfd that tells it to stop; a panic in it ends the thread, never the program.
-pub(crate) fn start_service(
-    name: &str,
-    run: impl FnOnce(c_int) + Send + 'static,
-) -> Res<(c_int, std::thread::JoinHandle<()>)> {
+/// A service thread of the library (rsockets' service threads): the eventfd that tells it
+/// to stop, its handle, and the process that started it.
+pub(crate) struct Service {
+    stop: c_int,
+    handle: std::thread::JoinHandle<()>,
+    pid: u32,
+}
+
+/// Starts a service thread running `run` with the eventfd that tells it to stop; a panic in
+/// it ends the thread, never the program.
+pub(crate) fn start_service(name: &str, run: impl FnOnce(c_int) + Send + 'static) -> Res<Service> {
     // SAFETY: a plain eventfd.
     let stop = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
     if stop < 0 {
@@ -1823,17 +1828,29 @@ pub(crate) fn start_service(
             unsafe { libc::close(stop) };
             libc::EAGAIN
         })?;
-    Ok((stop, handle))
+    Ok(Service {
+        stop,
+        handle,
+        pid: std::process::id(),
+    })
 }
 
-/// Tells a service thread of [`start_service`] to stop, waits for it, closes its eventfd.
-pub(crate) fn stop_service((stop, handle): (c_int, std::thread::JoinHandle<()>)) {
-    let one = 1u64;
-    // SAFETY: the eventfd, 8 bytes.
-    unsafe { libc::write(stop, (&one as *const u64).cast(), 8) };
-    let _ = handle.join();
-    // SAFETY: the eventfd, no longer used.
-    unsafe { libc::close(stop) };
+/// Tells a service thread of [`start_service`] to stop, waits for it, closes its eventfd. In
+/// a child forked since, the thread is the parent's (a fork copies only the calling thread):
+/// the child lets go of its copy of the eventfd and neither signals nor waits (a join would
+/// wait forever).
+pub(crate) fn stop_service(svc: Service) {
+    if svc.pid == std::process::id() {
+        let one = 1u64;
+        // SAFETY: the eventfd, 8 bytes.
+        unsafe { libc::write(svc.stop, (&one as *const u64).cast(), 8) };
+        let _ = svc.handle.join();
+    } else {
+        // The handle names the parent's thread: dropping it only detaches.
+        drop(svc.handle);
+    }
+    // SAFETY: this process's copy of the eventfd, no longer used.
+    unsafe { libc::close(svc.stop) };
 }
 
 /// The accepting thread: serves each connect request as it comes while the queue has room,

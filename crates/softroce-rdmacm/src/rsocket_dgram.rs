@@ -504,7 +504,7 @@ unsafe impl Send for Inner {}
 pub(crate) struct DSocket {
     inner: Mutex<Inner>,
     /// The UDP service thread: the eventfd that stops it, and its handle.
-    svc: Mutex<Option<(c_int, std::thread::JoinHandle<()>)>>,
+    svc: Mutex<Option<crate::rsocket::Service>>,
 }
 
 fn table() -> MutexGuard<'static, HashMap<c_int, Arc<DSocket>>> {

@@ -4,8 +4,9 @@
  * SO_ERROR, addresses, MSG_PEEK/MSG_DONTWAIT/MSG_WAITALL, readv/writev, a transfer much
  * larger than the ring, half-close (SHUT_WR), the peer's close (EOF, then an error on
  * send), rpoll and rselect with an ordinary descriptor beside rsockets, the socket
- * options and rfcntl, the calls' errors, an unbound socket's name, and a listener's accept queue (connections
- * complete before raccept). Prints "N failures". */
+ * options and rfcntl, the calls' errors, an unbound socket's name, and a listener's
+ * accept queue (connections complete before raccept; a forked child closes its copy).
+ * Prints "N failures". */
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <netinet/tcp.h>
@@ -14,6 +15,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/select.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cm_common.h"
@@ -443,6 +445,34 @@ int main(int argc, char **argv)
 	CHECK(rrecv(c3, &after_close, 1, 0) == 0,
 	      "the untaken connection ends: rrecv 0 (EOF) at its client");
 	rclose(c3);
+
+	step = "fork";
+	/* A child forked while a listener accepts in the background closes its copy at once
+	 * (the accepting thread is the parent's: the child must not wait for it), and the
+	 * parent's listener goes on accepting. */
+	struct sockaddr_in atf = ipv4(server_ip, PORT + 4);
+	int lf = rsocket(AF_INET, SOCK_STREAM, 0);
+	CHECK(lf >= 0 && rbind(lf, (struct sockaddr *)&atf, sizeof(atf)) == 0 && rlisten(lf, 1) == 0,
+	      "listening: errno %d", errno);
+	pid_t kid = fork();
+	if (kid == 0) {
+		alarm(5);
+		_exit(rclose(lf) == 0 ? 0 : 1);
+	}
+	int kid_status = -1;
+	CHECK(kid > 0 && waitpid(kid, &kid_status, 0) == kid && WIFEXITED(kid_status) &&
+		      WEXITSTATUS(kid_status) == 0,
+	      "the child closed its copy of the listener and exited (status %#x)", kid_status);
+	int cf = rsocket(AF_INET, SOCK_STREAM, 0);
+	CHECK(cf >= 0 && rbind(cf, (struct sockaddr *)&from, sizeof(from)) == 0 &&
+		      rconnect(cf, (struct sockaddr *)&atf, sizeof(atf)) == 0,
+	      "the parent's listener still accepts: errno %d", errno);
+	int sf = raccept(lf, NULL, NULL);
+	CHECK(sf >= 0, "and hands the connection out: errno %d", errno);
+	if (sf >= 0)
+		rclose(sf);
+	rclose(cf);
+	rclose(lf);
 	printf("%d failures\n", failures);
 	return failures != 0;
 }
