@@ -123,10 +123,22 @@ pub(crate) fn defaults() -> &'static Defaults {
     static DEFAULTS: OnceLock<Defaults> = OnceLock::new();
     DEFAULTS.get_or_init(|| {
         // One integer per file; a file that is missing, unreadable, long or not a number
-        // leaves the default (as rsockets' fscanf does).
+        // leaves the default (as rsockets' fscanf does). Only a regular file is read, and
+        // opened without waiting: a FIFO there would block every program's first rsocket
+        // call until some writer came.
         let read = |name: &str| -> Option<u64> {
             use std::io::Read as _;
-            let file = std::fs::File::open(format!("/etc/rdma/rsocket/{name}")).ok()?;
+            use std::os::unix::fs::OpenOptionsExt as _;
+            let path = format!("/etc/rdma/rsocket/{name}");
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&path)
+                .ok()?;
+            if !file.metadata().ok()?.is_file() {
+                eprintln!("softroce librdmacm: {path} is not a regular file; its default is used");
+                return None;
+            }
             let mut text = String::new();
             file.take(64).read_to_string(&mut text).ok()?;
             text.trim().parse().ok()

@@ -91,13 +91,33 @@ fn run(name: &str, address: &str) -> String {
 /// Runs a compiled program with `addresses` as its arguments and one device per address
 /// (`softroce0`, `softroce1`, …), within 60 s; returns its stderr.
 fn run_with(name: &str, addresses: &[&str], libraries: &Path) -> String {
+    run_after(name, addresses, libraries, None)
+}
+
+/// [`run_with`], the program started by `sh -c SETUP` in a mount namespace of its own when
+/// `setup` is given (files the program reads can be put in place there, the host's stay).
+fn run_after(name: &str, addresses: &[&str], libraries: &Path, setup: Option<&str>) -> String {
     let exe = compile(name);
     let devices: Vec<String> = addresses
         .iter()
         .enumerate()
         .map(|(i, a)| format!("softroce{i}={a}"))
         .collect();
-    let mut child = Command::new(&exe)
+    let mut command = match setup {
+        None => Command::new(&exe),
+        Some(setup) => {
+            let mut c = Command::new("unshare");
+            c.args([
+                "--mount",
+                "sh",
+                "-c",
+                &format!("{setup} && exec \"$0\" \"$@\""),
+            ])
+            .arg(&exe);
+            c
+        }
+    };
+    let mut child = command
         .args(addresses)
         .env("LD_LIBRARY_PATH", libraries)
         .env("SOFTROCE_DEVICES", devices.join(","))
@@ -352,5 +372,26 @@ fn ece_notify_and_address_errors_follow_librdmacm_and_the_kernel() {
         "rdmacm_ece_notify_addr",
         &["127.77.32.3", "127.77.32.4"],
         library_dir(),
+    );
+}
+
+/// rsocket(7)'s /etc/rdma/rsocket files, in a mount namespace of the test's own: a number is
+/// read (sqsize_default), a FIFO (as anything but a regular file) is not: the program's
+/// first rsocket call does not wait for a writer that never comes, the default stands, and
+/// stderr names the file.
+#[test]
+fn rsocket_config_files_are_read_only_when_regular() {
+    let stderr = run_after(
+        "rsocket_config_files",
+        &["127.77.39.1"],
+        library_dir(),
+        Some(
+            "mount -t tmpfs softroce-test /etc/rdma && mkdir /etc/rdma/rsocket && \
+             mkfifo /etc/rdma/rsocket/mem_default && echo 100 > /etc/rdma/rsocket/sqsize_default",
+        ),
+    );
+    assert!(
+        stderr.contains("/etc/rdma/rsocket/mem_default is not a regular file"),
+        "stderr: {stderr}"
     );
 }
