@@ -348,7 +348,7 @@ struct Shared {
     async_watchers: Mutex<Vec<std::sync::Weak<EventFd>>>,
     /// The pcap capture, until the device or the process ends ([`Device::finish_at_exit`]
     /// takes it out to flush it).
-    capture: Option<Mutex<Option<CaptureWriter<io::BufWriter<std::fs::File>>>>>,
+    capture: Option<crate::capture_file::SharedCapture>,
     /// The fault plan in force (replaceable at run time), with what it injected.
     faults: Mutex<Option<FaultInjector>>,
     /// Whether `faults` holds a plan: without one, sends and receives never take its lock.
@@ -464,9 +464,7 @@ impl Device {
         }
         let device_addr = SocketAddr::new(config.hca.ip, config.hca.udp_port);
         let capture = match &config.pcap {
-            Some(path) => Some(Mutex::new(Some(
-                CaptureWriter::create(path).map_err(|e| io::Error::other(e.to_string()))?,
-            ))),
+            Some(path) => Some(crate::capture_file::open(path)?),
             None => None,
         };
         // Before the device exists: its attributes report implicit ODP where copies are
@@ -1336,7 +1334,7 @@ impl Device {
                 );
             }
         }
-        if let Some(Ok(mut capture)) = self.shared.capture.as_ref().map(Mutex::try_lock) {
+        if let Some(Ok(mut capture)) = self.shared.capture.as_ref().map(|c| c.try_lock()) {
             // Flushed here, so a failure is said; later packets are not captured.
             if let Some(mut file) = capture.take().map(CaptureWriter::into_inner)
                 && let Err(e) = io::Write::flush(&mut file)
@@ -2295,7 +2293,7 @@ fn receive_from_owner(shared: &Shared, hca: &mut Hca) -> usize {
 fn capturing(
     shared: &Shared,
 ) -> Option<MutexGuard<'_, Option<CaptureWriter<io::BufWriter<std::fs::File>>>>> {
-    shared.capture.as_ref().map(lock)
+    shared.capture.as_ref().map(|c| lock(c))
 }
 
 /// Capture a received datagram. A socket does not show the IPv4 ID a datagram came with,

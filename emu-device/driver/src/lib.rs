@@ -21,6 +21,7 @@
 //! # Ok(()) }
 //! ```
 
+mod capture_file;
 pub mod clock;
 pub mod cm;
 pub mod device;
