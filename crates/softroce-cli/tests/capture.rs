@@ -70,7 +70,7 @@ fn two_processes_given_one_capture_file_each_write_a_whole_one() {
     std::fs::create_dir_all(&dir).unwrap();
     let pcap = dir.join("job.pcap");
     let softroce = assert_cmd::cargo::cargo_bin("softroce");
-    let mut server = Std::new(&softroce)
+    let server = Std::new(&softroce)
         .args(["perf", "write", "--bind", "127.0.0.7", "-p", "18533"])
         .env("SOFTROCE_PCAP", &pcap)
         .stdout(std::process::Stdio::null())

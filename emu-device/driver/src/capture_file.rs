@@ -15,19 +15,18 @@ use softroce_wire::pcap::CaptureWriter;
 
 /// A capture, shared by the devices of this process that write it; `None` once closed
 /// (at exit the first device to finish flushes and closes it).
-pub(crate) type SharedCapture = Arc<Mutex<Option<CaptureWriter<BufWriter<File>>>>>;
+pub(crate) type SharedCapture = Arc<Mutex<Option<Writer>>>;
+
+type Writer = CaptureWriter<BufWriter<File>>;
+
+/// An open capture: the process that opened it, its absolute path, its writer.
+type OpenCapture = (u32, PathBuf, Weak<Mutex<Option<Writer>>>);
 
 /// The capture for `path`: the one this process already writes there, or a new one.
 pub(crate) fn open(path: &Path) -> io::Result<SharedCapture> {
-    /// (process, absolute path, writer) of the captures open: a child forked since does
-    /// not share its parent's writer (their buffers would interleave unaligned).
-    static OPEN: Mutex<
-        Vec<(
-            u32,
-            PathBuf,
-            Weak<Mutex<Option<CaptureWriter<BufWriter<File>>>>>,
-        )>,
-    > = Mutex::new(Vec::new());
+    /// The captures open; a child forked since does not share its parent's writer (their
+    /// buffers would interleave unaligned).
+    static OPEN: Mutex<Vec<OpenCapture>> = Mutex::new(Vec::new());
     let named = |e: io::Error, p: &Path| io::Error::new(e.kind(), format!("{}: {e}", p.display()));
     let key = std::path::absolute(path).map_err(|e| named(e, path))?;
     let pid = std::process::id();
@@ -74,7 +73,11 @@ fn claim(path: &Path) -> io::Result<Option<File>> {
         ));
     }
     // Not truncated before the lock is ours: that would cut the other writer's capture.
-    let file = OpenOptions::new().write(true).create(true).open(path)?;
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
     if !file.metadata()?.is_file() {
         return Ok(Some(file));
     }
