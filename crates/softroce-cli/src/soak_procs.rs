@@ -25,9 +25,13 @@ use softroce_verbs::{
 const MAX_LEN: usize = 4096;
 /// Receives the responder keeps posted.
 const RQ_DEPTH: usize = 128;
-/// Slots WRITE with immediate cycles through at the responder (more than twice `RQ_DEPTH`,
-/// so a slot is rewritten only after its previous message was checked).
+/// Slots WRITE with immediate cycles through at the responder, by the message's place
+/// among those that take a receive (SEND and WRITE with immediate; READs and atomics take
+/// none): at most `RQ_DEPTH` of those are unchecked at the responder (it posts a receive
+/// again only after checking) and `WINDOW` more in flight, so a slot is rewritten only
+/// after its previous message was checked.
 const WRITE_SLOTS: usize = 2 * RQ_DEPTH + 1;
+const _: () = assert!(WRITE_SLOTS > RQ_DEPTH + WINDOW);
 /// Requests the requester keeps in flight.
 const WINDOW: usize = 32;
 /// What every FETCH_ADD adds.
@@ -178,6 +182,8 @@ fn requester(
     let (mut posted, mut done) = (0u64, 0u64);
     let mut wcs = [WorkCompletion::success(0, 0, WcOpcode::Send, 0); 32];
     let mut fetch_add_index = Vec::with_capacity(WINDOW);
+    // SENDs and WRITEs with immediate posted so far: a WRITE's slot is its place among them.
+    let mut receivers = 0usize;
     while done < messages {
         while posted < messages && posted - done < WINDOW as u64 {
             let i = posted;
@@ -197,9 +203,9 @@ fn requester(
                     );
                     wr.sg_list = vec![mr.slice(slot..slot + len)?].into();
                     wr.imm_data = (i as u32).to_be();
-                    wr.rdma.remote_addr =
-                        write_addr + ((i as usize % WRITE_SLOTS) * MAX_LEN) as u64;
+                    wr.rdma.remote_addr = write_addr + ((receivers % WRITE_SLOTS) * MAX_LEN) as u64;
                     wr.rdma.rkey = write_rkey;
+                    receivers += 1;
                     wr
                 }
                 Op::Read => {
@@ -231,6 +237,11 @@ fn requester(
             "timed out after {done} of {messages} messages ({:?})",
             timeout
         );
+        // The responder leaves only after DONE: gone before, it failed (and said why), and
+        // nothing would answer until the timeout.
+        if let Some(status) = child.try_wait().context("watching the responder")? {
+            bail!("the responder process ended ({status}) after {done} of {messages} messages");
+        }
         let mut batch = cq.poll_wait(1, Duration::from_millis(200))?;
         if !batch.is_empty() {
             let more = cq.poll(&mut wcs)?;
@@ -404,7 +415,7 @@ pub(crate) fn responder(
                         wc.opcode
                     );
                     let mut d = vec![0u8; len];
-                    writes.read((i as usize % WRITE_SLOTS) * MAX_LEN, &mut d)?;
+                    writes.read((next % WRITE_SLOTS) * MAX_LEN, &mut d)?;
                     d
                 }
             };
