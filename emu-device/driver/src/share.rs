@@ -73,8 +73,11 @@ const MAX_PENDING: usize = 16;
 /// Largest control message (a REFUSE's reason is cut to fit).
 const MAX_CONTROL: usize = 256;
 
-/// Kernel buffer toward each guest: the bound on what waits for a slow guest.
-const GUEST_BUFFER_BYTES: usize = 4 << 20;
+/// Kernel buffer toward each guest: the bound on what waits for a slow guest. A READ
+/// response stream arrives at the owner as fast as the peer sends it (4 MiB of a UCX get
+/// in a burst); a guest busy meanwhile loses what does not fit, and RC waits out its
+/// timeout to resend it (4 MiB: a guest's gets ran at a sixth of the owner's).
+const GUEST_BUFFER_BYTES: usize = 16 << 20;
 
 /// A message on a unix connection between processes sharing a device.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -258,6 +261,25 @@ pub fn decode_datagram(b: &[u8]) -> Result<(SocketAddr, &[u8]), BadMessage> {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Give the connection toward a guest [`GUEST_BUFFER_BYTES`]: past wmem_max where the
+/// process may (CAP_NET_ADMIN), else what wmem_max allows. Best effort.
+fn guest_buffer(conn: &impl std::os::fd::AsFd) {
+    let bytes = libc::c_int::try_from(GUEST_BUFFER_BYTES).unwrap_or(libc::c_int::MAX);
+    // SAFETY: setsockopt with a pointer to a live c_int and its size.
+    let forced = unsafe {
+        libc::setsockopt(
+            conn.as_fd().as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUFFORCE,
+            (&bytes as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    } == 0;
+    if !forced {
+        let _ = socket2::SockRef::from(conn).set_send_buffer_size(GUEST_BUFFER_BYTES);
+    }
 }
 
 fn seqpacket() -> io::Result<Socket> {
@@ -673,7 +695,7 @@ impl Router {
                 if g.nonce != nonce || g.data.is_some() {
                     return refuse("not this slot's data connection");
                 }
-                let _ = socket2::SockRef::from(&*conn).set_send_buffer_size(GUEST_BUFFER_BYTES);
+                guest_buffer(&*conn);
                 if send_record(
                     conn.as_raw_fd(),
                     &Message::Welcome { slot, nonce }.encode(),
