@@ -238,14 +238,31 @@ pub(crate) fn run(args: &ExecArgs) -> ExitCode {
             return ExitCode::from(127);
         }
     };
+    // A library that does not load is said as such (not as a fault of --devices).
+    if let Err(e) = load_dropin(&dir.join("libibverbs.so.1")) {
+        eprintln!("softroce exec: {e}");
+        return ExitCode::from(2);
+    }
     if let Some(spec) = &args.devices {
         // SAFETY: no other thread runs yet; the drop-in loaded below reads it, and the
         // program inherits it.
         unsafe { std::env::set_var("SOFTROCE_DEVICES", spec) };
         // A spec the drop-in refuses is said now, not after the program has started (and
         // perhaps done work first, or never asked for a device and so never said why).
-        if let Err(e) = devices_accepted(&dir.join("libibverbs.so.1")) {
-            eprintln!("softroce exec: --devices {spec:?}: {e}");
+        // Without SOFTROCE_LOG meanwhile: what it asks is the program's, said there once.
+        let log = std::env::var_os("SOFTROCE_LOG");
+        // SAFETY: as above.
+        unsafe { std::env::remove_var("SOFTROCE_LOG") };
+        let accepted = devices_accepted(&dir.join("libibverbs.so.1"));
+        if let Some(log) = log {
+            // SAFETY: as above.
+            unsafe { std::env::set_var("SOFTROCE_LOG", log) };
+        }
+        if let Err(e) = accepted {
+            // The drop-in said why (cut to length); the spec, which may be huge, is cut too.
+            let shown: String = spec.chars().take(200).collect();
+            let cut = if shown.len() < spec.len() { "…" } else { "" };
+            eprintln!("softroce exec: --devices {shown:?}{cut}: {e}");
             return ExitCode::from(2);
         }
     }
@@ -332,7 +349,21 @@ fn load_dropin(lib: &Path) -> Result<*mut libc::c_void, String> {
     // SAFETY: loading the drop-in runs no code beyond Rust's static initialisers.
     let handle = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
     if handle.is_null() {
-        return Err(format!("loading {}", lib.display()));
+        // SAFETY: dlerror's message, read right after the failed call, before any other.
+        let why = unsafe { libc::dlerror() };
+        let why = if why.is_null() {
+            "no reason given".to_string()
+        } else {
+            // SAFETY: a NUL-terminated message of the dynamic loader.
+            unsafe { std::ffi::CStr::from_ptr(why) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        let target = std::fs::canonicalize(lib).unwrap_or_else(|_| lib.to_path_buf());
+        return Err(format!(
+            "the drop-in library {} (SOFTROCE_IBVERBS_LIB, or the one found beside softroce) does not load: {why}",
+            target.display()
+        ));
     }
     Ok(handle)
 }

@@ -426,3 +426,76 @@ fn devinfo_binds_no_port_and_says_where_counters_are() {
         "{err}"
     );
 }
+
+/// What the environment gets wrong is said plainly, once, and briefly: a drop-in library
+/// that does not load is named with the loader's reason (not blamed on `--devices`); a
+/// misspelt `SOFTROCE_LOG` is said once (not taken for a quiet run); a fault plan whose bad
+/// line is most of a megabyte is reported in about a kilobyte.
+#[test]
+fn a_wrong_environment_is_said_plainly_once_and_briefly() {
+    let lib = run(
+        softroce()
+            .args(["exec", "--devices", "softroce0=127.0.0.187", "--", "true"])
+            .env("SOFTROCE_IBVERBS_LIB", "/etc/passwd"),
+        Duration::from_secs(20),
+    );
+    let said = String::from_utf8_lossy(&lib.stderr);
+    assert_eq!(lib.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("/etc/passwd")
+            && said.contains("does not load")
+            && said.contains("invalid ELF header")
+            && !said.contains("--devices"),
+        "{said}"
+    );
+
+    let log = run(
+        softroce()
+            .args([
+                "exec",
+                "--devices",
+                "softroce0=127.0.0.187",
+                "--",
+                "ibv_devinfo",
+                "-l",
+            ])
+            .env("SOFTROCE_LOG", "verb"),
+        Duration::from_secs(20),
+    );
+    let said = String::from_utf8_lossy(&log.stderr);
+    assert!(log.status.success(), "{said}");
+    assert_eq!(
+        said.matches("SOFTROCE_LOG names \"verb\"").count(),
+        1,
+        "said once: {said}"
+    );
+
+    let dir = std::env::temp_dir().join(format!("softroce-longplan-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        format!("[[rule]]\naction = \"{}\"\n", "x".repeat(900_000)),
+    )
+    .unwrap();
+    let long = run(
+        softroce()
+            .args([
+                "exec",
+                "--devices",
+                "softroce0=127.0.0.187",
+                "--",
+                "ibv_devinfo",
+            ])
+            .env("SOFTROCE_FAULTS", format!("@{}", plan.display())),
+        Duration::from_secs(20),
+    );
+    let said = String::from_utf8_lossy(&long.stderr);
+    assert!(
+        said.contains("unknown action") && said.contains("more bytes") && said.len() < 4096,
+        "{} bytes: {}",
+        said.len(),
+        said.chars().take(300).collect::<String>()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -163,6 +163,9 @@ pub(crate) fn udp_port_for(ip: IpAddr) -> Option<u16> {
 #[unsafe(no_mangle)]
 unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ibv_device {
     guard("ibv_get_device_list", std::ptr::null_mut(), || {
+        // Read here, where every program starts: a misspelt SOFTROCE_LOG is said before a
+        // quiet run is taken for a clean one.
+        crate::ffi::log_verbs();
         if !num_devices.is_null() {
             // SAFETY: the caller passes a valid int pointer or NULL.
             unsafe { *num_devices = 0 };

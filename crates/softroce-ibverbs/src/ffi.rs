@@ -79,18 +79,56 @@ pub(crate) fn set_errno(e: i32) {
 /// and a line per probe would bury the program's own output.
 pub(crate) fn fail(verb: &str, errno: i32, why: impl std::fmt::Display) -> i32 {
     if log_verbs() {
-        eprintln!("softroce: {verb}: {why}");
+        say(verb, why);
     }
     set_errno(errno);
     errno
 }
 
+/// One line on stderr: `softroce: VERB: WHY`, WHY cut at [`MOST_SAID`] bytes (a reason can
+/// quote input, and input can be a megabyte-long line of a configuration file).
+fn say(verb: &str, why: impl std::fmt::Display) {
+    let why = why.to_string();
+    if why.len() <= MOST_SAID {
+        eprintln!("softroce: {verb}: {why}");
+    } else {
+        let mut end = MOST_SAID;
+        while !why.is_char_boundary(end) {
+            end -= 1;
+        }
+        eprintln!(
+            "softroce: {verb}: {}… ({} more bytes)",
+            &why[..end],
+            why.len() - end
+        );
+    }
+}
+
+/// The most of a reason [`say`] prints.
+const MOST_SAID: usize = 1000;
+
 /// Whether `SOFTROCE_LOG` (a comma-separated list) names `verbs`; read once.
 pub(crate) fn log_verbs() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| {
-        std::env::var("SOFTROCE_LOG")
-            .is_ok_and(|v| v.split(',').any(|w| w.trim().eq_ignore_ascii_case("verbs")))
+        let Some(value) = std::env::var_os("SOFTROCE_LOG") else {
+            return false;
+        };
+        let value = value.to_string_lossy();
+        let words: Vec<&str> = value.split(',').map(str::trim).collect();
+        // A typo (`verb`, `debug`) must not pass for a quiet run: said once.
+        let unknown: Vec<&str> = words
+            .iter()
+            .copied()
+            .filter(|w| !w.is_empty() && !w.eq_ignore_ascii_case("verbs"))
+            .collect();
+        if !unknown.is_empty() {
+            eprintln!(
+                "softroce: SOFTROCE_LOG names {:?}: not a log this library keeps (only \"verbs\"); ignored",
+                unknown.join(",").chars().take(80).collect::<String>()
+            );
+        }
+        words.iter().any(|w| w.eq_ignore_ascii_case("verbs"))
     })
 }
 
@@ -99,13 +137,13 @@ pub(crate) fn log_verbs() -> bool {
 /// A failed verb the user must hear about whatever `SOFTROCE_LOG` says (the environment or
 /// configuration is wrong, not the call): the reason on stderr, errno set, errno returned.
 pub(crate) fn fail_loud(verb: &str, errno: i32, why: impl std::fmt::Display) -> i32 {
-    eprintln!("softroce: {verb}: {why}");
+    say(verb, why);
     set_errno(errno);
     errno
 }
 
 pub(crate) fn fail_loud_null<T>(verb: &str, errno: i32, why: impl std::fmt::Display) -> *mut T {
-    eprintln!("softroce: {verb}: {why}");
+    say(verb, why);
     set_errno(errno);
     std::ptr::null_mut()
 }

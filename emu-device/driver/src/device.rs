@@ -141,19 +141,19 @@ fn outstanding_psns_for(rcvbuf: usize) -> u32 {
 
 /// `SOFTROCE_ADAPTIVE_RETRANSMIT=1` turns on [`HcaConfig::adaptive_retransmit`].
 fn adaptive_retransmit_env() -> bool {
-    match std::env::var("SOFTROCE_ADAPTIVE_RETRANSMIT").as_deref() {
-        Ok("1") => true,
-        Ok("" | "0") | Err(std::env::VarError::NotPresent) => false,
-        Err(std::env::VarError::NotUnicode(v)) => {
-            eprintln!(
-                "softroce: SOFTROCE_ADAPTIVE_RETRANSMIT={v:?} is neither 1 nor 0; adaptive retransmission stays off"
-            );
-            false
-        }
-        Ok(other) => {
-            eprintln!(
-                "softroce: SOFTROCE_ADAPTIVE_RETRANSMIT={other:?} is neither 1 nor 0; adaptive retransmission stays off"
-            );
+    // Said once a process, however many devices it configures.
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    let value = std::env::var_os("SOFTROCE_ADAPTIVE_RETRANSMIT");
+    match value.as_ref().map(|v| v.to_str()) {
+        Some(Some("1")) => true,
+        None | Some(Some("" | "0")) => false,
+        Some(_) => {
+            WARNED.call_once(|| {
+                eprintln!(
+                    "softroce: SOFTROCE_ADAPTIVE_RETRANSMIT={:?} is neither 1 nor 0; adaptive retransmission stays off",
+                    value.unwrap_or_default()
+                );
+            });
             false
         }
     }
