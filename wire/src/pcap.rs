@@ -265,18 +265,28 @@ fn next_pcapng_frame<R: Read>(
             Ok(block) => block,
             Err(e) => return Some(Err(e)),
         };
-        let (interface_id, raw_ticks, data) = match block {
+        let packet = match block {
             // pcap-file stores the raw 64-bit tick count as if it were nanoseconds.
             Block::EnhancedPacket(p) => {
-                (p.interface_id, p.timestamp.as_nanos(), p.data.into_owned())
+                Some((p.interface_id, p.timestamp.as_nanos(), p.data.into_owned()))
             }
-            Block::SimplePacket(p) => (0, 0, p.data.into_owned()),
-            Block::Packet(p) => (
+            Block::SimplePacket(p) => Some((0, 0, p.data.into_owned())),
+            Block::Packet(p) => Some((
                 u32::from(p.interface_id),
                 u128::from(p.timestamp),
                 p.data.into_owned(),
-            ),
-            _ => continue,
+            )),
+            _ => None,
+        };
+        let Some((interface_id, raw_ticks, data)) = packet else {
+            // The reader keeps every interface of a section: a file of nothing else would
+            // hold twice its size in memory. Captures name a few.
+            if reader.interfaces().len() > MAX_INTERFACES {
+                return Some(Err(pcap_file::PcapError::InvalidField(
+                    "more than 4096 interfaces in one section (a capture names a few)",
+                )));
+            }
+            continue;
         };
         let interface = usize::try_from(interface_id)
             .ok()
@@ -292,6 +302,9 @@ fn next_pcapng_frame<R: Read>(
         }));
     }
 }
+
+/// The most interfaces one pcapng section may describe (see [`next_pcapng_frame`]).
+const MAX_INTERFACES: usize = 4096;
 
 /// pcapng's default timestamp unit: 10⁻⁶ s.
 const DEFAULT_TSRESOL: u8 = 6;
@@ -620,6 +633,21 @@ mod tests {
         assert_eq!(usb.timestamp, Duration::from_secs(2));
         assert_eq!(usb.classify(), FrameKind::Other("unsupported link type"));
         assert!(r.next_frame().is_none());
+    }
+
+    #[test]
+    fn a_section_of_endless_interfaces_is_refused_not_kept() {
+        use pcap_file::pcapng::PcapNgWriter;
+        use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+        let mut w = PcapNgWriter::new(Vec::new()).unwrap();
+        for _ in 0..=MAX_INTERFACES + 1 {
+            w.write_pcapng_block(InterfaceDescriptionBlock::new(DataLink::ETHERNET, 0))
+                .unwrap();
+        }
+        let bytes = w.into_inner();
+        let mut r = CaptureReader::new(&bytes[..], "idbs.pcapng").unwrap();
+        let refused = r.next_frame().expect("an answer").expect_err("refused");
+        assert!(refused.to_string().contains("4096 interfaces"), "{refused}");
     }
 
     #[test]
