@@ -1696,7 +1696,12 @@ pub(crate) fn rlisten(fd: c_int, backlog: c_int) -> Res<()> {
         if let Some(q) = g.accepted.as_mut() {
             q.backlog = backlog_len;
         }
-        return Ok(());
+        if g.accept_svc.is_some() {
+            return Ok(());
+        }
+        // The accepting thread could not start the first time (EAGAIN): this is the retry.
+        drop(g);
+        return start_accept_service(&s);
     }
     // SAFETY: the id.
     check(unsafe { (cm()?.rdma_listen)(g.id, backlog) })?;
@@ -1727,10 +1732,13 @@ pub(crate) unsafe fn raccept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t
                 }
                 return Ok(new_fd);
             }
-            if nonblock {
+            let ready_fd = q.ready_fd;
+            // Nothing accepts while the listener's thread is missing (it could not start):
+            // waiting would be forever.
+            if nonblock || g.accept_svc.is_none() {
                 return Err(libc::EAGAIN);
             }
-            q.ready_fd
+            ready_fd
         };
         wait_readable(&[ready_fd], defaults().wake_up_ms)?;
     }
@@ -1800,7 +1808,14 @@ impl AcceptQueue {
 fn start_accept_service(listener: &Arc<Socket>) -> Res<()> {
     let me = Arc::clone(listener);
     let svc = start_service("rsocket-accept", move |stop| accept_service(&me, stop))?;
-    lock(listener).accept_svc = Some(svc);
+    let mut g = lock(listener);
+    if g.accept_svc.is_some() {
+        // Another rlisten's retry started one meanwhile: one thread accepts.
+        drop(g);
+        stop_service(svc);
+    } else {
+        g.accept_svc = Some(svc);
+    }
     Ok(())
 }
 

@@ -318,6 +318,30 @@ fn rsockets_behave_as_the_socket_calls_they_are_named_after() {
     );
 }
 
+/// rlisten in a process that may start no more threads (nobody, RLIMIT_NPROC at its thread
+/// count): EAGAIN, and raccept says EAGAIN rather than wait for what nothing accepts; rlisten
+/// again once threads may start, and a client's connection is accepted.
+#[test]
+fn rlisten_fails_cleanly_without_its_thread_and_can_be_retried() {
+    run_with(
+        "rsocket_listen_retry",
+        &["127.77.45.1", "127.77.45.2"],
+        library_dir(),
+    );
+}
+
+/// rdma_listen(3) on a wildcard that fails part-way (softroce1 cannot start its receiving
+/// thread in a process that may start none) listens nowhere: softroce0, where it had
+/// begun, refuses a connect and the id hears nothing; listening again succeeds.
+#[test]
+fn a_wildcard_listen_that_fails_part_way_listens_nowhere() {
+    run_with(
+        "rdmacm_listen_without_threads",
+        &["127.77.45.3", "127.77.45.4"],
+        library_dir(),
+    );
+}
+
 /// Datagram rsockets (rsocket(7), SOCK_DGRAM) behave as the UDP socket calls they are named
 /// after: sources, message boundaries, truncation, MSG_PEEK/MSG_DONTWAIT, non-blocking
 /// sockets, rpoll, connect with send/recv, sendmsg/recvmsg, an unbound sender, the errors.

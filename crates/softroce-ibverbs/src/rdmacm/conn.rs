@@ -761,45 +761,52 @@ pub(crate) fn listen(cm_id: &mut CmId, backlog: c_int) -> Result<(), c_int> {
     };
     let wildcard = devices.len() > 1;
     let me = std::ptr::from_ref(cm_id) as usize;
-    let (mut unusable, mut listening) = (None, 0);
-    for &d in &devices {
-        let dev = match device(d) {
-            Ok(dev) => dev,
-            // A device that cannot open (its address is not the host's) receives nothing:
-            // a wildcard listens on the others (the open already said why on stderr).
-            Err(e) if wildcard => {
-                unusable.get_or_insert(e);
-                continue;
-            }
-            Err(e) => return Err(e),
-        };
-        dev.send_held_acks();
-        ensure_pump(d)?;
-        with_routes(|r| {
-            let ids = r.listeners.entry((d, service)).or_default();
-            if ids.is_empty() {
-                // The CM listens once per service; ids share it by address.
-                dev.cm_listen(service).map_err(|_| libc::EADDRINUSE)?;
-            }
-            ids.push(me);
-            Ok::<(), c_int>(())
-        })?;
-        listening += 1;
-    }
-    if let Some(e) = unusable
-        && listening == 0
-    {
-        // No device could listen.
+    let listened = (|| {
+        let (mut unusable, mut listening) = (None, 0);
+        for &d in &devices {
+            let dev = match device(d) {
+                Ok(dev) => dev,
+                // A device that cannot open (its address is not the host's) receives
+                // nothing: a wildcard listens on the others (the open already said why on
+                // stderr).
+                Err(e) if wildcard => {
+                    unusable.get_or_insert(e);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            dev.send_held_acks();
+            ensure_pump(d)?;
+            with_routes(|r| {
+                let ids = r.listeners.entry((d, service)).or_default();
+                if ids.is_empty() {
+                    // The CM listens once per service; ids share it by address.
+                    dev.cm_listen(service).map_err(|_| libc::EADDRINUSE)?;
+                }
+                ids.push(me);
+                Ok::<(), c_int>(())
+            })?;
+            listening += 1;
+        }
+        match unusable {
+            // No device could listen.
+            Some(e) if listening == 0 => Err(e),
+            _ => Ok(()),
+        }
+    })();
+    if let Err(e) = listened {
+        // A listen that fails part-way listens nowhere: the devices before stop hearing it.
+        stop_listening(cm_id);
         return Err(e);
     }
     cm_id.state().phase = Phase::Listening;
     Ok(())
 }
 
-/// Stops listening and forgets every route of the id; after this no event reaches it.
-pub(crate) fn forget_id(cm_id: &CmId) {
+/// Takes the id off every device it listens on (the CM stops listening on a service no id
+/// is left on).
+fn stop_listening(cm_id: &CmId) {
     let me = std::ptr::from_ref(cm_id) as usize;
-    let conn = cm_id.state().conn;
     with_routes(|r| {
         let mut emptied = Vec::new();
         for (&(d, service), ids) in r.listeners.iter_mut() {
@@ -815,6 +822,15 @@ pub(crate) fn forget_id(cm_id: &CmId) {
                 let _ = dev.with_cm(|cm, _| cm.stop_listening(service));
             }
         }
+    });
+}
+
+/// Stops listening and forgets every route of the id; after this no event reaches it.
+pub(crate) fn forget_id(cm_id: &CmId) {
+    let me = std::ptr::from_ref(cm_id) as usize;
+    let conn = cm_id.state().conn;
+    stop_listening(cm_id);
+    with_routes(|r| {
         if let Some(c) = conn {
             if r.conns.get(&(c.device, c.conn.0)) == Some(&me) {
                 r.conns.remove(&(c.device, c.conn.0));
