@@ -349,7 +349,8 @@ fn a_read_or_atomic_inside_a_write_is_an_invalid_request() {
 fn repeated_sequence_naks_resend_once_and_use_up_the_retry_count() {
     // The victim WRITEs 4 packets; the peer answers each packet it gets with a NAK
     // (sequence error) for the first PSN. The first NAK has the victim resend from there
-    // (a retry), the next is taken for its echo (responders NAK a gap twice); repeats of
+    // (a retry), the next two are taken for its echoes (softroce's responders NAK a gap
+    // three times); repeats of
     // the same NAK resend again, uncounted, three times at most, then only the ACK
     // timeouts resend, each a retry (retry_cnt 2): the WRITE fails with
     // IBV_WC_RETRY_EXC_ERR instead of being resent forever, a few packets per NAK.

@@ -86,8 +86,8 @@ pub struct Counters {
     pub rcvd_rnr_err: u64,
     /// RNR NAKs sent.
     pub send_rnr_err: u64,
-    /// Sequence-error NAKs received (a responder NAKs a gap twice: the second, taken for
-    /// the first's echo, is not counted).
+    /// Sequence-error NAKs received (softroce's responder NAKs a gap three times: the
+    /// copies after the first, taken for its echoes, are not counted).
     pub rcvd_seq_err: u64,
     /// ACKs held back to travel with the QP's next packet (`HcaConfig::ack_defer`).
     pub ack_deferred: u64,

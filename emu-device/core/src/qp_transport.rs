@@ -137,11 +137,11 @@ pub(crate) struct QpTransport {
     pub(crate) rnr_at: Option<Instant>,
     /// Transport retries left for the oldest outstanding request.
     pub(crate) retry_left: u8,
-    /// The last sequence-error NAK had the queue resent and nothing was acknowledged
-    /// since: the next NAK for that gap is its echo and starts no other resend (responders
-    /// NAK twice, see the responder's `nak_gap`; rxe's `started_retry` ignores the same
-    /// echo).
-    pub(crate) nak_echo_due: bool,
+    /// Copies still to come of the sequence-error NAK that last had the queue resent
+    /// (nothing acknowledged since): NAKs of that PSN taken for its echoes start no other
+    /// resend (softroce's responder sends each NAK `NAK_COPIES` times, see its `nak_gap`;
+    /// rxe's `started_retry` ignores such echoes).
+    pub(crate) nak_echoes_due: u8,
     /// The PSN a sequence-error NAK had the queue resent from, until the next progress.
     pub(crate) nak_resent: Option<Psn>,
     /// Resends on a repeat of that NAK still allowed without counting a retry.
@@ -169,6 +169,9 @@ pub(crate) struct QpTransport {
     /// gap's NAK, or its last repeat: one arriving again means the requester resent and
     /// the missing packet is missing again.
     pub(crate) gap_seen: u64,
+    /// Positive ACKs still to send twice since the last gap (see
+    /// `transport::acks::LOSSY_ACK_COPIES`).
+    pub(crate) acks_twice_left: u16,
     /// UC: drop packets until the next FIRST/ONLY.
     pub(crate) uc_resync: bool,
     pub(crate) in_progress: InProgress,
@@ -203,7 +206,7 @@ impl QpTransport {
     /// the QP's attributes).
     pub(crate) fn restart_retries(&mut self, retry_cnt: u8) {
         self.retry_left = retry_cnt;
-        self.nak_echo_due = false;
+        self.nak_echoes_due = 0;
         self.nak_resent = None;
         self.free_renak_resends = crate::transport::completer::FREE_RENAK_RESENDS;
     }

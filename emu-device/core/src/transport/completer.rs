@@ -17,6 +17,7 @@ use super::super::types::{QpState, WcOpcode, WcStatus, WrOpcode};
 use super::super::wr::{VendorErr, WorkCompletion};
 use super::Engine;
 use super::requester::{fail_send, rewind_to};
+use super::responder::NAK_COPIES;
 
 fn is_rd_atomic(op: WrOpcode) -> bool {
     matches!(
@@ -114,7 +115,7 @@ pub(super) fn on_response(
 /// A sequence-error NAK (a request packet was lost) for an outstanding request: resend
 /// from `psn`, counted against the retry count as a timeout is (IBTA's "implied NAK"
 /// rules, rxe's COMPST_ERROR_RETRY), unless it is the echo of the NAK that started the
-/// resend under way (the responder NAKs twice): ignored.
+/// resend under way (softroce's responder NAKs each gap three times): ignored.
 ///
 /// The same PSN NAKed again with nothing acknowledged since (the resend lost its first
 /// packet too, see the responder's `nak_gap`) is resent at once but not counted, at most
@@ -136,7 +137,8 @@ fn on_sequence_nak(eng: &mut Engine<'_>, now: Instant, qp: QpHandle, psn: Psn) {
         eng.counters.drop(DropReason::UnexpectedResponse);
         return;
     }
-    if std::mem::take(&mut q.transport.nak_echo_due) {
+    if q.transport.nak_echoes_due > 0 && q.transport.nak_resent == Some(psn) {
+        q.transport.nak_echoes_due -= 1;
         return;
     }
     eng.counters.rcvd_seq_err += 1;
@@ -151,7 +153,7 @@ fn on_sequence_nak(eng: &mut Engine<'_>, now: Instant, qp: QpHandle, psn: Psn) {
             return;
         }
         q.transport.free_renak_resends -= 1;
-        q.transport.nak_echo_due = true;
+        q.transport.nak_echoes_due = NAK_COPIES - 1;
         eng.counters.completer_retry_err += 1;
         rewind_to(eng, qp, psn);
         return;
@@ -163,7 +165,7 @@ fn on_sequence_nak(eng: &mut Engine<'_>, now: Instant, qp: QpHandle, psn: Psn) {
     // re-arms the timer after every response), not what is left of one armed before the
     // loss.
     if let Some(q) = eng.store.get_mut(qp) {
-        q.transport.nak_echo_due = true;
+        q.transport.nak_echoes_due = NAK_COPIES - 1;
         q.transport.nak_resent = Some(psn);
         q.transport.recovery.on_loss(now, adaptive);
         q.transport.arm_retransmit(now, q.attr.timeout);

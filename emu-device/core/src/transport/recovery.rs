@@ -15,7 +15,7 @@
 //! unacknowledged PSN instead of waiting out the whole local ACK timeout.
 //!
 //! The local ACK timeout (`timeout`, 4.096 us * 2^N: 67 ms for rdma-core's default 14) is
-//! sized for a fabric's worst case. Against softroce's responder (which NAKs each gap twice
+//! sized for a fabric's worst case. Against softroce's responder (which NAKs each gap thrice
 //! and NAKs a resend that lost its first packet again, see the responder's `nak_gap`) only a
 //! lost last packet before a pause needs it; against rxe's (one NAK per gap, then silence)
 //! a lost NAK and a lost resend do too. ConnectX offers the same (adaptive retransmission).

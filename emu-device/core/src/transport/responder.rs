@@ -195,20 +195,25 @@ fn invalid_request() -> Failure {
     )
 }
 
-/// Tell the requester that `epsn` is missing: a sequence-error NAK, sent twice.
+/// How many times each sequence-error NAK goes out (see [`nak_gap`]).
+pub(crate) const NAK_COPIES: u8 = 3;
+
+/// Tell the requester that `epsn` is missing: a sequence-error NAK, sent
+/// [`NAK_COPIES`] times.
 ///
 /// rxe NAKs a gap once and then drops what follows in silence, so a lost NAK, or a lost
 /// resend of the missing packet, leaves the requester to its local ACK timeout (67 ms for
 /// rdma-core's default 14): under 1 % loss a stall every few hundred packets. Here the NAK
-/// goes out twice (both lost: 1 in 10 000 at 1 % loss), and again, twice, when the resend
-/// shows up without its first packet (a PSN past the gap arriving a second time: a
-/// packet the network reordered arrives late but once).
-/// The requester resends on the first of each pair and takes the second for its echo
-/// (`QpTransport::nak_echo_due`); rxe's takes the second for one too (`started_retry`).
+/// goes out three times, and again when the resend shows up without its first packet (a
+/// PSN past the gap arriving a second time: a packet the network reordered arrives late
+/// but once). Twice was not enough: at 1 % loss a 1 MiB WRITE stream NAKs some 8 000 gaps
+/// a second, and losing both copies (1 in 10 000) stalled it 67 ms about once a second.
+/// The requester resends on the first copy it gets and takes the others for its echoes
+/// (`QpTransport::nak_echoes_due`); rxe's ignores them too (`started_retry`).
 /// Each is an answer to a packet received, never a timer's: the requester still waits
 /// the full `timeout` (ibv_modify_qp(3)) before resending on its own.
 fn nak_gap(eng: &mut Engine<'_>, qp: QpHandle, epsn: softroce_wire::Psn) {
-    for _ in 0..2 {
+    for _ in 0..NAK_COPIES {
         eng.queue_ack(qp, epsn, Syndrome::Nak(NakCode::PsnSequenceError));
     }
 }
@@ -234,6 +239,7 @@ fn rc_receive(
             let t = &mut q.transport;
             if first_of_gap {
                 t.gap_seen = 0;
+                t.acks_twice_left = super::acks::ACKS_TWICE_AFTER_GAP;
             }
             // PSNs up to 64 past the gap, as they arrive: one arriving again means the
             // requester went back and resent, and the missing packet is missing again
