@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <signal.h>
+#include <string.h>
 #include <unistd.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
@@ -109,19 +110,32 @@ static inline int open_fds(void)
 	return n;
 }
 
-/* Resident memory of this process, in KiB. */
-static inline long rss_kib(void)
+/* The number after `key` (e.g. "VmRSS:") in /proc/self/status, or -1. */
+static inline long self_status(const char *key)
 {
 	char line[256];
-	long kib = -1;
+	long value = -1;
+	size_t n = strlen(key);
 	FILE *f = fopen("/proc/self/status", "r");
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+		if (strncmp(line, key, n) == 0 && sscanf(line + n, "%ld", &value) == 1)
 			break;
 	fclose(f);
-	return kib;
+	return value;
+}
+
+/* Resident memory of this process, in KiB. */
+static inline long rss_kib(void)
+{
+	return self_status("VmRSS:");
+}
+
+/* Threads of this process. */
+static inline long threads_now(void)
+{
+	return self_status("Threads:");
 }
 /* A librdmacm call newer than rdma-core 44 (which these programs link with), from the
  * librdmacm.so.1 loaded at run time: the drop-in. NULL, said why, when it lacks the call. */

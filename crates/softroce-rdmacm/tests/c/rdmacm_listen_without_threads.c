@@ -11,20 +11,6 @@
 
 #define PORT 7900 /* and PORT + 1 */
 
-static long threads_now(void)
-{
-	char line[256];
-	long n = -1;
-	FILE *f = fopen("/proc/self/status", "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Threads: %ld", &n) == 1)
-			break;
-	fclose(f);
-	return n;
-}
-
 /* Whether `ch` holds an event within `ms`. */
 static int has_event(struct rdma_event_channel *ch, int ms)
 {

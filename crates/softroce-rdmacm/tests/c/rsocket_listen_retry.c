@@ -16,20 +16,6 @@
 
 static const char *server_ip, *client_ip;
 
-static long threads_now(void)
-{
-	char line[256];
-	long n = -1;
-	FILE *f = fopen("/proc/self/status", "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Threads: %ld", &n) == 1)
-			break;
-	fclose(f);
-	return n;
-}
-
 static void *client(void *arg)
 {
 	(void)arg;
