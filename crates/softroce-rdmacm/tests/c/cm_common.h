@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
@@ -136,6 +137,31 @@ static inline long rss_kib(void)
 static inline long threads_now(void)
 {
 	return self_status("Threads:");
+}
+
+/* From here on the process may start no thread: RLIMIT_NPROC's soft limit at its thread
+ * count (the process must not be root, which the limit exempts). The limit before, for
+ * set_thread_limit to put back; exits when it cannot be set. */
+static inline struct rlimit no_more_threads(void)
+{
+	struct rlimit saved, tight;
+	if (getrlimit(RLIMIT_NPROC, &saved)) {
+		perror("getrlimit");
+		exit(2);
+	}
+	tight = saved;
+	tight.rlim_cur = (rlim_t)threads_now();
+	if (setrlimit(RLIMIT_NPROC, &tight)) {
+		perror("setrlimit");
+		exit(2);
+	}
+	return saved;
+}
+
+/* Puts back the limit no_more_threads returned; 0 on success. */
+static inline int set_thread_limit(const struct rlimit *saved)
+{
+	return setrlimit(RLIMIT_NPROC, saved);
 }
 /* A librdmacm call newer than rdma-core 44 (which these programs link with), from the
  * librdmacm.so.1 loaded at run time: the drop-in. NULL, said why, when it lacks the call. */

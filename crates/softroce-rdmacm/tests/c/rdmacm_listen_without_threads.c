@@ -4,7 +4,6 @@
  * id listens there) and softroce1 (argv[2]) would need one. The failed listen must leave
  * no trace on softroce0: a connect to its port there is refused and the id hears nothing.
  * Once threads may start, the same id listens and hears the connect. Prints "N failures". */
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "cm_common.h"
@@ -69,11 +68,7 @@ int main(int argc, char **argv)
 	CHECK(rdma_create_id(server_ch, &wild, NULL, RDMA_PS_TCP) == 0 &&
 		      rdma_bind_addr(wild, (struct sockaddr *)&any) == 0,
 	      "a wildcard id: errno %d", errno);
-	struct rlimit saved;
-	getrlimit(RLIMIT_NPROC, &saved);
-	struct rlimit tight = saved;
-	tight.rlim_cur = (rlim_t)threads_now();
-	CHECK(setrlimit(RLIMIT_NPROC, &tight) == 0, "setrlimit: errno %d", errno);
+	struct rlimit saved = no_more_threads();
 	errno = 0;
 	CHECK(rdma_listen(wild, 4) == -1 && errno == EAGAIN,
 	      "the listen fails with EAGAIN when softroce1 cannot start receiving (errno %d)",
@@ -88,7 +83,7 @@ int main(int argc, char **argv)
 	rdma_destroy_id(c1);
 
 	step = "listening again";
-	CHECK(setrlimit(RLIMIT_NPROC, &saved) == 0, "setrlimit back: errno %d", errno);
+	CHECK(set_thread_limit(&saved) == 0, "the thread limit back: errno %d", errno);
 	CHECK(rdma_listen(wild, 4) == 0, "the listen succeeds once threads may start: errno %d",
 	      errno);
 	struct rdma_cm_id *c2_id = resolved_on(client_ch, argv[1], argv[1], PORT, 1);

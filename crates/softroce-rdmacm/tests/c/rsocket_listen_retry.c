@@ -7,7 +7,6 @@
 #include <pthread.h>
 #include <rdma/rsocket.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "cm_common.h"
@@ -61,11 +60,7 @@ int main(int argc, char **argv)
 	      "rsocket/rbind: errno %d", errno);
 
 	step = "no thread may start";
-	struct rlimit saved;
-	getrlimit(RLIMIT_NPROC, &saved);
-	struct rlimit tight = saved;
-	tight.rlim_cur = (rlim_t)threads_now();
-	CHECK(setrlimit(RLIMIT_NPROC, &tight) == 0, "setrlimit: errno %d", errno);
+	struct rlimit saved = no_more_threads();
 	errno = 0;
 	CHECK(rlisten(s, 4) == -1 && errno == EAGAIN,
 	      "rlisten without its accepting thread fails with EAGAIN (errno %d)", errno);
@@ -75,7 +70,7 @@ int main(int argc, char **argv)
 	      errno);
 
 	step = "threads may start again";
-	CHECK(setrlimit(RLIMIT_NPROC, &saved) == 0, "setrlimit back: errno %d", errno);
+	CHECK(set_thread_limit(&saved) == 0, "the thread limit back: errno %d", errno);
 	CHECK(rlisten(s, 4) == 0, "rlisten again starts the accepting thread: errno %d", errno);
 	pthread_t t;
 	CHECK(pthread_create(&t, NULL, client, NULL) == 0, "pthread_create");
