@@ -113,9 +113,16 @@ fn element_key(element: EventElement) -> Option<(ObjectKind, u64)> {
     }
 }
 
+/// Held while events are taken from a device and queued to its contexts: the device's
+/// router thread and every thread in `ibv_get_async_event` route, and an event taken first
+/// must be queued first (ibv_get_async_event(3) gives a context the device's events in
+/// order, as the kernel's event file does). Taken before any other lock.
+static ROUTING: Mutex<()> = Mutex::new(());
+
 /// Move every async event `dev` has queued to the contexts it belongs to: an object's to
 /// the context that made it (none: destroyed since), a port's or the device's to all.
 fn route_async_events(dev: &Arc<Device>) {
+    let _in_order = lock(&ROUTING);
     while let Ok(ev) = dev.get_async_event(Some(Duration::ZERO)) {
         let owner = element_key(ev.element);
         let live = lock(&LIVE_CONTEXTS);

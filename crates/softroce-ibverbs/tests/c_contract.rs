@@ -423,6 +423,24 @@ fn scheduled_port_and_device_events_reach_a_c_program() {
     );
 }
 
+/// Async events reach each context in the order the device raised them: 120 port flaps
+/// read by two contexts' spinning threads alternate PORT_ERR/PORT_ACTIVE on both (threads
+/// routing events at once queued them out of order).
+#[test]
+fn async_events_reach_every_context_in_the_order_raised() {
+    let flaps: Vec<String> = (0..120)
+        .map(|i| {
+            let at = 200 + 4 * i;
+            format!("port_down={at},port_up={at}")
+        })
+        .collect();
+    run_c_program_with(
+        "man_async_order",
+        "softroce0=127.77.30.51",
+        &[("SOFTROCE_FAULTS", &flaps.join(","))],
+    );
+}
+
 /// Blocking event waits end as a read of the kernel's event file ends: EINTR for a signal
 /// without SA_RESTART, on with it; ibv_close_device ends an async wait and returns even
 /// while another context of the device destroys CQs (it hung: the destroys took the close's
