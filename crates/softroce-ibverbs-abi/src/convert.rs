@@ -281,7 +281,8 @@ pub fn wc_from_c(w: &ibv_wc) -> WorkCompletion {
     }
 }
 
-/// An address vector as C holds it. RoCE has no LIDs, path bits or static rate: those are 0.
+/// An address vector as C holds it. RoCE has no LIDs or path bits: those are 0 (as every
+/// RoCE provider returns them); the static rate is returned as set.
 pub fn ah_attr_to_c(a: &AhAttr) -> ibv_ah_attr {
     ibv_ah_attr {
         grh: ibv_global_route {
@@ -294,7 +295,7 @@ pub fn ah_attr_to_c(a: &AhAttr) -> ibv_ah_attr {
         dlid: 0,
         sl: a.sl,
         src_path_bits: 0,
-        static_rate: 0,
+        static_rate: a.static_rate,
         is_global: u8::from(a.is_global),
         port_num: a.port_num,
     }
@@ -311,6 +312,7 @@ pub fn ah_attr_from_c(a: &ibv_ah_attr) -> AhAttr {
         is_global: a.is_global != 0,
         sl: a.sl,
         port_num: a.port_num,
+        static_rate: a.static_rate,
         udp_port: 0,
     }
 }

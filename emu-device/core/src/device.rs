@@ -331,6 +331,9 @@ pub struct PortAttr {
     pub link_layer_ethernet: bool,
 }
 
+/// `device_cap_flags`: what the device does (see [`DeviceAttr::device_cap_flags`]).
+const DEVICE_CAP_FLAGS: u32 = 0x0112_3C66;
+
 /// `IB_UVERBS_DEVICE_ATOMIC_WRITE` (kernel uapi `ib_user_verbs.h`, Linux 6.2; not in
 /// rdma-core 44's headers): the device executes RDMA ATOMIC WRITE.
 pub const DEVICE_ATOMIC_WRITE: u64 = 1 << 40;
@@ -386,9 +389,12 @@ impl Device {
                 r.end - r.start
             }),
             max_qp_wr: 0x4000,
-            // rxe's flags plus IBV_DEVICE_XRC (1 << 20): XRC domains, SRQs and QPs.
-            device_cap_flags: 0x0112_3C76,
-            device_cap_flags_ex: 0x0112_3C76 | DEVICE_ATOMIC_WRITE,
+            // rxe's flags plus IBV_DEVICE_XRC (1 << 20): XRC domains, SRQs and QPs; less
+            // IBV_DEVICE_AUTO_PATH_MIG (1 << 4), which rxe sets though RoCE refuses every
+            // alternate path: ibv_modify_qp(3) has programs check that bit to learn whether
+            // alternate paths are supported.
+            device_cap_flags: DEVICE_CAP_FLAGS,
+            device_cap_flags_ex: DEVICE_CAP_FLAGS as u64 | DEVICE_ATOMIC_WRITE,
             max_sge: 32,
             max_sge_rd: 32,
             max_cq: 0x10_0000,

@@ -162,6 +162,9 @@ pub struct AhAttr {
     pub sl: u8,
     /// Port (1).
     pub port_num: u8,
+    /// `ibv_rate` the application asked for (0: the port's rate). Kept, not enforced: a
+    /// QP's address vector is queried back as set (ibv_query_qp(3)), as mlx5 returns it.
+    pub static_rate: u8,
     /// Destination UDP port: 0 means 4791. Only for private setups with several devices on
     /// one address.
     pub udp_port: u16,
@@ -179,6 +182,7 @@ impl AhAttr {
             is_global: true,
             sl: 0,
             port_num: 1,
+            static_rate: 0,
             udp_port: 0,
         }
     }

@@ -146,6 +146,7 @@ int main(void)
 	CHECK(ibv_modify_qp(rc, &a, rtr) == EINVAL && state_of(rc) == IBV_QPS_INIT,
 	      "path_mtu 7 is no MTU");
 	a.path_mtu = IBV_MTU_1024;
+	a.ah_attr.static_rate = IBV_RATE_10_GBPS;
 	CHECK(ibv_modify_qp(rc, &a, rtr) == 0 && state_of(rc) == IBV_QPS_RTR, "RC Init -> RTR");
 	CHECK(ibv_modify_qp(uc, &a,
 			    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
@@ -183,7 +184,10 @@ int main(void)
 		      "IBV_QP_CAP without IBV_DEVICE_RESIZE_MAX_WR");
 	}
 	/* RoCE has no alternate paths: the kernel's ib_modify_qp refuses IBV_QP_ALT_PATH
-	 * with EINVAL even where the device advertises IBV_DEVICE_AUTO_PATH_MIG (rxe does). */
+	 * with EINVAL, and ibv_modify_qp(3) has programs check IBV_DEVICE_AUTO_PATH_MIG to
+	 * learn whether alternate paths are supported: clear (rxe sets it all the same). */
+	CHECK(!(da.device_cap_flags & IBV_DEVICE_AUTO_PATH_MIG),
+	      "IBV_DEVICE_AUTO_PATH_MIG is not advertised (flags %#x)", da.device_cap_flags);
 	{
 		struct ibv_qp_attr alt = {.alt_port_num = 1, .alt_timeout = 14};
 		alt.alt_ah_attr.is_global = 1;
@@ -225,6 +229,9 @@ int main(void)
 	CHECK(a.ah_attr.is_global && memcmp(&a.ah_attr.grh.dgid, &gid, 16) == 0 &&
 		      a.ah_attr.grh.hop_limit == 64 && a.ah_attr.port_num == 1,
 	      "ah_attr");
+	/* "Attribute values are valid if they have been set using ibv_modify_qp()". */
+	CHECK(a.ah_attr.static_rate == IBV_RATE_10_GBPS, "ah_attr.static_rate %d as set",
+	      a.ah_attr.static_rate);
 	CHECK(a.cap.max_send_wr >= 8 && a.cap.max_send_sge >= 1 && a.cap.max_inline_data >= 32 &&
 		      ia.cap.max_send_wr == a.cap.max_send_wr && ia.qp_type == IBV_QPT_RC &&
 		      ia.send_cq == cq && ia.sq_sig_all == 0,
