@@ -180,7 +180,8 @@ pub struct DeviceAttr {
     /// Maximum outstanding WRs per queue.
     pub max_qp_wr: u32,
     /// Device capability flags: rxe's set but MEM_MGT_EXTENSIONS (bit 21: fast-registration
-    /// work requests are not emulated); memory windows of type 1 and 2B (bits 17, 24).
+    /// work requests are not emulated) and AUTO_PATH_MIG (bit 4: no alternate paths on
+    /// RoCE), with XRC (bit 20); memory windows of type 1 and 2B (bits 17, 24).
     pub device_cap_flags: u32,
     /// `ibv_device_attr_ex.device_cap_flags_ex`: the kernel's 64-bit flags, whose low half
     /// is `device_cap_flags`; above it [`DEVICE_ATOMIC_WRITE`], as rxe sets it.
