@@ -359,6 +359,10 @@ struct Shared {
     /// Since when posted work waits for the application's next verb (nanoseconds since
     /// `epoch`, 0: nothing held); see [`BURST_GAP`]. Written with `hca` locked.
     held_since: AtomicU64,
+    /// The last pump stopped at [`TX_PER_PUMP`] with packets left to build: the engine
+    /// pumps again at once, even while a thread busy-polls (the poller takes arrivals and
+    /// timers, not the rest of a long transmit).
+    transmit_left: AtomicBool,
     /// Posts whose work is held.
     held_posts: AtomicU32,
     /// Posts since the last one with a signaled request.
@@ -531,6 +535,7 @@ impl Device {
             engine_wakes_at: AtomicU64::new(0),
             last_post_at: AtomicU64::new(0),
             held_since: AtomicU64::new(0),
+            transmit_left: AtomicBool::new(false),
             held_posts: AtomicU32::new(0),
             posts_since_signaled: AtomicU32::new(0),
             polled_idle: AtomicBool::new(false),
@@ -1742,6 +1747,7 @@ fn transmit_and_signal(shared: &Shared, hca: &mut Hca, now: Instant) -> bool {
     }
     flush(shared, hca, now, &mut tx);
     drop(tx);
+    shared.transmit_left.store(!sent_all, Ordering::Release);
     if !sent_all {
         // The rest after the device lock was let go (the engine comes straight back).
         let _ = shared.engine_wake.notify();
@@ -2515,8 +2521,13 @@ fn engine(shared: Arc<Shared>) {
             let polled_before = shared.polled_at.load(Ordering::Acquire);
             let received_before = shared.received.load(Ordering::Relaxed);
             let readable = engine_sleep(&shared, watch_while_polled, left).unwrap_or(false);
-            if shared.held_deadline().is_some_and(|t| t <= Instant::now()) {
-                // A burst's posts the application did not come back for.
+            if shared.held_deadline().is_some_and(|t| t <= Instant::now())
+                || shared.transmit_left.load(Ordering::Acquire)
+            {
+                // A burst's posts the application did not come back for, or the rest of
+                // a transmit longer than one pump (UC messages of megabytes, a large
+                // READ's responses): the poller does not send it, and waiting for its
+                // grace period to end left a UC stream at a twentieth of its rate.
                 let mut hca = shared.lock_hca_for_engine();
                 pump(&shared, &mut hca, Instant::now());
             }
