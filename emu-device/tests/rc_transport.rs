@@ -1178,6 +1178,33 @@ fn a_packet_overtaken_behind_a_gap_is_no_lost_resend() {
     assert_eq!((a.rcvd_seq_err, a.completer_retry_err), (1, 1), "{a}");
 }
 
+/// Loses the `n`th datagram to `to` (counting from 1) and passes the others to it; says
+/// nothing of datagrams to anyone else.
+struct LoseNth {
+    to: std::net::IpAddr,
+    n: u32,
+    seen: u32,
+}
+
+impl LoseNth {
+    fn new(to: std::net::IpAddr, n: u32) -> Self {
+        Self { to, n, seen: 0 }
+    }
+
+    /// The fate of `d` when it goes to `to`.
+    fn fate(&mut self, d: &softroce_emu::sim::SimDatagram) -> Option<FilterAction> {
+        if d.dst.ip() != self.to {
+            return None;
+        }
+        self.seen += 1;
+        Some(if self.seen == self.n {
+            FilterAction::Drop
+        } else {
+            FilterAction::Pass
+        })
+    }
+}
+
 #[test]
 fn a_lost_nak_is_covered_by_its_copies_and_three_lost_leave_the_gap_to_the_ack_timeout() {
     // b NAKs a gap three times, back to back: losing the first or the first two still has
@@ -1188,15 +1215,10 @@ fn a_lost_nak_is_covered_by_its_copies_and_three_lost_leave_the_gap_to_the_ack_t
     for naks_lost in [1, 2, 3] {
         let mut pair = one_mebibyte_pair();
         let (a_ip, b_ip) = (pair.fabric.addr(pair.a.node), pair.fabric.addr(pair.b.node));
-        let (mut seen, mut naks_seen) = (0, 0);
+        let (mut to_b, mut naks_seen) = (LoseNth::new(b_ip, 100), 0);
         pair.fabric.set_filter(move |d| {
-            if d.dst.ip() == b_ip {
-                seen += 1;
-                return if seen == 100 {
-                    FilterAction::Drop
-                } else {
-                    FilterAction::Pass
-                };
+            if let Some(fate) = to_b.fate(d) {
+                return fate;
             }
             let Ok(p) = RocePacket::new_checked(&d.payload[..]) else {
                 return FilterAction::Pass;
@@ -1235,18 +1257,13 @@ fn after_a_gap_each_ack_has_a_twin_so_losing_one_copy_of_every_ack_stalls_nothin
     // the WRITE still completes at once, with the one resend the gap cost.
     let mut pair = one_mebibyte_pair();
     let (a_ip, b_ip) = (pair.fabric.addr(pair.a.node), pair.fabric.addr(pair.b.node));
-    let (mut seen, mut gap_naked) = (0, false);
+    let (mut to_b, mut gap_naked) = (LoseNth::new(b_ip, 100), false);
     let mut last_lost_ack = None::<Psn>;
     let copies = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Psn>::new()));
     let copies_seen = std::sync::Arc::clone(&copies);
     pair.fabric.set_filter(move |d| {
-        if d.dst.ip() == b_ip {
-            seen += 1;
-            return if seen == 100 {
-                FilterAction::Drop
-            } else {
-                FilterAction::Pass
-            };
+        if let Some(fate) = to_b.fate(d) {
+            return fate;
         }
         let Ok(p) = RocePacket::new_checked(&d.payload[..]) else {
             return FilterAction::Pass;
