@@ -940,6 +940,9 @@ struct Inner {
     next_keepalive: Option<Instant>,
     /// Entries of the iomap table offered to the peer (RDMA_IOMAPSIZE).
     target_iomap_size: u32,
+    /// Path records set with RDMA_ROUTE (`ibv_path_data[]`): the connect gives them to
+    /// the CM (RDMA_OPTION_IB_PATH) instead of resolving a route, as rsockets does.
+    route_option: Option<Vec<u8>>,
     dst: Option<libc::sockaddr_storage>,
     conn: Option<Box<Conn>>,
     /// A listener's connections, accepted as they come (see [`accept_service`]).
@@ -1078,6 +1081,7 @@ impl Inner {
             keepalive_time: 0,
             next_keepalive: None,
             target_iomap_size: 0,
+            route_option: None,
             dst: None,
             conn: None,
             accepted: None,
@@ -1441,8 +1445,23 @@ impl Inner {
                     Err(libc::EAGAIN) => return Err(libc::EINPROGRESS),
                     Err(e) => break Err(e),
                     Ok(ev) if ev.kind == RDMA_CM_EVENT_ADDR_RESOLVED => {
-                        // SAFETY: the id.
-                        if unsafe { (cm.rdma_resolve_route)(self.id, RESOLVE_TIMEOUT_MS) } != 0 {
+                        // The route set with RDMA_ROUTE, else the CM's own (either way
+                        // ROUTE_RESOLVED follows); used once, as rsockets frees it.
+                        let rc = match self.route_option.take() {
+                            // SAFETY: the id and the records' bytes.
+                            Some(mut route) => unsafe {
+                                (cm.rdma_set_option)(
+                                    self.id,
+                                    RDMA_OPTION_IB,
+                                    RDMA_OPTION_IB_PATH,
+                                    route.as_mut_ptr().cast(),
+                                    route.len(),
+                                )
+                            },
+                            // SAFETY: the id.
+                            None => unsafe { (cm.rdma_resolve_route)(self.id, RESOLVE_TIMEOUT_MS) },
+                        };
+                        if rc != 0 {
                             break Err(errno());
                         }
                         self.phase = Phase::ResolvingRoute;
@@ -3231,11 +3250,19 @@ pub(crate) unsafe fn rsetsockopt(
                     let v = read_int(value, len)?.clamp(0, 1 << 15) as u32;
                     g.target_iomap_size = scale_to_value(value_to_scale(v, 8) & 0xFF, 8);
                 }
-                // The route comes from the CM's own resolution on RoCE.
+                // Kept for the connect (see `Inner::route_option`); the CM checks the
+                // records then, and refuses more than it takes.
                 RDMA_ROUTE => {
                     if value.is_null() {
                         return Err(libc::EFAULT);
                     }
+                    if len as usize > MAX_ROUTE_OPTION_BYTES {
+                        return Err(libc::EINVAL);
+                    }
+                    // SAFETY: the caller's `len` bytes.
+                    let bytes =
+                        unsafe { std::slice::from_raw_parts(value.cast::<u8>(), len as usize) };
+                    g.route_option = Some(bytes.to_vec());
                 }
                 _ => return Err(libc::ENOTSUP),
             }
@@ -3243,6 +3270,79 @@ pub(crate) unsafe fn rsetsockopt(
         _ => return Err(libc::ENOTSUP),
     }
     Ok(())
+}
+
+/// The most RDMA_ROUTE keeps: what the CM's RDMA_OPTION_IB_PATH takes at most.
+const MAX_ROUTE_OPTION_BYTES: usize = 4 << 20;
+
+/// RDMA_ROUTE as rsockets reads it: the records set and not yet used, whole or EINVAL;
+/// else the id's route, one `ibv_path_data` per path that fits (EINVAL when not even one
+/// does), flagged with the path's preference. Returns the bytes written.
+///
+/// # Safety
+/// `out` holds `room` writable bytes; `g.id` is the socket's id.
+unsafe fn route_records(g: &Inner, out: *mut u8, room: usize) -> Res<usize> {
+    if let Some(route) = &g.route_option {
+        if room < route.len() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: room for the whole set.
+        unsafe { std::ptr::copy_nonoverlapping(route.as_ptr(), out, route.len()) };
+        return Ok(route.len());
+    }
+    const RECORD: usize = size_of::<ibv_path_data>();
+    if room < RECORD {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: the socket's id.
+    let route = unsafe { &(*g.id).route };
+    let paths = if route.path_rec.is_null() {
+        0
+    } else {
+        usize::try_from(route.num_paths).unwrap_or(0)
+    };
+    let mut written = 0;
+    for i in 0..paths.min(room / RECORD) {
+        // SAFETY: `num_paths` records at `path_rec`.
+        let p = unsafe { &*route.path_rec.add(i) };
+        let record = packed_path(p);
+        // SAFETY: room for this record (checked by the count).
+        unsafe {
+            out.add(written)
+                .cast::<ibv_path_data>()
+                .write_unaligned(record)
+        };
+        written += RECORD;
+    }
+    Ok(written)
+}
+
+/// A route's path in the SA's packed form, as rsockets' rs_convert_sa_path packs it
+/// (selectors "exactly", one path, its preference as the flags).
+fn packed_path(p: &ibv_sa_path_rec) -> ibv_path_data {
+    const EXACTLY: u8 = 2 << 6;
+    let flow_hop = (u32::from_be(p.flow_label) << 8) | u32::from(p.hop_limit);
+    ibv_path_data {
+        flags: u32::from(p.preference),
+        reserved: 0,
+        path: ibv_path_record {
+            service_id: 0,
+            dgid: p.dgid,
+            sgid: p.sgid,
+            dlid: p.dlid,
+            slid: p.slid,
+            flowlabel_hoplimit: flow_hop.to_be(),
+            tclass: p.traffic_class,
+            reversible_numpath: (u8::from(p.reversible != 0) << 7) | 1,
+            pkey: p.pkey,
+            qosclass_sl: u16::from(p.sl).to_be(),
+            mtu: p.mtu | EXACTLY,
+            rate: p.rate | EXACTLY,
+            packetlifetime: p.packet_life_time | EXACTLY,
+            preference: 0,
+            reserved: [0; 6],
+        },
+    }
 }
 
 fn set_bit(opts: &mut u64, bit: u64, on: bool) {
@@ -3320,6 +3420,13 @@ pub(crate) unsafe fn rgetsockopt(
         (SOL_RDMA, RDMA_RQSIZE) => g.rq_size as c_int,
         (SOL_RDMA, RDMA_INLINE) => g.sq_inline as c_int,
         (SOL_RDMA, RDMA_IOMAPSIZE) => g.target_iomap_size as c_int,
+        (SOL_RDMA, RDMA_ROUTE) => {
+            // SAFETY: `room` writable bytes at `value`; the id is the socket's.
+            let written = unsafe { route_records(&g, value.cast(), room) }?;
+            // SAFETY: the caller's length.
+            unsafe { *len = written as socklen_t };
+            return Ok(());
+        }
         _ => return Err(libc::ENOTSUP),
     };
     if room < size_of::<c_int>() {

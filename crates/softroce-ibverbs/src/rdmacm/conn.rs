@@ -39,6 +39,9 @@ pub(crate) struct Connection {
     pub(crate) conn: ConnId,
     /// Created by a request (the listening side).
     pub(crate) passive: bool,
+    /// The peer's half of the handshake is here (the passive side's REQ, the active side's
+    /// REP): before it there is no QP number or PSN to move a QP to RTR or RTS with.
+    pub(crate) answered: bool,
     pub(crate) remote_gid: Gid,
     pub(crate) remote_qpn: u32,
     /// The PSN our QP receives from (RTR `rq_psn`).
@@ -181,6 +184,7 @@ fn route(index: usize, dev: &Device, event: CmEvent) {
                 return;
             };
             c.remote_qpn = params.remote_qpn.value();
+            c.answered = true;
             // We receive from the PSN our REQ carried and send from the REP's.
             c.rq_psn = c.sq_psn;
             c.sq_psn = params.starting_psn.value();
@@ -425,6 +429,7 @@ fn on_request(
         device: index,
         conn,
         passive: true,
+        answered: true,
         remote_gid: params.remote_gid,
         remote_qpn: params.remote_qpn.value(),
         // We send from the REQ's PSN and receive from the one our REP carries.
@@ -1019,6 +1024,7 @@ pub(crate) unsafe fn connect(cm_id: &mut CmId, param: *const rdma_conn_param) ->
             device: index,
             conn,
             passive: false,
+            answered: false,
             remote_gid,
             remote_qpn: 0,
             // Until the REP: the PSN of our REQ (see `Connection::sq_psn`).
@@ -1047,6 +1053,7 @@ fn sidr_connection(device: usize, conn: ConnId, remote_gid: Gid) -> Connection {
         device,
         conn,
         passive: false,
+        answered: true,
         remote_gid,
         remote_qpn: 0,
         rq_psn: 0,
@@ -1284,6 +1291,14 @@ pub(crate) fn init_qp_attr(cm_id: &CmId, attr: &mut ibv_qp_attr) -> Result<c_int
     match conn {
         // The kernel's cm_init_qp_*_attr: a connection that ended has no attributes left.
         Some(_) if cm_id.c.qp_type != IBV_QPT_UD as c_int && phase == Phase::Disconnected => {
+            Err(libc::EINVAL)
+        }
+        // cm_init_qp_rtr_attr/rts_attr refuse REQ_SENT: the REP brings what RTR and RTS set.
+        Some(c)
+            if cm_id.c.qp_type != IBV_QPT_UD as c_int
+                && !c.answered
+                && matches!(attr.qp_state, IBV_QPS_RTR | IBV_QPS_RTS) =>
+        {
             Err(libc::EINVAL)
         }
         Some(c) if cm_id.c.qp_type != IBV_QPT_UD as c_int => connected_qp_attr(cm_id, &c, attr),

@@ -310,6 +310,19 @@ static void establish_without_a_qp(void)
 		return;
 	struct rdma_conn_param cp = {.qp_num = qp->qp_num, .retry_count = 7, .rnr_retry_count = 7};
 	CHECK(rdma_connect(c, &cp) == 0, "rdma_connect: errno %d", errno);
+	/* Until the REP there is no peer QP or PSN: the kernel's cm_init_qp_rtr_attr and
+	 * cm_init_qp_rts_attr refuse REQ_SENT, while INIT's attributes are there already. */
+	for (enum ibv_qp_state st = IBV_QPS_INIT; st <= IBV_QPS_RTS; st++) {
+		struct ibv_qp_attr early = {.qp_state = st};
+		int early_mask = 0;
+		errno = 0;
+		int rc = rdma_init_qp_attr(c, &early, &early_mask);
+		if (st == IBV_QPS_INIT)
+			CHECK(rc == 0 && early_mask != 0, "INIT attributes while the REQ is out: errno %d", errno);
+		else
+			CHECK(rc == -1 && errno == EINVAL,
+			      "state %d attributes before the REP: rc %d errno %d (want EINVAL)", st, rc, errno);
+	}
 	struct rdma_cm_event *ev = take(ch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL);
 	CHECK(ev && ev->param.conn.qp_num == qp->qp_num, "the request names the QP");
 	if (!ev)

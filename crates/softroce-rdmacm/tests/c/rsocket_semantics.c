@@ -408,12 +408,55 @@ int main(int argc, char **argv)
 	      "listening with a backlog of 2: errno %d", errno);
 	int cq[2];
 	const char *words[2] = {"one", "two"};
+	/* rsocket(7) RDMA_ROUTE: the second connection goes over a path record of the
+	 * application's (traffic class 0x20), given to the CM instead of resolving a route;
+	 * until the connect it reads back as set. Both GIDs IPv4-mapped, as RoCE's. */
+	struct ibv_path_data route;
+	memset(&route, 0, sizeof(route));
+	route.flags = IBV_PATH_FLAG_GMP | IBV_PATH_FLAG_PRIMARY | IBV_PATH_FLAG_BIDIRECTIONAL;
+	route.path.dgid.raw[10] = route.path.dgid.raw[11] = 0xff;
+	route.path.sgid.raw[10] = route.path.sgid.raw[11] = 0xff;
+	memcpy(&route.path.dgid.raw[12], &at.sin_addr, 4);
+	memcpy(&route.path.sgid.raw[12], &from.sin_addr, 4);
+	route.path.flowlabel_hoplimit = htobe32(64);
+	route.path.tclass = 0x20;
+	route.path.reversible_numpath = IBV_PATH_RECORD_REVERSIBLE | 1;
+	route.path.pkey = htobe16(0xffff);
+	route.path.mtu = IBV_MTU_1024 | (2 << 6);
+	route.path.rate = 2 << 6;
+	route.path.packetlifetime = 14 | (2 << 6);
 	for (int i = 0; i < 2; i++) {
 		cq[i] = rsocket(AF_INET, SOCK_STREAM, 0);
-		CHECK(cq[i] >= 0 && rbind(cq[i], (struct sockaddr *)&from, sizeof(from)) == 0 &&
-			      rconnect(cq[i], (struct sockaddr *)&at, sizeof(at)) == 0,
+		CHECK(cq[i] >= 0 && rbind(cq[i], (struct sockaddr *)&from, sizeof(from)) == 0,
+		      "rbind %d: errno %d", i, errno);
+		if (i == 1) {
+			struct ibv_path_data set_back;
+			socklen_t rlen = sizeof(set_back);
+			CHECK(rsetsockopt(cq[i], SOL_RDMA, RDMA_ROUTE, &route, sizeof(route)) == 0 &&
+				      rgetsockopt(cq[i], SOL_RDMA, RDMA_ROUTE, &set_back, &rlen) == 0 &&
+				      rlen == sizeof(route) && !memcmp(&set_back, &route, sizeof(route)),
+			      "RDMA_ROUTE set before the connect reads back as set (len %u, errno %d)",
+			      rlen, errno);
+		}
+		CHECK(rconnect(cq[i], (struct sockaddr *)&at, sizeof(at)) == 0,
 		      "connect %d completes before any raccept: errno %d", i, errno);
 		CHECK(rsend(cq[i], words[i], 3, 0) == 3, "connection %d sends before raccept", i);
+		/* Connected: the route's path record, one ibv_path_data (rs_convert_sa_path). */
+		struct ibv_path_data paths[2];
+		memset(paths, 0, sizeof(paths));
+		socklen_t plen = sizeof(paths);
+		int want_tclass = i == 1 ? 0x20 : 0, want_mtu = i == 1 ? IBV_MTU_1024 : IBV_MTU_4096;
+		CHECK(rgetsockopt(cq[i], SOL_RDMA, RDMA_ROUTE, paths, &plen) == 0 &&
+			      plen == sizeof(paths[0]) && paths[0].path.tclass == want_tclass &&
+			      paths[0].path.mtu == (want_mtu | (2 << 6)) &&
+			      !memcmp(&paths[0].path.dgid.raw[12], &at.sin_addr, 4),
+		      "connection %d's RDMA_ROUTE: len %u, tclass %#x (want %#x), mtu %#x (want %#x)",
+		      i, plen, paths[0].path.tclass, want_tclass, paths[0].path.mtu,
+		      want_mtu | (2 << 6));
+		plen = 4;
+		errno = 0;
+		CHECK(rgetsockopt(cq[i], SOL_RDMA, RDMA_ROUTE, paths, &plen) == -1 && errno == EINVAL,
+		      "RDMA_ROUTE into less than one record: EINVAL (errno %d)", errno);
 	}
 	struct pollfd lp = {.fd = lq, .events = POLLIN};
 	CHECK(rpoll(&lp, 1, 5000) == 1 && (lp.revents & POLLIN),
