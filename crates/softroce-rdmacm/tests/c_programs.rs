@@ -342,6 +342,18 @@ fn a_wildcard_listen_that_fails_part_way_listens_nowhere() {
     );
 }
 
+/// rdma_connect(3) to one of the process's own devices that nothing opened, where nobody
+/// listens: REJECTED status 8 (ECONNREFUSED for a synchronous id), as from a kernel's
+/// configured device, instead of a REQ lost on a port nobody had bound.
+#[test]
+fn a_device_nothing_opened_yet_refuses_a_connect_nobody_listens_for() {
+    run_with(
+        "rdmacm_unopened_device",
+        &["127.77.46.1", "127.77.46.2", "127.77.46.3"],
+        library_dir(),
+    );
+}
+
 /// Datagram rsockets (rsocket(7), SOCK_DGRAM) behave as the UDP socket calls they are named
 /// after: sources, message boundaries, truncation, MSG_PEEK/MSG_DONTWAIT, non-blocking
 /// sockets, rpoll, connect with send/recv, sendmsg/recvmsg, an unbound sender, the errors.

@@ -953,6 +953,14 @@ pub(crate) fn resolve_addr(
             None => return address_error(cm_id, dst, -libc::ENODEV),
         },
     };
+    // The destination is another of this process's devices: a kernel's device answers the
+    // CM from the start (REJ 8 where nobody listens), ours once open. One that cannot open
+    // (not this host's address) is as absent as any unreachable peer.
+    if let Some(peer) = device_with(dst.ip())
+        && peer != device
+    {
+        let _ = context_of(peer);
+    }
     if cm_id.c.ps == RDMA_PS_IPOIB {
         // As binding (above): the kernel's address handler fails to take the device.
         return address_error(cm_id, dst, -libc::EINVAL);
