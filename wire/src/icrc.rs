@@ -31,6 +31,11 @@ use crate::packet::{BTH_LEN, ICRC_LEN};
 /// The UDP destination port of RoCEv2.
 pub const ROCE_V2_PORT: u16 = 4791;
 
+/// The most datagrams one UDP GSO send carries (Linux's `UDP_MAX_SEGMENTS` since 5.x; 64
+/// before). Segment `k` of a send through an unconnected socket leaves with IPv4 ID `k`, so
+/// a GSO sender's IDs are below this, restarting at 0 with every send.
+pub const UDP_MAX_SEGMENTS: usize = 128;
+
 const LRH_MASK: [u8; 8] = [0xFF; 8];
 
 /// Mask the variant fields of an IPv4 header (20 bytes).

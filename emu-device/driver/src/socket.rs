@@ -37,7 +37,7 @@ pub const MAX_GSO_BYTES: usize = 65535 - 20 - 8;
 /// The most datagrams one GSO send carries: Linux's `UDP_MAX_SEGMENTS`, 128 on newer
 /// kernels (a small-message stream's sends, and their cost per call, halve), 64 before
 /// ([`RoceSocket::gso_segments`] says which this one takes).
-pub const MAX_GSO_SEGMENTS: usize = 128;
+pub const MAX_GSO_SEGMENTS: usize = softroce_wire::icrc::UDP_MAX_SEGMENTS;
 
 /// `UDP_MAX_SEGMENTS` of the kernels that take fewer than [`MAX_GSO_SEGMENTS`].
 const OLD_MAX_GSO_SEGMENTS: usize = 64;

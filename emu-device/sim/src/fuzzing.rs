@@ -171,6 +171,11 @@ impl Target {
         SocketAddr::new(PEER, ROCE_V2_PORT)
     }
 
+    /// The device's own address, where datagrams are delivered.
+    pub fn local(&self) -> IpAddr {
+        LOCAL
+    }
+
     /// The device, to read counters and events.
     pub fn hca(&mut self) -> &mut Hca {
         &mut self.hca

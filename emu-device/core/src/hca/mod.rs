@@ -64,6 +64,8 @@ pub struct Hca {
     counters: Counters,
     gsi: Gsi,
     multicast: Multicast,
+    /// The IPv4 IDs each sender numbers its datagrams with (the receive ICRC check).
+    ipv4_ids: transport::ipv4_ids::Ipv4Ids,
     /// Signaled send requests posted so far (see [`Hca::signaled_posts`]).
     signaled_posts: u64,
 }
@@ -87,6 +89,7 @@ impl Hca {
             counters: Counters::default(),
             gsi: Gsi::default(),
             multicast: Multicast::default(),
+            ipv4_ids: Default::default(),
             signaled_posts: 0,
         }
     }
@@ -112,6 +115,7 @@ impl Hca {
             gsi: &mut self.gsi,
             multicast: &self.multicast,
             timers: &mut self.timers,
+            ipv4_ids: &mut self.ipv4_ids,
         }
     }
 

@@ -18,6 +18,7 @@ mod acks;
 mod admission;
 pub(crate) mod completer;
 pub mod gsi;
+pub(crate) mod ipv4_ids;
 mod queues;
 pub(crate) mod recovery;
 mod requester;
@@ -253,6 +254,7 @@ pub(crate) struct Engine<'a> {
     pub(crate) gsi: &'a mut gsi::Gsi,
     pub(crate) multicast: &'a Multicast,
     pub(crate) timers: &'a mut Timers,
+    pub(crate) ipv4_ids: &'a mut ipv4_ids::Ipv4Ids,
 }
 
 impl Engine<'_> {
@@ -305,6 +307,13 @@ pub(crate) fn handle_datagram(eng: &mut Engine<'_>, now: Instant, d: IncomingDat
         None => icrc::verify_udp_socket(&ep, d.payload),
     };
     let ip_id = match checked {
+        // An ID solved from the ICRC must be one its sender could have used.
+        Ok(IcrcCheck::RecoveredIpv4Id { id, dont_fragment })
+            if d.ipv4_id.is_none() && !eng.ipv4_ids.plausible(d.src, id, dont_fragment) =>
+        {
+            eng.counters.drop(DropReason::IcrcMismatch);
+            return;
+        }
         Ok(IcrcCheck::RecoveredIpv4Id { id, .. }) => id,
         Ok(IcrcCheck::Exact) => 0,
         Err(_) => {
