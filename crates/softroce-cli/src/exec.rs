@@ -157,7 +157,11 @@ fn cache_dir() -> Result<PathBuf, String> {
         (None, None) => {
             // SAFETY: getuid has no preconditions.
             let uid = unsafe { libc::getuid() };
-            private_dir(&std::env::temp_dir().join(format!("softroce-cache-{uid}")))?
+            // A relative TMPDIR (or an empty one) would put it wherever the program runs.
+            let tmp = Some(std::env::temp_dir())
+                .filter(|t| t.is_absolute())
+                .unwrap_or_else(|| PathBuf::from("/tmp"));
+            private_dir(&tmp.join(format!("softroce-cache-{uid}")))?
         }
     };
     std::fs::create_dir_all(&base).map_err(|e| format!("creating {}: {e}", base.display()))?;
@@ -186,7 +190,9 @@ fn private_dir(dir: &Path) -> Result<PathBuf, String> {
 }
 
 /// A directory holding each SONAME → its library, one per set of library paths and user,
-/// reused across runs (exec leaves no chance to clean up afterwards).
+/// reused across runs (exec leaves no chance to clean up afterwards). It comes first on the
+/// program's library path, so it lives in this user's cache, private to it: under a shared
+/// temporary directory another user could create it first and plant a library there.
 fn library_dir(libs: &[(&DropIn, PathBuf)]) -> Result<PathBuf, String> {
     let mut resolved = Vec::new();
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
@@ -199,10 +205,7 @@ fn library_dir(libs: &[(&DropIn, PathBuf)]) -> Result<PathBuf, String> {
         }
         resolved.push((lib.soname, path));
     }
-    // SAFETY: getuid has no preconditions.
-    let uid = unsafe { libc::getuid() };
-    let dir = std::env::temp_dir().join(format!("softroce-ibverbs-{uid}-{hash:016x}"));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let dir = private_dir(&cache_dir()?.join(format!("links-{hash:016x}")))?;
     for (soname, path) in resolved {
         let link = dir.join(soname);
         if std::fs::read_link(&link).ok().as_deref() != Some(path.as_path()) {
@@ -227,7 +230,7 @@ pub(crate) fn run(args: &ExecArgs) -> ExitCode {
     };
     let mut libs = vec![(&IBVERBS, ibverbs)];
     // Without it the program still runs on the drop-in libibverbs; only rdma_cm is missing.
-    match find_library(&RDMACM) {
+    match find_library(&RDMACM).and_then(|path| check_rdmacm(&path).map(|()| path)) {
         Ok(path) => libs.push((&RDMACM, path)),
         Err(e) => eprintln!("softroce exec: warning: {e}; rdma_cm programs will not connect"),
     }
@@ -260,9 +263,8 @@ pub(crate) fn run(args: &ExecArgs) -> ExitCode {
         }
         if let Err(e) = accepted {
             // The drop-in said why (cut to length); the spec, which may be huge, is cut too.
-            let shown: String = spec.chars().take(200).collect();
-            let cut = if shown.len() < spec.len() { "…" } else { "" };
-            eprintln!("softroce exec: --devices {shown:?}{cut}: {e}");
+            let shown = softroce_emu::faults::excerpt(spec);
+            eprintln!("softroce exec: --devices {shown:?}: {e}");
             return ExitCode::from(2);
         }
     }
@@ -365,7 +367,46 @@ fn load_dropin(lib: &Path) -> Result<*mut libc::c_void, String> {
             target.display()
         ));
     }
+    // SAFETY: a symbol lookup in the library just loaded.
+    let ours = unsafe { libc::dlsym(handle, DROPIN_MARK.as_ptr()) };
+    if ours.is_null() {
+        let target = std::fs::canonicalize(lib).unwrap_or_else(|_| lib.to_path_buf());
+        return Err(format!(
+            "{} (SOFTROCE_IBVERBS_LIB, or the one found beside softroce) is not softroce's \
+             drop-in libibverbs: it lacks {}",
+            target.display(),
+            DROPIN_MARK.to_string_lossy()
+        ));
+    }
     Ok(handle)
+}
+
+/// A symbol only softroce's drop-in libibverbs exports (its private node, see exports.txt).
+const DROPIN_MARK: &std::ffi::CStr = c"softroce_rdmacm_entry_points";
+
+/// Whether the librdmacm at `lib` is a librdmacm at all (SOFTROCE_RDMACM_LIB may name
+/// anything): it loads and has `rdma_create_id`. Else the program would fail in the dynamic
+/// loader, naming a link in [`library_dir`] rather than the variable.
+fn check_rdmacm(lib: &Path) -> Result<(), String> {
+    let cpath = cstr(lib)?;
+    // SAFETY: loading a librdmacm runs its static initialisers only (ours: Rust's).
+    let handle = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL) };
+    // SAFETY: a symbol lookup in the library just loaded.
+    let found =
+        !handle.is_null() && !unsafe { libc::dlsym(handle, c"rdma_create_id".as_ptr()) }.is_null();
+    if !handle.is_null() {
+        // SAFETY: our own handle, no symbol of it kept.
+        unsafe { libc::dlclose(handle) };
+    }
+    if found {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} (SOFTROCE_RDMACM_LIB, or the one found beside softroce) is not a librdmacm: \
+             it does not load or lacks rdma_create_id",
+            lib.display()
+        ))
+    }
 }
 
 /// Whether the drop-in at `lib` accepts the devices `SOFTROCE_DEVICES` names: its own

@@ -152,6 +152,18 @@ fn scratch(name: &str) -> std::path::PathBuf {
     dir
 }
 
+/// How many copies of the embedded drop-in were written to `home`'s cache.
+fn extracted(home: &std::path::Path) -> usize {
+    std::fs::read_dir(home.join(".cache/softroce")).map_or(0, |entries| {
+        entries
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("dropin-"))
+            })
+            .count()
+    })
+}
+
 /// Run `<bin>/softroce exec --devices … -- ibv_devices` with `home` as HOME: its stdout.
 fn installed_exec_ibv_devices(softroce: &std::path::Path, home: &std::path::Path) -> String {
     let out = std::process::Command::new(softroce)
@@ -191,8 +203,7 @@ fn an_installed_softroce_alone_runs_programs_on_its_embedded_drop_in() {
     assert!(stdout.contains("installed0"), "{stdout}");
     // The library was written once to the user's cache, private to them, and is reused.
     let cache = home.join(".cache/softroce");
-    let dirs: Vec<_> = std::fs::read_dir(&cache).unwrap().collect();
-    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    assert_eq!(extracted(&home), 1);
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&cache).unwrap().permissions().mode();
     assert_eq!(mode & 0o077, 0, "cache dir mode {mode:o}");
@@ -232,7 +243,7 @@ fn a_stale_library_beside_the_binary_gives_way_to_the_newer_build_in_deps() {
     let stdout = installed_exec_ibv_devices(&softroce, &root.join("home"));
     assert!(stdout.contains("installed0"), "{stdout}");
     // The build in deps was used: nothing was extracted.
-    assert!(!root.join("home/.cache/softroce").exists());
+    assert_eq!(extracted(&root.join("home")), 0);
     std::fs::remove_dir_all(&root).unwrap();
 }
 
@@ -261,7 +272,7 @@ fn a_debian_style_install_finds_the_drop_in_in_lib_softroce() {
     let stdout = installed_exec_ibv_devices(&softroce, &root.join("home"));
     assert!(stdout.contains("installed0"), "{stdout}");
     // The packaged library was used: nothing was extracted.
-    assert!(!root.join("home/.cache/softroce").exists());
+    assert_eq!(extracted(&root.join("home")), 0);
     std::fs::remove_dir_all(&root).unwrap();
 }
 
@@ -286,6 +297,76 @@ fn a_cache_directory_someone_else_can_write_to_is_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("only it can write to"), "{stderr}");
     std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// The directory of library links that comes first on the program's LD_LIBRARY_PATH is
+/// the user's own (in their cache, mode 0700), never one in the shared temporary directory:
+/// there another user could create it first, with a library of theirs in it, and have
+/// their code run as whoever runs `softroce exec`.
+#[test]
+fn the_programs_libraries_come_from_a_directory_only_its_user_can_write_to() {
+    let root = scratch("links");
+    let (cache, tmp) = (root.join("cache"), root.join("tmp"));
+    std::fs::create_dir_all(&tmp).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    // A shared temporary directory, as /tmp: anyone may create entries in it.
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let out = Command::cargo_bin("softroce")
+        .unwrap()
+        .env("SOFTROCE_IBVERBS_LIB", dropin_library())
+        .env("XDG_CACHE_HOME", &cache)
+        .env("TMPDIR", &tmp)
+        .args([
+            "exec",
+            "--no-namespace",
+            "--",
+            "sh",
+            "-c",
+            "echo \"$LD_LIBRARY_PATH\"",
+        ])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = String::from_utf8_lossy(&out.stdout).into_owned();
+    let first = std::path::PathBuf::from(path.trim().split(':').next().unwrap_or_default());
+    assert!(first.starts_with(cache.join("softroce")), "{first:?}");
+    let mode = std::fs::metadata(&first).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0, "{first:?} mode {mode:o}");
+    assert!(first.join("libibverbs.so.1").exists(), "{first:?}");
+    let in_tmp: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
+    assert!(
+        in_tmp.is_empty(),
+        "left in the temporary directory: {in_tmp:?}"
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// A SOFTROCE_IBVERBS_LIB naming another libibverbs (the system's) is refused saying so,
+/// not blamed on --devices after its device list came back empty.
+#[test]
+fn a_library_that_is_not_the_drop_in_is_refused_as_such() {
+    let out = Command::cargo_bin("softroce")
+        .unwrap()
+        .env(
+            "SOFTROCE_IBVERBS_LIB",
+            "/usr/lib/x86_64-linux-gnu/libibverbs.so.1",
+        )
+        .args(["exec", "--devices", "softroce0=127.77.40.9", "--", "true"])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("is not softroce's drop-in libibverbs"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("--devices"), "{stderr}");
 }
 
 /// `softroce devinfo` describes the device as it runs: what rdma-core's `ibv_devinfo -v`

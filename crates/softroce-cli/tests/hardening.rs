@@ -430,7 +430,8 @@ fn devinfo_binds_no_port_and_says_where_counters_are() {
 /// What the environment gets wrong is said plainly, once, and briefly: a drop-in library
 /// that does not load is named with the loader's reason (not blamed on `--devices`); a
 /// misspelt `SOFTROCE_LOG` is said once (not taken for a quiet run); a fault plan whose bad
-/// line is most of a megabyte is reported in about a kilobyte.
+/// line is most of a megabyte is reported in about a kilobyte, and a variable or option of
+/// 120 000 characters in 64 of them.
 #[test]
 fn a_wrong_environment_is_said_plainly_once_and_briefly() {
     let lib = run(
@@ -498,4 +499,48 @@ fn a_wrong_environment_is_said_plainly_once_and_briefly() {
         said.chars().take(300).collect::<String>()
     );
     let _ = std::fs::remove_dir_all(&dir);
+
+    // A variable or option that is most of a megabyte is echoed in 64 characters.
+    let huge = "x".repeat(120_000);
+    for variable in ["SOFTROCE_COUNTERS", "SOFTROCE_ADAPTIVE_RETRANSMIT"] {
+        let out = run(
+            softroce()
+                .args([
+                    "exec",
+                    "--devices",
+                    "softroce0=127.0.0.187",
+                    "--",
+                    "ibv_devinfo",
+                    "-l",
+                ])
+                .env(variable, &huge),
+            Duration::from_secs(20),
+        );
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            said.contains(variable) && said.contains("x…") && said.len() < 1024,
+            "{variable}: {} bytes: {}",
+            said.len(),
+            said.chars().take(300).collect::<String>()
+        );
+    }
+    let faults = run(
+        softroce().args([
+            "pingpong",
+            "--bind",
+            "127.0.0.187",
+            "--timeout",
+            "2",
+            "--faults",
+            &huge,
+        ]),
+        Duration::from_secs(20),
+    );
+    let said = String::from_utf8_lossy(&faults.stderr);
+    assert!(
+        !faults.status.success() && said.contains("bad fault spec") && said.len() < 1024,
+        "{} bytes: {}",
+        said.len(),
+        said.chars().take(300).collect::<String>()
+    );
 }

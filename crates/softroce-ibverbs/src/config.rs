@@ -3,6 +3,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
+use softroce_emu::faults::excerpt;
 use softroce_wire::ROCE_V2_PORT;
 
 /// One configured device.
@@ -28,7 +29,7 @@ pub(crate) fn from_env() -> Result<Vec<DeviceSpec>, String> {
         if spec.trim().is_empty() {
             return Ok(Vec::new());
         }
-        return parse(&spec).map_err(|e| format!("SOFTROCE_DEVICES={:?}: {e}", clip(&spec)));
+        return parse(&spec).map_err(|e| format!("SOFTROCE_DEVICES={:?}: {e}", excerpt(&spec)));
     }
     if let Some(path) = std::env::var_os("SOFTROCE_CONFIG") {
         return from_file(&path);
@@ -71,7 +72,7 @@ pub(crate) fn parse(spec: &str) -> Result<Vec<DeviceSpec>, String> {
         }
         let (name, addr) = entry
             .split_once('=')
-            .ok_or_else(|| format!("{:?} is not name=address[:port]", clip(entry)))?;
+            .ok_or_else(|| format!("{:?} is not name=address[:port]", excerpt(entry)))?;
         let name = name.trim();
         // Names become sysfs directory names and columns of ibv_devices: no separators,
         // blanks or control characters.
@@ -83,7 +84,7 @@ pub(crate) fn parse(spec: &str) -> Result<Vec<DeviceSpec>, String> {
         {
             return Err(format!(
                 "device name {:?} must be 1-63 characters of A-Z, a-z, 0-9, '_', '.' and '-'",
-                clip(name)
+                excerpt(name)
             ));
         }
         let addr = addr.trim();
@@ -94,7 +95,7 @@ pub(crate) fn parse(spec: &str) -> Result<Vec<DeviceSpec>, String> {
         } else {
             return Err(format!(
                 "{:?} is not an IP address or address:port (device {name})",
-                clip(addr)
+                excerpt(addr)
             ));
         };
         if udp_port == 0 {
@@ -132,15 +133,6 @@ pub(crate) fn parse(spec: &str) -> Result<Vec<DeviceSpec>, String> {
 /// The most devices a configuration may name: each is a UDP port, sockets and threads,
 /// and a few megabytes once opened.
 const MAX_DEVICES: usize = 256;
-
-/// At most 64 characters of `text` for an error message (a wrong entry may be huge).
-fn clip(text: &str) -> String {
-    let mut clipped: String = text.chars().take(64).collect();
-    if clipped.len() < text.len() {
-        clipped.push('…');
-    }
-    clipped
-}
 
 #[cfg(test)]
 mod tests {

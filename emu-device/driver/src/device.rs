@@ -45,7 +45,7 @@ use softroce_emu_core::{
     MrHandle, MrKeys, PayloadRef, PdHandle, QpHandle, TransmitToken, VerbsError, VerbsResult,
 };
 use softroce_emu_faults::{
-    DeviceEvent, Direction, FaultCounters, FaultInjector, FaultPlan, Verdict,
+    DeviceEvent, Direction, FaultCounters, FaultInjector, FaultPlan, Verdict, excerpt,
 };
 use softroce_wire::pcap::CaptureWriter;
 use softroce_wire::{Gid, Qpn};
@@ -120,9 +120,9 @@ fn counters_env() -> bool {
         None | Some(Some("")) => false,
         Some(_) => {
             WARNED.call_once(|| {
+                let shown = excerpt(&value.unwrap_or_default().to_string_lossy());
                 eprintln!(
-                    "softroce: SOFTROCE_COUNTERS={:?} is not \"stderr\"; counters not printed",
-                    value.unwrap_or_default()
+                    "softroce: SOFTROCE_COUNTERS={shown:?} is not \"stderr\"; counters not printed"
                 );
             });
             false
@@ -149,9 +149,9 @@ fn adaptive_retransmit_env() -> bool {
         None | Some(Some("" | "0")) => false,
         Some(_) => {
             WARNED.call_once(|| {
+                let shown = excerpt(&value.unwrap_or_default().to_string_lossy());
                 eprintln!(
-                    "softroce: SOFTROCE_ADAPTIVE_RETRANSMIT={:?} is neither 1 nor 0; adaptive retransmission stays off",
-                    value.unwrap_or_default()
+                    "softroce: SOFTROCE_ADAPTIVE_RETRANSMIT={shown:?} is neither 1 nor 0; adaptive retransmission stays off"
                 );
             });
             false
@@ -449,7 +449,8 @@ impl Device {
                 } else {
                     "faults "
                 };
-                io::Error::new(io::ErrorKind::InvalidInput, format!("{origin}{spec}: {e}"))
+                let shown = excerpt(spec);
+                io::Error::new(io::ErrorKind::InvalidInput, format!("{origin}{shown}: {e}"))
             })?)),
             None => None,
         };

@@ -183,7 +183,7 @@ pub enum Direction {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("bad fault spec at '{part}' (chars {start}..{end}): {reason}")]
 pub struct FaultSpecError {
-    /// The offending `key=value`.
+    /// The offending `key=value` (its first 64 characters: see [`excerpt`]).
     pub part: String,
     /// Its start offset in the spec.
     pub start: usize,
@@ -205,7 +205,7 @@ impl FromStr for FaultSpec {
         for part in spec.split(',') {
             let end = start + part.len();
             let err = |reason: String| FaultSpecError {
-                part: part.to_string(),
+                part: excerpt(part),
                 start,
                 end,
                 reason,
@@ -489,6 +489,16 @@ struct RuleFile {
 /// than any real one, and small enough that pointing the variable at `/dev/zero` or a huge
 /// file fails at once instead of filling memory.
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// At most 64 characters of `text`, for a message that echoes what the user gave (an
+/// environment variable or option may be megabytes long): the rest is cut and marked `…`.
+pub fn excerpt(text: &str) -> String {
+    let mut shown: String = text.chars().take(64).collect();
+    if shown.len() < text.len() {
+        shown.push('…');
+    }
+    shown
+}
 
 /// Read the configuration file at `path` as text: it must be a regular file (a FIFO or
 /// device could block or never end) of at most `limit` bytes. The error says which of these
