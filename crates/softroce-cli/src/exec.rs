@@ -471,8 +471,10 @@ fn tree_of(lib: &Path) -> Result<Vec<Node>, String> {
         )
     };
     let n = usize::try_from(n).map_err(|_| {
+        // Most often the devices' configuration (SOFTROCE_CONFIG, SOFTROCE_DEVICES), which
+        // the program's own ibv_get_device_list then reports in full.
         format!(
-            "{} did not describe its devices ({})",
+            "the devices could not be listed through {} ({})",
             lib.display(),
             std::io::Error::last_os_error()
         )

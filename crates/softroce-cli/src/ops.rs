@@ -495,7 +495,14 @@ fn selected_ops(args: &OpsArgs) -> anyhow::Result<Vec<Op>> {
         Some(list) => list
             .split(',')
             .map(|n| {
-                Op::parse(n.trim()).with_context(|| format!("--only: unknown operation {n:?}"))
+                if n.trim().is_empty() {
+                    anyhow::bail!(
+                        "--only {:?}: an empty name between commas",
+                        softroce_emu::faults::excerpt(list)
+                    );
+                }
+                let shown = softroce_emu::faults::excerpt(n);
+                Op::parse(n.trim()).with_context(|| format!("--only: unknown operation {shown:?}"))
             })
             .collect(),
     }
