@@ -9,14 +9,13 @@
 //! that solves only for a larger ID is dropped as a bad ICRC (a false accept becomes one in
 //! 2^25). Nothing is learnt for senders that count up, which are checked as before.
 
-use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use softroce_wire::icrc::UDP_MAX_SEGMENTS;
 
 /// Senders the table keeps, direct-mapped: one that loses its slot is learnt again (and
 /// checked as loosely as a new sender meanwhile).
-const SLOTS: usize = 256;
+const SLOTS: usize = 1 << u8::BITS;
 
 /// Datagrams in a row with IDs below [`UDP_MAX_SEGMENTS`] before a sender can be held to
 /// them...
@@ -33,7 +32,8 @@ const LARGE_TO_UNLEARN: u8 = 4;
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Sender {
-    addr: Option<SocketAddr>,
+    /// Whose this slot is ([`key_of`]; 0: nobody's).
+    key: u64,
     small_in_a_row: u16,
     restarts: u16,
     large_in_a_row: u8,
@@ -43,13 +43,13 @@ struct Sender {
 /// What the device knows of its senders' IPv4 IDs (see the module's text).
 #[derive(Debug)]
 pub(crate) struct Ipv4Ids {
-    senders: Box<[Sender]>,
+    senders: Box<[Sender; SLOTS]>,
 }
 
 impl Default for Ipv4Ids {
     fn default() -> Self {
         Self {
-            senders: vec![Sender::default(); SLOTS].into_boxed_slice(),
+            senders: Box::new([Sender::default(); SLOTS]),
         }
     }
 }
@@ -57,24 +57,28 @@ impl Default for Ipv4Ids {
 impl Ipv4Ids {
     /// Whether a datagram from `from` whose ICRC holds if it came with IPv4 ID `id` (and
     /// `dont_fragment`) is taken, learning from it. Only for IDs solved from the ICRC: a
-    /// known ID is checked exactly.
+    /// known ID is checked exactly. Runs for every datagram received: a few compares.
     pub(crate) fn plausible(&mut self, from: SocketAddr, id: u16, dont_fragment: bool) -> bool {
-        let slot = BuildHasherDefault::<DefaultHasher>::default().hash_one(from) as usize % SLOTS;
-        let s = &mut self.senders[slot];
-        if s.addr != Some(from) {
+        let key = key_of(from);
+        // SLOTS is 256: the top byte of the product indexes without a bounds check.
+        let s =
+            &mut self.senders[usize::from((key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8)];
+        if s.key != key {
             *s = Sender {
-                addr: Some(from),
+                key,
                 ..Sender::default()
             };
         }
         if dont_fragment && usize::from(id) < UDP_MAX_SEGMENTS {
-            if id == 0 && s.small_in_a_row > 0 {
-                s.restarts = s.restarts.saturating_add(1);
-            }
-            s.small_in_a_row = s.small_in_a_row.saturating_add(1);
             s.large_in_a_row = 0;
-            s.restarts_at_zero |=
-                s.small_in_a_row >= SMALL_TO_LEARN && s.restarts >= RESTARTS_TO_LEARN;
+            if !s.restarts_at_zero {
+                if id == 0 && s.small_in_a_row > 0 {
+                    s.restarts = s.restarts.saturating_add(1);
+                }
+                s.small_in_a_row = s.small_in_a_row.saturating_add(1);
+                s.restarts_at_zero =
+                    s.small_in_a_row >= SMALL_TO_LEARN && s.restarts >= RESTARTS_TO_LEARN;
+            }
             return true;
         }
         if s.restarts_at_zero {
@@ -83,7 +87,7 @@ impl Ipv4Ids {
                 return false;
             }
             *s = Sender {
-                addr: Some(from),
+                key,
                 ..Sender::default()
             };
             return true;
@@ -92,6 +96,20 @@ impl Ipv4Ids {
         s.restarts = 0;
         true
     }
+}
+
+/// A sender's address and port in 64 bits, never 0: exact for IPv4, folded for IPv6 (two
+/// senders folding alike share what is learnt, one chance in 2^47).
+fn key_of(from: SocketAddr) -> u64 {
+    let address = match from.ip() {
+        IpAddr::V4(a) => u64::from(u32::from(a)),
+        IpAddr::V6(a) => {
+            let bits = u128::from(a);
+            let folded = (bits as u64) ^ ((bits >> 64) as u64);
+            (folded ^ (folded >> 47)) & ((1 << 47) - 1) | (1 << 47)
+        }
+    };
+    (1 << 63) | (address << 16) | u64::from(from.port())
 }
 
 #[cfg(test)]
