@@ -5,11 +5,13 @@
 //!
 //!
 //! libfabric's reliable-message layer over connected verbs endpoints (`verbs;ofi_rxm`,
-//! rdma_cm RC connections) runs as on a real host with one RoCE NIC: libfabric lists
-//! `FI_EP_MSG` only for devices whose address sits on an interface other than `lo`, and
-//! Debian's fi_pingpong (no source-address option) listens on "localhost", which the
-//! kernel binds to the host's RDMA device; so both processes share one device whose
-//! address is on a tap interface inside a namespace the test creates.
+//! rdma_cm RC connections) runs as on real hosts with RoCE NICs: libfabric lists
+//! `FI_EP_MSG` only for devices whose address sits on an interface other than `lo`, so
+//! the devices' addresses are on a tap interface inside a namespace the test creates;
+//! both processes share one device, as on one host, or each has its own, as two hosts.
+//! Debian's fi_pingpong (no source-address option) binds "localhost" first, which the
+//! kernel's rdma_cm takes as a wildcard (no device): libfabric then offers the device's
+//! own address to its peer.
 
 mod dropin;
 
@@ -153,6 +155,79 @@ fn fi_pingpong_reliable_datagrams_over_verbs() {
             &[if size == "8" { "8" } else { "64k" }],
         );
     }
+}
+
+/// `verbs;ofi_rxm -e rdm` between two hosts: each process has its own device, both on the
+/// namespace's tap. rxm offers the address libfabric found for its device; when binding
+/// "localhost" gave an id the device (not the kernel's wildcard), that address was
+/// 127.0.0.1 and the client's connection went to its own device, refused forever.
+#[test]
+fn fi_pingpong_reliable_messages_between_two_devices() {
+    let _turn = require_libfabric();
+    let ns = Netns::new(
+        "fi-rxm2",
+        &[
+            &["tuntap", "add", "dev", "tap0", "mode", "tap"],
+            &["addr", "add", "10.92.0.1/24", "dev", "tap0"],
+            &["addr", "add", "10.92.0.2/24", "dev", "tap0"],
+            &["link", "set", "tap0", "up"],
+        ],
+    );
+    let port = "47594";
+    let args = |more: &[&'static str]| {
+        let mut a = vec![
+            "-p",
+            "verbs;ofi_rxm",
+            "-e",
+            "rdm",
+            "-c",
+            "-I",
+            "20",
+            "-S",
+            "4096",
+        ];
+        a.extend_from_slice(more);
+        a
+    };
+    let mut server = ns.exec("softroce0=10.92.0.1", "fi_pingpong", &args(&["-B", port]));
+    server.env_remove("FI_PROVIDER");
+    let server = server.spawn().expect("spawning the fi_pingpong server");
+    let start = Instant::now();
+    while !tcp_listening_in(server.id(), port.parse().expect("a port"))
+        && start.elapsed() < Duration::from_secs(30)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut client = ns.exec(
+        "softroce0=10.92.0.2",
+        "fi_pingpong",
+        &args(&["-P", port, "10.92.0.1"]),
+    );
+    client.env_remove("FI_PROVIDER");
+    let client = finish(
+        client.spawn().expect("spawning the fi_pingpong client"),
+        Duration::from_secs(60),
+    );
+    let server = finish(server, Duration::from_secs(20));
+    let report = format!(
+        "client ({}):\n{}\nserver ({}):\n{}",
+        client.status,
+        text(&client),
+        server.status,
+        text(&server)
+    );
+    assert!(
+        client.status.success() && server.status.success(),
+        "{report}"
+    );
+    let table = String::from_utf8_lossy(&client.stdout);
+    assert!(
+        table.lines().any(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            cols.len() > 2 && cols[0] == "4k" && cols[1] == "20" && cols[2] == "=20"
+        }),
+        "no result row for 4k, 20 sent and acknowledged:\n{report}"
+    );
 }
 
 /// `verbs;ofi_rxm -e rdm`: rxm opens a connected verbs endpoint per peer (rdma_create_ep,

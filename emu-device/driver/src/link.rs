@@ -9,6 +9,18 @@ use std::net::IpAddr;
 /// subnet contains it (127.0.0.2 is on `lo`, which holds 127.0.0.1/8). None when no
 /// interface matches (an address not configured here: the bind will fail anyway).
 pub fn interface_of(ip: IpAddr) -> Option<String> {
+    interface_holding(ip).map(|(name, _)| name)
+}
+
+/// Whether the interface [`interface_of`] finds for `ip` is a loopback interface
+/// (`IFF_LOOPBACK`, as `lo`): programs that look for RDMA devices by scanning interfaces
+/// (libfabric's verbs provider) pass such interfaces over.
+pub fn on_loopback_interface(ip: IpAddr) -> bool {
+    interface_holding(ip).is_some_and(|(_, flags)| flags & libc::IFF_LOOPBACK as u32 != 0)
+}
+
+/// The name and flags of the interface holding `ip`, else of the one whose subnet holds it.
+fn interface_holding(ip: IpAddr) -> Option<(String, u32)> {
     let mut addrs: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills `addrs` with a list freed below.
     if unsafe { libc::getifaddrs(&mut addrs) } != 0 {
@@ -29,11 +41,11 @@ pub fn interface_of(ip: IpAddr) -> Option<String> {
             .to_string_lossy()
             .into_owned();
         if addr == ip {
-            exact = Some(name);
+            exact = Some((name, ifa.ifa_flags));
             break;
         }
         if subnet.is_none() && mask.is_some_and(|m| same_subnet(addr, ip, m)) {
-            subnet = Some(name);
+            subnet = Some((name, ifa.ifa_flags));
         }
     }
     // SAFETY: the list from getifaddrs, freed once.

@@ -816,9 +816,20 @@ pub(crate) fn bind(cm_id: &mut CmId, addr: SocketAddr) -> Result<(), c_int> {
             // the kernel finds no netdev for such an address before it looks for a device.
             Some(_) if !is_local_address(addr.ip()) => return Err(libc::EADDRNOTAVAIL),
             Some(d) => Some(d),
-            // The kernel's cma_bind_loopback: a loopback address no device has is bound to
-            // the first device (libfabric's verbs provider probes with 127.0.0.1).
-            None if addr.ip().is_loopback() => Some(loopback_device()?),
+            // A loopback address no device has is the kernel's cma_any_addr: no device, a
+            // wildcard. Unless every device is on the loopback interface: programs that
+            // find devices by scanning interfaces pass `lo` over, and libfabric's verbs
+            // provider then finds a device only through its bind of 127.0.0.1, which gets
+            // the first (as the kernel's cma_bind_loopback gives one when resolving). With
+            // a device on another interface, binding 127.0.0.1 to it made libfabric offer
+            // 127.0.0.1 as its address, which a peer on another device could not reach.
+            None if addr.ip().is_loopback() => {
+                if all_devices_on_loopback_interface() {
+                    Some(loopback_device()?)
+                } else {
+                    None
+                }
+            }
             // The kernel's answers: not an address of this host, or one without an RDMA
             // device.
             None if is_local_address(addr.ip()) => return Err(libc::ENODEV),
@@ -841,6 +852,13 @@ pub(crate) fn bind(cm_id: &mut CmId, addr: SocketAddr) -> Result<(), c_int> {
     state.device = device;
     state.phase = Phase::Bound;
     Ok(())
+}
+
+/// Whether every configured device sits on the loopback interface (see [`bind`]).
+fn all_devices_on_loopback_interface() -> bool {
+    device_entries()
+        .iter()
+        .all(|e| softroce_emu::driver::link::on_loopback_interface(e.spec.ip))
 }
 
 /// Gives the id device `index`: its context, port and source GID.
