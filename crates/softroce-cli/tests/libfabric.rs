@@ -157,6 +157,78 @@ fn fi_pingpong_reliable_datagrams_over_verbs() {
     }
 }
 
+/// One `fi_pingpong -p verbs;ofi_rxm -e rdm -c` of 20 `size`-byte messages in `ns`: the
+/// server on `server_device` listening at `server_ip`, the client on `client_device`. Both
+/// must succeed and print the result row `row` with 20 messages sent, all acknowledged.
+fn rxm_pingpong(
+    ns: &Netns,
+    (server_device, server_ip): (&str, &str),
+    client_device: &str,
+    size: &str,
+    row: &str,
+) {
+    // The namespace is the test's own: a fixed port meets no one else's.
+    let port = "47593";
+    let args = |more: &[&str]| {
+        [
+            "-p",
+            "verbs;ofi_rxm",
+            "-e",
+            "rdm",
+            "-c",
+            "-I",
+            "20",
+            "-S",
+            size,
+        ]
+        .iter()
+        .chain(more)
+        .map(|s| s.to_string())
+        .collect::<Vec<String>>()
+    };
+    let server_args = args(&["-B", port]);
+    let server_args: Vec<&str> = server_args.iter().map(String::as_str).collect();
+    let mut server = ns.exec(server_device, "fi_pingpong", &server_args);
+    server.env_remove("FI_PROVIDER");
+    let server = server.spawn().expect("spawning the fi_pingpong server");
+    let start = Instant::now();
+    while !tcp_listening_in(server.id(), port.parse().expect("a port"))
+        && start.elapsed() < Duration::from_secs(30)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let client_args = args(&["-P", port, server_ip]);
+    let client_args: Vec<&str> = client_args.iter().map(String::as_str).collect();
+    let mut client = ns.exec(client_device, "fi_pingpong", &client_args);
+    client.env_remove("FI_PROVIDER");
+    let client = finish(
+        client.spawn().expect("spawning the fi_pingpong client"),
+        Duration::from_secs(120),
+    );
+    let server = finish(server, Duration::from_secs(20));
+    let report = format!(
+        "fi_pingpong -p verbs;ofi_rxm -e rdm -S {size}\nclient ({}):\n{}\nserver ({}):\n{}",
+        client.status,
+        text(&client),
+        server.status,
+        text(&server)
+    );
+    assert!(
+        client.status.success() && server.status.success(),
+        "{report}"
+    );
+    for side in [&client, &server] {
+        let table = String::from_utf8_lossy(&side.stdout);
+        assert!(
+            table.lines().any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.len() > 2 && cols[0] == row && cols[1] == "20" && cols[2] == "=20"
+            }),
+            "no result row for {row} bytes, 20 sent and acknowledged:\n{report}"
+        );
+    }
+}
+
 /// `verbs;ofi_rxm -e rdm` between two hosts: each process has its own device, both on the
 /// namespace's tap. rxm offers the address libfabric found for its device; when binding
 /// "localhost" gave an id the device (not the kernel's wildcard), that address was
@@ -173,60 +245,12 @@ fn fi_pingpong_reliable_messages_between_two_devices() {
             &["link", "set", "tap0", "up"],
         ],
     );
-    let port = "47594";
-    let args = |more: &[&'static str]| {
-        let mut a = vec![
-            "-p",
-            "verbs;ofi_rxm",
-            "-e",
-            "rdm",
-            "-c",
-            "-I",
-            "20",
-            "-S",
-            "4096",
-        ];
-        a.extend_from_slice(more);
-        a
-    };
-    let mut server = ns.exec("softroce0=10.92.0.1", "fi_pingpong", &args(&["-B", port]));
-    server.env_remove("FI_PROVIDER");
-    let server = server.spawn().expect("spawning the fi_pingpong server");
-    let start = Instant::now();
-    while !tcp_listening_in(server.id(), port.parse().expect("a port"))
-        && start.elapsed() < Duration::from_secs(30)
-    {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut client = ns.exec(
+    rxm_pingpong(
+        &ns,
+        ("softroce0=10.92.0.1", "10.92.0.1"),
         "softroce0=10.92.0.2",
-        "fi_pingpong",
-        &args(&["-P", port, "10.92.0.1"]),
-    );
-    client.env_remove("FI_PROVIDER");
-    let client = finish(
-        client.spawn().expect("spawning the fi_pingpong client"),
-        Duration::from_secs(60),
-    );
-    let server = finish(server, Duration::from_secs(20));
-    let report = format!(
-        "client ({}):\n{}\nserver ({}):\n{}",
-        client.status,
-        text(&client),
-        server.status,
-        text(&server)
-    );
-    assert!(
-        client.status.success() && server.status.success(),
-        "{report}"
-    );
-    let table = String::from_utf8_lossy(&client.stdout);
-    assert!(
-        table.lines().any(|l| {
-            let cols: Vec<&str> = l.split_whitespace().collect();
-            cols.len() > 2 && cols[0] == "4k" && cols[1] == "20" && cols[2] == "=20"
-        }),
-        "no result row for 4k, 20 sent and acknowledged:\n{report}"
+        "4096",
+        "4k",
     );
 }
 
@@ -250,51 +274,6 @@ fn fi_pingpong_reliable_messages_over_rdma_cm_connections() {
     );
     let device = "softroce0=10.91.0.1";
     for (size, row) in [("8", "8"), ("131072", "128k"), ("1048576", "1m")] {
-        // The namespace is the test's own: a fixed port meets no one else's.
-        let port = "47593";
-        let args = |more: &[&'static str]| {
-            let mut a = vec!["-p", "verbs;ofi_rxm", "-e", "rdm", "-c", "-I", "20", "-S"];
-            a.push(size);
-            a.extend_from_slice(more);
-            a
-        };
-        let mut server = ns.exec(device, "fi_pingpong", &args(&["-B", port]));
-        server.env_remove("FI_PROVIDER");
-        let server = server.spawn().expect("spawning the fi_pingpong server");
-        let start = Instant::now();
-        while !tcp_listening_in(server.id(), port.parse().expect("a port"))
-            && start.elapsed() < Duration::from_secs(30)
-        {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let mut client = ns.exec(device, "fi_pingpong", &args(&["-P", port, "10.91.0.1"]));
-        client.env_remove("FI_PROVIDER");
-        let client = finish(
-            client.spawn().expect("spawning the fi_pingpong client"),
-            Duration::from_secs(120),
-        );
-        let server = finish(server, Duration::from_secs(20));
-        let report = format!(
-            "fi_pingpong -p verbs;ofi_rxm -e rdm -S {size}\nclient ({}):\n{}\nserver ({}):\n{}",
-            client.status,
-            text(&client),
-            server.status,
-            text(&server)
-        );
-        assert!(
-            client.status.success() && server.status.success(),
-            "{report}"
-        );
-        // Both sides print the result row: 20 messages sent, all acknowledged.
-        for side in [&client, &server] {
-            let table = String::from_utf8_lossy(&side.stdout);
-            assert!(
-                table.lines().any(|l| {
-                    let cols: Vec<&str> = l.split_whitespace().collect();
-                    cols.len() > 2 && cols[0] == row && cols[1] == "20" && cols[2] == "=20"
-                }),
-                "no result row for {row} bytes, 20 sent and acknowledged:\n{report}"
-            );
-        }
+        rxm_pingpong(&ns, (device, "10.91.0.1"), device, size, row);
     }
 }
