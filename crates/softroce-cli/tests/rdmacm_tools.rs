@@ -153,6 +153,40 @@ fn rdma_server_and_xserver_examples_end_cleanly() {
     }
 }
 
+/// rping to 127.0.1.1, the name Debian's /etc/hosts gives the host: like all of 127/8 (the
+/// kernel's cma_loopback_addr) an address no device has is this host, so the client's id
+/// takes its device and reaches the listener there, a server on the same device bound to
+/// the wildcard (the REQ went to 127.0.1.1's port 4791, where nobody listens, forever).
+#[test]
+fn rping_to_any_loopback_address_reaches_the_hosts_own_listener() {
+    let device = "127.77.47.1";
+    let p = pair(
+        on_device(
+            device,
+            "rping",
+            &["-s", "-a", "0.0.0.0", "-p", "18960", "-C", "2", "-v"],
+        ),
+        || {
+            on_device(
+                device,
+                "rping",
+                &["-c", "-a", "127.0.1.1", "-p", "18960", "-C", "2", "-v"],
+            )
+        },
+        true,
+    );
+    assert!(
+        p.server.status.success() && p.client.status.success(),
+        "{}",
+        p.report()
+    );
+    assert!(
+        Pair::text(&p.client).contains("ping data: rdma-ping-1: "),
+        "{}",
+        p.report()
+    );
+}
+
 /// rping: RDMA READ and WRITE of the ping buffer each round, verified by both sides (-v).
 #[test]
 fn rping_verifies_ten_rounds_of_rdma_read_and_write() {
@@ -751,6 +785,52 @@ fn udpong_trades_datagrams_over_rsockets() {
             ),
         }
     }
+}
+
+/// udpong between two devices that are two addresses of one ordinary interface (a tap in a
+/// namespace the test makes): the kernel routes the client's UDP socket, connected to a
+/// destination on this host, from the destination's own address, which is the other
+/// device's; rsockets then found no device for its UD QP ("No RDMA devices were detected").
+/// The socket is bound to its own device's address first, as on `lo`.
+#[test]
+fn udpong_between_two_devices_on_one_ordinary_interface() {
+    require_tools(&["udpong"], "rdmacm-utils");
+    let ns = dropin::Netns::new(
+        "udpong-if",
+        &[
+            &["tuntap", "add", "dev", "tap0", "mode", "tap"],
+            &["addr", "add", "10.93.0.1/24", "dev", "tap0"],
+            &["addr", "add", "10.93.0.2/24", "dev", "tap0"],
+            &["link", "set", "tap0", "up"],
+        ],
+    );
+    let server = ["-oL", "udpong", "-b", "10.93.0.1", "-p", "18961", "-T", "b"];
+    let client = [
+        "-s",
+        "10.93.0.1",
+        "-p",
+        "18961",
+        "-T",
+        "b",
+        "-T",
+        "e",
+        "-S",
+        "64",
+        "-C",
+        "50",
+    ];
+    let p = pair(
+        ns.exec("softroce0=10.93.0.1", "stdbuf", &server),
+        || ns.exec("softroce0=10.93.0.2", "udpong", &client),
+        false,
+    );
+    assert!(p.client.status.success(), "{}", p.report());
+    let text = Pair::text(&p.client);
+    let xfers = text
+        .lines()
+        .find(|l| l.starts_with("custom") && l.split_whitespace().count() == 7)
+        .and_then(|l| l.split_whitespace().nth(2).map(str::to_string));
+    assert_eq!(xfers.as_deref(), Some("100"), "{}", p.report());
 }
 
 /// rcopy (rsockets): a 3 MB file copied to the server arrives identical.

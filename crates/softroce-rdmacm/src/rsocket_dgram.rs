@@ -632,9 +632,11 @@ impl Inner {
         Ok(SocketAddr::new(ip, local.port()))
     }
 
-    /// Before an unbound socket's first datagram: when the host would send from its loopback
-    /// address where rdma_cm takes a device's address (softroce's devices on 127.x), bind to
-    /// the device's address so the UDP and UD paths name the same source.
+    /// Before an unbound socket's first datagram: when the host would send from another
+    /// address than the one rdma_cm takes (its loopback address where softroce's devices are
+    /// on 127.x; the destination itself when both devices are addresses of one interface,
+    /// as the kernel answers a local destination), bind to the device's address so the UDP
+    /// and UD paths name the same source, one a device of this process has.
     fn bind_source_towards(&self, dst: &SocketAddr) {
         let Ok(Some(local)) = local_addr(self.udp) else {
             return;
@@ -645,7 +647,7 @@ impl Inner {
         let (Ok(routed), Ok(cm)) = (routed_source(dst), cm_source(dst)) else {
             return;
         };
-        if routed.is_loopback() && routed != cm {
+        if routed != cm {
             let (s, len) = to_storage(&SocketAddr::new(cm, 0));
             // SAFETY: the socket's own fd; a valid address.
             unsafe { libc::bind(self.udp, (&s as *const libc::sockaddr_storage).cast(), len) };

@@ -546,11 +546,12 @@ fn device_with(ip: IpAddr) -> Option<usize> {
     device_entries().iter().position(|e| e.spec.ip == ip)
 }
 
-/// Whether `ip` is the host's own loopback address (127.0.0.1, ::1) and no device, of this
-/// process or another, receives RoCEv2 on it (its UDP port is free).
+/// Whether `ip` is a loopback address (any of 127/8, as the kernel's cma_loopback_addr, or
+/// ::1) and no device, of this process or another, receives RoCEv2 on it (its UDP port is
+/// free): Debian's /etc/hosts gives the host's name 127.0.1.1.
 fn is_host_loopback_without_device(ip: IpAddr) -> bool {
     let host = match ip {
-        IpAddr::V4(v4) => v4 == Ipv4Addr::LOCALHOST,
+        IpAddr::V4(v4) => v4.is_loopback(),
         IpAddr::V6(v6) => v6 == Ipv6Addr::LOCALHOST,
     };
     host && device_with(ip).is_none() && UdpSocket::bind(SocketAddr::new(ip, ROCE_V2_PORT)).is_ok()
