@@ -318,7 +318,11 @@ fn a_rejection_carries_its_private_data_both_ways() {
 }
 
 fn a_connect_nobody_answers_times_out_when_asked() {
-    // No device at 127.0.21.9: the REQ goes unanswered, and the caller's timeout ends it.
+    // A host at 127.0.21.9 that takes RoCEv2 datagrams and never answers: the REQ goes
+    // unanswered, and the caller's timeout ends it. (A loopback address where nothing
+    // listens on port 4791 is this host, as the kernel's rdma_cm has all of 127/8, and its
+    // own device refuses at once.)
+    let _silent = std::net::UdpSocket::bind("127.0.21.9:4791").expect("a silent peer's port");
     let hw = hardware("hw2");
     let (_ep, qp) = endpoint(&hw);
     let started = Instant::now();
