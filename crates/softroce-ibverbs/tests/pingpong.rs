@@ -1,4 +1,4 @@
-//! rdma-core's unmodified `ibv_{rc,uc,ud,srq}_pingpong` between two processes on loopback,
+//! rdma-core's unmodified `ibv_{rc,uc,ud,srq,xsrq}_pingpong` between two processes on loopback,
 //! each on its own emulated device (GID index 0, or rxe's 1: both the RoCEv2 GID of its
 //! address).
 
@@ -125,4 +125,48 @@ fn rc_pingpong_survives_injected_loss_and_is_captured() {
         "capture of {} bytes",
         bytes.len()
     );
+}
+
+/// `ibv_xsrq_pingpong`: XRC — the server's XRC receive QPs share one XRC SRQ through an
+/// XRC domain, the client sends to that SRQ's number; both sides print "success" only when
+/// every message arrived where it was addressed.
+fn xsrq_pingpong(pair: u8, extra: &[&str]) {
+    const TOOL: &str = "ibv_xsrq_pingpong";
+    common::require_tools(&[TOOL]);
+    let (server_dev, client_dev) = common::device_pair(pair);
+    let port = common::free_tcp_port().to_string();
+    let mut args = vec!["-d", "softroce0", "-g", "0", "-p", &port, "-n", "50"];
+    args.extend_from_slice(extra);
+    let (s, c) = common::run_pair(
+        TOOL,
+        &server_dev,
+        &client_dev,
+        &args,
+        port.parse().unwrap(),
+        LIMIT,
+    );
+    for side in [&s, &c] {
+        assert!(
+            side.stdout.lines().any(|l| l.trim() == "success"),
+            "{} did not finish its XRC exchange:\n{}",
+            side.name,
+            side.report()
+        );
+        assert!(
+            side.stdout.contains(&format!("GID ::ffff:127.77.{pair}.")),
+            "{} does not show the RoCEv2 GIDs:\n{}",
+            side.name,
+            side.report()
+        );
+    }
+}
+
+#[test]
+fn xsrq_pingpong_runs_unmodified() {
+    xsrq_pingpong(18, &[]);
+}
+
+#[test]
+fn xsrq_pingpong_with_completion_events_runs_unmodified() {
+    xsrq_pingpong(19, &["-e", "-s", "64"]);
 }
