@@ -169,9 +169,18 @@ pub(crate) fn discard_unread_events(dev: &Device, hca: &mut Hca, object: (Object
     }
 }
 
+/// `fork()`: the async-event routing, the routed devices, the open contexts and the
+/// events handed out, in the order they nest (see [`crate::fork`]).
+pub(crate) fn hold_for_fork(held: &mut crate::fork::Held) {
+    held.push(Box::new(lock(&ROUTING)));
+    held.push(Box::new(lock(&ROUTED_DEVICES)));
+    held.push(Box::new(lock(&LIVE_CONTEXTS)));
+    held.push(Box::new(lock(&PENDING_EVENTS)));
+}
+
 /// The devices a router thread serves (weak: the allocation stays, so no other device
-/// can take its address while listed).
-static ROUTED_DEVICES: Mutex<Vec<Weak<Device>>> = Mutex::new(Vec::new());
+/// can take its address while listed), each with the fd that wakes its thread.
+static ROUTED_DEVICES: Mutex<Vec<(Weak<Device>, Arc<EventFd>)>> = Mutex::new(Vec::new());
 
 /// Start the thread that routes `dev`'s async events as they are queued (so a context's
 /// async fd becomes readable for its own events only), unless one runs. It ends when the
@@ -179,7 +188,7 @@ static ROUTED_DEVICES: Mutex<Vec<Weak<Device>>> = Mutex::new(Vec::new());
 fn ensure_async_router(dev: &Arc<Device>) {
     let weak = Arc::downgrade(dev);
     let mut routed = lock(&ROUTED_DEVICES);
-    if routed.iter().any(|w| w.ptr_eq(&weak)) {
+    if routed.iter().any(|(w, _)| w.ptr_eq(&weak)) {
         return;
     }
     // Without the thread (no fd or thread to spare), ibv_get_async_event still routes:
@@ -188,6 +197,7 @@ fn ensure_async_router(dev: &Arc<Device>) {
         return;
     };
     dev.watch_async_events(&hint);
+    let wake = Arc::clone(&hint);
     let mine = weak.clone();
     let started = std::thread::Builder::new()
         .name("softroce-async".into())
@@ -205,7 +215,7 @@ fn ensure_async_router(dev: &Arc<Device>) {
                     })
                 });
                 if !used {
-                    routed.retain(|w| !w.ptr_eq(&mine));
+                    routed.retain(|(w, _)| !w.ptr_eq(&mine));
                     return;
                 }
                 drop(routed);
@@ -215,8 +225,17 @@ fn ensure_async_router(dev: &Arc<Device>) {
             }
         });
     if started.is_ok() {
-        routed.push(weak);
+        routed.push((weak, wake));
     }
+}
+
+/// The fd that wakes `dev`'s router thread, if one runs.
+fn router_wake(dev: &Arc<Device>) -> Option<Arc<EventFd>> {
+    let weak = Arc::downgrade(dev);
+    lock(&ROUTED_DEVICES)
+        .iter()
+        .find(|(w, _)| w.ptr_eq(&weak))
+        .map(|(_, wake)| Arc::clone(wake))
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -333,21 +352,29 @@ impl EmuContext {
         let ctx = unsafe { ctx_of(verb, context) }?;
         let p = std::ptr::from_ref(ctx).cast_mut();
         // A thread blocked in ibv_get_async_event would sleep on a closed fd (or on a reused
-        // one, then touch freed memory): wake it and let it leave first. It checks `closing`
-        // before each wait, and the wake-up stays readable until it does: it leaves soon.
+        // one, then touch freed memory): wake them all and let them leave first. Each checks
+        // `closing` before it waits; the wake-up is given again on every turn, as a waiter
+        // that was emptying the fd when it came may have taken it from the others.
         ctx.closing.store(true, Ordering::SeqCst);
-        let _ = ctx.async_fd.notify();
         while ctx.async_waiters.load(Ordering::SeqCst) > 0 {
+            let _ = ctx.async_fd.notify();
             std::thread::sleep(Duration::from_micros(100));
         }
         lock(&PENDING_EVENTS).retain(|e| e.ctx != p as usize);
         lock(&LIVE_CONTEXTS).retain(|&c| c != p as usize);
         ctx.destroy_owned();
+        let router = ctx.device.as_ref().and_then(router_wake);
         // SAFETY: the box from open, no longer used. Dropping joins the engine thread.
         unsafe {
             (*p).magic = 0;
             libc::pthread_mutex_destroy(&mut (*p).vctx.context.mutex);
             drop(Box::from_raw(p));
+        }
+        // The device's router ends now if this was its last context, rather than at its
+        // next timeout (a program opening and closing in a loop would pile them up). Woken
+        // after the device went, so that the router never holds it last.
+        if let Some(wake) = router {
+            let _ = wake.notify();
         }
         Ok(())
     }
@@ -465,7 +492,8 @@ impl EmuContext {
             route_async_events(dev);
             let mut queue = lock(&self.async_queue);
             let ev = queue.pop_front();
-            if queue.is_empty() {
+            // A closing context's wake-up stays for the other waiters.
+            if queue.is_empty() && !self.closing.load(Ordering::SeqCst) {
                 let _ = self.async_fd.try_consume();
             }
             drop(queue);

@@ -124,6 +124,21 @@ fn devices() -> Result<&'static [*mut DeviceEntry], &'static str> {
     }
 }
 
+/// `fork()`: each device entry's start (see [`crate::fork`]); none before the device list
+/// is made.
+pub(crate) fn hold_for_fork(held: &mut crate::fork::Held) {
+    let Some(Ok(list)) = DEVICES.get() else {
+        return;
+    };
+    for &e in &list.0 {
+        // SAFETY: entries are leaked and never freed.
+        let entry = unsafe { &*e };
+        held.push(Box::new(
+            entry.running.lock().unwrap_or_else(|e| e.into_inner()),
+        ));
+    }
+}
+
 /// The configured devices, in order (None when the configuration is wrong).
 pub(crate) fn entries() -> Option<Vec<&'static DeviceEntry>> {
     let list = devices().ok()?;

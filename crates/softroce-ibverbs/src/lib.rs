@@ -38,7 +38,9 @@
 //! 6. `open`: `ibv_open_device`/`ibv_close_device`, which give a new context the entry
 //!    points of layers 4 and 5;
 //! 7. `rdmacm`: the RDMA connection manager that softroce's `librdmacm.so.1` forwards to,
-//!    on the contexts and objects of the layers above.
+//!    on the contexts and objects of the layers above;
+//! 8. `fork`: the process-wide locks of the layers above, held across `fork()` so that a
+//!    child never inherits one another thread held.
 //!
 //! # Example
 //! The library is used from C, not from Rust: build it and put it first on the loader's
@@ -78,6 +80,7 @@ mod context;
 mod cq_ex;
 mod devices;
 mod ffi;
+mod fork;
 mod marshall;
 mod objects;
 mod open;

@@ -2265,6 +2265,11 @@ fn xrcd_files() -> std::sync::MutexGuard<'static, Vec<XrcdFile>> {
     XRCD_FILES.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// `fork()`: the XRC domains' files (see [`crate::fork`]).
+pub(crate) fn hold_for_fork(held: &mut crate::fork::Held) {
+    held.push(Box::new(xrcd_files()));
+}
+
 /// The context is going away: its domains are no longer found through their files.
 pub(crate) fn forget_xrcd_files(context: *mut ibv_context) {
     xrcd_files().retain(|f| f.ctx != context as usize);

@@ -351,6 +351,28 @@ fn a_forked_child_opens_a_working_device() {
     run_c_program("fork_child_opens_device", "softroce0=127.77.30.40");
 }
 
+/// A multithreaded program forks while its other threads are inside verbs (creating and
+/// destroying CQs, opening and closing the device, moving traffic): every child opens a
+/// device of its own and moves an RC SEND, none inheriting a lock another thread held.
+#[test]
+fn a_child_forked_while_other_threads_use_verbs_opens_a_working_device() {
+    run_c_program("fork_while_threads_use_verbs", "softroce0=127.77.30.52");
+}
+
+/// ibv_get_async_event(3) with several waiting threads: closing the context while they
+/// take events gives every one of them back and returns.
+#[test]
+fn closing_a_context_wakes_every_thread_waiting_for_its_async_events() {
+    run_c_program("close_wakes_every_async_waiter", "softroce0=127.77.30.53");
+}
+
+/// Opening and closing the device in a loop from several threads holds the threads and
+/// fds of the open contexts only.
+#[test]
+fn opening_and_closing_in_a_loop_leaves_no_threads_behind() {
+    run_c_program("open_close_churn_is_bounded", "softroce0=127.77.30.54");
+}
+
 /// A library's signal handler that calls exit() while the program is inside a verb (as
 /// libinfinipath's SIGTERM handler does under libfabric): the process ends, its counters
 /// printed or a line saying why not, instead of hanging in the drop-in's exit-time work.

@@ -78,6 +78,11 @@ fn routes() -> MutexGuard<'static, Option<Routes>> {
     ROUTES.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// `fork()`: the routes (see [`crate::fork`]).
+pub(crate) fn hold_for_fork(held: &mut crate::fork::Held) {
+    held.push(Box::new(routes()));
+}
+
 fn with_routes<R>(f: impl FnOnce(&mut Routes) -> R) -> R {
     f(routes().get_or_insert_with(Routes::default))
 }

@@ -125,6 +125,11 @@ fn registry() -> MutexGuard<'static, Option<Registry>> {
     REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// `fork()`: the registry (see [`crate::fork`]).
+pub(crate) fn hold_for_fork(held: &mut crate::fork::Held) {
+    held.push(Box::new(registry()));
+}
+
 fn with_registry<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
     f(registry().get_or_insert_with(Registry::default))
 }

@@ -579,3 +579,12 @@ unsafe extern "C" fn softroce_rdmacm_entry_points() -> *const RdmacmEntryPoints 
         &raw const ENTRY_POINTS
     })
 }
+
+/// `fork()`: the connection manager's process-wide locks, routes before the registry (an
+/// incoming request makes its id under the routes' lock), then the XRC domains (see
+/// [`crate::fork`]).
+pub(crate) fn hold_for_fork(held: &mut crate::fork::Held) {
+    conn::hold_for_fork(held);
+    id::hold_for_fork(held);
+    qp::hold_for_fork(held);
+}

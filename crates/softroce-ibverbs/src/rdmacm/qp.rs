@@ -22,6 +22,11 @@ fn is_xrc_recv(cm_id: &CmId) -> bool {
 /// opened on first use, without a file), by context.
 static XRCDS: std::sync::Mutex<Vec<(usize, usize)>> = std::sync::Mutex::new(Vec::new());
 
+/// `fork()`: the per-device XRC domains (see [`crate::fork`]).
+pub(crate) fn hold_for_fork(held: &mut crate::fork::Held) {
+    held.push(Box::new(XRCDS.lock().unwrap_or_else(|e| e.into_inner())));
+}
+
 fn device_xrcd(cm_id: &CmId) -> Result<*mut ibv_xrcd, c_int> {
     let mut xrcds = XRCDS.lock().unwrap_or_else(|e| e.into_inner());
     let ctx = cm_id.c.verbs as usize;
