@@ -69,6 +69,7 @@ fn quick_bench_prints_every_row() {
         "ib_send_bw 1 MiB",
         "ib_write_bw 8 B message rate",
         "ib_write_bw 8 B message rate, 8 QPs",
+        "ib_send_bw 64 B rate, completion events",
         "softroce perf write 64 KiB (2 procs)",
         "softroce perf lat 8 B half RTT",
     ] {

@@ -751,12 +751,18 @@ impl Device {
                 shared.held_since.store(t, Ordering::Release);
                 // The engine sends them if nobody comes back in time: make sure it wakes
                 // (once per burst, not per post). While the application busy-polls, the
-                // engine wakes at the end of the poll's grace period anyway, and a poller
-                // that comes back sends them itself: no wakeup.
+                // engine looks within a few grace periods anyway, and a poller that comes
+                // back sends them itself: no wakeup, unless the engine went to its idle
+                // sleep before the polling began (a program that polls its CQ empty, posts
+                // a burst, then blocks in ibv_get_cq_event or poll(2) on the channel: the
+                // burst waited 100 ms).
                 let deadline = t + DOORBELL_HOLD.as_nanos() as u64;
-                if shared.busy_polled(now).is_none()
-                    && deadline < shared.engine_wakes_at.load(Ordering::Acquire)
-                {
+                let wakes_at = shared.engine_wakes_at.load(Ordering::Acquire);
+                let engine_looks_soon = match shared.busy_polled(now) {
+                    Some(_) => wakes_at <= deadline + BUSY_POLL_LOOKS_WITHIN.as_nanos() as u64,
+                    None => wakes_at <= deadline,
+                };
+                if !engine_looks_soon {
                     let _ = shared.engine_wake.notify();
                 }
             }
@@ -1219,12 +1225,19 @@ impl Device {
         mut take: impl FnMut(&mut Hca) -> VerbsResult<(T, bool)>,
     ) -> VerbsResult<T> {
         let deadline = timeout.map(|t| Instant::now() + t);
-        if timeout.is_none_or(|t| !t.is_zero()) {
+        let may_sleep = timeout.is_none_or(|t| !t.is_zero());
+        if may_sleep {
             // The caller may sleep: the engine must receive what it waits for.
             self.shared.hand_back_to_engine();
         }
         loop {
-            match take(&mut self.shared.lock_hca_for_verb()) {
+            let mut hca = self.shared.lock_hca_for_verb();
+            if may_sleep {
+                // What the caller posted last and the device holds for its next verb goes
+                // now: this is that verb, and the completion it waits for needs it.
+                send_held(&self.shared, &mut hca);
+            }
+            match take(&mut hca) {
                 Ok((ev, more)) => {
                     if !more {
                         let _ = fd.try_consume();
@@ -1236,6 +1249,7 @@ impl Device {
                 }
                 Err(e) => return Err(e),
             }
+            drop(hca);
             let left = match deadline {
                 Some(d) => match d.checked_duration_since(Instant::now()) {
                     Some(left) if !left.is_zero() => Some(left),
