@@ -954,3 +954,79 @@ fn riostream_writes_verified_data_into_the_peers_mapped_buffer() {
         );
     }
 }
+
+/// A client that crashed (SIGKILL) and is started again on the same device connects at
+/// once: its new QPs are numbered afresh, as a kernel's host-wide pool numbers them, so the
+/// server's CM, which still holds the crashed client's connection, does not take the new
+/// one for it (every process began at QPN 0x11, and the restarted client was refused as a
+/// stale connection, REJ 10, until the old one timed out seconds later).
+#[test]
+fn rping_client_restarted_after_a_crash_connects_at_once() {
+    use std::io::{BufRead, BufReader};
+    let (server_addr, client_addr, port) = ("127.77.48.1", "127.77.48.2", "18961");
+    let mut server = on_device(
+        server_addr,
+        "rping",
+        &["-s", "-P", "-a", server_addr, "-p", port, "-C", "1000000"],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .expect("spawning the rping server");
+    // The first client: connected once it prints its first ping (started again while the
+    // server is not listening yet; at most 50 tries).
+    let mut connected = None;
+    for _ in 0..50 {
+        let mut first = on_device(
+            client_addr,
+            "rping",
+            &["-c", "-a", server_addr, "-p", port, "-C", "1000000", "-v"],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawning the first client");
+        let out = first.stdout.take().expect("piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let pinged = BufReader::new(out)
+                .lines()
+                .take(10_000)
+                .map_while(Result::ok)
+                .any(|l| l.contains("ping data"));
+            let _ = tx.send(pinged);
+        });
+        match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(true) => {
+                connected = Some(first);
+                break;
+            }
+            _ => {
+                let _ = first.kill();
+                let _ = first.wait();
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+    let Some(mut first) = connected else {
+        let _ = server.kill();
+        let _ = server.wait();
+        panic!("the first client never connected");
+    };
+    // The crash: no disconnect reaches the server.
+    first.kill().expect("SIGKILL to the first client");
+    first.wait().expect("reaping the first client");
+    let again = bounded(on_device(
+        client_addr,
+        "rping",
+        &["-c", "-a", server_addr, "-p", port, "-C", "3", "-v"],
+    ));
+    let _ = server.kill();
+    let _ = server.wait();
+    let text = Pair::text(&again);
+    assert!(
+        again.status.success() && text.contains("ping data: rdma-ping-2: "),
+        "the restarted client ({}):\n{text}",
+        again.status
+    );
+}

@@ -43,6 +43,7 @@ use softroce_emu_cm::{
 use softroce_emu_core::{
     AccessFlags, AsyncEvent, ChannelHandle, CqHandle, Hca, HcaConfig, HcaEvent, IncomingDatagram,
     MrHandle, MrKeys, PayloadRef, PdHandle, QpHandle, TransmitToken, VerbsError, VerbsResult,
+    qpn_slot_range,
 };
 use softroce_emu_faults::{
     DeviceEvent, Direction, FaultCounters, FaultInjector, FaultPlan, Verdict, excerpt,
@@ -161,6 +162,8 @@ fn adaptive_retransmit_env() -> bool {
 
 /// Mixed into the device seed for the connection manager's IDs, so they are not the keys'.
 const CM_SEED_STREAM: u64 = 0x636d_5f69_6473; // "cm_ids"
+/// Mixed into the key seed for the first QPN ([`first_qpn`]).
+const QPN_SEED_STREAM: u64 = 0x7170_6e5f_6669_7273; // "qpn_firs"
 
 /// How long a real device holds an ACK back for the QP's next packet: long enough for an
 /// application to answer a request, far below any retransmission timeout.
@@ -483,6 +486,7 @@ impl Device {
         // reports each datagram's fate to the core in the same pump.
         config.hca.transmit_feedback = true;
         config.hca.max_outstanding_psns = outstanding_psns_for(socket.recv_buffer_bytes());
+        config.hca.first_qpn = first_qpn(&config.hca);
         let hca = Hca::new(config.hca);
         let mut cm_config = CmConfig::new(
             hca.gids()[hca.ip_gid_index()],
@@ -1504,6 +1508,31 @@ fn join_again(e: &io::Error) -> bool {
             | io::ErrorKind::TimedOut
             | io::ErrorKind::PermissionDenied
     )
+}
+
+/// Where this process's QP numbers begin: somewhere in the first half of its QPN range,
+/// drawn from the key seed (so a replayed seed replays them), unless the configuration
+/// chose a start. A kernel numbers every process's QPs from one host-wide pool, so a
+/// program restarted after a crash gets QPNs its peers have not seen; starting each
+/// process at 0x11 had a peer's connection manager still holding the crashed one's
+/// connection refuse the new one as stale (REJ 10) for seconds.
+fn first_qpn(hca: &HcaConfig) -> u32 {
+    let default = HcaConfig::new("", hca.ip).first_qpn;
+    if hca.first_qpn != default {
+        return hca.first_qpn;
+    }
+    let range = match hca.qpn_slot {
+        Some(slot) => qpn_slot_range(slot),
+        None => default..0xFF_FFFF,
+    };
+    let half = ((range.end - range.start) / 2).max(1);
+    // A stream of its own (splitmix64's finaliser over the seed and a constant): the QPN is
+    // on the wire, the seed the keys come from is not.
+    let mut z = hca.seed ^ QPN_SEED_STREAM;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    range.start + (z % u64::from(half)) as u32
 }
 
 /// Bind the device's port, or share it: an owner when the port is free, a guest of the
