@@ -31,6 +31,12 @@ if ! command -v ucx_perftest >/dev/null 2>&1; then
   apt-get -o DPkg::Lock::Timeout=600 update -qq
   apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends ucx-utils >/dev/null
 fi
+if ! command -v qperf >/dev/null 2>&1; then
+  echo "[test-all] installing qperf (its RC tests run unmodified on the drop-in over rdma_cm)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends qperf >/dev/null
+fi
 if ! command -v strace >/dev/null 2>&1; then
   echo "[test-all] installing strace (the librspreload test checks no TCP connect reaches the kernel)"
   export DEBIAN_FRONTEND=noninteractive

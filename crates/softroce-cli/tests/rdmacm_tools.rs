@@ -1030,3 +1030,53 @@ fn rping_client_restarted_after_a_crash_connects_at_once() {
         again.status
     );
 }
+
+/// librspreload's select(2), as iperf3 and ncat wait: a server that selects on its
+/// listener, accepts a connection that was established meanwhile, then selects on the
+/// accepted socket sees that very fd marked readable and reads every byte. (The accepted
+/// rsocket's number was the one it got when it connected in the background, older than
+/// the fd the preload's accept() hands out, and the preload's select() marked that older
+/// number instead: the server waited for data forever.)
+#[test]
+fn select_under_librspreload_marks_the_accepted_socket() {
+    let preload = "/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so";
+    assert!(
+        std::path::Path::new(preload).exists(),
+        "{preload} is missing: run scripts/test-all.sh as root (it installs librdmacm1)"
+    );
+    require_tools(&["gcc"], "gcc");
+    let src = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/rsockets/select_after_accept.c");
+    let exe = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("select_after_accept");
+    let out = Command::new("gcc")
+        .args(["-O1", "-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("running gcc");
+    assert!(
+        out.status.success(),
+        "gcc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let exe = exe.display().to_string();
+    let with_preload = |addr: &str, role: &str| {
+        let preload_var = format!("LD_PRELOAD={preload}");
+        on_device(
+            addr,
+            "env",
+            &[&preload_var, &exe, role, "127.77.44.9", "18880"],
+        )
+    };
+    let p = pair(
+        with_preload("127.77.44.9", "server"),
+        || with_preload("127.77.44.10", "client"),
+        true,
+    );
+    assert!(
+        p.server.status.success()
+            && Pair::text(&p.server).contains("server got 65536 bytes through select"),
+        "{}",
+        p.report()
+    );
+}

@@ -1743,8 +1743,11 @@ pub(crate) unsafe fn raccept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t
             let (Phase::Listening, Some(q)) = (g.phase, g.accepted.as_mut()) else {
                 return Err(libc::EBADF);
             };
-            if let Some(new_fd) = q.pop() {
+            if let Some(queued_fd) = q.pop() {
                 drop(g);
+                // Renumbering is for select(2) under the preload: a socket that cannot be
+                // renumbered (out of fds) still works under its queued number.
+                let new_fd = renumber(queued_fd).unwrap_or(queued_fd);
                 if !addr.is_null() && !len.is_null() {
                     // SAFETY: the caller's buffers.
                     let _ = unsafe { rgetpeername(new_fd, addr, len) };
@@ -1761,6 +1764,54 @@ pub(crate) unsafe fn raccept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t
         };
         wait_readable(&[ready_fd], defaults().wake_up_ms)?;
     }
+}
+
+/// Gives an accepted socket a number taken now: its id moves to a new channel, whose fd is
+/// the socket's number. rsockets' raccept makes the connection's channel in the call
+/// (`rdma_get_request`), after librspreload's accept() opened the placeholder fd the
+/// application gets, so the socket's number is a newer fd than that placeholder;
+/// librspreload's select() maps an rsocket back by walking the application's fds upward
+/// from 0 for the first that maps to it, where an fd it does not track maps to itself. The
+/// number of a connection accepted in the background before accept() came was older: the
+/// walk stopped at it, and select() marked an fd the application never had (iperf3 and
+/// `ncat -l` waited for data forever).
+fn renumber(fd: c_int) -> Res<c_int> {
+    let cm = cm()?;
+    let s = lookup(fd)?;
+    // SAFETY: plain librdmacm call.
+    let channel = unsafe { (cm.rdma_create_event_channel)() };
+    if channel.is_null() {
+        return Err(errno());
+    }
+    let destroy = |c| {
+        // SAFETY: a channel of ours, no id on it.
+        unsafe { (cm.rdma_destroy_event_channel)(c) }
+    };
+    // SAFETY: the channel just made.
+    if let Err(e) = set_nonblocking(unsafe { (*channel).fd }, true) {
+        destroy(channel);
+        return Err(e);
+    }
+    let mut g = lock(&s);
+    // SAFETY: the socket's live id (its events are read and acknowledged as they come, so
+    // the migration does not wait) and the new channel.
+    if let Err(e) = check(unsafe { (cm.rdma_migrate_id)(g.id, channel) }) {
+        drop(g);
+        destroy(channel);
+        return Err(e);
+    }
+    let old = std::mem::replace(&mut g.channel, channel);
+    drop(g);
+    // SAFETY: the channel just made.
+    let new_fd = unsafe { (*channel).fd };
+    {
+        let mut all = sockets();
+        if let Some(socket) = all.remove(&fd) {
+            all.insert(new_fd, socket);
+        }
+    }
+    destroy(old);
+    Ok(new_fd)
 }
 
 // ---- accepting in the background -----------------------------------------------------------
