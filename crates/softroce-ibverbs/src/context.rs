@@ -172,10 +172,10 @@ pub(crate) fn discard_unread_events(dev: &Device, hca: &mut Hca, object: (Object
 /// `fork()`: the async-event routing, the routed devices, the open contexts and the
 /// events handed out, in the order they nest (see [`crate::fork`]).
 pub(crate) fn hold_for_fork(held: &mut crate::fork::Held) {
-    held.push(Box::new(lock(&ROUTING)));
-    held.push(Box::new(lock(&ROUTED_DEVICES)));
-    held.push(Box::new(lock(&LIVE_CONTEXTS)));
-    held.push(Box::new(lock(&PENDING_EVENTS)));
+    crate::fork::take(&ROUTING, held);
+    crate::fork::take(&ROUTED_DEVICES, held);
+    crate::fork::take(&LIVE_CONTEXTS, held);
+    crate::fork::take(&PENDING_EVENTS, held);
 }
 
 /// The devices a router thread serves (weak: the allocation stays, so no other device

@@ -133,9 +133,7 @@ pub(crate) fn hold_for_fork(held: &mut crate::fork::Held) {
     for &e in &list.0 {
         // SAFETY: entries are leaked and never freed.
         let entry = unsafe { &*e };
-        held.push(Box::new(
-            entry.running.lock().unwrap_or_else(|e| e.into_inner()),
-        ));
+        crate::fork::take(&entry.running, held);
     }
 }
 

@@ -11,6 +11,7 @@
 
 use std::any::Any;
 use std::cell::RefCell;
+use std::sync::{Mutex, TryLockError};
 
 use crate::ffi::guard;
 
@@ -20,6 +21,27 @@ pub(crate) type Held = Vec<Box<dyn Any>>;
 thread_local! {
     /// The guards the forking thread took in [`before_fork`], for [`after_fork`].
     static HELD: RefCell<Held> = const { RefCell::new(Vec::new()) };
+}
+
+/// How long [`take`] tries for one lock. A lock another thread holds is let go within
+/// microseconds; one still held after this is held by the forking thread itself (a signal
+/// handler that forks while its thread was inside a verb), which waiting would deadlock:
+/// that lock is left as it is.
+const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Takes `lock` for the fork into `held` (see [`LOCK_PATIENCE`]).
+pub(crate) fn take<T: 'static>(lock: &'static Mutex<T>, held: &mut Held) {
+    let until = std::time::Instant::now() + LOCK_PATIENCE;
+    loop {
+        match lock.try_lock() {
+            Ok(guard) => return held.push(Box::new(guard)),
+            Err(TryLockError::Poisoned(e)) => return held.push(Box::new(e.into_inner())),
+            Err(TryLockError::WouldBlock) if std::time::Instant::now() < until => {
+                std::thread::sleep(std::time::Duration::from_micros(20));
+            }
+            Err(TryLockError::WouldBlock) => return,
+        }
+    }
 }
 
 /// Outermost first: a lock is only ever taken while holding locks listed before it (the

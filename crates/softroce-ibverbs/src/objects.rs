@@ -2267,7 +2267,7 @@ fn xrcd_files() -> std::sync::MutexGuard<'static, Vec<XrcdFile>> {
 
 /// `fork()`: the XRC domains' files (see [`crate::fork`]).
 pub(crate) fn hold_for_fork(held: &mut crate::fork::Held) {
-    held.push(Box::new(xrcd_files()));
+    crate::fork::take(&XRCD_FILES, held);
 }
 
 /// The context is going away: its domains are no longer found through their files.

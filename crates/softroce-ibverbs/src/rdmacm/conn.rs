@@ -80,7 +80,7 @@ fn routes() -> MutexGuard<'static, Option<Routes>> {
 
 /// `fork()`: the routes (see [`crate::fork`]).
 pub(crate) fn hold_for_fork(held: &mut crate::fork::Held) {
-    held.push(Box::new(routes()));
+    crate::fork::take(&ROUTES, held);
 }
 
 fn with_routes<R>(f: impl FnOnce(&mut Routes) -> R) -> R {

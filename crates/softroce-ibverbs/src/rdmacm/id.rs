@@ -127,7 +127,7 @@ fn registry() -> MutexGuard<'static, Option<Registry>> {
 
 /// `fork()`: the registry (see [`crate::fork`]).
 pub(crate) fn hold_for_fork(held: &mut crate::fork::Held) {
-    held.push(Box::new(registry()));
+    crate::fork::take(&REGISTRY, held);
 }
 
 fn with_registry<R>(f: impl FnOnce(&mut Registry) -> R) -> R {

@@ -24,7 +24,7 @@ static XRCDS: std::sync::Mutex<Vec<(usize, usize)>> = std::sync::Mutex::new(Vec:
 
 /// `fork()`: the per-device XRC domains (see [`crate::fork`]).
 pub(crate) fn hold_for_fork(held: &mut crate::fork::Held) {
-    held.push(Box::new(XRCDS.lock().unwrap_or_else(|e| e.into_inner())));
+    crate::fork::take(&XRCDS, held);
 }
 
 fn device_xrcd(cm_id: &CmId) -> Result<*mut ibv_xrcd, c_int> {
