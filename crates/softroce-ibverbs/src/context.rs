@@ -178,6 +178,15 @@ pub(crate) fn hold_for_fork(held: &mut crate::fork::Held) {
     crate::fork::take(&PENDING_EVENTS, held);
 }
 
+/// A thread counted among a context's async-event waiters while this lives.
+struct AsyncWaiter<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for AsyncWaiter<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// The devices a router thread serves (weak: the allocation stays, so no other device
 /// can take its address while listed), each with the fd that wakes its thread.
 static ROUTED_DEVICES: Mutex<Vec<(Weak<Device>, Arc<EventFd>)>> = Mutex::new(Vec::new());
@@ -356,7 +365,9 @@ impl EmuContext {
         // `closing` before it waits; the wake-up is given again on every turn, as a waiter
         // that was emptying the fd when it came may have taken it from the others.
         ctx.closing.store(true, Ordering::SeqCst);
-        while ctx.async_waiters.load(Ordering::SeqCst) > 0 {
+        // In a forked child the count may include the parent's waiters, which are not here.
+        let inherited = ctx.device.as_ref().is_some_and(|d| d.inherited());
+        while !inherited && ctx.async_waiters.load(Ordering::SeqCst) > 0 {
             let _ = ctx.async_fd.notify();
             std::thread::sleep(Duration::from_micros(100));
         }
@@ -473,18 +484,18 @@ impl EmuContext {
         }
     }
 
+    /// Counts the calling thread among the async-event waiters that `close` lets leave
+    /// first, until the returned guard drops: for the whole of `ibv_get_async_event`,
+    /// which reads the context after the event came too.
+    fn count_waiter(&self) -> AsyncWaiter<'_> {
+        self.async_waiters.fetch_add(1, Ordering::SeqCst);
+        AsyncWaiter(&self.async_waiters)
+    }
+
     /// This context's next async event: at once when its fd is non-blocking (EAGAIN when
     /// there is none), else waiting for one.
+    /// The caller must be counted among the waiters ([`EmuContext::count_waiter`]).
     fn next_async_event(&self, dev: &Arc<Device>) -> Result<AsyncEvent, c_int> {
-        /// Counts this thread among the waiters `close` lets leave first.
-        struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
-        impl Drop for Waiting<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::SeqCst);
-            }
-        }
-        self.async_waiters.fetch_add(1, Ordering::SeqCst);
-        let _waiting = Waiting(&self.async_waiters);
         loop {
             if self.closing.load(Ordering::SeqCst) {
                 return Err(libc::EIO);
@@ -998,6 +1009,7 @@ unsafe extern "C" fn ibv_get_async_event(
         if event.is_null() {
             return Err(libc::EINVAL);
         }
+        let _waiting = ctx.count_waiter();
         let dev = ctx.shared_device(VERB)?;
         let ev = ctx.next_async_event(dev)?;
         let object = |kind, handle| CEventElement::Object(ctx.object_address(kind, handle));

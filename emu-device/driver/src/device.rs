@@ -1080,6 +1080,11 @@ impl Device {
     /// receive what it waits for (a busy-polling thread may have been doing that).
     pub fn before_waiting(&self) {
         self.shared.hand_back_to_engine();
+        // What the caller posted last and the device holds for its next verb goes now,
+        // as in `wait_event`.
+        if self.shared.held_since.load(Ordering::Acquire) != 0 {
+            send_held(&self.shared, &mut self.shared.lock_hca_for_verb());
+        }
     }
 
     /// `ibv_get_async_event`, waiting up to `timeout` like [`Device::get_cq_event`].
@@ -1512,7 +1517,7 @@ fn join_again(e: &io::Error) -> bool {
 
 /// Where this process's QP numbers begin: somewhere in the first half of its QPN range,
 /// drawn from the key seed (so a replayed seed replays them), unless the configuration
-/// chose a start. A kernel numbers every process's QPs from one host-wide pool, so a
+/// chose a start other than the default 0x11. A kernel numbers every process's QPs from one host-wide pool, so a
 /// program restarted after a crash gets QPNs its peers have not seen; starting each
 /// process at 0x11 had a peer's connection manager still holding the crashed one's
 /// connection refuse the new one as stale (REJ 10) for seconds.

@@ -78,6 +78,14 @@ fn routes() -> MutexGuard<'static, Option<Routes>> {
     ROUTES.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Runs `f` between two routed CM events: the thread that routes them holds the routes'
+/// lock while it hands one to its id's channel, so an id's channel can change in `f`
+/// without an event landing on the old one.
+pub(crate) fn between_routed_events<R>(f: impl FnOnce() -> R) -> R {
+    let _routing = routes();
+    f()
+}
+
 /// `fork()`: the routes (see [`crate::fork`]).
 pub(crate) fn hold_for_fork(held: &mut crate::fork::Held) {
     crate::fork::take(&ROUTES, held);

@@ -448,12 +448,20 @@ pub(crate) fn migrate_id(
         .wait_until(|| acked.load(Ordering::SeqCst) + taken >= reported.load(Ordering::SeqCst));
     let old = cm_id.channel;
     let old_synchronous = cm_id.synchronous;
-    cm_id.channel = target.cast();
-    cm_id.c.channel = target;
-    cm_id.synchronous = synchronous;
-    for event in pending {
-        cm_id.channel().push(event);
-    }
+    // The connection manager's thread queues an event on the channel the id has when it
+    // routes it: the switch happens between two routed events, and what was queued on the
+    // old channel while this waited moves too (after the rest, in order). Else an event
+    // could land on the old channel after the move, never read or acknowledged, or, the
+    // old channel freed (rsockets' raccept renumbers so), in freed memory.
+    super::conn::between_routed_events(|| {
+        let late = cm_id.channel().take_events_of(p);
+        cm_id.channel = target.cast();
+        cm_id.c.channel = target;
+        cm_id.synchronous = synchronous;
+        for event in pending.into_iter().chain(late) {
+            cm_id.channel().push(event);
+        }
+    });
     with_registry(|r| {
         if let Some(users) = r.channels.get_mut(&(old as usize)) {
             *users = users.saturating_sub(1);
