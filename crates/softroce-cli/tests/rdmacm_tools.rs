@@ -863,20 +863,20 @@ fn rcopy_copies_a_file_over_rsockets() {
     );
 }
 
-/// rsocket(7)'s preload library: an ordinary TCP program, unmodified, under
-/// `LD_PRELOAD=librspreload.so` on both sides runs over rsockets (no TCP connection: the
-/// client's connect(2) never reaches the kernel) and gets its megabyte echoed intact.
-#[test]
-fn an_ordinary_tcp_program_runs_over_rsockets_with_librspreload() {
-    let preload = "/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so";
+/// rsocket(7)'s preload library, Debian's.
+const PRELOAD: &str = "/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so";
+
+/// The ordinary TCP program `tests/rsockets/NAME.c`, compiled: its path. Fails unless
+/// librspreload is installed too.
+fn tcp_program_for_the_preload(name: &str) -> String {
     assert!(
-        std::path::Path::new(preload).exists(),
-        "{preload} is missing: run scripts/test-all.sh as root (it installs librdmacm1)"
+        std::path::Path::new(PRELOAD).exists(),
+        "{PRELOAD} is missing: run scripts/test-all.sh as root (it installs librdmacm1)"
     );
-    require_tools(&["gcc", "strace"], "gcc and strace");
-    let src =
-        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/rsockets/tcp_echo.c");
-    let exe = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tcp_echo");
+    require_tools(&["gcc"], "gcc");
+    let src = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("tests/rsockets/{name}.c"));
+    let exe = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
     let out = Command::new("gcc")
         .args(["-O1", "-Wall", "-Werror", "-o"])
         .arg(&exe)
@@ -888,14 +888,21 @@ fn an_ordinary_tcp_program_runs_over_rsockets_with_librspreload() {
         "gcc: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let exe = exe.display().to_string();
+    exe.display().to_string()
+}
+
+/// rsocket(7)'s preload library: an ordinary TCP program, unmodified, under
+/// `LD_PRELOAD=librspreload.so` on both sides runs over rsockets (no TCP connection: the
+/// client's connect(2) never reaches the kernel) and gets its megabyte echoed intact.
+#[test]
+fn an_ordinary_tcp_program_runs_over_rsockets_with_librspreload() {
+    require_tools(&["strace"], "strace");
+    let exe = tcp_program_for_the_preload("tcp_echo");
+    let preload_var = format!("LD_PRELOAD={PRELOAD}");
     let with_preload = |addr: &str, args: &[&str]| {
-        let mut all = vec![
-            "env",
-            "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so",
-        ];
+        let mut all = vec![preload_var.as_str()];
         all.extend_from_slice(args);
-        on_device(addr, all[0], &all[1..])
+        on_device(addr, "env", &all)
     };
     let p = pair(
         with_preload("127.77.44.5", &[&exe, "server", "127.77.44.5", "18860"]),
@@ -1039,29 +1046,9 @@ fn rping_client_restarted_after_a_crash_connects_at_once() {
 /// number instead: the server waited for data forever.)
 #[test]
 fn select_under_librspreload_marks_the_accepted_socket() {
-    let preload = "/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so";
-    assert!(
-        std::path::Path::new(preload).exists(),
-        "{preload} is missing: run scripts/test-all.sh as root (it installs librdmacm1)"
-    );
-    require_tools(&["gcc"], "gcc");
-    let src = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/rsockets/select_after_accept.c");
-    let exe = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("select_after_accept");
-    let out = Command::new("gcc")
-        .args(["-O1", "-Wall", "-Werror", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .expect("running gcc");
-    assert!(
-        out.status.success(),
-        "gcc: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let exe = exe.display().to_string();
+    let exe = tcp_program_for_the_preload("select_after_accept");
     let with_preload = |addr: &str, role: &str| {
-        let preload_var = format!("LD_PRELOAD={preload}");
+        let preload_var = format!("LD_PRELOAD={PRELOAD}");
         on_device(
             addr,
             "env",

@@ -8,21 +8,32 @@ use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(90);
 
-/// Run a pingpong pair and check both sides report the whole exchange.
-fn pingpong(tool: &str, pair: u8, extra: &[&str]) {
+/// Runs `tool`'s server and client on device pair `pair` with GID 0, `iters` exchanges
+/// (`-n`) and `extra`.
+fn run_tool_pair(
+    tool: &str,
+    pair: u8,
+    iters: &str,
+    extra: &[&str],
+) -> (common::Finished, common::Finished) {
     common::require_tools(&[tool]);
     let (server_dev, client_dev) = common::device_pair(pair);
     let port = common::free_tcp_port().to_string();
-    let mut args = vec!["-d", "softroce0", "-g", "0", "-p", &port, "-n", "500"];
+    let mut args = vec!["-d", "softroce0", "-g", "0", "-p", &port, "-n", iters];
     args.extend_from_slice(extra);
-    let (s, c) = common::run_pair(
+    common::run_pair(
         tool,
         &server_dev,
         &client_dev,
         &args,
         port.parse().unwrap(),
         LIMIT,
-    );
+    )
+}
+
+/// Run a pingpong pair and check both sides report the whole exchange.
+fn pingpong(tool: &str, pair: u8, extra: &[&str]) {
+    let (s, c) = run_tool_pair(tool, pair, "500", extra);
     for side in [&s, &c] {
         assert!(
             side.stdout.contains("500 iters in") && side.stdout.contains("bytes in"),
@@ -131,20 +142,7 @@ fn rc_pingpong_survives_injected_loss_and_is_captured() {
 /// XRC domain, the client sends to that SRQ's number; both sides print "success" only when
 /// every message arrived where it was addressed.
 fn xsrq_pingpong(pair: u8, extra: &[&str]) {
-    const TOOL: &str = "ibv_xsrq_pingpong";
-    common::require_tools(&[TOOL]);
-    let (server_dev, client_dev) = common::device_pair(pair);
-    let port = common::free_tcp_port().to_string();
-    let mut args = vec!["-d", "softroce0", "-g", "0", "-p", &port, "-n", "50"];
-    args.extend_from_slice(extra);
-    let (s, c) = common::run_pair(
-        TOOL,
-        &server_dev,
-        &client_dev,
-        &args,
-        port.parse().unwrap(),
-        LIMIT,
-    );
+    let (s, c) = run_tool_pair("ibv_xsrq_pingpong", pair, "50", extra);
     for side in [&s, &c] {
         assert!(
             side.stdout.lines().any(|l| l.trim() == "success"),
