@@ -752,7 +752,9 @@ impl Device {
             shared.last_post_at.store(t, Ordering::Relaxed);
             shared.held_posts.store(held_posts + 1, Ordering::Relaxed);
             if shared.held_since.load(Ordering::Relaxed) == 0 {
-                shared.held_since.store(t, Ordering::Release);
+                // SeqCst with the engine's `engine_wakes_at` (see `engine`): either it sees
+                // this burst when it plans its sleep, or this sees the sleep it planned.
+                shared.held_since.store(t, Ordering::SeqCst);
                 // The engine sends them if nobody comes back in time: make sure it wakes
                 // (once per burst, not per post). While the application busy-polls, the
                 // engine looks within a few grace periods anyway, and a poller that comes
@@ -761,7 +763,7 @@ impl Device {
                 // a burst, then blocks in ibv_get_cq_event or poll(2) on the channel: the
                 // burst waited 100 ms).
                 let deadline = t + DOORBELL_HOLD.as_nanos() as u64;
-                let wakes_at = shared.engine_wakes_at.load(Ordering::Acquire);
+                let wakes_at = shared.engine_wakes_at.load(Ordering::SeqCst);
                 let engine_looks_soon = match shared.busy_polled(now) {
                     Some(_) => wakes_at <= deadline + BUSY_POLL_LOOKS_WITHIN.as_nanos() as u64,
                     None => wakes_at <= deadline,
@@ -1404,7 +1406,7 @@ impl Shared {
 
     /// When held posts must leave if the application has not come back (see [`BURST_GAP`]).
     fn held_deadline(&self) -> Option<Instant> {
-        let since = self.held_since.load(Ordering::Acquire);
+        let since = self.held_since.load(Ordering::SeqCst);
         (since != 0).then(|| self.epoch + Duration::from_nanos(since) + DOORBELL_HOLD)
     }
 
@@ -2565,7 +2567,12 @@ fn engine(shared: Arc<Shared>) {
             // Verbs run after the poller stopped wake the engine for timers due before this.
             shared
                 .engine_wakes_at
-                .store(nanos_since(shared.epoch, wake_at), Ordering::Release);
+                .store(nanos_since(shared.epoch, wake_at), Ordering::SeqCst);
+            // A burst held after `wake_at` was planned whose poster did not see the new
+            // wake time (a store then a load on each side, both SeqCst: one sees the other).
+            if let Some(held) = shared.held_deadline() {
+                wake_at = wake_at.min(held);
+            }
             let left = wake_at.saturating_duration_since(now);
             let polled_before = shared.polled_at.load(Ordering::Acquire);
             let received_before = shared.received.load(Ordering::Relaxed);
@@ -2649,13 +2656,17 @@ fn engine(shared: Arc<Shared>) {
                 .into_iter()
                 .flatten()
                 .min();
-            let timeout = due.map_or(Duration::from_millis(100), |t| {
+            let mut timeout = due.map_or(Duration::from_millis(100), |t| {
                 t.saturating_duration_since(now)
                     .min(Duration::from_millis(100))
             });
             shared
                 .engine_wakes_at
-                .store(nanos_since(shared.epoch, now + timeout), Ordering::Release);
+                .store(nanos_since(shared.epoch, now + timeout), Ordering::SeqCst);
+            // As in the busy-poll branch: a burst held while this was planned.
+            if let Some(held) = shared.held_deadline() {
+                timeout = timeout.min(held.saturating_duration_since(now));
+            }
             shared
                 .engine_watches_socket
                 .store(busy.is_none(), Ordering::Release);
