@@ -1519,10 +1519,10 @@ fn join_again(e: &io::Error) -> bool {
 
 /// Where this process's QP numbers begin: somewhere in the first half of its QPN range,
 /// drawn from the key seed (so a replayed seed replays them), unless the configuration
-/// chose a start other than the default 0x11. A kernel numbers every process's QPs from one host-wide pool, so a
-/// program restarted after a crash gets QPNs its peers have not seen; starting each
-/// process at 0x11 had a peer's connection manager still holding the crashed one's
-/// connection refuse the new one as stale (REJ 10) for seconds.
+/// chose a start other than the default 0x11. A kernel numbers every process's QPs from
+/// one host-wide pool, so a program restarted after a crash gets QPNs its peers have not
+/// seen; starting each process at 0x11 had a peer's connection manager still holding the
+/// crashed one's connection refuse the new one as stale (REJ 10) for seconds.
 fn first_qpn(hca: &HcaConfig) -> u32 {
     let default = HcaConfig::new("", hca.ip).first_qpn;
     if hca.first_qpn != default {
